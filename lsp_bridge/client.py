@@ -1,0 +1,463 @@
+"""An async client for Lean's language server: documents, the elaboration barrier, goals, RPC.
+
+Responsibilities (and nothing else): the LSP lifecycle (initialize / shutdown), document sync
+(didOpen / didChange / didClose with versions), collecting diagnostics per version (including
+Lean 4.31+ ``isIncremental`` streaming), the barrier that returns only when a version is fully
+elaborated, and queries (plain goals, term goals, hover, document symbols, RPC interactive goals).
+
+It must not own pools, sessions or policy: callers decide what to open and when to give up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+from lsprotocol import types as lsp
+from lsprotocol.converters import get_converter
+
+from .errors import DocumentError, RpcNeedsReconnect, ServerStartFailed
+from .lean_types import (
+    DocumentReport,
+    FileProgress,
+    InteractiveGoal,
+    LeanDiagnostic,
+    PlainGoal,
+    PlainTermGoal,
+    ReportStatus,
+    collect_rpc_refs,
+)
+from .positions import LspPos
+from .timeouts import DEFAULT_TIMEOUTS, Timeouts
+from .transport import LspTransport
+
+log = structlog.get_logger("leanrig.lsp")
+_converter = get_converter()
+
+RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCommand:
+    """How to start a Lean language server in a project.
+
+    ``argv`` is the full command (e.g. ``[lean, --server]`` or ``[lake, serve, --]``); server
+    options are appended. ``env`` is the complete environment (None: inherit).
+    """
+
+    argv: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str] | None = None
+    report_delay_ms: int = 0
+    edit_delay_ms: int = 1
+    incremental_diagnostics: bool = True
+
+    def full_argv(self) -> list[str]:
+        return [*self.argv, f"-Dserver.reportDelayMs={self.report_delay_ms}"]
+
+
+@dataclass(slots=True)
+class _Document:
+    uri: str
+    text: str
+    version: int
+    diag_version: int = -1
+    diagnostics: list[LeanDiagnostic] = field(default_factory=list)
+    progress: FileProgress | None = None
+    fatal_version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TextEdit:
+    """Replace the code point range ``[start, end)`` of the current text with ``text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+def apply_edit(text: str, edit: TextEdit) -> str:
+    return text[: edit.start] + edit.text + text[edit.end :]
+
+
+def minimal_edit(old: str, new: str) -> TextEdit:
+    """The smallest single replacement turning ``old`` into ``new`` (common prefix/suffix)."""
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return TextEdit(start, end_old, new[start:end_new])
+
+
+def path_to_uri(path: Path) -> str:
+    return path.absolute().as_uri()
+
+
+class LeanClient:
+    """A Lean language server with its documents. Create with ``LeanClient.start(command)``."""
+
+    def __init__(self, command: ServerCommand, timeouts: Timeouts) -> None:
+        self.command = command
+        self.timeouts = timeouts
+        self._docs: dict[str, _Document] = {}
+        self._transport: LspTransport | None = None
+        self._tg: TaskGroup | None = None
+        self._rpc_sessions: dict[str, str] = {}
+        self.server_info: dict[str, Any] = {}
+
+    @classmethod
+    @asynccontextmanager
+    async def start(
+        cls, command: ServerCommand, *, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    ) -> AsyncIterator[LeanClient]:
+        client = cls(command, timeouts)
+        async with (
+            LspTransport.spawn(
+                command.full_argv(),
+                cwd=command.cwd,
+                env=command.env,
+                on_notification=client._on_notification,
+                shutdown_timeout=timeouts.shutdown,
+            ) as transport,
+            anyio.create_task_group() as tg,
+        ):
+            client._transport = transport
+            client._tg = tg
+            try:
+                await client._initialize()
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> LspTransport:
+        assert self._transport is not None, "client not started"
+        return self._transport
+
+    @property
+    def pid(self) -> int:
+        return self.transport.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._transport is not None and self._transport.alive
+
+    async def _initialize(self) -> None:
+        params = lsp.InitializeParams(
+            process_id=os.getpid(),
+            root_uri=path_to_uri(self.command.cwd),
+            capabilities=lsp.ClientCapabilities(
+                text_document=lsp.TextDocumentClientCapabilities(
+                    publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(
+                        version_support=True
+                    ),
+                    document_symbol=lsp.DocumentSymbolClientCapabilities(
+                        hierarchical_document_symbol_support=True
+                    ),
+                    hover=lsp.HoverClientCapabilities(
+                        content_format=[lsp.MarkupKind.Markdown, lsp.MarkupKind.PlainText]
+                    ),
+                ),
+            ),
+        )
+        raw = _converter.unstructure(params)
+        raw["capabilities"]["lean"] = {
+            "silentDiagnosticSupport": True,
+            "incrementalDiagnosticSupport": self.command.incremental_diagnostics,
+        }
+        raw["initializationOptions"] = {"editDelay": self.command.edit_delay_ms, "hasWidgets": False}
+        try:
+            result = await self.transport.request("initialize", raw, timeout=self.timeouts.spawn)
+            await self.transport.notify("initialized", {})
+        except Exception as exc:
+            failure = ServerStartFailed(
+                f"Lean server {self.command.argv[0]} did not initialize: {exc}",
+                stderr_tail=self.transport.stderr_tail(),
+                returncode=self.transport.returncode,
+            )
+            raise failure from exc
+        self.server_info = dict(result.get("serverInfo") or {}) if isinstance(result, dict) else {}
+
+    # -- notifications (called synchronously by the transport's reader) ----------------------
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method == "textDocument/publishDiagnostics":
+            self._on_diagnostics(params)
+        elif method == "$/lean/fileProgress":
+            progress = FileProgress.from_json(params)
+            doc = self._docs.get(progress.uri)
+            if doc is not None and (progress.version is None or progress.version == doc.version):
+                doc.progress = progress
+                if any(p.fatal for p in progress.processing):
+                    doc.fatal_version = doc.version
+
+    def _on_diagnostics(self, params: dict[str, Any]) -> None:
+        doc = self._docs.get(params.get("uri", ""))
+        if doc is None:
+            return
+        version = params.get("version")
+        if not isinstance(version, int):
+            version = doc.version
+        if version < doc.diag_version:
+            return  # late report of an outdated version
+        new = [LeanDiagnostic.from_json(d) for d in params.get("diagnostics", ())]
+        if params.get("isIncremental") and version == doc.diag_version:
+            doc.diagnostics.extend(new)
+        else:
+            doc.diagnostics = new
+            doc.diag_version = version
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def text(self, uri: str) -> str:
+        return self._doc(uri).text
+
+    def version(self, uri: str) -> int:
+        return self._doc(uri).version
+
+    def is_open(self, uri: str) -> bool:
+        return uri in self._docs
+
+    def _doc(self, uri: str) -> _Document:
+        try:
+            return self._docs[uri]
+        except KeyError:
+            raise DocumentError(f"document {uri} is not open", path=uri) from None
+
+    async def open(self, uri: str, text: str, *, dependency_build_mode: str = "never") -> int:
+        """Open a document (its text need not exist on disk); returns its version (1)."""
+        if uri in self._docs:
+            raise DocumentError(f"document {uri} is already open", path=uri)
+        doc = _Document(uri, text, 1)
+        self._docs[uri] = doc
+        params = {
+            "textDocument": {"uri": uri, "languageId": "lean4", "version": 1, "text": text},
+            "dependencyBuildMode": dependency_build_mode,
+        }
+        try:
+            await self.transport.notify("textDocument/didOpen", params)
+        except BaseException:
+            self._docs.pop(uri, None)
+            raise
+        return 1
+
+    async def open_file(self, path: Path) -> tuple[str, int]:
+        """Open a file from disk; typed errors for a missing file or non-UTF-8 bytes."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise DocumentError(f"no such file: {path}", path=str(path)) from None
+        except OSError as exc:
+            raise DocumentError(f"cannot read {path}: {exc.strerror}", path=str(path)) from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(
+                f"{path} is not UTF-8 (byte {exc.start}); Lean source files must be UTF-8",
+                path=str(path),
+            ) from exc
+        uri = path_to_uri(path)
+        return uri, await self.open(uri, text)
+
+    async def change(self, uri: str, text: str) -> int:
+        """Replace the document's text; sends the minimal range edit. Returns the new version."""
+        doc = self._doc(uri)
+        return await self.edit(uri, [minimal_edit(doc.text, text)])
+
+    async def edit(self, uri: str, edits: Sequence[TextEdit]) -> int:
+        """Apply code point range edits in order (each against the text left by the previous)."""
+        from .positions import LineIndex
+
+        doc = self._doc(uri)
+        changes: list[dict[str, Any]] = []
+        text = doc.text
+        for e in edits:
+            index = LineIndex(text)
+            changes.append(
+                {
+                    "range": {
+                        "start": index.lsp_of_offset(e.start).to_json(),
+                        "end": index.lsp_of_offset(e.end).to_json(),
+                    },
+                    "text": e.text,
+                }
+            )
+            text = apply_edit(text, e)
+        doc.version += 1
+        doc.text = text
+        doc.progress = None
+        params = {
+            "textDocument": {"uri": uri, "version": doc.version},
+            "contentChanges": changes,
+        }
+        await self.transport.notify("textDocument/didChange", params)
+        return doc.version
+
+    async def close_document(self, uri: str) -> None:
+        doc = self._docs.pop(uri, None)
+        self._rpc_sessions.pop(uri, None)
+        if doc is not None and self.alive:
+            await self.transport.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    async def wait_for(
+        self, uri: str, version: int | None = None, *, timeout: float | None = None
+    ) -> DocumentReport:
+        """Barrier: return when ``version`` (default: the current one) is fully elaborated.
+
+        Diagnostics are exactly those of the reported version. If newer versions were sent in the
+        meantime, waits for the newest and says so (``status="superseded"``). Never returns a
+        report for a version that did not finish: on timeout it raises ``RequestTimeout``.
+        """
+        doc = self._doc(uri)
+        requested = doc.version if version is None else version
+        if requested > doc.version or requested < 1:
+            raise DocumentError(f"version {requested} of {uri} was never sent", path=uri)
+        deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
+        started = time.perf_counter()
+        target = requested
+        while True:
+            remaining = deadline - time.monotonic()
+            await self.transport.request(
+                "textDocument/waitForDiagnostics",
+                {"uri": uri, "version": target},
+                timeout=max(remaining, 0.001),
+            )
+            doc = self._doc(uri)
+            if doc.version == target:
+                break
+            target = doc.version  # superseded while we waited: the newest is what counts
+        status: ReportStatus = "done" if target == requested else "superseded"
+        if doc.fatal_version == target:
+            status = "fatal"
+        diagnostics = tuple(doc.diagnostics) if doc.diag_version == target else ()
+        return DocumentReport(
+            uri=uri,
+            version=target,
+            requested_version=requested,
+            status=status,
+            diagnostics=diagnostics,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def current_diagnostics(self, uri: str) -> tuple[int, tuple[LeanDiagnostic, ...]]:
+        """What has been reported so far (possibly partial): (version, diagnostics)."""
+        doc = self._doc(uri)
+        return doc.diag_version, tuple(doc.diagnostics)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _position_params(self, uri: str, pos: LspPos) -> dict[str, Any]:
+        self._doc(uri)
+        return {"textDocument": {"uri": uri}, "position": pos.to_json()}
+
+    async def plain_goal(self, uri: str, pos: LspPos, *, timeout: float | None = None) -> PlainGoal:
+        result = await self.transport.request(
+            "$/lean/plainGoal", self._position_params(uri, pos), timeout=self._t(timeout)
+        )
+        return PlainGoal.from_json(result)
+
+    async def plain_term_goal(
+        self, uri: str, pos: LspPos, *, timeout: float | None = None
+    ) -> PlainTermGoal:
+        result = await self.transport.request(
+            "$/lean/plainTermGoal", self._position_params(uri, pos), timeout=self._t(timeout)
+        )
+        return PlainTermGoal.from_json(result)
+
+    async def hover(self, uri: str, pos: LspPos, *, timeout: float | None = None) -> lsp.Hover | None:
+        result = await self.transport.request(
+            "textDocument/hover", self._position_params(uri, pos), timeout=self._t(timeout)
+        )
+        return None if result is None else _converter.structure(result, lsp.Hover)
+
+    async def document_symbols(
+        self, uri: str, *, timeout: float | None = None
+    ) -> list[lsp.DocumentSymbol]:
+        self._doc(uri)
+        result = await self.transport.request(
+            "textDocument/documentSymbol", {"textDocument": {"uri": uri}}, timeout=self._t(timeout)
+        )
+        return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
+
+    async def interactive_goals(
+        self, uri: str, pos: LspPos, *, timeout: float | None = None
+    ) -> list[InteractiveGoal]:
+        """Structured goals via RPC ``Lean.Widget.getInteractiveGoals`` (references released)."""
+        params = self._position_params(uri, pos)
+        result = await self.rpc_call(
+            uri, pos, "Lean.Widget.getInteractiveGoals", params, timeout=timeout
+        )
+        if not result:
+            return []
+        goals = [InteractiveGoal.from_json(g) for g in result.get("goals", ())]
+        refs = collect_rpc_refs(result)
+        session = self._rpc_sessions.get(uri)
+        if refs and session is not None:
+            await self.transport.notify(
+                "$/lean/rpc/release", {"uri": uri, "sessionId": session, "refs": refs}
+            )
+        return goals
+
+    async def rpc_connect(self, uri: str) -> str:
+        self._doc(uri)
+        result = await self.transport.request(
+            "$/lean/rpc/connect", {"uri": uri}, timeout=self.timeouts.request
+        )
+        session = str(result["sessionId"])
+        first = not self._rpc_sessions
+        self._rpc_sessions[uri] = session
+        if first and self._tg is not None:
+            self._tg.start_soon(self._keepalive_loop)
+        return session
+
+    async def rpc_call(
+        self, uri: str, pos: LspPos, method: str, params: Any, *, timeout: float | None = None
+    ) -> Any:
+        """Call a Lean RPC method; reconnects once if the session was dropped (worker restart)."""
+        for attempt in (1, 2):
+            session = self._rpc_sessions.get(uri) or await self.rpc_connect(uri)
+            try:
+                return await self.transport.request(
+                    "$/lean/rpc/call",
+                    {
+                        "textDocument": {"uri": uri},
+                        "position": pos.to_json(),
+                        "sessionId": session,
+                        "method": method,
+                        "params": params,
+                    },
+                    timeout=self._t(timeout),
+                )
+            except RpcNeedsReconnect:
+                self._rpc_sessions.pop(uri, None)
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _keepalive_loop(self) -> None:
+        while self.alive:
+            await anyio.sleep(RPC_KEEPALIVE_SECONDS)
+            for uri, session in list(self._rpc_sessions.items()):
+                try:
+                    await self.transport.notify(
+                        "$/lean/rpc/keepAlive", {"uri": uri, "sessionId": session}
+                    )
+                except Exception:
+                    return
+
+    def _t(self, timeout: float | None) -> float:
+        return self.timeouts.request if timeout is None else timeout

@@ -1,0 +1,120 @@
+"""Positions between LSP (0-based line, UTF-16 code units) and agents (1-based line, 1-based
+Unicode code point column). Pure functions; converted once, at the boundary.
+
+Lines are split on ``\\n`` only, as Lean's ``FileMap`` does (a ``\\r`` before it is part of the line).
+Positions past the end of a line clamp to the line end; positions inside a surrogate pair
+(which no LSP peer should send) round down to the start of the character.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from functools import cached_property
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Pos:
+    """An agent-facing position: 1-based line, 1-based code point column."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class LspPos:
+    """An LSP position: 0-based line, 0-based UTF-16 code unit offset."""
+
+    line: int
+    character: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"line": self.line, "character": self.character}
+
+    @staticmethod
+    def from_json(data: dict[str, int]) -> LspPos:
+        return LspPos(int(data["line"]), int(data["character"]))
+
+
+def utf16_len(text: str) -> int:
+    """Number of UTF-16 code units of ``text``."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def codepoint_to_utf16(line: str, column: int) -> int:
+    """UTF-16 offset of code point offset ``column`` (0-based) in ``line``; clamps to the end."""
+    column = max(0, min(column, len(line)))
+    return utf16_len(line[:column])
+
+
+def utf16_to_codepoint(line: str, character: int) -> int:
+    """Code point offset (0-based) of UTF-16 offset ``character`` in ``line``; clamps to the end."""
+    if character <= 0:
+        return 0
+    units = 0
+    for index, ch in enumerate(line):
+        width = 2 if ord(ch) > 0xFFFF else 1
+        if units + width > character:
+            return index
+        units += width
+    return len(line)
+
+
+class LineIndex:
+    """Line starts of one text, for conversions between offsets and both kinds of position."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        starts = [0]
+        find = self.text.find
+        index = find("\n")
+        while index != -1:
+            starts.append(index + 1)
+            index = find("\n", index + 1)
+        return starts
+
+    @property
+    def line_count(self) -> int:
+        return len(self._starts)
+
+    def line(self, line0: int) -> str:
+        starts = self._starts
+        start = starts[line0]
+        end = starts[line0 + 1] - 1 if line0 + 1 < len(starts) else len(self.text)
+        return self.text[start:end]
+
+    def _clamp_line(self, line0: int) -> int:
+        return max(0, min(line0, len(self._starts) - 1))
+
+    # code point offsets <-> positions
+
+    def offset_of(self, pos: Pos) -> int:
+        line0 = self._clamp_line(pos.line - 1)
+        return self._starts[line0] + max(0, min(pos.column - 1, len(self.line(line0))))
+
+    def pos_of(self, offset: int) -> Pos:
+        offset = max(0, min(offset, len(self.text)))
+        line0 = bisect.bisect_right(self._starts, offset) - 1
+        return Pos(line0 + 1, offset - self._starts[line0] + 1)
+
+    def lsp_of_offset(self, offset: int) -> LspPos:
+        pos = self.pos_of(offset)
+        return LspPos(pos.line - 1, codepoint_to_utf16(self.line(pos.line - 1), pos.column - 1))
+
+    def offset_of_lsp(self, lsp: LspPos) -> int:
+        line0 = self._clamp_line(lsp.line)
+        if lsp.line >= len(self._starts):
+            return len(self.text)
+        return self._starts[line0] + utf16_to_codepoint(self.line(line0), lsp.character)
+
+    # agent positions <-> LSP positions
+
+    def to_lsp(self, pos: Pos) -> LspPos:
+        line0 = self._clamp_line(pos.line - 1)
+        return LspPos(line0, codepoint_to_utf16(self.line(line0), pos.column - 1))
+
+    def from_lsp(self, lsp: LspPos) -> Pos:
+        return self.pos_of(self.offset_of_lsp(lsp))

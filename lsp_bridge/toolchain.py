@@ -1,0 +1,142 @@
+"""Finding a Lean to run, and the command that starts its language server.
+
+Resolution order: explicit setting (``LEANRIG_LEAN`` or an argument) → the target project's
+toolchain (``lean-toolchain`` via ``elan which``) → ``lean`` on PATH → the bootstrap build.
+``mode`` is decided by what the Lean can do, not by where it came from: ``toolchain`` when
+its library has ``Init.olean`` (tactics, Mathlib-style projects), else ``bootstrap``
+(prelude-only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .bootstrap import bootstrap_lean_path, ensure_bootstrap
+from .client import ServerCommand
+from .errors import BootstrapError, LeanNotFound
+
+Mode = Literal["toolchain", "bootstrap"]
+Source = Literal["setting", "elan", "PATH", "bootstrap"]
+
+_VERSION_RE = re.compile(r"version (\d+\.\d+\.\d+[^\s,]*)(?:.*?commit ([0-9a-f]+))?")
+
+
+@dataclass(frozen=True, slots=True)
+class LeanInstall:
+    lean: Path
+    version: str
+    githash: str
+    mode: Mode
+    source: Source
+    lake: Path | None = None
+
+    def server_command(
+        self,
+        project: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        use_lake: bool | None = None,
+        edit_delay_ms: int = 1,
+        report_delay_ms: int = 0,
+        wrapper: tuple[str, ...] = (),
+    ) -> ServerCommand:
+        """How to serve ``project``: ``lake serve`` for Lake projects on a toolchain, else
+        ``lean --server``. ``wrapper`` prefixes the command (sandbox, rlimits)."""
+        has_lakefile = any((project / f).exists() for f in ("lakefile.lean", "lakefile.toml"))
+        lake = use_lake if use_lake is not None else (self.lake is not None and has_lakefile)
+        if lake and self.lake is not None:
+            argv: tuple[str, ...] = (str(self.lake), "serve", "--")
+        else:
+            argv = (str(self.lean), "--server")
+        return ServerCommand(
+            argv=(*wrapper, *argv),
+            cwd=project,
+            env=env,
+            report_delay_ms=report_delay_ms,
+            edit_delay_ms=edit_delay_ms,
+        )
+
+
+def parse_version(line: str) -> tuple[str, str]:
+    """(version, githash) from ``lean --version`` output."""
+    match = _VERSION_RE.search(line)
+    if match is None:
+        raise LeanNotFound(f"unexpected `lean --version` output: {line[:120]!r}")
+    return match.group(1), match.group(2) or ""
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def describe(lean: Path, source: Source, lake: Path | None = None) -> LeanInstall:
+    """Probe a lean executable: version, githash and what it can elaborate."""
+    line = _run([str(lean), "--version"])
+    if line is None:
+        raise LeanNotFound(f"{lean} does not run (`{lean} --version` failed)")
+    version, githash = parse_version(line)
+    libdir = _run([str(lean), "--print-libdir"])
+    has_init = libdir is not None and (Path(libdir) / "Init.olean").exists()
+    if lake is None and source != "bootstrap":
+        sibling = lean.parent / "lake"
+        lake = sibling if sibling.exists() else None
+    return LeanInstall(
+        lean=lean,
+        version=version,
+        githash=githash,
+        mode="toolchain" if has_init else "bootstrap",
+        source=source,
+        lake=lake if has_init else None,
+    )
+
+
+def find_lean(
+    project: Path | None = None,
+    *,
+    explicit: str | None = None,
+    build_bootstrap: bool = True,
+) -> LeanInstall:
+    """The Lean to use for ``project``, by the documented resolution order."""
+    setting = explicit or os.environ.get("LEANRIG_LEAN")
+    if setting:
+        path = Path(setting).expanduser()
+        if not path.exists():
+            resolved = shutil.which(setting)
+            if resolved is None:
+                raise LeanNotFound(f"LEANRIG_LEAN={setting} does not exist")
+            path = Path(resolved)
+        return describe(path, "setting")
+
+    elan = shutil.which("elan")
+    if elan and project is not None and (project / "lean-toolchain").exists():
+        lean_path = _run([elan, "which", "lean"], cwd=project)
+        lake_path = _run([elan, "which", "lake"], cwd=project)
+        if lean_path:
+            return describe(Path(lean_path), "elan", Path(lake_path) if lake_path else None)
+
+    on_path = shutil.which("lean")
+    if on_path:
+        return describe(Path(on_path), "PATH")
+
+    boot = bootstrap_lean_path()
+    if not boot.exists() and build_bootstrap:
+        try:
+            boot = ensure_bootstrap(install=False).lean
+        except BootstrapError as exc:
+            raise LeanNotFound(f"no Lean found and the bootstrap is not built: {exc}") from exc
+    if boot.exists():
+        return describe(boot, "bootstrap")
+    raise LeanNotFound("no Lean found: no LEANRIG_LEAN, no elan toolchain, no lean on PATH")

@@ -1,0 +1,329 @@
+"""One Lean language-server process and the JSON-RPC conversation with it.
+
+Responsibilities (and nothing else): spawn the process in its own session (process group), frame
+messages, match responses to requests by id, answer the server's own requests, send
+``$/cancelRequest`` for requests we stop waiting for, keep a tail of stderr, and tear the whole
+process group down (no orphan ``lean --worker``) on close, on cancellation and on protocol errors.
+
+It must not know what Lean is: documents, diagnostics and goals live in ``client.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import Process, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .errors import (
+    LeanrigError,
+    ProtocolError,
+    RequestTimeout,
+    ServerClosed,
+    ServerDied,
+    ServerError,
+    response_error,
+)
+from .framing import encode_message, read_message
+
+log = structlog.get_logger("leanrig.lsp")
+
+NotificationHandler = Callable[[str, Any], None]
+
+STDERR_TAIL_BYTES = 16 * 1024
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: LeanrigError | None = None
+
+    def resolve(self, result: Any = None, error: LeanrigError | None = None) -> None:
+        if not self.done.is_set():
+            self.result, self.error = result, error
+            self.done.set()
+
+
+class LspTransport:
+    """A running LSP server process. Create with ``LspTransport.spawn(...)`` (a context manager)."""
+
+    def __init__(
+        self,
+        process: Process,
+        argv: Sequence[str],
+        on_notification: NotificationHandler,
+        shutdown_timeout: float,
+    ) -> None:
+        self._process = process
+        self.argv = tuple(argv)
+        self._on_notification = on_notification
+        self._shutdown_timeout = shutdown_timeout
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._write_lock = anyio.Lock()
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self._failure: ServerError | None = None
+        self._closing = False
+        self.exited = anyio.Event()
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        on_notification: NotificationHandler,
+        shutdown_timeout: float = 3.0,
+    ) -> AsyncIterator[LspTransport]:
+        try:
+            process = await anyio.open_process(
+                list(argv),
+                stdin=PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+        transport = cls(process, argv, on_notification, shutdown_timeout)
+        log.debug("lsp.spawned", pid=process.pid, argv=list(argv))
+        try:
+            async with anyio.create_task_group() as tg:
+                transport._start_loops(tg)
+                try:
+                    yield transport
+                finally:
+                    await transport.aclose()
+                    tg.cancel_scope.cancel()
+        finally:
+            # Reached on every path, including a failing spawn body and cancellation.
+            transport._kill_group()
+
+    def _start_loops(self, tg: TaskGroup) -> None:
+        tg.start_soon(self._read_loop)
+        tg.start_soon(self._stderr_loop)
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    @property
+    def alive(self) -> bool:
+        return self._failure is None and not self._closing
+
+    @property
+    def failure(self) -> ServerError | None:
+        return self._failure
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")
+
+    async def request(self, method: str, params: Any, *, timeout: float) -> Any:
+        """Send a request and wait for its answer, at most ``timeout`` seconds.
+
+        On timeout or cancellation the server is told with ``$/cancelRequest``.
+        """
+        self._check_usable()
+        request_id = next(self._ids)
+        pending = _Pending(method)
+        self._pending[request_id] = pending
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            with anyio.move_on_after(timeout):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                await self._send_cancel(request_id)
+                raise RequestTimeout(method, timeout)
+        except anyio.get_cancelled_exc_class():
+            await self._send_cancel(request_id)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(self, method: str, params: Any) -> None:
+        self._check_usable()
+        await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def aclose(self) -> None:
+        """Polite shutdown within the deadline, then kill the process group. Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(self._shutdown_timeout):
+                if self._failure is None:
+                    try:
+                        await self._request_unchecked("shutdown", None)
+                        await self._send({"jsonrpc": "2.0", "method": "exit", "params": None})
+                    except LeanrigError:
+                        pass
+                try:
+                    await self._process.stdin.aclose() if self._process.stdin else None
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+                await self._process.wait()
+            self._kill_group()
+            with anyio.move_on_after(self._shutdown_timeout):
+                await self._process.wait()
+        self._fail_all(ServerClosed("server closed", stderr_tail=self.stderr_tail()))
+        log.debug("lsp.closed", pid=self.pid, returncode=self._process.returncode)
+
+    def kill(self) -> None:
+        """Kill the whole process group now (e.g. a hung server past its deadline)."""
+        self._kill_group()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._closing:
+            raise ServerClosed("server closed")
+
+    async def _request_unchecked(self, method: str, params: Any) -> Any:
+        request_id = next(self._ids)
+        pending = _Pending(method)
+        self._pending[request_id] = pending
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await pending.done.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        data = encode_message(message)
+        stdin = self._process.stdin
+        if stdin is None:
+            raise ServerClosed("server has no stdin")
+        try:
+            async with self._write_lock:
+                await stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise self._failure or ServerDied(
+                "Lean server stopped reading its input", stderr_tail=self.stderr_tail()
+            ) from exc
+
+    async def _send_cancel(self, request_id: int) -> None:
+        # Shielded and bounded: cancelling must not hang or be cancelled itself.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            try:
+                await self._send(
+                    {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": request_id}}
+                )
+            except LeanrigError:
+                pass
+
+    async def _read_loop(self) -> None:
+        assert self._process.stdout is not None
+        stream = BufferedByteReceiveStream(self._process.stdout)
+        failure: ServerError | None = None
+        try:
+            while True:
+                message = await read_message(stream)
+                await self._dispatch(message)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        except ProtocolError as exc:
+            failure = ServerDied(f"protocol error from Lean server: {exc.message}")
+            failure.__cause__ = exc
+            self._kill_group()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                await self._process.wait()
+            if failure is None and not self._closing:
+                failure = ServerDied(
+                    f"Lean server exited with code {self._process.returncode}",
+                    stderr_tail=self.stderr_tail(),
+                    returncode=self._process.returncode,
+                )
+            if failure is not None and self._failure is None:
+                self._failure = failure
+                log.warning("lsp.died", pid=self.pid, returncode=self._process.returncode,
+                            error=failure.message)
+            self._fail_all(self._failure or ServerClosed("server closed"))
+            self.exited.set()
+
+    async def _dispatch(self, message: dict[str, Any]) -> None:
+        if "method" in message:
+            method = message["method"]
+            if "id" in message:
+                await self._answer_server_request(message["id"], method, message.get("params"))
+            else:
+                try:
+                    self._on_notification(method, message.get("params"))
+                except Exception:  # a handler bug must not kill the connection
+                    log.exception("lsp.notification_handler_failed", method=method)
+            return
+        request_id = message.get("id")
+        pending = self._pending.get(request_id) if isinstance(request_id, int) else None
+        if pending is None:
+            return  # answer to a request we stopped waiting for
+        error = message.get("error")
+        if error is not None:
+            err = response_error(pending.method, error if isinstance(error, dict) else {})
+            pending.resolve(error=err)
+        else:
+            pending.resolve(result=message.get("result"))
+
+    async def _answer_server_request(self, request_id: Any, method: str, params: Any) -> None:
+        result: Any = None
+        if method == "workspace/configuration" and isinstance(params, dict):
+            result = [None for _ in params.get("items", [])]
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        except LeanrigError:
+            pass
+
+    async def _stderr_loop(self) -> None:
+        if self._process.stderr is None:
+            return
+        try:
+            async for chunk in self._process.stderr:
+                self._stderr.append(chunk)
+                self._stderr_size += len(chunk)
+                while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:
+                    self._stderr_size -= len(self._stderr.popleft())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+
+    def _fail_all(self, error: LeanrigError) -> None:
+        for pending in list(self._pending.values()):
+            pending.resolve(error=error)
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
