@@ -24,7 +24,14 @@ from anyio.abc import TaskGroup
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
-from .errors import DocumentError, RpcNeedsReconnect, ServerStartFailed
+from ._groups import single_errors
+from .errors import (
+    DocumentError,
+    ElaborationFailed,
+    RpcNeedsReconnect,
+    ServerStartFailed,
+    WorkerCrashed,
+)
 from .lean_types import (
     DocumentReport,
     FileProgress,
@@ -73,6 +80,9 @@ class _Document:
     diagnostics: list[LeanDiagnostic] = field(default_factory=list)
     progress: FileProgress | None = None
     fatal_version: int = -1
+    # Set when processing of the current version stopped for good (crash, fatal header error);
+    # requests the watchdog would queue for a dead worker are not sent.
+    fatal: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,23 +133,24 @@ class LeanClient:
         cls, command: ServerCommand, *, timeouts: Timeouts = DEFAULT_TIMEOUTS
     ) -> AsyncIterator[LeanClient]:
         client = cls(command, timeouts)
-        async with (
-            LspTransport.spawn(
-                command.full_argv(),
-                cwd=command.cwd,
-                env=command.env,
-                on_notification=client._on_notification,
-                shutdown_timeout=timeouts.shutdown,
-            ) as transport,
-            anyio.create_task_group() as tg,
-        ):
-            client._transport = transport
-            client._tg = tg
-            try:
-                await client._initialize()
-                yield client
-            finally:
-                tg.cancel_scope.cancel()
+        with single_errors():
+            async with (
+                LspTransport.spawn(
+                    command.full_argv(),
+                    cwd=command.cwd,
+                    env=command.env,
+                    on_notification=client._on_notification,
+                    shutdown_timeout=timeouts.shutdown,
+                ) as transport,
+                anyio.create_task_group() as tg,
+            ):
+                client._transport = transport
+                client._tg = tg
+                try:
+                    await client._initialize()
+                    yield client
+                finally:
+                    tg.cancel_scope.cancel()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -204,6 +215,7 @@ class LeanClient:
                 doc.progress = progress
                 if any(p.fatal for p in progress.processing):
                     doc.fatal_version = doc.version
+                    doc.fatal.set()
 
     def _on_diagnostics(self, params: dict[str, Any]) -> None:
         doc = self._docs.get(params.get("uri", ""))
@@ -300,6 +312,8 @@ class LeanClient:
         doc.version += 1
         doc.text = text
         doc.progress = None
+        if doc.fatal.is_set():
+            doc.fatal = anyio.Event()  # this change restarts the worker
         params = {
             "textDocument": {"uri": uri, "version": doc.version},
             "contentChanges": changes,
@@ -331,19 +345,22 @@ class LeanClient:
         target = requested
         while True:
             remaining = deadline - time.monotonic()
-            await self.transport.request(
-                "textDocument/waitForDiagnostics",
-                {"uri": uri, "version": target},
-                timeout=max(remaining, 0.001),
-            )
+            if doc.fatal_version != doc.version:
+                await self._wait_unless_fatal(doc, target, max(remaining, 0.001))
             doc = self._doc(uri)
             if doc.version == target:
                 break
             target = doc.version  # superseded while we waited: the newest is what counts
         status: ReportStatus = "done" if target == requested else "superseded"
+        diagnostics = tuple(doc.diagnostics) if doc.diag_version == target else ()
         if doc.fatal_version == target:
             status = "fatal"
-        diagnostics = tuple(doc.diagnostics) if doc.diag_version == target else ()
+            if not any(d.is_error for d in diagnostics):
+                raise WorkerCrashed(
+                    "textDocument/waitForDiagnostics",
+                    -32902,
+                    f"the Lean worker for {uri} stopped without reporting an error (crash)",
+                )
         return DocumentReport(
             uri=uri,
             version=target,
@@ -353,6 +370,24 @@ class LeanClient:
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
 
+    async def _wait_unless_fatal(self, doc: _Document, version: int, timeout: float) -> None:
+        # Lean's watchdog queues requests for a crashed worker until the next change, so the
+        # barrier also ends when processing is reported fatal.
+        with single_errors():
+            async with anyio.create_task_group() as tg:
+
+                async def on_fatal() -> None:
+                    await doc.fatal.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(on_fatal)
+                await self.transport.request(
+                    "textDocument/waitForDiagnostics",
+                    {"uri": doc.uri, "version": version},
+                    timeout=timeout,
+                )
+                tg.cancel_scope.cancel()
+
     def current_diagnostics(self, uri: str) -> tuple[int, tuple[LeanDiagnostic, ...]]:
         """What has been reported so far (possibly partial): (version, diagnostics)."""
         doc = self._doc(uri)
@@ -361,7 +396,12 @@ class LeanClient:
     # -- queries -----------------------------------------------------------------------------
 
     def _position_params(self, uri: str, pos: LspPos) -> dict[str, Any]:
-        self._doc(uri)
+        doc = self._doc(uri)
+        if doc.fatal_version == doc.version:
+            raise ElaborationFailed(
+                f"processing of {uri} stopped (worker crash or fatal error)",
+                hint="send a change to the document to restart its worker",
+            )
         return {"textDocument": {"uri": uri}, "position": pos.to_json()}
 
     async def plain_goal(self, uri: str, pos: LspPos, *, timeout: float | None = None) -> PlainGoal:

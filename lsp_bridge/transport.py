@@ -1,6 +1,7 @@
 """One Lean language-server process and the JSON-RPC conversation with it.
 
-Responsibilities (and nothing else): spawn the process in its own session (process group), frame
+Responsibilities (and nothing else): spawn the process in its own session, marked with a token
+its descendants inherit (see proctree.py), frame
 messages, match responses to requests by id, answer the server's own requests, send
 ``$/cancelRequest`` for requests we stop waiting for, keep a tail of stderr, and tear the whole
 process group down (no orphan ``lean --worker``) on close, on cancellation and on protocol errors.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -26,6 +26,7 @@ import structlog
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ._groups import single_errors
 from .errors import (
     LeanrigError,
     ProtocolError,
@@ -36,6 +37,7 @@ from .errors import (
     response_error,
 )
 from .framing import encode_message, read_message
+from .proctree import TOKEN_VAR, kill_tree, new_token
 
 log = structlog.get_logger("leanrig.lsp")
 
@@ -66,8 +68,10 @@ class LspTransport:
         argv: Sequence[str],
         on_notification: NotificationHandler,
         shutdown_timeout: float,
+        token: str,
     ) -> None:
         self._process = process
+        self._token = token
         self.argv = tuple(argv)
         self._on_notification = on_notification
         self._shutdown_timeout = shutdown_timeout
@@ -93,6 +97,9 @@ class LspTransport:
         on_notification: NotificationHandler,
         shutdown_timeout: float = 3.0,
     ) -> AsyncIterator[LspTransport]:
+        token = new_token()
+        full_env = dict(os.environ if env is None else env)
+        full_env[TOKEN_VAR] = token
         try:
             process = await anyio.open_process(
                 list(argv),
@@ -100,24 +107,27 @@ class LspTransport:
                 stdout=PIPE,
                 stderr=PIPE,
                 cwd=cwd,
-                env=dict(env) if env is not None else None,
+                env=full_env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        transport = cls(process, argv, on_notification, shutdown_timeout)
+        transport = cls(process, argv, on_notification, shutdown_timeout, token)
         log.debug("lsp.spawned", pid=process.pid, argv=list(argv))
         try:
-            async with anyio.create_task_group() as tg:
-                transport._start_loops(tg)
-                try:
-                    yield transport
-                finally:
-                    await transport.aclose()
-                    tg.cancel_scope.cancel()
+            with single_errors():
+                async with anyio.create_task_group() as tg:
+                    transport._start_loops(tg)
+                    try:
+                        yield transport
+                    finally:
+                        await transport.aclose()
+                        tg.cancel_scope.cancel()
         finally:
             # Reached on every path, including a failing spawn body and cancellation.
             transport._kill_group()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(shutdown_timeout):
+                await process.aclose()  # closes the pipes and reaps the leader
 
     def _start_loops(self, tg: TaskGroup) -> None:
         tg.start_soon(self._read_loop)
@@ -270,6 +280,7 @@ class LspTransport:
                 )
             if failure is not None and self._failure is None:
                 self._failure = failure
+                self._kill_group()  # orphaned workers must not keep elaborating
                 log.warning("lsp.died", pid=self.pid, returncode=self._process.returncode,
                             error=failure.message)
             self._fail_all(self._failure or ServerClosed("server closed"))
@@ -323,7 +334,4 @@ class LspTransport:
             pending.resolve(error=error)
 
     def _kill_group(self) -> None:
-        try:
-            os.killpg(self._process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_tree(self._token, self._process.pid)

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import structlog
+
+from lsp_bridge import LeanClient, LeanInstall, ServerCommand, Timeouts, find_lean
+
+structlog.configure(
+    wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    cache_logger_on_first_use=True,
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def lean_install() -> LeanInstall:
+    return find_lean()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def server_command(lean_install: LeanInstall, project: Path) -> ServerCommand:
+    return lean_install.server_command(project)
+
+
+@pytest.fixture
+async def client(server_command: ServerCommand) -> AsyncIterator[LeanClient]:
+    async with LeanClient.start(server_command, timeouts=Timeouts(barrier=30)) as c:
+        yield c
+
+
+def lean_processes() -> list[psutil.Process]:
+    """Every process of ours running a lean executable (server or worker)."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "ppid"]):
+        cmd = proc.info.get("cmdline") or []
+        if cmd and Path(cmd[0]).name == "lean" and proc.info["pid"] != me:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_stray_lean() -> Iterator[None]:
+    """Every test must leave no Lean process behind (ps-verified)."""
+    before = {p.pid for p in lean_processes()}
+    yield
+    deadline_left = 50
+    stray: list[psutil.Process] = []
+    while deadline_left:
+        stray = [
+            p for p in lean_processes() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+        ]
+        if not stray:
+            return
+        deadline_left -= 1
+        import time
+
+        time.sleep(0.1)
+    for p in stray:
+        p.kill()
+    raise AssertionError(f"Lean processes outlived the test: {[p.info['cmdline'] for p in stray]}")

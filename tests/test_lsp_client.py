@@ -1,0 +1,289 @@
+"""lsp_bridge.LeanClient against the real bootstrap `lean --server`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from lsp_bridge import (
+    DocumentError,
+    ElaborationFailed,
+    LeanClient,
+    LeanTag,
+    LspPos,
+    RequestTimeout,
+    ServerCommand,
+    ServerDied,
+    Timeouts,
+    WorkerCrashed,
+    WorkerExited,
+)
+
+from .conftest import lean_processes
+from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
+
+pytestmark = pytest.mark.anyio
+
+
+def uri_in(project: Path, name: str = "A.lean") -> str:
+    return (project / name).as_uri()
+
+
+async def test_initialize_reports_the_lean_server(client: LeanClient) -> None:
+    assert client.server_info.get("name") == "Lean 4 Server"
+    assert client.alive
+
+
+async def test_an_error_and_its_fix_give_fresh_diagnostics(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    v1 = await client.open(uri, PRELUDE + BAD)
+    bad = await client.wait_for(uri, v1)
+    assert bad.status == "done" and bad.version == 1
+    assert any("mismatch" in d.message for d in bad.errors)
+    v2 = await client.change(uri, PRELUDE + GOOD)
+    good = await client.wait_for(uri, v2)
+    assert good.version == 2 and good.errors == ()
+    assert any(LeanTag.GOALS_ACCOMPLISHED in d.lean_tags for d in good.diagnostics)
+    v3 = await client.change(uri, PRELUDE + BAD)
+    again = await client.wait_for(uri, v3)
+    assert len(again.errors) >= 1
+
+
+async def test_barrier_under_rapid_edits_reports_only_the_newest_version(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + ARITH + slow_theorem("(add two two)"))
+    versions = []
+    for i in range(8):
+        body = GOOD if i % 2 else BAD
+        versions.append(await client.change(uri, PRELUDE + body))
+    early = await client.wait_for(uri, versions[0])
+    assert early.status == "superseded"
+    assert early.version == versions[-1] and early.requested_version == versions[0]
+    assert early.errors == ()  # the last text is GOOD: no stale error from BAD versions
+    final = await client.wait_for(uri, versions[-1])
+    assert final.status == "done" and final.errors == ()
+
+
+async def test_edit_ranges_apply_to_the_text_lean_sees(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + "def 𝔽x : N := N.z\n" + BAD)
+    # Only the last line differs: the client sends one small range edit after a non-BMP name.
+    v = await client.change(uri, PRELUDE + "def 𝔽x : N := N.z\n" + GOOD)
+    report = await client.wait_for(uri, v)
+    assert report.errors == ()
+    assert client.text(uri).endswith(GOOD)
+
+
+async def test_goal_at_by_and_term_goal(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    text = PRELUDE + "theorem t : N := by\n  exact N.z\ndef u : N := N.s N.z\n"
+    v = await client.open(uri, text)
+    report = await client.wait_for(uri, v)
+    assert report.status == "done"
+    by_line = text.splitlines().index("theorem t : N := by")
+    goal = await client.plain_goal(uri, LspPos(by_line, 19))
+    assert goal.status == "goals" and goal.goals == ("⊢ N",)
+    term = await client.plain_term_goal(uri, LspPos(by_line + 2, 16))
+    assert term.status == "goal" and term.goal == "⊢ N"
+    structured = await client.interactive_goals(uri, LspPos(by_line, 19))
+    assert [g.target for g in structured] == ["N"]
+    none = await client.plain_goal(uri, LspPos(0, 0))
+    assert none.status == "no_goal"
+
+
+async def test_hypotheses_appear_in_structured_goals(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    text = PRELUDE + "theorem t (a b : N) (h : @Eq N a b) : N := by\n  exact a\n"
+    await client.open(uri, text)
+    await client.wait_for(uri)
+    line = text.splitlines().index("  exact a")
+    goals = await client.interactive_goals(uri, LspPos(line, 2))
+    assert len(goals) == 1
+    hyps = {names: h.type for h in goals[0].hypotheses for names in [h.names]}
+    assert hyps[("a", "b")] == "N"
+    assert hyps[("h",)] == "Eq a b"
+
+
+async def test_document_symbols_have_declaration_ranges(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    text = PRELUDE + GOOD + "def u : N := N.s N.z\n"
+    await client.open(uri, text)
+    await client.wait_for(uri)
+    symbols = {s.name: s for s in await client.document_symbols(uri)}
+    foo_line = text.splitlines().index(GOOD.strip())
+    assert symbols["foo"].range.start.line == foo_line
+    assert symbols["foo"].selection_range.start.character == len("theorem ")
+    assert symbols["u"].range.start.line == foo_line + 1
+
+
+async def test_hover_shows_the_type(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    text = PRELUDE + "def u : N := N.s N.z\n"
+    await client.open(uri, text)
+    await client.wait_for(uri)
+    hover = await client.hover(uri, LspPos(len(text.splitlines()) - 1, 4))
+    assert hover is not None
+    assert "N" in str(hover.contents)
+
+
+async def test_close_then_reopen_a_document(client: LeanClient, project: Path) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + BAD)
+    await client.wait_for(uri)
+    await client.close_document(uri)
+    assert not client.is_open(uri)
+    with pytest.raises(DocumentError):
+        await client.wait_for(uri)
+    v = await client.open(uri, PRELUDE + GOOD)
+    assert (await client.wait_for(uri, v)).errors == ()
+
+
+async def test_request_timeout_is_typed_and_the_server_stays_usable(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + ARITH + slow_theorem())
+    with pytest.raises(RequestTimeout) as info:
+        await client.wait_for(uri, timeout=0.3)
+    assert info.value.method == "textDocument/waitForDiagnostics"
+    other = uri_in(project, "B.lean")
+    await client.open(other, PRELUDE + GOOD)
+    assert (await client.wait_for(other)).errors == ()
+    await client.change(uri, PRELUDE + GOOD)  # cancels the runaway elaboration
+    assert (await client.wait_for(uri)).errors == ()
+
+
+def _worker_of(server_pid: int) -> psutil.Process:
+    children = psutil.Process(server_pid).children(recursive=True)
+    workers = [c for c in children if "--worker" in c.cmdline()]
+    assert len(workers) == 1, children
+    return workers[0]
+
+
+async def test_sigkill_of_a_worker_mid_request_gives_a_typed_error(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + ARITH + slow_theorem())
+    with anyio.fail_after(5):
+        while True:  # the worker is spawned on didOpen; find it
+            try:
+                worker = _worker_of(client.pid)
+                break
+            except (AssertionError, psutil.Error):
+                await anyio.sleep(0.02)
+
+    async def kill_soon() -> None:
+        await anyio.sleep(0.1)
+        worker.kill()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_soon)
+        with anyio.fail_after(10), pytest.raises((WorkerCrashed, WorkerExited)):
+            await client.wait_for(uri)
+    # Queries on the dead worker fail at once instead of being queued by the watchdog.
+    with anyio.fail_after(1), pytest.raises(ElaborationFailed):
+        await client.plain_goal(uri, LspPos(0, 0))
+    # The next change restarts the worker and elaboration works again.
+    v = await client.change(uri, PRELUDE + GOOD)
+    with anyio.fail_after(10):
+        report = await client.wait_for(uri, v)
+    assert report.errors == ()
+
+
+async def test_sigkill_of_the_server_mid_request_gives_server_died(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + ARITH + slow_theorem())
+
+    async def kill_soon() -> None:
+        await anyio.sleep(0.2)
+        os.kill(client.pid, signal.SIGKILL)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_soon)
+        with anyio.fail_after(10), pytest.raises(ServerDied):
+            await client.wait_for(uri)
+    assert not client.alive
+    with pytest.raises(ServerDied):
+        await client.plain_goal(uri, LspPos(0, 0))
+
+
+async def test_a_stopped_server_times_out_instead_of_hanging(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + GOOD)
+    await client.wait_for(uri)
+    os.kill(client.pid, signal.SIGSTOP)
+    try:
+        with anyio.fail_after(5), pytest.raises(RequestTimeout):
+            await client.plain_goal(uri, LspPos(8, 0), timeout=0.3)
+    finally:
+        os.kill(client.pid, signal.SIGCONT)
+
+
+async def test_closing_leaves_no_process_of_the_group(server_command: ServerCommand) -> None:
+    async with LeanClient.start(server_command) as c:
+        uri = (server_command.cwd / "A.lean").as_uri()
+        await c.open(uri, PRELUDE + GOOD)
+        await c.open((server_command.cwd / "B.lean").as_uri(), PRELUDE + GOOD)
+        await c.wait_for(uri)
+        await c.wait_for((server_command.cwd / "B.lean").as_uri())
+        group = [psutil.Process(c.pid), *psutil.Process(c.pid).children(recursive=True)]
+        assert len(group) == 3  # server + two workers (each in its own session)
+    alive = [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+async def test_cancelling_the_owner_kills_the_process_group(
+    server_command: ServerCommand,
+) -> None:
+    tree: list[psutil.Process] = []
+    with anyio.move_on_after(2):
+        async with LeanClient.start(server_command) as c:
+            uri = (server_command.cwd / "A.lean").as_uri()
+            await c.open(uri, PRELUDE + ARITH + slow_theorem())
+            with anyio.fail_after(5):
+                while len(tree) < 2:  # wait for the busy worker to exist
+                    await anyio.sleep(0.02)
+                    tree = [psutil.Process(c.pid), *psutil.Process(c.pid).children(True)]
+            await c.wait_for(uri)  # never finishes; cancelled by the scope
+    assert len(tree) == 2
+    survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert survivors == []
+
+
+async def test_killing_the_server_also_stops_its_busy_worker(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project)
+    await client.open(uri, PRELUDE + ARITH + slow_theorem())
+    with anyio.fail_after(5):
+        while not psutil.Process(client.pid).children():
+            await anyio.sleep(0.02)
+    worker = psutil.Process(client.pid).children()[0]
+    os.kill(client.pid, signal.SIGKILL)
+    with anyio.fail_after(10), pytest.raises(ServerDied):
+        await client.wait_for(uri)
+    with anyio.fail_after(5):
+        while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
+            await anyio.sleep(0.02)
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_client_runs_on_trio(server_command: ServerCommand) -> None:
+    async with LeanClient.start(server_command, timeouts=Timeouts(barrier=30)) as c:
+        uri = (server_command.cwd / "A.lean").as_uri()
+        await c.open(uri, PRELUDE + BAD)
+        assert len((await c.wait_for(uri)).errors) >= 1
