@@ -1,4 +1,7 @@
-"""lsp_bridge: talks to Lean. LSP transport, Lean extensions, positions, typed errors, finding Lean."""
+"""lsp_bridge: talks to Lean.
+
+LSP transport, Lean extensions, positions, typed errors, finding (and bootstrapping) Lean.
+"""
 
 from .client import LeanClient, ServerCommand, TextEdit, apply_edit, minimal_edit, path_to_uri
 from .errors import (

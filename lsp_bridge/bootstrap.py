@@ -147,5 +147,7 @@ def _compile_launcher(target: Path, libdir: Path) -> None:
         try:
             subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
         except subprocess.CalledProcessError as exc:
-            raise BootstrapError(f"compiling the Lean launcher failed: {exc.stderr[-400:]}") from exc
+            raise BootstrapError(
+                f"compiling the Lean launcher failed: {exc.stderr[-400:]}"
+            ) from exc
         out.replace(target)

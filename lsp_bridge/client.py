@@ -31,6 +31,7 @@ from .errors import (
     RpcNeedsReconnect,
     ServerStartFailed,
     WorkerCrashed,
+    WorkerExited,
 )
 from .lean_types import (
     DocumentReport,
@@ -190,7 +191,10 @@ class LeanClient:
             "silentDiagnosticSupport": True,
             "incrementalDiagnosticSupport": self.command.incremental_diagnostics,
         }
-        raw["initializationOptions"] = {"editDelay": self.command.edit_delay_ms, "hasWidgets": False}
+        raw["initializationOptions"] = {
+            "editDelay": self.command.edit_delay_ms,
+            "hasWidgets": False,
+        }
         try:
             result = await self.transport.request("initialize", raw, timeout=self.timeouts.spawn)
             await self.transport.notify("initialized", {})
@@ -270,7 +274,7 @@ class LeanClient:
     async def open_file(self, path: Path) -> tuple[str, int]:
         """Open a file from disk; typed errors for a missing file or non-UTF-8 bytes."""
         try:
-            data = path.read_bytes()
+            data = await anyio.Path(path).read_bytes()
         except FileNotFoundError:
             raise DocumentError(f"no such file: {path}", path=str(path)) from None
         except OSError as exc:
@@ -345,8 +349,13 @@ class LeanClient:
         target = requested
         while True:
             remaining = deadline - time.monotonic()
-            if doc.fatal_version != doc.version:
-                await self._wait_unless_fatal(doc, target, max(remaining, 0.001))
+            if not doc.fatal.is_set():
+                await self._doc_request(
+                    doc,
+                    "textDocument/waitForDiagnostics",
+                    {"uri": uri, "version": target},
+                    max(remaining, 0.001),
+                )
             doc = self._doc(uri)
             if doc.version == target:
                 break
@@ -370,9 +379,15 @@ class LeanClient:
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
 
-    async def _wait_unless_fatal(self, doc: _Document, version: int, timeout: float) -> None:
-        # Lean's watchdog queues requests for a crashed worker until the next change, so the
-        # barrier also ends when processing is reported fatal.
+    async def _doc_request(self, doc: _Document, method: str, params: Any, timeout: float) -> Any:
+        """A request about one document that also ends if the document's worker dies.
+
+        Lean's watchdog queues requests for a crashed worker until the next change; without
+        this race they would wait for their whole deadline.
+        """
+        if doc.fatal.is_set():
+            raise self._fatal_error(doc, method)
+        result: Any = None
         with single_errors():
             async with anyio.create_task_group() as tg:
 
@@ -381,12 +396,23 @@ class LeanClient:
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(on_fatal)
-                await self.transport.request(
-                    "textDocument/waitForDiagnostics",
-                    {"uri": doc.uri, "version": version},
-                    timeout=timeout,
-                )
+                try:
+                    result = await self.transport.request(method, params, timeout=timeout)
+                except (WorkerCrashed, WorkerExited):
+                    doc.fatal_version = doc.version
+                    doc.fatal.set()
+                    raise
                 tg.cancel_scope.cancel()
+        if doc.fatal.is_set() and method != "textDocument/waitForDiagnostics":
+            raise self._fatal_error(doc, method)
+        return result
+
+    @staticmethod
+    def _fatal_error(doc: _Document, method: str) -> ElaborationFailed:
+        return ElaborationFailed(
+            f"{method}: processing of {doc.uri} stopped (worker crash or fatal error)",
+            hint="send a change to the document to restart its worker",
+        )
 
     def current_diagnostics(self, uri: str) -> tuple[int, tuple[LeanDiagnostic, ...]]:
         """What has been reported so far (possibly partial): (version, diagnostics)."""
@@ -395,41 +421,36 @@ class LeanClient:
 
     # -- queries -----------------------------------------------------------------------------
 
-    def _position_params(self, uri: str, pos: LspPos) -> dict[str, Any]:
-        doc = self._doc(uri)
-        if doc.fatal_version == doc.version:
-            raise ElaborationFailed(
-                f"processing of {uri} stopped (worker crash or fatal error)",
-                hint="send a change to the document to restart its worker",
-            )
-        return {"textDocument": {"uri": uri}, "position": pos.to_json()}
+    async def _position_request(
+        self, uri: str, pos: LspPos, method: str, timeout: float | None
+    ) -> Any:
+        params = {"textDocument": {"uri": uri}, "position": pos.to_json()}
+        return await self._doc_request(self._doc(uri), method, params, self._t(timeout))
 
     async def plain_goal(self, uri: str, pos: LspPos, *, timeout: float | None = None) -> PlainGoal:
-        result = await self.transport.request(
-            "$/lean/plainGoal", self._position_params(uri, pos), timeout=self._t(timeout)
-        )
+        result = await self._position_request(uri, pos, "$/lean/plainGoal", timeout)
         return PlainGoal.from_json(result)
 
     async def plain_term_goal(
         self, uri: str, pos: LspPos, *, timeout: float | None = None
     ) -> PlainTermGoal:
-        result = await self.transport.request(
-            "$/lean/plainTermGoal", self._position_params(uri, pos), timeout=self._t(timeout)
-        )
+        result = await self._position_request(uri, pos, "$/lean/plainTermGoal", timeout)
         return PlainTermGoal.from_json(result)
 
-    async def hover(self, uri: str, pos: LspPos, *, timeout: float | None = None) -> lsp.Hover | None:
-        result = await self.transport.request(
-            "textDocument/hover", self._position_params(uri, pos), timeout=self._t(timeout)
-        )
+    async def hover(
+        self, uri: str, pos: LspPos, *, timeout: float | None = None
+    ) -> lsp.Hover | None:
+        result = await self._position_request(uri, pos, "textDocument/hover", timeout)
         return None if result is None else _converter.structure(result, lsp.Hover)
 
     async def document_symbols(
         self, uri: str, *, timeout: float | None = None
     ) -> list[lsp.DocumentSymbol]:
-        self._doc(uri)
-        result = await self.transport.request(
-            "textDocument/documentSymbol", {"textDocument": {"uri": uri}}, timeout=self._t(timeout)
+        result = await self._doc_request(
+            self._doc(uri),
+            "textDocument/documentSymbol",
+            {"textDocument": {"uri": uri}},
+            self._t(timeout),
         )
         return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
 
@@ -437,7 +458,7 @@ class LeanClient:
         self, uri: str, pos: LspPos, *, timeout: float | None = None
     ) -> list[InteractiveGoal]:
         """Structured goals via RPC ``Lean.Widget.getInteractiveGoals`` (references released)."""
-        params = self._position_params(uri, pos)
+        params = {"textDocument": {"uri": uri}, "position": pos.to_json()}
         result = await self.rpc_call(
             uri, pos, "Lean.Widget.getInteractiveGoals", params, timeout=timeout
         )
@@ -453,9 +474,8 @@ class LeanClient:
         return goals
 
     async def rpc_connect(self, uri: str) -> str:
-        self._doc(uri)
-        result = await self.transport.request(
-            "$/lean/rpc/connect", {"uri": uri}, timeout=self.timeouts.request
+        result = await self._doc_request(
+            self._doc(uri), "$/lean/rpc/connect", {"uri": uri}, self.timeouts.request
         )
         session = str(result["sessionId"])
         first = not self._rpc_sessions
@@ -471,7 +491,8 @@ class LeanClient:
         for attempt in (1, 2):
             session = self._rpc_sessions.get(uri) or await self.rpc_connect(uri)
             try:
-                return await self.transport.request(
+                return await self._doc_request(
+                    self._doc(uri),
                     "$/lean/rpc/call",
                     {
                         "textDocument": {"uri": uri},
@@ -480,7 +501,7 @@ class LeanClient:
                         "method": method,
                         "params": params,
                     },
-                    timeout=self._t(timeout),
+                    self._t(timeout),
                 )
             except RpcNeedsReconnect:
                 self._rpc_sessions.pop(uri, None)

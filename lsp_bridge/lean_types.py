@@ -164,7 +164,9 @@ class PlainTermGoal:
     def from_json(result: Any) -> PlainTermGoal:
         if result is None:
             return PlainTermGoal("no_goal")
-        return PlainTermGoal("goal", str(result.get("goal", "")), LspRange.from_json(result["range"]))
+        return PlainTermGoal(
+            "goal", str(result.get("goal", "")), LspRange.from_json(result["range"])
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Positions between LSP (0-based line, UTF-16 code units) and agents (1-based line, 1-based
 Unicode code point column). Pure functions; converted once, at the boundary.
 
-Lines are split on ``\\n`` only, as Lean's ``FileMap`` does (a ``\\r`` before it is part of the line).
+Lines are split on ``\\n`` only, as Lean's ``FileMap`` does (a ``\\r`` before it stays part of
+the line).
 Positions past the end of a line clamp to the line end; positions inside a surrogate pair
 (which no LSP peer should send) round down to the start of the character.
 """

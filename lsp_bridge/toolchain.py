@@ -74,9 +74,7 @@ def parse_version(line: str) -> tuple[str, str]:
 
 def _run(argv: list[str], cwd: Path | None = None) -> str | None:
     try:
-        out = subprocess.run(
-            argv, capture_output=True, text=True, timeout=60, check=False, cwd=cwd
-        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -164,7 +164,9 @@ class LspTransport:
         pending = _Pending(method)
         self._pending[request_id] = pending
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
             with anyio.move_on_after(timeout):
                 await pending.done.wait()
             if not pending.done.is_set():
@@ -224,7 +226,9 @@ class LspTransport:
         pending = _Pending(method)
         self._pending[request_id] = pending
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
             await pending.done.wait()
         finally:
             self._pending.pop(request_id, None)
@@ -281,8 +285,12 @@ class LspTransport:
             if failure is not None and self._failure is None:
                 self._failure = failure
                 self._kill_group()  # orphaned workers must not keep elaborating
-                log.warning("lsp.died", pid=self.pid, returncode=self._process.returncode,
-                            error=failure.message)
+                log.warning(
+                    "lsp.died",
+                    pid=self.pid,
+                    returncode=self._process.returncode,
+                    error=failure.message,
+                )
             self._fail_all(self._failure or ServerClosed("server closed"))
             self.exited.set()
 

@@ -65,7 +65,9 @@ def no_stray_lean() -> Iterator[None]:
     stray: list[psutil.Process] = []
     while deadline_left:
         stray = [
-            p for p in lean_processes() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+            p
+            for p in lean_processes()
+            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
         ]
         if not stray:
             return

@@ -24,7 +24,6 @@ from lsp_bridge import (
     WorkerExited,
 )
 
-from .conftest import lean_processes
 from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
 
 pytestmark = pytest.mark.anyio
