@@ -1,0 +1,62 @@
+"""Shared benchmark helpers: timing statistics, side-by-side tables, JSON results."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+RESULTS = Path(__file__).with_name("results")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(samples_ms),
+        "median_ms": round(statistics.median(samples_ms), 3) if samples_ms else float("nan"),
+        "p95_ms": round(percentile(samples_ms, 95), 3),
+        "min_ms": round(min(samples_ms), 3) if samples_ms else float("nan"),
+        "max_ms": round(max(samples_ms), 3) if samples_ms else float("nan"),
+    }
+
+
+def print_table(title: str, rows: dict[str, dict[str, float]], reference: str | None = None) -> None:
+    """One line per variant: median and p95, and the ratio to ``reference``'s median."""
+    print(f"\n## {title}")
+    ref = rows.get(reference or "", {}).get("median_ms")
+    print(f"{'variant':<44}{'n':>6}{'median ms':>12}{'p95 ms':>10}{'vs ref':>9}")
+    for name, s in rows.items():
+        ratio = f"{s['median_ms'] / ref:.2f}x" if ref else ""
+        print(f"{name:<44}{s['n']:>6}{s['median_ms']:>12.2f}{s['p95_ms']:>10.2f}{ratio:>9}")
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": _cpus()},
+        **payload,
+    }
+    path = RESULTS / f"{name}.json"
+    path.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
