@@ -98,6 +98,12 @@ async def bench_bridge(
     return samples, phases
 
 
+async def _no_incremental(
+    project: Path, count: int, steps: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    return await bench_bridge(project, count, steps, incremental=False)
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     steps = 15 if quick else 60
     results: dict[str, Any] = {}
@@ -109,7 +115,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             bridge, phases = anyio.run(bench_bridge, project, count, steps)
             rows = {"raw LSP (floor)": summarize(raw), "lsp_bridge": summarize(bridge)}
             if count:
-                full, _ = anyio.run(lambda: bench_bridge(project, count, steps, incremental=False))
+                full, _ = anyio.run(_no_incremental, project, count, steps)
                 rows["lsp_bridge, no incremental diagnostics"] = summarize(full)
                 for name, values in phases.items():
                     rows[f"  where: {name.removesuffix('_ms')}"] = summarize(values)

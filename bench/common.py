@@ -33,7 +33,9 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
-def print_table(title: str, rows: dict[str, dict[str, float]], reference: str | None = None) -> None:
+def print_table(
+    title: str, rows: dict[str, dict[str, float]], reference: str | None = None
+) -> None:
     """One line per variant: median and p95, and the ratio to ``reference``'s median."""
     print(f"\n## {title}")
     ref = rows.get(reference or "", {}).get("median_ms")

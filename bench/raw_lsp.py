@@ -20,7 +20,8 @@ class RawLean:
             argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self.next_id = 0
@@ -61,15 +62,17 @@ class RawLean:
 
     def open(self, uri: str, text: str) -> None:
         self.version = 1
-        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "lean4",
-                                                               "version": 1, "text": text}})  # fmt: skip
+        doc = {"uri": uri, "languageId": "lean4", "version": 1, "text": text}
+        self.notify("textDocument/didOpen", {"textDocument": doc})
         self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
 
     def change(self, uri: str, text: str) -> None:
         """Full-text change, then wait until that version is fully reported."""
         self.version += 1
-        self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": self.version},
-                                               "contentChanges": [{"text": text}]})  # fmt: skip
+        doc = {"uri": uri, "version": self.version}
+        self.notify(
+            "textDocument/didChange", {"textDocument": doc, "contentChanges": [{"text": text}]}
+        )
         self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": self.version})
 
     def close(self) -> None:

@@ -1,1 +1,24 @@
 """repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits."""
+
+from .config import PoolConfig
+from .environment import LeanEnvironment
+from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
+from .header import Header, parse_header
+from .pool import PoolStats, ProcessStat, WarmPool
+from .slot import PoolKey, Slot
+
+__all__ = [
+    "Header",
+    "LeanEnvironment",
+    "PoolBusy",
+    "PoolClosed",
+    "PoolConfig",
+    "PoolError",
+    "PoolKey",
+    "PoolStats",
+    "ProcessStat",
+    "Slot",
+    "SlotBroken",
+    "WarmPool",
+    "parse_header",
+]

@@ -45,6 +45,24 @@ async def client(server_command: ServerCommand) -> AsyncIterator[LeanClient]:
         yield c
 
 
+def compile_module(root: Path, module: str, out_dir: Path) -> Path:
+    """Compile ``root/<module>.lean`` (prelude-only) to ``out_dir/<module>.olean``."""
+    import subprocess
+
+    lean = find_lean().lean
+    olean = out_dir / (module.replace(".", "/") + ".olean")
+    olean.parent.mkdir(parents=True, exist_ok=True)
+    src = root / (module.replace(".", "/") + ".lean")
+    subprocess.run(
+        [str(lean), "-R", str(root), "-o", str(olean), str(src)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "LEAN_PATH": str(out_dir)},
+        timeout=60,
+    )
+    return olean
+
+
 def lean_processes() -> list[psutil.Process]:
     """Every process of ours running a lean executable (server or worker)."""
     found = []

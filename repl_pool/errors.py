@@ -1,0 +1,36 @@
+"""repl_pool's errors: subclasses of lsp_bridge's tree, named by the pool's states.
+
+LeanrigError
+└── PoolError
+    ├── PoolBusy        no slot within the acquire deadline (queue position, waited s)
+    ├── PoolClosed      the pool is shutting down or closed
+    └── SlotBroken      the slot's process died or was killed while you held it
+"""
+
+from __future__ import annotations
+
+from lsp_bridge.errors import LeanrigError
+
+
+class PoolError(LeanrigError):
+    pass
+
+
+class PoolBusy(PoolError):
+    hint = "all Lean processes are busy; retry later or raise max_processes"
+
+    def __init__(self, key: str, waited: float, queued: int) -> None:
+        super().__init__(
+            f"no Lean process free for {key!r} within {waited:.1f} s ({queued} queued)"
+        )
+        self.key = key
+        self.waited = waited
+        self.queued = queued
+
+
+class PoolClosed(PoolError):
+    hint = "the pool was closed; create a new one"
+
+
+class SlotBroken(PoolError):
+    hint = "the Lean process was replaced; retry the step"

@@ -1,0 +1,527 @@
+"""`WarmPool`: hands out warm Lean slots keyed by environment + header.
+
+Responsibilities (and nothing else): start, reuse, recycle and kill Lean server processes;
+queue callers fairly (one global FIFO: the oldest waiter is served first, so no key starves);
+enforce the process limit, uses limit, idle TTL and RSS cap; retry idempotent work once on a
+fresh slot when a process dies under it; report stats. Every process runs in the pool's task
+group, so closing the pool (or cancelling its owner) leaves no Lean process behind.
+
+It must not know about tasks, proof bodies or sessions (agent_tools does).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import statistics
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from lsp_bridge import (
+    DocumentReport,
+    LeanClient,
+    LeanrigError,
+    ProtocolError,
+    ServerError,
+    WorkerCrashed,
+    WorkerExited,
+)
+from lsp_bridge._groups import single_errors
+from lsp_bridge.errors import RequestTimeout
+
+from .config import PoolConfig
+from .environment import LeanEnvironment
+from .errors import PoolBusy, PoolClosed, SlotBroken
+from .header import parse_header
+from .slot import PoolKey, Slot
+
+log = structlog.get_logger("leanrig.pool")
+T = TypeVar("T")
+
+LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, float("inf"))
+RETRYABLE = (SlotBroken, WorkerCrashed, WorkerExited, ProtocolError)
+
+
+@dataclass(slots=True)
+class _Waiter:
+    key: PoolKey
+    prefer: str | None
+    event: anyio.Event = field(default_factory=anyio.Event)
+    slot: Slot | None = None
+    start_reserved: bool = False  # capacity reserved: the waiter starts its own process
+
+
+@dataclass(slots=True)
+class _Reservation:
+    consumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStat:
+    pid: int | None
+    slot: int
+    key: str
+    state: str
+    uses: int
+    rss_mb: float
+    age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    processes: tuple[ProcessStat, ...]
+    queued: dict[str, int]
+    started: int
+    restarts: int  # processes replaced after dying, being killed or recycled
+    killed: int
+    acquire_count: int
+    acquire_ms_median: float
+    acquire_ms_p95: float
+    acquire_histogram: dict[str, int]  # "<=N ms" -> count
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "processes": [vars_of(p) for p in self.processes],
+            "queued": self.queued,
+            "started": self.started,
+            "restarts": self.restarts,
+            "killed": self.killed,
+            "acquire": {
+                "count": self.acquire_count,
+                "median_ms": self.acquire_ms_median,
+                "p95_ms": self.acquire_ms_p95,
+                "histogram": self.acquire_histogram,
+            },
+        }
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+class WarmPool:
+    """Create with ``async with WarmPool.open(environment, config) as pool``."""
+
+    def __init__(self, environment: LeanEnvironment, config: PoolConfig) -> None:
+        self.environment = environment
+        self.config = config
+        self._tg: TaskGroup | None = None
+        self._slots: dict[int, Slot] = {}
+        self._idle: dict[PoolKey, list[Slot]] = {}
+        self._waiters: OrderedDict[int, _Waiter] = OrderedDict()
+        self._numbers = itertools.count(1)
+        self._waiter_ids = itertools.count(1)
+        self._reserved = 0  # capacity promised to starters that have not registered yet
+        self._closed = False
+        self._started = 0
+        self._restarts = 0
+        self._killed = 0
+        self._latencies: list[float] = []
+        self._histogram = [0] * len(LATENCY_BUCKETS_MS)
+        self._header_texts: dict[PoolKey, str] = {}
+        self._environments: dict[str, LeanEnvironment] = {environment.id: environment}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, environment: LeanEnvironment, config: PoolConfig | None = None
+    ) -> AsyncIterator[WarmPool]:
+        pool = cls(environment, config or PoolConfig())
+        with single_errors():
+            async with anyio.create_task_group() as tg:
+                pool._tg = tg
+                tg.start_soon(pool._monitor_loop)
+                try:
+                    pool._maintain()
+                    yield pool
+                finally:
+                    pool._closed = True
+                    for waiter in pool._waiters.values():
+                        waiter.event.set()
+                    for slot in list(pool._slots.values()):
+                        slot.stop_requested.set()
+                    tg.cancel_scope.cancel()
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:
+        """The key of a file's text: its environment and its normalized header."""
+        env = environment or self.environment
+        self._environments.setdefault(env.id, env)
+        header = parse_header(text)
+        key = PoolKey(env.id, header.key)
+        self._header_texts.setdefault(key, header.text())
+        return key
+
+    # -- acquire / release --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def acquire(
+        self, key: PoolKey, *, timeout: float | None = None, holder: str | None = None
+    ) -> AsyncIterator[Slot]:
+        """A warm slot for ``key``, exclusively yours inside the ``async with``.
+
+        ``holder`` names the caller (e.g. a session id): its last slot is preferred, so its
+        document is still there and Lean re-elaborates only what changed.
+        """
+        slot = await self._acquire(
+            key, self.config.timeouts.acquire if timeout is None else timeout, holder
+        )
+        try:
+            yield slot
+        finally:
+            slot.last_holder = holder
+            self._release(slot)
+
+    async def _acquire(self, key: PoolKey, timeout: float, holder: str | None) -> Slot:
+        if self._closed:
+            raise PoolClosed("pool is closed")
+        if key.environment not in self._environments:
+            raise LeanrigError(f"unknown environment {key.environment}; use key_for()")
+        started = time.perf_counter()
+        slot = self._take_idle(key, holder)
+        if slot is None and not self._waiters and self._capacity_left() > 0:
+            self._reserved += 1
+            slot = await self._start_reserved(key)
+        elif slot is None:
+            slot = await self._wait_for_slot(key, holder, started, timeout)
+        slot.state = "busy"
+        slot.uses += 1
+        slot.last_used = time.monotonic()
+        self._record_latency((time.perf_counter() - started) * 1000)
+        return slot
+
+    async def _wait_for_slot(
+        self, key: PoolKey, holder: str | None, started: float, timeout: float
+    ) -> Slot:
+        waiter = _Waiter(key, holder)
+        wid = next(self._waiter_ids)
+        self._waiters[wid] = waiter
+        self._dispatch()
+        try:
+            with anyio.move_on_after(max(0.0, timeout - (time.perf_counter() - started))):
+                await waiter.event.wait()
+        except BaseException:  # cancelled: give back whatever we were handed
+            self._waiters.pop(wid, None)
+            self._undo_assignment(waiter)
+            raise
+        self._waiters.pop(wid, None)
+        if self._closed:
+            self._undo_assignment(waiter)
+            raise PoolClosed("pool closed while waiting for a slot")
+        if waiter.slot is not None:
+            return waiter.slot
+        if waiter.start_reserved:
+            return await self._start_reserved(key)
+        raise PoolBusy(key.short(), time.perf_counter() - started, len(self._waiters))
+
+    def _undo_assignment(self, waiter: _Waiter) -> None:
+        # A waiter that gave up (timeout, cancellation) must return what it was given.
+        if waiter.slot is not None:
+            slot, waiter.slot = waiter.slot, None
+            self._release(slot)
+        if waiter.start_reserved:
+            waiter.start_reserved = False
+            self._reserved -= 1
+            self._dispatch()
+
+    def _release(self, slot: Slot) -> None:
+        if slot.state != "busy":
+            return
+        reason = self._retire_reason(slot)
+        if reason is not None:
+            self._stop(slot, reason)
+        else:
+            slot.state = "idle"
+            self._idle.setdefault(slot.key, []).append(slot)
+        self._dispatch()
+
+    def _retire_reason(self, slot: Slot) -> str | None:
+        if self._closed:
+            return "pool closed"
+        if not slot.alive:
+            return slot.broken or "process died"
+        if slot.uses >= self.config.max_uses:
+            return f"recycled after {slot.uses} uses"
+        if slot.rss_bytes(max_age=1.0) > self.config.rss_cap_mb * 2**20:
+            return f"over RSS cap ({slot.rss_bytes() / 2**20:.0f} MB > {self.config.rss_cap_mb} MB)"
+        return None
+
+    def _take_idle(self, key: PoolKey, holder: str | None) -> Slot | None:
+        idle = self._idle.get(key)
+        while idle:
+            index = len(idle) - 1  # most recently used: warmest caches
+            if holder is not None:
+                for i, candidate in enumerate(idle):
+                    if candidate.last_holder == holder:
+                        index = i
+                        break
+            slot = idle.pop(index)
+            if slot.alive:
+                return slot
+            self._stop(slot, slot.broken or "process died while idle")
+        return None
+
+    def _capacity_left(self) -> int:
+        return self.config.max_processes - len(self._slots) - self._reserved
+
+    def _evict_lru_idle(self, exclude: PoolKey | None = None) -> bool:
+        candidates = [s for key, slots in self._idle.items() if key != exclude for s in slots]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda s: s.last_used)
+        self._idle[victim.key].remove(victim)
+        self._stop(victim, "evicted (LRU) for another header")
+        return True
+
+    def _dispatch(self) -> None:
+        """Serve waiters in arrival order with idle slots or free capacity."""
+        if self._closed:
+            return
+        while self._waiters:
+            wid, waiter = next(iter(self._waiters.items()))
+            slot = self._take_idle(waiter.key, waiter.prefer)
+            if slot is not None:
+                slot.state = "busy"
+                waiter.slot = slot
+            elif self._capacity_left() > 0:
+                self._reserved += 1
+                waiter.start_reserved = True
+            elif self._evict_lru_idle(exclude=waiter.key):
+                return  # capacity frees when the victim has exited; we run again then
+            else:
+                return
+            del self._waiters[wid]
+            waiter.event.set()
+
+    # -- processes ----------------------------------------------------------------------------
+
+    async def _start_reserved(self, key: PoolKey) -> Slot:
+        """Start a process for ``key`` on capacity the caller already reserved."""
+        assert self._tg is not None
+        reservation = _Reservation()
+        try:
+            slot: Slot = await self._tg.start(self._run_slot, key, reservation)
+        finally:
+            self._consume(reservation)
+        return slot
+
+    def _consume(self, reservation: _Reservation) -> None:
+        if not reservation.consumed:
+            reservation.consumed = True
+            self._reserved -= 1
+            self._dispatch()
+
+    async def _run_slot(
+        self, key: PoolKey, reservation: _Reservation, *, task_status: TaskStatus[Slot]
+    ) -> None:
+        env = self._environments[key.environment]
+        header_text = self._header_texts.get(key) or key.header + "\n"
+        slot = Slot(next(self._numbers), key, env.server_command(), header_text)
+        self._slots[slot.number] = slot  # occupies the reserved capacity from now on
+        reservation.consumed = True
+        self._reserved -= 1
+        started_ok = False
+        t0 = time.perf_counter()
+        try:
+            async with LeanClient.start(slot.command, timeouts=self.config.timeouts) as client:
+                slot.client = client
+                await slot.elaborate(header_text, timeout=self.config.timeouts.spawn)
+                self._started += 1
+                slot.state = "busy"
+                started_ok = True
+                log.info(
+                    "pool.start",
+                    slot=slot.number,
+                    pid=client.pid,
+                    header=key.short(),
+                    ms=round((time.perf_counter() - t0) * 1000, 1),
+                )
+                task_status.started(slot)
+                await slot.stop_requested.wait()
+        except Exception as exc:
+            if not started_ok:
+                raise
+            log.warning("pool.slot_error", slot=slot.number, error=str(exc))
+        finally:
+            self._slots.pop(slot.number, None)
+            idle = self._idle.get(slot.key, [])
+            if slot in idle:
+                idle.remove(slot)
+            slot.state = "stopping"
+            self._dispatch()  # capacity is free again
+
+    def _stop(self, slot: Slot, reason: str) -> None:
+        killed = slot.broken is not None
+        slot.state = "stopping"
+        if killed:
+            self._killed += 1
+            slot.kill(reason)
+        else:
+            slot.stop_requested.set()
+        self._restarts += 0 if self._closed else 1
+        log.info("pool.kill" if killed else "pool.recycle", slot=slot.number, pid=slot.pid,
+                 reason=reason)  # fmt: skip
+
+    # -- background maintenance ---------------------------------------------------------------
+
+    async def _monitor_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.config.monitor_interval)
+            try:
+                self._check_health()
+                self._maintain()
+            except Exception:  # never let a monitoring bug take the pool down
+                log.exception("pool.monitor_failed")
+
+    def _check_health(self) -> None:
+        now = time.monotonic()
+        cap = self.config.rss_cap_mb * 2**20
+        for slot in list(self._slots.values()):
+            if slot.state == "starting" or slot.state == "stopping":
+                continue
+            if slot.client is not None and not slot.client.alive:
+                slot.mark_broken("process died")
+            elif slot.rss_bytes() > cap:
+                slot.mark_broken(f"over RSS cap ({slot.rss_bytes() / 2**20:.0f} MB)")
+            if slot.broken is not None:
+                if slot.state == "idle":
+                    self._idle.get(slot.key, []).remove(slot)
+                    self._stop(slot, slot.broken)
+                elif slot.state == "busy":
+                    slot.kill(slot.broken)  # the holder gets a typed error on its next wait
+            elif (
+                slot.state == "idle"
+                and now - slot.last_used > self.config.idle_ttl
+                and self._count(slot.key) > self._wanted(slot.key)
+            ):
+                self._idle[slot.key].remove(slot)
+                self._stop(slot, "idle TTL")
+        self._dispatch()
+
+    def _count(self, key: PoolKey) -> int:
+        return sum(1 for s in self._slots.values() if s.key == key and s.state != "stopping")
+
+    def _targets(self) -> dict[PoolKey, int]:
+        """Warm process counts wanted per key: prewarm counts, min_processes for the default."""
+        targets: dict[PoolKey, int] = {}
+        for text, count in self.config.prewarm.items():
+            key = self.key_for(text)
+            targets[key] = max(targets.get(key, 0), count)
+        default = self.key_for(self.config.default_header)
+        targets[default] = max(targets.get(default, 0), self.config.min_processes)
+        return targets
+
+    def _wanted(self, key: PoolKey) -> int:
+        return self._targets().get(key, 0)
+
+    def _maintain(self) -> None:
+        """Start processes for min_processes and prewarm counts while capacity allows."""
+        if self._closed or self._waiters or self._tg is None:
+            return
+        for key, count in self._targets().items():
+            missing = count - self._count(key)
+            while missing > 0 and self._capacity_left() > 0:
+                self._reserved += 1
+                self._tg.start_soon(self._prewarm_one, key)
+                missing -= 1
+
+    async def _prewarm_one(self, key: PoolKey) -> None:
+        try:
+            slot = await self._start_reserved(key)
+        except LeanrigError as exc:
+            log.warning("pool.prewarm_failed", header=key.short(), error=str(exc))
+            return
+        except Exception:
+            log.exception("pool.prewarm_failed", header=key.short())
+            return
+        self._release(slot)
+
+    # -- high-level operations ----------------------------------------------------------------
+
+    async def run(
+        self,
+        key: PoolKey,
+        operation: Callable[[Slot], Awaitable[T]],
+        *,
+        idempotent: bool = True,
+        holder: str | None = None,
+        timeout: float | None = None,
+    ) -> T:
+        """Run ``operation`` on a slot; retried once on a fresh slot if the process died
+        under it and the operation is idempotent. Deadlines are never retried."""
+        attempts = 2 if idempotent else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                async with self.acquire(key, holder=holder, timeout=timeout) as slot:
+                    try:
+                        return await operation(slot)
+                    except ServerError as exc:
+                        if not isinstance(exc, RequestTimeout):
+                            slot.mark_broken(f"{type(exc).__name__}: {exc.message}")
+                        raise
+            except (*RETRYABLE, ServerError) as exc:
+                if isinstance(exc, RequestTimeout) or attempt == attempts:
+                    raise
+                log.info("pool.retry", error=type(exc).__name__, header=key.short())
+        raise AssertionError("unreachable")
+
+    async def check(
+        self, text: str, *, environment: LeanEnvironment | None = None
+    ) -> DocumentReport:
+        """Elaborate a whole file on a warm slot (idempotent: retried once on a process death)."""
+        key = self.key_for(text, environment)
+
+        async def elaborate(slot: Slot) -> DocumentReport:
+            return await slot.elaborate(text, timeout=self.config.request_deadline)
+
+        return await self.run(key, elaborate)
+
+    # -- stats --------------------------------------------------------------------------------
+
+    def _record_latency(self, ms: float) -> None:
+        self._latencies.append(ms)
+        if len(self._latencies) > 10_000:
+            del self._latencies[:5_000]
+        self._histogram[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
+
+    def stats(self) -> PoolStats:
+        procs = tuple(
+            ProcessStat(
+                pid=s.pid,
+                slot=s.number,
+                key=s.key.short(),
+                state=s.state,
+                uses=s.uses,
+                rss_mb=round(s.rss_bytes(max_age=1.0) / 2**20, 1),
+                age_s=round(s.age(), 1),
+            )
+            for s in self._slots.values()
+        )
+        queued: dict[str, int] = {}
+        for waiter in self._waiters.values():
+            queued[waiter.key.short()] = queued.get(waiter.key.short(), 0) + 1
+        lat = self._latencies
+        return PoolStats(
+            processes=procs,
+            queued=queued,
+            started=self._started,
+            restarts=self._restarts,
+            killed=self._killed,
+            acquire_count=len(lat),
+            acquire_ms_median=round(statistics.median(lat), 3) if lat else 0.0,
+            acquire_ms_p95=round(sorted(lat)[int(0.95 * (len(lat) - 1))], 3) if lat else 0.0,
+            acquire_histogram={
+                f"<={b:g}ms": n for b, n in zip(LATENCY_BUCKETS_MS, self._histogram, strict=True)
+            },
+        )

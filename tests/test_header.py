@@ -1,0 +1,59 @@
+"""Header parsing and pool keys (pure)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from repl_pool import parse_header
+
+
+def test_prelude_and_imports_are_parsed_with_the_header_end() -> None:
+    text = "prelude\nimport Demo.Basic\nimport Demo.Logic\n\ntheorem t : True := trivial\n"
+    header = parse_header(text)
+    assert header.prelude
+    assert header.imports == ("import Demo.Basic", "import Demo.Logic")
+    assert text[header.end :].lstrip().startswith("theorem")
+
+
+def test_whitespace_comments_order_and_duplicates_do_not_change_the_key() -> None:
+    a = parse_header("import Mathlib\nimport Foo.Bar\n")
+    b = parse_header(
+        "-- a comment\n/- block /- nested -/ -/ import Foo.Bar\n\n  import   Mathlib\nimport Foo.Bar\n"
+    )
+    assert a.key == b.key
+
+
+def test_different_imports_never_share_a_key() -> None:
+    assert parse_header("import A").key != parse_header("import B").key
+    assert parse_header("prelude\nimport A").key != parse_header("import A").key
+    assert parse_header("import A").key != parse_header("import A\nimport B").key
+    assert parse_header("import all A").key != parse_header("import A").key
+
+
+def test_docstrings_and_module_docs_end_the_header() -> None:
+    header = parse_header("import A\n/-- doc -/\ntheorem t : True := trivial\n")
+    assert header.imports == ("import A",)
+    header = parse_header("import A\n/-! module doc -/\nimport B\n")
+    assert header.imports == ("import A",)
+
+
+def test_module_system_modifiers_are_part_of_the_key() -> None:
+    header = parse_header("module\npublic import A.B\nmeta import C\nimport all D\n")
+    assert header.module
+    assert header.imports == ("public import A.B", "meta import C", "import all D")
+
+
+names = st.lists(st.sampled_from(["A", "B.C", "Mathlib", "Demo.Basic"]), min_size=0, max_size=5)
+
+
+@given(names, st.randoms())
+def test_key_depends_only_on_the_import_set(mods: list[str], rnd: object) -> None:
+    shuffled = list(mods)
+    import random
+
+    assert isinstance(rnd, random.Random)
+    rnd.shuffle(shuffled)
+    a = "".join(f"import {m}\n" for m in mods)
+    b = "-- c\n" + "".join(f"import  {m} -- x\n" for m in shuffled)
+    assert parse_header(a).key == parse_header(b).key

@@ -1,0 +1,277 @@
+"""WarmPool against the real bootstrap `lean --server`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from lsp_bridge import LeanInstall, LeanrigError, RequestTimeout, Timeouts
+from repl_pool import LeanEnvironment, PoolBusy, PoolConfig, PoolKey, WarmPool
+
+from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
+
+pytestmark = pytest.mark.anyio
+
+BODY = PRELUDE.removeprefix("prelude\n")
+
+
+def prelude_file(body: str, header: str = "prelude\n") -> str:
+    return header + BODY + body
+
+
+@pytest.fixture
+def environment(lean_install: LeanInstall, project: Path) -> LeanEnvironment:
+    return LeanEnvironment(lean_install, project)
+
+
+def config(**kw: object) -> PoolConfig:
+    base: dict[str, object] = {
+        "max_processes": 2,
+        "default_header": "prelude",
+        "monitor_interval": 0.2,
+        "timeouts": Timeouts(spawn=30, barrier=30, acquire=60),
+    }
+    base.update(kw)
+    return PoolConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def pool(environment: LeanEnvironment) -> AsyncIterator[WarmPool]:
+    async with WarmPool.open(environment, config()) as p:
+        yield p
+
+
+async def wait_until(predicate: object, seconds: float = 10) -> None:
+    assert callable(predicate)
+    with anyio.fail_after(seconds):
+        while not predicate():
+            await anyio.sleep(0.05)
+
+
+async def test_32_concurrent_checks_over_2_processes_are_all_correct(pool: WarmPool) -> None:
+    results: dict[int, bool] = {}
+
+    async def check(i: int) -> None:
+        body = GOOD if i % 2 == 0 else BAD
+        report = await pool.check(prelude_file(f"-- check {i}\n" + body))
+        results[i] = not report.errors
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for i in range(32):
+                tg.start_soon(check, i)
+    assert results == {i: i % 2 == 0 for i in range(32)}
+    stats = pool.stats()
+    assert len(stats.processes) <= 2
+    assert stats.acquire_count == 32
+
+
+async def test_two_headers_never_share_a_process(pool: WarmPool, project: Path) -> None:
+    # A tiny prelude library lets a second header import something real.
+    lib = project / "build"
+    lib.mkdir()
+    (project / "Lib.lean").write_text(PRELUDE + "def libval : N := N.z\n")
+    from tests.conftest import compile_module
+
+    compile_module(project, "Lib", lib)
+    env2 = LeanEnvironment(
+        pool.environment.install, project, env={**os.environ, "LEAN_PATH": str(lib)}
+    )
+    plain = prelude_file(GOOD)
+    imported = "prelude\nimport Lib\n" + "def uses : N := libval\n"
+    key_plain = pool.key_for(plain)
+    key_import = pool.key_for(imported, env2)
+    assert key_plain != key_import
+    pids: dict[str, set[int]] = {"plain": set(), "import": set()}
+    for _ in range(3):
+        async with pool.acquire(key_plain) as slot:
+            assert (await slot.elaborate(plain, timeout=30)).errors == ()
+            pids["plain"].add(slot.pid or 0)
+        async with pool.acquire(key_import) as slot:
+            report = await slot.elaborate(imported, timeout=30)
+            assert report.errors == (), report.errors
+            pids["import"].add(slot.pid or 0)
+    assert not pids["plain"] & pids["import"]
+
+
+async def test_same_header_modulo_comments_reuses_the_warm_process(pool: WarmPool) -> None:
+    a = pool.key_for("prelude\n" + BODY)
+    b = pool.key_for("-- hello\nprelude   \n\n" + BODY)
+    assert a == b
+    async with pool.acquire(a) as slot:
+        first = slot.pid
+    async with pool.acquire(b) as slot:
+        assert slot.pid == first
+
+
+async def test_kill_9_of_a_busy_server_or_worker_gives_results_and_refills(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(min_processes=2)) as pool:
+        await wait_until(lambda: len([p for p in pool.stats().processes if p.state == "idle"]) == 2)
+        slow = prelude_file(ARITH + slow_theorem("(add ten (add two two))") + GOOD)
+        victims: list[str] = []
+
+        async def killer() -> None:
+            # Kill whichever processes are busy: first a worker, then a server.
+            for target in ("worker", "server"):
+                with anyio.fail_after(20):
+                    while True:
+                        busy = [p for p in pool.stats().processes if p.state == "busy" and p.pid]
+                        if busy:
+                            break
+                        await anyio.sleep(0.05)
+                await anyio.sleep(0.3)
+                pid = busy[0].pid
+                assert pid is not None
+                proc = psutil.Process(pid)
+                if target == "worker":
+                    workers = proc.children()
+                    if workers:
+                        workers[0].kill()
+                else:
+                    os.kill(pid, signal.SIGKILL)
+                victims.append(target)
+                await anyio.sleep(0.5)
+
+        outcomes: list[str] = []
+
+        async def check(i: int) -> None:
+            try:
+                report = await pool.check(slow.replace("theorem big", f"theorem big{i}"))
+                outcomes.append("result" if report.version else "?")
+            except LeanrigError as exc:  # a typed error is acceptable, a hang is not
+                outcomes.append(type(exc).__name__)
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(killer)
+                for i in range(4):
+                    tg.start_soon(check, i)
+        assert len(outcomes) == 4
+        assert victims == ["worker", "server"]
+        assert outcomes.count("result") >= 3  # retried once on a fresh slot
+        await wait_until(lambda: len(pool.stats().processes) == 2, 20)
+        assert pool.stats().restarts >= 1
+
+
+async def test_a_stopped_server_hits_the_deadline_and_is_replaced(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(request_deadline=1.0)) as pool:
+        key = pool.key_for(prelude_file(GOOD))
+        async with pool.acquire(key) as slot:
+            stopped = slot.pid
+        assert stopped is not None
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            with anyio.fail_after(15), pytest.raises(RequestTimeout):
+                await pool.check(prelude_file(BAD))
+            await wait_until(
+                lambda: (
+                    not psutil.pid_exists(stopped)
+                    or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
+                )
+            )
+            report = await pool.check(prelude_file(BAD))
+            assert report.errors
+            assert stopped not in {p.pid for p in pool.stats().processes}
+        finally:
+            if psutil.pid_exists(stopped):
+                os.kill(stopped, signal.SIGCONT)
+
+
+async def test_processes_are_recycled_after_max_uses(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(max_uses=3, max_processes=1)) as pool:
+        key = pool.key_for(prelude_file(GOOD))
+        pids = []
+        for _ in range(7):
+            async with pool.acquire(key) as slot:
+                pids.append(slot.pid)
+        assert pids[0] == pids[1] == pids[2]
+        assert pids[3] == pids[4] == pids[5] != pids[0]
+        assert pids[6] != pids[3]
+
+
+async def test_a_process_over_the_rss_cap_is_recycled(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(rss_cap_mb=1, max_processes=1)) as pool:
+        key = pool.key_for(prelude_file(GOOD))
+        async with pool.acquire(key) as slot:
+            first = slot.pid
+        async with pool.acquire(key) as slot:
+            assert slot.pid != first
+        assert pool.stats().restarts >= 1
+
+
+async def test_acquire_waits_then_raises_pool_busy(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        key = pool.key_for(prelude_file(GOOD))
+        async with pool.acquire(key):
+            with pytest.raises(PoolBusy) as info:
+                async with pool.acquire(key, timeout=0.3):
+                    pass
+            assert info.value.waited >= 0.3
+        async with pool.acquire(key, timeout=1):  # free again
+            pass
+
+
+async def test_waiters_are_served_in_order_across_headers(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        k1 = pool.key_for(prelude_file(GOOD))
+        other = LeanEnvironment(environment.install, environment.project, extra=("variant",))
+        k2 = pool.key_for(prelude_file(GOOD), other)
+        assert k1 != k2
+        order: list[str] = []
+        release = anyio.Event()
+
+        async def holder() -> None:
+            async with pool.acquire(k1):
+                await release.wait()
+
+        async def user(name: str, key: PoolKey) -> None:
+            async with pool.acquire(key, timeout=60):
+                order.append(name)
+
+        def queued() -> int:
+            return sum(pool.stats().queued.values())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await wait_until(lambda: [p.state for p in pool.stats().processes] == ["busy"])
+            for n, (name, key) in enumerate([("b1", k2), ("a1", k1), ("b2", k2)], start=1):
+                tg.start_soon(user, name, key)
+                await wait_until(lambda n=n: queued() == n)
+            release.set()
+        assert order == ["b1", "a1", "b2"]
+
+
+async def test_closing_the_pool_leaves_no_lean_process(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(min_processes=2)) as pool:
+        await wait_until(lambda: len(pool.stats().processes) == 2)
+        key = pool.key_for(prelude_file(GOOD))
+        async with pool.acquire(key) as slot:
+            await slot.elaborate(prelude_file(GOOD), timeout=30)
+        pids = [p.pid for p in pool.stats().processes if p.pid]
+        tree = [
+            c for pid in pids for c in [psutil.Process(pid), *psutil.Process(pid).children(True)]
+        ]
+        assert len(tree) >= 4  # 2 servers + their workers
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in tree)
+
+
+async def test_stats_report_processes_queues_and_latency(pool: WarmPool) -> None:
+    key = pool.key_for(prelude_file(GOOD))
+    for _ in range(5):
+        async with pool.acquire(key):
+            pass
+    stats = pool.stats().to_json()
+    assert stats["acquire"]["count"] == 5
+    assert sum(stats["acquire"]["histogram"].values()) == 5
+    (proc,) = stats["processes"]
+    assert proc["pid"] and proc["state"] == "idle" and proc["uses"] == 5 and proc["rss_mb"] > 10
