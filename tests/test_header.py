@@ -19,7 +19,8 @@ def test_prelude_and_imports_are_parsed_with_the_header_end() -> None:
 def test_whitespace_comments_order_and_duplicates_do_not_change_the_key() -> None:
     a = parse_header("import Mathlib\nimport Foo.Bar\n")
     b = parse_header(
-        "-- a comment\n/- block /- nested -/ -/ import Foo.Bar\n\n  import   Mathlib\nimport Foo.Bar\n"
+        "-- a comment\n/- block /- nested -/ -/ import Foo.Bar\n"
+        "\n  import   Mathlib\nimport Foo.Bar\n"
     )
     assert a.key == b.key
 
