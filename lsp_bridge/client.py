@@ -79,7 +79,7 @@ class _Document:
     version: int
     diag_version: int = -1
     diagnostics: list[LeanDiagnostic] = field(default_factory=list)
-    progress: FileProgress | None = None
+    progress: dict[str, Any] | None = None  # raw $/lean/fileProgress of the current version
     fatal_version: int = -1
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
@@ -213,13 +213,14 @@ class LeanClient:
         if method == "textDocument/publishDiagnostics":
             self._on_diagnostics(params)
         elif method == "$/lean/fileProgress":
-            progress = FileProgress.from_json(params)
-            doc = self._docs.get(progress.uri)
-            if doc is not None and (progress.version is None or progress.version == doc.version):
-                doc.progress = progress
-                if any(p.fatal for p in progress.processing):
-                    doc.fatal_version = doc.version
-                    doc.fatal.set()
+            # Hot path (~10 per edit): look only at what we need; parse fully on demand.
+            text_doc = params.get("textDocument") or {}
+            doc = self._docs.get(text_doc.get("uri", ""))
+            version = text_doc.get("version")
+            if doc is not None and (version is None or version == doc.version):
+                doc.progress = params
+                if any(p.get("kind") == 2 for p in params.get("processing") or ()):
+                    self._mark_fatal(doc)
 
     def _on_diagnostics(self, params: dict[str, Any]) -> None:
         doc = self._docs.get(params.get("uri", ""))
@@ -383,29 +384,26 @@ class LeanClient:
         """A request about one document that also ends if the document's worker dies.
 
         Lean's watchdog queues requests for a crashed worker until the next change; without
-        this race they would wait for their whole deadline.
+        ending them on the fatal report they would wait for their whole deadline.
         """
         if doc.fatal.is_set():
             raise self._fatal_error(doc, method)
-        result: Any = None
-        with single_errors():
-            async with anyio.create_task_group() as tg:
+        try:
+            return await self.transport.request(method, params, timeout=timeout, tag=doc.uri)
+        except (WorkerCrashed, WorkerExited):
+            self._mark_fatal(doc)
+            raise
+        except ElaborationFailed:
+            if method == "textDocument/waitForDiagnostics":
+                return None  # wait_for reports the fatal version itself
+            raise
 
-                async def on_fatal() -> None:
-                    await doc.fatal.wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(on_fatal)
-                try:
-                    result = await self.transport.request(method, params, timeout=timeout)
-                except (WorkerCrashed, WorkerExited):
-                    doc.fatal_version = doc.version
-                    doc.fatal.set()
-                    raise
-                tg.cancel_scope.cancel()
-        if doc.fatal.is_set() and method != "textDocument/waitForDiagnostics":
-            raise self._fatal_error(doc, method)
-        return result
+    def _mark_fatal(self, doc: _Document) -> None:
+        doc.fatal_version = doc.version
+        if not doc.fatal.is_set():
+            doc.fatal.set()
+            if self._transport is not None:
+                self._transport.fail_tagged(doc.uri, self._fatal_error(doc, "request"))
 
     @staticmethod
     def _fatal_error(doc: _Document, method: str) -> ElaborationFailed:
@@ -413,6 +411,11 @@ class LeanClient:
             f"{method}: processing of {doc.uri} stopped (worker crash or fatal error)",
             hint="send a change to the document to restart its worker",
         )
+
+    def progress(self, uri: str) -> FileProgress | None:
+        """The latest ``$/lean/fileProgress`` of the current version, if any."""
+        raw = self._doc(uri).progress
+        return FileProgress.from_json(raw) if raw is not None else None
 
     def current_diagnostics(self, uri: str) -> tuple[int, tuple[LeanDiagnostic, ...]]:
         """What has been reported so far (possibly partial): (version, diagnostics)."""

@@ -49,6 +49,7 @@ STDERR_TAIL_BYTES = 16 * 1024
 @dataclass(slots=True)
 class _Pending:
     method: str
+    tag: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: LeanrigError | None = None
@@ -154,14 +155,17 @@ class LspTransport:
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
-    async def request(self, method: str, params: Any, *, timeout: float) -> Any:
+    async def request(
+        self, method: str, params: Any, *, timeout: float, tag: str | None = None
+    ) -> Any:
         """Send a request and wait for its answer, at most ``timeout`` seconds.
 
-        On timeout or cancellation the server is told with ``$/cancelRequest``.
+        On timeout or cancellation the server is told with ``$/cancelRequest``. ``tag`` groups
+        requests (e.g. by document) so ``fail_tagged`` can end them early.
         """
         self._check_usable()
         request_id = next(self._ids)
-        pending = _Pending(method)
+        pending = _Pending(method, tag)
         self._pending[request_id] = pending
         try:
             await self._send(
@@ -208,6 +212,12 @@ class LspTransport:
                 await self._process.wait()
         self._fail_all(ServerClosed("server closed", stderr_tail=self.stderr_tail()))
         log.debug("lsp.closed", pid=self.pid, returncode=self._process.returncode)
+
+    def fail_tagged(self, tag: str, error: LeanrigError) -> None:
+        """End every pending request carrying ``tag`` with ``error`` (the answer is dropped)."""
+        for pending in list(self._pending.values()):
+            if pending.tag == tag:
+                pending.resolve(error=error)
 
     def kill(self) -> None:
         """Kill the whole process group now (e.g. a hung server past its deadline)."""

@@ -128,6 +128,7 @@ class WarmPool:
         self._histogram = [0] * len(LATENCY_BUCKETS_MS)
         self._header_texts: dict[PoolKey, str] = {}
         self._environments: dict[str, LeanEnvironment] = {environment.id: environment}
+        self._changed = anyio.Event()  # set and replaced whenever slots change state
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -286,6 +287,8 @@ class WarmPool:
 
     def _dispatch(self) -> None:
         """Serve waiters in arrival order with idle slots or free capacity."""
+        self._changed.set()
+        self._changed = anyio.Event()
         if self._closed:
             return
         while self._waiters:
@@ -446,6 +449,14 @@ class WarmPool:
             log.exception("pool.prewarm_failed", header=key.short())
             return
         self._release(slot)
+
+    async def wait_idle(self, count: int, key: PoolKey | None = None, *, timeout: float) -> None:
+        """Wait until ``count`` processes (for ``key``, default: any) are warm and idle."""
+        with anyio.fail_after(timeout):
+            while (
+                sum(len(v) for k, v in self._idle.items() if key is None or k == key) < count
+            ):
+                await self._changed.wait()
 
     # -- high-level operations ----------------------------------------------------------------
 
