@@ -18,6 +18,7 @@ from typing import Literal
 
 import anyio
 import psutil
+from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     DocumentReport,
@@ -139,6 +140,10 @@ class Slot:
     async def plain_term_goal(self, pos: LspPos, *, timeout: float) -> PlainTermGoal:
         async with self._guard():
             return await self._client().plain_term_goal(self.uri, pos, timeout=timeout)
+
+    async def document_symbols(self, *, timeout: float) -> list[DocumentSymbol]:
+        async with self._guard():
+            return await self._client().document_symbols(self.uri, timeout=timeout)
 
     async def interactive_goals(self, pos: LspPos, *, timeout: float) -> list[InteractiveGoal]:
         async with self._guard():

@@ -1,0 +1,138 @@
+"""Edit scoping: a new proof body must stay inside the target declaration.
+
+Two stages. ``precheck_body`` (pure, before Lean sees anything) rejects what can be decided from
+the text alone: oversize bodies, NUL bytes, column-0 lines (by the suite contract they start a
+new command) and unterminated comments or strings (they would swallow the rest of the file).
+``check_scope`` is the authority: it reads Lean's own parse of the edited file (document
+symbols and diagnostics) and rejects a body if
+
+- another declaration starts inside the body, or
+- Lean's parse ends the target declaration before the body's last code character without a
+  parse error inside the declaration (the rest parsed as separate commands: ``#exit``,
+  ``end``, ``attribute``, ``set_option``, ...), or
+- the declarations after the body are not the ones the task file has (something swallowed
+  or added them).
+
+A body whose parse simply fails inside the declaration (a syntax error) is *not* an escape: it
+stays a version with errors, as in an editor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from lsprotocol.types import DocumentSymbol
+
+from lsp_bridge import LeanDiagnostic, LineIndex, LspPos
+
+from .locate import comment_mask, scan_trivia
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    name: str
+    start: int  # code point offsets in the file text
+    end: int
+
+
+def flatten_symbols(symbols: Iterable[DocumentSymbol], index: LineIndex) -> list[Symbol]:
+    """Declarations only (namespaces/sections are containers), in file order."""
+    out: list[Symbol] = []
+
+    def walk(items: Iterable[DocumentSymbol]) -> Iterator[DocumentSymbol]:
+        for s in items:
+            yield s
+            yield from walk(s.children or ())
+
+    for s in walk(symbols):
+        if s.kind.name in ("Namespace", "Module", "Package"):
+            continue
+        start = index.offset_of_lsp(LspPos(s.range.start.line, s.range.start.character))
+        end = index.offset_of_lsp(LspPos(s.range.end.line, s.range.end.character))
+        out.append(Symbol(s.name, start, end))
+    out.sort(key=lambda sym: sym.start)
+    return out
+
+
+def precheck_body(body: str) -> str | None:
+    """Why ``body`` cannot be a proof body, decided from its text alone (None: fine)."""
+    if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+        return "the proof body is over 1 MB"
+    if "\x00" in body:
+        return "the proof body contains a NUL character"
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the proof body is not valid Unicode (lone surrogate)"
+    trivia = scan_trivia(body)
+    if trivia.unterminated_comment:
+        return "an unterminated `/-` comment would swallow the rest of the file; close it with `-/`"
+    if trivia.unterminated_string:
+        return "an unterminated string literal would swallow the rest of the file"
+    for i, line in enumerate(body.split("\n")):
+        if i > 0 and line and not line[0].isspace():
+            return (
+                f"line {i + 1} of the proof starts in column 0, which starts a new command; "
+                "indent every line of the proof"
+            )
+    return None
+
+
+def code_end(text: str, start: int, end: int) -> int:
+    """Offset after the last character in ``text[start:end]`` that is neither whitespace nor
+    inside a comment (``start`` if there is none)."""
+    mask = comment_mask(text[start:end])
+    i = end - start
+    while i > 0 and (text[start + i - 1].isspace() or mask[i - 1]):
+        i -= 1
+    return start + i
+
+
+def check_scope(
+    *,
+    text: str,
+    body_start: int,
+    body_end: int,
+    decl_start: int,
+    symbols: Sequence[Symbol],
+    expected_after: Sequence[str],
+    diagnostics: Sequence[LeanDiagnostic],
+) -> str | None:
+    """Why Lean's parse of ``text`` shows the body escaping its declaration (None: it doesn't)."""
+    index = LineIndex(text)
+    last = code_end(text, body_start, body_end)
+    target = next((s for s in symbols if s.start <= decl_start < s.end or s.start == decl_start), None)
+    if target is None:
+        candidates = [s for s in symbols if s.start <= body_start <= s.end]
+        target = candidates[-1] if candidates else None
+    if target is None:
+        return "Lean no longer sees the target theorem; the edit broke its declaration"
+    inside = [s for s in symbols if body_start <= s.start < body_end and s is not target]
+    if inside:
+        pos = index.pos_of(inside[0].start)
+        return (
+            f"the proof body declares `{inside[0].name}` (at {pos.line}:{pos.column}); "
+            "only the proof of the target theorem may be edited"
+        )
+    if target.end < last:
+        parse_broke = any(
+            d.is_error and body_start <= index.offset_of_lsp(d.range.start) <= target.end
+            for d in diagnostics
+        )
+        if not parse_broke:
+            pos = index.pos_of(target.end)
+            return (
+                f"Lean's parse ends the theorem at {pos.line}:{pos.column}, before the end of the "
+                "proof body; the text after it would run as separate commands "
+                "(e.g. #exit, end, set_option, attribute)"
+            )
+    after = [s.name for s in symbols if s.start >= body_end]
+    if list(after) != list(expected_after):
+        return (
+            "the edit changes the declarations after the theorem "
+            f"(Lean sees {after or 'none'}, the task has {list(expected_after) or 'none'})"
+        )
+    return None

@@ -1,0 +1,185 @@
+"""Suites of theorem-completion tasks: ``suite.toml`` + Lean files (see docs/suite-format.md).
+
+Loading validates everything up front (missing file, theorem not found, duplicate ids,
+difficulty out of range, body not locatable) and names the task in every error. A prelude
+suite's own library (``library = [...]``) is compiled to ``.olean`` once per content hash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lsp_bridge import LeanInstall, LeanrigError
+from lsp_bridge.bootstrap import cache_root
+from repl_pool import Header, parse_header
+
+from .locate import BodySpan, LocateError, locate_body
+
+DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
+
+
+class SuiteError(LeanrigError):
+    hint = "fix suite.toml or the task file it names"
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    wall_seconds: float = Field(60.0, gt=0, description="verifier wall-clock limit per check")
+    cpu_seconds: int = Field(120, gt=0, description="verifier CPU-time limit per check")
+    memory_mb: int = Field(4096, gt=0, description="verifier address-space limit per process")
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    file: str
+    theorem: str
+    title: str = ""
+    field: str = ""
+    difficulty: int = Field(ge=1, le=10)
+
+
+class SuiteSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    version: str = "1.0"
+    lean: Literal["prelude", "full"] = "full"
+    axioms: list[str] = Field(default_factory=lambda: list(DEFAULT_AXIOMS))
+    library: list[str] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+    tasks: list[TaskSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    spec: TaskSpec
+    path: Path
+    text: str
+    span: BodySpan
+    header: Header
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def body(self) -> str:
+        return self.span.body(self.text)
+
+    def with_body(self, body: str) -> str:
+        return self.text[: self.span.start] + body + self.text[self.span.end :]
+
+    def summary(self) -> dict[str, object]:
+        s = self.spec
+        return {"id": s.id, "title": s.title, "field": s.field, "difficulty": s.difficulty,
+                "theorem": s.theorem}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    root: Path
+    spec: SuiteSpec
+    tasks: dict[str, Task]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise SuiteError(
+                f"unknown task {task_id!r}", hint="call list_tasks for the valid task ids"
+            ) from None
+
+
+def load_suite(root: Path) -> Suite:
+    root = root.resolve()
+    manifest = root / "suite.toml"
+    try:
+        raw = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SuiteError(f"no suite.toml in {root}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{manifest}: invalid TOML: {exc}") from exc
+    try:
+        spec = SuiteSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SuiteError(f"{manifest}: {_describe(exc, raw)}") from exc
+    tasks: dict[str, Task] = {}
+    for t in spec.tasks:
+        if t.id in tasks:
+            raise SuiteError(f"task {t.id}: duplicate id")
+        path = (root / t.file).resolve()
+        if not path.is_relative_to(root):
+            raise SuiteError(f"task {t.id}: file {t.file} is outside the suite directory")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SuiteError(f"task {t.id}: file {t.file} does not exist") from None
+        except UnicodeDecodeError as exc:
+            raise SuiteError(f"task {t.id}: file {t.file} is not UTF-8") from exc
+        try:
+            span = locate_body(text, t.theorem)
+        except LocateError as exc:
+            raise SuiteError(f"task {t.id}: {exc} in {t.file}") from exc
+        tasks[t.id] = Task(t, path, text, span, parse_header(text))
+    return Suite(root, spec, tasks)
+
+
+def _describe(exc: ValidationError, raw: dict[str, object]) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        where = ".".join(str(p) for p in loc)
+        if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
+            tasks = raw.get("tasks")
+            if isinstance(tasks, list) and loc[1] < len(tasks) and isinstance(tasks[loc[1]], dict):
+                where = f"task {tasks[loc[1]].get('id', loc[1])}: " + ".".join(str(p) for p in loc[2:])
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+# -- the prelude library ---------------------------------------------------------------------
+
+
+def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
+    """Build (once per content hash) the suite's own prelude library; its ``LEAN_PATH`` dir."""
+    if not suite.spec.library:
+        return None
+    digest = hashlib.sha256(f"{install.lean}@{install.githash}".encode())
+    sources = []
+    for module in suite.spec.library:
+        src = suite.root / (module.replace(".", "/") + ".lean")
+        if not src.exists():
+            raise SuiteError(f"library module {module}: {src} does not exist")
+        digest.update(module.encode() + b"\0" + src.read_bytes())
+        sources.append((module, src))
+    out = cache_root() / "suites" / f"{suite.name}-{digest.hexdigest()[:16]}"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / ".built").exists():
+            return out
+        env = {**os.environ, "LEAN_PATH": str(out)}
+        for module, src in sources:  # in the listed order: dependencies first
+            olean = out / (module.replace(".", "/") + ".olean")
+            olean.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(
+                [str(install.lean), "-R", str(suite.root), "-o", str(olean), str(src)],
+                capture_output=True, text=True, env=env, timeout=300, check=False,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                raise SuiteError(f"library module {module} failed to compile: {proc.stdout[-500:]}")
+        (out / ".built").touch()
+    return out
