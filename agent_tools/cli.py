@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import orjson
 
@@ -42,6 +43,79 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .app import ServeOptions, open_service
+
+    options = ServeOptions(
+        suite=Path(args.suite),
+        run_dir=Path(args.run_dir),
+        ledger=Path(args.ledger) if args.ledger else None,
+        max_processes=args.max_processes,
+        step_timeout=args.step_timeout,
+        sandbox=not args.no_sandbox,
+    )
+
+    async def main() -> None:
+        async with open_service(options) as service:
+            if args.jsonrpc:
+                from .jsonrpc_server import serve_stdio, serve_tcp
+
+                if args.port is not None:
+                    await serve_tcp(
+                        service,
+                        args.port,
+                        ready=lambda p: print(
+                            f"leanrig: JSON-RPC on 127.0.0.1:{p}", file=sys.stderr, flush=True
+                        ),
+                    )
+                else:
+                    await serve_stdio(service)
+                return
+            from .mcp_server import build_mcp
+
+            server = build_mcp(service)
+            if args.http is not None:
+                await server.run_streamable_http_async(port=args.http)
+            else:
+                await server.run_stdio_async()
+
+    anyio.run(main)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import anyio
+
+    from lsp_bridge import find_lean
+
+    from .suite import library_dir, load_suite
+    from .verifier import Verifier
+
+    suite = load_suite(Path(args.suite))
+    task = suite.task(args.task)
+    try:
+        submission = Path(args.submission).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"leanrig: cannot read {args.submission}: {exc}", file=sys.stderr)
+        return 2
+    install = find_lean(suite.root)
+    verifier = Verifier(suite, install, library=library_dir(suite, install))
+    verdict = anyio.run(verifier.verify, task, submission)
+    if args.json:
+        print(orjson.dumps(verdict.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print("ACCEPTED" if verdict.accepted else "REJECTED")
+        for reason in verdict.reasons:
+            print(f"  - {reason}")
+        print(
+            f"  axioms: {', '.join(verdict.axioms) or 'none'}; {verdict.elapsed_ms:.0f} ms; "
+            f"Lean {verdict.lean_version}"
+        )
+    return 0 if verdict.accepted else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanrig", description=__doc__)
     parser.add_argument("--log-level", default="warning", help="structlog level (JSON on stderr)")
@@ -55,8 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=_cmd_doctor)
 
-    demo = sub.add_parser("demo", help="a scripted proof session on the bootstrap Lean")
+    demo = sub.add_parser("demo", help="a scripted agent solving a demo task over MCP")
     demo.set_defaults(func=_cmd_demo)
+
+    serve = sub.add_parser("serve", help="serve a suite's agent tools (MCP stdio by default)")
+    serve.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
+    serve.add_argument("--jsonrpc", action="store_true", help="plain JSON-RPC 2.0, one per line")
+    serve.add_argument("--port", type=int, help="with --jsonrpc: TCP on 127.0.0.1:PORT")
+    serve.add_argument("--http", type=int, metavar="PORT", help="MCP over streamable HTTP")
+    serve.add_argument("--run-dir", default="runs", help="where run data and the ledger go")
+    serve.add_argument("--ledger", help="ledger path (default: RUN_DIR/<timestamp>/ledger.jsonl)")
+    serve.add_argument("--max-processes", type=int, help="Lean server processes in the pool")
+    serve.add_argument("--step-timeout", type=float, default=60.0, help="seconds per Lean wait")
+    serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
+    serve.set_defaults(func=_cmd_serve)
+
+    check = sub.add_parser("check", help="the final verdict on a submission (exit 0/1/2)")
+    check.add_argument("--suite", required=True)
+    check.add_argument("--task", required=True)
+    check.add_argument("submission", help="the submitted .lean file")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(func=_cmd_check)
     return parser
 
 

@@ -137,7 +137,9 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             continue
         declared = m.group(2).removeprefix("_root_.")
         namespace = _namespace_at(text, m.start(), mask)
-        full = ".".join([*namespace, declared]) if not m.group(2).startswith("_root_.") else declared
+        full = (
+            ".".join([*namespace, declared]) if not m.group(2).startswith("_root_.") else declared
+        )
         if full == theorem:
             matches.append(m)
     if not matches:
@@ -158,9 +160,14 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             depth -= 1
         elif depth == 0 and text.startswith(":=", i):
             break
-        elif depth == 0 and ch == "\n" and i + 1 < len(text) and not text[i + 1].isspace():
-            if not mask[i + 1]:
-                raise LocateError(f"theorem {theorem} has no `:=` body (pattern matching?)")
+        elif (
+            depth == 0
+            and ch == "\n"
+            and i + 1 < len(text)
+            and not text[i + 1].isspace()
+            and not mask[i + 1]
+        ):
+            raise LocateError(f"theorem {theorem} has no `:=` body (pattern matching?)")
         i += 1
     else:
         raise LocateError(f"theorem {theorem} has no `:=` body")

@@ -104,7 +104,9 @@ def check_scope(
     """Why Lean's parse of ``text`` shows the body escaping its declaration (None: it doesn't)."""
     index = LineIndex(text)
     last = code_end(text, body_start, body_end)
-    target = next((s for s in symbols if s.start <= decl_start < s.end or s.start == decl_start), None)
+    target = next(
+        (s for s in symbols if s.start <= decl_start < s.end or s.start == decl_start), None
+    )
     if target is None:
         candidates = [s for s in symbols if s.start <= body_start <= s.end]
         target = candidates[-1] if candidates else None

@@ -33,9 +33,11 @@ class SuiteError(LeanrigError):
 
 class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    wall_seconds: float = Field(60.0, gt=0, description="verifier wall-clock limit per check")
-    cpu_seconds: int = Field(120, gt=0, description="verifier CPU-time limit per check")
-    memory_mb: int = Field(4096, gt=0, description="verifier address-space limit per process")
+    wall_seconds: float = Field(
+        default=60.0, gt=0, description="verifier wall-clock limit per check"
+    )
+    cpu_seconds: int = Field(default=120, gt=0, description="verifier CPU-time limit per check")
+    memory_mb: int = Field(default=4096, gt=0, description="verifier resident-memory cap")
 
 
 class TaskSpec(BaseModel):
@@ -55,7 +57,7 @@ class SuiteSpec(BaseModel):
     lean: Literal["prelude", "full"] = "full"
     axioms: list[str] = Field(default_factory=lambda: list(DEFAULT_AXIOMS))
     library: list[str] = Field(default_factory=list)
-    limits: Limits = Field(default_factory=Limits)
+    limits: Limits = Field(default_factory=lambda: Limits())
     tasks: list[TaskSpec]
 
 
@@ -145,7 +147,9 @@ def _describe(exc: ValidationError, raw: dict[str, object]) -> str:
         if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
             tasks = raw.get("tasks")
             if isinstance(tasks, list) and loc[1] < len(tasks) and isinstance(tasks[loc[1]], dict):
-                where = f"task {tasks[loc[1]].get('id', loc[1])}: " + ".".join(str(p) for p in loc[2:])
+                where = f"task {tasks[loc[1]].get('id', loc[1])}: " + ".".join(
+                    str(p) for p in loc[2:]
+                )
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)
 

@@ -11,7 +11,7 @@ import psutil
 from lsp_bridge import Timeouts
 
 
-def _default_max_processes() -> int:
+def default_max_processes() -> int:
     cores = os.cpu_count() or 1
     mem_gib = psutil.virtual_memory().total / 2**30
     # A Mathlib-importing server tree needs a few GiB; prelude-only ones ~0.2 GiB.
@@ -20,14 +20,14 @@ def _default_max_processes() -> int:
 
 def _default_rss_cap_mb() -> int:
     mem_mib = psutil.virtual_memory().total / 2**20
-    return int(min(16 * 1024, max(1024, mem_mib / 2 / _default_max_processes())))
+    return int(min(16 * 1024, max(1024, mem_mib / 2 / default_max_processes())))
 
 
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
     min_processes: int = 0  # kept warm for ``default_header`` at all times
     default_header: str = ""  # "" = plain Init; bootstrap (prelude-only) Lean wants "prelude"
-    max_processes: int = field(default_factory=_default_max_processes)
+    max_processes: int = field(default_factory=default_max_processes)
     prewarm: Mapping[str, int] = field(default_factory=dict)  # header text -> warm processes
     max_uses: int = 500  # recycle a process after this many acquisitions
     idle_ttl: float = 900.0  # seconds an idle process may live

@@ -453,9 +453,7 @@ class WarmPool:
     async def wait_idle(self, count: int, key: PoolKey | None = None, *, timeout: float) -> None:
         """Wait until ``count`` processes (for ``key``, default: any) are warm and idle."""
         with anyio.fail_after(timeout):
-            while (
-                sum(len(v) for k, v in self._idle.items() if key is None or k == key) < count
-            ):
+            while sum(len(v) for k, v in self._idle.items() if key is None or k == key) < count:
                 await self._changed.wait()
 
     # -- high-level operations ----------------------------------------------------------------

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
-import psutil
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
@@ -34,6 +33,7 @@ from lsp_bridge import (
 )
 
 from .errors import SlotBroken
+from .oneshot import tree_rss
 
 SlotState = Literal["starting", "idle", "busy", "stopping"]
 
@@ -88,7 +88,7 @@ class Slot:
             return self._rss_cache
         total = 0
         if self.client is not None:
-            total = _tree_rss(self.client.pid)
+            total = tree_rss(self.client.pid)
         self._rss_checked_at, self._rss_cache = now, total
         return total
 
@@ -148,18 +148,3 @@ class Slot:
     async def interactive_goals(self, pos: LspPos, *, timeout: float) -> list[InteractiveGoal]:
         async with self._guard():
             return await self._client().interactive_goals(self.uri, pos, timeout=timeout)
-
-
-def _tree_rss(pid: int) -> int:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            pass
-    return total

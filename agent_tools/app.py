@@ -1,0 +1,79 @@
+"""Wiring: suite + Lean + sandbox + pool + verifier + ledger → a running `ProofService`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from lsp_bridge import Timeouts, find_lean
+from repl_pool import LeanEnvironment, PoolConfig, WarmPool
+from repl_pool.config import default_max_processes
+from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
+
+from .ledger import Ledger
+from .service import ProofService
+from .suite import SuiteError, library_dir, load_suite
+from .verifier import Verifier
+
+log = structlog.get_logger("leanrig.app")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    suite: Path
+    run_dir: Path = Path("runs")
+    ledger: Path | None = None
+    max_processes: int | None = None
+    step_timeout: float = 60.0
+    sandbox: bool = True
+    lean: str | None = None
+
+
+@asynccontextmanager
+async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
+    suite = load_suite(options.suite)
+    install = find_lean(suite.root, explicit=options.lean)
+    if suite.spec.lean == "full" and install.mode != "toolchain":
+        raise SuiteError(
+            f"suite {suite.name} needs a full Lean toolchain (Init), but {install.lean} is the "
+            "prelude-only bootstrap",
+            hint='install elan and a toolchain, or serve a `lean = "prelude"` suite',
+        )
+    library = library_dir(suite, install)
+    run_dir = options.run_dir / time.strftime("%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    scratch = run_dir / "scratch"
+    scratch.mkdir(exist_ok=True)
+    policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
+    if options.sandbox and not uses_namespaces(policy):
+        log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
+    env = dict(os.environ)
+    if library is not None:
+        env["LEAN_PATH"] = str(library)
+    environment = LeanEnvironment(
+        install, suite.root, env=env, wrapper=wrapper(policy) if options.sandbox else ()
+    )
+    config = PoolConfig(
+        max_processes=options.max_processes or default_max_processes(),
+        default_header=next(iter(suite.tasks.values())).header.text() if suite.tasks else "",
+        request_deadline=options.step_timeout,
+        timeouts=Timeouts(spawn=60, barrier=options.step_timeout),
+    )
+    ledger = Ledger(options.ledger or run_dir / "ledger.jsonl")
+    verifier = Verifier(
+        suite, install, library=library, sandbox=policy if options.sandbox else
+        SandboxPolicy(use_bwrap=False), work_root=scratch,
+    )  # fmt: skip
+    try:
+        async with WarmPool.open(environment, config) as pool:
+            yield ProofService(
+                suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout
+            )
+    finally:
+        ledger.close()

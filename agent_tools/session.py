@@ -1,0 +1,114 @@
+"""Proof sessions and the agent-facing shapes of Lean's answers.
+
+A `ProofSession` is one agent's attempt at one task: the current file text (only the body
+differs from the task file), its version, the last elaboration result, and a lock that
+serializes the calls on this session. Sessions hold no Lean process; each step borrows a pool
+slot (preferring the one it used last, whose document still has this session's text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
+
+from .suite import Task
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDiagnostic:
+    severity: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "message": self.message,
+        }
+
+
+def agent_diagnostics(text: str, diagnostics: Sequence[LeanDiagnostic]) -> list[AgentDiagnostic]:
+    """Diagnostics in agent coordinates (1-based line, code point column); silent ones dropped."""
+    index = LineIndex(text)
+    out = []
+    for d in diagnostics:
+        if d.is_silent:
+            continue
+        start, end = index.from_lsp(d.range.start), index.from_lsp(d.range.end)
+        out.append(
+            AgentDiagnostic(
+                d.severity.name.lower(), start.line, start.column, end.line, end.column, d.message
+            )
+        )
+    return out
+
+
+def is_complete(report: DocumentReport) -> bool:
+    """No errors, no sorry, no unsolved goals (in the whole file, which includes the target)."""
+    if report.status != "done" and report.status != "superseded":
+        return False
+    for d in report.diagnostics:
+        if d.is_error or LeanTag.UNSOLVED_GOALS in d.lean_tags:
+            return False
+        if "declaration uses `sorry`" in d.message or "declaration uses 'sorry'" in d.message:
+            return False
+    return True
+
+
+def body_sha(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class StepResult:
+    version: int
+    diagnostics: list[AgentDiagnostic]
+    goals: list[str]
+    complete: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "goals": self.goals,
+            "complete": self.complete,
+        }
+
+
+@dataclass(slots=True)
+class ProofSession:
+    id: str
+    task: Task
+    client: str  # which connection opened it (sessions of different clients are isolated)
+    text: str
+    body: str
+    version: int = 0
+    last: StepResult | None = None
+    opened_at: float = field(default_factory=time.perf_counter)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    closed: bool = False
+
+    @property
+    def body_start(self) -> int:
+        return self.task.span.start
+
+    @property
+    def body_end(self) -> int:
+        return self.task.span.start + len(self.body)
+
+    def wall_ms(self) -> float:
+        return (time.perf_counter() - self.opened_at) * 1000

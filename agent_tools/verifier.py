@@ -1,0 +1,404 @@
+"""The tamper-proof final check: the verdict a benchmark reports.
+
+Independent of the agent's warm session: every check starts fresh Lean processes (never a pool
+slot) in a fresh directory, inside the sandbox, under the suite's limits.
+
+1. Structure: outside the body the submission is byte-identical to the task file; the body
+   passes the text prechecks (scope.py) and carries none of the constructs that escape the
+   kernel's view (``run_tac``, ``open private``, ``set_option debug.``, ``implemented_by``,
+   ``extern``, ``unsafe``, ``#exit``...).
+2. Lean's parse (a fresh ``lean --server``): no errors; the body stays inside the target
+   declaration (document symbols; scope.check_scope).
+3. Compile the submission to ``.olean`` (module ``LeanrigSubmission``), then query it from a
+   separate trusted file that imports it: ``#print axioms`` (``sorryAx`` absent, axioms in the
+   allow-list) and the target's type printed with ``pp.all`` (fully explicit terms), compared
+   with the same query against the untouched task file compiled as ``LeanrigOriginal``.
+4. Where the toolchain has ``leanchecker``, replay the submission's environment in the kernel.
+
+A timeout or a crash is a rejection with that reason, never an acceptance.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LineIndex, Timeouts
+from repl_pool.oneshot import Completed, base_env, run_once
+from repl_pool.sandbox import SandboxPolicy, wrapper
+
+from .locate import scan_trivia
+from .scope import check_scope, flatten_symbols, precheck_body
+from .suite import Suite, Task
+
+FORBIDDEN = {
+    "run_tac": "`run_tac` runs arbitrary code during elaboration",
+    "open private": "`open private` reaches private declarations",
+    "set_option debug.": "`set_option debug.*` can switch off kernel checks",
+    "implemented_by": "`implemented_by` swaps code the kernel never checks",
+    "extern": "`extern` binds unchecked native code",
+    "unsafe": "`unsafe` escapes the kernel",
+    "#exit": "`#exit` stops processing: later checks would never run",
+    "#eval": "`#eval` runs arbitrary code during elaboration",
+    "native_decide": "`native_decide` trusts the compiler (Lean.ofReduceBool)",
+}
+_AXIOMS_RE = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    accepted: bool
+    reasons: tuple[str, ...]
+    axioms: tuple[str, ...]
+    elapsed_ms: float
+    lean_version: str
+    stages: dict[str, float] = field(default_factory=dict)  # stage -> ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "reasons": list(self.reasons),
+            "axioms": list(self.axioms),
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "lean_version": self.lean_version,
+            "stages_ms": {k: round(v, 1) for k, v in self.stages.items()},
+        }
+
+
+class _Rejected(Exception):
+    def __init__(self, *reasons: str) -> None:
+        self.reasons = reasons
+
+
+def forbidden_constructs(body: str) -> list[str]:
+    """Reasons for constructs in the body's code (comments and strings ignored)."""
+    mask = scan_trivia(body).mask
+    code = "".join(" " if mask[i] else ch for i, ch in enumerate(body))
+    found = []
+    for token, why in FORBIDDEN.items():
+        pattern = r"(?<![\w.])" + re.escape(token) + (r"(?![\w'])" if token[-1].isalnum() else "")
+        if re.search(pattern, code):
+            found.append(f"forbidden construct in the proof: {why}")
+    return found
+
+
+def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...] | None:
+    for m in messages:
+        data = str(m.get("data", ""))
+        if f"'{theorem}'" not in data:
+            continue
+        if "does not depend on any axioms" in data:
+            return ()
+        match = _AXIOMS_RE.search(data)
+        if match:
+            return tuple(a.strip() for a in match.group(1).split(",") if a.strip())
+    return None
+
+
+def parse_json_messages(stdout: str) -> list[dict[str, Any]]:
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return out
+
+
+class Verifier:
+    def __init__(
+        self,
+        suite: Suite,
+        install: LeanInstall,
+        *,
+        library: Path | None,
+        sandbox: SandboxPolicy | None = None,
+        work_root: Path | None = None,
+    ) -> None:
+        self.suite = suite
+        self.install = install
+        self.library = library
+        self.sandbox = sandbox or SandboxPolicy()
+        self.work_root = work_root
+        self._ref_types: dict[str, str] = {}  # task id -> pp.all type of the untouched task
+        self._ref_after: dict[str, list[str]] = {}  # task id -> declarations after the body
+        self._reference_lock = anyio.Lock()
+
+    # -- public -------------------------------------------------------------------------------
+
+    async def verify(self, task: Task, submission: str) -> Verdict:
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
+        axioms: tuple[str, ...] = ()
+        try:
+            body = self._structure(task, submission)
+            stages["structure"] = (time.perf_counter() - started) * 1000
+            with tempfile.TemporaryDirectory(prefix="leanrig-verify-", dir=self.work_root) as tmp:
+                work = Path(tmp)
+                t = time.perf_counter()
+                await self._parse_check(task, submission, body, work)
+                stages["parse"] = (time.perf_counter() - t) * 1000
+                t = time.perf_counter()
+                sub_type, axioms = await self._compile_and_query(
+                    task, submission, work, "LeanrigSubmission"
+                )
+                stages["compile_query"] = (time.perf_counter() - t) * 1000
+                t = time.perf_counter()
+                ref_type = await self._reference_type(task)
+                stages["reference"] = (time.perf_counter() - t) * 1000
+                reasons = self._judge(task, sub_type, ref_type, axioms)
+                if not reasons and self._leanchecker() is not None:
+                    t = time.perf_counter()
+                    reasons = await self._replay(work)
+                    stages["leanchecker"] = (time.perf_counter() - t) * 1000
+                if reasons:
+                    raise _Rejected(*reasons)
+        except _Rejected as rejected:
+            return self._verdict(False, rejected.reasons, axioms, started, stages)
+        return self._verdict(True, (), axioms, started, stages)
+
+    # -- stages -------------------------------------------------------------------------------
+
+    def _structure(self, task: Task, submission: str) -> str:
+        prefix, suffix = task.text[: task.span.start], task.text[task.span.end :]
+        ok = (
+            len(submission) >= len(prefix) + len(suffix)
+            and submission.startswith(prefix)
+            and submission.endswith(suffix)
+        )
+        if not ok:
+            index = LineIndex(submission)
+            limit = min(len(submission), len(prefix))
+            first = next((i for i in range(limit) if submission[i] != prefix[i]), limit)
+            pos = index.pos_of(first)
+            raise _Rejected(
+                f"text outside the proof body differs from the task file (first difference near "
+                f"{pos.line}:{pos.column})"
+            )
+        body = submission[len(prefix) : len(submission) - len(suffix)]
+        reasons = [r for r in [precheck_body(body)] if r] + forbidden_constructs(body)
+        if reasons:
+            raise _Rejected(*reasons)
+        return body
+
+    def _env(self, *extra: Path) -> dict[str, str]:
+        paths = [*extra]
+        if self.library is not None:
+            paths.append(self.library)
+        return base_env(paths)
+
+    def _wrapped(self, argv: list[str], work: Path) -> list[str]:
+        limits = self.suite.spec.limits
+        policy = SandboxPolicy(
+            cpu_seconds=limits.cpu_seconds,
+            writable=(work,),
+            use_bwrap=self.sandbox.use_bwrap,
+        )
+        return [*wrapper(policy), *argv]
+
+    async def _parse_check(self, task: Task, submission: str, body: str, work: Path) -> None:
+        limits = self.suite.spec.limits
+        command = self.install.server_command(
+            work, env=self._env(), use_lake=False,
+            wrapper=tuple(self._wrapped([], work)),
+        )  # fmt: skip
+        uri = (work / "LeanrigSubmission.lean").as_uri()
+        try:
+            with anyio.fail_after(limits.wall_seconds):
+                async with LeanClient.start(
+                    command,
+                    timeouts=Timeouts(spawn=limits.wall_seconds, barrier=limits.wall_seconds),
+                ) as client:
+                    await client.open(uri, submission)
+                    report = await client.wait_for(uri)
+                    symbols = await client.document_symbols(uri)
+        except TimeoutError:
+            raise _Rejected(
+                f"timeout: Lean did not finish within {limits.wall_seconds:g} s"
+            ) from None
+        except LeanrigError as exc:
+            raise _Rejected(f"crash: the Lean process failed ({type(exc).__name__})") from exc
+        index = LineIndex(submission)
+        errors = [d for d in report.diagnostics if d.is_error]
+        if report.status == "fatal" or errors:
+            first = errors[0] if errors else None
+            where = index.from_lsp(first.range.start) if first else None
+            msg = first.message.splitlines()[0] if first else "processing stopped"
+            raise _Rejected(
+                f"Lean reports {len(errors)} error(s)"
+                + (f"; first at {where.line}:{where.column}: {msg}" if where else f": {msg}")
+            )
+        start = task.span.start
+        end = start + len(body)
+        original_index = LineIndex(task.text)
+        original_symbols = await self._original_symbols(task, original_index)
+        reason = check_scope(
+            text=submission,
+            body_start=start,
+            body_end=end,
+            decl_start=task.span.decl_start,
+            symbols=flatten_symbols(symbols, index),
+            expected_after=original_symbols,
+            diagnostics=report.diagnostics,
+        )
+        if reason:
+            raise _Rejected(reason)
+
+    async def _original_symbols(self, task: Task, index: LineIndex) -> list[str]:
+        # The declarations after the body in the untouched file (computed once per task).
+        cached = self._ref_after.get(task.id)
+        if cached is not None:
+            return cached
+        with tempfile.TemporaryDirectory(prefix="leanrig-ref-", dir=self.work_root) as tmp:
+            work = Path(tmp)
+            command = self.install.server_command(
+                work, env=self._env(), use_lake=False, wrapper=tuple(self._wrapped([], work))
+            )
+            uri = (work / "LeanrigOriginal.lean").as_uri()
+            async with LeanClient.start(command) as client:
+                await client.open(uri, task.text)
+                await client.wait_for(uri)
+                symbols = await client.document_symbols(uri)
+        after = [s.name for s in flatten_symbols(symbols, index) if s.start >= task.span.end]
+        self._ref_after[task.id] = after
+        return after
+
+    async def _compile_and_query(
+        self, task: Task, text: str, work: Path, module: str
+    ) -> tuple[str, tuple[str, ...]]:
+        limits = self.suite.spec.limits
+        build = work / "build"
+        build.mkdir(exist_ok=True)
+        src = work / f"{module}.lean"
+        src.write_text(text, encoding="utf-8")
+        lean = str(self.install.lean)
+        compiled = await self._run(
+            [lean, "--json", "-R", str(work), "-o", str(build / f"{module}.olean"), str(src)],
+            work, build, limits.wall_seconds,
+        )  # fmt: skip
+        messages = parse_json_messages(compiled.stdout)
+        errors = [m for m in messages if m.get("severity") == "error"]
+        if compiled.returncode != 0 or errors:
+            first = (
+                str(errors[0].get("data", "")).splitlines()[0] if errors else compiled.stderr[-200:]
+            )
+            raise _Rejected(f"compilation failed: {first}")
+        theorem = task.spec.theorem
+        header = "prelude\n" if task.header.prelude else ""
+        query = work / "LeanrigQuery.lean"
+        query.write_text(
+            f"{header}import {module}\n"
+            f"set_option pp.all true in\n#check @{theorem}\n"
+            f"#print axioms {theorem}\n",
+            encoding="utf-8",
+        )
+        answered = await self._run([lean, "--json", str(query)], work, build, limits.wall_seconds)
+        answers = parse_json_messages(answered.stdout)
+        if answered.returncode != 0:
+            raise _Rejected(f"the trusted query failed: {answers[:1] or answered.stderr[-200:]}")
+        type_line = None
+        for m in answers:
+            data = str(m.get("data", ""))
+            for prefix in (f"{theorem} : ", f"@{theorem} : "):
+                if data.startswith(prefix):
+                    type_line = data[len(prefix) :]
+        axioms = parse_axioms(answers, theorem)
+        if type_line is None or axioms is None:
+            raise _Rejected("the trusted query did not find the target theorem")
+        return type_line, axioms
+
+    async def _reference_type(self, task: Task) -> str:
+        async with self._reference_lock:
+            cached = self._ref_types.get(task.id)
+            if cached is None:
+                with tempfile.TemporaryDirectory(prefix="leanrig-ref-", dir=self.work_root) as tmp:
+                    try:
+                        ref_type, _ = await self._compile_and_query(
+                            task, task.text, Path(tmp), "LeanrigOriginal"
+                        )
+                    except _Rejected as exc:
+                        raise _Rejected(
+                            f"the task file itself does not check: {exc.reasons[0]}"
+                        ) from exc
+                cached = self._ref_types[task.id] = ref_type
+            return cached
+
+    def _judge(
+        self, task: Task, sub_type: str, ref_type: str, axioms: tuple[str, ...]
+    ) -> list[str]:
+        reasons = []
+        if sub_type != ref_type:
+            reasons.append(
+                "the theorem's statement differs from the task's (elaborated types differ)"
+            )
+        if "sorryAx" in axioms:
+            reasons.append("the proof depends on sorryAx (an incomplete proof)")
+        allowed = set(self.suite.spec.axioms)
+        extra = [a for a in axioms if a not in allowed and a != "sorryAx"]
+        if extra:
+            reasons.append(f"the proof uses axioms outside the allow-list: {', '.join(extra)}")
+        return reasons
+
+    def _leanchecker(self) -> str | None:
+        sibling = self.install.lean.parent / "leanchecker"
+        return str(sibling) if sibling.exists() else shutil.which("leanchecker")
+
+    async def _replay(self, work: Path) -> list[str]:
+        checker = self._leanchecker()
+        assert checker is not None
+        result = await self._run(
+            [checker, "LeanrigSubmission"],
+            work,
+            work / "build",
+            self.suite.spec.limits.wall_seconds,
+        )
+        if result.returncode != 0:
+            return [f"kernel replay (leanchecker) failed: {(result.stdout + result.stderr)[-300:]}"]
+        return []
+
+    async def _run(self, argv: list[str], work: Path, build: Path, timeout: float) -> Completed:
+        result = await run_once(
+            self._wrapped(argv, work),
+            cwd=work,
+            env=self._env(build),
+            timeout=timeout,
+            rss_limit_mb=self.suite.spec.limits.memory_mb,
+        )
+        if result.over_memory:
+            raise _Rejected(
+                f"memory: Lean exceeded {self.suite.spec.limits.memory_mb} MB resident memory"
+            )
+        if result.timed_out:
+            raise _Rejected(f"timeout: Lean did not finish within {timeout:g} s")
+        if result.returncode is not None and result.returncode < 0:
+            raise _Rejected(f"crash: Lean was killed by signal {-result.returncode}")
+        if result.returncode is not None and result.returncode >= 128 and not result.stdout:
+            raise _Rejected(f"crash: Lean exited with status {result.returncode}")
+        return result
+
+    def _verdict(
+        self,
+        accepted: bool,
+        reasons: tuple[str, ...],
+        axioms: tuple[str, ...],
+        started: float,
+        stages: dict[str, float],
+    ) -> Verdict:
+        return Verdict(
+            accepted=accepted,
+            reasons=reasons,
+            axioms=axioms,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            lean_version=self.install.version,
+            stages=stages,
+        )

@@ -1,0 +1,70 @@
+"""The sandbox every Lean process runs in: rlimits (prlimit) and, where available, bwrap.
+
+A policy becomes a command prefix (``wrapper()``), so pool servers, their workers (inherited)
+and verifier processes are confined the same way:
+
+- rlimits: address space, CPU seconds, open files, no core dumps (``prlimit``, util-linux);
+- namespaces (``bwrap``, Debian's bubblewrap): no network, the whole file system read-only
+  (toolchain, suite, everything), only the listed directories writable, all processes killed
+  when the sandbox's parent dies.
+
+Without bwrap the wrapper is rlimits only; ``available()`` says so and callers log a warning.
+See docs/threat-model.md for what this does and does not defend.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    # RLIMIT_AS per process: a backstop only. Lean reserves far more address space than it uses
+    # (a worker fails to start its threads under 8 GiB); real memory is capped on RSS by the
+    # pool monitor and the one-shot runner.
+    memory_mb: int | None = 65536
+    cpu_seconds: int | None = None  # RLIMIT_CPU per process (None: unlimited)
+    open_files: int = 1024
+    writable: tuple[Path, ...] = ()
+    network: bool = False
+    use_bwrap: bool | None = None  # None: when available
+
+    def with_writable(self, *paths: Path) -> SandboxPolicy:
+        from dataclasses import replace
+
+        return replace(self, writable=(*self.writable, *paths))
+
+
+def available() -> dict[str, str | None]:
+    return {"prlimit": shutil.which("prlimit"), "bwrap": shutil.which("bwrap")}
+
+
+def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
+    """The command prefix that runs a program under ``policy``."""
+    tools = available()
+    parts: list[str] = []
+    if tools["prlimit"]:
+        parts.append(tools["prlimit"])
+        if policy.memory_mb is not None:
+            parts.append(f"--as={policy.memory_mb * 2**20}")
+        if policy.cpu_seconds is not None:
+            parts.append(f"--cpu={policy.cpu_seconds}")
+        parts += [f"--nofile={policy.open_files}", "--core=0", "--"]
+    bwrap = tools["bwrap"]
+    if bwrap and policy.use_bwrap is not False:
+        parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for path in policy.writable:
+            parts += ["--bind", str(path), str(path)]
+        parts += ["--unshare-all"]
+        if policy.network:
+            parts.append("--share-net")
+        parts += ["--die-with-parent", "--"]
+    elif policy.use_bwrap:
+        raise RuntimeError("bwrap was required but is not installed")
+    return tuple(parts)
+
+
+def uses_namespaces(policy: SandboxPolicy) -> bool:
+    return policy.use_bwrap is not False and available()["bwrap"] is not None
