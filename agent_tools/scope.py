@@ -19,6 +19,7 @@ stays a version with errors, as in an editor.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -36,10 +37,26 @@ class Symbol:
     name: str
     start: int  # code point offsets in the file text
     end: int
+    container: bool = False  # namespace / section
+
+
+_PARSE_ERROR = re.compile(r"^(unexpected|expected|unknown tactic|unterminated|missing end)")
+
+
+def suffix_structure(symbols: Sequence[Symbol], body_end: int, text_len: int) -> list[str]:
+    """What Lean's parse says about the file after the body, independent of the body's length:
+    every symbol ending after the body, with positions after the body counted from the end."""
+
+    def where(offset: int) -> str:
+        return f"-{text_len - offset}" if offset >= body_end else str(offset)
+
+    return sorted(
+        f"{s.name}@{where(s.start)}..{where(s.end)}" for s in symbols if s.end >= body_end
+    )
 
 
 def flatten_symbols(symbols: Iterable[DocumentSymbol], index: LineIndex) -> list[Symbol]:
-    """Declarations only (namespaces/sections are containers), in file order."""
+    """Every symbol (declarations and namespace containers), in file order."""
     out: list[Symbol] = []
 
     def walk(items: Iterable[DocumentSymbol]) -> Iterator[DocumentSymbol]:
@@ -48,11 +65,10 @@ def flatten_symbols(symbols: Iterable[DocumentSymbol], index: LineIndex) -> list
             yield from walk(s.children or ())
 
     for s in walk(symbols):
-        if s.kind.name in ("Namespace", "Module", "Package"):
-            continue
         start = index.offset_of_lsp(LspPos(s.range.start.line, s.range.start.character))
         end = index.offset_of_lsp(LspPos(s.range.end.line, s.range.end.character))
-        out.append(Symbol(s.name, start, end))
+        container = s.kind.name in ("Namespace", "Module", "Package")
+        out.append(Symbol(s.name, start, end, container))
     out.sort(key=lambda sym: sym.start)
     return out
 
@@ -98,30 +114,39 @@ def check_scope(
     body_end: int,
     decl_start: int,
     symbols: Sequence[Symbol],
-    expected_after: Sequence[str],
+    expected_suffix: Sequence[str],
     diagnostics: Sequence[LeanDiagnostic],
 ) -> str | None:
-    """Why Lean's parse of ``text`` shows the body escaping its declaration (None: it doesn't)."""
+    """Why Lean's parse of ``text`` shows the body escaping its declaration (None: it doesn't).
+
+    ``expected_suffix`` is ``suffix_structure`` of the untouched task file.
+    """
     index = LineIndex(text)
+    decls = [s for s in symbols if not s.container]
     last = code_end(text, body_start, body_end)
-    target = next(
-        (s for s in symbols if s.start <= decl_start < s.end or s.start == decl_start), None
-    )
+    target = next((s for s in decls if s.start <= decl_start < s.end), None)
     if target is None:
-        candidates = [s for s in symbols if s.start <= body_start <= s.end]
+        candidates = [s for s in decls if s.start <= body_start <= s.end]
         target = candidates[-1] if candidates else None
     if target is None:
         return "Lean no longer sees the target theorem; the edit broke its declaration"
-    inside = [s for s in symbols if body_start <= s.start < body_end and s is not target]
+    inside = [s for s in decls if body_start <= s.start < body_end and s is not target]
     if inside:
         pos = index.pos_of(inside[0].start)
         return (
             f"the proof body declares `{inside[0].name}` (at {pos.line}:{pos.column}); "
             "only the proof of the target theorem may be edited"
         )
+    if suffix_structure(symbols, body_end, len(text)) != sorted(expected_suffix):
+        return (
+            "the edit changes how Lean reads the rest of the file (an `end`, `#exit` or an "
+            "unterminated comment or string in the proof?)"
+        )
     if target.end < last:
         parse_broke = any(
-            d.is_error and body_start <= index.offset_of_lsp(d.range.start) <= target.end
+            d.is_error
+            and _PARSE_ERROR.match(d.message)
+            and body_start <= index.offset_of_lsp(d.range.start) <= target.end
             for d in diagnostics
         )
         if not parse_broke:
@@ -131,10 +156,4 @@ def check_scope(
                 "proof body; the text after it would run as separate commands "
                 "(e.g. #exit, end, set_option, attribute)"
             )
-    after = [s.name for s in symbols if s.start >= body_end]
-    if list(after) != list(expected_after):
-        return (
-            "the edit changes the declarations after the theorem "
-            f"(Lean sees {after or 'none'}, the task has {list(expected_after) or 'none'})"
-        )
     return None

@@ -28,7 +28,7 @@ from lsp_bridge import (
 from repl_pool import LeanEnvironment, PoolBusy, PoolClosed, Slot, WarmPool
 
 from .ledger import Ledger, StepTimer
-from .scope import check_scope, code_end, flatten_symbols, precheck_body
+from .scope import check_scope, code_end, flatten_symbols, precheck_body, suffix_structure
 from .session import ProofSession, StepResult, agent_diagnostics, body_sha, is_complete
 from .suite import Suite, SuiteError, Task
 from .verifier import Verifier
@@ -77,7 +77,7 @@ class ProofService:
         self.ledger = ledger
         self.step_timeout = step_timeout
         self.sessions: dict[str, ProofSession] = {}
-        self._after: dict[str, list[str]] = {}  # task id -> declarations after the body
+        self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -160,15 +160,15 @@ class ProofService:
                 symbols = await slot.document_symbols(timeout=self.step_timeout)
             index = LineIndex(text)
             flat = flatten_symbols(symbols, index)
-            if task.id not in self._after and body == task.body:
-                self._after[task.id] = [s.name for s in flat if s.start >= body_end]
+            if task.id not in self._suffix and body == task.body:
+                self._suffix[task.id] = suffix_structure(flat, body_end, len(text))
             rejected = check_scope(
                 text=text,
                 body_start=body_start,
                 body_end=body_end,
                 decl_start=task.span.decl_start,
                 symbols=flat,
-                expected_after=self._after.get(task.id, []),
+                expected_suffix=self._suffix.get(task.id, []),
                 diagnostics=report.diagnostics,
             )
             goals: list[str] = []

@@ -36,7 +36,7 @@ from repl_pool.oneshot import Completed, base_env, run_once
 from repl_pool.sandbox import SandboxPolicy, wrapper
 
 from .locate import scan_trivia
-from .scope import check_scope, flatten_symbols, precheck_body
+from .scope import check_scope, flatten_symbols, precheck_body, suffix_structure
 from .suite import Suite, Task
 
 FORBIDDEN = {
@@ -131,7 +131,7 @@ class Verifier:
         self.sandbox = sandbox or SandboxPolicy()
         self.work_root = work_root
         self._ref_types: dict[str, str] = {}  # task id -> pp.all type of the untouched task
-        self._ref_after: dict[str, list[str]] = {}  # task id -> declarations after the body
+        self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
 
     # -- public -------------------------------------------------------------------------------
@@ -241,22 +241,22 @@ class Verifier:
         start = task.span.start
         end = start + len(body)
         original_index = LineIndex(task.text)
-        original_symbols = await self._original_symbols(task, original_index)
+        expected_suffix = await self._original_suffix(task, original_index)
         reason = check_scope(
             text=submission,
             body_start=start,
             body_end=end,
             decl_start=task.span.decl_start,
             symbols=flatten_symbols(symbols, index),
-            expected_after=original_symbols,
+            expected_suffix=expected_suffix,
             diagnostics=report.diagnostics,
         )
         if reason:
             raise _Rejected(reason)
 
-    async def _original_symbols(self, task: Task, index: LineIndex) -> list[str]:
-        # The declarations after the body in the untouched file (computed once per task).
-        cached = self._ref_after.get(task.id)
+    async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
+        # Lean's parse of the untouched file after the body (computed once per task).
+        cached = self._ref_suffix.get(task.id)
         if cached is not None:
             return cached
         with tempfile.TemporaryDirectory(prefix="leanrig-ref-", dir=self.work_root) as tmp:
@@ -269,9 +269,9 @@ class Verifier:
                 await client.open(uri, task.text)
                 await client.wait_for(uri)
                 symbols = await client.document_symbols(uri)
-        after = [s.name for s in flatten_symbols(symbols, index) if s.start >= task.span.end]
-        self._ref_after[task.id] = after
-        return after
+        suffix = suffix_structure(flatten_symbols(symbols, index), task.span.end, len(task.text))
+        self._ref_suffix[task.id] = suffix
+        return suffix
 
     async def _compile_and_query(
         self, task: Task, text: str, work: Path, module: str

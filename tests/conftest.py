@@ -74,6 +74,30 @@ def lean_processes() -> list[psutil.Process]:
     return found
 
 
+# Server processes kept by module-scoped fixtures: their Lean descendants are expected to live
+# on after each test; the fixture checks them at its own teardown.
+LONG_LIVED: set[int] = set()
+
+
+def _owned_by_long_lived(proc: psutil.Process) -> bool:
+    try:
+        return any(parent.pid in LONG_LIVED for parent in proc.parents())
+    except psutil.Error:
+        return False
+
+
+def assert_no_lean_descendants(pid: int) -> None:
+    """After a server process ``pid`` has exited: no Lean process it started survives."""
+    survivors = [
+        p
+        for p in lean_processes()
+        if p.info.get("ppid") in (pid, 1)
+        and p.status() != psutil.STATUS_ZOMBIE
+        and "leanrig_slot" in " ".join(p.info.get("cmdline") or [])
+    ]
+    assert survivors == [], survivors
+
+
 @pytest.fixture(autouse=True)
 def no_stray_lean() -> Iterator[None]:
     """Every test must leave no Lean process behind (ps-verified)."""
@@ -85,7 +109,9 @@ def no_stray_lean() -> Iterator[None]:
         stray = [
             p
             for p in lean_processes()
-            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+            if p.pid not in before
+            and p.status() != psutil.STATUS_ZOMBIE
+            and not _owned_by_long_lived(p)
         ]
         if not stray:
             return

@@ -1,0 +1,99 @@
+"""A plain JSON-RPC client for `leanrig serve --jsonrpc` run as a subprocess (stdio)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import anyio
+import orjson
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message"))
+        self.code = error.get("code")
+        self.message = str(error.get("message"))
+        self.data: dict[str, Any] = error.get("data") or {}
+
+
+class RpcProcess:
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        assert process.stdout is not None
+        self.reader = BufferedByteReceiveStream(process.stdout)
+        self.ids = itertools.count(1)
+        self.pending: dict[int, anyio.Event] = {}
+        self.replies: dict[Any, dict[str, Any]] = {}
+        self.unmatched: list[dict[str, Any]] = []
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(data)
+
+    async def read_loop(self) -> None:
+        while True:
+            try:
+                line = await self.reader.receive_until(b"\n", 64 * 2**20)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+                return
+            msg = orjson.loads(line)
+            rid = msg.get("id")
+            if rid in self.pending:
+                self.replies[rid] = msg
+                self.pending.pop(rid).set()
+            else:
+                self.unmatched.append(msg)
+
+    async def call(self, method: str, timeout: float = 60, **params: Any) -> Any:
+        rid = next(self.ids)
+        event = anyio.Event()
+        self.pending[rid] = event
+        await self.send_raw(
+            orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + b"\n"
+        )
+        with anyio.fail_after(timeout):
+            await event.wait()
+        reply = self.replies.pop(rid)
+        if "error" in reply:
+            raise RpcError(reply["error"])
+        return reply["result"]
+
+    async def next_unmatched(self, timeout: float = 30) -> dict[str, Any]:
+        with anyio.fail_after(timeout):
+            while not self.unmatched:
+                await anyio.sleep(0.01)
+        return self.unmatched.pop(0)
+
+
+@asynccontextmanager
+async def rpc_server(suite: Path = DEMO, *extra: str) -> AsyncIterator[RpcProcess]:
+    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite), "--jsonrpc",
+            "--run-dir", str(ROOT / "runs" / "tests"), *extra]  # fmt: skip
+    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=None, cwd=ROOT)
+    rpc = RpcProcess(process)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rpc.read_loop)
+        try:
+            yield rpc
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.stdin is not None:
+                    await process.stdin.aclose()
+                with anyio.move_on_after(15):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                await process.aclose()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,223 @@
+"""`leanrig serve --jsonrpc` as a subprocess, driven by a plain JSON-RPC client, real Lean."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+
+from .conftest import LONG_LIVED
+from .rpc_client import RpcError, RpcProcess, rpc_server
+
+pytestmark = pytest.mark.anyio
+REFS: dict[str, str] = json.loads(
+    (Path(__file__).with_name("demo_reference_proofs.json")).read_text(encoding="utf-8")
+)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def rpc() -> AsyncIterator[RpcProcess]:
+    async with rpc_server() as server:
+        LONG_LIVED.add(server.process.pid)
+        yield server
+    LONG_LIVED.discard(server.process.pid)
+
+
+async def test_list_tasks_has_the_demo_suite(rpc: RpcProcess) -> None:
+    result = await rpc.call("list_tasks")
+    ids = {t["id"] for t in result["tasks"]}
+    assert len(ids) >= 8 and set(REFS) <= ids
+    assert all({"id", "title", "field", "difficulty"} <= set(t) for t in result["tasks"])
+
+
+@pytest.mark.parametrize("task_id", sorted(REFS))
+async def test_a_full_session_per_demo_task(rpc: RpcProcess, task_id: str) -> None:
+    opened = await rpc.call("open_task", task_id=task_id)
+    sid = opened["session_id"]
+    assert opened["complete"] is False  # the placeholder uses sorry
+    assert opened["goals"], "the expected type is shown as a goal"
+    assert opened["text"][: len(opened["text"])].count(opened["body"]) >= 1
+    wrong = await rpc.call("set_proof", session_id=sid, body="\n  N.z")
+    assert wrong["complete"] is False
+    assert any(d["severity"] == "error" for d in wrong["diagnostics"])
+    assert wrong["version"] == 2
+    right = await rpc.call("set_proof", session_id=sid, body="\n  " + REFS[task_id])
+    assert right["complete"] is True, right["diagnostics"]
+    assert right["goals"] == []
+    verdict = await rpc.call("check_proof", session_id=sid)
+    assert verdict["accepted"] is True, verdict["reasons"]
+    assert "sorryAx" not in verdict["axioms"]
+    timings = await rpc.call("get_timings", session_id=sid)
+    tools = [e["tool"] for e in timings["entries"]]
+    assert tools[:4] == ["open_task", "set_proof", "set_proof", "check_proof"]
+    assert all(e["total_ms"] >= e["lean_ms"] >= 0 for e in timings["entries"])
+    assert (await rpc.call("close_session", session_id=sid))["closed"] is True
+
+
+ESCAPES = {
+    "new theorem": "\n  True.intro\n  theorem evil : True := True.intro",
+    "#exit": "\n  True.intro\n  #exit",
+    "end of namespace": "\n  True.intro\n  end Demo.TrueIntro",
+    "unterminated comment": "\n  True.intro /- swallow the rest",
+    "column-0 command": "\n  True.intro\ntheorem evil : True := True.intro",
+    "attribute": "\n  True.intro\n  attribute [irreducible] True",
+    "set_option": "\n  True.intro\n  set_option pp.all true",
+    "unterminated string": '\n  True.intro "',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+async def test_edits_that_escape_the_proof_are_rejected(rpc: RpcProcess, name: str) -> None:
+    opened = await rpc.call("open_task", task_id="true_intro")
+    sid = opened["session_id"]
+    with pytest.raises(RpcError) as info:
+        await rpc.call("set_proof", session_id=sid, body=ESCAPES[name])
+    assert info.value.code == -32000
+    assert info.value.data["code"] == "rejected"
+    assert "rejected" in info.value.message
+    state = await rpc.call("get_proof_state", session_id=sid)
+    assert state["version"] == 1 and state["body"] == opened["body"]
+    # the session still works
+    ok = await rpc.call("set_proof", session_id=sid, body="\n  True.intro")
+    assert ok["complete"] is True and ok["version"] == 2
+
+
+async def test_replace_in_proof_needs_exactly_one_occurrence(rpc: RpcProcess) -> None:
+    sid = (await rpc.call("open_task", task_id="and_swap"))["session_id"]
+    await rpc.call(
+        "set_proof",
+        session_id=sid,
+        body="\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h",
+    )
+    with pytest.raises(RpcError) as info:
+        await rpc.call("replace_in_proof", session_id=sid, old="hp", new="hq")
+    assert "occurs" in info.value.message
+    fixed = await rpc.call("replace_in_proof", session_id=sid, old="hp hq) h", new="hq hp) h")
+    assert fixed["complete"] is True
+
+
+async def test_goals_round_trip_positions_after_non_bmp_text(rpc: RpcProcess) -> None:
+    opened = await rpc.call("open_task", task_id="and_left_unicode")
+    sid = opened["session_id"]
+    start = opened["body_range"]["start"]
+    lines = opened["text"].split("\n")
+    # The body starts right after `:=` on a line full of 𝔽/𝓗 (2 UTF-16 units each).
+    assert lines[start["line"] - 1][: start["column"] - 1].endswith(":=")
+    body = opened["body"]
+    term_line = start["line"] + body[: body.index("sorryAx")].count("\n")
+    column = lines[term_line - 1].index("sorryAx") + 1
+    goals = await rpc.call("get_goals", session_id=sid, line=term_line, column=column)
+    assert goals["term_goal"].endswith("⊢ 𝔽")
+    assert "𝔽 𝓗 : Prop" in goals["term_goal"]
+    # An error on the signature's own line, after five non-BMP characters: columns are code
+    # points (UTF-16 would be 5 more).
+    wrong = await rpc.call("set_proof", session_id=sid, body=" h")
+    text = (await rpc.call("get_proof_state", session_id=sid))["text"]
+    error = next(d for d in wrong["diagnostics"] if d["severity"] == "error")
+    line = text.split("\n")[error["line"] - 1]
+    assert line.endswith(":= h")
+    assert error["column"] == len(line)  # the final `h`, 1-based
+    assert error["end_column"] == len(line) + 1
+
+
+async def test_try_proofs_leaves_the_session_unchanged(rpc: RpcProcess) -> None:
+    opened = await rpc.call("open_task", task_id="refl_z")
+    sid = opened["session_id"]
+    bodies = ["\n  @Eq.refl N N.z", "\n  N.z", "\n  True.intro\n  #exit", "\n  @Eq.refl N (N.s N.z)"]
+    results = (await rpc.call("try_proofs", session_id=sid, bodies=bodies))["results"]
+    assert [r["complete"] for r in results] == [True, False, False, False]
+    assert results[2]["rejected"]
+    state = await rpc.call("get_proof_state", session_id=sid)
+    assert state["version"] == 1 and state["body"] == opened["body"]
+
+
+async def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(rpc: RpcProcess) -> None:
+    with pytest.raises(RpcError) as info:
+        await rpc.call("open_task", task_id="no_such_task")
+    assert info.value.data["code"] == "unknown_task" and "list_tasks" in info.value.data["hint"]
+    with pytest.raises(RpcError) as info:
+        await rpc.call("set_proof", session_id="nope", body="x")
+    assert info.value.data["code"] == "unknown_session"
+    with pytest.raises(RpcError) as info:
+        await rpc.call("get_goals", session_id="nope", line="1", column=1)
+    assert info.value.code == -32602 and "integer" in info.value.message
+    with pytest.raises(RpcError) as info:
+        await rpc.call("no_such_method")
+    assert info.value.code == -32601
+    sid = (await rpc.call("open_task", task_id="true_intro"))["session_id"]
+    with pytest.raises(RpcError) as info:
+        await rpc.call("set_proof", session_id=sid, body="\n  " + "a" * (1024 * 1024 + 1))
+    assert "1 MB" in info.value.message
+    with pytest.raises(RpcError) as info:
+        await rpc.call("get_goals", session_id=sid, line=999, column=1)
+    assert info.value.data["code"] == "invalid_argument"
+    await rpc.send_raw(b'{"jsonrpc": "2.0", "id": 77, "method": "list_tasks", "params": {}\xff}\n')
+    reply = await rpc.next_unmatched()
+    assert reply["error"]["code"] == -32700
+    await rpc.send_raw(b"this is not json\n")
+    assert (await rpc.next_unmatched())["error"]["code"] == -32700
+    assert (await rpc.call("list_tasks"))["tasks"]
+
+
+async def test_concurrent_edits_on_one_session_are_serialized(rpc: RpcProcess) -> None:
+    sid = (await rpc.call("open_task", task_id="true_intro"))["session_id"]
+    versions: list[int] = []
+
+    async def edit(i: int) -> None:
+        body = "\n  True.intro" if i % 2 else "\n  N.z"
+        versions.append((await rpc.call("set_proof", session_id=sid, body=body))["version"])
+
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(edit, i)
+    assert sorted(versions) == [2, 3, 4, 5, 6, 7]
+
+
+async def test_eight_concurrent_sessions(rpc: RpcProcess) -> None:
+    tasks = sorted(REFS)[:8]
+    done: dict[str, bool] = {}
+
+    async def session(task_id: str) -> None:
+        sid = (await rpc.call("open_task", task_id=task_id))["session_id"]
+        result = await rpc.call("set_proof", session_id=sid, body="\n  " + REFS[task_id])
+        done[task_id] = result["complete"]
+        await rpc.call("close_session", session_id=sid)
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for task_id in tasks:
+                tg.start_soon(session, task_id)
+    assert done == {t: True for t in tasks}
+    status = await rpc.call("server_status")
+    assert status["pool"]["processes"] and all(p["pid"] for p in status["pool"]["processes"])
+
+
+async def test_sessions_of_other_connections_are_invisible() -> None:
+    async with rpc_server() as a, rpc_server() as b:
+        sid = (await a.call("open_task", task_id="true_intro"))["session_id"]
+        with pytest.raises(RpcError) as info:
+            await b.call("get_proof_state", session_id=sid)
+        assert info.value.data["code"] == "unknown_session"
+
+
+def test_ledger_lines_are_json_with_timing_fields(tmp_path: Path) -> None:
+    from agent_tools.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "l.jsonl")
+    ledger.record(session="s", task="t", tool="set_proof", queue_ms=1.0, lean_ms=2.0,
+                  total_ms=3.5, outcome="ok")  # fmt: skip
+    ledger.close()
+    (line,) = (tmp_path / "l.jsonl").read_bytes().splitlines()
+    entry = orjson.loads(line)
+    assert {"ts", "session", "task", "tool", "queue_ms", "lean_ms", "total_ms", "outcome"} <= set(
+        entry
+    )
