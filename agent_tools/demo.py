@@ -1,69 +1,109 @@
-"""`leanrig demo`: a short, real proof loop on the bootstrap Lean, printed step by step."""
+"""`leanrig demo`: a scripted agent solves a demo task through MCP, with per-step latencies.
+
+It launches `leanrig serve` on the demo suite as an MCP stdio server (official SDK client),
+makes a wrong attempt, reads Lean's diagnostics and goals, repairs the proof, asks for the final
+verdict and prints the session's ledger summary.
+"""
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
-from lsp_bridge import LeanClient, LineIndex, find_lean
+DEMO_SUITE = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
 
-from .doctor import SMOKE_TEXT
 
-HEADER = SMOKE_TEXT.rsplit("theorem", 1)[0]
-STEPS = [
-    ("wrong witness", "theorem t : @Eq N (N.s N.z) (N.s N.z) := @Eq.refl N N.z\n"),
-    (
-        "tactic block (no tactics in prelude mode)",
-        "theorem t : @Eq N (N.s N.z) (N.s N.z) := by\n  rfl\n",
-    ),
-    ("right proof", "theorem t : @Eq N (N.s N.z) (N.s N.z) := @Eq.refl N (N.s N.z)\n"),
-]
+async def call(client: Client, tool: str, **args: Any) -> tuple[dict[str, Any], float]:
+    t = time.perf_counter()
+    result = await client.call_tool(tool, args)
+    ms = (time.perf_counter() - t) * 1000
+    if result.is_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        raise RuntimeError(f"{tool} failed: {text}")
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content, ms
+
+
+def show(label: str, result: dict[str, Any], ms: float) -> None:
+    print(
+        f"\n[{label}] {ms:.1f} ms round trip (server-side step {result.get('elapsed_ms', '-')} ms)"
+    )
+    for d in result.get("diagnostics", []):
+        first = d["message"].splitlines()[0]
+        print(f"  {d['line']}:{d['column']} {d['severity']}: {first}")
+    for goal in result.get("goals", []):
+        print("  goal: " + goal.replace("\n", "\n        "))
+    print(f"  complete: {result.get('complete')}")
 
 
 async def _demo() -> int:
-    install = find_lean()
-    print(f"Lean {install.version} ({install.mode}) at {install.lean}")
-    with tempfile.TemporaryDirectory(prefix="leanrig-demo-") as tmp:
-        project = Path(tmp)
-        t0 = time.perf_counter()
-        async with LeanClient.start(install.server_command(project)) as client:
-            uri = (project / "Demo.lean").as_uri()
-            print(f"server started and initialized in {(time.perf_counter() - t0) * 1000:.0f} ms")
-            first = True
-            for label, body in STEPS:
-                text = HEADER + body
-                t = time.perf_counter()
-                if first:
-                    await client.open(uri, text)
-                    first = False
-                else:
-                    await client.change(uri, text)
-                report = await client.wait_for(uri)
-                ms = (time.perf_counter() - t) * 1000
-                print(f"\n[{label}] version {report.version}: {ms:.1f} ms edit → diagnostics")
-                index = LineIndex(text)
-                for d in report.diagnostics:
-                    if d.is_silent and not d.lean_tags:
-                        continue
-                    pos = index.from_lsp(d.range.start)
-                    first_line = d.message.splitlines()[0]
-                    print(f"  {pos.line}:{pos.column} {d.severity.name.lower()}: {first_line}")
-                by_line = next(
-                    (i for i, ln in enumerate(text.splitlines()) if ln.endswith(":= by")), None
-                )
-                if by_line is not None:
-                    from lsp_bridge import LspPos
+    run_dir = Path(tempfile.mkdtemp(prefix="leanrig-demo-"))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "agent_tools.cli",
+            "serve",
+            "--suite",
+            str(DEMO_SUITE),
+            "--run-dir",
+            str(run_dir),
+        ],  # fmt: skip
+    )
+    t0 = time.perf_counter()
+    async with Client(params) as client:
+        tools = await client.list_tools()
+        print(f"MCP server up in {(time.perf_counter() - t0) * 1000:.0f} ms; "
+              f"{len(tools.tools)} tools: {', '.join(t.name for t in tools.tools)}")  # fmt: skip
+        tasks, _ = await call(client, "list_tasks")
+        print(f"suite {tasks['suite']}: {len(tasks['tasks'])} tasks")
+        opened, ms = await call(client, "open_task", task_id="and_swap")
+        sid = opened["session_id"]
+        print(f"\nopened and_swap in {ms:.0f} ms (includes warming a Lean process); body:")
+        print("  " + opened["body"].strip())
+        show("initial body", opened, ms)
 
-                    goal = await client.plain_goal(
-                        uri, LspPos(by_line, len(text.splitlines()[by_line]))
-                    )
-                    print(f"  goal at `by`: {' | '.join(goal.goals) or goal.status}")
-                if not report.errors:
-                    print("  no errors: the proof is accepted by Lean")
-    return 0
+        attempt = "\n  @And.intro p q h h"
+        result, ms = await call(client, "set_proof", session_id=sid, body=attempt)
+        show(f"set_proof {attempt.strip()!r}", result, ms)
+
+        attempt = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
+        result, ms = await call(client, "set_proof", session_id=sid, body=attempt)
+        show("set_proof via And.rec (arguments swapped wrongly)", result, ms)
+
+        result, ms = await call(client, "replace_in_proof", session_id=sid,
+                                old="@And.intro q p hp hq", new="@And.intro q p hq hp")  # fmt: skip
+        show("replace_in_proof: swap hp and hq", result, ms)
+
+        try:
+            await call(client, "set_proof", session_id=sid, body="\n  h\n  #exit")
+        except RuntimeError as exc:
+            print(f"\n[escape attempt] rejected as expected: {str(exc)[:160]}")
+
+        verdict, ms = await call(client, "check_proof", session_id=sid)
+        status = "ACCEPTED" if verdict["accepted"] else f"REJECTED {verdict['reasons']}"
+        print(f"\n[check_proof] {status} in {ms:.0f} ms; axioms: {verdict['axioms'] or 'none'}; "
+              f"stages: {verdict['stages_ms']}")  # fmt: skip
+
+        timings, _ = await call(client, "get_timings", session_id=sid)
+        totals = timings["totals"]
+        print(f"\nledger for session {sid} ({totals['calls']} calls, session wall "
+              f"{timings['session_wall_ms']:.0f} ms):")  # fmt: skip
+        print(f"  {'tool':<18}{'total ms':>10}{'queue ms':>10}{'lean ms':>10}  outcome")
+        for e in timings["entries"]:
+            print(f"  {e['tool']:<18}{e['total_ms']:>10.1f}{e['queue_ms']:>10.1f}"
+                  f"{e['lean_ms']:>10.1f}  {e['outcome']}")  # fmt: skip
+        print(f"  totals: {totals}")
+        await call(client, "close_session", session_id=sid)
+    print(f"\nledger file: {next(run_dir.glob('*/ledger.jsonl'))}")
+    return 0 if verdict["accepted"] else 1
 
 
 def run_demo() -> int:

@@ -22,6 +22,7 @@ Sid = Annotated[str, Field(description="the session_id returned by open_task")]
 def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer:
     server: MCPServer = MCPServer(
         "leanrig",
+        log_level="WARNING",
         instructions=(
             "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
             "replace_in_proof and read diagnostics and goals; check_proof gives the final verdict."
@@ -32,9 +33,9 @@ def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer:
         try:
             return await call
         except ToolError as exc:
-            raise MCPToolError(
-                f"{exc.message}. Next: {exc.hint}" if exc.hint else exc.message
-            ) from exc
+            # The stable code leads the text, so programs can branch on it: "[rejected] ...".
+            text = f"[{exc.code}] {exc.message}" + (f". Next: {exc.hint}" if exc.hint else "")
+            raise MCPToolError(text) from exc
 
     def add(fn: Callable[..., Awaitable[dict[str, Any]]]) -> None:
         spec = TOOL_BY_NAME[fn.__name__]

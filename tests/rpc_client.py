@@ -97,3 +97,45 @@ async def rpc_server(suite: Path = DEMO, *extra: str) -> AsyncIterator[RpcProces
                     await process.wait()
                 await process.aclose()
             tg.cancel_scope.cancel()
+
+
+class McpConn:
+    """The same `call` interface as RpcProcess, over MCP stdio with the official SDK client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def call(self, method: str, timeout: float = 60, **params: Any) -> Any:
+        import re
+
+        with anyio.fail_after(timeout):
+            result = await self.client.call_tool(method, params)
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            match = re.search(r"\[(\w+)\] (.*?)(?:\. Next: (.*))?$", text, re.DOTALL)
+            code, message, hint = match.groups() if match else ("error", text, None)
+            raise RpcError({"code": -32000, "message": message,
+                            "data": {"code": code, "hint": hint or ""}})  # fmt: skip
+        return result.structured_content
+
+
+@asynccontextmanager
+async def mcp_server(suite: Path = DEMO) -> AsyncIterator[McpConn]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "agent_tools.cli",
+            "serve",
+            "--suite",
+            str(suite),
+            "--run-dir",
+            str(ROOT / "runs" / "tests"),
+        ],  # fmt: skip
+        cwd=str(ROOT),
+    )
+    async with Client(params) as client:
+        yield McpConn(client)
