@@ -55,13 +55,15 @@ async def _demo() -> int:
             str(DEMO_SUITE),
             "--run-dir",
             str(run_dir),
-        ],  # fmt: skip
+        ],
     )
     t0 = time.perf_counter()
     async with Client(params) as client:
         tools = await client.list_tools()
-        print(f"MCP server up in {(time.perf_counter() - t0) * 1000:.0f} ms; "
-              f"{len(tools.tools)} tools: {', '.join(t.name for t in tools.tools)}")  # fmt: skip
+        print(
+            f"MCP server up in {(time.perf_counter() - t0) * 1000:.0f} ms; "
+            f"{len(tools.tools)} tools: {', '.join(t.name for t in tools.tools)}"
+        )
         tasks, _ = await call(client, "list_tasks")
         print(f"suite {tasks['suite']}: {len(tasks['tasks'])} tasks")
         opened, ms = await call(client, "open_task", task_id="and_swap")
@@ -78,8 +80,13 @@ async def _demo() -> int:
         result, ms = await call(client, "set_proof", session_id=sid, body=attempt)
         show("set_proof via And.rec (arguments swapped wrongly)", result, ms)
 
-        result, ms = await call(client, "replace_in_proof", session_id=sid,
-                                old="@And.intro q p hp hq", new="@And.intro q p hq hp")  # fmt: skip
+        result, ms = await call(
+            client,
+            "replace_in_proof",
+            session_id=sid,
+            old="@And.intro q p hp hq",
+            new="@And.intro q p hq hp",
+        )
         show("replace_in_proof: swap hp and hq", result, ms)
 
         try:
@@ -89,20 +96,26 @@ async def _demo() -> int:
 
         verdict, ms = await call(client, "check_proof", session_id=sid)
         status = "ACCEPTED" if verdict["accepted"] else f"REJECTED {verdict['reasons']}"
-        print(f"\n[check_proof] {status} in {ms:.0f} ms; axioms: {verdict['axioms'] or 'none'}; "
-              f"stages: {verdict['stages_ms']}")  # fmt: skip
+        print(
+            f"\n[check_proof] {status} in {ms:.0f} ms; axioms: {verdict['axioms'] or 'none'}; "
+            f"stages: {verdict['stages_ms']}"
+        )
 
         timings, _ = await call(client, "get_timings", session_id=sid)
         totals = timings["totals"]
-        print(f"\nledger for session {sid} ({totals['calls']} calls, session wall "
-              f"{timings['session_wall_ms']:.0f} ms):")  # fmt: skip
+        print(
+            f"\nledger for session {sid} ({totals['calls']} calls, session wall "
+            f"{timings['session_wall_ms']:.0f} ms):"
+        )
         print(f"  {'tool':<18}{'total ms':>10}{'queue ms':>10}{'lean ms':>10}  outcome")
         for e in timings["entries"]:
-            print(f"  {e['tool']:<18}{e['total_ms']:>10.1f}{e['queue_ms']:>10.1f}"
-                  f"{e['lean_ms']:>10.1f}  {e['outcome']}")  # fmt: skip
+            print(
+                f"  {e['tool']:<18}{e['total_ms']:>10.1f}{e['queue_ms']:>10.1f}"
+                f"{e['lean_ms']:>10.1f}  {e['outcome']}"
+            )
         print(f"  totals: {totals}")
         await call(client, "close_session", session_id=sid)
-    print(f"\nledger file: {next(run_dir.glob('*/ledger.jsonl'))}")
+    print(f"\nledger under: {run_dir}")
     return 0 if verdict["accepted"] else 1
 
 

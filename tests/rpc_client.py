@@ -78,8 +78,18 @@ class RpcProcess:
 
 @asynccontextmanager
 async def rpc_server(suite: Path = DEMO, *extra: str) -> AsyncIterator[RpcProcess]:
-    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite), "--jsonrpc",
-            "--run-dir", str(ROOT / "runs" / "tests"), *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "agent_tools.cli",
+        "serve",
+        "--suite",
+        str(suite),
+        "--jsonrpc",
+        "--run-dir",
+        str(ROOT / "runs" / "tests"),
+        *extra,
+    ]
     process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=None, cwd=ROOT)
     rpc = RpcProcess(process)
     async with anyio.create_task_group() as tg:
@@ -114,8 +124,9 @@ class McpConn:
             text = " ".join(getattr(c, "text", "") for c in result.content)
             match = re.search(r"\[(\w+)\] (.*?)(?:\. Next: (.*))?$", text, re.DOTALL)
             code, message, hint = match.groups() if match else ("error", text, None)
-            raise RpcError({"code": -32000, "message": message,
-                            "data": {"code": code, "hint": hint or ""}})  # fmt: skip
+            raise RpcError(
+                {"code": -32000, "message": message, "data": {"code": code, "hint": hint or ""}}
+            )
         return result.structured_content
 
 
@@ -134,7 +145,7 @@ async def mcp_server(suite: Path = DEMO) -> AsyncIterator[McpConn]:
             str(suite),
             "--run-dir",
             str(ROOT / "runs" / "tests"),
-        ],  # fmt: skip
+        ],
         cwd=str(ROOT),
     )
     async with Client(params) as client:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import anyio
 import orjson
+import psutil
 import pytest
 
 from .conftest import LONG_LIVED
-import psutil
-
 from .rpc_client import McpConn, RpcError, RpcProcess, mcp_server, rpc_server
 
 Agent = RpcProcess | McpConn
