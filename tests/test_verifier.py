@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -45,8 +44,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-async def exploit_verifier() -> AsyncIterator[Verifier]:
-    yield verifier_for(EXPLOITS)
+def exploit_verifier() -> Verifier:
+    return verifier_for(EXPLOITS)
 
 
 @pytest.mark.parametrize(("name", "task_id", "build", "reason"), CORPUS, ids=[c[0] for c in CORPUS])
@@ -176,7 +175,8 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     listener.listen()
     try:
         free = subprocess.run(
-            [sys.executable, "-c", SANDBOX_HELPER, str(session_dir), str(listener.getsockname()[1])],
+            [sys.executable, "-c", SANDBOX_HELPER, str(session_dir),
+             str(listener.getsockname()[1])],
             capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip
     finally:
