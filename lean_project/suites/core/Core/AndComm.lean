@@ -1,0 +1,7 @@
+namespace Core.AndComm
+
+/-- Swap a conjunction. -/
+theorem main (p q : Prop) (h : p ∧ q) : q ∧ p :=
+  sorry
+
+end Core.AndComm

@@ -1,0 +1,145 @@
+"""Suite loading and validation, body location (pure), and the full-toolchain core suite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_tools.locate import LocateError, locate_body
+from agent_tools.scope import precheck_body
+from agent_tools.suite import SuiteError, load_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITES = ROOT / "lean_project" / "suites"
+
+
+def test_the_demo_suite_has_at_least_8_prelude_tasks() -> None:
+    suite = load_suite(SUITES / "demo")
+    assert suite.spec.lean == "prelude" and len(suite.tasks) >= 8
+    for task in suite.tasks.values():
+        assert "sorryAx" in task.body
+        assert task.header.prelude
+        assert task.with_body(task.body) == task.text
+
+
+def test_the_core_suite_has_at_least_10_full_tasks_with_lake_files() -> None:
+    suite = load_suite(SUITES / "core")
+    assert suite.spec.lean == "full" and len(suite.tasks) >= 10
+    assert (SUITES / "core" / "lakefile.toml").exists()
+    assert (SUITES / "core" / "lean-toolchain").exists()
+    assert all(t.body.strip() == "sorry" for t in suite.tasks.values())
+
+
+def write_suite(tmp: Path, toml: str, files: dict[str, str]) -> Path:
+    (tmp / "suite.toml").write_text(toml)
+    for name, text in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text(text)
+    return tmp
+
+
+GOOD_FILE = "theorem a.b : True :=\n  trivial\n"
+
+
+def task_toml(**over: object) -> str:
+    fields = {"id": '"t1"', "file": '"A.lean"', "theorem": '"a.b"', "difficulty": "3"}
+    fields.update({k: str(v) for k, v in over.items()})
+    return 'name = "s"\n[[tasks]]\n' + "".join(f"{k} = {v}\n" for k, v in fields.items())
+
+
+@pytest.mark.parametrize(
+    ("toml", "files", "message"),
+    [
+        (task_toml(file='"Missing.lean"'), {}, "task t1: file Missing.lean does not exist"),
+        (task_toml(theorem='"a.c"'), {"A.lean": GOOD_FILE}, "task t1: theorem a.c not found"),
+        (task_toml(difficulty=11), {"A.lean": GOOD_FILE}, "task t1: difficulty"),
+        (task_toml() + task_toml().split("\n", 1)[1], {"A.lean": GOOD_FILE}, "t1: duplicate id"),
+        (
+            task_toml(),
+            {"A.lean": "theorem a.b : True\n  | _ => trivial\n"},
+            "t1: theorem a.b has no",
+        ),
+        (task_toml(file='"../x.lean"'), {}, "outside the suite directory"),
+    ],
+)
+def test_invalid_suites_are_rejected_naming_the_task(
+    tmp_path: Path, toml: str, files: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SuiteError) as info:
+        load_suite(write_suite(tmp_path, toml, files))
+    assert message in str(info.value)
+
+
+def test_a_missing_suite_toml_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="no suite.toml"):
+        load_suite(tmp_path)
+
+
+def test_locate_handles_namespaces_comments_and_the_next_command() -> None:
+    text = (
+        "namespace A\n-- theorem b : False := x (a comment)\n"
+        "/-- doc -/\ntheorem b (h : (x := 1) = 1) : True :=\n  trivial -- done\n\n"
+        "/-- next -/\ntheorem c : True := trivial\nend A\n"
+    )
+    span = locate_body(text, "A.b")
+    assert span.body(text) == "\n  trivial -- done"
+    with pytest.raises(LocateError, match="not found"):
+        locate_body(text, "b")
+
+
+proof_lines = st.lists(
+    st.text(alphabet=st.sampled_from(list("abc ()⟨⟩:=𝔽𝓗.")), min_size=1, max_size=12),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(proof_lines)
+def test_a_located_body_replaced_by_an_indented_body_is_found_again(lines: list[str]) -> None:
+    text = "namespace N\n\ntheorem t (𝔽 : Prop) : True :=\n  trivial\n\nend N\n"
+    span = locate_body(text, "N.t")
+    body = "".join(f"\n  {line.strip() or 'x'}" for line in lines)
+    if precheck_body(body) is not None:
+        return
+    new = text[: span.start] + body + text[span.end :]
+    again = locate_body(new, "N.t")
+    assert again.body(new) == body
+
+
+def test_prechecks_reject_what_text_alone_decides() -> None:
+    assert precheck_body("\n  trivial") is None
+    assert "column 0" in (precheck_body("\n  trivial\n#exit") or "")
+    assert "unterminated" in (precheck_body("\n  trivial /- open") or "")
+    assert "unterminated string" in (precheck_body('\n  "abc') or "")
+    assert "1 MB" in (precheck_body("x" * (1024 * 1024 + 1)) or "")
+    assert "NUL" in (precheck_body("\n  a\x00") or "")
+    assert precheck_body("\n  /- closed /- nested -/ -/ trivial") is None
+    assert precheck_body("\n  h' -- it's fine") is None
+
+
+has_toolchain = shutil.which("lake") is not None and shutil.which("elan") is not None
+
+
+@pytest.mark.toolchain
+@pytest.mark.skipif(not has_toolchain, reason="needs a full Lean toolchain (elan + lake)")
+@pytest.mark.anyio
+async def test_core_reference_proofs_are_accepted_on_a_toolchain() -> None:
+    from agent_tools.suite import library_dir
+    from agent_tools.verifier import Verifier
+    from lsp_bridge import find_lean
+
+    suite = load_suite(SUITES / "core")
+    install = find_lean(suite.root)
+    verifier = Verifier(suite, install, library=library_dir(suite, install))
+    refs = json.loads((Path(__file__).with_name("core_reference_proofs.json")).read_text())
+    for task_id, proof in refs.items():
+        task = suite.task(task_id)
+        verdict = await verifier.verify(task, task.with_body("\n  " + proof))
+        assert verdict.accepted, (task_id, verdict.reasons)
+        sorry = await verifier.verify(task, task.text)
+        assert not sorry.accepted and any("sorryAx" in r for r in sorry.reasons)
