@@ -76,7 +76,7 @@ def test_invalid_suites_are_rejected_naming_the_task(
 
 
 def test_a_missing_suite_toml_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SuiteError, match="no suite.toml"):
+    with pytest.raises(SuiteError, match=r"no suite\.toml"):
         load_suite(tmp_path)
 
 
