@@ -116,6 +116,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if verdict.accepted else 1
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    ledger = Path(args.ledger)
+    out = Path(args.out) if args.out else ledger.parent / "report"
+    summary = write_report(ledger, out, plots=not args.no_plots)
+    for note in summary["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    print((out / "report.md").read_text())
+    print(
+        f"wrote {out / 'report.md'}, {out / 'report.json'}"
+        + "".join(f", {p}" for p in summary.get("plots", []))
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanrig", description=__doc__)
     parser.add_argument("--log-level", default="warning", help="structlog level (JSON on stderr)")
@@ -150,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("submission", help="the submitted .lean file")
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=_cmd_check)
+
+    report = sub.add_parser("report", help="latency report from a ledger (markdown, JSON, PNG)")
+    report.add_argument("ledger", help="a ledger.jsonl written by `leanrig serve`")
+    report.add_argument("--out", help="output directory (default: next to the ledger)")
+    report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    report.set_defaults(func=_cmd_report)
     return parser
 
 

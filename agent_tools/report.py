@@ -1,0 +1,215 @@
+"""`leanrig report LEDGER.jsonl [--out DIR]`: where proof-step time goes.
+
+Reads ledger lines (ledger.py), tolerating what real runs produce: an empty file, a truncated
+last line (a run killed mid-write), lines of other schema versions (skipped and counted), and
+non-JSON lines. Writes ``report.md``, ``report.json`` and PNG plots (latency distribution per
+tool; stacked queue / Lean / overhead per tool).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lsp_bridge import LeanrigError
+
+from .ledger import LEDGER_SCHEMA
+
+PHASES = ("total_ms", "queue_ms", "lean_ms", "overhead_ms")
+
+
+class ReportError(LeanrigError):
+    hint = "pass a ledger written by `leanrig serve` (runs/<timestamp>/ledger.jsonl)"
+
+
+@dataclass(slots=True)
+class LedgerRead:
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    skipped_version: int = 0
+    skipped_invalid: int = 0
+    truncated_tail: bool = False
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.truncated_tail:
+            notes.append("the last line was truncated (run killed mid-write?) and was skipped")
+        if self.skipped_version:
+            notes.append(f"{self.skipped_version} line(s) of another ledger schema were skipped")
+        if self.skipped_invalid:
+            notes.append(f"{self.skipped_invalid} invalid line(s) were skipped")
+        return notes
+
+
+def read_ledger(path: Path) -> LedgerRead:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ReportError(f"no such ledger: {path}") from None
+    read = LedgerRead()
+    lines = data.split(b"\n")
+    last_index = len(lines) - 1
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if i == last_index:
+                read.truncated_tail = True
+            else:
+                read.skipped_invalid += 1
+            continue
+        if not isinstance(entry, dict) or "tool" not in entry:
+            read.skipped_invalid += 1
+            continue
+        if entry.get("v") != LEDGER_SCHEMA:
+            read.skipped_version += 1
+            continue
+        read.entries.append(entry)
+    return read
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 2),
+        "p95": round(_pct(values, 95), 2),
+        "max": round(max(values), 2),
+    }
+
+
+def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    by_tool: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    sessions: dict[str, dict[str, Any]] = {}
+    tasks: dict[str, list[float]] = defaultdict(list)
+    steps: list[dict[str, Any]] = []
+    for e in entries:
+        total = float(e.get("total_ms", 0.0))
+        queue = float(e.get("queue_ms", 0.0))
+        lean = float(e.get("lean_ms", 0.0))
+        phases = {"total_ms": total, "queue_ms": queue, "lean_ms": lean,
+                  "overhead_ms": max(0.0, total - queue - lean)}  # fmt: skip
+        for name, value in phases.items():
+            by_tool[e["tool"]][name].append(value)
+        sid = e.get("session")
+        if sid:
+            s = sessions.setdefault(sid, {"task": e.get("task"), "calls": 0, "busy_ms": 0.0})
+            s["calls"] += 1
+            s["busy_ms"] = round(s["busy_ms"] + total, 2)
+            if "session_wall_ms" in e:
+                s["wall_ms"] = e["session_wall_ms"]
+                tasks[str(e.get("task"))].append(float(e["session_wall_ms"]))
+        steps.append({"tool": e["tool"], "task": e.get("task"), "session": sid,
+                      "total_ms": total, "body_sha": e.get("body_sha"), "ts": e.get("ts"),
+                      "outcome": e.get("outcome")})  # fmt: skip
+    tools = {
+        tool: {"count": len(ph["total_ms"]), **{name: _stats(ph[name]) for name in PHASES}}
+        for tool, ph in sorted(by_tool.items())
+    }
+    return {
+        "tools": tools,
+        "sessions": sessions,
+        "tasks": {
+            t: {"invocations": len(v), "wall_ms": _stats(v)} for t, v in sorted(tasks.items())
+        },
+        "slowest": sorted(steps, key=lambda s: -s["total_ms"])[:10],
+    }
+
+
+def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> str:
+    out = ["# leanrig ledger report", "", f"source: `{source}`", ""]
+    out += [f"> note: {n}" for n in notes] + ([""] if notes else [])
+    out += ["## Per tool (ms)", "",
+            "| tool | n | total med | total p95 | total max | queue med | lean med "
+            "| overhead med | overhead p95 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for tool, s in summary["tools"].items():
+        out.append(
+            f"| {tool} | {s['count']} | {s['total_ms']['median']} | {s['total_ms']['p95']} | "
+            f"{s['total_ms']['max']} | {s['queue_ms']['median']} | {s['lean_ms']['median']} | "
+            f"{s['overhead_ms']['median']} | {s['overhead_ms']['p95']} |"
+        )
+    out += ["", "## Per task: invocation wall-clock (open → close, ms)", "",
+            "| task | invocations | median | p95 | max |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for task, t in summary["tasks"].items():
+        w = t["wall_ms"]
+        out.append(f"| {task} | {t['invocations']} | {w['median']} | {w['p95']} | {w['max']} |")
+    out += ["", "## Per session", "", "| session | task | calls | busy ms | wall ms |",
+            "|---|---|---:|---:|---:|"]  # fmt: skip
+    for sid, s in summary["sessions"].items():
+        out.append(
+            f"| {sid} | {s['task']} | {s['calls']} | {s['busy_ms']} | {s.get('wall_ms', '—')} |"
+        )
+    out += ["", "## Slowest steps", "", "| total ms | tool | task | body sha | outcome |",
+            "|---:|---|---|---|---|"]  # fmt: skip
+    for st in summary["slowest"]:
+        out.append(f"| {st['total_ms']:.1f} | {st['tool']} | {st['task']} | "
+                   f"{st['body_sha'] or '—'} | {st['outcome']} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def render_plots(summary: dict[str, Any], entries: list[dict[str, Any]], out: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ReportError("matplotlib is not installed", hint="run `make setup`") from exc
+    paths = []
+    tools = list(summary["tools"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    data = [[float(e.get("total_ms", 0.0)) for e in entries if e["tool"] == t] for t in tools]
+    ax.boxplot(data, tick_labels=tools, showfliers=True)
+    ax.set_yscale("log")
+    ax.set_ylabel("total ms (log)")
+    ax.set_title("latency distribution per tool")
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    fig.tight_layout()
+    path = out / "latency_per_tool.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = [0.0] * len(tools)
+    for phase, color in (("queue_ms", "#c44"), ("lean_ms", "#48c"), ("overhead_ms", "#aaa")):
+        values = [summary["tools"][t][phase]["median"] for t in tools]
+        ax.bar(tools, values, bottom=bottom, label=phase.removesuffix("_ms"), color=color)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_ylabel("median ms")
+    ax.set_title("where the time goes (median per tool)")
+    ax.legend()
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    fig.tight_layout()
+    path = out / "time_breakdown.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+    return paths
+
+
+def write_report(ledger: Path, out: Path, *, plots: bool = True) -> dict[str, Any]:
+    read = read_ledger(ledger)
+    if not read.entries:
+        why = "; ".join(read.notes()) or "the file is empty"
+        raise ReportError(f"{ledger} has no usable ledger entries ({why})")
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(read.entries)
+    summary["notes"] = read.notes()
+    (out / "report.md").write_text(render_markdown(summary, read.notes(), ledger))
+    (out / "report.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    if plots:
+        summary["plots"] = [str(p) for p in render_plots(summary, read.entries, out)]
+    return summary

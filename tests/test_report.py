@@ -1,0 +1,60 @@
+"""`leanrig report`: statistics from ledgers, and clear messages for broken ledgers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agent_tools.cli import main
+from agent_tools.report import ReportError, read_ledger, write_report
+
+
+def entry(tool: str, total: float, queue: float = 0.0, lean: float = 0.0, **kw: object) -> bytes:
+    fields = {"v": 1, "ts": "2026-01-01T00:00:00Z", "tool": tool, "total_ms": total}
+    fields.update(queue_ms=queue, lean_ms=lean, outcome="ok", **kw)
+    return orjson.dumps(fields) + b"\n"
+
+
+def test_per_tool_statistics_and_overhead(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    lines = [
+        entry("set_proof", t, queue=1.0, lean=t - 2.0, session="s1", task="a", body_sha="abc")
+        for t in (10.0, 20.0, 30.0, 40.0)
+    ]  # fmt: skip
+    lines.append(entry("close_session", 0.5, session="s1", task="a", session_wall_ms=900.0))
+    ledger.write_bytes(b"".join(lines))
+    summary = write_report(ledger, tmp_path / "out")
+    s = summary["tools"]["set_proof"]
+    assert s["count"] == 4
+    assert s["total_ms"]["median"] == 25.0 and s["total_ms"]["max"] == 40.0
+    assert s["overhead_ms"]["median"] == 1.0  # total - queue - lean
+    assert summary["tasks"]["a"]["wall_ms"]["median"] == 900.0
+    assert summary["slowest"][0]["total_ms"] == 40.0 and summary["slowest"][0]["body_sha"] == "abc"
+    for name in ("report.md", "report.json", "latency_per_tool.png", "time_breakdown.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+def test_truncated_and_mixed_version_ledgers_are_read_with_notes(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    old = orjson.dumps({"v": 0, "tool": "set_proof", "total_ms": 1}) + b"\n"
+    ledger.write_bytes(entry("set_proof", 5.0) + old + b"garbage\n" + entry("set_proof", 7.0)
+                       + b'{"v": 1, "tool": "set_pr')  # fmt: skip
+    read = read_ledger(ledger)
+    assert len(read.entries) == 2
+    assert read.truncated_tail and read.skipped_version == 1 and read.skipped_invalid == 1
+    notes = " ".join(read.notes())
+    assert "truncated" in notes and "schema" in notes
+
+
+def test_an_empty_ledger_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_bytes(b"")
+    with pytest.raises(ReportError, match="no usable ledger entries"):
+        write_report(ledger, tmp_path / "out")
+    assert main(["report", str(ledger)]) == 2
+    assert "no usable ledger entries" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
