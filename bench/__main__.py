@@ -16,6 +16,7 @@ from .common import RESULTS
 BENCHES = {
     "lsp_bridge": "bench.bench_lsp",
     "pool": "bench.bench_pool",
+    "agent_step": "bench.bench_agent",
 }
 
 

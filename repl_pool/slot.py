@@ -122,13 +122,23 @@ class Slot:
 
     async def elaborate(self, text: str, *, timeout: float) -> DocumentReport:
         """Make ``text`` the slot document's content and wait until it is fully elaborated."""
+        await self.send(text)
+        return await self.wait(timeout=timeout)
+
+    async def send(self, text: str) -> None:
+        """Make ``text`` the document's content without waiting (queries may follow at once:
+        Lean answers them for this version)."""
         client = self._client()
         async with self._guard():
             if client.is_open(self.uri):
                 await client.change(self.uri, text)
             else:
                 await client.open(self.uri, text)
-            return await client.wait_for(self.uri, timeout=timeout)
+
+    async def wait(self, *, timeout: float) -> DocumentReport:
+        """The barrier: the current version fully elaborated, with its diagnostics."""
+        async with self._guard():
+            return await self._client().wait_for(self.uri, timeout=timeout)
 
     def text(self) -> str:
         return self._client().text(self.uri)

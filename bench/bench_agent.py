@@ -1,0 +1,238 @@
+"""Per proof step (edit → fresh diagnostics) for an agent, every path against the same bootstrap
+Lean and the same demo task, in one run:
+
+- raw LSP floor (blocking hand-rolled client, full-text change + waitForDiagnostics);
+- lsp_bridge (leanrig's client library);
+- leanrig `set_proof` over MCP stdio (official SDK client) and over JSON-RPC stdio;
+- leanclient's async client (peer venv);
+- lean-lsp-mcp over MCP stdio: write the file, then `lean_diagnostic_messages` (peer venv).
+
+Also: the same raw/lsp_bridge step with 10 / 100 / 1000 preceding declarations.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from agent_tools.suite import library_dir, load_suite
+from lsp_bridge import LeanClient, find_lean
+
+from .common import print_table, summarize, write_result
+from .peers import ensure_peers, lake_standin, peer_env
+from .raw_lsp import RawLean
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+TASK = "and_swap"
+WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
+RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+
+
+def texts() -> tuple[str, str, Path]:
+    suite = load_suite(DEMO)
+    lib = library_dir(suite, find_lean())
+    assert lib is not None
+    task = suite.task(TASK)
+    return task.with_body(WRONG), task.with_body(RIGHT), lib
+
+
+def raw_floor(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
+    import os
+
+    env_backup = os.environ.get("LEAN_PATH")
+    os.environ["LEAN_PATH"] = str(lib)
+    try:
+        raw = RawLean([str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"], project)
+    finally:
+        if env_backup is None:
+            os.environ.pop("LEAN_PATH", None)
+        else:
+            os.environ["LEAN_PATH"] = env_backup
+    uri = (project / "Raw.lean").as_uri()
+    try:
+        raw.open(uri, bad)
+        samples = []
+        for i in range(steps):
+            t = time.perf_counter()
+            raw.change(uri, good if i % 2 == 0 else bad)
+            samples.append((time.perf_counter() - t) * 1000)
+        return samples
+    finally:
+        raw.close()
+
+
+async def bridge(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
+    import os
+
+    command = find_lean().server_command(project, env={**os.environ, "LEAN_PATH": str(lib)})
+    async with LeanClient.start(command) as client:
+        uri = (project / "Bridge.lean").as_uri()
+        await client.open(uri, bad)
+        await client.wait_for(uri)
+        samples = []
+        for i in range(steps):
+            t = time.perf_counter()
+            await client.change(uri, good if i % 2 == 0 else bad)
+            await client.wait_for(uri)
+            samples.append((time.perf_counter() - t) * 1000)
+        return samples
+
+
+async def leanrig_mcp(run_dir: Path, steps: int) -> list[float]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--run-dir", str(run_dir)],
+        cwd=str(ROOT),
+    )
+    async with Client(params) as client:
+        opened = await client.call_tool("open_task", {"task_id": TASK})
+        assert isinstance(opened.structured_content, dict)
+        sid = opened.structured_content["session_id"]
+        samples = []
+        for i in range(steps + 2):
+            body = RIGHT if i % 2 == 0 else WRONG
+            t = time.perf_counter()
+            result = await client.call_tool("set_proof", {"session_id": sid, "body": body})
+            ms = (time.perf_counter() - t) * 1000
+            assert not result.is_error
+            assert isinstance(result.structured_content, dict)
+            assert result.structured_content["complete"] == (i % 2 == 0)
+            if i >= 2:  # first two: warm-up
+                samples.append(ms)
+        return samples
+
+
+async def leanrig_jsonrpc(run_dir: Path, steps: int) -> list[float]:
+    from tests.rpc_client import rpc_server
+
+    async with rpc_server(DEMO) as rpc:
+        sid = (await rpc.call("open_task", task_id=TASK))["session_id"]
+        samples = []
+        for i in range(steps + 2):
+            t = time.perf_counter()
+            await rpc.call("set_proof", session_id=sid, body=RIGHT if i % 2 == 0 else WRONG)
+            if i >= 2:
+                samples.append((time.perf_counter() - t) * 1000)
+        return samples
+
+
+def leanclient_peer(
+    python: Path, project: Path, bad: str, good: str, lib: Path, steps: int
+) -> list[float]:
+    lake_dir = project / ".standin"
+    lake_standin(find_lean().lean, lake_dir)
+    probe = Path(__file__).with_name("leanclient_probe.py")
+    out = subprocess.run(
+        [str(python), str(probe), str(project), "Peer.lean", str(steps)],
+        input=json.dumps([bad, good]), capture_output=True, text=True, timeout=300,
+        env=peer_env(lake_dir, lib), cwd=project, check=True,
+    )  # fmt: skip
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+async def lean_lsp_mcp_peer(
+    python: Path, project: Path, bad: str, good: str, lib: Path, steps: int
+) -> list[float]:
+    lake_dir = project / ".standin"
+    lake_standin(find_lean().lean, lake_dir)
+    (project / "lakefile.toml").write_text('name = "bench"\n')
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n")
+    target = project / "Peer.lean"
+    target.write_text(bad)
+    env = peer_env(lake_dir, lib)
+    env["LEAN_PROJECT_PATH"] = str(project)
+    params = StdioServerParameters(
+        command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(project)
+    )
+    async with Client(params) as client:
+        first = await client.call_tool("lean_diagnostic_messages", {"file_path": str(target)})
+        assert not first.is_error, first.content
+        samples = []
+        for i in range(steps + 2):
+            t = time.perf_counter()
+            await anyio.Path(target).write_text(good if i % 2 == 0 else bad)
+            result = await client.call_tool("lean_diagnostic_messages", {"file_path": str(target)})
+            ms = (time.perf_counter() - t) * 1000
+            assert not result.is_error, result.content
+            if i >= 2:
+                samples.append(ms)
+        return samples
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    steps = 12 if quick else 50
+    bad, good, lib = texts()
+    rows: dict[str, Any] = {}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="leanrig-bench-agent-") as tmp:
+        project = Path(tmp)
+        rows["raw Lean LSP (floor)"] = summarize(raw_floor(project, bad, good, lib, steps))
+        rows["lsp_bridge (library)"] = summarize(anyio.run(bridge, project, bad, good, lib, steps))
+        rows["leanrig set_proof, MCP stdio"] = summarize(
+            anyio.run(leanrig_mcp, project / "runs", steps)
+        )
+        rows["leanrig set_proof, JSON-RPC stdio"] = summarize(
+            anyio.run(leanrig_jsonrpc, project / "runs", steps)
+        )
+        try:
+            python = ensure_peers()
+        except (subprocess.CalledProcessError, OSError) as exc:
+            notes.append(f"peers not installed ({exc}); peer rows missing")
+            python = None
+        if python is not None:
+            peer_project = project / "peer"
+            peer_project.mkdir()
+            try:
+                rows["leanclient async (peer)"] = summarize(
+                    leanclient_peer(python, peer_project, bad, good, lib, steps)
+                )
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError) as exc:
+                notes.append(f"leanclient failed: {str(exc)[-300:]}")
+            mcp_project = project / "mcp"
+            mcp_project.mkdir()
+            shutil.copytree(DEMO / "Demo", mcp_project / "Demo")
+            try:
+                rows["lean-lsp-mcp write + diagnostics (peer)"] = summarize(
+                    anyio.run(lean_lsp_mcp_peer, python, mcp_project, bad, good, lib, steps)
+                )
+            except Exception as exc:  # a peer failing must not hide our numbers
+                notes.append(f"lean-lsp-mcp failed: {type(exc).__name__}: {str(exc)[-300:]}")
+    print_table(f"agent step: edit → fresh diagnostics ({TASK}, bootstrap Lean)", rows,
+                "raw Lean LSP (floor)")  # fmt: skip
+    floor = rows["raw Lean LSP (floor)"]["median_ms"]
+    mcp = rows["leanrig set_proof, MCP stdio"]["median_ms"]
+    ratios = {"leanrig_mcp_vs_raw": round(mcp / floor, 2)}
+    if "lean-lsp-mcp write + diagnostics (peer)" in rows:
+        ratios["leanrig_mcp_vs_lean_lsp_mcp"] = round(
+            mcp / rows["lean-lsp-mcp write + diagnostics (peer)"]["median_ms"], 2
+        )
+    if "leanclient async (peer)" in rows:
+        ratios["lsp_bridge_vs_leanclient"] = round(
+            rows["lsp_bridge (library)"]["median_ms"]
+            / rows["leanclient async (peer)"]["median_ms"],
+            2,
+        )
+    print("ratios:", ratios)
+    for note in notes:
+        print("note:", note)
+    result = {"steps": steps, "rows": rows, "ratios": ratios, "notes": notes}
+    write_result("agent_step", result)
+    return result
+
+
+if __name__ == "__main__":
+    from agent_tools.logs import configure_logging
+
+    configure_logging()
+    run(quick="--quick" in sys.argv)
