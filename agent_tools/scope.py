@@ -51,7 +51,11 @@ def suffix_structure(symbols: Sequence[Symbol], body_end: int, text_len: int) ->
         return f"-{text_len - offset}" if offset >= body_end else str(offset)
 
     return sorted(
-        f"{s.name}@{where(s.start)}..{where(s.end)}" for s in symbols if s.end >= body_end
+        f"{s.name}@{where(s.start)}..{where(s.end)}"
+        for s in symbols
+        # Declarations after the body, and the containers (namespaces) spanning it. Not the
+        # target itself: its end moves with the body (a trailing comment is not part of it).
+        if s.start >= body_end or (s.container and s.end >= body_end)
     )
 
 

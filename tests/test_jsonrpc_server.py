@@ -111,6 +111,15 @@ async def test_edits_that_escape_the_proof_are_rejected(agent: Agent, name: str)
     assert ok["complete"] is True and ok["version"] == 2
 
 
+async def test_comments_in_the_body_are_fine(agent: Agent) -> None:
+    sid = (await agent.call("open_task", task_id="true_intro"))["session_id"]
+    body = "\n  -- the trivial proof\n  True.intro -- done\n  /- a closed block -/"
+    result = await agent.call("set_proof", session_id=sid, body=body)
+    assert result["complete"] is True
+    verdict = await agent.call("check_proof", session_id=sid)
+    assert verdict["accepted"], verdict["reasons"]
+
+
 async def test_replace_in_proof_needs_exactly_one_occurrence(agent: Agent) -> None:
     sid = (await agent.call("open_task", task_id="and_swap"))["session_id"]
     await agent.call(
