@@ -51,7 +51,9 @@ def lean_trees(server_pid: int) -> dict[int, int]:
     out = {}
     for child in psutil.Process(server_pid).children(recursive=True):
         try:
-            if "--server" in child.cmdline():
+            cmd = child.cmdline()
+            # Only the Lean server itself (the sandbox's bwrap/prlimit carry the same argv).
+            if cmd and Path(cmd[0]).name == "lean" and "--server" in cmd:
                 out[child.pid] = tree_rss(child.pid)
         except psutil.Error:
             continue
@@ -91,7 +93,9 @@ async def measure(quick: bool) -> dict[str, Any]:
             samples = await memory(rpc, edits)
             print(f"\n## memory: Lean RSS over {edits} edits (one session, all server trees)")
             for s in samples:
-                print(f"  after edit {s['edit']:>5}: {s['rss_mb']:>8.1f} MB in {s['processes']} tree(s)")
+                print(
+                    f"  after edit {s['edit']:>5}: {s['rss_mb']:>8.1f} MB in {s['processes']} tree(s)"
+                )
             first, last = samples[0]["rss_mb"], samples[-1]["rss_mb"]
             growth = round(last - first, 1)
             print(f"  growth: {growth} MB ({statistics.mean([first, last]):.0f} MB mean)")
