@@ -93,9 +93,8 @@ async def measure(quick: bool) -> dict[str, Any]:
             samples = await memory(rpc, edits)
             print(f"\n## memory: Lean RSS over {edits} edits (one session, all server trees)")
             for s in samples:
-                print(
-                    f"  after edit {s['edit']:>5}: {s['rss_mb']:>8.1f} MB in {s['processes']} tree(s)"
-                )
+                line = f"{s['rss_mb']:>8.1f} MB in {s['processes']} tree(s)"
+                print(f"  after edit {s['edit']:>5}: {line}")
             first, last = samples[0]["rss_mb"], samples[-1]["rss_mb"]
             growth = round(last - first, 1)
             print(f"  growth: {growth} MB ({statistics.mean([first, last]):.0f} MB mean)")
