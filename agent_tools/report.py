@@ -8,9 +8,10 @@ tool; stacked queue / Lean / overhead per tool).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,16 +76,19 @@ def read_ledger(path: Path) -> LedgerRead:
     return read
 
 
-def _pct(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): the smallest value with at least q% at or below."""
+    if not values:
+        return float("nan")
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
 
 
 def _stats(values: list[float]) -> dict[str, float]:
     return {
         "median": round(statistics.median(values), 2),
-        "p95": round(_pct(values, 95), 2),
+        "p95": round(percentile(values, 95), 2),
         "max": round(max(values), 2),
     }
 

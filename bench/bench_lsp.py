@@ -107,22 +107,32 @@ async def _no_incremental(
 def run(quick: bool = False) -> dict[str, Any]:
     steps = 15 if quick else 60
     results: dict[str, Any] = {}
+    growth: dict[str, dict[str, float]] = {}
     with TemporaryDirectory(prefix="leanrig-bench-") as tmp:
         project = Path(tmp)
-        for count in (0, 1000):
+        for count in (0, 10, 100, 1000):
             label = "1 declaration" if count == 0 else f"{count} preceding declarations"
             raw = bench_raw(project, count, steps)
             bridge, phases = anyio.run(bench_bridge, project, count, steps)
             rows = {"raw LSP (floor)": summarize(raw), "lsp_bridge": summarize(bridge)}
-            if count:
+            if count == 1000:
                 full, _ = anyio.run(_no_incremental, project, count, steps)
                 rows["lsp_bridge, no incremental diagnostics"] = summarize(full)
                 for name, values in phases.items():
                     rows[f"  where: {name.removesuffix('_ms')}"] = summarize(values)
             print_table(f"edit → fresh diagnostics, {label}", rows, "raw LSP (floor)")
             results[label] = rows
-    write_result("lsp_bridge", {"steps": steps, "results": results})
-    return results
+            growth[label] = {
+                "raw_median_ms": rows["raw LSP (floor)"]["median_ms"],
+                "lsp_bridge_median_ms": rows["lsp_bridge"]["median_ms"],
+            }
+    print("\n## does cost grow with the prefix? (median ms)")
+    for label, g in growth.items():
+        print(
+            f"{label:<32} raw {g['raw_median_ms']:>8.2f}   lsp_bridge {g['lsp_bridge_median_ms']:>8.2f}"
+        )
+    write_result("lsp_bridge", {"steps": steps, "results": results, "prefix_growth": growth})
+    return {"results": results, "prefix_growth": growth}
 
 
 if __name__ == "__main__":

@@ -11,16 +11,9 @@ from typing import Any
 
 import orjson
 
+from agent_tools.report import percentile
+
 RESULTS = Path(__file__).with_name("results")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:

@@ -81,3 +81,5 @@ class RawLean:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        self.stdin.close()
+        self.stdout.close()
