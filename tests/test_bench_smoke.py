@@ -7,9 +7,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent_tools.report import percentile
 from bench import bench_lsp
 from bench.__main__ import render_summary
-from bench.common import percentile, summarize
+from bench.common import summarize
 
 
 def test_statistics_helpers() -> None:
