@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 
 from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LspPos, Timeouts, find_lean
+from repl_pool.sandbox import SandboxPolicy, wrapper
 
 SMOKE_TEXT = """prelude
 universe u
@@ -45,7 +46,9 @@ async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
     with tempfile.TemporaryDirectory(prefix="leanrig-doctor-") as tmp:
         project = Path(tmp)
         started = time.perf_counter()
-        command = install.server_command(project, use_lake=False)
+        command = install.server_command(
+            project, use_lake=False, wrapper=wrapper(SandboxPolicy(writable=(project,)))
+        )
         async with LeanClient.start(command, timeouts=Timeouts(spawn=30, barrier=60)) as client:
             uri = (project / "Smoke.lean").as_uri()
             await client.open(uri, SMOKE_TEXT)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lsp_bridge import LeanInstall, LeanrigError
 from lsp_bridge.bootstrap import cache_root
 from repl_pool import Header, parse_header
+from repl_pool.sandbox import SandboxPolicy, wrapper
 
 from .locate import BodySpan, LocateError, locate_body
 
@@ -176,11 +177,13 @@ def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
         if (out / ".built").exists():
             return out
         env = {**os.environ, "LEAN_PATH": str(out)}
+        # Sandboxed like every Lean process leanrig starts: only the output dir is writable.
+        prefix = list(wrapper(SandboxPolicy(writable=(out,))))
         for module, src in sources:  # in the listed order: dependencies first
             olean = out / (module.replace(".", "/") + ".olean")
             olean.parent.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run(
-                [str(install.lean), "-R", str(suite.root), "-o", str(olean), str(src)],
+                [*prefix, str(install.lean), "-R", str(suite.root), "-o", str(olean), str(src)],
                 capture_output=True, text=True, env=env, timeout=300, check=False,
             )  # fmt: skip
             if proc.returncode != 0:

@@ -35,9 +35,6 @@ def send(message: dict[str, object]) -> None:
 
 def main() -> None:
     mode = sys.argv[1]
-    if mode == "die-at-start":
-        sys.stderr.write("fatal: cannot load toolchain\n")
-        sys.exit(3)
     if mode == "silent":
         while True:
             read_message()

@@ -48,11 +48,15 @@ async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> 
         assert result == {"echo": "ping"}
 
 
-async def test_a_server_dying_at_start_names_the_cause(tmp_path: Path) -> None:
+async def test_a_real_lean_dying_at_start_names_the_cause(tmp_path: Path) -> None:
+    # The real Lean, given an option it rejects, exits before answering `initialize`.
+    lean = find_lean().lean
+    cmd = ServerCommand(argv=(str(lean), "--server", "--no-such-flag"), cwd=tmp_path)
     with anyio.fail_after(10), pytest.raises(ServerStartFailed) as info:
-        async with LeanClient.start(fake_command("die-at-start", tmp_path)):
+        async with LeanClient.start(cmd):
             pass
-    assert "cannot load toolchain" in info.value.stderr_tail
+    assert info.value.returncode not in (None, 0)
+    assert "no-such-flag" in info.value.stderr_tail
 
 
 async def test_a_server_that_never_answers_initialize_times_out(tmp_path: Path) -> None:

@@ -1,0 +1,98 @@
+"""The network variants of `leanrig serve`: MCP over streamable HTTP and JSON-RPC over TCP."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from subprocess import PIPE
+
+import anyio
+import orjson
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .rpc_client import DEMO, ROOT
+
+pytestmark = pytest.mark.anyio
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def serve(*args: str) -> AsyncIterator[Process]:
+    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
+            "--run-dir", str(ROOT / "runs" / "tests"), *args]  # fmt: skip
+    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=ROOT)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        with anyio.move_on_after(15):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.aclose()
+
+
+async def connect(port: int) -> anyio.abc.SocketStream:
+    with anyio.fail_after(30):
+        while True:
+            try:
+                return await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.1)
+
+
+async def test_jsonrpc_over_tcp_serves_two_isolated_clients() -> None:
+    port = free_port()
+    async with serve("--jsonrpc", "--port", str(port)):
+        a, b = await connect(port), await connect(port)
+        async with a, b:
+            ra, rb = BufferedByteReceiveStream(a), BufferedByteReceiveStream(b)
+
+            async def call(stream: anyio.abc.SocketStream, reader: BufferedByteReceiveStream,
+                           method: str, **params: object) -> dict[str, object]:  # fmt: skip
+                await stream.send(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                                "params": params}) + b"\n")  # fmt: skip
+                with anyio.fail_after(60):
+                    reply: dict[str, object] = orjson.loads(
+                        await reader.receive_until(b"\n", 2**24)
+                    )
+                return reply
+
+            opened = await call(a, ra, "open_task", task_id="true_intro")
+            result = opened["result"]
+            assert isinstance(result, dict)
+            sid = result["session_id"]
+            done = await call(a, ra, "set_proof", session_id=sid, body="\n  True.intro")
+            assert isinstance(done["result"], dict) and done["result"]["complete"] is True
+            other = await call(b, rb, "get_proof_state", session_id=sid)
+            assert isinstance(other["error"], dict)
+            assert "unknown_session" in str(other["error"])
+
+
+async def test_mcp_over_streamable_http() -> None:
+    from mcp import Client
+
+    port = free_port()
+    async with serve("--http", str(port)):
+        await (await connect(port)).aclose()
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            tools = await client.list_tools()
+            assert "set_proof" in {t.name for t in tools.tools}
+            opened = await client.call_tool("open_task", {"task_id": "true_intro"})
+            assert isinstance(opened.structured_content, dict)
+            sid = opened.structured_content["session_id"]
+            result = await client.call_tool(
+                "set_proof", {"session_id": sid, "body": "\n  True.intro"}
+            )
+            assert isinstance(result.structured_content, dict)
+            assert result.structured_content["complete"] is True
