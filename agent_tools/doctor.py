@@ -11,17 +11,10 @@ from pathlib import Path
 import anyio
 
 from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LspPos, Timeouts, find_lean
+from lsp_bridge.bootstrap import PRELUDE_HEADER
 from repl_pool.sandbox import SandboxPolicy, wrapper
 
-SMOKE_TEXT = """prelude
-universe u
-inductive Eq {α : Sort u} (a : α) : α → Prop where
-  | refl : Eq a a
-inductive N where
-  | z : N
-  | s : N → N
-theorem smoke : @Eq N N.z N.z := @Eq.refl N N.z
-"""
+SMOKE_TEXT = PRELUDE_HEADER + "theorem smoke : @Eq N N.z N.z := @Eq.refl N N.z\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from repl_pool.header import block_comment_span
+
 _DECL_RE = re.compile(
     r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec|unsafe|partial)\s+)*"
     r"(theorem|lemma)\s+(\S+)",
@@ -56,19 +58,8 @@ def scan_trivia(text: str) -> Trivia:
             j = text.find("\n", i)
             j = n if j == -1 else j
         elif text.startswith("/-", i):
-            depth, j = 0, i
-            while j < n:
-                if text.startswith("/-", j):
-                    depth += 1
-                    j += 2
-                elif text.startswith("-/", j):
-                    depth -= 1
-                    j += 2
-                    if depth == 0:
-                        break
-                else:
-                    j += 1
-            open_comment = open_comment or depth > 0
+            j, closed = block_comment_span(text, i)
+            open_comment = open_comment or not closed
         elif text[i] == '"':
             j = i + 1
             while j < n and text[j] != '"':

@@ -13,6 +13,7 @@ Also: the same raw/lsp_bridge step with 10 / 100 / 1000 preceding declarations.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from lsp_bridge import LeanClient, find_lean
 
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
-from .raw_lsp import RawLean
+from .raw_lsp import time_alternating_edits
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"
@@ -48,33 +49,12 @@ def texts() -> tuple[str, str, Path]:
 
 
 def raw_floor(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
-    import os
-
-    env_backup = os.environ.get("LEAN_PATH")
-    os.environ["LEAN_PATH"] = str(lib)
-    try:
-        raw = RawLean([str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"], project)
-    finally:
-        if env_backup is None:
-            os.environ.pop("LEAN_PATH", None)
-        else:
-            os.environ["LEAN_PATH"] = env_backup
-    uri = (project / "Raw.lean").as_uri()
-    try:
-        raw.open(uri, bad)
-        samples = []
-        for i in range(steps):
-            t = time.perf_counter()
-            raw.change(uri, good if i % 2 == 0 else bad)
-            samples.append((time.perf_counter() - t) * 1000)
-        return samples
-    finally:
-        raw.close()
+    argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+    env = {**os.environ, "LEAN_PATH": str(lib)}
+    return time_alternating_edits(argv, project, bad, good, steps, env)
 
 
 async def bridge(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
-    import os
-
     command = find_lean().server_command(project, env={**os.environ, "LEAN_PATH": str(lib)})
     async with LeanClient.start(command) as client:
         uri = (project / "Bridge.lean").as_uri()

