@@ -60,6 +60,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         install, suite.root, env=env, wrapper=wrapper(policy) if options.sandbox else ()
     )
     config = PoolConfig(
+        min_processes=1,  # warm before the first open_task
         max_processes=options.max_processes or default_max_processes(),
         default_header=next(iter(suite.tasks.values())).header.text() if suite.tasks else "",
         request_deadline=options.step_timeout,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,7 @@ class Verifier:
         self.library = library
         self.sandbox = sandbox or SandboxPolicy()
         self.work_root = work_root
+        self._lake_path: list[Path] | None = None
         self._ref_types: dict[str, str] = {}  # task id -> pp.all type of the untouched task
         self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
@@ -195,7 +197,25 @@ class Verifier:
         paths = [*extra]
         if self.library is not None:
             paths.append(self.library)
+        paths.extend(self._project_lean_path())
         return base_env(paths)
+
+    def _project_lean_path(self) -> list[Path]:
+        """For Lake suites on a toolchain: the package's LEAN_PATH (its dependencies' oleans),
+        asked once from ``lake env`` in the suite root."""
+        if self._lake_path is None:
+            self._lake_path = []
+            lake = self.install.lake
+            if lake is not None and any(
+                (self.suite.root / f).exists() for f in ("lakefile.toml", "lakefile.lean")
+            ):
+                out = subprocess.run(
+                    [str(lake), "env", "printenv", "LEAN_PATH"], cwd=self.suite.root,
+                    capture_output=True, text=True, timeout=600, check=False,
+                )  # fmt: skip
+                if out.returncode == 0:
+                    self._lake_path = [Path(p) for p in out.stdout.strip().split(":") if p]
+        return self._lake_path
 
     def _wrapped(self, argv: list[str], work: Path) -> list[str]:
         limits = self.suite.spec.limits

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -275,3 +276,38 @@ async def test_stats_report_processes_queues_and_latency(pool: WarmPool) -> None
     assert sum(stats["acquire"]["histogram"].values()) == 5
     (proc,) = stats["processes"]
     assert proc["pid"] and proc["state"] == "idle" and proc["uses"] == 5 and proc["rss_mb"] > 10
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_pool_runs_on_trio(environment: LeanEnvironment) -> None:
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        bad = await pool.check(prelude_file(BAD))
+        good = await pool.check(prelude_file(GOOD))
+    assert bad.errors and not good.errors
+
+
+@pytest.mark.toolchain
+@pytest.mark.skipif(
+    shutil.which("lake") is None or shutil.which("elan") is None,
+    reason="needs a full Lean toolchain (elan + lake)",
+)
+async def test_lake_serve_slots_check_core_tasks_on_a_toolchain() -> None:
+    import json
+
+    from agent_tools.suite import load_suite
+    from lsp_bridge import find_lean
+
+    root = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "core"
+    suite = load_suite(root)
+    install = find_lean(root)
+    assert install.mode == "toolchain" and install.lake is not None
+    env = LeanEnvironment(install, root)  # a lakefile is present: slots run `lake serve`
+    assert env.server_command().argv[1] == "serve"
+    refs = json.loads(
+        await anyio.Path(__file__).with_name("core_reference_proofs.json").read_text()
+    )
+    async with WarmPool.open(env, config(default_header="")) as pool:
+        for task_id, proof in refs.items():
+            task = suite.task(task_id)
+            report = await pool.check(task.with_body("\n  " + proof))
+            assert report.errors == (), (task_id, report.errors)
