@@ -20,6 +20,7 @@ from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
 pytestmark = pytest.mark.anyio
 
 BODY = PRELUDE.removeprefix("prelude\n")
+CORE_SUITE = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "core"
 
 
 def prelude_file(body: str, header: str = "prelude\n") -> str:
@@ -297,7 +298,7 @@ async def test_lake_serve_slots_check_core_tasks_on_a_toolchain() -> None:
     from agent_tools.suite import load_suite
     from lsp_bridge import find_lean
 
-    root = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "core"
+    root = CORE_SUITE
     suite = load_suite(root)
     install = find_lean(root)
     assert install.mode == "toolchain" and install.lake is not None
