@@ -40,8 +40,23 @@ WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq)
 RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
 
 
-def texts() -> tuple[str, str, Path]:
-    suite = load_suite(DEMO)
+def make_suite(root: Path, prefix: int) -> Path:
+    """A one-task copy of the demo suite whose task has ``prefix`` declarations before it."""
+    suite = root / f"suite-{prefix}"
+    shutil.copytree(DEMO / "Demo", suite / "Demo", dirs_exist_ok=True)
+    task_file = suite / "Demo" / "AndSwap.lean"
+    text = task_file.read_text(encoding="utf-8")
+    pad = "".join(f"def d{i} : N := N.s N.z\n" for i in range(prefix))
+    task_file.write_text(text.replace("namespace Demo.AndSwap\n", "namespace Demo.AndSwap\n" + pad))
+    manifest = (DEMO / "suite.toml").read_text(encoding="utf-8")
+    head = manifest.split("[[tasks]]")[0]
+    block = next(b for b in manifest.split("[[tasks]]")[1:] if f'id = "{TASK}"' in b)
+    (suite / "suite.toml").write_text(head + "[[tasks]]" + block)
+    return suite
+
+
+def texts(suite_dir: Path) -> tuple[str, str, Path]:
+    suite = load_suite(suite_dir)
     lib = library_dir(suite, find_lean())
     assert lib is not None
     task = suite.task(TASK)
@@ -69,10 +84,10 @@ async def bridge(project: Path, bad: str, good: str, lib: Path, steps: int) -> l
         return samples
 
 
-async def leanrig_mcp(run_dir: Path, steps: int) -> list[float]:
+async def leanrig_mcp(suite: Path, run_dir: Path, steps: int) -> list[float]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--run-dir", str(run_dir)],
+        args=["-m", "agent_tools.cli", "serve", "--suite", str(suite), "--run-dir", str(run_dir)],
         cwd=str(ROOT),
     )
     async with Client(params) as client:
@@ -93,10 +108,10 @@ async def leanrig_mcp(run_dir: Path, steps: int) -> list[float]:
         return samples
 
 
-async def leanrig_jsonrpc(run_dir: Path, steps: int) -> list[float]:
+async def leanrig_jsonrpc(suite: Path, run_dir: Path, steps: int) -> list[float]:
     from tests.rpc_client import rpc_server
 
-    async with rpc_server(DEMO) as rpc:
+    async with rpc_server(suite, "--run-dir", str(run_dir)) as rpc:
         sid = (await rpc.call("open_task", task_id=TASK))["session_id"]
         samples = []
         for i in range(steps + 2):
@@ -150,63 +165,89 @@ async def lean_lsp_mcp_peer(
         return samples
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    steps = 12 if quick else 50
-    bad, good, lib = texts()
+def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[str, Any]:
+    suite = make_suite(project, prefix)
+    bad, good, lib = texts(suite)
     rows: dict[str, Any] = {}
-    notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="leanrig-bench-agent-") as tmp:
-        project = Path(tmp)
-        rows["raw Lean LSP (floor)"] = summarize(raw_floor(project, bad, good, lib, steps))
-        rows["lsp_bridge (library)"] = summarize(anyio.run(bridge, project, bad, good, lib, steps))
-        rows["leanrig set_proof, MCP stdio"] = summarize(
-            anyio.run(leanrig_mcp, project / "runs", steps)
-        )
-        rows["leanrig set_proof, JSON-RPC stdio"] = summarize(
-            anyio.run(leanrig_jsonrpc, project / "runs", steps)
-        )
+    work = project / f"work-{prefix}"
+    work.mkdir()
+    rows["raw Lean LSP (floor)"] = summarize(raw_floor(work, bad, good, lib, steps))
+    rows["lsp_bridge (library)"] = summarize(anyio.run(bridge, work, bad, good, lib, steps))
+    rows["leanrig set_proof, MCP stdio"] = summarize(
+        anyio.run(leanrig_mcp, suite, work / "runs", steps)
+    )
+    rows["leanrig set_proof, JSON-RPC stdio"] = summarize(
+        anyio.run(leanrig_jsonrpc, suite, work / "runs", steps)
+    )
+    try:
+        python: Path | None = ensure_peers()
+    except (subprocess.CalledProcessError, OSError) as exc:
+        notes.append(f"peers not installed ({exc}); peer rows missing")
+        python = None
+    if python is not None:
+        peer_project = work / "peer"
+        peer_project.mkdir()
         try:
-            python = ensure_peers()
-        except (subprocess.CalledProcessError, OSError) as exc:
-            notes.append(f"peers not installed ({exc}); peer rows missing")
-            python = None
-        if python is not None:
-            peer_project = project / "peer"
-            peer_project.mkdir()
-            try:
-                rows["leanclient async (peer)"] = summarize(
-                    leanclient_peer(python, peer_project, bad, good, lib, steps)
-                )
-            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError) as exc:
-                notes.append(f"leanclient failed: {str(exc)[-300:]}")
-            mcp_project = project / "mcp"
-            mcp_project.mkdir()
-            shutil.copytree(DEMO / "Demo", mcp_project / "Demo")
-            try:
-                rows["lean-lsp-mcp write + diagnostics (peer)"] = summarize(
-                    anyio.run(lean_lsp_mcp_peer, python, mcp_project, bad, good, lib, steps)
-                )
-            except Exception as exc:  # a peer failing must not hide our numbers
-                notes.append(f"lean-lsp-mcp failed: {type(exc).__name__}: {str(exc)[-300:]}")
-    print_table(f"agent step: edit → fresh diagnostics ({TASK}, bootstrap Lean)", rows,
+            rows["leanclient async (peer)"] = summarize(
+                leanclient_peer(python, peer_project, bad, good, lib, steps)
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError) as exc:
+            notes.append(f"leanclient failed: {str(exc)[-300:]}")
+        mcp_project = work / "mcp"
+        mcp_project.mkdir()
+        shutil.copytree(DEMO / "Demo", mcp_project / "Demo")
+        try:
+            rows["lean-lsp-mcp write + diagnostics (peer)"] = summarize(
+                anyio.run(lean_lsp_mcp_peer, python, mcp_project, bad, good, lib, steps)
+            )
+        except Exception as exc:  # a peer failing must not hide our numbers
+            notes.append(f"lean-lsp-mcp failed: {type(exc).__name__}: {str(exc)[-300:]}")
+    label = "no preceding declarations" if prefix == 0 else f"{prefix} preceding declarations"
+    print_table(f"agent step: edit → fresh diagnostics ({TASK}, {label})", rows,
                 "raw Lean LSP (floor)")  # fmt: skip
-    floor = rows["raw Lean LSP (floor)"]["median_ms"]
-    mcp = rows["leanrig set_proof, MCP stdio"]["median_ms"]
-    ratios = {"leanrig_mcp_vs_raw": round(mcp / floor, 2)}
+    return rows
+
+
+def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
+    def med(name: str) -> float:
+        return float(rows[name]["median_ms"])
+
+    mcp = med("leanrig set_proof, MCP stdio")
+    ratios = {
+        "leanrig_mcp_vs_raw": round(mcp / med("raw Lean LSP (floor)"), 2),
+        "leanrig_jsonrpc_vs_raw": round(
+            med("leanrig set_proof, JSON-RPC stdio") / med("raw Lean LSP (floor)"), 2
+        ),
+        "lsp_bridge_vs_raw": round(med("lsp_bridge (library)") / med("raw Lean LSP (floor)"), 2),
+    }
     if "lean-lsp-mcp write + diagnostics (peer)" in rows:
         ratios["leanrig_mcp_vs_lean_lsp_mcp"] = round(
-            mcp / rows["lean-lsp-mcp write + diagnostics (peer)"]["median_ms"], 2
+            mcp / med("lean-lsp-mcp write + diagnostics (peer)"), 2
         )
     if "leanclient async (peer)" in rows:
         ratios["lsp_bridge_vs_leanclient"] = round(
-            rows["lsp_bridge (library)"]["median_ms"]
-            / rows["leanclient async (peer)"]["median_ms"],
-            2,
+            med("lsp_bridge (library)") / med("leanclient async (peer)"), 2
         )
-    print("ratios:", ratios)
+    return ratios
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    steps = 12 if quick else 40
+    prefixes = (0, 100) if quick else (0, 10, 100, 1000)
+    notes: list[str] = []
+    results: dict[str, Any] = {}
+    ratios: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="leanrig-bench-agent-") as tmp:
+        for prefix in prefixes:
+            rows = measure(
+                Path(tmp), prefix, steps if prefix < 1000 else max(10, steps // 4), notes
+            )
+            results[f"prefix {prefix}"] = rows
+            ratios[f"prefix {prefix}"] = ratios_of(rows)
+            print("ratios:", ratios[f"prefix {prefix}"])
     for note in notes:
         print("note:", note)
-    result = {"steps": steps, "rows": rows, "ratios": ratios, "notes": notes}
+    result = {"steps": steps, "results": results, "ratios": ratios, "notes": notes}
     write_result("agent_step", result)
     return result
 
