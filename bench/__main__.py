@@ -21,6 +21,14 @@ BENCHES = {
 }
 
 
+RESULT_FILES = {
+    "agent_step": "agent_step",
+    "lsp_bridge": "lsp_bridge",
+    "pool": "pool",
+    "sessions": "sessions",
+}
+
+
 def _tables(node: Any, title: str, out: list[str]) -> None:
     """Markdown tables for every {variant: {median_ms, p95_ms, ...}} mapping in a result."""
     if (
@@ -34,7 +42,7 @@ def _tables(node: Any, title: str, out: list[str]) -> None:
         for name, s in node.items():
             ratio = f"{s['median_ms'] / ref:.2f}x" if ref else ""
             out.append(
-                f"| {name.strip()} | {s['n']} | {s['median_ms']:.2f} | {s['p95_ms']:.2f} | {ratio} |"
+                f"| {name.strip()} | {s['n']} | {s['median_ms']:.3f} | {s['p95_ms']:.3f} | {ratio} |"
             )
         out.append("")
     elif isinstance(node, dict):
@@ -64,11 +72,23 @@ def render_summary(summary: dict[str, Any], quick: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small versions of every benchmark")
+    parser.add_argument(
+        "--summary-only", action="store_true", help="rebuild SUMMARY.md from bench/results/*.json"
+    )
     parser.add_argument("names", nargs="*", choices=[*BENCHES, []], default=[])
     args = parser.parse_args()
     configure_logging()
     names = args.names or list(BENCHES)
     summary: dict[str, Any] = {}
+    if args.summary_only:  # rebuild SUMMARY.md from the saved results
+        for name in names:
+            path = RESULTS / f"{RESULT_FILES.get(name, name)}.json"
+            if path.exists():
+                saved = orjson.loads(path.read_bytes())
+                summary[name] = {
+                    k: v for k, v in saved.items() if k not in ("benchmark", "when", "machine")
+                }
+        names = []
     for name in names:
         t = time.perf_counter()
         print(f"\n# {name}")
@@ -76,17 +96,7 @@ def main() -> None:
         summary[name] = module.run(quick=args.quick)
         print(f"({name}: {time.perf_counter() - t:.0f} s)")
     RESULTS.mkdir(exist_ok=True)
-    lines = ["# leanrig benchmark summary", "", f"quick: {args.quick}", ""]
-    for name, result in summary.items():
-        lines += [
-            f"## {name}",
-            "",
-            "```json",
-            orjson.dumps(result, option=orjson.OPT_INDENT_2).decode(),
-            "```",
-            "",
-        ]
-    (RESULTS / "SUMMARY.md").write_text("\n".join(lines))
+    (RESULTS / "SUMMARY.md").write_text(render_summary(summary, args.quick))
     print(f"\nwrote {RESULTS / 'SUMMARY.md'}")
 
 

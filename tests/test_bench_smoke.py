@@ -32,4 +32,25 @@ def test_the_lsp_bench_paths_produce_samples(tmp_path: Path) -> None:
 def test_the_summary_renders_tables(quick: bool) -> None:
     rows = {"a": {"ref": summarize([1.0, 2.0]), "x": summarize([2.0, 4.0])}}
     text = render_summary({"bench": {"results": rows, "ratios": {"x": 2.0}}}, quick)
-    assert "| x | 2 | 3.00 |" in text and '"x": 2.0' in text
+    assert "| x | 2 | 3.000 |" in text and '"x": 2.0' in text
+
+
+def test_make_bench_summary_is_rebuilt_from_saved_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    import orjson
+
+    import bench.__main__ as runner
+
+    rows = {"raw": summarize([1.0, 2.0]), "ours": summarize([1.0, 3.0])}
+    (tmp_path / "lsp_bridge.json").write_bytes(
+        orjson.dumps({"benchmark": "lsp_bridge", "results": {"1 declaration": rows}})
+    )
+    monkeypatch.setattr(runner, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["bench", "--summary-only", "lsp_bridge"])
+    runner.main()
+    text = (tmp_path / "SUMMARY.md").read_text()
+    assert "### results / 1 declaration" in text
+    assert "| ours | 2 | 2.000 |" in text

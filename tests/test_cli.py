@@ -1,0 +1,49 @@
+"""The `leanrig` command line: doctor, check, bootstrap (real bootstrap Lean)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_tools.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+
+
+def test_doctor_reports_the_bootstrap_lean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["lean_version"] == "4.35.0"
+    assert report["mode"] == "bootstrap"
+    assert report["smoke_ok"] is True
+    assert report["lean_path"].endswith("/lean")
+
+
+def test_doctor_without_a_usable_lean_exits_2_with_advice(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LEANRIG_LEAN", str(tmp_path / "no-lean"))
+    assert main(["doctor", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["smoke_ok"] is False
+    assert "LEANRIG_LEAN" in captured.err
+
+
+def test_bootstrap_is_idempotent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bootstrap"]) == 0
+    assert "4.35.0" in capsys.readouterr().out
+
+
+def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task_file = DEMO / "Demo" / "TrueIntro.lean"
+    good = tmp_path / "Good.lean"
+    good.write_text(task_file.read_text().replace("sorryAx (True) Bool.false", "True.intro"))
+    assert main(["check", "--suite", str(DEMO), "--task", "true_intro", str(good), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accepted"] is True
+    assert main(["check", "--suite", str(DEMO), "--task", "true_intro", str(task_file)]) == 1
+    assert "sorryAx" in capsys.readouterr().out
+    assert main(["check", "--suite", str(DEMO), "--task", "nope", str(good)]) == 2
+    assert main(["check", "--suite", str(DEMO), "--task", "true_intro", str(tmp_path / "x")]) == 2
