@@ -56,18 +56,25 @@ class Ledger:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self.entries: list[dict[str, Any]] = []  # this process's entries, for get_timings
+        # Open sessions' entries, for get_timings; dropped when the session closes, so a long
+        # run does not keep its whole ledger in memory (the file has it).
+        self._by_session: dict[str, list[dict[str, Any]]] = {}
 
     def record(self, **fields: Any) -> dict[str, Any]:
         entry = {"v": LEDGER_SCHEMA, "ts": datetime.now(UTC).isoformat(timespec="milliseconds")}
         for key, value in fields.items():
             entry[key] = round(value, 3) if isinstance(value, float) else value
         os.write(self._fd, orjson.dumps(entry) + b"\n")
-        self.entries.append(entry)
+        session = entry.get("session")
+        if isinstance(session, str):
+            self._by_session.setdefault(session, []).append(entry)
         return entry
 
     def for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e.get("session") == session_id]
+        return list(self._by_session.get(session_id, ()))
+
+    def forget(self, session_id: str) -> None:
+        self._by_session.pop(session_id, None)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -426,7 +426,9 @@ class ProofService:
             session.closed = True
             self.sessions.pop(session.id, None)
             call.extra["session_wall_ms"] = session.wall_ms()
-            return {"closed": True, "session_wall_ms": round(session.wall_ms(), 1)}
+            result = {"closed": True, "session_wall_ms": round(session.wall_ms(), 1)}
+        self.ledger.forget(session.id)  # after the close_session line is written
+        return result
 
     async def server_status(self) -> dict[str, Any]:
         return {

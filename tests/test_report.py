@@ -58,3 +58,17 @@ def test_an_empty_ledger_is_a_clear_error(
     assert main(["report", str(ledger)]) == 2
     assert "no usable ledger entries" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -> None:
+    from agent_tools.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "l.jsonl")
+    for i in range(3):
+        ledger.record(session="s1", task="t", tool="set_proof", queue_ms=0.0, lean_ms=1.0,
+                      total_ms=2.0, outcome="ok", version=i)  # fmt: skip
+    assert [e["version"] for e in ledger.for_session("s1")] == [0, 1, 2]
+    ledger.forget("s1")
+    assert ledger.for_session("s1") == []
+    ledger.close()
+    assert len(read_ledger(tmp_path / "l.jsonl").entries) == 3
