@@ -142,6 +142,7 @@ class LeanClient:
                     env=command.env,
                     on_notification=client._on_notification,
                     shutdown_timeout=timeouts.shutdown,
+                    write_timeout=timeouts.request,
                 ) as transport,
                 anyio.create_task_group() as tg,
             ):

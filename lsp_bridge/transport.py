@@ -70,9 +70,11 @@ class LspTransport:
         on_notification: NotificationHandler,
         shutdown_timeout: float,
         token: str,
+        write_timeout: float = 30.0,
     ) -> None:
         self._process = process
         self._token = token
+        self._write_timeout = write_timeout
         self.argv = tuple(argv)
         self._on_notification = on_notification
         self._shutdown_timeout = shutdown_timeout
@@ -97,6 +99,7 @@ class LspTransport:
         env: Mapping[str, str] | None = None,
         on_notification: NotificationHandler,
         shutdown_timeout: float = 3.0,
+        write_timeout: float = 30.0,
     ) -> AsyncIterator[LspTransport]:
         token = new_token()
         full_env = dict(os.environ if env is None else env)
@@ -113,7 +116,7 @@ class LspTransport:
             )
         except OSError as exc:
             raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        transport = cls(process, argv, on_notification, shutdown_timeout, token)
+        transport = cls(process, argv, on_notification, shutdown_timeout, token, write_timeout)
         log.debug("lsp.spawned", pid=process.pid, argv=list(argv))
         try:
             with single_errors():
@@ -252,12 +255,23 @@ class LspTransport:
         if stdin is None:
             raise ServerClosed("server has no stdin")
         try:
-            async with self._write_lock:
-                await stdin.send(data)
+            # A server that stops reading (hung, stopped) fills the pipe; the write must not
+            # wait forever. A half-written frame breaks the stream, so a timeout is fatal.
+            with anyio.move_on_after(self._write_timeout) as scope:
+                async with self._write_lock:
+                    await stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise self._failure or ServerDied(
                 "Lean server stopped reading its input", stderr_tail=self.stderr_tail()
             ) from exc
+        if scope.cancelled_caught:
+            if self._failure is None:
+                self._failure = ServerDied(
+                    f"Lean server did not read its input for {self._write_timeout:g} s",
+                    stderr_tail=self.stderr_tail(),
+                )
+                self._kill_group()
+            raise self._failure
 
     async def _send_cancel(self, request_id: int) -> None:
         # Shielded and bounded: cancelling must not hang or be cancelled itself.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -286,3 +287,21 @@ async def test_the_client_runs_on_trio(server_command: ServerCommand) -> None:
         uri = (server_command.cwd / "A.lean").as_uri()
         await c.open(uri, PRELUDE + BAD)
         assert len((await c.wait_for(uri)).errors) >= 1
+
+
+async def test_writing_to_a_server_that_stopped_reading_does_not_hang(
+    server_command: ServerCommand, project: Path
+) -> None:
+    async with LeanClient.start(server_command, timeouts=Timeouts(request=0.5)) as c:
+        uri = uri_in(project)
+        await c.open(uri, PRELUDE + GOOD)
+        await c.wait_for(uri, timeout=10)
+        os.kill(c.pid, signal.SIGSTOP)
+        try:
+            big = PRELUDE + "-- " + "x" * (4 * 2**20) + "\n" + GOOD  # far over a pipe buffer
+            with anyio.fail_after(10), pytest.raises(ServerDied, match="did not read"):
+                await c.change(uri, big)
+            assert not c.alive
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(c.pid, signal.SIGCONT)
