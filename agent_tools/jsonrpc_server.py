@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -25,6 +25,7 @@ from .tools import TOOL_BY_NAME, bind, validate_params
 
 log = structlog.get_logger("leanrig.jsonrpc")
 MAX_LINE = 4 * 2**20  # bodies up to 1 MB, JSON-escaped
+WRITE_TIMEOUT = 30.0
 _clients = itertools.count(1)
 
 
@@ -82,9 +83,31 @@ async def serve_stream(
     async def respond(raw: bytes) -> None:
         reply = await handle_message(service, raw, client)
         if reply is not None:
-            async with lock:
-                await send(orjson.dumps(reply) + b"\n")
+            # A client that stops reading must not hold the server: bounded write, then the
+            # connection is dropped.
+            with anyio.fail_after(WRITE_TIMEOUT):
+                async with lock:
+                    await send(orjson.dumps(reply) + b"\n")
 
+    try:
+        await _read_requests(reader, respond, send, lock)
+    except* TimeoutError:
+        log.warning("jsonrpc.client_not_reading", client=client)
+    # sessions of a closed connection are closed too
+    for sid, session in list(service.sessions.items()):
+        if session.client == client:
+            try:
+                await service.close_session(sid, client)
+            except ToolError:
+                pass
+
+
+async def _read_requests(
+    reader: BufferedByteReceiveStream,
+    respond: Callable[[bytes], Coroutine[Any, Any, None]],
+    send: Callable[[bytes], Awaitable[None]],
+    lock: anyio.Lock,
+) -> None:
     async with anyio.create_task_group() as tg:
         while True:
             try:
@@ -97,18 +120,11 @@ async def serve_stream(
                 break
             if line.strip():
                 tg.start_soon(respond, line)
-    # sessions of a closed connection are closed too
-    for sid, session in list(service.sessions.items()):
-        if session.client == client:
-            try:
-                await service.close_session(sid, client)
-            except ToolError:
-                pass
 
 
 async def serve_stdio(service: ProofService) -> None:
     stdin = anyio.wrap_file(sys.stdin.buffer)
-    stdout = sys.stdout.buffer
+    stdout = anyio.wrap_file(sys.stdout.buffer)  # a full pipe must not block the event loop
 
     class _Stdin(ByteReceiveStream):
         async def receive(self, max_bytes: int = 65536) -> bytes:
@@ -121,8 +137,8 @@ async def serve_stdio(service: ProofService) -> None:
             pass
 
     async def send(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
+        await stdout.write(data)
+        await stdout.flush()
 
     await serve_stream(service, _Stdin(), send)
 
