@@ -25,7 +25,7 @@ from lsp_bridge import (
     Pos,
     RequestTimeout,
 )
-from lsp_bridge._groups import single_errors
+from lsp_bridge import single_errors
 from repl_pool import LeanEnvironment, PoolBusy, PoolClosed, Slot, WarmPool
 
 from .ledger import Ledger, StepTimer

@@ -3,6 +3,7 @@
 LSP transport, Lean extensions, positions, typed errors, finding (and bootstrapping) Lean.
 """
 
+from ._groups import single_errors
 from .client import LeanClient, ServerCommand, TextEdit, apply_edit, minimal_edit, path_to_uri
 from .errors import (
     BootstrapError,
@@ -80,4 +81,5 @@ __all__ = [
     "find_lean",
     "minimal_edit",
     "path_to_uri",
+    "single_errors",
 ]

@@ -43,7 +43,7 @@ from .lean_types import (
     ReportStatus,
     collect_rpc_refs,
 )
-from .positions import LspPos
+from .positions import LineIndex, LspPos
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
 from .transport import LspTransport
 
@@ -298,8 +298,6 @@ class LeanClient:
 
     async def edit(self, uri: str, edits: Sequence[TextEdit]) -> int:
         """Apply code point range edits in order (each against the text left by the previous)."""
-        from .positions import LineIndex
-
         doc = self._doc(uri)
         changes: list[dict[str, Any]] = []
         text = doc.text

@@ -34,7 +34,7 @@ from lsp_bridge import (
     WorkerCrashed,
     WorkerExited,
 )
-from lsp_bridge._groups import single_errors
+from lsp_bridge import single_errors
 from lsp_bridge.errors import RequestTimeout
 
 from .config import PoolConfig
