@@ -24,8 +24,8 @@ from lsp_bridge import (
     LineIndex,
     Pos,
     RequestTimeout,
+    single_errors,
 )
-from lsp_bridge import single_errors
 from repl_pool import LeanEnvironment, PoolBusy, PoolClosed, Slot, WarmPool
 
 from .ledger import Ledger, StepTimer

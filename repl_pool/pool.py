@@ -33,8 +33,8 @@ from lsp_bridge import (
     ServerError,
     WorkerCrashed,
     WorkerExited,
+    single_errors,
 )
-from lsp_bridge import single_errors
 from lsp_bridge.errors import RequestTimeout
 
 from .config import PoolConfig
