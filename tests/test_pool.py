@@ -312,3 +312,41 @@ async def test_lake_serve_slots_check_core_tasks_on_a_toolchain() -> None:
             task = suite.task(task_id)
             report = await pool.check(task.with_body("\n  " + proof))
             assert report.errors == (), (task_id, report.errors)
+
+
+async def test_an_idle_process_of_another_header_is_evicted_when_at_max(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        other = LeanEnvironment(environment.install, environment.project, extra=("other",))
+        k1 = pool.key_for(prelude_file(GOOD))
+        k2 = pool.key_for(prelude_file(GOOD), other)
+        async with pool.acquire(k1) as slot:
+            first = slot.pid
+        async with pool.acquire(k2, timeout=30) as slot:
+            assert slot.pid != first
+            assert slot.key == k2
+        await wait_until(lambda: [p.pid for p in pool.stats().processes] != [first])
+        assert len(pool.stats().processes) == 1
+
+
+async def test_idle_processes_beyond_the_wanted_count_expire(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(idle_ttl=0.3, monitor_interval=0.1)) as pool:
+        async with pool.acquire(pool.key_for(prelude_file(GOOD))):
+            pass
+        assert len(pool.stats().processes) == 1
+        await wait_until(lambda: not pool.stats().processes)
+
+
+async def test_prewarm_starts_processes_before_anyone_asks(environment: LeanEnvironment) -> None:
+    header = "prelude\n"
+    async with WarmPool.open(environment, config(prewarm={header: 2})) as pool:
+        await pool.wait_idle(2, timeout=30)
+        assert pool.stats().acquire_count == 0
+        warm = {p.pid for p in pool.stats().processes}
+        assert {p.state for p in pool.stats().processes} == {"idle"}
+        async with pool.acquire(pool.key_for(prelude_file(GOOD))) as slot:
+            assert slot.pid in warm  # a prewarmed process, not a new one
+        assert pool.stats().started == 2
