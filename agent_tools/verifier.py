@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,17 +148,35 @@ class Verifier:
             stages["structure"] = (time.perf_counter() - started) * 1000
             with tempfile.TemporaryDirectory(prefix="leanrig-verify-", dir=self.work_root) as tmp:
                 work = Path(tmp)
-                t = time.perf_counter()
-                await self._parse_check(task, submission, body, work)
-                stages["parse"] = (time.perf_counter() - t) * 1000
-                t = time.perf_counter()
-                sub_type, axioms = await self._compile_and_query(
-                    task, submission, work, "LeanrigSubmission"
-                )
-                stages["compile_query"] = (time.perf_counter() - t) * 1000
-                t = time.perf_counter()
-                ref_type = await self._reference_type(task)
-                stages["reference"] = (time.perf_counter() - t) * 1000
+                # The three Lean runs are independent: run them at once (each in its own
+                # fresh, sandboxed process); report the first failing stage in pipeline order.
+                outcomes: dict[str, Any] = {}
+
+                async def stage(name: str, run: Callable[[], Awaitable[Any]]) -> None:
+                    t = time.perf_counter()
+                    try:
+                        outcomes[name] = await run()
+                    except _Rejected as rejected:
+                        outcomes[name] = rejected
+                    stages[name] = (time.perf_counter() - t) * 1000
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(
+                        stage, "parse", lambda: self._parse_check(task, submission, body, work)
+                    )
+                    tg.start_soon(
+                        stage,
+                        "compile_query",
+                        lambda: self._compile_and_query(
+                            task, submission, work, "LeanrigSubmission"
+                        ),
+                    )
+                    tg.start_soon(stage, "reference", lambda: self._reference_type(task))
+                for name in ("parse", "compile_query", "reference"):
+                    if isinstance(outcomes[name], _Rejected):
+                        raise outcomes[name]
+                sub_type, axioms = outcomes["compile_query"]
+                ref_type = outcomes["reference"]
                 reasons = self._judge(task, sub_type, ref_type, axioms)
                 if not reasons and self._leanchecker() is not None:
                     t = time.perf_counter()
