@@ -304,10 +304,17 @@ class Verifier:
                 work, env=self._env(), use_lake=False, wrapper=tuple(self._wrapped([], work))
             )
             uri = (work / "LeanrigOriginal.lean").as_uri()
-            async with LeanClient.start(command) as client:
-                await client.open(uri, task.text)
-                await client.wait_for(uri)
-                symbols = await client.document_symbols(uri)
+            wall = self.suite.spec.limits.wall_seconds
+            try:
+                with anyio.fail_after(wall):
+                    async with LeanClient.start(command) as client:
+                        await client.open(uri, task.text)
+                        await client.wait_for(uri)
+                        symbols = await client.document_symbols(uri)
+            except (TimeoutError, LeanrigError) as exc:
+                raise _Rejected(
+                    f"the task file itself could not be read by Lean within {wall:g} s"
+                ) from exc
         suffix = suffix_structure(flatten_symbols(symbols, index), task.span.end, len(task.text))
         self._ref_suffix[task.id] = suffix
         return suffix
