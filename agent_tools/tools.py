@@ -22,22 +22,6 @@ class ToolSpec:
     params: dict[str, tuple[type, str]]  # name -> (python type, description)
     session_scoped: bool
 
-    def input_schema(self) -> dict[str, Any]:
-        props: dict[str, Any] = {}
-        for pname, (ptype, desc) in self.params.items():
-            if ptype is str:
-                props[pname] = {"type": "string", "description": desc}
-            elif ptype is int:
-                props[pname] = {"type": "integer", "minimum": 1, "description": desc}
-            else:  # list[str]
-                props[pname] = {"type": "array", "items": {"type": "string"}, "description": desc}
-        return {
-            "type": "object",
-            "properties": props,
-            "required": list(self.params),
-            "additionalProperties": False,
-        }
-
 
 SID = (str, "the session_id returned by open_task")
 

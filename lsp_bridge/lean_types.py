@@ -201,11 +201,6 @@ class InteractiveGoal:
             goal_prefix=str(data.get("goalPrefix", "⊢ ")),
         )
 
-    def render(self) -> str:
-        lines = [f"{' '.join(h.names)} : {h.type}" for h in self.hypotheses]
-        lines.append(f"{self.goal_prefix}{self.target}")
-        return "\n".join(lines)
-
 
 def tagged_text_to_str(node: Any) -> str:
     """Flatten Lean's ``TaggedText`` (``{text}``, ``{append: [...]}``, ``{tag: [info, sub]}``)."""

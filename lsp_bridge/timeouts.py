@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,9 +12,6 @@ class Timeouts:
     barrier: float = 120.0  # a document version fully elaborated
     shutdown: float = 3.0  # polite shutdown before the process group is killed
     acquire: float = 60.0  # waiting for a pool slot
-
-    def with_(self, **changes: float) -> Timeouts:
-        return replace(self, **changes)
 
 
 DEFAULT_TIMEOUTS = Timeouts()

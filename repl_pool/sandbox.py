@@ -31,11 +31,6 @@ class SandboxPolicy:
     network: bool = False
     use_bwrap: bool | None = None  # None: when available
 
-    def with_writable(self, *paths: Path) -> SandboxPolicy:
-        from dataclasses import replace
-
-        return replace(self, writable=(*self.writable, *paths))
-
 
 def available() -> dict[str, str | None]:
     return {"prlimit": shutil.which("prlimit"), "bwrap": shutil.which("bwrap")}
