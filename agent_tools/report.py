@@ -13,6 +13,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +95,12 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    entries_list = list(entries)
     by_tool: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     sessions: dict[str, dict[str, Any]] = {}
     tasks: dict[str, list[float]] = defaultdict(list)
     steps: list[dict[str, Any]] = []
-    for e in entries:
+    for e in entries_list:
         total = float(e.get("total_ms", 0.0))
         queue = float(e.get("queue_ms", 0.0))
         lean = float(e.get("lean_ms", 0.0))
@@ -128,12 +130,86 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
             t: {"invocations": len(v), "wall_ms": _stats(v)} for t, v in sorted(tasks.items())
         },
         "slowest": sorted(steps, key=lambda s: -s["total_ms"])[:10],
+        "benchmark": benchmark_metrics(entries_list),
+    }
+
+
+def _ts(entry: dict[str, Any]) -> float | None:
+    try:
+        return datetime.fromisoformat(str(entry["ts"])).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
+def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Time-cost metrics of a benchmark run: which tasks got an accepted verdict (the score),
+    completion (accepted / attempted), invocation wall-clock, and seconds per score point.
+
+    A session's wall-clock is its `close_session` figure, or first-to-last entry when it was
+    never closed; time-to-accept runs from `open_task` to the first accepted `check_proof`.
+    """
+    sessions: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        sid = e.get("session")
+        if not sid:
+            continue
+        s = sessions.setdefault(sid, {"task": e.get("task"), "first": None, "last": None,
+                                      "wall_ms": None, "accepted_at": None})  # fmt: skip
+        ts = _ts(e)
+        if ts is not None:
+            s["first"] = ts if s["first"] is None else min(s["first"], ts)
+            s["last"] = ts if s["last"] is None else max(s["last"], ts)
+        if "session_wall_ms" in e:
+            s["wall_ms"] = float(e["session_wall_ms"])
+        if (
+            e.get("tool") == "check_proof"
+            and e.get("accepted") is True
+            and s["accepted_at"] is None
+        ):
+            s["accepted_at"] = ts
+    tasks: dict[str, dict[str, Any]] = {}
+    total_wall_s = 0.0
+    for s in sessions.values():
+        wall_s = (s["wall_ms"] or 0.0) / 1000 if s["wall_ms"] is not None else (
+            (s["last"] - s["first"]) if s["first"] is not None and s["last"] is not None else 0.0
+        )  # fmt: skip
+        total_wall_s += wall_s
+        t = tasks.setdefault(str(s["task"]), {"sessions": 0, "wall_s": 0.0, "accepted": False,
+                                              "time_to_accept_s": None})  # fmt: skip
+        t["sessions"] += 1
+        t["wall_s"] = round(t["wall_s"] + wall_s, 3)
+        if s["accepted_at"] is not None and s["first"] is not None:
+            t["accepted"] = True
+            tta = round(s["accepted_at"] - s["first"], 3)
+            if t["time_to_accept_s"] is None or tta < t["time_to_accept_s"]:
+                t["time_to_accept_s"] = tta
+    score = sum(1 for t in tasks.values() if t["accepted"])
+    return {
+        "attempted": len(tasks),
+        "score": score,
+        "completion": round(score / len(tasks), 4) if tasks else 0.0,
+        "wall_s": round(total_wall_s, 3),
+        "seconds_per_score_point": round(total_wall_s / score, 3) if score else None,
+        "tasks": dict(sorted(tasks.items())),
     }
 
 
 def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> str:
     out = ["# leanrig ledger report", "", f"source: `{source}`", ""]
     out += [f"> note: {n}" for n in notes] + ([""] if notes else [])
+    b = summary["benchmark"]
+    spp = b["seconds_per_score_point"]
+    out += ["## Benchmark metrics", "",
+            f"score {b['score']} of {b['attempted']} tasks attempted (completion "
+            f"{b['completion']:.1%}); invocation wall-clock {b['wall_s']:.1f} s; "
+            f"seconds per score point: {spp if spp is not None else '—'}", "",
+            "| task | sessions | accepted | time to accept s | wall s |",
+            "|---|---:|---|---:|---:|"]  # fmt: skip
+    for task, t in b["tasks"].items():
+        tta = t["time_to_accept_s"] if t["time_to_accept_s"] is not None else "—"
+        accepted = "yes" if t["accepted"] else "no"
+        out.append(f"| {task} | {t['sessions']} | {accepted} | {tta} | {t['wall_s']} |")
+    out.append("")
     out += ["## Per tool (ms)", "",
             "| tool | n | total med | total p95 | total max | queue med | lean med "
             "| overhead med | overhead p95 |",

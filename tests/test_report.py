@@ -72,3 +72,28 @@ def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -
     assert ledger.for_session("s1") == []
     ledger.close()
     assert len(read_ledger(tmp_path / "l.jsonl").entries) == 3
+
+
+def test_benchmark_metrics_score_completion_and_seconds_per_point(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+
+    def at(second: int, **kw: object) -> bytes:
+        fields = {"v": 1, "ts": f"2026-01-01T00:00:{second:02d}+00:00", "queue_ms": 0.0,
+                  "lean_ms": 0.0, "total_ms": 1.0, "outcome": "ok", **kw}  # fmt: skip
+        return orjson.dumps(fields) + b"\n"
+
+    ledger.write_bytes(
+        at(0, tool="open_task", session="a", task="t1")
+        + at(4, tool="check_proof", session="a", task="t1", accepted=False)
+        + at(10, tool="check_proof", session="a", task="t1", accepted=True)
+        + at(12, tool="close_session", session="a", task="t1", session_wall_ms=12000.0)
+        + at(0, tool="open_task", session="b", task="t2")
+        + at(8, tool="check_proof", session="b", task="t2", accepted=False)
+    )
+    b = write_report(ledger, tmp_path / "out", plots=False)["benchmark"]
+    assert b["attempted"] == 2 and b["score"] == 1 and b["completion"] == 0.5
+    assert b["tasks"]["t1"]["time_to_accept_s"] == 10.0
+    assert b["tasks"]["t2"]["accepted"] is False
+    assert b["wall_s"] == 20.0  # 12 s closed + 8 s first-to-last for the unclosed session
+    assert b["seconds_per_score_point"] == 20.0
+    assert "score 1 of 2" in (tmp_path / "out" / "report.md").read_text()
