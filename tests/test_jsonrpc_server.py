@@ -274,3 +274,17 @@ async def test_mcp_bad_arguments_are_errors_not_crashes(mcp: McpConn) -> None:
         await mcp.call("set_proof", session_id="nope", body="x")
     assert info.value.data["code"] == "unknown_session"
     assert (await mcp.call("list_tasks"))["tasks"]
+
+
+async def test_mcp_tools_match_the_shared_catalogue(mcp: McpConn) -> None:
+    from agent_tools.tools import TOOLS
+
+    listed = {t.name: t for t in (await mcp.client.list_tools()).tools}
+    assert set(listed) == {spec.name for spec in TOOLS}
+    for spec in TOOLS:
+        schema = listed[spec.name].input_schema
+        assert set(schema.get("properties", {})) == set(spec.params), spec.name
+        assert set(schema.get("required", [])) == set(spec.params), spec.name
+        assert listed[spec.name].description == spec.description
+        for pname, (_ptype, desc) in spec.params.items():
+            assert schema["properties"][pname].get("description") == desc, (spec.name, pname)
