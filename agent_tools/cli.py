@@ -6,13 +6,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import anyio
 import orjson
 
 from lsp_bridge.bootstrap import ensure_bootstrap
 from lsp_bridge.errors import LeanrigError
 
 from .logs import configure_logging
+
+if TYPE_CHECKING:
+    from .service import ProofService
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -44,8 +49,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import anyio
-
     from .app import ServeOptions, open_service
 
     options = ServeOptions(
@@ -58,31 +61,51 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
 
     async def main() -> None:
-        async with open_service(options) as service:
-            if args.jsonrpc:
-                from .jsonrpc_server import serve_stdio, serve_tcp
+        async with open_service(options) as service, anyio.create_task_group() as tg:
+            tg.start_soon(_shutdown_on_signal, service, tg.cancel_scope)
+            await run(service)
+            tg.cancel_scope.cancel()
 
-                if args.port is not None:
-                    await serve_tcp(
-                        service,
-                        args.port,
-                        ready=lambda p: print(
-                            f"leanrig: JSON-RPC on 127.0.0.1:{p}", file=sys.stderr, flush=True
-                        ),
-                    )
-                else:
-                    await serve_stdio(service)
-                return
-            from .mcp_server import build_mcp
+    async def run(service: ProofService) -> None:
+        if args.jsonrpc:
+            from .jsonrpc_server import serve_stdio, serve_tcp
 
-            server = build_mcp(service)
-            if args.http is not None:
-                await server.run_streamable_http_async(port=args.http)
+            if args.port is None:
+                await serve_stdio(service)
             else:
-                await server.run_stdio_async()
+                await serve_tcp(service, args.port, ready=_announce_port)
+            return
+        from .mcp_server import build_mcp
+
+        server = build_mcp(service)
+        if args.http is not None:
+            await server.run_streamable_http_async(port=args.http)
+        else:
+            await server.run_stdio_async()
 
     anyio.run(main)
     return 0
+
+
+def _announce_port(port: int) -> None:
+    print(f"leanrig: JSON-RPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+
+
+async def _shutdown_on_signal(service: ProofService, scope: anyio.CancelScope) -> None:
+    """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
+    cancel the server. A thread blocked reading stdin can delay the exit: bounded by a timer."""
+    import os
+    import signal
+    import threading
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            service.pool.kill_all(f"signal {signum}")
+            timer = threading.Timer(3.0, os._exit, (128 + int(signum),))
+            timer.daemon = True
+            timer.start()
+            scope.cancel()
+            return
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

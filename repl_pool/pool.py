@@ -153,6 +153,12 @@ class WarmPool:
                         slot.stop_requested.set()
                     tg.cancel_scope.cancel()
 
+    def kill_all(self, reason: str = "shutdown") -> None:
+        """Kill every Lean process tree now (signal handlers, last-resort shutdown)."""
+        self._closed = True
+        for slot in list(self._slots.values()):
+            slot.kill(reason)
+
     # -- keys -------------------------------------------------------------------------------
 
     def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -33,7 +34,9 @@ async def serve(*args: str) -> AsyncIterator[Process]:
     try:
         yield process
     finally:
-        process.terminate()
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
         with anyio.move_on_after(15):
             await process.wait()
         if process.returncode is None:
@@ -96,3 +99,38 @@ async def test_mcp_over_streamable_http() -> None:
             )
             assert isinstance(result.structured_content, dict)
             assert result.structured_content["complete"] is True
+
+
+@pytest.mark.parametrize(
+    "transport",
+    [("--jsonrpc",), (), ("--jsonrpc", "--no-sandbox")],
+    ids=["jsonrpc", "mcp", "jsonrpc-unsandboxed"],
+)
+async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[str, ...]) -> None:
+    import os
+    import signal
+
+    import psutil
+
+    from .conftest import LONG_LIVED
+
+    port = free_port()
+    args = (*transport, "--port", str(port)) if "--jsonrpc" in transport else ("--http", str(port))
+    async with serve(*args) as process:
+        LONG_LIVED.add(process.pid)
+        try:
+            with anyio.fail_after(60):
+                while True:  # wait for the warm Lean process (min_processes=1)
+                    tree = psutil.Process(process.pid).children(recursive=True)
+                    leans = [p for p in tree if p.name() == "lean"]
+                    if len(leans) >= 2:  # server + worker
+                        break
+                    await anyio.sleep(0.1)
+            os.kill(process.pid, signal.SIGTERM)
+            with anyio.fail_after(15):
+                await process.wait()
+            with anyio.fail_after(10):
+                while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in leans):
+                    await anyio.sleep(0.05)
+        finally:
+            LONG_LIVED.discard(process.pid)
