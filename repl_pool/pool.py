@@ -82,6 +82,7 @@ class PoolStats:
     started: int
     restarts: int  # processes replaced after dying, being killed or recycled
     killed: int
+    start_failures: int  # processes that could not be started
     acquire_count: int
     acquire_ms_median: float
     acquire_ms_p95: float
@@ -94,6 +95,7 @@ class PoolStats:
             "started": self.started,
             "restarts": self.restarts,
             "killed": self.killed,
+            "start_failures": self.start_failures,
             "acquire": {
                 "count": self.acquire_count,
                 "median_ms": self.acquire_ms_median,
@@ -129,6 +131,9 @@ class WarmPool:
         self._header_texts: dict[PoolKey, str] = {}
         self._environments: dict[str, LeanEnvironment] = {environment.id: environment}
         self._changed = anyio.Event()  # set and replaced whenever slots change state
+        self._start_failures = 0
+        self._prewarm_failures: dict[PoolKey, int] = {}
+        self._prewarm_retry_at: dict[PoolKey, float] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -438,7 +443,10 @@ class WarmPool:
         """Start processes for min_processes and prewarm counts while capacity allows."""
         if self._closed or self._waiters or self._tg is None:
             return
+        now = time.monotonic()
         for key, count in self._targets().items():
+            if self._prewarm_retry_at.get(key, 0.0) > now:
+                continue  # backing off after failed starts
             missing = count - self._count(key)
             while missing > 0 and self._capacity_left() > 0:
                 self._reserved += 1
@@ -448,12 +456,17 @@ class WarmPool:
     async def _prewarm_one(self, key: PoolKey) -> None:
         try:
             slot = await self._start_reserved(key)
-        except LeanrigError as exc:
-            log.warning("pool.prewarm_failed", header=key.short(), error=str(exc))
+        except Exception as exc:
+            # A Lean that cannot start must not be retried every monitor tick: back off
+            # exponentially (1 s, 2 s, ... up to 60 s) per key.
+            self._start_failures += 1
+            failures = self._prewarm_failures[key] = self._prewarm_failures.get(key, 0) + 1
+            delay = min(60.0, 2.0 ** (failures - 1))
+            self._prewarm_retry_at[key] = time.monotonic() + delay
+            log.warning("pool.prewarm_failed", header=key.short(), error=str(exc),
+                        retry_in_s=delay)  # fmt: skip
             return
-        except Exception:
-            log.exception("pool.prewarm_failed", header=key.short())
-            return
+        self._prewarm_failures.pop(key, None)
         self._release(slot)
 
     async def wait_idle(self, count: int, key: PoolKey | None = None, *, timeout: float) -> None:
@@ -533,6 +546,7 @@ class WarmPool:
             started=self._started,
             restarts=self._restarts,
             killed=self._killed,
+            start_failures=self._start_failures,
             acquire_count=len(lat),
             acquire_ms_median=round(statistics.median(lat), 3) if lat else 0.0,
             acquire_ms_p95=round(sorted(lat)[int(0.95 * (len(lat) - 1))], 3) if lat else 0.0,

@@ -350,3 +350,18 @@ async def test_prewarm_starts_processes_before_anyone_asks(environment: LeanEnvi
         async with pool.acquire(pool.key_for(prelude_file(GOOD))) as slot:
             assert slot.pid in warm  # a prewarmed process, not a new one
         assert pool.stats().started == 2
+
+
+async def test_a_lean_that_cannot_start_is_retried_with_backoff(
+    lean_install: LeanInstall, project: Path
+) -> None:
+    import dataclasses
+
+    broken = dataclasses.replace(lean_install, lean=project / "no-such-lean")
+    env = LeanEnvironment(broken, project)
+    async with WarmPool.open(env, config(prewarm={"prelude": 1}, monitor_interval=0.05)) as pool:
+        await anyio.sleep(1.5)  # ~30 monitor ticks
+        failures = pool.stats().start_failures
+        assert 1 <= failures <= 3  # 1 s then 2 s backoff, not one attempt per tick
+        with pytest.raises(LeanrigError):  # a caller still gets a typed error at once
+            await pool.check(prelude_file(GOOD))
