@@ -58,6 +58,7 @@ class _Elaborated:
     report: DocumentReport
     goals: list[str]
     rejected: str | None
+    complete: bool
 
 
 class ProofService:
@@ -159,13 +160,14 @@ class ProofService:
             index = LineIndex(text)
             with call.timer.lean():
                 report = await slot.elaborate(text, timeout=self.step_timeout)
+                complete = is_complete(report, index, task.span.decl_start, body_end)
                 # Goals only for an incomplete proof, fetched beside the symbols. (Sending all
                 # queries before the barrier measured no faster: 6.30 vs 6.41 ms, and wastes
                 # Lean work on complete proofs.)
                 symbols, goals = await both(
                     slot.document_symbols(timeout=self.step_timeout),
                     self._goals_after(slot, text, index, body_start, body_end)
-                    if not is_complete(report)
+                    if not complete
                     else _no_goals(),
                 )
             flat = flatten_symbols(symbols, index)
@@ -180,7 +182,9 @@ class ProofService:
                 expected_suffix=self._suffix.get(task.id, []),
                 diagnostics=report.diagnostics,
             )
-            return _Elaborated(report, goals if rejected is None else [], rejected)
+            return _Elaborated(
+                report, goals if rejected is None else [], rejected, complete and rejected is None
+            )
 
         return await self.pool.run(key, operation, holder=holder)
 
@@ -206,7 +210,7 @@ class ProofService:
             version=session.version,
             diagnostics=agent_diagnostics(session.text, report.diagnostics),
             goals=elaborated.goals,
-            complete=is_complete(report),
+            complete=elaborated.complete,
         )
 
     def _body_range(self, session: ProofSession) -> dict[str, Any]:
@@ -384,9 +388,7 @@ class ProofService:
                             for d in agent_diagnostics(text, elaborated.report.diagnostics)
                         ]
                         entry["goals"] = elaborated.goals
-                        entry["complete"] = elaborated.rejected is None and is_complete(
-                            elaborated.report
-                        )
+                        entry["complete"] = elaborated.complete
                 entry.setdefault("complete", False)
                 entry["elapsed_ms"] = round((time.perf_counter() - t) * 1000, 2)
                 results[i] = entry

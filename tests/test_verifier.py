@@ -69,6 +69,14 @@ async def test_a_valid_proof_is_accepted_with_its_axioms(exploit_verifier: Verif
     assert set(verdict.to_json()) >= {"accepted", "reasons", "axioms", "elapsed_ms", "lean_version"}
 
 
+async def test_a_target_proved_beside_an_unproved_helper_is_accepted(
+    exploit_verifier: Verifier,
+) -> None:
+    task = EXPLOITS.task("helper")
+    verdict = await exploit_verifier.verify(task, task.with_body("\n  True.intro"))
+    assert verdict.accepted, verdict.reasons
+
+
 @pytest.mark.parametrize("task_id", sorted(REFS))
 async def test_every_demo_reference_proof_is_accepted(task_id: str) -> None:
     task = DEMO.task(task_id)
