@@ -9,6 +9,10 @@ import orjson
 import structlog
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(level: str = "warning") -> None:
     structlog.configure(
         processors=[
@@ -21,6 +25,9 @@ def configure_logging(level: str = "warning") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping().get(level.upper(), logging.WARNING)
         ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
+        # Resolve sys.stderr when a logger is made, not at configuration time: it may be
+        # replaced (tests capture it). Loggers are not cached for the same reason; leanrig
+        # logs rarely (warnings and lifecycle events), so this costs nothing measurable.
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=False,
     )

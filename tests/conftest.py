@@ -11,10 +11,20 @@ import structlog
 
 from lsp_bridge import LeanClient, LeanInstall, ServerCommand, Timeouts, find_lean
 
-structlog.configure(
-    wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-    cache_logger_on_first_use=True,
-)
+
+def _test_logging() -> None:
+    structlog.reset_defaults()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+_test_logging()
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    """Tests that run the CLI reconfigure structlog; put the test setup back afterwards."""
+    yield
+    _test_logging()
 
 
 @pytest.fixture
