@@ -237,7 +237,7 @@ class ProofService:
             except SuiteError as exc:
                 raise ToolError(exc.message, code="unknown_task", hint=exc.hint) from exc
             session = ProofSession(
-                id=secrets.token_hex(8), task=task, client=client, text=task.text, body=task.body
+                id=secrets.token_hex(16), task=task, client=client, text=task.text, body=task.body
             )
             call.extra["session"] = session.id
             elaborated = await self._elaborate(task, task.body, call, session.id)
