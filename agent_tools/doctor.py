@@ -12,7 +12,7 @@ import anyio
 
 from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LspPos, Timeouts, find_lean
 from lsp_bridge.bootstrap import PRELUDE_HEADER
-from repl_pool.sandbox import SandboxPolicy, wrapper
+from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
 SMOKE_TEXT = PRELUDE_HEADER + "theorem smoke : @Eq N N.z N.z := @Eq.refl N N.z\n"
 
@@ -56,7 +56,15 @@ async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
 
 
 def run_doctor() -> DoctorReport:
-    bwrap, prlimit = shutil.which("bwrap"), shutil.which("prlimit")
+    tools = available()
+    bwrap, prlimit = tools["bwrap"], tools["prlimit"]
+    sandbox_note = ""
+    if bwrap is None:
+        sandbox_note = (
+            "; bwrap is installed but cannot create namespaces here: Lean runs with rlimits only"
+            if shutil.which("bwrap")
+            else "; bwrap not found: Lean processes run with rlimits only (no namespaces)"
+        )
     try:
         install = find_lean()
     except LeanrigError as exc:
@@ -67,8 +75,7 @@ def run_doctor() -> DoctorReport:
         ok, ms, detail = anyio.run(_smoke, install)
     except LeanrigError as exc:
         ok, ms, detail = False, None, f"smoke test failed: {exc}"
-    if bwrap is None:
-        detail += "; bwrap not found: Lean processes run with rlimits only (no namespaces)"
+    detail += sandbox_note
     return DoctorReport(
         lean_path=str(install.lean),
         lean_version=install.version,

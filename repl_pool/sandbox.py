@@ -14,7 +14,9 @@ See docs/threat-model.md for what this does and does not defend.
 
 from __future__ import annotations
 
+import functools
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +35,23 @@ class SandboxPolicy:
 
 
 def available() -> dict[str, str | None]:
-    return {"prlimit": shutil.which("prlimit"), "bwrap": shutil.which("bwrap")}
+    """The sandbox tools that are installed *and work here* (bwrap needs user namespaces,
+    which some containers and CI runners forbid: then we fall back to rlimits only)."""
+    return {"prlimit": shutil.which("prlimit"), "bwrap": _working_bwrap()}
+
+
+@functools.cache
+def _working_bwrap() -> str | None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+             "--die-with-parent", "--", "true"]  # fmt: skip
+    try:
+        ok = subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return bwrap if ok else None
 
 
 def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:

@@ -190,3 +190,22 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     finally:
         listener.close()
     assert free.stdout.split() == ["write-ok", "write-ok", "net-ok"]
+
+
+def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import repl_pool.sandbox as sandbox
+
+    # A bwrap that exists but cannot create namespaces (as in some containers and CI runners).
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    sandbox._working_bwrap.cache_clear()
+    try:
+        assert sandbox.available()["bwrap"] is None
+        prefix = sandbox.wrapper(SandboxPolicy())
+        assert str(fake) not in prefix and "--unshare-all" not in prefix
+        out = subprocess.run([*prefix, "true"], capture_output=True, check=False, timeout=10)
+        assert out.returncode == 0  # rlimits only, still runs
+    finally:
+        sandbox._working_bwrap.cache_clear()
