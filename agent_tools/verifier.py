@@ -413,13 +413,16 @@ class Verifier:
         return []
 
     async def _run(self, argv: list[str], work: Path, build: Path, timeout: float) -> Completed:
-        result = await run_once(
-            self._wrapped(argv, work),
-            cwd=work,
-            env=self._env(build),
-            timeout=timeout,
-            rss_limit_mb=self.suite.spec.limits.memory_mb,
-        )
+        try:
+            result = await run_once(
+                self._wrapped(argv, work),
+                cwd=work,
+                env=self._env(build),
+                timeout=timeout,
+                rss_limit_mb=self.suite.spec.limits.memory_mb,
+            )
+        except LeanrigError as exc:  # could not even start
+            raise _Rejected(f"crash: {exc.message}") from exc
         if result.over_memory:
             raise _Rejected(
                 f"memory: Lean exceeded {self.suite.spec.limits.memory_mb} MB resident memory"

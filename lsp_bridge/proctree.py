@@ -12,12 +12,41 @@ from __future__ import annotations
 import os
 import signal
 import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from subprocess import PIPE
+
+import anyio
+from anyio.abc import Process
+
+from .errors import ServerDied
 
 TOKEN_VAR = "LEANRIG_PROC_TOKEN"
 
 
 def new_token() -> str:
     return uuid.uuid4().hex
+
+
+async def spawn_marked(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None, stdin: int | None
+) -> tuple[Process, str]:
+    """Start ``argv`` in its own session, its environment marked with a fresh kill token.
+
+    Returns the process and the token (for ``kill_tree``). A program that cannot be started
+    is a typed ``ServerDied`` naming it, not a bare ``OSError``.
+    """
+    token = new_token()
+    full_env = dict(os.environ if env is None else env)
+    full_env[TOKEN_VAR] = token
+    try:
+        process = await anyio.open_process(
+            list(argv), stdin=stdin, stdout=PIPE, stderr=PIPE, cwd=cwd, env=full_env,
+            start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+    return process, token
 
 
 def pids_with_token(token: str) -> list[int]:

@@ -12,7 +12,6 @@ It must not know what Lean is: documents, diagnostics and goals live in ``client
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -37,7 +36,7 @@ from .errors import (
     response_error,
 )
 from .framing import encode_message, read_message
-from .proctree import TOKEN_VAR, kill_tree, new_token
+from .proctree import kill_tree, spawn_marked
 
 log = structlog.get_logger("leanrig.lsp")
 
@@ -101,21 +100,7 @@ class LspTransport:
         shutdown_timeout: float = 3.0,
         write_timeout: float = 30.0,
     ) -> AsyncIterator[LspTransport]:
-        token = new_token()
-        full_env = dict(os.environ if env is None else env)
-        full_env[TOKEN_VAR] = token
-        try:
-            process = await anyio.open_process(
-                list(argv),
-                stdin=PIPE,
-                stdout=PIPE,
-                stderr=PIPE,
-                cwd=cwd,
-                env=full_env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+        process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=PIPE)
         transport = cls(process, argv, on_notification, shutdown_timeout, token, write_timeout)
         log.debug("lsp.spawned", pid=process.pid, argv=list(argv))
         try:

@@ -12,12 +12,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from subprocess import PIPE
 
 import anyio
 import psutil
 
-from lsp_bridge.proctree import TOKEN_VAR, kill_tree, new_token
+from lsp_bridge.proctree import kill_tree, spawn_marked
 
 MAX_OUTPUT = 32 * 2**20
 
@@ -58,17 +57,8 @@ async def run_once(
     timeout: float,
     rss_limit_mb: int | None = None,
 ) -> Completed:
-    token = new_token()
     started = time.perf_counter()
-    process = await anyio.open_process(
-        list(argv),
-        stdin=None,
-        stdout=PIPE,
-        stderr=PIPE,
-        cwd=cwd,
-        env={**env, TOKEN_VAR: token},
-        start_new_session=True,
-    )
+    process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=None)
     out: list[bytes] = []
     err: list[bytes] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 from collections.abc import AsyncIterator
@@ -97,16 +98,24 @@ async def rpc_server(suite: Path = DEMO, *extra: str) -> AsyncIterator[RpcProces
         try:
             yield rpc
         finally:
-            with anyio.CancelScope(shield=True):
-                if process.stdin is not None:
-                    await process.stdin.aclose()
-                with anyio.move_on_after(15):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                await process.aclose()
+            await stop_process(process, close_stdin=True)
             tg.cancel_scope.cancel()
+
+
+async def stop_process(process: Process, *, close_stdin: bool) -> None:
+    """Ask a server subprocess to stop (EOF on stdin, or SIGTERM), bounded, then kill it."""
+    with anyio.CancelScope(shield=True):
+        if close_stdin and process.stdin is not None:
+            await process.stdin.aclose()
+        elif process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+        with anyio.move_on_after(15):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.aclose()
 
 
 class McpConn:

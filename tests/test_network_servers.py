@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -15,7 +14,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .rpc_client import DEMO, ROOT
+from .rpc_client import DEMO, ROOT, stop_process
 
 pytestmark = pytest.mark.anyio
 
@@ -34,15 +33,7 @@ async def serve(*args: str) -> AsyncIterator[Process]:
     try:
         yield process
     finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-        with anyio.move_on_after(15):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
+        await stop_process(process, close_stdin=False)
 
 
 async def connect(port: int) -> anyio.abc.SocketStream:
