@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from agent_tools.logs import configure_logging
+from agent_tools.cli import configure_logging
 
 from .common import RESULTS
 

@@ -26,7 +26,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from agent_tools.suite import library_dir, load_suite
+from agent_tools.tasks import library_dir, load_suite
 from lsp_bridge import LeanClient, find_lean
 
 from .common import print_table, summarize, write_result
@@ -253,7 +253,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from agent_tools.logs import configure_logging
+    from agent_tools.cli import configure_logging
 
     configure_logging()
     run(quick="--quick" in sys.argv)

@@ -111,7 +111,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 if __name__ == "__main__":
     import sys
 
-    from agent_tools.logs import configure_logging
+    from agent_tools.cli import configure_logging
 
     configure_logging()
     run(quick="--quick" in sys.argv)

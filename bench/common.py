@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from agent_tools.report import percentile
+from agent_tools.runs import percentile
 
 RESULTS = Path(__file__).with_name("results")
 

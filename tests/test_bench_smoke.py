@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent_tools.report import percentile
+from agent_tools.runs import percentile
 from bench import bench_lsp
 from bench.__main__ import render_summary
 from bench.common import summarize

@@ -252,7 +252,7 @@ async def test_sessions_of_other_connections_are_invisible() -> None:
 
 
 def test_ledger_lines_are_json_with_timing_fields(tmp_path: Path) -> None:
-    from agent_tools.ledger import Ledger
+    from agent_tools.sessions import Ledger
 
     ledger = Ledger(tmp_path / "l.jsonl")
     ledger.record(session="s", task="t", tool="set_proof", queue_ms=1.0, lean_ms=2.0,
@@ -289,7 +289,7 @@ async def test_mcp_bad_arguments_are_errors_not_crashes(mcp: McpConn) -> None:
 
 
 async def test_mcp_tools_match_the_shared_catalogue(mcp: McpConn) -> None:
-    from agent_tools.tools import TOOLS
+    from agent_tools.servers import TOOLS
 
     listed = {t.name: t for t in (await mcp.client.list_tools()).tools}
     assert set(listed) == {spec.name for spec in TOOLS}

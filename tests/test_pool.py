@@ -295,7 +295,7 @@ async def test_the_pool_runs_on_trio(environment: LeanEnvironment) -> None:
 async def test_lake_serve_slots_check_core_tasks_on_a_toolchain() -> None:
     import json
 
-    from agent_tools.suite import load_suite
+    from agent_tools.tasks import load_suite
     from lsp_bridge import find_lean
 
     root = CORE_SUITE

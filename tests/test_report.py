@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from agent_tools.cli import main
-from agent_tools.report import ReportError, read_ledger, write_report
+from agent_tools.runs import ReportError, read_ledger, write_report
 
 
 def entry(tool: str, total: float, queue: float = 0.0, lean: float = 0.0, **kw: object) -> bytes:
@@ -61,7 +61,7 @@ def test_an_empty_ledger_is_a_clear_error(
 
 
 def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -> None:
-    from agent_tools.ledger import Ledger
+    from agent_tools.sessions import Ledger
 
     ledger = Ledger(tmp_path / "l.jsonl")
     for i in range(3):

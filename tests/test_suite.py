@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_tools.locate import LocateError, locate_body
-from agent_tools.scope import precheck_body
-from agent_tools.suite import SuiteError, load_suite
+from agent_tools.tasks import LocateError, SuiteError, load_suite, locate_body, precheck_body
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "lean_project" / "suites"
@@ -129,8 +127,8 @@ has_toolchain = shutil.which("lake") is not None and shutil.which("elan") is not
 @pytest.mark.skipif(not has_toolchain, reason="needs a full Lean toolchain (elan + lake)")
 @pytest.mark.anyio
 async def test_core_reference_proofs_are_accepted_on_a_toolchain() -> None:
-    from agent_tools.suite import library_dir
-    from agent_tools.verifier import Verifier
+    from agent_tools.tasks import library_dir
+    from agent_tools.verdict import Verifier
     from lsp_bridge import find_lean
 
     suite = load_suite(SUITES / "core")

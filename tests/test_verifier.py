@@ -13,8 +13,8 @@ import anyio
 import psutil
 import pytest
 
-from agent_tools.suite import Limits, Suite, library_dir, load_suite
-from agent_tools.verifier import Verifier, forbidden_constructs
+from agent_tools.tasks import Limits, Suite, library_dir, load_suite
+from agent_tools.verdict import Verifier, forbidden_constructs
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 

@@ -37,9 +37,15 @@ from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LineIndex, Timeout
 from repl_pool.oneshot import Completed, base_env, run_once
 from repl_pool.sandbox import SandboxPolicy, wrapper
 
-from .locate import scan_trivia
-from .scope import check_scope, flatten_symbols, precheck_body, suffix_structure
-from .suite import Suite, Task
+from ..tasks import (
+    Suite,
+    Task,
+    check_scope,
+    flatten_symbols,
+    precheck_body,
+    scan_trivia,
+    suffix_structure,
+)
 
 FORBIDDEN = {
     "run_tac": "`run_tac` runs arbitrary code during elaboration",

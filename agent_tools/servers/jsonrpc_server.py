@@ -20,7 +20,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .service import ProofService, ToolError
+from ..sessions import ProofService, ToolError
 from .tools import TOOL_BY_NAME, bind, validate_params
 
 log = structlog.get_logger("leanrig.jsonrpc")

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .service import ProofService
+from ..sessions import ProofService
 
 POSITIONS = "Positions are 1-based lines and 1-based Unicode code point columns in the task file."
 

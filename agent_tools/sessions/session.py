@@ -18,7 +18,7 @@ import anyio
 
 from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
 
-from .suite import Task
+from ..tasks import Task
 
 
 @dataclass(frozen=True, slots=True)

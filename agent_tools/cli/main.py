@@ -17,7 +17,7 @@ from lsp_bridge.errors import LeanrigError
 from .logs import configure_logging
 
 if TYPE_CHECKING:
-    from .service import ProofService
+    from ..sessions import ProofService
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -49,7 +49,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .app import ServeOptions, open_service
+    from ..servers import ServeOptions, open_service
 
     options = ServeOptions(
         suite=Path(args.suite),
@@ -68,14 +68,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     async def run(service: ProofService) -> None:
         if args.jsonrpc:
-            from .jsonrpc_server import serve_stdio, serve_tcp
+            from ..servers import serve_stdio, serve_tcp
 
             if args.port is None:
                 await serve_stdio(service)
             else:
                 await serve_tcp(service, args.port, ready=_announce_port)
             return
-        from .mcp_server import build_mcp
+        from ..servers import build_mcp
 
         server = build_mcp(service)
         if args.http is not None:
@@ -113,8 +113,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from lsp_bridge import find_lean
 
-    from .suite import library_dir, load_suite
-    from .verifier import Verifier
+    from ..tasks import library_dir, load_suite
+    from ..verdict import Verifier
 
     suite = load_suite(Path(args.suite))
     task = suite.task(args.task)
@@ -140,7 +140,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from ..runs import write_report
 
     ledger = Path(args.ledger)
     out = Path(args.out) if args.out else ledger.parent / "report"

@@ -28,11 +28,19 @@ from lsp_bridge import (
 )
 from repl_pool import LeanEnvironment, PoolBusy, PoolClosed, Slot, WarmPool
 
+from ..tasks import (
+    Suite,
+    SuiteError,
+    Task,
+    check_scope,
+    code_end,
+    flatten_symbols,
+    precheck_body,
+    suffix_structure,
+)
+from ..verdict import Verifier
 from .ledger import Ledger, StepTimer
-from .scope import check_scope, code_end, flatten_symbols, precheck_body, suffix_structure
 from .session import ProofSession, StepResult, agent_diagnostics, body_sha, is_complete
-from .suite import Suite, SuiteError, Task
-from .verifier import Verifier
 
 log = structlog.get_logger("leanrig.tools")
 

@@ -21,7 +21,7 @@ import orjson
 
 from lsp_bridge import LeanrigError
 
-from .ledger import LEDGER_SCHEMA
+from ..sessions import LEDGER_SCHEMA
 
 PHASES = ("total_ms", "queue_ms", "lean_ms", "overhead_ms")
 

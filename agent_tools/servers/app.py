@@ -16,10 +16,9 @@ from repl_pool import LeanEnvironment, PoolConfig, WarmPool
 from repl_pool.config import default_max_processes
 from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
 
-from .ledger import Ledger
-from .service import ProofService
-from .suite import SuiteError, library_dir, load_suite
-from .verifier import Verifier
+from ..sessions import Ledger, ProofService
+from ..tasks import SuiteError, library_dir, load_suite
+from ..verdict import Verifier
 
 log = structlog.get_logger("leanrig.app")
 

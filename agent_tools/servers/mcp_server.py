@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from pydantic import Field
 
-from .service import ProofService, ToolError
+from ..sessions import ProofService, ToolError
 from .tools import TOOL_BY_NAME
 
 Sid = Annotated[str, Field(description="the session_id returned by open_task")]
