@@ -19,7 +19,15 @@ FORBIDDEN = {
 }
 # Inner to outer. A layer may import layers of lower or equal rank only (equal: siblings that
 # never import each other in practice, e.g. runs and editor).
-AGENT_LAYERS = {"tasks": 0, "verdict": 1, "sessions": 2, "servers": 3, "runs": 4, "cli": 5}
+AGENT_LAYERS = {
+    "tasks": 0,
+    "verdict": 1,
+    "sessions": 2,
+    "servers": 3,
+    "runs": 4,
+    "editor": 5,
+    "cli": 6,
+}
 
 
 def python_files(package: str) -> list[Path]:

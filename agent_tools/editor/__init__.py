@@ -1,0 +1,29 @@
+"""editor: human baselines in a real editor — `leanrig lsp`, a scoped and timed raw-frame LSP
+proxy in front of a sandboxed Lean server, and `leanrig edit`, the workspace that wires VS Code,
+Neovim and Emacs to it. Uses tasks, verdict and sessions (the ledger); never cli."""
+
+from .attempt import Attempt
+from .commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
+from .lsp import LspOptions, run_lsp
+from .proxy import CHECK_COMMAND, EditorProxy, ProxyTimeouts
+from .scoping import Decision, TaskScope, apply_changes
+from .workspace import EditOptions, Workspace, prepare_workspace
+
+__all__ = [
+    "CHECK_COMMAND",
+    "Attempt",
+    "Decision",
+    "EditOptions",
+    "EditorProxy",
+    "LspOptions",
+    "ProxyTimeouts",
+    "TaskScope",
+    "Workspace",
+    "add_edit_arguments",
+    "add_lsp_arguments",
+    "apply_changes",
+    "cmd_edit",
+    "cmd_lsp",
+    "prepare_workspace",
+    "run_lsp",
+]

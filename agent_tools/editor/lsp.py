@@ -1,0 +1,163 @@
+"""Wiring for `leanrig lsp`: suite + task + sandboxed Lean + verifier + ledger → an
+``EditorProxy`` on the editor's stdio, and the attempt's result line when the editor leaves.
+
+stdout is the LSP channel: nothing else may write to it (logs go to stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import ByteReceiveStream
+
+from lsp_bridge import find_lean
+from repl_pool import LeanEnvironment
+from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
+
+from ..sessions import Ledger
+from ..tasks import SuiteError, library_dir, load_suite
+from ..verdict import Verifier
+from .attempt import Attempt
+from .proxy import EditorProxy, ProxyTimeouts
+from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
+
+log = structlog.get_logger("leanrig.editor")
+
+
+@dataclass(frozen=True, slots=True)
+class LspOptions:
+    suite: Path
+    task: str
+    workspace: Path
+    run_dir: Path | None = None  # default: WORKSPACE/run
+    time_limit: float | None = None
+    sandbox: bool = True
+    lean: str | None = None
+    timeouts: ProxyTimeouts = field(default_factory=ProxyTimeouts)
+
+    def resolved_run_dir(self) -> Path:
+        return (self.run_dir or self.workspace / "run").resolve()
+
+
+class FdReceiveStream(ByteReceiveStream):
+    """Non-blocking reads from a file descriptor (the editor's stdin), no thread per read."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        return None
+
+
+class FdSender:
+    """Non-blocking writes of whole frames to a file descriptor (the editor's stdout)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+
+    async def __call__(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+
+def task_file(workspace: Path, file: str) -> Path:
+    return (workspace / file).resolve()
+
+
+def _lean_env(library: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    shim = env.pop(SHIM_VAR, None)
+    if shim:
+        keep = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != Path(shim)]
+        env["PATH"] = os.pathsep.join(keep)
+    if library is not None:
+        env["LEAN_PATH"] = str(library)
+    return env
+
+
+async def run_lsp(
+    options: LspOptions,
+    *,
+    editor_in: ByteReceiveStream | None = None,
+    editor_out: Callable[[bytes], Awaitable[None]] | None = None,
+) -> dict[str, Any] | None:
+    """Serve one editor on stdio (or the given streams) until it leaves; returns the attempt's
+    ``results.jsonl`` line (None if the task file was never opened)."""
+    suite = load_suite(options.suite)
+    task = suite.task(options.task)
+    install = find_lean(suite.root, explicit=options.lean)
+    if suite.spec.lean == "full" and install.mode != "toolchain":
+        raise SuiteError(
+            f"suite {suite.name} needs a full Lean toolchain (Init), but {install.lean} is the "
+            "prelude-only bootstrap"
+        )
+    library = library_dir(suite, install)
+    workspace = options.workspace.resolve()
+    path = task_file(workspace, task.spec.file)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(task.text, encoding="utf-8")
+    run_dir = options.resolved_run_dir()
+    scratch = run_dir / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
+    if options.sandbox and not uses_namespaces(policy):
+        log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
+    environment = LeanEnvironment(
+        install, workspace, env=_lean_env(library),
+        wrapper=wrapper(policy) if options.sandbox else (),
+    )  # fmt: skip
+    verifier = Verifier(
+        suite, install, library=library, work_root=scratch,
+        sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
+    )  # fmt: skip
+    ledger = Ledger(run_dir / "ledger.jsonl")
+    attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
+    proxy = EditorProxy(
+        task=task, task_path=path, environment=environment, verifier=verifier, attempt=attempt,
+        send_editor=editor_out or FdSender(1), timeouts=options.timeouts,
+    )  # fmt: skip
+    try:
+        await proxy.run(editor_in or FdReceiveStream(0))
+        if attempt.opened_at is not None and not attempt.written:
+            attempt.stop_clock()
+            # The editor left: its last valid body gets the verdict, as an agent's final one.
+            requested = time.perf_counter()
+            text = proxy.lean_text
+            with anyio.move_on_after(options.timeouts.verdict):
+                verdict = await verifier.verify(task, text)
+                attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
+        return attempt.write()
+    finally:
+        attempt.write()  # cancelled (signal): the line still says what happened
+        ledger.close()

@@ -1,0 +1,135 @@
+"""Edit scoping of the task file in an editor: which editor texts may reach Lean. Pure.
+
+The task file is ``prefix + body + suffix`` (``tasks.locate_body``); an editor text is in scope
+when it keeps ``prefix`` and ``suffix`` byte for byte (whatever lies between is the new body)
+and the body passes the same text prechecks as the agent tools (``tasks.precheck_body``).
+Three outcomes:
+
+- ``ok``: forward to Lean;
+- ``outside``: a byte outside the body changed. Not forwarded; the proxy reverts the editor to
+  the last text Lean has (a versioned ``workspace/applyEdit``) and shows why;
+- ``held``: only the body changed, but it cannot be sent as it is (an unterminated comment
+  or string, a line in column 0...). Not forwarded and not reverted (a human is mid-typing):
+  Lean keeps the last valid text until the body is valid again, and a diagnostic says so.
+
+Lean's own parse (``check_scope``) is consulted after elaboration by the proxy; the verdict
+re-checks everything independently. This module must not do I/O or know about LSP framing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lsp_bridge import LineIndex, LspPos
+
+from ..tasks import Task, precheck_body
+
+SOURCE = "leanrig"
+OUTSIDE_MESSAGE = (
+    "leanrig: only the proof body may change; this edit changed text outside it and was "
+    "undone (Lean keeps the last valid text)"
+)
+
+Outcome = Literal["ok", "outside", "held"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    reason: str | None = None
+    body: str | None = None  # the body, when the text keeps prefix and suffix
+
+
+class TaskScope:
+    """The task file's fixed parts, and the decision for any editor text."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.prefix = task.text[: task.span.start]
+        self.suffix = task.text[task.span.end :]
+
+    def body_of(self, text: str) -> str | None:
+        """The body of ``text``, or None when a byte outside the body differs."""
+        if len(text) < len(self.prefix) + len(self.suffix):
+            return None
+        if not (text.startswith(self.prefix) and text.endswith(self.suffix)):
+            return None
+        return text[len(self.prefix) : len(text) - len(self.suffix)]
+
+    def decide(self, text: str) -> Decision:
+        body = self.body_of(text)
+        if body is None:
+            return Decision("outside", OUTSIDE_MESSAGE)
+        reason = precheck_body(body)
+        if reason is not None:
+            return Decision("held", f"leanrig: not sent to Lean: {reason}", body)
+        return Decision("ok", None, body)
+
+    def body_range(self, text: str) -> dict[str, Any]:
+        """The LSP range of the body in ``text`` (which must keep prefix and suffix)."""
+        index = LineIndex(text)
+        start, end = len(self.prefix), len(text) - len(self.suffix)
+        return lsp_range(index, start, end)
+
+
+# -- LSP text synchronisation helpers ---------------------------------------------------------
+
+
+def lsp_range(index: LineIndex, start: int, end: int) -> dict[str, Any]:
+    return {
+        "start": index.lsp_of_offset(start).to_json(),
+        "end": index.lsp_of_offset(end).to_json(),
+    }
+
+
+def apply_changes(text: str, changes: Sequence[dict[str, Any]]) -> str:
+    """Apply ``textDocument/didChange`` content changes (UTF-16 ranges or full text) in order."""
+    for change in changes:
+        rng = change.get("range")
+        new = str(change.get("text", ""))
+        if rng is None:
+            text = new
+            continue
+        index = LineIndex(text)
+        start = index.offset_of_lsp(LspPos.from_json(rng["start"]))
+        end = index.offset_of_lsp(LspPos.from_json(rng["end"]))
+        if end < start:
+            start, end = end, start
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def changed_span(old: str, new: str) -> tuple[int, int, int]:
+    """(start, end in ``old``, end in ``new``) of the smallest region where the texts differ."""
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return start, end_old, end_new
+
+
+def replace_edit(current: str, target: str) -> dict[str, Any]:
+    """One LSP ``TextEdit`` (in ``current``'s coordinates) turning ``current`` into ``target``."""
+    start, end_cur, end_tgt = changed_span(current, target)
+    rng = lsp_range(LineIndex(current), start, end_cur)
+    return {"range": rng, "newText": target[start:end_tgt]}
+
+
+def diagnostic(
+    message: str, rng: dict[str, Any], *, severity: int = 1, code: str = "scope"
+) -> dict[str, Any]:
+    """A proxy diagnostic (LSP shape; ``fullRange`` as Lean's own carry it)."""
+    return {
+        "range": rng,
+        "fullRange": rng,
+        "severity": severity,
+        "source": SOURCE,
+        "code": f"leanrig.{code}",
+        "message": message,
+    }
