@@ -11,6 +11,12 @@ from agent_tools.cli import main
 from agent_tools.runs import ReportError, read_ledger, write_report
 
 
+@pytest.fixture(autouse=True)
+def no_stray_lean() -> None:
+    """These tests start no Lean: skip conftest's ps scan (on a machine shared with other
+    Lean jobs it sees their processes come and go)."""
+
+
 def entry(tool: str, total: float, queue: float = 0.0, lean: float = 0.0, **kw: object) -> bytes:
     fields = {"v": 1, "ts": "2026-01-01T00:00:00Z", "tool": tool, "total_ms": total}
     fields.update(queue_ms=queue, lean_ms=lean, outcome="ok", **kw)
@@ -97,3 +103,134 @@ def test_benchmark_metrics_score_completion_and_seconds_per_point(tmp_path: Path
     assert b["wall_s"] == 20.0  # 12 s closed + 8 s first-to-last for the unclosed session
     assert b["seconds_per_score_point"] == 20.0
     assert "score 1 of 2" in (tmp_path / "out" / "report.md").read_text()
+
+
+# -- run directories: `leanrig report RUN_DIR...` and `leanrig compare BASE LAD` ----------------
+
+
+def make_run(
+    path: Path, condition: str, verdicts: dict[str, bool], *, label: str | None = None,
+    costs: dict[str, float] | None = None, ended: bool = True,
+) -> Path:  # fmt: skip
+    from agent_tools.runs import AttemptResult, RunInfo, append_result, write_run_info
+
+    inventory = [{"id": "a", "field": "alg", "difficulty": 2},
+                 {"id": "b", "field": "alg", "difficulty": 6},
+                 {"id": "c", "field": "geo", "difficulty": 4},
+                 {"id": "d", "field": "geo", "difficulty": 8}]  # fmt: skip
+    info = RunInfo.model_validate({
+        "suite_name": "demo", "task_count": 4, "tasks": inventory, "model": "m",
+        "agent_tool": "search", "condition": condition, "time_limit_s": 60, "label": label,
+        "started_at": "2026-05-01T10:00:00+00:00",
+        "ended_at": "2026-05-01T10:05:00+00:00" if ended else None,
+    })  # fmt: skip
+    write_run_info(path, info)
+    for t in inventory:
+        task = str(t["id"])
+        if task not in verdicts:
+            continue
+        append_result(path, AttemptResult.model_validate({
+            "task": task, "field": t["field"], "difficulty": t["difficulty"],
+            "accepted": verdicts[task], "invocation_s": 10.0, "condition": condition,
+            "timed_out": task == "d", "cost_usd": (costs or {}).get(task),
+            "input_tokens": 1000, "output_tokens": 100,
+        }))  # fmt: skip
+    return path
+
+
+def test_run_dir_report_has_the_metrics_and_plots(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "base", "baseline", {"a": True, "b": False, "c": True, "d": True},
+                   costs={"a": 0.2, "b": 0.4, "c": 0.3, "d": 0.5})  # fmt: skip
+    summary = write_report(run, tmp_path / "out")
+    data = orjson.loads((tmp_path / "out" / "report.json").read_bytes())
+    for key in (
+        "score",
+        "completion",
+        "fields",
+        "field_denominators",
+        "seconds_per_point",
+        "usd_per_point",
+        "tasks",
+        "accepted",
+        "accepted_after_timeout",
+        "pass_at_k",
+    ):
+        assert key in data, key  # fmt: skip
+    assert data["score"] == pytest.approx(100 * 14 / 20) and data["completion"] == 75.0
+    assert data["fields"] == {"alg": 25.0, "geo": 100.0}
+    assert data["field_denominators"] == {"alg": 8, "geo": 12}
+    assert data["tasks"] == 4 and data["accepted"] == 3 and data["accepted_after_timeout"] == 1
+    assert data["pass_at_k"] == {"1": 75.0}
+    assert data["seconds_per_point"] == pytest.approx(10.0 / 70)
+    assert data["usd_per_point"] == pytest.approx(0.35 / 70)
+    assert (
+        data["run"]["condition"] == "baseline" and data["tokens"]["input_tokens"]["total"] == 4000
+    )
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| alg | 25.0 | 8 |" in md and "70.0" in md
+    names = {Path(p).name for p in summary["plots"]}
+    assert names == {"score_completion.png", "cost_per_point.png", "fields_radar.png"}
+    assert all(Path(p).stat().st_size > 0 for p in summary["plots"])
+
+
+def test_run_dir_report_marks_gaps_and_na(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", "baseline", {"a": True, "b": False}, ended=False)
+    summary = write_report(run, tmp_path / "out", plots=False)
+    assert summary["usd_per_point"] is None and summary["missing_tasks"] == ["c", "d"]
+    assert summary["tasks"] == 4 and summary["completion"] == 25.0
+    notes = " ".join(summary["notes"])
+    assert "no results" in notes and "no end time" in notes and "cost is reconstructable" in notes
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "N/A" in md and "note:" in md
+
+
+def test_a_run_dir_without_results_or_run_json_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_tools.runs import report_runs
+
+    make_run(tmp_path / "empty", "baseline", {})
+    with pytest.raises(ReportError, match="no usable results"):
+        write_report(tmp_path / "empty", tmp_path / "out")
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(ReportError, match=r"no run\.json"):
+        write_report(tmp_path / "bare", tmp_path / "out")
+    with pytest.raises(ReportError, match="takes run directories"):
+        report_runs([tmp_path / "empty", tmp_path / "l.jsonl"], tmp_path / "out")
+
+
+def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
+    from agent_tools.runs import report_runs
+
+    weak = {"a": True, "b": False, "c": False, "d": False}
+    a = make_run(tmp_path / "x" / "run", "baseline", weak, label="weak")
+    b = make_run(tmp_path / "y" / "run", "lad", {"a": True, "b": True, "c": True, "d": False},
+                 label="strong")  # fmt: skip
+    summary = report_runs([a, b], tmp_path / "board")
+    assert [r["name"] for r in summary["runs"]] == ["strong", "weak"]
+    md = (tmp_path / "board" / "report.md").read_text()
+    assert md.index("strong") < md.index("weak") and "alg (/8)" in md
+    assert (tmp_path / "board" / "run" / "report.json").exists()  # same dir names: kept apart
+    assert (tmp_path / "board" / "run_" / "report.json").exists()
+    assert "leaderboard.png" in {Path(p).name for p in summary["plots"]}
+
+
+def test_compare_baseline_and_lad(tmp_path: Path) -> None:
+    from agent_tools.runs import compare_runs
+
+    base = make_run(tmp_path / "b", "baseline", {"a": True, "b": False, "c": True, "d": False},
+                    costs={"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})  # fmt: skip
+    lad = make_run(tmp_path / "l", "lad", {"a": True, "b": True, "c": True, "d": False})
+    summary = compare_runs(base, lad, tmp_path / "cmp")
+    c = summary["comparison"]
+    assert c["score"]["base"] == pytest.approx(30.0) and c["score"]["new"] == pytest.approx(60.0)
+    assert c["score"]["change_percent"] == pytest.approx(100.0)
+    assert c["completion"]["change_percent"] == pytest.approx(50.0)
+    assert c["seconds_per_point"]["change_percent"] == pytest.approx(-50.0)
+    assert c["usd_per_point"]["change_percent"] is None  # the LAD run has no cost: N/A
+    assert c["fields"]["alg"]["diff_points"] == pytest.approx(75.0)
+    assert c["fields"]["geo"]["diff_points"] == pytest.approx(0.0)
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "+100.0%" in md and "| alg | 8 | 25.0 | 100.0 | +75.0 |" in md
+    assert {Path(p).name for p in summary["plots"]} >= {"fields_radar.png"}
+    assert orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())["kind"] == "compare"

@@ -1,4 +1,5 @@
-"""`leanrig report LEDGER.jsonl [--out DIR]`: where proof-step time goes.
+"""`leanrig report LEDGER.jsonl [--out DIR]`: where proof-step time goes (run directories:
+runreport.py).
 
 Reads ledger lines (ledger.py), tolerating what real runs produce: an empty file, a truncated
 last line (a run killed mid-write), lines of other schema versions (skipped and counted), and
@@ -280,7 +281,7 @@ def render_plots(summary: dict[str, Any], entries: list[dict[str, Any]], out: Pa
     return paths
 
 
-def write_report(ledger: Path, out: Path, *, plots: bool = True) -> dict[str, Any]:
+def write_ledger_report(ledger: Path, out: Path, *, plots: bool = True) -> dict[str, Any]:
     read = read_ledger(ledger)
     if not read.entries:
         why = "; ".join(read.notes()) or "the file is empty"

@@ -1,0 +1,321 @@
+"""The metrics of a benchmark run: pure functions of its results lines.
+
+With d_i the difficulty of task i (1..10) and v_i the verdict of its final submission:
+
+- score = 100 · Σ d_i v_i / Σ d_i; completion = 100 · (tasks verified) / tasks;
+- a field's score: the same within the field (denominator: the field's difficulty sum);
+- seconds per point = mean invocation seconds per task / score;
+- USD per point = mean USD over the tasks whose cost is reconstructable / the score over
+  those tasks (None = N/A when no task has a cost or that score is 0);
+- pass@k (unbiased: 1 − C(n−c, k)/C(n, k), averaged over tasks) for each k ≤ K, first-attempt
+  acceptance, K-run coverage (tasks verified in at least one attempt).
+
+With K > 1 attempts per task, v_i is the fraction of task i's attempts that were verified, so
+score, completion and the per-point figures are the expected values of one attempt (with K = 1
+exactly the formulas above); ``accepted`` counts tasks verified at least once. Percentages
+are on a 0–100 scale and unrounded here; rounding is for display only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .prices import PriceSchedule, attempt_cost
+from .results import AttemptResult, TaskRef
+
+TOKEN_KINDS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+# -- the formulas ------------------------------------------------------------------------------
+
+
+def weighted_score(difficulties: Sequence[int], verdicts: Sequence[float]) -> float:
+    """100 · Σ d_i v_i / Σ d_i, with v_i in [0, 1]; 0 for an empty set of tasks."""
+    total = sum(difficulties)
+    if total == 0:
+        return 0.0
+    return 100 * sum(d * v for d, v in zip(difficulties, verdicts, strict=True)) / total
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task with c verified out of n attempts (Chen et al. 2021), 0..1."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def per_point(mean_value: float | None, score: float) -> float | None:
+    """A mean cost divided by a score; None (N/A) when either is unavailable or the score is 0."""
+    if mean_value is None or score == 0:
+        return None
+    return mean_value / score
+
+
+def relative_change(base: float | None, new: float | None) -> float | None:
+    """(new − base) / base in percent; None when either is N/A or the base is 0."""
+    if base is None or new is None or base == 0:
+        return None
+    return 100 * (new - base) / base
+
+
+# -- one run -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    task: str
+    field: str
+    difficulty: int
+    attempts: int
+    accepted_attempts: int
+    first_attempt_accepted: bool
+    verdict: float  # v_i: the fraction of attempts verified
+    invocation_s: float | None  # mean over attempts
+    cost_usd: float | None  # mean over attempts; None unless every attempt's cost is known
+    cost_source: str | None  # observed | list_price | mixed
+    input_tokens: int | None  # sums over attempts; None unless every attempt reported them
+    cached_input_tokens: int | None
+    output_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    score: float
+    completion: float
+    fields: dict[str, float]
+    field_denominators: dict[str, int]
+    seconds_per_point: float | None
+    usd_per_point: float | None
+    tasks: int
+    accepted: int
+    attempts: int
+    accepted_attempts: int
+    accepted_after_timeout: int
+    timed_out: int
+    infra_retries: int
+    pass_at_k: dict[int, float]
+    first_attempt_acceptance: float | None
+    coverage: float
+    mean_invocation_s: float | None
+    mean_usd: float | None
+    cost_tasks: int
+    cost_score: float | None
+    cost_sources: dict[str, int]
+    tokens: dict[str, dict[str, int | None]]
+    missing_tasks: list[str]
+    per_task: list[TaskOutcome] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["pass_at_k"] = {str(k): v for k, v in self.pass_at_k.items()}
+        return out
+
+
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    vs = list(values)
+    if not vs or any(v is None for v in vs):
+        return None
+    return sum(v for v in vs if v is not None)
+
+
+def task_outcomes(
+    results: Iterable[AttemptResult],
+    *,
+    prices: PriceSchedule | None = None,
+    model: str | None = None,
+) -> list[TaskOutcome]:
+    """Per task, in first-seen order. ``model`` prices lines that do not name their model."""
+    grouped: dict[str, list[AttemptResult]] = defaultdict(list)
+    for r in results:
+        grouped[r.task].append(r)
+    outcomes = []
+    for task, rs in grouped.items():
+        rs.sort(key=lambda r: r.attempt)
+        costs = [
+            attempt_cost(cost_usd=r.cost_usd, model=r.model or model, input_tokens=r.input_tokens,
+                         cached_input_tokens=r.cached_input_tokens,
+                         output_tokens=r.output_tokens, prices=prices)
+            for r in rs
+        ]  # fmt: skip
+        known = all(c.usd is not None for c in costs)
+        sources = {c.source for c in costs}
+        accepted = sum(r.accepted for r in rs)
+        outcomes.append(
+            TaskOutcome(
+                task=task,
+                field=rs[-1].field,
+                difficulty=rs[-1].difficulty,
+                attempts=len(rs),
+                accepted_attempts=accepted,
+                first_attempt_accepted=rs[0].attempt == 1 and rs[0].accepted,
+                verdict=accepted / len(rs),
+                invocation_s=sum(r.invocation_s for r in rs) / len(rs),
+                cost_usd=sum(c.usd or 0.0 for c in costs) / len(rs) if known else None,
+                cost_source=(
+                    None if not known else sources.pop() if len(sources) == 1 else "mixed"
+                ),
+                input_tokens=_sum_known(r.input_tokens for r in rs),
+                cached_input_tokens=_sum_known(r.cached_input_tokens for r in rs),
+                output_tokens=_sum_known(r.output_tokens for r in rs),
+            )
+        )
+    return outcomes
+
+
+def compute_metrics(
+    results: Sequence[AttemptResult],
+    *,
+    inventory: Sequence[TaskRef] = (),
+    prices: PriceSchedule | None = None,
+    model: str | None = None,
+) -> RunMetrics:
+    """All metrics of one run. ``inventory`` (run.json's task list), when given, is the suite:
+    its tasks without results count as unverified in score and completion (and are listed in
+    ``missing_tasks``); without it the suite is the tasks that have results."""
+    outcomes = task_outcomes(results, prices=prices, model=model)
+    seen = {o.task for o in outcomes}
+    missing = [t for t in inventory if t.id not in seen]
+    rows: list[tuple[str, int, float]] = [(o.field, o.difficulty, o.verdict) for o in outcomes]
+    rows += [(t.field, t.difficulty, 0.0) for t in missing]
+    n_tasks = len(rows)
+
+    score = weighted_score([d for _, d, _ in rows], [v for _, _, v in rows])
+    by_field: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for f, d, v in rows:
+        by_field[f].append((d, v))
+    fields = {
+        f: weighted_score([d for d, _ in dv], [v for _, v in dv])
+        for f, dv in sorted(by_field.items())
+    }
+    denominators = {f: sum(d for d, _ in dv) for f, dv in sorted(by_field.items())}
+    completion = 100 * sum(v for _, _, v in rows) / n_tasks if n_tasks else 0.0
+
+    timed = [o.invocation_s for o in outcomes if o.invocation_s is not None]
+    mean_s = sum(timed) / len(timed) if timed else None
+
+    costed = [o for o in outcomes if o.cost_usd is not None]
+    mean_usd = sum(o.cost_usd or 0.0 for o in costed) / len(costed) if costed else None
+    cost_score = (
+        weighted_score([o.difficulty for o in costed], [o.verdict for o in costed])
+        if costed
+        else None
+    )
+    usd_pp = per_point(mean_usd, cost_score) if cost_score is not None else None
+
+    cost_sources: dict[str, int] = defaultdict(int)
+    for o in costed:
+        cost_sources[o.cost_source or "unknown"] += 1
+
+    k_max = min((o.attempts for o in outcomes), default=0)
+    pak = {
+        k: 100 * sum(pass_at_k(o.attempts, o.accepted_attempts, k) for o in outcomes) / n_tasks
+        for k in range(1, k_max + 1)
+    }  # tasks without results count as 0 (they are in n_tasks)
+    firsts = sum(o.first_attempt_accepted for o in outcomes)
+    first_rate = 100 * firsts / n_tasks if n_tasks else None
+    accepted_tasks = sum(o.accepted_attempts > 0 for o in outcomes)
+
+    tokens: dict[str, dict[str, int | None]] = {}
+    for kind in TOKEN_KINDS:
+        vals = [getattr(o, kind) for o in outcomes if getattr(o, kind) is not None]
+        tokens[kind] = {
+            "total": sum(vals) if vals else None,
+            "tasks_reporting": len(vals),
+            "per_task_mean": round(sum(vals) / len(vals)) if vals else None,
+        }
+
+    return RunMetrics(
+        score=score,
+        completion=completion,
+        fields=fields,
+        field_denominators=denominators,
+        seconds_per_point=per_point(mean_s, score),
+        usd_per_point=usd_pp,
+        tasks=n_tasks,
+        accepted=accepted_tasks,
+        attempts=len(results),
+        accepted_attempts=sum(r.accepted for r in results),
+        accepted_after_timeout=sum(r.accepted and r.timed_out for r in results),
+        timed_out=sum(r.timed_out for r in results),
+        infra_retries=sum(r.infra_retry for r in results),
+        pass_at_k=pak,
+        first_attempt_acceptance=first_rate,
+        coverage=100 * accepted_tasks / n_tasks if n_tasks else 0.0,
+        mean_invocation_s=mean_s,
+        mean_usd=mean_usd,
+        cost_tasks=len(costed),
+        cost_score=cost_score,
+        cost_sources=dict(cost_sources),
+        tokens=tokens,
+        missing_tasks=[t.id for t in missing],
+        per_task=outcomes,
+    )
+
+
+# -- two runs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    base: float | None
+    new: float | None
+    change_percent: float | None  # (new − base) / base · 100
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    base: float | None
+    new: float | None
+    diff_points: float | None  # new − base, in score points
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    score: Change
+    completion: Change
+    usd_per_point: Change
+    seconds_per_point: Change
+    fields: dict[str, FieldDiff]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _change(base: float | None, new: float | None) -> Change:
+    return Change(base, new, relative_change(base, new))
+
+
+def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
+    """Baseline → LAD: relative changes from unrounded values, per-field differences in points."""
+    names = list(dict.fromkeys([*base.fields, *lad.fields]))
+    fields = {}
+    for f in names:
+        b, n = base.fields.get(f), lad.fields.get(f)
+        fields[f] = FieldDiff(b, n, None if b is None or n is None else n - b)
+    notes = []
+    if base.field_denominators != lad.field_denominators:
+        notes.append(
+            "the runs' field denominators differ (different suites or inventories): "
+            f"{base.field_denominators} vs {lad.field_denominators}"
+        )
+    return Comparison(
+        score=_change(base.score, lad.score),
+        completion=_change(base.completion, lad.completion),
+        usd_per_point=_change(base.usd_per_point, lad.usd_per_point),
+        seconds_per_point=_change(base.seconds_per_point, lad.seconds_per_point),
+        fields=fields,
+        notes=notes,
+    )
+
+
+def field_points(fields: Mapping[str, float], denominators: Mapping[str, int]) -> float:
+    """The overall score from field scores and their denominators (they combine by weight)."""
+    total = sum(denominators.values())
+    return sum(fields[f] * d for f, d in denominators.items()) / total if total else 0.0

@@ -1,0 +1,145 @@
+"""matplotlib figures of benchmark runs (Agg backend, PNG): score and completion bars,
+cost-per-point bars, a radar of field scores (baseline filled, LAD dashed), a leaderboard."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .metrics import RunMetrics
+from .report import ReportError
+
+COLORS = {"baseline": "#4477aa", "lad": "#ee6677", "human": "#228833"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlotRun:
+    name: str
+    condition: str
+    metrics: RunMetrics
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ReportError("matplotlib is not installed", hint="run `make setup`") from exc
+    return plt
+
+
+PALETTE = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb",
+           "#ee7733", "#332288", "#999933", "#882255", "#44aa99"]  # fmt: skip
+
+
+def _colors(runs: Sequence[PlotRun]) -> list[str]:
+    """One colour per condition when the conditions tell the runs apart, else one per run."""
+    conditions = [r.condition for r in runs]
+    if len(set(conditions)) == len(conditions):
+        return [COLORS.get(c, PALETTE[i % len(PALETTE)]) for i, c in enumerate(conditions)]
+    return [PALETTE[i % len(PALETTE)] for i in range(len(runs))]
+
+
+def _save(fig: Any, plt: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def score_completion(runs: Sequence[PlotRun], path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(runs) + 3), 4))
+    width = 0.8 / len(runs)
+    colors = _colors(runs)
+    for i, run in enumerate(runs):
+        xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(2)]
+        values = [run.metrics.score, run.metrics.completion]
+        bars = ax.bar(xs, values, width, label=run.name, color=colors[i])
+        ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], fontsize=8)
+    ax.set_xticks([0, 1], ["score", "completion %"])
+    ax.set_ylim(0, 105)
+    ax.set_title("score and completion (0–100)")
+    if len(runs) > 3:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    else:
+        ax.legend(fontsize=8)
+    return _save(fig, plt, path)
+
+
+def cost_per_point(runs: Sequence[PlotRun], path: Path) -> Path:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.4 * len(runs) + 4), 4))
+    for ax, key, title in (
+        (axes[0], "usd_per_point", "USD per score point"),
+        (axes[1], "seconds_per_point", "seconds per score point"),
+    ):
+        names = [r.name for r in runs]
+        values = [getattr(r.metrics, key) for r in runs]
+        heights = [v if v is not None else 0.0 for v in values]
+        bars = ax.bar(names, heights, color=_colors(runs))
+        labels = ["N/A" if v is None else (f"{v:.4g}") for v in values]
+        ax.bar_label(bars, labels=labels, fontsize=8)
+        ax.set_title(title)
+        plt.setp(ax.get_xticklabels(), rotation=20, ha="right", fontsize=8)
+    return _save(fig, plt, path)
+
+
+def fields_radar(runs: Sequence[PlotRun], path: Path) -> Path:
+    plt = _pyplot()
+    names = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
+    if len(names) < 3:  # a radar needs three axes; pad with blanks
+        names += [""] * (3 - len(names))
+    angles = [2 * math.pi * i / len(names) for i in range(len(names))]
+    fig, ax = plt.subplots(figsize=(5.5, 5.5), subplot_kw={"polar": True})
+    colors = _colors(runs)
+    for i, run in enumerate(runs):
+        values = [run.metrics.fields.get(f, 0.0) if f else 0.0 for f in names]
+        closed_a, closed_v = [*angles, angles[0]], [*values, values[0]]
+        color = colors[i]
+        if run.condition == "baseline":
+            ax.plot(closed_a, closed_v, color=color, linewidth=1.5, label=run.name)
+            ax.fill(closed_a, closed_v, color=color, alpha=0.25)
+        else:
+            style = "--" if run.condition == "lad" else ":"
+            ax.plot(closed_a, closed_v, style, color=color, linewidth=2, label=run.name)
+    ax.set_xticks(angles, names)
+    ax.set_ylim(0, 100)
+    ax.set_title("field scores")
+    ax.legend(loc="lower right", bbox_to_anchor=(1.25, -0.1), fontsize=8)
+    return _save(fig, plt, path)
+
+
+def leaderboard(runs: Sequence[PlotRun], path: Path) -> Path:
+    plt = _pyplot()
+    ordered = sorted(runs, key=lambda r: r.metrics.score)
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(runs) + 1.5))
+    colors = [COLORS.get(r.condition, "#999999") for r in ordered]
+    bars = ax.barh([r.name for r in ordered], [r.metrics.score for r in ordered], color=colors)
+
+    def label(m: RunMetrics) -> str:
+        usd = "N/A" if m.usd_per_point is None else f"${m.usd_per_point:.4g}"
+        sec = "N/A" if m.seconds_per_point is None else f"{m.seconds_per_point:.1f} s"
+        return f"{m.score:.1f}  ({m.completion:.1f}% done, {usd}/pt, {sec}/pt)"
+
+    ax.bar_label(bars, labels=[label(r.metrics) for r in ordered], fontsize=8, padding=3)
+    ax.set_xlim(0, 130)
+    ax.set_xlabel("score")
+    ax.set_title("leaderboard")
+    return _save(fig, plt, path)
+
+
+def run_plots(runs: Sequence[PlotRun], out: Path, *, board: bool = False) -> list[Path]:
+    paths = [
+        score_completion(runs, out / "score_completion.png"),
+        cost_per_point(runs, out / "cost_per_point.png"),
+        fields_radar(runs, out / "fields_radar.png"),
+    ]
+    if board:
+        paths.append(leaderboard(runs, out / "leaderboard.png"))
+    return paths

@@ -1,0 +1,263 @@
+"""The files of a benchmark run directory — the one definition every writer and reader uses.
+
+``RUN_DIR/run.json`` (:class:`RunInfo`): what was run, how, where and when; written by the
+runner (``leanrig run``) or the human-baseline editor proxy when the run starts, rewritten
+with ``ended_at`` when it ends.
+
+``RUN_DIR/results.jsonl`` (:class:`AttemptResult`): one JSON line per attempt, appended as each
+attempt's verdict is in. An infrastructure retry replaces its attempt: the retry's line carries
+``infra_retry = true``, and readers keep the *last* line for each ``(task, attempt)`` (so a
+resumed run may rewrite an attempt too).
+
+``WORKSPACE/usage.json`` (:class:`Usage`): what an agent may report about its own model usage.
+
+Every file carries ``v`` (its schema version). Readers skip lines of other versions and count
+them, as the ledger reader does; they tolerate a truncated last line (a run killed mid-write).
+
+Token convention (OpenAI's and Codex CLI's): ``input_tokens`` counts *all* input tokens, cached
+ones included; ``cached_input_tokens`` is the cached part of them. (Anthropic reports cache reads
+separately: there, ``input_tokens`` = input + cache reads + cache writes.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final, Literal, Self
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lsp_bridge import LeanrigError
+
+from .prices import PriceSchedule
+
+RESULTS_SCHEMA: Final = 1
+RUN_SCHEMA: Final = 1
+RUN_FILE = "run.json"
+RESULTS_FILE = "results.jsonl"
+USAGE_FILE = "usage.json"
+
+Condition = Literal["baseline", "lad", "human"]
+
+
+class ResultsError(LeanrigError):
+    hint = "pass a run directory written by `leanrig run` (with run.json and results.jsonl)"
+
+
+class _TokensMixin(BaseModel):
+    """Token counts: each ``None`` when unknown (never guessed as 0)."""
+
+    input_tokens: int | None = Field(default=None, ge=0, description="all input, cached included")
+    cached_input_tokens: int | None = Field(default=None, ge=0, description="cached part of input")
+    output_tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0, description="observed cost, USD")
+
+    @model_validator(mode="after")
+    def _cached_within_input(self) -> Self:
+        i, c = self.input_tokens, self.cached_input_tokens
+        if i is not None and c is not None and c > i:
+            raise ValueError(f"cached_input_tokens ({c}) exceed input_tokens ({i})")
+        return self
+
+
+class Usage(_TokensMixin):
+    """``usage.json`` as an agent writes it: any subset of the four keys."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def read_usage(path: Path) -> Usage:
+    """An agent's ``usage.json``; a missing, unreadable or invalid file is *unknown* usage
+    (every field ``None``), never zero usage."""
+    try:
+        return Usage.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return Usage()
+
+
+class TaskRef(BaseModel):
+    """One task of the suite's inventory, as run.json records it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(min_length=1)
+    field: str = ""
+    difficulty: int = Field(ge=1, le=10)
+
+
+class AttemptResult(_TokensMixin):
+    """One line of ``results.jsonl``: one attempt at one task, with its final verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: Literal[1] = RESULTS_SCHEMA
+    task: str = Field(min_length=1)
+    field: str = ""
+    difficulty: int = Field(ge=1, le=10)
+    attempt: int = Field(default=1, ge=1, description="1..K")
+    accepted: bool = Field(description="the independent verdict on the final submission")
+    reasons: list[str] = Field(default_factory=list, description="the verdict's reasons")
+    invocation_s: float = Field(ge=0, description="agent start until its process tree is gone")
+    timed_out: bool = False
+    exit_code: int | None = None
+    infra_retry: bool = Field(default=False, description="this line replaces a failed attempt")
+    tool_calls: int = Field(default=0, ge=0)
+    lean_s: float = Field(default=0.0, ge=0, description="Lean time, from the ledger")
+    final_body_sha: str | None = None
+    condition: Condition = "baseline"
+    model: str | None = None
+    agent_tool: str | None = None
+    verdict_s: float | None = Field(default=None, ge=0, description="not in invocation_s")
+    started_at: datetime | None = None
+
+    def with_usage(self, usage: Usage) -> AttemptResult:
+        return self.model_copy(update=usage.model_dump())
+
+
+class Machine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cores: int = Field(ge=1)
+    memory_bytes: int = Field(ge=0)
+
+
+class RunInfo(BaseModel):
+    """``run.json``: the metadata of one run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: Literal[1] = RUN_SCHEMA
+    label: str | None = None
+    suite_name: str
+    suite_version: str = ""
+    suite_hash: str = Field(default="", description="content hash of suite.toml + task files")
+    task_count: int = Field(ge=0)
+    tasks: list[TaskRef] = Field(
+        default_factory=list, description="the inventory; tasks without results score 0"
+    )
+    model: str | None = None
+    agent_tool: str | None = None
+    condition: Condition = "baseline"
+    time_limit_s: float = Field(gt=0)
+    attempts: int = Field(default=1, ge=1)
+    parallel: int = Field(default=1, ge=1)
+    retry_policy: str = "an infrastructure failure is retried once"
+    leanrig_version: str = ""
+    lean_version: str = ""
+    sandbox: str = Field(default="", description="bwrap | rlimits | none")
+    machine: Machine | None = None
+    started_at: datetime
+    ended_at: datetime | None = Field(default=None, description="None while running")
+    agent_command: str = Field(default="", description="exactly as given to --agent")
+    prices: PriceSchedule | None = Field(default=None, description="the --prices schedule")
+
+    def display_name(self) -> str:
+        if self.label:
+            return self.label
+        return " · ".join(x for x in (self.model, self.agent_tool, self.condition) if x)
+
+
+def write_run_info(run_dir: Path, info: RunInfo) -> Path:
+    """Write ``run.json`` atomically (temp file + rename)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RUN_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(info.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+    return path
+
+
+def read_run_info(run_dir: Path) -> RunInfo:
+    path = run_dir / RUN_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ResultsError(f"no {RUN_FILE} in {run_dir}") from None
+    try:
+        return RunInfo.model_validate_json(data)
+    except ValidationError as exc:
+        raise ResultsError(f"{path} is not a valid run.json: {_first_error(exc)}") from None
+
+
+def append_result(run_dir: Path, result: AttemptResult) -> None:
+    """Append one line to ``results.jsonl`` with a single ``write`` on an ``O_APPEND`` file
+    (lines from parallel attempts never interleave), flushed to disk."""
+    line = orjson.dumps(result.model_dump(mode="json")) + b"\n"
+    fd = os.open(run_dir / RESULTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(slots=True)
+class ResultsRead:
+    results: list[AttemptResult] = field(default_factory=list)
+    replaced: int = 0
+    skipped_version: int = 0
+    skipped_invalid: int = 0
+    truncated_tail: bool = False
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.truncated_tail:
+            notes.append("the last results line was truncated (run killed mid-write?); skipped")
+        if self.replaced:
+            notes.append(f"{self.replaced} attempt line(s) were replaced by later lines (retry)")
+        if self.skipped_version:
+            notes.append(f"{self.skipped_version} results line(s) of another schema were skipped")
+        if self.skipped_invalid:
+            notes.append(f"{self.skipped_invalid} invalid results line(s) were skipped")
+        return notes
+
+
+def parse_results(data: bytes) -> ResultsRead:
+    read = ResultsRead()
+    by_key: dict[tuple[str, int], AttemptResult] = {}
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if i == len(lines) - 1:
+                read.truncated_tail = True
+            else:
+                read.skipped_invalid += 1
+            continue
+        if isinstance(raw, dict) and raw.get("v") != RESULTS_SCHEMA:
+            read.skipped_version += 1
+            continue
+        try:
+            result = AttemptResult.model_validate(raw)
+        except ValidationError:
+            read.skipped_invalid += 1
+            continue
+        key = (result.task, result.attempt)
+        if key in by_key:
+            read.replaced += 1
+            del by_key[key]  # re-insert: the order is that of the last lines
+        by_key[key] = result
+    read.results = list(by_key.values())
+    return read
+
+
+def read_results(run_dir: Path) -> ResultsRead:
+    try:
+        data = (run_dir / RESULTS_FILE).read_bytes()
+    except FileNotFoundError:
+        data = b""
+    return parse_results(data)
+
+
+def finished_attempts(results: Iterable[AttemptResult]) -> set[tuple[str, int]]:
+    """``(task, attempt)`` pairs that need no rerun when a run resumes."""
+    return {(r.task, r.attempt) for r in results}
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "file"
+    return f"{where}: {err['msg']}"

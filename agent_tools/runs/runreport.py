@@ -1,0 +1,334 @@
+"""Reports of benchmark runs: ``leanrig report RUN_DIR...`` and ``leanrig compare BASE LAD``.
+
+``write_report(path, out)`` takes a run directory (``run.json`` + ``results.jsonl``) or, as
+before, a ledger file. ``report_runs`` reports one run, or several with a leaderboard;
+``compare_runs`` reports baseline → LAD. Each writes Markdown, JSON and PNGs into ``out``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .metrics import Comparison, RunMetrics, compare, compute_metrics
+from .plots import PlotRun, run_plots
+from .prices import PriceSchedule
+from .report import ReportError, write_ledger_report
+from .results import RESULTS_FILE, RUN_FILE, ResultsError, RunInfo, read_results, read_run_info
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    path: Path
+    info: RunInfo
+    metrics: RunMetrics
+    notes: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.info.display_name() or self.path.name
+
+    def plot_run(self) -> PlotRun:
+        return PlotRun(self.name, self.info.condition, self.metrics)
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and (path / RUN_FILE).is_file()
+
+
+def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun:
+    """A run's metadata, results and metrics. ``prices`` overrides the schedule in run.json."""
+    if not run_dir.is_dir():
+        raise ReportError(f"no such run directory: {run_dir}")
+    try:
+        info = read_run_info(run_dir)
+    except ResultsError as exc:
+        raise ReportError(str(exc)) from None
+    read = read_results(run_dir)
+    if not read.results:
+        why = "; ".join(read.notes()) or f"{RESULTS_FILE} is missing or empty"
+        raise ReportError(f"{run_dir} has no usable results ({why})")
+    metrics = compute_metrics(
+        read.results, inventory=info.tasks, prices=prices or info.prices, model=info.model
+    )
+    notes = read.notes()
+    if metrics.missing_tasks:
+        notes.append(
+            f"{len(metrics.missing_tasks)} task(s) of the inventory have no results and count "
+            f"as unverified: {', '.join(metrics.missing_tasks)}"
+        )
+    elif not info.tasks and metrics.tasks < info.task_count:
+        notes.append(
+            f"results cover {metrics.tasks} of {info.task_count} tasks (run.json lists no "
+            "inventory, so the score is over the tasks with results)"
+        )
+    if info.ended_at is None:
+        notes.append("run.json has no end time: the run was interrupted or is still running")
+    if metrics.cost_tasks < metrics.tasks:
+        notes.append(
+            f"cost is reconstructable for {metrics.cost_tasks} of {metrics.tasks} task(s); "
+            "USD per point is over those"
+        )
+    return LoadedRun(run_dir, info, metrics, notes)
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 1, prefix: str = "") -> str:
+    return "N/A" if value is None else f"{prefix}{value:.{digits}f}"
+
+
+def fmt_usd(value: float | None) -> str:
+    return "N/A" if value is None else f"${value:.4g}"
+
+
+def fmt_change(value: float | None) -> str:
+    return "N/A" if value is None else f"{value:+.1f}%"
+
+
+def _n(value: int | None) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def headline(m: RunMetrics) -> list[str]:
+    return [
+        "| score | completion | tasks | accepted | s / point | USD / point | "
+        "accepted after timeout |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {m.score:.1f} | {m.completion:.1f}% | {m.tasks} | {m.accepted} | "
+        f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | "
+        f"{m.accepted_after_timeout} |",
+    ]
+
+
+def render_run_markdown(run: LoadedRun) -> str:
+    info, m = run.info, run.metrics
+    out = [f"# leanrig run report: {run.name}", "", f"source: `{run.path}`", ""]
+    out += [f"> note: {n}" for n in run.notes] + ([""] if run.notes else [])
+    suite = " ".join(x for x in (info.suite_name, info.suite_version) if x)
+    machine = f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB" if (
+        info.machine) else "—"  # fmt: skip
+    out += ["| run | |", "|---|---|",
+            f"| suite | {suite} (`{info.suite_hash[:12] or '—'}`), {info.task_count} tasks |",
+            f"| model · agent tool · condition | {info.model or '—'} · {info.agent_tool or '—'} "
+            f"· {info.condition} |",
+            f"| time limit · attempts · parallel | {info.time_limit_s:g} s · {info.attempts} · "
+            f"{info.parallel} |",
+            f"| retry policy | {info.retry_policy} |",
+            f"| leanrig · Lean · sandbox | {info.leanrig_version or '—'} · "
+            f"{info.lean_version or '—'} · {info.sandbox or '—'} |",
+            f"| machine | {machine} |",
+            f"| started · ended | {info.started_at.isoformat()} · "
+            f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
+            f"| agent command | `{info.agent_command}` |", ""]  # fmt: skip
+    out += ["## Metrics", "", *headline(m), ""]
+    out += ["## Fields", "", "| field | score | denominator (Σ difficulty) |", "|---|---:|---:|"]
+    out += [f"| {f or '—'} | {s:.1f} | {m.field_denominators[f]} |" for f, s in m.fields.items()]
+    out += ["", "## Attempts", ""]
+    pak = ", ".join(f"pass@{k} {v:.1f}" for k, v in m.pass_at_k.items()) or "—"
+    out += [f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
+            f"- first-attempt acceptance {fmt(m.first_attempt_acceptance)}%; "
+            f"{info.attempts}-run coverage {m.coverage:.1f}%",
+            f"- timed out {m.timed_out}, of which verified {m.accepted_after_timeout}; "
+            f"infrastructure retries {m.infra_retries}",
+            f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
+    out += ["", "## Cost and tokens", ""]
+    sched = f" (prices fixed {info.prices.fixed})" if info.prices else ""
+    srcs = ", ".join(f"{k} {v}" for k, v in sorted(m.cost_sources.items())) or "none"
+    out.append(
+        f"- cost known for {m.cost_tasks} of {m.tasks} task(s) ({srcs}){sched}; "
+        f"mean {fmt_usd(m.mean_usd)} per task; score over them {fmt(m.cost_score)}"
+    )
+    out += ["", "| tokens | total | tasks reporting | mean per task |", "|---|---:|---:|---:|"]
+    for kind, t in m.tokens.items():
+        name = kind.removesuffix("_tokens")
+        out.append(
+            f"| {name} | {_n(t['total'])} | {t['tasks_reporting']} | {_n(t['per_task_mean'])} |"
+        )
+    out += ["", "## Per task", ""]
+    out.append(
+        "| task | field | d | attempts | verified | invocation s | USD | input | cached | output |"
+    )
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for o in m.per_task:
+        out.append(
+            f"| {o.task} | {o.field or '—'} | {o.difficulty} | {o.attempts} | "
+            f"{o.accepted_attempts} | {fmt(o.invocation_s, 1)} | {fmt_usd(o.cost_usd)} | "
+            f"{_n(o.input_tokens)} | {_n(o.cached_input_tokens)} | {_n(o.output_tokens)} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def run_json(run: LoadedRun) -> dict[str, Any]:
+    return {
+        "kind": "run",
+        "name": run.name,
+        "path": str(run.path),
+        **run.metrics.to_json(),
+        "run": run.info.model_dump(mode="json"),
+        "notes": run.notes,
+    }
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def write_run_report(
+    run_dir: Path, out: Path, *, plots: bool = True, prices: PriceSchedule | None = None
+) -> dict[str, Any]:
+    run = load_run(run_dir, prices=prices)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = run_json(run)
+    (out / "report.md").write_text(render_run_markdown(run))
+    _write_json(out / "report.json", summary)
+    if plots:
+        summary["plots"] = [str(p) for p in run_plots([run.plot_run()], out)]
+    return summary
+
+
+def write_report(
+    path: Path, out: Path, *, plots: bool = True, prices: PriceSchedule | None = None
+) -> dict[str, Any]:
+    """A run directory's report, or a ledger file's (``report.md``, ``report.json``, PNGs).
+    The summary has ``notes`` and, with plots, ``plots`` (paths) in both cases."""
+    if path.is_dir():
+        return write_run_report(path, out, plots=plots, prices=prices)
+    return write_ledger_report(path, out, plots=plots)
+
+
+def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
+    out = ["# leanrig leaderboard", "",
+           "| # | run | model | agent tool | condition | score | completion | s / point | "
+           "USD / point | tasks | accepted |",
+           "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    ordered = sorted(runs, key=lambda r: -r.metrics.score)
+    for i, r in enumerate(ordered, 1):
+        m = r.metrics
+        out.append(f"| {i} | {r.name} | {r.info.model or '—'} | {r.info.agent_tool or '—'} | "
+                   f"{r.info.condition} | {m.score:.1f} | {m.completion:.1f}% | "
+                   f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | {m.tasks} | "
+                   f"{m.accepted} |")  # fmt: skip
+    fields = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
+    if fields:
+        out += ["", "## Field scores", "", "| run | " + " | ".join(
+            f"{f or '—'} (/{runs[0].metrics.field_denominators.get(f, '?')})" for f in fields
+        ) + " |", "|---|" + "---:|" * len(fields)]  # fmt: skip
+        for r in ordered:
+            out.append(f"| {r.name} | " + " | ".join(
+                fmt(r.metrics.fields.get(f)) for f in fields) + " |")  # fmt: skip
+    notes = [f"> note ({r.name}): {n}" for r in runs for n in r.notes]
+    out += ["", *notes] if notes else []
+    return "\n".join(out) + "\n"
+
+
+def report_runs(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    plots: bool = True,
+    prices: PriceSchedule | None = None,
+) -> dict[str, Any]:
+    """`leanrig report PATH...`: one run directory or ledger → its report in ``out``; several
+    run directories → each one's report in ``out/<name>/`` plus a leaderboard in ``out``
+    (``report.md``, ``report.json`` with ``runs``, ``leaderboard.png`` and the joint plots)."""
+    if not paths:
+        raise ReportError("no run directory or ledger given")
+    if len(paths) == 1:
+        return write_report(paths[0], out, plots=plots, prices=prices)
+    not_runs = [str(p) for p in paths if not is_run_dir(p)]
+    if not_runs:
+        raise ReportError(
+            f"a report over several runs takes run directories (with {RUN_FILE}); "
+            f"not run directories: {', '.join(not_runs)}"
+        )
+    runs = [load_run(p, prices=prices) for p in paths]
+    out.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    per_run = []
+    for r in runs:
+        slug = _slug(r.path.name)
+        while slug in used:
+            slug += "_"
+        used.add(slug)
+        sub = out / slug
+        sub.mkdir(exist_ok=True)
+        (sub / "report.md").write_text(render_run_markdown(r))
+        _write_json(sub / "report.json", run_json(r))
+        per_run.append(run_json(r))
+    summary: dict[str, Any] = {
+        "kind": "leaderboard",
+        "runs": sorted(per_run, key=lambda s: -float(s["score"])),
+        "notes": [f"{r.name}: {n}" for r in runs for n in r.notes],
+    }
+    (out / "report.md").write_text(render_leaderboard(runs))
+    _write_json(out / "report.json", summary)
+    if plots:
+        summary["plots"] = [str(p) for p in run_plots([r.plot_run() for r in runs], out,
+                                                      board=True)]  # fmt: skip
+    return summary
+
+
+def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
+    out = ["# leanrig compare: baseline → LAD", ""]
+    out += [f"baseline: {base.name} (`{base.path}`); LAD: {lad.name} (`{lad.path}`)", ""]
+    out += [f"> note: {n}" for n in c.notes] + ([""] if c.notes else [])
+    rows = [
+        ("score", fmt(c.score.base), fmt(c.score.new), c.score),
+        ("completion %", fmt(c.completion.base), fmt(c.completion.new), c.completion),
+        ("USD / point", fmt_usd(c.usd_per_point.base), fmt_usd(c.usd_per_point.new),
+         c.usd_per_point),
+        ("s / point", fmt(c.seconds_per_point.base, 2), fmt(c.seconds_per_point.new, 2),
+         c.seconds_per_point),
+    ]  # fmt: skip
+    out += ["| metric | baseline | LAD | change (L − B) / B |", "|---|---:|---:|---:|"]
+    out += [f"| {a} | {b} | {n} | {fmt_change(ch.change_percent)} |" for a, b, n, ch in rows]
+    out += ["", "| field | denominator | baseline | LAD | Δ points |", "|---|---:|---:|---:|---:|"]
+    dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
+    for f, d in c.fields.items():
+        diff = "N/A" if d.diff_points is None else f"{d.diff_points:+.1f}"
+        out.append(f"| {f or '—'} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} |")
+    notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
+    out += [""] + [f"> note: {n}" for n in notes] if notes else []
+    return "\n".join(out) + "\n"
+
+
+def compare_runs(
+    base: Path,
+    lad: Path,
+    out: Path,
+    *,
+    plots: bool = True,
+    prices: PriceSchedule | None = None,
+) -> dict[str, Any]:
+    """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` (``comparison``,
+    ``base``, ``lad``) and the plots (bars side by side; radar: baseline filled, LAD dashed)."""
+    b, n = load_run(base, prices=prices), load_run(lad, prices=prices)
+    c = compare(b.metrics, n.metrics)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "kind": "compare",
+        "comparison": c.to_json(),
+        "base": run_json(b),
+        "lad": run_json(n),
+        "notes": c.notes + [f"baseline: {x}" for x in b.notes] + [f"LAD: {x}" for x in n.notes],
+    }
+    (out / "compare.md").write_text(render_comparison(b, n, c))
+    _write_json(out / "compare.json", summary)
+    if plots:
+        runs = [PlotRun(b.name, "baseline", b.metrics), PlotRun(n.name, "lad", n.metrics)]
+        summary["plots"] = [str(p) for p in run_plots(runs, out)]
+    return summary
