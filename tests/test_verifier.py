@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import psutil
 import pytest
 
 from agent_tools.tasks import Limits, Suite, library_dir, load_suite
-from agent_tools.verdict import Verifier, forbidden_constructs
+from agent_tools.verdict import Verifier, forbidden_constructs, parse_axioms, parse_check
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
@@ -48,6 +49,11 @@ def exploit_verifier() -> Verifier:
     return verifier_for(EXPLOITS)
 
 
+@pytest.fixture(scope="module")
+def demo_verifier() -> Verifier:
+    return verifier_for(DEMO)
+
+
 @pytest.mark.parametrize(("name", "task_id", "build", "reason"), CORPUS, ids=[c[0] for c in CORPUS])
 async def test_the_exploit_corpus_is_rejected_with_the_right_reason(
     exploit_verifier: Verifier, name: str, task_id: str, build: object, reason: str
@@ -78,10 +84,134 @@ async def test_a_target_proved_beside_an_unproved_helper_is_accepted(
 
 
 @pytest.mark.parametrize("task_id", sorted(REFS))
-async def test_every_demo_reference_proof_is_accepted(task_id: str) -> None:
+async def test_every_demo_reference_proof_is_accepted(
+    demo_verifier: Verifier, task_id: str
+) -> None:
     task = DEMO.task(task_id)
-    verdict = await verifier_for(DEMO).verify(task, task.with_body("\n  " + REFS[task_id]))
+    verdict = await demo_verifier.verify(task, task.with_body("\n  " + REFS[task_id]))
     assert verdict.accepted, verdict.reasons
+
+
+def test_the_demo_suite_has_universe_polymorphic_tasks_with_reference_proofs() -> None:
+    one = DEMO.task("eq_trans")
+    two = DEMO.task("congr_arg")
+    assert "universe u\n" in one.text and "Sort u" in one.text
+    assert "universe u v\n" in two.text and "Sort v" in two.text
+    assert {"eq_trans", "congr_arg"} <= set(REFS)
+
+
+SYMM = "@Eq.rec α a (fun x _ => @Eq α x a) (@Eq.refl α a) b h"  # the exploit suite's `universe`
+
+
+async def test_a_universe_polymorphic_proof_is_accepted(exploit_verifier: Verifier) -> None:
+    task = EXPLOITS.task("universe")
+    verdict = await exploit_verifier.verify(task, task.with_body("\n  " + SYMM))
+    assert verdict.accepted, verdict.reasons
+    assert verdict.axioms == ()
+
+
+ESCAPED_TASK = """prelude
+import Exploit.Basic
+
+namespace Exploit.Ünï
+
+/-- A name that only reads back escaped, with explicit universe parameters. -/
+theorem «symm ∀».{w} {α : Sort w} {a b : α} (h : @Eq α a b) : @Eq α b a :=
+  sorryAx (@Eq α b a) Bool.false
+
+end Exploit.Ünï
+"""
+
+
+async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "suite"
+    shutil.copytree(EXPLOITS.root, root)
+    (root / "Exploit" / "Escaped.lean").write_text(ESCAPED_TASK, encoding="utf-8")
+    with (root / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write(
+            '\n[[tasks]]\nid = "escaped"\nfile = "Exploit/Escaped.lean"\n'
+            'theorem = "Exploit.Ünï.«symm ∀»"\ndifficulty = 1\n'
+        )
+    suite = load_suite(root)
+    verifier = verifier_for(suite)
+    task = suite.task("escaped")
+    verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
+    assert verdict.accepted, verdict.reasons
+    unproved = await verifier.verify(task, task.text)
+    assert not unproved.accepted
+    assert any("sorryAx" in r for r in unproved.reasons), unproved.reasons
+
+
+# (suite, task, text replaced in the task file, replacement, expected reason). Prelude Lean
+# rejects a body that changes the theorem's universes ("a body that adds a universe parameter"
+# in the corpus), so the comparison is exercised directly on compiled modules.
+UNIVERSE_CHANGES = {
+    "Sort u to Type": ("exploits", "universe", "{α : Sort u}", "{α : Type}",
+                       "universe parameters .{} instead of .{u_1}"),
+    "Sort u to Type u": ("exploits", "universe", "{α : Sort u}", "{α : Type u}",
+                         "elaborated types differ"),
+    "a second universe": ("exploits", "universe", "{α : Sort u} {a b : α}",
+                          "{α : Sort u} {β : Sort v} {a b : α}",
+                          "universe parameters .{u_1, u_2} instead of .{u_1}"),
+    "universe order swapped": ("demo", "congr_arg", "universe u v", "universe v u",
+                               "elaborated types differ"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", sorted(UNIVERSE_CHANGES))
+async def test_a_changed_universe_structure_is_a_different_statement(
+    exploit_verifier: Verifier, demo_verifier: Verifier, tmp_path: Path, change: str
+) -> None:
+    suite_name, task_id, old, new, reason = UNIVERSE_CHANGES[change]
+    verifier = exploit_verifier if suite_name == "exploits" else demo_verifier
+    task = verifier.suite.task(task_id)
+    assert old in task.text
+    proof = REFS.get(task_id, SYMM)
+    other = task.text.replace(old, new, 1).replace(task.body, "\n  " + proof)
+    sub, _ = await verifier._compile_and_query(task, other, tmp_path, "Other")
+    ref = await verifier._reference_type(task)
+    assert sub != ref
+    reasons = verifier._judge(task, sub, ref, ())
+    assert any("statement differs" in r and reason in r for r in reasons), reasons
+
+
+async def test_the_same_statement_in_another_module_compares_equal(
+    demo_verifier: Verifier, tmp_path: Path
+) -> None:
+    task = DEMO.task("congr_arg")
+    proved = task.with_body("\n  " + REFS["congr_arg"])
+    sub, axioms = await demo_verifier._compile_and_query(task, proved, tmp_path, "Other")
+    assert sub == await demo_verifier._reference_type(task)
+    assert sub.universes == ("u_1", "u_2")
+    assert axioms == ()
+
+
+def test_check_output_is_parsed_with_universes_escaped_names_and_line_breaks() -> None:
+    two = parse_check(
+        "@Demo.Function.congr_φ.{u_1,\n    u_2} : ∀ {α : Sort u_1} {β : Sort u_2} (φ : α → β),\n"
+        "  @Eq.{u_2} β (φ a) (φ a)",
+        "Demo.Function.congr_φ",
+    )
+    assert two is not None and two.universes == ("u_1", "u_2")
+    assert two.type.startswith("∀ {α : Sort u_1}")
+    plain = parse_check("Demo.X.«my thm» : True", "Demo.X.«my thm»")
+    assert plain is not None and plain.universes == () and plain.type == "True"
+    assert parse_check("Demo.X.«my thm» : True", "«Demo».X.«my thm»") == plain
+    assert parse_check("Demo.X.other : True", "Demo.X.main") is None
+    assert parse_check("unknown identifier 'Demo.X.main'", "Demo.X.main") is None
+
+
+def test_axiom_output_is_parsed_with_escaped_names_and_line_breaks() -> None:
+    def msg(data: str) -> list[dict[str, object]]:
+        return [{"data": data, "severity": "information"}]
+
+    assert (
+        parse_axioms(msg("'Demo.X.«my thm»' does not depend on any axioms"), "Demo.X.«my thm»")
+        == ()
+    )
+    listed = msg("'Demo.𝔽.t' depends on axioms: [propext,\n Classical.choice,\n «c, d»]")
+    assert parse_axioms(listed, "Demo.𝔽.t") == ("propext", "Classical.choice", "«c, d»")
+    assert parse_axioms(listed, "Demo.𝔽.other") is None
 
 
 async def test_an_expensive_elaboration_is_rejected_as_timeout() -> None:
@@ -91,31 +221,40 @@ async def test_an_expensive_elaboration_is_rejected_as_timeout() -> None:
     deep = "set_option maxRecDepth 100000000 in\n  " + "(" * 200000 + "True.intro" + ")" * 200000
     verdict = await verifier.verify(task, task.with_body("\n  " + deep))
     assert not verdict.accepted
-    assert any(r.startswith("timeout") for r in verdict.reasons), verdict.reasons
-    assert verdict.elapsed_ms < 15_000
+    assert any(r.startswith("timeout") and "within 3 s" in r for r in verdict.reasons), (
+        verdict.reasons
+    )
 
 
 async def test_a_crashing_lean_process_means_rejection(exploit_verifier: Verifier) -> None:
     task = EXPLOITS.task("true")
     submission = task.with_body("\n  True.intro")
     killed: list[int] = []
+    finished = anyio.Event()
 
-    async def kill_lean_when_it_starts() -> None:
-        with anyio.fail_after(20):
-            while not killed:
-                for proc in psutil.Process().children(recursive=True):
-                    try:
-                        if "--worker" in proc.cmdline():
-                            proc.kill()
-                            killed.append(proc.pid)
-                    except psutil.Error:
-                        pass
-                await anyio.sleep(0.005)
+    async def kill_lean_workers() -> None:
+        # Waits (polling the process table, until the check is over) for the parse stage's
+        # `lean --worker` and kills it; the assertions below prove a kill happened.
+        while not finished.is_set():
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    if "--worker" in proc.cmdline():
+                        proc.kill()
+                        killed.append(proc.pid)
+                except psutil.Error:
+                    pass
+            if killed:
+                return
+            await anyio.sleep(0.005)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(kill_lean_when_it_starts)
-        verdict = await exploit_verifier.verify(task, submission)
-    assert killed
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_lean_workers)
+            try:
+                verdict = await exploit_verifier.verify(task, submission)
+            finally:
+                finished.set()
+    assert killed, "no Lean worker was seen, so nothing was killed"
     assert not verdict.accepted
     assert any(r.startswith("crash") for r in verdict.reasons), verdict.reasons
 
@@ -129,11 +268,80 @@ async def test_the_type_comparison_sees_a_different_statement(
     other = task.text.replace("theorem main : True :=", "theorem main : @Eq N N.z N.z :=").replace(
         task.body, "\n  @Eq.refl N N.z"
     )
-    sub_type, _ = await exploit_verifier._compile_and_query(task, other, tmp_path, "Other")
-    ref_type = await exploit_verifier._reference_type(task)
-    assert sub_type != ref_type
-    reasons = exploit_verifier._judge(task, sub_type, ref_type, ())
+    sub, _ = await exploit_verifier._compile_and_query(task, other, tmp_path, "Other")
+    ref = await exploit_verifier._reference_type(task)
+    assert sub != ref
+    reasons = exploit_verifier._judge(task, sub, ref, ())
     assert any("statement differs" in r for r in reasons)
+
+
+@pytest.mark.parametrize("use_bwrap", [True, False], ids=["bwrap", "rlimits-only"])
+async def test_a_relative_work_root_works_from_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_bwrap: bool
+) -> None:
+    # `leanrig serve` defaults to `--run-dir runs`: the verifier's scratch root is relative.
+    if use_bwrap and available()["bwrap"] is None:
+        pytest.skip("bwrap does not work on this machine: only the rlimits-only path is tested")
+    monkeypatch.chdir(tmp_path)
+    scratch = anyio.Path("runs/scratch")
+    await scratch.mkdir(parents=True)
+    install = find_lean()
+    verifier = Verifier(
+        EXPLOITS, install, library=library_dir(EXPLOITS, install),
+        sandbox=SandboxPolicy(use_bwrap=use_bwrap), work_root=Path("runs/scratch"),
+    )  # fmt: skip
+    task = EXPLOITS.task("true")
+    verdict = await verifier.verify(task, task.with_body("\n  True.intro"))
+    assert verdict.accepted, verdict.reasons
+    assert [p async for p in scratch.iterdir()] == []  # every scratch directory removed
+
+
+FAKE_LAKE = """#!/bin/sh
+# `lake env printenv LEAN_PATH` that answers only once the test has seen it start.
+touch "$0.started"
+i=0
+while [ $i -lt 500 ]; do
+  if [ -e "$0.release" ]; then touch "$0.observed"; echo "$FAKE_LAKE_PATH"; exit 0; fi
+  sleep 0.01
+  i=$((i + 1))
+done
+exit 1
+"""
+
+
+async def test_asking_lake_for_the_project_path_does_not_block_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Lake suite on a toolchain: the verifier asks `lake env` for LEAN_PATH. The fake lake
+    # waits for the test to release it; a blocked event loop could not, and lake gives up.
+    root = tmp_path / "suite"
+    shutil.copytree(EXPLOITS.root, root)
+    (root / "lakefile.toml").write_text('name = "exploits"\n')
+    lake = tmp_path / "lake"
+    lake.write_text(FAKE_LAKE)
+    lake.chmod(0o755)
+    real = find_lean()
+    library = library_dir(EXPLOITS, real)
+    assert library is not None
+    monkeypatch.setenv("FAKE_LAKE_PATH", str(library))
+    install = dataclasses.replace(real, lake=lake)
+    suite = load_suite(root)
+    verifier = Verifier(suite, install, library=None)
+    task = suite.task("true")
+    verdicts = []
+
+    async def check() -> None:
+        verdicts.append(await verifier.verify(task, task.with_body("\n  True.intro")))
+
+    started = anyio.Path(f"{lake}.started")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check)
+            while not await started.exists():
+                await anyio.sleep(0.01)
+            await anyio.Path(f"{lake}.release").touch()
+    assert await anyio.Path(f"{lake}.observed").exists(), "lake was not released while it ran"
+    assert verdicts[0].accepted, verdicts[0].reasons
 
 
 def test_forbidden_constructs_ignore_comments_and_strings() -> None:

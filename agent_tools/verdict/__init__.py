@@ -1,6 +1,22 @@
 """verdict: the independent, tamper-proof final check of a submission in fresh sandboxed
 Lean processes. Uses tasks; knows nothing of sessions or servers."""
 
-from .verifier import FORBIDDEN, Verdict, Verifier, forbidden_constructs, parse_axioms
+from .verifier import (
+    FORBIDDEN,
+    Statement,
+    Verdict,
+    Verifier,
+    forbidden_constructs,
+    parse_axioms,
+    parse_check,
+)
 
-__all__ = ["FORBIDDEN", "Verdict", "Verifier", "forbidden_constructs", "parse_axioms"]
+__all__ = [
+    "FORBIDDEN",
+    "Statement",
+    "Verdict",
+    "Verifier",
+    "forbidden_constructs",
+    "parse_axioms",
+    "parse_check",
+]

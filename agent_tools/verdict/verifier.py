@@ -11,21 +11,28 @@ slot) in a fresh directory, inside the sandbox, under the suite's limits.
    declaration (document symbols; scope.check_scope).
 3. Compile the submission to ``.olean`` (module ``LeanrigSubmission``), then query it from a
    separate trusted file that imports it: ``#print axioms`` (``sorryAx`` absent, axioms in the
-   allow-list) and the target's type printed with ``pp.all`` (fully explicit terms), compared
-   with the same query against the untouched task file compiled as ``LeanrigOriginal``.
+   allow-list) and ``#check @T`` under ``pp.all`` (fully explicit terms): the target's universe
+   parameters and type (a ``Statement``), compared with the same query against the untouched
+   task file compiled as ``LeanrigOriginal``.
 4. Where the toolchain has ``leanchecker``, replay the submission's environment in the kernel.
 
 A timeout or a crash is a rejection with that reason, never an acceptance.
+
+Must not block the event loop: every process is awaited under a deadline (``run_once``, the
+LSP client), scratch directories are removed in a worker thread. Scratch paths are absolute
+whatever ``work_root`` is given (they become file URIs and sandbox bind mounts).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +65,21 @@ FORBIDDEN = {
     "#eval": "`#eval` runs arbitrary code during elaboration",
     "native_decide": "`native_decide` trusts the compiler (Lean.ofReduceBool)",
 }
-_AXIOMS_RE = re.compile(r"depends on axioms: \[(.*)\]", re.DOTALL)
+# `#print axioms T`: "'T' does not depend on any axioms" / "'T' depends on axioms: [a, b]" (the
+# list may be broken over lines; names print escaped where needed: 'Demo.«my thm»').
+_AXIOMS_RE = re.compile(
+    r"'(?P<name>.+)' (?:does not depend on any axioms|depends on axioms: \[(?P<list>.*)\])",
+    re.DOTALL,
+)
+# `#check @T` under pp.all: "@T.{u_1, u_2} : type" ("@" only when T has implicit arguments, the
+# universe list only when T is universe polymorphic, both possibly broken over lines).
+_NAME_PART = r"(?:«[^»]*»|[^\s.«»{}:]+)"
+_CHECK_RE = re.compile(
+    rf"@?(?P<name>{_NAME_PART}(?:\.{_NAME_PART})*)(?:\.\{{(?P<levels>[^}}]*)\}})? : (?P<type>.*)",
+    re.DOTALL,
+)
+# How long `lake env` may take to report a Lake suite's LEAN_PATH (it may build dependencies).
+LAKE_ENV_SECONDS = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +102,77 @@ class Verdict:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A theorem's statement as the trusted query prints it (``#check @T`` under ``pp.all``):
+    its universe parameters, renamed ``u_1, u_2, …`` in declaration order, and its fully
+    explicit type in terms of them. Two statements are equal iff the theorems have the same
+    type up to the names of their universe parameters (count and order count)."""
+
+    universes: tuple[str, ...]
+    type: str
+
+    def universe_list(self) -> str:
+        return ".{" + ", ".join(self.universes) + "}"
+
+
 class _Rejected(Exception):
     def __init__(self, *reasons: str) -> None:
         self.reasons = reasons
+
+
+def name_parts(name: str) -> tuple[str, ...]:
+    """The components of a Lean name as written or printed: ``A.«b c».d`` → ``("A", "b c",
+    "d")``, so escaped and unescaped spellings of one name compare equal."""
+    parts: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(name):
+        if name[i] == "«" and (close := name.find("»", i + 1)) != -1:
+            current.append(name[i + 1 : close])
+            i = close + 1
+        elif name[i] == ".":
+            parts.append("".join(current))
+            current = []
+            i += 1
+        else:
+            current.append(name[i])
+            i += 1
+    parts.append("".join(current))
+    return tuple(parts)
+
+
+def escape_name(name: str) -> str:
+    """``name`` with every component escaped (``«Demo».«X».«main»``): any theorem name, also
+    one with keywords or spaces in it, reads back as exactly that name."""
+    return ".".join(f"«{part}»" for part in name_parts(name))
+
+
+def _split_names(listing: str) -> tuple[str, ...]:
+    """``a, «b, c»,\n d`` → ``("a", "«b, c»", "d")``: commas inside «» do not separate."""
+    names: list[str] = []
+    current: list[str] = []
+    escaped = False
+    for ch in listing:
+        if ch == "," and not escaped:
+            names.append("".join(current).strip())
+            current = []
+            continue
+        escaped = escaped or ch == "«"
+        escaped = escaped and ch != "»"
+        current.append(ch)
+    names.append("".join(current).strip())
+    return tuple(n for n in names if n)
+
+
+def parse_check(data: str, theorem: str) -> Statement | None:
+    """The statement in ``#check @theorem``'s answer (pp.all), or None if the answer is not
+    about ``theorem``."""
+    match = _CHECK_RE.fullmatch(data.strip())
+    if match is None or name_parts(match["name"]) != name_parts(theorem):
+        return None
+    levels = tuple(level.strip() for level in (match["levels"] or "").split(",") if level.strip())
+    return Statement(universes=levels, type=match["type"])
 
 
 def forbidden_constructs(body: str) -> list[str]:
@@ -99,16 +188,19 @@ def forbidden_constructs(body: str) -> list[str]:
 
 
 def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...] | None:
+    """The axioms ``#print axioms theorem`` lists (as Lean prints them), or None if no message
+    answers it."""
     for m in messages:
-        data = str(m.get("data", ""))
-        if f"'{theorem}'" not in data:
+        match = _AXIOMS_RE.fullmatch(str(m.get("data", "")).strip())
+        if match is None or name_parts(match["name"]) != name_parts(theorem):
             continue
-        if "does not depend on any axioms" in data:
-            return ()
-        match = _AXIOMS_RE.search(data)
-        if match:
-            return tuple(a.strip() for a in match.group(1).split(",") if a.strip())
+        return _split_names(match["list"]) if match["list"] is not None else ()
     return None
+
+
+def _absolute_temp_dir(prefix: str, root: Path | None) -> Path:
+    # The default temp dir can be relative (the current directory as the last resort).
+    return Path(os.path.abspath(tempfile.mkdtemp(prefix=prefix, dir=root)))
 
 
 def parse_json_messages(stdout: str) -> list[dict[str, Any]]:
@@ -137,11 +229,16 @@ class Verifier:
         self.install = install
         self.library = library
         self.sandbox = sandbox or SandboxPolicy()
-        self.work_root = work_root
+        # Absolute now, in the caller's working directory: scratch paths become file URIs and
+        # sandbox bind mounts, and Lean runs in another working directory.
+        self.work_root = work_root.resolve() if work_root is not None else None
         self._lake_path: list[Path] | None = None
-        self._ref_types: dict[str, str] = {}  # task id -> pp.all type of the untouched task
+        self._lake_lock = anyio.Lock()
+        self._ref_types: dict[str, Statement] = {}  # task id -> statement of the untouched task
         self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
+        sibling = install.lean.parent / "leanchecker"
+        self._checker = str(sibling) if sibling.exists() else shutil.which("leanchecker")
 
     # -- public -------------------------------------------------------------------------------
 
@@ -152,8 +249,8 @@ class Verifier:
         try:
             body = self._structure(task, submission)
             stages["structure"] = (time.perf_counter() - started) * 1000
-            with tempfile.TemporaryDirectory(prefix="leanrig-verify-", dir=self.work_root) as tmp:
-                work = Path(tmp)
+            await self._project_lean_path()  # Lake suites: asked once, before the stages share it
+            async with self._scratch("leanrig-verify-") as work:
                 # The three Lean runs are independent: run them at once (each in its own
                 # fresh, sandboxed process); report the first failing stage in pipeline order.
                 outcomes: dict[str, Any] = {}
@@ -181,9 +278,9 @@ class Verifier:
                 for name in ("parse", "compile_query", "reference"):
                     if isinstance(outcomes[name], _Rejected):
                         raise outcomes[name]
-                sub_type, axioms = outcomes["compile_query"]
-                ref_type = outcomes["reference"]
-                reasons = self._judge(task, sub_type, ref_type, axioms)
+                statement, axioms = outcomes["compile_query"]
+                reference = outcomes["reference"]
+                reasons = self._judge(task, statement, reference, axioms)
                 if not reasons and self._leanchecker() is not None:
                     t = time.perf_counter()
                     reasons = await self._replay(work)
@@ -218,29 +315,52 @@ class Verifier:
             raise _Rejected(*reasons)
         return body
 
-    def _env(self, *extra: Path) -> dict[str, str]:
+    @asynccontextmanager
+    async def _scratch(self, prefix: str) -> AsyncIterator[Path]:
+        """A fresh absolute directory under ``work_root``, removed afterwards (in a thread:
+        it may hold .olean files), also when cancelled."""
+        path = await anyio.to_thread.run_sync(_absolute_temp_dir, prefix, self.work_root)
+        try:
+            yield path
+        finally:
+            remove = functools.partial(shutil.rmtree, path, ignore_errors=True)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await anyio.to_thread.run_sync(remove, abandon_on_cancel=True)
+
+    async def _env(self, *extra: Path) -> dict[str, str]:
         paths = [*extra]
         if self.library is not None:
             paths.append(self.library)
-        paths.extend(self._project_lean_path())
+        paths.extend(await self._project_lean_path())
         return base_env(paths)
 
-    def _project_lean_path(self) -> list[Path]:
+    async def _project_lean_path(self) -> list[Path]:
         """For Lake suites on a toolchain: the package's LEAN_PATH (its dependencies' oleans),
-        asked once from ``lake env`` in the suite root."""
-        if self._lake_path is None:
-            self._lake_path = []
+        asked once from ``lake env`` in the suite root (awaited, under a deadline)."""
+        async with self._lake_lock:
+            if self._lake_path is not None:
+                return self._lake_path
             lake = self.install.lake
-            if lake is not None and any(
-                (self.suite.root / f).exists() for f in ("lakefile.toml", "lakefile.lean")
-            ):
-                out = subprocess.run(
-                    [str(lake), "env", "printenv", "LEAN_PATH"], cwd=self.suite.root,
-                    capture_output=True, text=True, timeout=600, check=False,
+            root = anyio.Path(self.suite.root)
+            has_lakefile = [await (root / f).exists() for f in ("lakefile.toml", "lakefile.lean")]
+            if lake is None or not any(has_lakefile):
+                self._lake_path = []
+                return self._lake_path
+            try:
+                out = await run_once(
+                    [str(lake), "env", "printenv", "LEAN_PATH"],
+                    cwd=self.suite.root, env=base_env(), timeout=LAKE_ENV_SECONDS,
                 )  # fmt: skip
-                if out.returncode == 0:
-                    self._lake_path = [Path(p) for p in out.stdout.strip().split(":") if p]
-        return self._lake_path
+            except LeanrigError as exc:  # lake could not even start
+                raise _Rejected(f"crash: lake could not start: {exc.message}") from exc
+            if out.returncode != 0:
+                why = "timed out" if out.timed_out else f"exited with {out.returncode}"
+                raise _Rejected(
+                    f"the suite's Lake project did not report its LEAN_PATH (`lake env` {why}):"
+                    f" {out.stderr.strip()[-200:]}"
+                )
+            self._lake_path = [Path(p) for p in out.stdout.strip().split(":") if p]
+            return self._lake_path
 
     def _wrapped(self, argv: list[str], work: Path) -> list[str]:
         limits = self.suite.spec.limits
@@ -254,7 +374,7 @@ class Verifier:
     async def _parse_check(self, task: Task, submission: str, body: str, work: Path) -> None:
         limits = self.suite.spec.limits
         command = self.install.server_command(
-            work, env=self._env(), use_lake=False,
+            work, env=await self._env(), use_lake=False,
             wrapper=tuple(self._wrapped([], work)),
         )  # fmt: skip
         uri = (work / "LeanrigSubmission.lean").as_uri()
@@ -304,10 +424,9 @@ class Verifier:
         cached = self._ref_suffix.get(task.id)
         if cached is not None:
             return cached
-        with tempfile.TemporaryDirectory(prefix="leanrig-ref-", dir=self.work_root) as tmp:
-            work = Path(tmp)
+        async with self._scratch("leanrig-ref-") as work:
             command = self.install.server_command(
-                work, env=self._env(), use_lake=False, wrapper=tuple(self._wrapped([], work))
+                work, env=await self._env(), use_lake=False, wrapper=tuple(self._wrapped([], work))
             )
             uri = (work / "LeanrigOriginal.lean").as_uri()
             wall = self.suite.spec.limits.wall_seconds
@@ -327,12 +446,12 @@ class Verifier:
 
     async def _compile_and_query(
         self, task: Task, text: str, work: Path, module: str
-    ) -> tuple[str, tuple[str, ...]]:
+    ) -> tuple[Statement, tuple[str, ...]]:
         limits = self.suite.spec.limits
         build = work / "build"
-        build.mkdir(exist_ok=True)
+        await anyio.Path(build).mkdir(exist_ok=True)
         src = work / f"{module}.lean"
-        src.write_text(text, encoding="utf-8")
+        await anyio.Path(src).write_text(text, encoding="utf-8")
         lean = str(self.install.lean)
         compiled = await self._run(
             [lean, "--json", "-R", str(work), "-o", str(build / f"{module}.olean"), str(src)],
@@ -346,50 +465,62 @@ class Verifier:
             )
             raise _Rejected(f"compilation failed: {first}")
         theorem = task.spec.theorem
-        header = "prelude\n" if task.header.prelude else ""
+        name = escape_name(theorem)
+        lines = [
+            *(["prelude"] if task.header.prelude else []),
+            f"import {module}",
+            "set_option pp.all true in",
+            f"#check @{name}",
+            f"#print axioms {name}",
+        ]
+        check_line, axioms_line = len(lines) - 1, len(lines)  # Lean's lines are 1-based
         query = work / "LeanrigQuery.lean"
-        query.write_text(
-            f"{header}import {module}\n"
-            f"set_option pp.all true in\n#check @{theorem}\n"
-            f"#print axioms {theorem}\n",
-            encoding="utf-8",
-        )
+        await anyio.Path(query).write_text("\n".join(lines) + "\n", encoding="utf-8")
         answered = await self._run([lean, "--json", str(query)], work, build, limits.wall_seconds)
         answers = parse_json_messages(answered.stdout)
         if answered.returncode != 0:
             raise _Rejected(f"the trusted query failed: {answers[:1] or answered.stderr[-200:]}")
-        type_line = None
-        for m in answers:
-            data = str(m.get("data", ""))
-            for prefix in (f"{theorem} : ", f"@{theorem} : "):
-                if data.startswith(prefix):
-                    type_line = data[len(prefix) :]
-        axioms = parse_axioms(answers, theorem)
-        if type_line is None or axioms is None:
-            raise _Rejected("the trusted query did not find the target theorem")
-        return type_line, axioms
 
-    async def _reference_type(self, task: Task) -> str:
+        def answer_at(line: int) -> list[dict[str, Any]]:
+            return [
+                m for m in answers
+                if m.get("severity") == "information" and (m.get("pos") or {}).get("line") == line
+            ]  # fmt: skip
+
+        # Exactly one answer per query line, about the target: anything else is not trusted.
+        checked = answer_at(check_line)
+        statement = parse_check(str(checked[0].get("data", "")), theorem) if checked else None
+        axioms = parse_axioms(answer_at(axioms_line), theorem)
+        if len(checked) != 1 or statement is None or axioms is None:
+            raise _Rejected("the trusted query did not find the target theorem")
+        return statement, axioms
+
+    async def _reference_type(self, task: Task) -> Statement:
         async with self._reference_lock:
             cached = self._ref_types.get(task.id)
             if cached is None:
-                with tempfile.TemporaryDirectory(prefix="leanrig-ref-", dir=self.work_root) as tmp:
+                async with self._scratch("leanrig-ref-") as work:
                     try:
-                        ref_type, _ = await self._compile_and_query(
-                            task, task.text, Path(tmp), "LeanrigOriginal"
+                        reference, _ = await self._compile_and_query(
+                            task, task.text, work, "LeanrigOriginal"
                         )
                     except _Rejected as exc:
                         raise _Rejected(
                             f"the task file itself does not check: {exc.reasons[0]}"
                         ) from exc
-                cached = self._ref_types[task.id] = ref_type
+                cached = self._ref_types[task.id] = reference
             return cached
 
     def _judge(
-        self, task: Task, sub_type: str, ref_type: str, axioms: tuple[str, ...]
+        self, task: Task, statement: Statement, reference: Statement, axioms: tuple[str, ...]
     ) -> list[str]:
         reasons = []
-        if sub_type != ref_type:
+        if statement.universes != reference.universes:
+            reasons.append(
+                "the theorem's statement differs from the task's (universe parameters "
+                f"{statement.universe_list()} instead of {reference.universe_list()})"
+            )
+        elif statement.type != reference.type:
             reasons.append(
                 "the theorem's statement differs from the task's (elaborated types differ)"
             )
@@ -402,8 +533,7 @@ class Verifier:
         return reasons
 
     def _leanchecker(self) -> str | None:
-        sibling = self.install.lean.parent / "leanchecker"
-        return str(sibling) if sibling.exists() else shutil.which("leanchecker")
+        return self._checker
 
     async def _replay(self, work: Path) -> list[str]:
         checker = self._leanchecker()
@@ -423,7 +553,7 @@ class Verifier:
             result = await run_once(
                 self._wrapped(argv, work),
                 cwd=work,
-                env=self._env(build),
+                env=await self._env(build),
                 timeout=timeout,
                 rss_limit_mb=self.suite.spec.limits.memory_mb,
             )
