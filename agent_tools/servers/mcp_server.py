@@ -1,95 +1,109 @@
 """The agent tools over MCP (official SDK, `MCPServer`): stdio or streamable HTTP.
 
-Tool names, descriptions and parameters come from tools.py; expected failures become
-`is_error` results carrying our own message and next step (never a raw exception text).
+`tools/list` publishes the catalogue's own schemas (inputSchema, outputSchema, annotations);
+`tools/call` runs through tools.call_tool — the same validation, results and errors as
+JSON-RPC. The SDK's per-function tools are not used: their argument models coerce ("8" → 8),
+ignore unknown keys, pre-parse JSON strings and prefix every error with "Error executing
+tool", so the two wires would disagree. Expected failures are `is_error` results whose text is
+``[code] message. Next: hint`` (never a raw exception text); a crash is a protocol error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
-from pydantic import Field
+import orjson
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp_types import Tool as MCPTool
 
-from ..sessions import ProofService, ToolError
-from .tools import TOOL_BY_NAME
+from ..sessions import (
+    TOOL_BY_NAME,
+    TOOLS,
+    ProofService,
+    ToolDef,
+    ToolError,
+    input_schema,
+    output_schema,
+)
+from .tools import call_tool, failure
 
-Sid = Annotated[str, Field(description="the session_id returned by open_task")]
+log = structlog.get_logger("leanrig.mcp")
+
+INSTRUCTIONS = (
+    "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
+    "replace_in_proof and read diagnostics and goals; check_proof gives the final verdict."
+)
 
 
-def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer:
-    server: MCPServer = MCPServer(
-        "leanrig",
-        log_level="WARNING",
-        instructions=(
-            "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
-            "replace_in_proof and read diagnostics and goals; check_proof gives the final verdict."
+def package_version() -> str:
+    try:
+        return version("leanrig")
+    except PackageNotFoundError:  # running from a source tree without installing
+        return "0+unknown"
+
+
+def describe(tool: ToolDef) -> MCPTool:
+    return MCPTool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=input_schema(tool),
+        output_schema=output_schema(tool),
+        annotations=ToolAnnotations(
+            title=tool.title,
+            read_only_hint=tool.read_only,
+            destructive_hint=False,
+            open_world_hint=False,
         ),
     )
 
-    async def guarded(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+
+class LeanrigMCP(MCPServer[Any]):
+    def __init__(self, service: ProofService, client: str) -> None:
+        super().__init__(
+            "leanrig", version=package_version(), instructions=INSTRUCTIONS, log_level="WARNING"
+        )
+        self.service = service
+        self.client = client
+        self._listed = [describe(t) for t in TOOLS]
+
+    async def list_tools(self) -> list[MCPTool]:
+        return list(self._listed)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        spec = TOOL_BY_NAME.get(name)
+        if spec is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown tool {name!r}",
+                data={"tools": sorted(TOOL_BY_NAME)},
+            )
         try:
-            return await call
+            result = await call_tool(self.service, spec, arguments, self.client)
         except ToolError as exc:
-            # The stable code leads the text, so programs can branch on it: "[rejected] ...".
-            text = f"[{exc.code}] {exc.message}" + (f". Next: {exc.hint}" if exc.hint else "")
-            raise MCPToolError(text) from exc
+            text = failure(exc).render()
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        except Exception as exc:
+            log.exception("mcp.tool_crashed", tool=name)
+            raise MCPError(code=INTERNAL_ERROR, message="internal error; see server log") from exc
+        return CallToolResult(
+            content=[TextContent(type="text", text=orjson.dumps(result).decode())],
+            structured_content=result,
+        )
 
-    def add(fn: Callable[..., Awaitable[dict[str, Any]]]) -> None:
-        spec = TOOL_BY_NAME[fn.__name__]
-        server.add_tool(fn, name=spec.name, description=spec.description)
 
-    async def list_tasks() -> dict[str, Any]:
-        return await guarded(service.list_tasks())
-
-    async def open_task(
-        task_id: Annotated[str, Field(description="a task id from list_tasks")],
-    ) -> dict[str, Any]:
-        return await guarded(service.open_task(task_id, client))
-
-    async def set_proof(
-        session_id: Sid, body: Annotated[str, Field(description="the new proof body")]
-    ) -> dict[str, Any]:
-        return await guarded(service.set_proof(session_id, body, client))
-
-    async def replace_in_proof(
-        session_id: Sid,
-        old: Annotated[str, Field(description="text occurring exactly once in the proof body")],
-        new: Annotated[str, Field(description="its replacement")],
-    ) -> dict[str, Any]:
-        return await guarded(service.replace_in_proof(session_id, old, new, client))
-
-    async def get_goals(
-        session_id: Sid,
-        line: Annotated[int, Field(description="1-based line")],
-        column: Annotated[int, Field(description="1-based Unicode code point column")],
-    ) -> dict[str, Any]:
-        return await guarded(service.get_goals(session_id, line, column, client))
-
-    async def get_proof_state(session_id: Sid) -> dict[str, Any]:
-        return await guarded(service.get_proof_state(session_id, client))
-
-    async def try_proofs(
-        session_id: Sid,
-        bodies: Annotated[list[str], Field(description="candidate proof bodies (1 to 16)")],
-    ) -> dict[str, Any]:
-        return await guarded(service.try_proofs(session_id, bodies, client))
-
-    async def check_proof(session_id: Sid) -> dict[str, Any]:
-        return await guarded(service.check_proof(session_id, client))
-
-    async def get_timings(session_id: Sid) -> dict[str, Any]:
-        return await guarded(service.get_timings(session_id, client))
-
-    async def close_session(session_id: Sid) -> dict[str, Any]:
-        return await guarded(service.close_session(session_id, client))
-
-    async def server_status() -> dict[str, Any]:
-        return await guarded(service.server_status())
-
-    for fn in (list_tasks, open_task, set_proof, replace_in_proof, get_goals, get_proof_state,
-               try_proofs, check_proof, get_timings, close_session, server_status):  # fmt: skip
-        add(fn)
-    return server
+def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:
+    return LeanrigMCP(service, client)

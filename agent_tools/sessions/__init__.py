@@ -1,19 +1,43 @@
-"""sessions: proof sessions on warm Lean slots — the service behind every tool, edit scoping
-per step, and the wall-clock ledger. Uses tasks and verdict."""
+"""sessions: proof sessions on warm Lean slots — the service behind every tool, the typed tool
+catalogue it answers with, edit scoping per step, and the wall-clock ledger. Uses tasks and
+verdict."""
 
+from .catalogue import (
+    MAX_CANDIDATES,
+    TOOL_BY_NAME,
+    TOOLS,
+    LedgerEntry,
+    ToolDef,
+    ToolFailure,
+    ToolInput,
+    ToolOutput,
+    input_schema,
+    output_schema,
+    parse_input,
+)
+from .errors import InvalidArguments, ToolError, agent_error
 from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
-from .service import MAX_CANDIDATES, ProofService, ToolError, agent_error
-from .session import AgentDiagnostic, ProofSession, StepResult
+from .service import ProofService
+from .session import ProofSession
 
 __all__ = [
     "LEDGER_SCHEMA",
     "MAX_CANDIDATES",
-    "AgentDiagnostic",
+    "TOOLS",
+    "TOOL_BY_NAME",
+    "InvalidArguments",
     "Ledger",
+    "LedgerEntry",
     "ProofService",
     "ProofSession",
-    "StepResult",
     "StepTimer",
+    "ToolDef",
     "ToolError",
+    "ToolFailure",
+    "ToolInput",
+    "ToolOutput",
     "agent_error",
+    "input_schema",
+    "output_schema",
+    "parse_input",
 ]

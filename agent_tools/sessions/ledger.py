@@ -1,10 +1,12 @@
 """The timing ledger: one JSON line per tool call, appended atomically (O_APPEND, one write).
 
 Fields (schema ``v`` = 1): ``ts`` (UTC ISO-8601), ``session``, ``task``, ``tool``, ``queue_ms``
-(waiting for a pool slot), ``lean_ms`` (waiting on Lean), ``total_ms`` (the whole call, so
-leanrig's own overhead is ``total - queue - lean``), ``outcome`` (``ok``, ``rejected`` or
-``error:<Type>``), plus optional ``version``, ``complete``, ``body_sha`` and, on
-``close_session``, ``session_wall_ms`` (invocation wall-clock from open to close).
+(wall time waiting for a pool slot), ``lean_ms`` (wall time waiting on Lean; parallel work
+counted once), ``total_ms`` (the whole call, so leanrig's own overhead is
+``total - queue - lean`` >= 0), ``outcome`` (``ok``, ``rejected`` or ``error:<code>``), plus
+optional ``version``, ``complete``, ``body_sha``, ``accepted``, ``candidates`` (per-candidate
+times of ``try_proofs``) and, on ``close_session``, ``session_wall_ms`` (open to close).
+Every call writes its line, failed ones included. The fields are `LedgerEntry` in catalogue.py.
 """
 
 from __future__ import annotations
@@ -23,13 +25,22 @@ import orjson
 LEDGER_SCHEMA = 1
 
 
+Interval = tuple[float, float]
+
+
 @dataclass(slots=True)
 class StepTimer:
-    """Accumulates where one tool call's time went."""
+    """Where one tool call's wall-clock time went.
+
+    Queue and Lean time are recorded as intervals and measured as their union, so work done in
+    parallel (``try_proofs`` candidates) counts once: ``lean_ms`` is the wall time during which
+    Lean worked for this call, ``queue_ms`` the wall time spent only waiting for a process, and
+    ``total - queue - lean`` (leanrig's own overhead) is never negative.
+    """
 
     started: float = field(default_factory=time.perf_counter)
-    queue_ms: float = 0.0
-    lean_ms: float = 0.0
+    lean_intervals: list[Interval] = field(default_factory=list)
+    queue_intervals: list[Interval] = field(default_factory=list)
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -37,18 +48,36 @@ class StepTimer:
         try:
             yield
         finally:
-            self.lean_ms += (time.perf_counter() - t) * 1000
+            self.lean_intervals.append((t, time.perf_counter()))
 
-    @contextmanager
-    def queue(self) -> Iterator[None]:
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.queue_ms += (time.perf_counter() - t) * 1000
+    def queued(self, since: float) -> None:
+        """Waiting for a process from ``since`` until now."""
+        self.queue_intervals.append((since, time.perf_counter()))
+
+    def absorb(self, other: StepTimer) -> None:
+        self.lean_intervals += other.lean_intervals
+        self.queue_intervals += other.queue_intervals
+
+    @property
+    def lean_ms(self) -> float:
+        return _union_ms(self.lean_intervals)
+
+    @property
+    def queue_ms(self) -> float:
+        return _union_ms(self.queue_intervals + self.lean_intervals) - self.lean_ms
 
     def total_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+
+def _union_ms(intervals: list[Interval]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total * 1000
 
 
 class Ledger:

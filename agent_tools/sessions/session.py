@@ -1,4 +1,4 @@
-"""Proof sessions and the agent-facing shapes of Lean's answers.
+"""Proof sessions: per-session state, and what `complete` means.
 
 A `ProofSession` is one agent's attempt at one task: the current file text (only the body
 differs from the task file), its version, the last elaboration result, and a lock that
@@ -10,51 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
-from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
+from lsp_bridge import DocumentReport, LeanTag, LineIndex
 
 from ..tasks import Task
-
-
-@dataclass(frozen=True, slots=True)
-class AgentDiagnostic:
-    severity: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "message": self.message,
-        }
-
-
-def agent_diagnostics(text: str, diagnostics: Sequence[LeanDiagnostic]) -> list[AgentDiagnostic]:
-    """Diagnostics in agent coordinates (1-based line, code point column); silent ones dropped."""
-    index = LineIndex(text)
-    out = []
-    for d in diagnostics:
-        if d.is_silent:
-            continue
-        start, end = index.from_lsp(d.range.start), index.from_lsp(d.range.end)
-        out.append(
-            AgentDiagnostic(
-                d.severity.name.lower(), start.line, start.column, end.line, end.column, d.message
-            )
-        )
-    return out
+from .catalogue import StepState
 
 
 def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) -> bool:
@@ -81,22 +44,6 @@ def body_sha(body: str) -> str:
 
 
 @dataclass(slots=True)
-class StepResult:
-    version: int
-    diagnostics: list[AgentDiagnostic]
-    goals: list[str]
-    complete: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "diagnostics": [d.to_json() for d in self.diagnostics],
-            "goals": self.goals,
-            "complete": self.complete,
-        }
-
-
-@dataclass(slots=True)
 class ProofSession:
     id: str
     task: Task
@@ -104,7 +51,7 @@ class ProofSession:
     text: str
     body: str
     version: int = 0
-    last: StepResult | None = None
+    last: StepState | None = None
     opened_at: float = field(default_factory=time.perf_counter)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     closed: bool = False

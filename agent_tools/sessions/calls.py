@@ -1,0 +1,121 @@
+"""Per-call plumbing: find the caller's session, serialize calls on it, and write exactly one
+ledger line per call — successful or not (unknown session, invalid arguments, Lean failures) —
+with lower-level errors translated to `ToolError` on the way out. No Lean calls."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from lsp_bridge import LeanrigError
+
+from .errors import ToolError, agent_error, unknown_session
+from .ledger import Ledger, StepTimer
+from .session import ProofSession
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call in flight: its timer, its session (once known), extra ledger fields."""
+
+    tool: str
+    timer: StepTimer = field(default_factory=StepTimer)
+    session: ProofSession | None = None
+    task: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def open_session(self) -> ProofSession:
+        assert self.session is not None
+        return self.session
+
+
+class Calls:
+    def __init__(self, ledger: Ledger, sessions: dict[str, ProofSession]) -> None:
+        self.ledger = ledger
+        self.sessions = sessions
+
+    def find(self, session_id: str, client: str) -> ProofSession:
+        session = self.sessions.get(session_id)
+        if session is None or session.client != client or session.closed:
+            raise unknown_session(session_id)
+        return session
+
+    @asynccontextmanager
+    async def call(
+        self,
+        tool: str,
+        *,
+        session_id: str | None = None,
+        client: str = "local",
+        task: str | None = None,
+    ) -> AsyncIterator[Call]:
+        """Run one call: resolve ``session_id`` (if given), record the ledger line at the end."""
+        call = Call(tool, task=task)
+        outcome = "ok"
+        try:
+            try:
+                if session_id is not None:
+                    call.session = self.find(session_id, client)
+                yield call
+            except ToolError:
+                raise
+            except LeanrigError as exc:
+                raise agent_error(exc) from exc
+        except ToolError as exc:
+            outcome = "rejected" if exc.code == "rejected" else f"error:{exc.code}"
+            raise
+        except BaseException as exc:
+            outcome = f"error:{type(exc).__name__}"
+            raise
+        finally:
+            self.record(call, outcome)
+
+    def record(self, call: Call, outcome: str) -> None:
+        session = call.session
+        timer = call.timer
+        self.ledger.record(
+            session=session.id if session else call.extra.pop("session", None),
+            task=session.task.id if session else call.task,
+            tool=call.tool,
+            queue_ms=timer.queue_ms,
+            lean_ms=timer.lean_ms,
+            total_ms=timer.total_ms(),
+            outcome=outcome,
+            **call.extra,
+        )
+
+    def record_invalid(self, tool: str, arguments: Any, client: str, error: ToolError) -> None:
+        """A call refused before it reached its tool (arguments not matching the schema)."""
+        call = Call(tool)
+        session_id = arguments.get("session_id") if isinstance(arguments, dict) else None
+        if isinstance(session_id, str):
+            try:
+                call.session = self.find(session_id, client)
+            except ToolError:
+                pass
+        self.record(call, f"error:{error.code}")
+
+
+@asynccontextmanager
+async def locked(session: ProofSession, wait: float) -> AsyncIterator[None]:
+    """Serialize calls on ``session``; waits at most ``wait`` seconds for the previous one."""
+    try:
+        with anyio.fail_after(wait):
+            await session.lock.acquire()
+    except TimeoutError:
+        raise ToolError(
+            "another call on this session is still running",
+            code="busy",
+            hint="calls on one session run one at a time; retry when the previous returns",
+        ) from None
+    try:
+        if session.closed:
+            raise ToolError("the session was closed", code="unknown_session")
+        yield
+    finally:
+        session.lock.release()

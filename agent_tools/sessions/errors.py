@@ -1,0 +1,58 @@
+"""Agent-facing errors: `ToolError(code, message, hint)`, and the one place (`agent_error`)
+where lower-level failures become them — no paths, no stderr, always a next step."""
+
+from __future__ import annotations
+
+from lsp_bridge import LeanrigError, RequestTimeout
+from repl_pool import PoolBusy, PoolClosed
+
+
+class ToolError(LeanrigError):
+    """An agent-facing failure: ``code`` is stable, the message says what to do next."""
+
+    def __init__(self, message: str, *, code: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+
+
+class InvalidArguments(ToolError, ValueError):
+    """Arguments that do not match the tool's input schema (``field`` names the culprit).
+
+    Also a `ValueError`, so a wire can map it to its own "invalid params" code."""
+
+    def __init__(self, message: str, *, field: str | None) -> None:
+        super().__init__(
+            message,
+            code="invalid_argument",
+            hint="call the tool with the arguments its inputSchema lists (see tools/list)",
+        )
+        self.field = field
+
+
+def agent_error(exc: LeanrigError) -> ToolError:
+    """Lower-level errors as agent-facing messages (no paths, no stderr)."""
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, RequestTimeout):
+        return ToolError(
+            f"Lean did not finish within {exc.seconds:g} s",
+            code="timeout",
+            hint="the proof step is too expensive; simplify it (the session is unchanged)",
+        )
+    if isinstance(exc, PoolBusy):
+        return ToolError("all Lean processes are busy", code="busy", hint="retry in a moment")
+    if isinstance(exc, PoolClosed):
+        return ToolError("the server is shutting down", code="unavailable")
+    return ToolError(
+        f"Lean failed: {type(exc).__name__}",
+        code="lean_failure",
+        hint="retry the call; the Lean process was replaced",
+    )
+
+
+def unknown_session(session_id: str) -> ToolError:
+    return ToolError(
+        f"unknown session {session_id!r}",
+        code="unknown_session",
+        hint="open a task with open_task and use the session_id it returns",
+    )

@@ -1,0 +1,97 @@
+"""Building the typed tool results (catalogue models) from sessions, Lean's answers and the
+ledger: coordinates for agents (1-based lines, code point columns), setup artefacts dropped.
+No Lean calls, no ledger writes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from lsp_bridge import LeanDiagnostic, LineIndex
+from repl_pool import PoolStats
+
+from .catalogue import (
+    BodyRange,
+    Diagnostic,
+    LedgerEntry,
+    PoolStatus,
+    Position,
+    StepState,
+    TimingsResult,
+    TimingTotals,
+)
+from .session import ProofSession
+
+# Lean 4.35 elaborates theorem bodies asynchronously (`Elab.async`); on the prelude-only
+# bootstrap, a body that fails to elaborate also makes that path log "internal exception #3" at
+# the start of the declaration (measured: absent with `-DElab.async=false`, and for `def`). It
+# says nothing about the proof, so it is dropped whenever a real error is reported beside it.
+_SETUP_ARTEFACT = re.compile(r"internal exception #\d+")
+
+
+def agent_diagnostics(text: str, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
+    """Diagnostics in agent coordinates (1-based line, code point column); silent ones and
+    setup artefacts dropped."""
+    shown = [d for d in diagnostics if not d.is_silent]
+    if any(d.is_error and not _SETUP_ARTEFACT.fullmatch(d.message.strip()) for d in shown):
+        shown = [d for d in shown if not _SETUP_ARTEFACT.fullmatch(d.message.strip())]
+    index = LineIndex(text)
+    out = []
+    for d in shown:
+        start, end = index.from_lsp(d.range.start), index.from_lsp(d.range.end)
+        out.append(
+            Diagnostic(
+                severity=d.severity.name.lower(),  # type: ignore[arg-type]
+                line=start.line,
+                column=start.column,
+                end_line=end.line,
+                end_column=end.column,
+                message=d.message,
+            )
+        )
+    return out
+
+
+def body_range(session: ProofSession) -> BodyRange:
+    index = LineIndex(session.text)
+    start, end = index.pos_of(session.body_start), index.pos_of(session.body_end)
+    return BodyRange(
+        start=Position(line=start.line, column=start.column),
+        end=Position(line=end.line, column=end.column),
+    )
+
+
+def step_state(
+    version: int, text: str, diagnostics: Sequence[LeanDiagnostic], goals: list[str],
+    complete: bool,
+) -> StepState:  # fmt: skip
+    return StepState(
+        version=version,
+        diagnostics=agent_diagnostics(text, diagnostics),
+        goals=goals,
+        complete=complete,
+    )
+
+
+def timings(session: ProofSession, entries: list[dict[str, Any]]) -> TimingsResult:
+    typed = [LedgerEntry.model_validate(e) for e in entries]
+    total = round(sum(e.total_ms for e in typed), 2)
+    queue = round(sum(e.queue_ms for e in typed), 2)
+    lean = round(sum(e.lean_ms for e in typed), 2)
+    return TimingsResult(
+        session_id=session.id,
+        session_wall_ms=round(session.wall_ms(), 1),
+        totals=TimingTotals(
+            calls=len(typed),
+            total_ms=total,
+            queue_ms=queue,
+            lean_ms=lean,
+            overhead_ms=round(max(total - queue - lean, 0.0), 2),
+        ),
+        entries=typed,
+    )
+
+
+def pool_status(stats: PoolStats) -> PoolStatus:
+    return PoolStatus.model_validate(stats.to_json())

@@ -1,0 +1,255 @@
+"""`ProofService` in-process against the real bootstrap Lean, and both wires in-process over it
+(MCP through the SDK's in-memory client, JSON-RPC through `handle_message`): typed results that
+match their published outputSchema, one validation and one error shape, a ledger line for every
+call, wall-clock timings, and no setup artefacts in the diagnostics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import orjson
+import pytest
+from mcp import Client
+
+from agent_tools.servers import (
+    ServeOptions,
+    build_mcp,
+    handle_message,
+    open_service,
+    package_version,
+)
+from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, output_schema
+from agent_tools.sessions.catalogue import ToolOutput
+
+pytestmark = pytest.mark.anyio
+DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
+REFS: dict[str, str] = json.loads(
+    (Path(__file__).with_name("demo_reference_proofs.json")).read_text(encoding="utf-8")
+)
+WRONG = "\n  N.z"
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
+    """One service per test: its Lean processes end with the test (the stray check holds)."""
+    options = ServeOptions(suite=DEMO, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        yield service
+
+
+def ledger_lines(service: ProofService) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in service.ledger.path.read_bytes().splitlines()]
+
+
+def conforms(tool: str, result: Any) -> None:
+    """``result`` (JSON) validates against the tool's published outputSchema."""
+    jsonschema.Draft202012Validator(output_schema(TOOL_BY_NAME[tool])).validate(result)
+
+
+# -- the service itself ---------------------------------------------------------------------------
+
+
+async def test_a_full_session_returns_typed_results_that_match_their_schemas(
+    service: ProofService,
+) -> None:
+    results: list[tuple[str, ToolOutput]] = [("list_tasks", await service.list_tasks())]
+    opened = await service.open_task("and_swap")
+    sid = opened.session_id
+    results.append(("open_task", opened))
+    results.append(("set_proof", await service.set_proof(sid, WRONG)))
+    start = opened.body_range.start
+    results.append(("get_goals", await service.get_goals(sid, start.line + 1, 3)))
+    results.append(
+        ("try_proofs", await service.try_proofs(sid, [WRONG, "\n  " + REFS["and_swap"]]))
+    )
+    fixed = await service.set_proof(sid, "\n  " + REFS["and_swap"])
+    assert fixed.complete and fixed.version == 3
+    results.append(("replace_in_proof", await service.replace_in_proof(sid, "hq hp", "hq hp")))
+    results.append(("get_proof_state", await service.get_proof_state(sid)))
+    results.append(("check_proof", await service.check_proof(sid)))
+    results.append(("get_timings", await service.get_timings(sid)))
+    results.append(("server_status", await service.server_status()))
+    results.append(("close_session", await service.close_session(sid)))
+    for tool, result in results:
+        assert isinstance(result, TOOL_BY_NAME[tool].output), tool
+        conforms(tool, result.model_dump(mode="json"))
+    assert {t for t, _ in results} == set(TOOL_BY_NAME)
+
+
+async def test_a_failing_body_shows_its_error_and_no_internal_exception(
+    service: ProofService,
+) -> None:
+    """Lean 4.35's async theorem elaboration adds "internal exception #3" on the prelude-only
+    bootstrap whenever a theorem body fails; the agent sees only the real error."""
+    for task_id in ("refl_z", "and_swap", "and_left_unicode"):
+        sid = (await service.open_task(task_id)).session_id
+        wrong = await service.set_proof(sid, WRONG)
+        messages = [d.message for d in wrong.diagnostics if d.severity == "error"]
+        assert messages and all("Type mismatch" in m for m in messages), messages
+        assert not any("internal exception" in m for m in messages)
+        candidates = await service.try_proofs(sid, [WRONG])
+        assert not any("internal exception" in d.message for d in candidates.results[0].diagnostics)
+        await service.close_session(sid)
+
+
+async def test_every_call_writes_a_ledger_line_even_when_it_fails(service: ProofService) -> None:
+    before = len(ledger_lines(service))
+    with pytest.raises(ToolError) as info:
+        await service.set_proof("no-such-session", WRONG)
+    assert info.value.code == "unknown_session"
+    sid = (await service.open_task("true_intro")).session_id
+    for bodies in ([], ["\n  True.intro"] * 17):
+        with pytest.raises(ToolError) as info:
+            await service.try_proofs(sid, bodies)
+        assert info.value.code == "invalid_argument"
+    with pytest.raises(ToolError):
+        await service.open_task("no_such_task")
+    lines = ledger_lines(service)[before:]
+    assert [(e["tool"], e["outcome"]) for e in lines] == [
+        ("set_proof", "error:unknown_session"),
+        ("open_task", "ok"),
+        ("try_proofs", "error:invalid_argument"),
+        ("try_proofs", "error:invalid_argument"),
+        ("open_task", "error:unknown_task"),
+    ]
+    assert lines[2]["session"] == sid and lines[0]["session"] is None
+    await service.close_session(sid)
+
+
+async def test_try_proofs_records_wall_time_and_per_candidate_times(service: ProofService) -> None:
+    sid = (await service.open_task("refl_z")).session_id
+    bodies = ["\n  @Eq.refl N N.z", WRONG, "\n  @Eq.refl N (N.s N.z)", "\n  @Eq.refl N N.z"]
+    result = await service.try_proofs(sid, bodies)
+    assert [r.complete for r in result.results] == [True, False, False, True]
+    entry = ledger_lines(service)[-1]
+    assert entry["tool"] == "try_proofs" and entry["outcome"] == "ok"
+    assert [c["index"] for c in entry["candidates"]] == [0, 1, 2, 3]
+    assert entry["total_ms"] >= entry["queue_ms"] + entry["lean_ms"]
+    assert all(c["total_ms"] >= c["lean_ms"] > 0 for c in entry["candidates"])
+    # Wall time, not the sum over parallel candidates.
+    assert entry["lean_ms"] <= entry["total_ms"]
+    totals = (await service.get_timings(sid)).totals
+    assert totals.overhead_ms >= 0 and totals.calls == 2
+    await service.close_session(sid)
+
+
+# -- both wires over the same service ------------------------------------------------------------
+
+
+async def rpc(service: ProofService, method: str, params: Any) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    reply = await handle_message(service, orjson.dumps(message), "rpc-test")
+    assert reply is not None
+    return reply
+
+
+async def test_every_result_of_a_full_session_matches_its_output_schema_on_both_wires(
+    service: ProofService,
+) -> None:
+    async with Client(build_mcp(service, client="mcp-test")) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == set(TOOL_BY_NAME)
+
+        async def mcp(tool: str, **args: Any) -> Any:
+            result = await client.call_tool(tool, args)
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            jsonschema.validate(result.structured_content, listed[tool].output_schema or {})
+            return result.structured_content
+
+        async def jsonrpc(tool: str, **args: Any) -> Any:
+            reply = await rpc(service, tool, args)
+            assert "result" in reply, reply
+            jsonschema.validate(reply["result"], listed[tool].output_schema or {})
+            return reply["result"]
+
+        for call in (mcp, jsonrpc):
+            seen = {"list_tasks"}
+            await call("list_tasks")
+            opened = await call("open_task", task_id="or_swap")
+            sid = opened["session_id"]
+            start = opened["body_range"]["start"]
+            await call("get_goals", session_id=sid, line=start["line"], column=start["column"])
+            await call("set_proof", session_id=sid, body=WRONG)
+            await call("try_proofs", session_id=sid, bodies=[WRONG, "\n  " + REFS["or_swap"]])
+            await call("set_proof", session_id=sid, body="\n  " + REFS["or_swap"])
+            await call("replace_in_proof", session_id=sid, old="\n", new="\n")
+            await call("get_proof_state", session_id=sid)
+            assert (await call("check_proof", session_id=sid))["accepted"] is True
+            await call("get_timings", session_id=sid)
+            await call("server_status")
+            await call("close_session", session_id=sid)
+            seen |= {"open_task", "get_goals", "set_proof", "try_proofs", "replace_in_proof",
+                     "get_proof_state", "check_proof", "get_timings", "server_status",
+                     "close_session"}  # fmt: skip
+            assert seen == set(TOOL_BY_NAME)
+
+
+BAD_CALLS = [
+    ("get_goals", {"session_id": "s", "line": "8", "column": 1}, "`line` must be an integer"),
+    ("set_proof", {"session_id": "s", "body": "x", "force": True}, "unknown argument `force`"),
+    ("try_proofs", {"session_id": "s", "bodies": []}, "`bodies` needs 1 to 16 items (0 given)"),
+    ("try_proofs", {"session_id": "s", "bodies": ["x"] * 17}, "`bodies` needs 1 to 16 items (17"),
+    ("set_proof", {"session_id": "s"}, "missing argument `body`"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "message"), BAD_CALLS)
+async def test_bad_arguments_get_the_same_error_on_both_wires(
+    service: ProofService, tool: str, arguments: dict[str, Any], message: str
+) -> None:
+    async with Client(build_mcp(service, client="mcp-test")) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert text.startswith(f"[invalid_argument] {message}"), text
+    assert "Next: " in text
+    assert "Error executing tool" not in text and "pydantic" not in text
+    reply = await rpc(service, tool, arguments)
+    assert reply["error"]["code"] == -32602
+    assert message in reply["error"]["message"]
+
+
+async def test_refused_arguments_still_write_a_ledger_line(service: ProofService) -> None:
+    sid = (await service.open_task("true_intro", client="mcp-test")).session_id
+    before = len(ledger_lines(service))
+    async with Client(build_mcp(service, client="mcp-test")) as client:
+        result = await client.call_tool("try_proofs", {"session_id": sid, "bodies": []})
+    assert result.is_error
+    (entry,) = ledger_lines(service)[before:]
+    assert (entry["tool"], entry["outcome"], entry["session"]) == (
+        "try_proofs",
+        "error:invalid_argument",
+        sid,
+    )
+    await service.close_session(sid, client="mcp-test")
+
+
+async def test_tool_errors_are_code_message_and_next_step_on_mcp(service: ProofService) -> None:
+    async with Client(build_mcp(service, client="mcp-test")) as client:
+        result = await client.call_tool("set_proof", {"session_id": "nope", "body": "x"})
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert result.is_error
+    assert text == (
+        "[unknown_session] unknown session 'nope'. Next: open a task with open_task and use "
+        "the session_id it returns"
+    )
+
+
+async def test_mcp_server_info_and_annotations(service: ProofService) -> None:
+    async with Client(build_mcp(service)) as client:
+        info = client.server_info
+        assert info is not None
+        assert info.name == "leanrig" and info.version == package_version() != ""
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name, spec in TOOL_BY_NAME.items():
+        annotations = tools[name].annotations
+        assert annotations is not None and annotations.title == spec.title
+        assert annotations.read_only_hint is spec.read_only
+        assert tools[name].input_schema["additionalProperties"] is False
+    assert tools["get_goals"].annotations.read_only_hint is True  # type: ignore[union-attr]
+    assert tools["set_proof"].annotations.read_only_hint is False  # type: ignore[union-attr]
