@@ -167,6 +167,7 @@ class EditorProxy:
         self._docs: dict[str, _Doc] = {}
         self._is_task: dict[str, bool] = {}
         self._closing = False
+        self._shutdown = False  # the editor sent `shutdown`: Lean exiting is expected
         self._exit = False
         self._failed: str | None = None
         # The task file as Lean has it (the last text in scope) and leanrig's own diagnostics.
@@ -302,6 +303,8 @@ class EditorProxy:
                     await reader_done.wait()
                     tg.cancel_scope.cancel()
                 code = lean.process.returncode
+                if self._closing or self._shutdown:
+                    return  # the editor asked Lean to stop
                 log.warning("lean.died", returncode=code, stderr=lean.stderr_tail())
             except LeanrigError as exc:
                 if not started:
@@ -423,6 +426,8 @@ class EditorProxy:
                 return
             if method == "initialize":
                 self._initialize = message
+            elif method == "shutdown":
+                self._shutdown = True
             self._client_requests[rid] = method
             await self._to_lean(body)
             return
@@ -689,8 +694,9 @@ class EditorProxy:
         result = {**verdict.to_json(), "version": self._lean_version,
                   "attempt_s": round(self.attempt.wall_s(), 3),
                   "timed_out": self.attempt.timed_out}  # fmt: skip
+        if verdict.accepted or self.attempt.timed_out:
+            self.attempt.write()  # the attempt is over: its line is final
         if verdict.accepted:
-            self.attempt.write()
             await self._show(
                 f"leanrig: ACCEPTED — {self.task.id} proved in {self.attempt.wall_s():.1f} s", 3
             )

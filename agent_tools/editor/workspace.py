@@ -97,7 +97,7 @@ def _shim(kind: str, lsp: list[str], install: LeanInstall, shim_dir: Path) -> st
     else:
         real_lake = _sh(install.lake) if install.lake else ""
         line = f"Lake version 5.0.0-{install.githash[:7]} (Lean version {install.version})"
-        version = f'exec {real_lake} "$@"' if real_lake else f"echo {_sh(line)}"
+        version = f'exec {real_lake} "$@"' if real_lake else f"echo {_sh(line)}; exit 0"
         body = [
             'case "$1" in',
             f"  serve) exec {lsp_cmd} ;;",
