@@ -5,6 +5,12 @@ and process group: killing the server's group does not reach it, and when the se
 workers are re-parented away from it. We therefore mark the server's environment with a unique
 token (inherited by every descendant) and, on teardown, kill every process carrying it.
 Linux only (``/proc``). Never kills a process that lacks the token.
+
+Cost: while the leader is alive every process carrying its token is its descendant, found by
+walking ``/proc/<pid>/task/<tid>/children`` (a few small reads). Only when the leader is gone
+(exited, reaped, or unknown) can a marked process be anywhere: that needs a scan of every
+process's environment, which ``kill_tree_async`` runs in a worker thread, bounded in time,
+so the event loop never waits on ``/proc``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from subprocess import PIPE
 
@@ -22,6 +28,7 @@ from anyio.abc import Process
 from .errors import ServerDied
 
 TOKEN_VAR = "LEANRIG_PROC_TOKEN"
+SCAN_TIMEOUT = 5.0  # seconds a full /proc scan may take before kill_tree_async gives up on it
 
 
 def new_token() -> str:
@@ -49,38 +56,126 @@ async def spawn_marked(
     return process, token
 
 
+def token_of(pid: int) -> str | None:
+    """The kill token in ``pid``'s environment (None: no token, gone, or not ours to read)."""
+    prefix = f"{TOKEN_VAR}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("ascii", "replace")
+    return None
+
+
+def _has_token(pid: int, token: str) -> bool:
+    return token_of(pid) == token
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from every thread of it), without scanning /proc."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                found.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (its own tree only; re-parented orphans are not)."""
+    found: list[int] = []
+    stack = [pid]
+    seen = {pid}
+    while stack:
+        for child in children(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                stack.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (a zombie's children were already re-parented)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
 def pids_with_token(token: str) -> list[int]:
-    needle = f"{TOKEN_VAR}={token}".encode()
+    """Every process carrying ``token``: a full scan of /proc (blocking; see the module doc)."""
     found: list[int] = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         pid = int(entry)
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                environ = fh.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
+        if pid != me and _has_token(pid, token):
             found.append(pid)
     return found
 
 
-def kill_tree(token: str, leader: int | None = None) -> list[int]:
-    """SIGKILL the process group of ``leader`` and every process carrying ``token``."""
-    if leader is not None:
-        try:
-            os.killpg(leader, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _kill(pids: Iterable[int], token: str) -> list[int]:
     killed = []
-    for pid in pids_with_token(token):
+    for pid in pids:
+        if not _has_token(pid, token):
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         except (ProcessLookupError, PermissionError):
             pass
+    return killed
+
+
+def _kill_leader_tree(token: str, leader: int | None) -> tuple[list[int], bool]:
+    """Kill ``leader``'s group and its marked descendants; True if that reached every marked
+    process (the leader was still running and carried the token, so none can be orphaned)."""
+    if leader is None:
+        return [], False
+    complete = _running(leader) and _has_token(leader, token)
+    tree = descendants(leader) if complete else []  # before killing: then they re-parent
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return _kill(tree, token), complete
+
+
+def kill_tree(token: str, leader: int | None = None) -> list[int]:
+    """SIGKILL the process group of ``leader`` and every process carrying ``token``.
+
+    Cheap while ``leader`` is running (its tree is walked); otherwise a full /proc scan on the
+    calling thread: from async code prefer ``kill_tree_async``.
+    """
+    killed, complete = _kill_leader_tree(token, leader)
+    if not complete:
+        killed += _kill(pids_with_token(token), token)
+    return killed
+
+
+async def kill_tree_async(
+    token: str, leader: int | None = None, *, timeout: float = SCAN_TIMEOUT
+) -> list[int]:
+    """``kill_tree`` for async callers: the leader's tree is killed at once; a full scan, if
+    needed, runs in a worker thread, at most ``timeout`` seconds, shielded from cancellation
+    (teardown must finish)."""
+    killed, complete = _kill_leader_tree(token, leader)
+    if complete:
+        return killed
+    with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+        pids = await anyio.to_thread.run_sync(pids_with_token, token, abandon_on_cancel=True)
+        killed += _kill(pids, token)
     return killed

@@ -2,7 +2,8 @@
 
 The process runs in its own session, marked with a kill token (lsp_bridge.proctree), under the
 caller's sandbox wrapper; on timeout or cancellation its whole tree is killed. Output is
-collected concurrently so a chatty process cannot block on a full pipe.
+collected concurrently so a chatty process cannot block on a full pipe, and read to EOF (not
+cut at the process's exit) within the same deadline.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import anyio
 import psutil
 
-from lsp_bridge.proctree import kill_tree, spawn_marked
+from lsp_bridge.proctree import descendants, kill_tree_async, spawn_marked
 
 MAX_OUTPUT = 32 * 2**20
 
@@ -35,15 +36,12 @@ class Completed:
 
 
 def tree_rss(pid: int) -> int:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
+    """Resident memory of ``pid`` and its descendants (a walk of its tree, not a /proc scan:
+    the pool calls this on release and the one-shot runner every 0.1 s)."""
     total = 0
-    for proc in procs:
+    for member in (pid, *descendants(pid)):
         try:
-            total += proc.memory_info().rss
+            total += psutil.Process(member).memory_info().rss
         except psutil.Error:
             pass
     return total
@@ -57,6 +55,13 @@ async def run_once(
     timeout: float,
     rss_limit_mb: int | None = None,
 ) -> Completed:
+    """Run ``argv`` to completion: its exit *and* the end of its output, under one deadline.
+
+    The output is read to EOF (every process holding the pipes has closed them), not only until
+    the process exits: the answer a caller parses may still be in the pipe, or still being
+    written by a process it started. Not finished within ``timeout`` (or over the RSS cap): the
+    whole tree is killed and ``returncode`` is None.
+    """
     started = time.perf_counter()
     process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=None)
     out: list[bytes] = []
@@ -67,42 +72,51 @@ async def run_once(
             return
         size = 0
         async for chunk in stream:
-            if size < MAX_OUTPUT:
+            if size < MAX_OUTPUT:  # keep reading past the cap: a full pipe would block Lean
                 into.append(chunk)
                 size += len(chunk)
 
-    returncode: int | None = None
+    exit_code: int | None = None
+    finished = False
     over_memory = False
 
-    async def watch_memory(scope: anyio.CancelScope) -> None:
+    async def watch_memory(deadline: anyio.CancelScope) -> None:
         nonlocal over_memory
         assert rss_limit_mb is not None
         while True:
             await anyio.sleep(0.1)
             if tree_rss(process.pid) > rss_limit_mb * 2**20:
                 over_memory = True
-                kill_tree(token, process.pid)
-                scope.cancel()
+                deadline.cancel()
                 return
 
+    async def run_to_exit(watcher: anyio.CancelScope) -> None:
+        nonlocal exit_code
+        exit_code = await process.wait()
+        watcher.cancel()  # exited: its memory no longer counts
+
     try:
-        with anyio.move_on_after(timeout) as scope:
+        with anyio.move_on_after(timeout) as deadline:
             async with anyio.create_task_group() as tg:
+                watcher = anyio.CancelScope()
                 if rss_limit_mb is not None:
-                    tg.start_soon(watch_memory, scope)
+
+                    async def watch() -> None:
+                        with watcher:
+                            await watch_memory(deadline)
+
+                    tg.start_soon(watch)
                 tg.start_soon(drain, process.stdout, out)
                 tg.start_soon(drain, process.stderr, err)
-                returncode = await process.wait()
-                tg.cancel_scope.cancel()
+                tg.start_soon(run_to_exit, watcher)
+            finished = True
     finally:
-        if returncode is None:
-            kill_tree(token, process.pid)
-        else:
-            kill_tree(token)  # anything it left running
+        # Anything still running (timeout, cap, cancellation, or left behind) dies with its tree.
+        await kill_tree_async(token, process.pid)
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await process.aclose()
     return Completed(
-        returncode,
+        exit_code if finished else None,
         b"".join(out).decode("utf-8", "replace"),
         b"".join(err).decode("utf-8", "replace"),
         (time.perf_counter() - started) * 1000,

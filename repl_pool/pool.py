@@ -3,7 +3,8 @@
 Responsibilities (and nothing else): start, reuse, recycle and kill Lean server processes;
 queue callers fairly (one global FIFO: the oldest waiter is served first, so no key starves);
 enforce the process limit, uses limit, idle TTL and RSS cap; retry idempotent work once on a
-fresh slot when a process dies under it; report stats. Every process runs in the pool's task
+fresh slot when a process dies under it (one classification of errors, ``slot.slot_fate``,
+decides what is kept, killed and retried); report stats. Every process runs in the pool's task
 group, so closing the pool (or cancelling its owner) leaves no Lean process behind.
 
 It must not know about tasks, proof bodies or sessions (agent_tools does).
@@ -25,29 +26,18 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from lsp_bridge import (
-    DocumentReport,
-    LeanClient,
-    LeanrigError,
-    ProtocolError,
-    ServerError,
-    WorkerCrashed,
-    WorkerExited,
-    single_errors,
-)
-from lsp_bridge.errors import RequestTimeout
+from lsp_bridge import DocumentReport, LeanClient, LeanrigError, single_errors
 
 from .config import PoolConfig
 from .environment import LeanEnvironment
-from .errors import PoolBusy, PoolClosed, SlotBroken
+from .errors import PoolBusy, PoolClosed
 from .header import parse_header
-from .slot import PoolKey, Slot
+from .slot import PoolKey, Slot, slot_fate
 
 log = structlog.get_logger("leanrig.pool")
 T = TypeVar("T")
 
 LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, float("inf"))
-RETRYABLE = (SlotBroken, WorkerCrashed, WorkerExited, ProtocolError)
 
 
 @dataclass(slots=True)
@@ -486,20 +476,21 @@ class WarmPool:
         holder: str | None = None,
         timeout: float | None = None,
     ) -> T:
-        """Run ``operation`` on a slot; retried once on a fresh slot if the process died
-        under it and the operation is idempotent. Deadlines are never retried."""
+        """Run ``operation`` on a slot; retried once if the operation is idempotent and the
+        error says a retry can help (``slot.slot_fate``: a dead process, a crashed worker, a
+        transient answer). Deadlines are never retried. The same classification decides
+        whether the slot is kept or killed on release."""
         attempts = 2 if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
                 async with self.acquire(key, holder=holder, timeout=timeout) as slot:
                     try:
                         return await operation(slot)
-                    except ServerError as exc:
-                        if not isinstance(exc, RequestTimeout):
-                            slot.mark_broken(f"{type(exc).__name__}: {exc.message}")
+                    except Exception as exc:
+                        slot.judge(exc)  # before release: a discarded slot is killed there
                         raise
-            except (*RETRYABLE, ServerError) as exc:
-                if isinstance(exc, RequestTimeout) or attempt == attempts:
+            except LeanrigError as exc:
+                if attempt == attempts or not slot_fate(exc).retry:
                     raise
                 log.info("pool.retry", error=type(exc).__name__, header=key.short())
         raise AssertionError("unreachable")

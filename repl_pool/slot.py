@@ -4,8 +4,10 @@ The slot interface is what callers (sessions, checkers) use, and it is backend-n
 ``elaborate(text)``, goal queries by position, ``alive``. Today's backend is the LSP server
 (`lean --server` / `lake serve`) through lsp_bridge; a REPL backend would implement the same.
 
-A slot marks itself broken when its process misbehaves (died, protocol error, deadline passed);
-the pool then kills and replaces it when the holder releases it.
+Slot health is decided in one place, ``slot_fate``: a pure function from an error to what
+happens to the slot (keep it, or discard it: killed on release and replaced) and to the work
+(may an idempotent operation run again). The slot's own guard and ``WarmPool.run`` both use
+it, so a slot is never kept by one and killed by the other.
 """
 
 from __future__ import annotations
@@ -20,19 +22,27 @@ import anyio
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
+    ContentModified,
     DocumentReport,
+    ElaborationFailed,
     InteractiveGoal,
     LeanClient,
+    LeanrigError,
     LspPos,
     PlainGoal,
     PlainTermGoal,
+    ProtocolError,
+    RequestCancelled,
+    RequestTimeout,
+    ResponseError,
+    RpcNeedsReconnect,
     ServerCommand,
     ServerError,
     WorkerCrashed,
     WorkerExited,
 )
 
-from .errors import SlotBroken
+from .errors import PoolError, SlotBroken
 from .oneshot import tree_rss
 
 SlotState = Literal["starting", "idle", "busy", "stopping"]
@@ -48,6 +58,61 @@ class PoolKey:
     def short(self) -> str:
         header = self.header.replace("\n", " ")
         return header if len(header) <= 60 else header[:57] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFate:
+    """What an error means for the slot it happened on and for the work that raised it."""
+
+    discard: bool  # the process must not serve again: killed on release, replaced
+    retry: bool  # idempotent work may run once more (on the kept slot, or a fresh one)
+    why: str
+
+
+_KEEP = "the server process is fine"
+# Most specific first: WorkerCrashed, ContentModified ... are ResponseErrors, which are
+# ServerErrors. The first matching class decides.
+_FATES: tuple[tuple[type[BaseException], SlotFate], ...] = (
+    # The file worker died; the server is fine and the next change (the retry sends one)
+    # restarts the worker.
+    (WorkerCrashed, SlotFate(False, True, "worker crashed; the next change restarts it")),
+    (WorkerExited, SlotFate(False, True, "worker exited; the next change restarts it")),
+    # Processing of the version stopped (crash or fatal error). Which of this and WorkerCrashed
+    # a caller sees for one crash depends on which of Lean's messages arrives first, so both
+    # are treated alike; a deterministic fatal error costs one repeat.
+    (ElaborationFailed, SlotFate(False, True, "processing stopped; the next change restarts")),
+    # Transient answers about the document, not the process: ask again.
+    (ContentModified, SlotFate(False, True, "the document changed under the request")),
+    (RequestCancelled, SlotFate(False, True, "the server cancelled the request")),
+    (RpcNeedsReconnect, SlotFate(False, True, "the RPC session was dropped")),
+    # Any other answer: the server is alive and answered; asking again gives the same answer.
+    (ResponseError, SlotFate(False, False, f"the server answered with an error; {_KEEP}")),
+    # A missed deadline: the process may be hung or stuck in a runaway elaboration. Kill it;
+    # deadlines are never retried (the same work would miss the same deadline).
+    (RequestTimeout, SlotFate(True, False, "missed a deadline")),
+    # The process died, closed, could not start, or broke the protocol: a fresh one may work.
+    (ServerError, SlotFate(True, True, "the server process failed")),
+    (ProtocolError, SlotFate(True, True, "the server broke the protocol")),
+    (SlotBroken, SlotFate(True, True, "the slot was already broken")),
+    # No slot involved (busy, closed pool): nothing to discard, nothing to gain by retrying.
+    (PoolError, SlotFate(False, False, "a pool state, not a slot fault")),
+)
+# DocumentError and other LeanrigErrors, and bugs in the caller's operation: the process did
+# nothing wrong (the text is the state, the next use replaces it), and the work would fail again.
+_CALLER = SlotFate(False, False, f"the caller's error; {_KEEP}")
+
+
+def slot_fate(error: BaseException) -> SlotFate:
+    """The one classification of slot health: keep or discard the slot, retry or not."""
+    for cls, fate in _FATES:
+        if isinstance(error, cls):
+            return fate
+    return _CALLER
+
+
+def describe(error: BaseException) -> str:
+    message = error.message if isinstance(error, LeanrigError) else str(error)
+    return f"{type(error).__name__}: {message}"
 
 
 class Slot:
@@ -110,14 +175,19 @@ class Slot:
             raise SlotBroken(f"slot {self.number} is not usable: {self.broken or 'not started'}")
         return self.client
 
+    def judge(self, error: BaseException) -> SlotFate:
+        """Apply ``slot_fate`` to this slot: mark it broken if the error says so."""
+        fate = slot_fate(error)
+        if fate.discard:
+            self.mark_broken(describe(error))
+        return fate
+
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
         try:
             yield
-        except (WorkerCrashed, WorkerExited):
-            raise  # the server is fine; the next change restarts the worker
-        except ServerError as exc:
-            self.mark_broken(f"{type(exc).__name__}: {exc.message}")
+        except Exception as exc:
+            self.judge(exc)
             raise
 
     async def elaborate(self, text: str, *, timeout: float) -> DocumentReport:

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -10,6 +12,7 @@ import pytest
 import structlog
 
 from lsp_bridge import LeanClient, LeanInstall, ServerCommand, Timeouts, find_lean
+from lsp_bridge.proctree import TOKEN_VAR, token_of
 
 
 def _test_logging() -> None:
@@ -108,27 +111,77 @@ def assert_no_lean_descendants(pid: int) -> None:
     assert survivors == [], survivors
 
 
+# Every process leanrig starts carries a kill token (lsp_bridge.proctree.TOKEN_VAR); every
+# process this test run starts inherits RUN_VAR. Strays are processes with both: a Lean beside
+# the suite (an editor's server, another checkout's test run) has neither or another run id,
+# and is never reported or killed.
+RUN_VAR = "LEANRIG_TEST_RUN"
+RUN_ID = uuid.uuid4().hex
+os.environ[RUN_VAR] = RUN_ID
+_INHERITED_TOKEN = os.environ.get(TOKEN_VAR)  # a token this pytest itself runs under
+
+
+def _run_marked(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return f"{RUN_VAR}={RUN_ID}".encode() in environ
+
+
+def leanrig_processes() -> dict[int, psutil.Process]:
+    """Live processes started by leanrig code of this test run (token + this run's id)."""
+    found: dict[int, psutil.Process] = {}
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        pid = int(entry)
+        token = token_of(pid)
+        if token is None or token == _INHERITED_TOKEN or not _run_marked(pid):
+            continue
+        try:
+            found[pid] = psutil.Process(pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _strays(before: set[int]) -> list[psutil.Process]:
+    return [
+        p
+        for pid, p in leanrig_processes().items()
+        if pid not in before and not _owned_by_long_lived(p)
+    ]
+
+
+@contextmanager
+def stray_guard(grace: float = 5.0) -> Iterator[None]:
+    """Around a test: leanrig processes it started must be gone (after ``grace`` s for them
+    to exit); those left are killed and reported. Nothing else on the machine is touched."""
+    before = set(leanrig_processes())
+    yield
+    stray = _strays(before)
+    if stray:
+        _, stray = psutil.wait_procs(stray, timeout=grace)
+    still = leanrig_processes()
+    stray = [p for p in stray if p.pid in still]  # re-checked: a pid may have been re-used
+    if not stray:
+        return
+    described = []
+    for p in stray:
+        try:
+            described.append(p.cmdline())
+            p.kill()
+        except psutil.Error:
+            continue
+    if described:
+        raise AssertionError(f"leanrig processes outlived the test: {described}")
+
+
 @pytest.fixture(autouse=True)
 def no_stray_lean() -> Iterator[None]:
-    """Every test must leave no Lean process behind (ps-verified)."""
-    before = {p.pid for p in lean_processes()}
-    yield
-    deadline_left = 50
-    stray: list[psutil.Process] = []
-    while deadline_left:
-        stray = [
-            p
-            for p in lean_processes()
-            if p.pid not in before
-            and p.status() != psutil.STATUS_ZOMBIE
-            and not _owned_by_long_lived(p)
-        ]
-        if not stray:
-            return
-        deadline_left -= 1
-        import time
-
-        time.sleep(0.1)
-    for p in stray:
-        p.kill()
-    raise AssertionError(f"Lean processes outlived the test: {[p.info['cmdline'] for p in stray]}")
+    """Every test must leave no process that leanrig started behind (ps-verified)."""
+    with stray_guard():
+        yield

@@ -1,6 +1,9 @@
 """A FAKE LSP server for faults the real Lean cannot produce (malformed frames).
 
 Usage: python fake_lsp_peer.py MODE. It answers `initialize`, then misbehaves per MODE.
+``error:CODE`` answers every later request with the JSON-RPC error CODE (e.g. -32801
+ContentModified, -32800 RequestCancelled, -32900 RpcNeedsReconnect): the real Lean gives those
+only in races a test cannot schedule.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ def main() -> None:
         msg = read_message()
         if "id" not in msg:
             continue
-        if mode == "bad-json":
+        if mode.startswith("error:"):
+            code = int(mode.removeprefix("error:"))
+            error = {"code": code, "message": f"fake error {code}"}
+            send({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+        elif mode == "bad-json":
             send_raw(b"Content-Length: 5\r\n\r\n{nope")
         elif mode == "no-length":
             send_raw(b"Content-Type: x\r\n\r\n{}")

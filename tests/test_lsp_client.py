@@ -175,24 +175,30 @@ async def test_sigkill_of_a_worker_mid_request_gives_a_typed_error(
     uri = uri_in(project)
     await client.open(uri, PRELUDE + ARITH + slow_theorem())
     with anyio.fail_after(5):
-        while True:  # the worker is spawned on didOpen; find it
+        while True:  # the worker is spawned on didOpen; find it (no event for that)
             try:
                 worker = _worker_of(client.pid)
                 break
             except (AssertionError, psutil.Error):
                 await anyio.sleep(0.02)
+    crashed: list[BaseException] = []
 
-    async def kill_soon() -> None:
-        await anyio.sleep(0.1)
-        worker.kill()
+    async def barrier() -> None:
+        with anyio.fail_after(10):
+            try:
+                await client.wait_for(uri)
+            except (WorkerCrashed, WorkerExited) as exc:
+                crashed.append(exc)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(kill_soon)
-        with anyio.fail_after(10), pytest.raises((WorkerCrashed, WorkerExited)):
-            await client.wait_for(uri)
-    # Queries on the dead worker fail at once instead of being queued by the watchdog.
-    with anyio.fail_after(1), pytest.raises(ElaborationFailed):
-        await client.plain_goal(uri, LspPos(0, 0))
+        tg.start_soon(barrier)
+        await anyio.wait_all_tasks_blocked()  # the barrier request is out and waiting
+        worker.kill()
+    assert len(crashed) == 1
+    # Queries on the dead worker fail at once, typed, instead of being queued by the watchdog
+    # (queued, this one would end in RequestTimeout after its deadline).
+    with pytest.raises(ElaborationFailed):
+        await client.plain_goal(uri, LspPos(0, 0), timeout=20)
     # The next change restarts the worker and elaboration works again.
     v = await client.change(uri, PRELUDE + GOOD)
     with anyio.fail_after(10):
@@ -205,15 +211,20 @@ async def test_sigkill_of_the_server_mid_request_gives_server_died(
 ) -> None:
     uri = uri_in(project)
     await client.open(uri, PRELUDE + ARITH + slow_theorem())
+    died: list[ServerDied] = []
 
-    async def kill_soon() -> None:
-        await anyio.sleep(0.2)
-        os.kill(client.pid, signal.SIGKILL)
+    async def barrier() -> None:
+        with anyio.fail_after(10):
+            try:
+                await client.wait_for(uri)
+            except ServerDied as exc:
+                died.append(exc)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(kill_soon)
-        with anyio.fail_after(10), pytest.raises(ServerDied):
-            await client.wait_for(uri)
+        tg.start_soon(barrier)
+        await anyio.wait_all_tasks_blocked()  # the barrier request is out and waiting
+        os.kill(client.pid, signal.SIGKILL)
+    assert len(died) == 1
     assert not client.alive
     with pytest.raises(ServerDied):
         await client.plain_goal(uri, LspPos(0, 0))
@@ -250,15 +261,19 @@ async def test_cancelling_the_owner_kills_the_process_group(
     server_command: ServerCommand,
 ) -> None:
     tree: list[psutil.Process] = []
-    with anyio.move_on_after(2):
+    with anyio.CancelScope() as owner:
         async with LeanClient.start(server_command) as c:
             uri = (server_command.cwd / "A.lean").as_uri()
             await c.open(uri, PRELUDE + ARITH + slow_theorem())
             with anyio.fail_after(5):
-                while len(tree) < 2:  # wait for the busy worker to exist
+                while len(tree) < 2:  # wait for the busy worker to exist (no event for that)
                     await anyio.sleep(0.02)
                     tree = [psutil.Process(c.pid), *psutil.Process(c.pid).children(True)]
-            await c.wait_for(uri)  # never finishes; cancelled by the scope
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(c.wait_for, uri)  # never finishes: the runaway theorem
+                await anyio.wait_all_tasks_blocked()
+                owner.cancel()
+    assert owner.cancelled_caught
     assert len(tree) == 2
     survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert survivors == []

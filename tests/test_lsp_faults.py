@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
@@ -20,6 +24,9 @@ from lsp_bridge import (
 )
 from lsp_bridge.errors import ProtocolError
 from lsp_bridge.framing import encode_message, parse_content_length
+from lsp_bridge.proctree import TOKEN_VAR, new_token
+
+from .conftest import RUN_VAR, stray_guard
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +110,51 @@ def test_framing_round_trip_and_bad_headers() -> None:
         parse_content_length(b"Content-Length: -1")
     with pytest.raises(ProtocolError):
         parse_content_length(b"garbage")
+
+
+@contextmanager
+def lean_server_process(env: Mapping[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `lean --server`, started with ``env``, killed and reaped at the end."""
+    proc = subprocess.Popen(
+        [str(find_lean().lean), "--server"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+
+
+def _without_token() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+
+
+def test_a_lean_started_outside_leanrig_during_a_test_survives_and_is_not_reported() -> None:
+    # An editor's Lean server beside the suite: no kill token. The check every test runs under
+    # (conftest's no_stray_lean) must neither kill it nor fail the test.
+    editor_env = {k: v for k, v in _without_token().items() if k != RUN_VAR}
+    with ExitStack() as outside:  # outlives the guarded "test"
+        with stray_guard(grace=0.5):
+            editor = outside.enter_context(lean_server_process(editor_env))
+        assert editor.poll() is None  # still running
+
+
+def test_a_leanrig_process_of_another_test_run_is_not_touched() -> None:
+    # Another checkout's suite running beside this one: its processes carry a kill token, but
+    # not this run's id.
+    other_run = {**_without_token(), TOKEN_VAR: new_token(), RUN_VAR: "another-run"}
+    with ExitStack() as outside:
+        with stray_guard(grace=0.5):
+            other = outside.enter_context(lean_server_process(other_run))
+        assert other.poll() is None
+
+
+def test_a_leanrig_process_left_behind_is_reported_and_killed() -> None:
+    ours = {**os.environ, TOKEN_VAR: new_token()}  # as spawn_marked starts every Lean
+    with ExitStack() as outside:
+        with pytest.raises(AssertionError, match="outlived the test"), stray_guard(grace=0.5):
+            leaked = outside.enter_context(lean_server_process(ours))
+        assert leaked.wait(timeout=5) == -9  # killed by the check
