@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report]'
 	@scripts/install-bwrap.sh || true
+	@scripts/install-neovim.sh || true
 	touch $(STAMP)
 
 demo: setup

@@ -604,7 +604,9 @@ class EditorProxy:
             "uri": self._task_uri,
             "diagnostics": [*self._lean_diags, *self._extra_diags.values()],
         }
-        version = self._lean_diag_version or self._lean_version
+        version = self._lean_diag_version
+        if version is None:
+            version = self._lean_version
         if version is not None:
             params["version"] = version
         await self._to_editor_json(

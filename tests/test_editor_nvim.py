@@ -1,0 +1,160 @@
+"""A real editor: headless Neovim (Debian's, 0.7+) and its built-in LSP client, driven by a Lua
+script, against `leanrig lsp` started through the workspace's `lean --server` shim."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agent_tools.editor import EditOptions, prepare_workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "lean_project" / "suites" / "demo"
+NVIM = shutil.which("nvim")
+
+LUA = r"""
+local cmd = vim.fn.json_decode(os.getenv('LEANRIG_CMD'))
+local file = os.getenv('LEANRIG_FILE')
+local out = os.getenv('LEANRIG_OUT')
+local report = { steps = {} }
+
+local function finish(code)
+  local fh = io.open(out, 'w')
+  fh:write(vim.fn.json_encode(report))
+  fh:close()
+  vim.cmd(code == 0 and 'qa!' or 'cquit! ' .. code)
+end
+
+local function step(name, ok, detail)
+  table.insert(report.steps, { name = name, ok = ok and true or false, detail = detail })
+  if not ok then
+    report.failed = name
+    finish(1)
+  end
+end
+
+local function wait(ms, cond) return vim.wait(ms, cond, 20) end
+
+vim.cmd('edit ' .. vim.fn.fnameescape(file))
+local buf = vim.api.nvim_get_current_buf()
+local uri = vim.uri_from_bufnr(buf)
+local id = vim.lsp.start_client({
+  name = 'leanls', cmd = cmd, root_dir = vim.fn.fnamemodify(file, ':h'),
+  init_options = { editDelay = 10, hasWidgets = true },
+  flags = { debounce_text_changes = 0 },
+})
+step('client started', id ~= nil)
+vim.lsp.buf_attach_client(buf, id)
+local client = vim.lsp.get_client_by_id(id)
+
+local function diags(severity)
+  return vim.diagnostic.get(buf, severity and { severity = severity } or nil)
+end
+local function leanrig_diags()
+  local found = {}
+  for _, d in ipairs(diags()) do
+    if d.source == 'leanrig' then table.insert(found, d) end
+  end
+  return found
+end
+local function line_of(pattern)
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if l:find(pattern, 1, true) then return i - 1 end
+  end
+end
+
+-- 1. open: Lean reports the sorry of the initial body.
+step('initial diagnostics', wait(60000, function() return #diags() > 0 end))
+step('initialize advertised checkProof', vim.tbl_contains(
+  client.server_capabilities.executeCommandProvider.commands, 'leanrig.checkProof'))
+
+-- 2. a wrong proof: an error diagnostic.
+local body = line_of('sorryAx')
+vim.api.nvim_buf_set_lines(buf, body, body + 1, false, { '  @Eq.refl N (N.s N.z)' })
+step('wrong proof → error', wait(60000, function()
+  return #diags(vim.diagnostic.severity.ERROR) > 0
+end))
+
+-- 3. goals at the body.
+local params = { textDocument = { uri = uri }, position = { line = body, character = 4 } }
+local plain, perr = client.request_sync('$/lean/plainGoal', params, 20000, buf)
+step('$/lean/plainGoal answered', plain ~= nil and plain.err == nil, perr)
+local term = client.request_sync('$/lean/plainTermGoal', params, 20000, buf)
+step('$/lean/plainTermGoal shows the goal',
+  term ~= nil and term.result ~= nil and term.result.goal:find('Eq', 1, true) ~= nil)
+
+-- 4. typing outside the body: restored, with the scoping diagnostic.
+local ns = line_of('namespace')
+local original = vim.api.nvim_buf_get_lines(buf, ns, ns + 1, false)[1]
+vim.api.nvim_buf_set_lines(buf, ns, ns + 1, false, { original .. 'X' })
+step('outside edit reverted', wait(30000, function()
+  return vim.api.nvim_buf_get_lines(buf, ns, ns + 1, false)[1] == original
+end))
+step('scoping diagnostic', wait(30000, function() return #leanrig_diags() > 0 end),
+  vim.inspect(diags()))
+
+-- 5. the right proof: no errors, notice gone.
+vim.api.nvim_buf_set_lines(buf, body, body + 1, false, { '  @Eq.refl N N.z' })
+step('right proof → no errors', wait(60000, function()
+  return #diags(vim.diagnostic.severity.ERROR) == 0 and #leanrig_diags() == 0
+end), vim.inspect(diags()))
+
+-- 6. the verdict.
+local verdict = client.request_sync('workspace/executeCommand',
+  { command = 'leanrig.checkProof', arguments = { uri } }, 120000, buf)
+step('checkProof accepted', verdict ~= nil and verdict.result ~= nil
+  and verdict.result.accepted == true, vim.inspect(verdict))
+report.verdict = verdict.result
+client.stop()
+wait(10000, function() return client.is_stopped() end)
+finish(0)
+"""
+
+
+@pytest.mark.skipif(
+    NVIM is None,
+    reason="nvim is not installed (make setup installs Debian's neovim where apt-get works)",
+)
+def test_headless_neovim_proves_a_task_through_leanrig_lsp(tmp_path: Path) -> None:
+    assert NVIM is not None
+    ws = prepare_workspace(
+        EditOptions(suite=SUITE, task="refl_z", workspace=tmp_path / "ws", run_dir=tmp_path / "run")
+    )
+    script = tmp_path / "drive.lua"
+    script.write_text(LUA, encoding="utf-8")
+    out = tmp_path / "nvim.json"
+    env = {
+        **os.environ,
+        "LEANRIG_CMD": json.dumps([str(ws.shim_dir / "lean"), "--server"]),
+        "LEANRIG_FILE": str(ws.task_file),
+        "LEANRIG_OUT": str(out),
+        "XDG_STATE_HOME": str(tmp_path / "state"),  # nvim's LSP log stays in the test dir
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    proc = subprocess.run(
+        [NVIM, "--headless", "--clean", "-n", "-c", f"luafile {script}"],
+        env=env, cwd=ws.root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.exists(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    report = orjson.loads(out.read_bytes())
+    assert report.get("failed") is None, report
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["verdict"]["accepted"] is True
+    results = [
+        orjson.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_bytes().splitlines()
+    ]
+    assert [r["accepted"] for r in results] == [True]
+    assert results[0]["condition"] == "human"
+    assert results[0]["edit_delay_ms"] == 10
+    ledger = [
+        orjson.loads(x) for x in (tmp_path / "run" / "ledger.jsonl").read_bytes().splitlines()
+    ]
+    tools = {e["tool"] for e in ledger}
+    assert {"open_task", "edit", "check_proof"} <= tools
+    assert any(e["tool"] == "edit" and e["outcome"] == "rejected" for e in ledger)
