@@ -9,12 +9,15 @@ replies.py (result building), errors.py (error translation), concurrency.py.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 
 from lsp_bridge import LeanrigError, LineIndex, Pos
@@ -60,8 +63,17 @@ class ProofService:
         ledger: Ledger,
         *,
         step_timeout: float = 60.0,
+        task: str | None = None,
+        submission: Path | None = None,
     ) -> None:
+        """``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
+        ``submission``: a JSON file rewritten (atomically) with the session's text after every
+        accepted edit and every open — the attempt's final submission for `leanrig run`."""
+        if task is not None:
+            suite.task(task)  # a SuiteError naming it when unknown
         self.suite = suite
+        self.task = task
+        self.submission = submission
         self.pool = pool
         self.environment = environment
         self.verifier = verifier
@@ -89,11 +101,21 @@ class ProofService:
         async with self.calls.call("list_tasks"):
             return ListTasksResult(
                 suite=self.suite.name,
-                tasks=[TaskSummary.model_validate(t.summary()) for t in self.suite.tasks.values()],
+                tasks=[
+                    TaskSummary.model_validate(t.summary())
+                    for t in self.suite.tasks.values()
+                    if self.task is None or t.id == self.task
+                ],
             )
 
     async def open_task(self, task_id: str, client: str = "local") -> OpenTaskResult:
         async with self.calls.call("open_task", task=task_id, client=client) as call:
+            if self.task is not None and task_id != self.task:
+                raise ToolError(
+                    f"unknown task {task_id!r}",
+                    code="unknown_task",
+                    hint=f"this server serves one task: {self.task!r}",
+                )
             try:
                 task = self.suite.task(task_id)
             except SuiteError as exc:
@@ -106,6 +128,7 @@ class ProofService:
             session.version = 1
             session.last = self._state(session.version, elaborated)
             self.sessions[session.id] = session
+            self._record_submission(session)
             return OpenTaskResult(
                 session_id=session.id,
                 text=session.text,
@@ -162,9 +185,23 @@ class ProofService:
         session.version += 1
         session.last = self._state(session.version, elaborated)
         call.extra.update(version=session.version, complete=session.last.complete)
+        self._record_submission(session)
         return EditResult(
             **dict(session.last), elapsed_ms=round((time.perf_counter() - started) * 1000, 2)
         )
+
+    def _record_submission(self, session: ProofSession) -> None:
+        """The last accepted body of any session (written atomically: temp file + rename)."""
+        if self.submission is None:
+            return
+        assert session.last is not None
+        record = {"v": 1, "task": session.task.id, "session": session.id,
+                  "version": session.version, "body": session.body,
+                  "body_sha": body_sha(session.body), "complete": session.last.complete,
+                  "ts_ns": time.time_ns()}  # fmt: skip
+        tmp = self.submission.with_name(self.submission.name + ".tmp")
+        tmp.write_bytes(orjson.dumps(record))
+        os.replace(tmp, self.submission)
 
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(
