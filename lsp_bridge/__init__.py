@@ -1,6 +1,7 @@
 """lsp_bridge: talks to Lean.
 
-LSP transport, Lean extensions, positions, typed errors, finding (and bootstrapping) Lean.
+LSP transport, Lean extensions, positions, Lean's lexical syntax (comments, literals,
+identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 """
 
 from ._groups import single_errors
@@ -24,6 +25,16 @@ from .errors import (
     WorkerCrashed,
     WorkerExited,
 )
+from .lean_text import (
+    COMMENT_KINDS,
+    LITERAL_KINDS,
+    LeanToken,
+    TextScan,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+    scan_text,
+)
 from .lean_types import (
     DocumentReport,
     FileProgress,
@@ -41,7 +52,9 @@ from .timeouts import DEFAULT_TIMEOUTS, Timeouts
 from .toolchain import LeanInstall, find_lean
 
 __all__ = [
+    "COMMENT_KINDS",
     "DEFAULT_TIMEOUTS",
+    "LITERAL_KINDS",
     "BootstrapError",
     "ContentModified",
     "DocumentError",
@@ -55,6 +68,7 @@ __all__ = [
     "LeanInstall",
     "LeanNotFound",
     "LeanTag",
+    "LeanToken",
     "LeanrigError",
     "LineIndex",
     "LspPos",
@@ -74,12 +88,17 @@ __all__ = [
     "ServerStartFailed",
     "Severity",
     "TextEdit",
+    "TextScan",
     "Timeouts",
+    "TokenKind",
     "WorkerCrashed",
     "WorkerExited",
     "apply_edit",
     "find_lean",
+    "lean_tokens",
     "minimal_edit",
+    "name_parts",
     "path_to_uri",
+    "scan_text",
     "single_errors",
 ]

@@ -3,7 +3,8 @@
 Header grammar (Lean 4.2x–4.3x): ``module``? ``prelude``? then ``import`` lines, each optionally
 ``public``/``meta`` before and ``all`` after ``import``. Whitespace, ``--`` line comments and
 (nested) ``/- -/`` block comments are insignificant. ``/--`` (a docstring) and ``/-!`` (a module
-doc command) start the first command, so they end the header.
+doc command) start the first command, so they end the header. The lexing (comments, ``«»``
+names) is lsp_bridge's ``lean_text``; only the tokens of the header are read.
 
 The key ignores whitespace, comments, duplicates and the order of imports; two headers with
 different import sets never share a key.
@@ -12,6 +13,8 @@ different import sets never share a key.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from lsp_bridge import TokenKind, lean_tokens
 
 _KEYWORDS = {"module", "prelude", "import", "public", "meta", "all"}
 
@@ -39,108 +42,72 @@ class Header:
         return self.key + "\n"
 
 
-class _Scanner:
+_SKIPPED = frozenset({TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT})
+
+
+class _Words:
+    """The header's significant tokens, read lazily (the header is a file's first lines): each
+    an identifier's text, or None for anything else (a doc comment, a symbol, a literal)."""
+
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
+        self._text = text
+        self._tokens = (t for t in lean_tokens(text) if t.kind not in _SKIPPED)
+        self._read: list[tuple[str | None, int]] = []
+        self.pos = 0  # index into the words read so far
 
-    def skip_trivia(self) -> None:
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            ch = text[self.pos]
-            if ch.isspace():
-                self.pos += 1
-            elif text.startswith("--", self.pos):
-                nl = text.find("\n", self.pos)
-                self.pos = n if nl == -1 else nl + 1
-            elif text.startswith("/-", self.pos) and not text.startswith(("/--", "/-!"), self.pos):
-                self.pos = block_comment_end(text, self.pos)
-            else:
-                return
+    def peek(self) -> tuple[str | None, int] | None:
+        """(the word at the cursor or None, its end offset); None at the end of the text."""
+        while len(self._read) <= self.pos:
+            token = next(self._tokens, None)
+            if token is None:
+                return None
+            word = (
+                token.text(self._text)
+                if token.kind is TokenKind.IDENT and token.terminated
+                else None
+            )
+            self._read.append((word, token.end))
+        return self._read[self.pos]
 
-    def peek_word(self) -> tuple[str, int] | None:
-        """The identifier (dotted, «escaped» parts allowed) at the current position."""
-        text, start = self.text, self.pos
-        i = start
-        n = len(text)
-        while i < n:
-            if text[i] == "«":
-                close = text.find("»", i)
-                if close == -1:
-                    return None
-                i = close + 1
-            elif text[i].isalnum() or text[i] in "_'!?" or (ord(text[i]) > 127 and text[i] != "»"):
-                i += 1
-            else:
-                break
-            if i < n and text[i] == "." and i + 1 < n and not text[i + 1].isspace():
-                i += 1
-        return (text[start:i], i) if i > start else None
-
-
-def block_comment_end(text: str, start: int) -> int:
-    """Offset after the (nested) ``/- ... -/`` comment opening at ``start``; the text's end if
-    it is unterminated."""
-    return block_comment_span(text, start)[0]
-
-
-def block_comment_span(text: str, start: int) -> tuple[int, bool]:
-    """(offset after the comment opening at ``start``, whether it is terminated)."""
-    depth = 0
-    i = start
-    n = len(text)
-    while i < n:
-        if text.startswith("/-", i):
-            depth += 1
-            i += 2
-        elif text.startswith("-/", i):
-            depth -= 1
-            i += 2
-            if depth == 0:
-                return i, True
-        else:
-            i += 1
-    return n, False  # unterminated: the rest of the file is a comment
+    def word(self) -> str | None:
+        current = self.peek()
+        return current[0] if current else None
 
 
 def parse_header(text: str) -> Header:
-    scanner = _Scanner(text)
+    words = _Words(text)
     module = prelude = False
     imports: list[str] = []
     end = 0
-    scanner.skip_trivia()
-    word = scanner.peek_word()
-    if word and word[0] == "module":
-        module, end, scanner.pos = True, word[1], word[1]
-        scanner.skip_trivia()
-        word = scanner.peek_word()
-    if word and word[0] == "prelude":
-        prelude, end, scanner.pos = True, word[1], word[1]
+
+    def take() -> int:
+        current = words.peek()
+        assert current is not None
+        words.pos += 1
+        return current[1]
+
+    if words.word() == "module":
+        module, end = True, take()
+    if words.word() == "prelude":
+        prelude, end = True, take()
     while True:
-        scanner.skip_trivia()
-        save = scanner.pos
+        save = words.pos
         modifiers: list[str] = []
-        word = scanner.peek_word()
-        while word and word[0] in ("public", "meta"):
-            modifiers.append(word[0])
-            scanner.pos = word[1]
-            scanner.skip_trivia()
-            word = scanner.peek_word()
-        if not word or word[0] != "import":
-            scanner.pos = save
+        while (word := words.word()) in ("public", "meta"):
+            modifiers.append(str(word))
+            take()
+        if words.word() != "import":
+            words.pos = save
             break
         modifiers.append("import")
-        scanner.pos = word[1]
-        scanner.skip_trivia()
-        word = scanner.peek_word()
-        if word and word[0] == "all":
+        take()
+        if words.word() == "all":
             modifiers.append("all")
-            scanner.pos = word[1]
-            scanner.skip_trivia()
-            word = scanner.peek_word()
-        if not word or word[0] in _KEYWORDS:
-            scanner.pos = save
+            take()
+        name = words.word()
+        if name is None or name in _KEYWORDS:
+            words.pos = save
             break
-        imports.append(" ".join([*modifiers, word[0]]))
-        scanner.pos = end = word[1]
+        imports.append(" ".join([*modifiers, name]))
+        end = take()
     return Header(module=module, prelude=prelude, imports=tuple(imports), end=end)

@@ -39,6 +39,21 @@ def test_docstrings_and_module_docs_end_the_header() -> None:
     assert header.imports == ("import A",)
 
 
+def test_comments_with_quotes_and_escaped_names_are_read_as_lean_reads_them() -> None:
+    text = (
+        '/- a "quote -/ -- and -/ here\n/- nested /- "-/ -/ import «My Lib».«A B»\n'
+        "import C'.D -- c\n/-- doc -/\nimport E\n"
+    )
+    header = parse_header(text)
+    assert header.imports == ("import «My Lib».«A B»", "import C'.D")
+    assert text[header.end :].startswith(" -- c")
+
+
+def test_an_unterminated_comment_or_escape_ends_the_header() -> None:
+    assert parse_header("import A\n/- open\nimport B\n").imports == ("import A",)
+    assert parse_header("import A\nimport «B\n").imports == ("import A",)
+
+
 def test_module_system_modifiers_are_part_of_the_key() -> None:
     header = parse_header("module\npublic import A.B\nmeta import C\nimport all D\n")
     assert header.module

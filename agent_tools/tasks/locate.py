@@ -8,6 +8,7 @@ file; trailing blank lines and whitespace are not part of the body.
 
 This is the *suite author's* contract, used to find the body in a trusted task file. Whether an
 *edited* body stays inside the declaration is decided by Lean's own parse (see scope.py).
+Comments, literals and ``«»`` names are lsp_bridge's ``lean_text``; this module only reads it.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from repl_pool.header import block_comment_span
+from lsp_bridge import COMMENT_KINDS, LITERAL_KINDS, TokenKind, lean_tokens, name_parts, scan_text
 
 _DECL_RE = re.compile(
     r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec|unsafe|partial)\s+)*"
-    r"(theorem|lemma)\s+(\S+)",
+    r"(?:theorem|lemma)\s+",
     re.MULTILINE,
 )
-_NAMESPACE_RE = re.compile(r"^(namespace|section|end)\b[ \t]*([^\s-]*)", re.MULTILINE)
+_NAMESPACE_RE = re.compile(r"^(?:namespace|section|end)", re.MULTILINE)
 _OPEN = "([{⟨⦃"
 _CLOSE = ")]}⟩⦄"
+# Where text does not mean what it looks like: comments, literals, «escaped» names.
+_OPAQUE = COMMENT_KINDS | LITERAL_KINDS | {TokenKind.IDENT}
 
 
 class LocateError(ValueError):
@@ -46,72 +49,65 @@ class Trivia:
     mask: list[bool]  # per offset: inside a comment or a string/char literal
     unterminated_comment: bool
     unterminated_string: bool
+    unterminated_escape: bool = False  # an unclosed «name» (runs to the end of the text)
 
 
 def scan_trivia(text: str) -> Trivia:
-    """Comments (``--``, nested ``/- -/``), string and char literals of Lean source."""
-    mask = [False] * len(text)
-    open_comment = open_string = False
-    i, n = 0, len(text)
-    while i < n:
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            j = n if j == -1 else j
-        elif text.startswith("/-", i):
-            j, closed = block_comment_span(text, i)
-            open_comment = open_comment or not closed
-        elif text[i] == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                open_string = True
-            j = min(j + 1, n)
-        elif text[i] == "'" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_'")):
-            # A char literal ('a', '\n', '"'), not the prime of a name like h'.
-            close = i + 3 if i + 1 < n and text[i + 1] == "\\" else i + 2
-            j = close + 1 if close < n and text[close] == "'" else i + 1
-        else:
-            i += 1
-            continue
-        for k in range(i, j):
-            mask[k] = True
-        i = j
-    return Trivia(mask, open_comment, open_string)
+    """Comments (``--``, nested ``/- -/``, doc comments), string, raw string and char literals
+    of Lean source (see lsp_bridge.lean_text)."""
+    scan = scan_text(text)
+    return Trivia(
+        scan.mask(),
+        unterminated_comment=bool(scan.unterminated(COMMENT_KINDS)),
+        unterminated_string=bool(scan.unterminated({TokenKind.STRING, TokenKind.RAW_STRING})),
+        unterminated_escape=bool(scan.unterminated({TokenKind.IDENT})),
+    )
 
 
 def comment_mask(text: str) -> list[bool]:
     """For every offset: is it inside a comment or string literal?"""
-    return scan_trivia(text).mask
+    return scan_text(text).mask()
 
 
-def _namespace_at(text: str, offset: int, mask: list[bool]) -> list[str]:
-    stack: list[tuple[str, str]] = []
-    for m in _NAMESPACE_RE.finditer(text, 0, offset):
-        if mask[m.start()]:
+def _word_at(text: str, offset: int) -> str:
+    """The identifier starting exactly at ``offset`` ('' if none)."""
+    token = next(lean_tokens(text, offset), None)
+    if token is None or token.start != offset or token.kind is not TokenKind.IDENT:
+        return ""
+    return token.text(text)
+
+
+def _scopes(text: str, opaque: list[bool]) -> list[tuple[int, str, str]]:
+    """(offset, keyword, name) of every ``namespace``/``section``/``end`` command in column 0."""
+    out = []
+    for m in _NAMESPACE_RE.finditer(text):
+        if opaque[m.start()]:
             continue
-        kind, name = m.group(1), m.group(2)
-        if kind in ("namespace", "section"):
-            stack.append((kind, name))
-        elif stack:
-            stack.pop()
-    return [part for kind, name in stack if kind == "namespace" for part in name.split(".")]
+        keyword = _word_at(text, m.start())
+        if keyword not in ("namespace", "section", "end"):
+            continue  # e.g. `endpoint`, `end.foo`
+        pos = m.end()
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        out.append((m.start(), keyword, _word_at(text, pos)))
+    return out
 
 
 def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> int:
     """Offset just after the last non-whitespace character of the command containing
     ``start``: the next line starting in column 0 (code or a comment that starts there) ends it.
+    A line that begins inside a comment or string continued from the line before does not.
+    ``mask`` is ``comment_mask(text)`` (or a wider mask), if the caller has it.
     """
     mask = mask if mask is not None else comment_mask(text)
     stop = len(text)
     pos = text.find("\n", start)
     while pos != -1 and pos + 1 < len(text):
         line_start = pos + 1
-        if not text[line_start].isspace():
-            starts_comment = text.startswith(("--", "/-"), line_start)
-            if not mask[line_start] or starts_comment:
-                stop = line_start
-                break
+        # mask[pos] (the line break) is set only inside a span that continues on this line.
+        if not text[line_start].isspace() and not (mask[line_start] and mask[pos]):
+            stop = line_start
+            break
         pos = text.find("\n", line_start)
     end = stop
     while end > start and text[end - 1].isspace():
@@ -121,17 +117,29 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
 
 def locate_body(text: str, theorem: str) -> BodySpan:
     """Find the proof body of ``theorem`` (fully qualified) in ``text``."""
-    mask = comment_mask(text)
+    opaque = scan_text(text).mask(_OPAQUE)
+    wanted = name_parts(theorem)
+    scopes = _scopes(text, opaque)
+    stack: list[tuple[str, str]] = []
+    next_scope = 0
     matches = []
     for m in _DECL_RE.finditer(text):
-        if mask[m.start()]:
+        if opaque[m.start()]:
             continue
-        declared = m.group(2).removeprefix("_root_.")
-        namespace = _namespace_at(text, m.start(), mask)
-        full = (
-            ".".join([*namespace, declared]) if not m.group(2).startswith("_root_.") else declared
-        )
-        if full == theorem:
+        while next_scope < len(scopes) and scopes[next_scope][0] < m.start():
+            _, keyword, name = scopes[next_scope]
+            next_scope += 1
+            if keyword != "end":
+                stack.append((keyword, name))
+            elif stack:
+                stack.pop()
+        declared = name_parts(_word_at(text, m.end()))
+        if declared[:1] == ("_root_",):
+            full = declared[1:]
+        else:
+            namespace = [p for kind, name in stack if kind == "namespace" for p in name_parts(name)]
+            full = (*namespace, *declared)
+        if declared and full == wanted:
             matches.append(m)
     if not matches:
         raise LocateError(f"theorem {theorem} not found")
@@ -142,7 +150,7 @@ def locate_body(text: str, theorem: str) -> BodySpan:
     i = m.end()
     while i < len(text):
         ch = text[i]
-        if mask[i]:
+        if opaque[i]:
             i += 1
             continue
         if ch in _OPEN:
@@ -156,14 +164,14 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             and ch == "\n"
             and i + 1 < len(text)
             and not text[i + 1].isspace()
-            and not mask[i + 1]
+            and not opaque[i + 1]
         ):
             raise LocateError(f"theorem {theorem} has no `:=` body (pattern matching?)")
         i += 1
     else:
         raise LocateError(f"theorem {theorem} has no `:=` body")
     start = i + 2
-    end = declaration_end(text, start, mask)
+    end = declaration_end(text, start, opaque)
     if end <= start:
         raise LocateError(f"theorem {theorem} has an empty body")
     return BodySpan(decl_start=m.start(), start=start, end=end)

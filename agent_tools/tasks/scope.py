@@ -2,7 +2,8 @@
 
 Two stages. ``precheck_body`` (pure, before Lean sees anything) rejects what can be decided from
 the text alone: oversize bodies, NUL bytes, column-0 lines (by the suite contract they start a
-new command) and unterminated comments or strings (they would swallow the rest of the file).
+new command) and unterminated comments, strings or ``«`` names (they would swallow the rest of
+the file).
 ``check_scope`` is the authority: it reads Lean's own parse of the edited file (document
 symbols and diagnostics) and rejects a body if
 
@@ -25,9 +26,7 @@ from dataclasses import dataclass
 
 from lsprotocol.types import DocumentSymbol
 
-from lsp_bridge import LeanDiagnostic, LineIndex, LspPos
-
-from .locate import comment_mask, scan_trivia
+from lsp_bridge import COMMENT_KINDS, LeanDiagnostic, LineIndex, LspPos, TokenKind, scan_text
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -87,11 +86,13 @@ def precheck_body(body: str) -> str | None:
         body.encode("utf-8")
     except UnicodeEncodeError:
         return "the proof body is not valid Unicode (lone surrogate)"
-    trivia = scan_trivia(body)
-    if trivia.unterminated_comment:
+    scan = scan_text(body)
+    if scan.unterminated(COMMENT_KINDS):
         return "an unterminated `/-` comment would swallow the rest of the file; close it with `-/`"
-    if trivia.unterminated_string:
+    if scan.unterminated({TokenKind.STRING, TokenKind.RAW_STRING}):
         return "an unterminated string literal would swallow the rest of the file"
+    if scan.unterminated({TokenKind.IDENT}):
+        return "an unterminated `«` name would swallow the rest of the file; close it with `»`"
     for i, line in enumerate(body.split("\n")):
         if i > 0 and line and not line[0].isspace():
             return (
@@ -104,7 +105,7 @@ def precheck_body(body: str) -> str | None:
 def code_end(text: str, start: int, end: int) -> int:
     """Offset after the last character in ``text[start:end]`` that is neither whitespace nor
     inside a comment (``start`` if there is none)."""
-    mask = comment_mask(text[start:end])
+    mask = scan_text(text[start:end]).mask(COMMENT_KINDS)
     i = end - start
     while i > 0 and (text[start + i - 1].isspace() or mask[i - 1]):
         i -= 1
