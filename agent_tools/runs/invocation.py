@@ -1,0 +1,211 @@
+"""One agent invocation: start the agent in its own session, enforce the wall-clock limit, and
+end with **every** process of the attempt gone.
+
+MCP clients start their servers in new sessions (and Lean's watchdog starts its workers with
+``setsid``), so killing the agent's process group misses them; when a parent dies first its
+children are re-parented away from the agent's tree. Two nets catch them all:
+
+1. the agent's live process tree, walked with psutil (children of children, any session), and
+2. every process whose environment carries this attempt's token (``LEANRIG_ATTEMPT_TOKEN``,
+   set for the agent and in the MCP config's ``env``, inherited by the server and its Lean
+   processes) — orphans included.
+
+The kill freezes each round's processes (SIGSTOP: no more forks, no re-parenting races), then
+SIGKILLs them, and repeats until a round finds nothing alive (zombies count as gone). The
+invocation's time runs from the agent's start until that point.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import anyio
+import psutil
+import structlog
+from anyio.abc import ByteReceiveStream
+
+log = structlog.get_logger("leanrig.run")
+
+LOG_CAP_BYTES: Final = 10 * 2**20  # an agent's stdout + stderr kept in agent.log; rest dropped
+KILL_DEADLINE: Final = 30.0  # seconds the kill may take before the runner gives up (reported)
+DRAIN_AFTER_EXIT: Final = 5.0  # seconds to read what is left in the agent's output pipe
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    exit_code: int | None  # None: never started, or the kill took its status
+    timed_out: bool
+    invocation_s: float  # the agent's start until its whole tree is gone
+    kill_s: float  # from the decision to kill until every process is gone (0: none left)
+    killed_pids: frozenset[int] = frozenset()  # what the runner killed (tree and leftovers)
+    start_error: str | None = None
+    tree_gone: bool = True
+
+    @property
+    def killed(self) -> int:
+        return len(self.killed_pids)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _tree(root: int) -> list[psutil.Process]:
+    try:
+        proc = psutil.Process(root)
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def marked(token: str, var: str) -> list[psutil.Process]:
+    """Every process whose environment has ``var=token`` (a scan of /proc)."""
+    me = os.getpid()
+    found = []
+    for p in psutil.process_iter():
+        if p.pid == me:
+            continue
+        try:
+            if p.environ().get(var) == token:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def attempt_processes(root: int | None, token: str, var: str) -> list[psutil.Process]:
+    """The attempt's live processes: ``root``'s tree plus everything carrying the token."""
+    procs = {p.pid: p for p in (_tree(root) if root is not None else [])}
+    for p in marked(token, var):
+        procs.setdefault(p.pid, p)
+    return [p for p in procs.values() if _alive(p)]
+
+
+def kill_attempt(
+    root: int | None, token: str, var: str, deadline: float
+) -> tuple[frozenset[int], bool]:
+    """Kill ``root``'s tree and every process carrying the token, until none is alive.
+    Blocking (/proc reads, polling for exits): run it in a worker thread. Returns (the pids
+    killed, whether all are gone)."""
+    killed: set[int] = set()
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        live = attempt_processes(root, token, var)
+        if not live:
+            return frozenset(killed), True
+        for p in live:  # freeze first: a frozen process neither forks nor exits mid-walk
+            try:
+                p.suspend()
+            except psutil.Error:
+                pass
+        for p in live:
+            try:
+                p.kill()
+                killed.add(p.pid)
+            except psutil.Error:
+                pass
+        # No event tells that a non-child has exited: poll, with a growing pause.
+        pause = 0.002
+        while time.monotonic() < end and any(_alive(p) for p in live):
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    return frozenset(killed), not attempt_processes(root, token, var)
+
+
+@functools.cache
+def network_sandbox() -> tuple[str, ...] | None:
+    """The prefix that runs a program without network (``bwrap --unshare-net``, everything
+    else shared), or None when bwrap cannot create the namespace here (checked once)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    prefix = (bwrap, "--dev-bind", "/", "/", "--unshare-net", "--die-with-parent", "--")
+    try:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if probe.returncode == 0 else None
+
+
+async def _drain(stream: ByteReceiveStream, log_path: Path, cap: int) -> None:
+    written = 0
+    async with await anyio.open_file(log_path, "ab") as out:
+        try:
+            async for chunk in stream:
+                if written < cap:
+                    part = chunk[: cap - written]
+                    await out.write(part)
+                    written += len(part)
+                    if written >= cap:
+                        await out.write(b"\n[leanrig: output truncated]\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+
+async def invoke(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    time_limit: float,
+    token: str,
+    token_var: str,
+    log_path: Path,
+    log_cap: int = LOG_CAP_BYTES,
+) -> Invocation:
+    """Run one agent to its end or to ``time_limit`` seconds, then make sure its tree and every
+    process carrying ``token`` are gone."""
+    started = time.perf_counter()
+    try:
+        process = await anyio.open_process(
+            list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        return Invocation(None, False, time.perf_counter() - started, 0.0,
+                          start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")  # fmt: skip
+    timed_out = False
+    kill_s = 0.0
+    killed: frozenset[int] = frozenset()
+    gone = True
+    async with process, anyio.create_task_group() as tg:
+        assert process.stdout is not None
+        drain_scope = anyio.CancelScope()
+
+        async def drain() -> None:
+            assert process.stdout is not None
+            with drain_scope:
+                await _drain(process.stdout, log_path, log_cap)
+
+        tg.start_soon(drain)
+        with anyio.move_on_after(time_limit) as limit:
+            await process.wait()
+        timed_out = limit.cancelled_caught
+        t_kill = time.perf_counter()
+        # The agent's tree (at the limit) or whatever it left behind (after its exit).
+        root = process.pid if timed_out else None
+        killed, gone = await anyio.to_thread.run_sync(
+            kill_attempt, root, token, token_var, KILL_DEADLINE
+        )
+        with anyio.fail_after(KILL_DEADLINE):
+            exit_code = await process.wait()
+        invocation_s = time.perf_counter() - started
+        if killed:
+            kill_s = invocation_s - (t_kill - started)
+        # Every writer of the pipe is gone; read what is left, bounded.
+        drain_scope.deadline = anyio.current_time() + DRAIN_AFTER_EXIT
+    if killed or timed_out:
+        log.info("run.killed", pid=process.pid, timed_out=timed_out, killed=len(killed),
+                 kill_ms=round(kill_s * 1000, 1), gone=gone)  # fmt: skip
+    return Invocation(exit_code, timed_out, invocation_s, kill_s, killed, tree_gone=gone)

@@ -1,0 +1,400 @@
+"""`leanrig run`: drive any agent over a suite under the published run protocol.
+
+Per attempt (task × 1..K): a fresh workspace (workspace.py), a fresh agent process with a
+wall-clock limit whose whole tree is killed at the limit (invocation.py), then the final
+submission — the last body the attempt's task-bound server recorded, or the task's initial
+file when no session was ever opened — gets the independent verdict (a fresh Lean process per
+check, outside the invocation's time). One ``results.jsonl`` line per attempt; an
+infrastructure failure (Lean or leanrig died, not the agent) is retried once with a fresh
+invocation, and the retry's line says so. Tasks run serially unless ``parallel`` > 1 (a
+capacity limiter over one task group). ``resume`` skips the attempts already in
+``results.jsonl``. See docs/runs.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import orjson
+import psutil
+import structlog
+
+from lsp_bridge import LeanInstall, LeanrigError, find_lean
+from repl_pool.sandbox import SandboxPolicy, uses_namespaces
+
+from ..servers import package_version
+from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
+from ..verdict import Verdict, Verifier
+from .invocation import Invocation, invoke, network_sandbox
+from .prices import load_prices
+from .progress import RunProgress
+from .results import (
+    USAGE_FILE,
+    AttemptResult,
+    Condition,
+    Machine,
+    RunInfo,
+    TaskRef,
+    append_result,
+    finished_attempts,
+    read_results,
+    read_run_info,
+    read_usage,
+    write_run_info,
+)
+from .workspace import ATTEMPT_TOKEN_VAR, Workspace, agent_argv, create_workspace
+
+log = structlog.get_logger("leanrig.run")
+
+DEFAULT_TIME_LIMIT: Final = 1800.0
+RETRY_POLICY: Final = "an infrastructure failure (Lean or leanrig died) is retried once"
+# Ledger outcomes that mean Lean died under a call (the pool replaced the process).
+INFRA_OUTCOMES: Final = frozenset({"error:lean_failure"})
+
+
+class RunError(LeanrigError):
+    hint = "see `leanrig run --help` and docs/runs.md"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    suite: Path
+    agent: str  # the command line exactly as given to --agent
+    out: Path | None = None  # default: runs/run-<timestamp>
+    condition: Condition = "baseline"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    attempts: int = 1
+    parallel: int = 1
+    label: str | None = None
+    model: str | None = None
+    agent_tool: str | None = None
+    prices: Path | None = None
+    resume: bool = False
+    tasks: Sequence[str] | None = None  # a subset of the suite's tasks (default: all)
+    agent_network: bool = False  # True: the agent keeps the network (remote models)
+    quiet: bool = False
+    lean: str | None = None
+    # How the MCP config starts the server: default the `leanrig` beside this Python. Tests
+    # put a fake here; `serve_args` are appended (e.g. --max-processes 1).
+    serve_command: Sequence[str] | None = None
+    serve_args: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class RunSummary:
+    run_dir: Path
+    results: list[AttemptResult] = field(default_factory=list)  # this invocation's lines
+    skipped: int = 0  # attempts already finished (resume)
+    infra_retries: int = 0
+    elapsed_s: float = 0.0
+    overhead_s: list[float] = field(default_factory=list)  # per attempt, beyond the agent
+    kill_s: list[float] = field(default_factory=list)  # per timed-out attempt
+
+    @property
+    def accepted(self) -> int:
+        return sum(r.accepted for r in self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    result: AttemptResult
+    infra: list[str]  # why this looks like an infrastructure failure (empty: it does not)
+    overhead_s: float
+    invocation: Invocation
+
+
+def body_sha(body: str) -> str:
+    """As the sessions' ledger hashes bodies (12 hex digits of SHA-256)."""
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+def suite_hash(suite: Suite) -> str:
+    digest = hashlib.sha256((suite.root / "suite.toml").read_bytes())
+    for task_id in sorted(suite.tasks):
+        task = suite.tasks[task_id]
+        digest.update(b"\0" + task_id.encode() + b"\0" + task.text.encode())
+    return digest.hexdigest()[:16]
+
+
+def _agent_words(agent: str) -> list[str]:
+    try:
+        words = shlex.split(agent)
+    except ValueError as exc:
+        raise RunError(f"--agent: {exc}") from None
+    if not words:
+        raise RunError("--agent is empty")
+    program = words[0]
+    if "{" not in program and shutil.which(program) is None and not Path(program).is_file():
+        raise RunError(f"--agent: cannot find {program!r}", hint="give a command on PATH or a path")
+    return words
+
+
+class Runner:
+    def __init__(
+        self,
+        options: RunOptions,
+        suite: Suite,
+        install: LeanInstall,
+        library: Path | None,
+        run_dir: Path,
+        words: list[str],
+    ) -> None:
+        self.options = options
+        self.suite = suite
+        self.run_dir = run_dir
+        self.words = words
+        scratch = run_dir / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        policy = SandboxPolicy(writable=(scratch,))
+        self.sandbox = "bwrap" if uses_namespaces(policy) else "rlimits"
+        self.verifier = Verifier(suite, install, library=library, sandbox=policy, work_root=scratch)
+        self.install = install
+        self.net_prefix: tuple[str, ...] = ()
+        self.ledger_path = run_dir / "ledger.jsonl"
+
+    # -- one attempt --------------------------------------------------------------------------
+
+    async def attempt(self, task: Task, k: int, progress: RunProgress) -> _Outcome:
+        outcome = await self._attempt_once(task, k, retry=False)
+        if outcome.infra:
+            log.warning("run.infra_failure", task=task.id, attempt=k, why=outcome.infra)
+            progress.note(f"{task.id}#{k}: infrastructure failure ({outcome.infra[0]}); retrying")
+            retry = await self._attempt_once(task, k, retry=True)
+            result = retry.result.model_copy(update={"infra_retry": True})
+            if retry.infra:
+                reasons = [*result.reasons, *(f"infrastructure: {w}" for w in retry.infra)]
+                result = result.model_copy(update={"reasons": reasons})
+            return _Outcome(result, retry.infra, retry.overhead_s, retry.invocation)
+        return outcome
+
+    async def _attempt_once(self, task: Task, k: int, *, retry: bool) -> _Outcome:
+        t0 = time.perf_counter()
+        started_at = datetime.now(UTC)
+        o = self.options
+
+        def make() -> Workspace:
+            return create_workspace(
+                self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
+                serve_command=o.serve_command, serve_args=o.serve_args, retry=retry,
+            )  # fmt: skip
+
+        ws = await anyio.to_thread.run_sync(make)
+        argv = [*self.net_prefix, *agent_argv(self.words, ws)]
+        env = ws.agent_env(os.environ)
+        t_agent = time.perf_counter()
+        inv = await invoke(
+            argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
+            token_var=ATTEMPT_TOKEN_VAR, log_path=ws.log,
+        )  # fmt: skip
+        t_after = time.perf_counter()
+        body, infra = await anyio.to_thread.run_sync(self._final_body, ws, inv)
+        submission = task.with_body(body)
+        await anyio.to_thread.run_sync(lambda: ws.submission.write_text(submission, "utf-8"))
+        t_verdict = time.perf_counter()
+        verdict = await self._verdict(task, submission)
+        verdict_s = time.perf_counter() - t_verdict
+        calls, lean_s, died = await anyio.to_thread.run_sync(self._ledger, ws)
+        infra += died
+        usage = read_usage(ws.workspace / USAGE_FILE)
+        if inv.start_error:
+            log.warning("run.agent_start_failed", task=task.id, error=inv.start_error)
+        result = AttemptResult(
+            task=task.id, field=task.spec.field, difficulty=task.spec.difficulty, attempt=k,
+            accepted=verdict.accepted, reasons=list(verdict.reasons),
+            invocation_s=round(inv.invocation_s, 3), timed_out=inv.timed_out,
+            exit_code=inv.exit_code, tool_calls=calls, lean_s=round(lean_s, 3),
+            final_body_sha=body_sha(body), condition=o.condition, model=o.model,
+            agent_tool=o.agent_tool, verdict_s=round(verdict_s, 3), started_at=started_at,
+        ).with_usage(usage)  # fmt: skip
+        # leanrig's own time for this attempt: everything but the agent's run and the verdict.
+        overhead = (time.perf_counter() - t0) - (t_after - t_agent) - verdict_s
+        return _Outcome(result, infra, overhead, inv)
+
+    def _final_body(self, ws: Workspace, inv: Invocation) -> tuple[str, list[str]]:
+        """The last body any session of this attempt's server accepted (the task's initial
+        body when none was opened), and infrastructure failures seen on the server side."""
+        best: tuple[int, str] | None = None
+        for path in ws.submission_records():
+            try:
+                record = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                continue
+            if not isinstance(record, dict) or record.get("task") != ws.task.id:
+                continue
+            body, ts = record.get("body"), record.get("ts_ns")
+            if isinstance(body, str) and isinstance(ts, int) and (best is None or ts > best[0]):
+                best = (ts, body)
+        infra = []
+        for path in ws.serve_dir.rglob("serve-*.json"):
+            try:
+                status = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                continue
+            # A server that neither stopped cleanly nor was killed by the runner died.
+            if (
+                isinstance(status, dict)
+                and status.get("state") != "stopped"
+                and not inv.timed_out
+                and status.get("pid") not in inv.killed_pids
+            ):
+                infra.append(f"leanrig serve (pid {status.get('pid')}) died")
+        return (best[1] if best else ws.task.body), infra
+
+    async def _verdict(self, task: Task, submission: str) -> Verdict:
+        verdict = await self.verifier.verify(task, submission)
+        if not verdict.accepted and any(r.startswith("crash:") for r in verdict.reasons):
+            # The checking Lean crashed: the runner's own infrastructure; check once more.
+            log.warning("run.verdict_crash", task=task.id, reasons=list(verdict.reasons))
+            verdict = await self.verifier.verify(task, submission)
+        return verdict
+
+    def _ledger(self, ws: Workspace) -> tuple[int, float, list[str]]:
+        """Tool calls and Lean seconds from the attempt's ledger (appended to the run's), and
+        whether Lean died under a call."""
+        try:
+            data = ws.ledger.read_bytes()
+        except FileNotFoundError:
+            return 0, 0.0, []
+        calls, lean_ms, died = 0, 0.0, 0
+        for line in data.splitlines():
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            calls += 1
+            lean = entry.get("lean_ms")
+            if isinstance(lean, int | float):
+                lean_ms += lean
+            if entry.get("outcome") in INFRA_OUTCOMES:
+                died += 1
+        if data:
+            if not data.endswith(b"\n"):
+                data += b"\n"
+            fd = os.open(self.ledger_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return calls, lean_ms / 1000, [f"Lean died under {died} call(s)"] if died else []
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run_info(self, started_at: datetime, ended_at: datetime | None) -> RunInfo:
+        o = self.options
+        network = "on" if o.agent_network else ("off" if self.net_prefix else "on (no bwrap)")
+        return RunInfo(
+            label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
+            suite_hash=suite_hash(self.suite), task_count=len(self.selected()),
+            tasks=[TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
+                   for t in self.selected()],
+            model=o.model, agent_tool=o.agent_tool, condition=o.condition,
+            time_limit_s=o.time_limit, attempts=o.attempts, parallel=o.parallel,
+            retry_policy=RETRY_POLICY, leanrig_version=package_version(),
+            lean_version=self.install.version,
+            sandbox=f"{self.sandbox}; agent network {network}",
+            machine=Machine(cores=os.cpu_count() or 1,
+                            memory_bytes=psutil.virtual_memory().total),
+            started_at=started_at, ended_at=ended_at, agent_command=o.agent,
+            prices=load_prices(o.prices) if o.prices else None,
+        )  # fmt: skip
+
+    def selected(self) -> list[Task]:
+        if self.options.tasks is None:
+            return list(self.suite.tasks.values())
+        return [self.suite.task(t) for t in self.options.tasks]
+
+
+async def run_benchmark(options: RunOptions) -> RunSummary:
+    """Run ``options.agent`` over the suite; returns when every attempt has its line."""
+    if options.attempts < 1 or options.parallel < 1 or options.time_limit <= 0:
+        raise RunError("--attempts and --parallel must be >= 1 and --time-limit > 0")
+    words = _agent_words(options.agent)
+    t_start = time.perf_counter()
+    suite = await anyio.to_thread.run_sync(load_suite, options.suite)
+    for t in suite.tasks.values():
+        if not t.spec.field:
+            raise SuiteError(f"task {t.id} has no field", hint="give every task a `field`")
+    install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)
+    run_dir = (options.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
+    summary = RunSummary(run_dir)
+    started_at = datetime.now(UTC)
+    done: set[tuple[str, int]] = set()
+    if options.resume:
+        try:
+            previous = read_run_info(run_dir)
+        except LeanrigError as exc:
+            raise RunError(f"--resume: {exc}", hint="resume a run directory") from None
+        started_at = previous.started_at
+        done = finished_attempts(read_results(run_dir).results)
+    elif (run_dir / "results.jsonl").exists():
+        raise RunError(f"{run_dir} already holds a run", hint="pass --resume, or another --out")
+    runner = Runner(options, suite, install, library, run_dir, words)
+    if options.resume and read_run_info(run_dir).suite_hash != suite_hash(suite):
+        raise RunError(f"--resume: the suite changed since {run_dir} was started")
+    if not options.agent_network:
+        prefix = await anyio.to_thread.run_sync(network_sandbox)
+        if prefix is None:
+            log.warning("run.agent_network_on", detail="bwrap cannot unshare the network here")
+        runner.net_prefix = prefix or ()
+    await anyio.to_thread.run_sync(write_run_info, run_dir, runner.run_info(started_at, None))
+    jobs = [
+        (task, k)
+        for k in range(1, options.attempts + 1)
+        for task in runner.selected()
+        if (task.id, k) not in done
+    ]
+    summary.skipped = len(runner.selected()) * options.attempts - len(jobs)
+    limiter = anyio.CapacityLimiter(options.parallel)
+    with RunProgress(total=len(jobs), enabled=not options.quiet and sys.stderr.isatty()) as bar:
+
+        async def one(task: Task, k: int) -> None:
+            async with limiter:
+                bar.started()
+                outcome = await runner.attempt(task, k, bar)
+                await anyio.to_thread.run_sync(append_result, run_dir, outcome.result)
+                summary.results.append(outcome.result)
+                summary.infra_retries += outcome.result.infra_retry
+                summary.overhead_s.append(outcome.overhead_s)
+                if outcome.invocation.timed_out:
+                    summary.kill_s.append(outcome.invocation.kill_s)
+                bar.finished(outcome.result.accepted)
+
+        async with anyio.create_task_group() as tg:
+            for task, k in jobs:
+                tg.start_soon(one, task, k)
+    await anyio.to_thread.run_sync(
+        write_run_info, run_dir, runner.run_info(started_at, datetime.now(UTC))
+    )
+    summary.elapsed_s = time.perf_counter() - t_start
+    return summary
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    def median(xs: list[float]) -> float | None:
+        return round(sorted(xs)[len(xs) // 2], 3) if xs else None
+
+    return {
+        "run_dir": str(summary.run_dir),
+        "attempts": len(summary.results),
+        "accepted": summary.accepted,
+        "skipped": summary.skipped,
+        "infra_retries": summary.infra_retries,
+        "elapsed_s": round(summary.elapsed_s, 3),
+        "overhead_s_median": median(summary.overhead_s),
+        "kill_s_median": median(summary.kill_s),
+    }

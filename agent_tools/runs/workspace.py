@@ -1,0 +1,191 @@
+"""One attempt's files: a fresh workspace for the agent, and the attempt's own directory.
+
+``RUN_DIR/attempts/<task>/<k>[-retry]/`` holds
+
+- ``workspace/`` — the agent's working directory: a copy of the task file (its own name), the
+  prompt (``PROMPT.md``), the MCP config (``mcp.json``), later ``Submission.lean`` (the final
+  submission, written by the runner) and ``usage.json`` (optional, written by the agent);
+- ``serve/`` — the ``--run-dir`` of the attempt's ``leanrig serve`` (its scratch dir, its
+  ``submission-<pid>.json`` files: the last accepted body, rewritten on every edit);
+- ``ledger.jsonl`` — the attempt's ledger (one line per tool call; appended to the run's
+  ``RUN_DIR/ledger.jsonl`` when the attempt ends);
+- ``agent.log`` — the agent's stdout and stderr (capped).
+
+The MCP config is self-contained (MCP clients start the server with only the config's ``env``)
+and uses absolute paths only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from ..tasks import Suite, Task
+
+PROMPT_FILE: Final = "PROMPT.md"
+MCP_CONFIG_FILE: Final = "mcp.json"
+SUBMISSION_FILE: Final = "Submission.lean"
+SERVER_NAME: Final = "leanrig"
+# Inherited by every process of one attempt (agent, MCP server, Lean): how the runner finds
+# them all when it ends the attempt, whatever session or parent they ended up in.
+ATTEMPT_TOKEN_VAR: Final = "LEANRIG_ATTEMPT_TOKEN"
+# What the MCP server's environment keeps from the runner's: enough to find Lean (elan, the
+# bootstrap cache, an explicit LEANRIG_LEAN) and to run Python; nothing else leaks in.
+SERVER_ENV_KEYS: Final = (
+    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "ELAN_HOME", "LEAN_PATH", "LEANRIG_LEAN",
+    "LEANRIG_CACHE", "XDG_CACHE_HOME", "VIRTUAL_ENV", "PYTHONPATH",
+)  # fmt: skip
+
+
+def leanrig_command() -> list[str]:
+    """The absolute command that starts ``leanrig``: the ``leanrig`` script installed beside
+    this interpreter, else this interpreter running the CLI module."""
+    script = Path(sys.executable).parent / "leanrig"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script.absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "agent_tools.cli"]
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    task: Task
+    attempt: int
+    root: Path  # RUN_DIR/attempts/<task>/<k>
+    workspace: Path
+    task_file: Path
+    prompt: Path
+    mcp_config: Path
+    submission: Path
+    serve_dir: Path
+    ledger: Path
+    log: Path
+    token: str
+
+    def placeholders(self) -> dict[str, str]:
+        return {
+            "prompt": str(self.prompt),
+            "task": self.task.id,
+            "workspace": str(self.workspace),
+            "mcp_config": str(self.mcp_config),
+        }
+
+    def agent_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update(
+            LEANRIG_TASK=self.task.id,
+            LEANRIG_WORKSPACE=str(self.workspace),
+            LEANRIG_MCP_CONFIG=str(self.mcp_config),
+            LEANRIG_PROMPT=str(self.prompt),
+        )
+        env[ATTEMPT_TOKEN_VAR] = self.token
+        return env
+
+    def submission_records(self) -> list[Path]:
+        return sorted(self.serve_dir.rglob("submission-*.json"))
+
+
+def agent_argv(command: Sequence[str], workspace: Workspace) -> list[str]:
+    """``--agent`` split into words (shlex), each word's ``{prompt}``, ``{task}``,
+    ``{workspace}`` and ``{mcp_config}`` replaced (other braces are left alone)."""
+    values = workspace.placeholders()
+    out = []
+    for word in command:
+        for key, value in values.items():
+            word = word.replace("{" + key + "}", value)
+        out.append(word)
+    return out
+
+
+def prompt_text(suite: Suite, task: Task, task_file: Path) -> str:
+    s = task.spec
+    return f"""# Prove `{s.theorem}` (task `{s.id}` of suite `{suite.name}`)
+
+{s.title}
+
+Complete the proof of the theorem `{s.theorem}` in the Lean file below (a copy is at
+`{task_file}`). Only the proof body — the text after the `:=` that ends the theorem's
+signature — may change; every other byte of the file is fixed.
+
+Work through the `{SERVER_NAME}` MCP server's tools: `open_task` with `task_id = "{s.id}"`,
+then `set_proof` / `replace_in_proof` to change the body (each returns Lean's diagnostics and
+goals), `get_goals`, `try_proofs` to test several bodies at once, and `check_proof` for the
+verdict. Editing the file on disk has no effect.
+
+**Your submission is the last body you set** (in any session). When you stop — or when the
+time limit stops you — that body gets an independent check. Lean here is
+{
+        "prelude-only (no Init library, no tactics): write explicit terms"
+        if suite.spec.lean == "prelude"
+        else "Lean 4 with the suite's libraries"
+    }.
+
+```lean
+{task.text.rstrip()}
+```
+"""
+
+
+def create_workspace(
+    run_dir: Path,
+    suite: Suite,
+    task: Task,
+    attempt: int,
+    *,
+    token: str,
+    serve_command: Sequence[str] | None = None,
+    serve_args: Sequence[str] = (),
+    retry: bool = False,
+) -> Workspace:
+    """A fresh attempt directory (an old one of the same name is removed first)."""
+    run_dir = run_dir.resolve()
+    root = run_dir / "attempts" / task.id / (f"{attempt}-retry" if retry else str(attempt))
+    if root.exists():
+        shutil.rmtree(root)
+    workspace = root / "workspace"
+    serve_dir = root / "serve"
+    workspace.mkdir(parents=True)
+    serve_dir.mkdir()
+    task_file = workspace / task.path.name
+    task_file.write_text(task.text, encoding="utf-8")
+    prompt = workspace / PROMPT_FILE
+    prompt.write_text(prompt_text(suite, task, task_file), encoding="utf-8")
+    ledger = root / "ledger.jsonl"
+    command = list(serve_command) if serve_command is not None else leanrig_command()
+    env = {k: os.environ[k] for k in SERVER_ENV_KEYS if k in os.environ}
+    env[ATTEMPT_TOKEN_VAR] = token
+    config = {
+        "mcpServers": {
+            SERVER_NAME: {
+                "command": command[0],
+                "args": [
+                    *command[1:],
+                    "serve",
+                    "--suite",
+                    str(suite.root.resolve()),
+                    "--task",
+                    task.id,
+                    "--ledger",
+                    str(ledger),
+                    "--run-dir",
+                    str(serve_dir),
+                    *serve_args,
+                ],
+                "env": env,
+                "cwd": str(workspace),
+            }
+        }
+    }
+    mcp_config = workspace / MCP_CONFIG_FILE
+    mcp_config.write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
+    return Workspace(
+        task=task, attempt=attempt, root=root, workspace=workspace, task_file=task_file,
+        prompt=prompt, mcp_config=mcp_config, submission=workspace / SUBMISSION_FILE,
+        serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,
+    )  # fmt: skip
