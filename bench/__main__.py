@@ -18,6 +18,7 @@ BENCHES = {
     "pool": "bench.bench_pool",
     "agent_step": "bench.bench_agent",
     "sessions": "bench.bench_sessions",
+    "editor": "bench.bench_editor",
 }
 
 
@@ -26,6 +27,7 @@ RESULT_FILES = {
     "lsp_bridge": "lsp_bridge",
     "pool": "pool",
     "sessions": "sessions",
+    "editor": "editor",
 }
 
 

@@ -73,8 +73,9 @@ class FdReceiveStream(ByteReceiveStream):
 class FdSender:
     """Non-blocking writes of whole frames to a file descriptor (the editor's stdout)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, timeout: float = 30.0) -> None:
         self._fd = fd
+        self._timeout = timeout
         os.set_blocking(fd, False)
 
     async def __call__(self, data: bytes) -> None:
@@ -83,7 +84,9 @@ class FdSender:
             try:
                 written = os.write(self._fd, view)
             except BlockingIOError:
-                await anyio.wait_writable(self._fd)
+                # Only a full pipe waits, and not forever: an editor that stops reading is gone.
+                with anyio.fail_after(self._timeout):
+                    await anyio.wait_writable(self._fd)
                 continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
@@ -145,7 +148,7 @@ async def run_lsp(
     attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
     proxy = EditorProxy(
         task=task, task_path=path, environment=environment, verifier=verifier, attempt=attempt,
-        send_editor=editor_out or FdSender(1), timeouts=options.timeouts,
+        send_editor=editor_out or FdSender(1, options.timeouts.write), timeouts=options.timeouts,
     )  # fmt: skip
     try:
         await proxy.run(editor_in or FdReceiveStream(0))

@@ -88,7 +88,7 @@ class _Doc:
 class _Lean:
     process: Process
     token: str
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     stderr: deque[bytes] = field(default_factory=deque)
 
     def stderr_tail(self) -> str:
@@ -156,7 +156,7 @@ class EditorProxy:
         self.timeouts = timeouts or ProxyTimeouts()
         self.restart_limit = restart_limit
         self._send_editor_raw = send_editor
-        self._editor_lock = anyio.Lock()
+        self._editor_lock = anyio.Lock(fast_acquire=True)
         self._ids = itertools.count(1)
         self._lean: _Lean | None = None
         self._lean_ready = anyio.Event()
@@ -222,17 +222,18 @@ class EditorProxy:
     # -- writing -----------------------------------------------------------------------------
 
     async def _to_editor(self, body: bytes) -> None:
-        with anyio.fail_after(self.timeouts.write):
-            async with self._editor_lock:
-                await self._send_editor_raw(frame(body))
+        # Hot path: no timer per frame. The writer (``FdSender``) bounds a blocked write itself.
+        async with self._editor_lock:
+            await self._send_editor_raw(frame(body))
 
     async def _to_editor_json(self, message: dict[str, Any]) -> None:
         await self._to_editor(orjson.dumps(message))
 
     async def _to_lean(self, body: bytes) -> None:
         """Write one frame to Lean (waiting while Lean restarts); a dead Lean drops it."""
-        with anyio.fail_after(self.timeouts.spawn):
-            await self._lean_ready.wait()
+        if not self._lean_ready.is_set():
+            with anyio.fail_after(self.timeouts.spawn):
+                await self._lean_ready.wait()
         lean = self._lean
         if lean is None or lean.process.stdin is None:
             return
