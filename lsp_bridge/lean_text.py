@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 
 class TokenKind(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; Enum's own hash is Python code (hot path)
+
     LINE_COMMENT = "line comment"
     BLOCK_COMMENT = "block comment"
     DOC_COMMENT = "doc comment"
@@ -212,6 +214,8 @@ def _special(text: str, m: re.Match[str]) -> LeanToken:
 
 
 def _ident(text: str, start: int, end: int) -> LeanToken:
+    if text.find("«", start, end) == -1:
+        return LeanToken(TokenKind.IDENT, start, end)
     # An escape's content cannot contain », so a « after the last » is an unclosed escape.
     open_escape = text.rfind("«", start, end) > text.rfind("»", start, end)
     return LeanToken(TokenKind.IDENT, start, end, not open_escape)

@@ -42,50 +42,42 @@ class Header:
         return self.key + "\n"
 
 
-_SKIPPED = frozenset({TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT})
-
-
 class _Words:
     """The header's significant tokens, read lazily (the header is a file's first lines): each
     an identifier's text, or None for anything else (a doc comment, a symbol, a literal)."""
 
     def __init__(self, text: str) -> None:
         self._text = text
-        self._tokens = (t for t in lean_tokens(text) if t.kind not in _SKIPPED)
-        self._read: list[tuple[str | None, int]] = []
-        self.pos = 0  # index into the words read so far
-
-    def peek(self) -> tuple[str | None, int] | None:
-        """(the word at the cursor or None, its end offset); None at the end of the text."""
-        while len(self._read) <= self.pos:
-            token = next(self._tokens, None)
-            if token is None:
-                return None
-            word = (
-                token.text(self._text)
-                if token.kind is TokenKind.IDENT and token.terminated
-                else None
-            )
-            self._read.append((word, token.end))
-        return self._read[self.pos]
+        self._tokens = lean_tokens(text)
+        self._read: list[tuple[str | None, int]] = []  # (word or None, end offset)
+        self.pos = 0  # index into _read
 
     def word(self) -> str | None:
-        current = self.peek()
-        return current[0] if current else None
+        """The word at the cursor (None: not an identifier, or the end of the text)."""
+        if self.pos == len(self._read):
+            for token in self._tokens:
+                kind = token.kind
+                if kind is TokenKind.LINE_COMMENT or kind is TokenKind.BLOCK_COMMENT:
+                    continue
+                ident = kind is TokenKind.IDENT and token.terminated
+                self._read.append((token.text(self._text) if ident else None, token.end))
+                break
+            else:
+                return None
+        return self._read[self.pos][0]
+
+    def take(self) -> int:
+        """Step past the word at the cursor (which ``word`` has read); its end offset."""
+        self.pos += 1
+        return self._read[self.pos - 1][1]
 
 
 def parse_header(text: str) -> Header:
     words = _Words(text)
+    take = words.take
     module = prelude = False
     imports: list[str] = []
     end = 0
-
-    def take() -> int:
-        current = words.peek()
-        assert current is not None
-        words.pos += 1
-        return current[1]
-
     if words.word() == "module":
         module, end = True, take()
     if words.word() == "prelude":
