@@ -43,6 +43,9 @@ log = structlog.get_logger("leanrig.lsp")
 NotificationHandler = Callable[[str, Any], None]
 
 STDERR_TAIL_BYTES = 16 * 1024
+# After a server exits on its own, how long to wait for the rest of its stderr (the reason it
+# exited: a sandbox refusing to start, a bad option) before reporting the death.
+STDERR_DRAIN_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -84,6 +87,7 @@ class LspTransport:
         self._stderr_size = 0
         self._failure: ServerError | None = None
         self._closing = False
+        self._stderr_done = anyio.Event()
         self.exited = anyio.Event()
 
     # -- construction ---------------------------------------------------------------------
@@ -234,7 +238,7 @@ class LspTransport:
             raise pending.error
         return pending.result
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, Any], *, await_exit: bool = True) -> None:
         data = encode_message(message)
         stdin = self._process.stdin
         if stdin is None:
@@ -246,6 +250,11 @@ class LspTransport:
                 async with self._write_lock:
                     await stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            if self._failure is None and not self._closing and await_exit:
+                # The pipe broke because the process is going (e.g. it could not start): the
+                # read loop reports why, with its stderr; wait for that rather than guess.
+                with anyio.move_on_after(self._shutdown_timeout):
+                    await self.exited.wait()
             raise self._failure or ServerDied(
                 "Lean server stopped reading its input", stderr_tail=self.stderr_tail()
             ) from exc
@@ -286,9 +295,17 @@ class LspTransport:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
                 await self._process.wait()
             if failure is None and not self._closing:
+                # The process chose to exit: its last words on stderr say why (e.g. a sandbox
+                # that could not set up). Orphaned workers hold the pipe open: kill them first.
+                self._kill_group()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
+                    await self._stderr_done.wait()
+                tail = self.stderr_tail()
+                cause = last_line(tail)
                 failure = ServerDied(
-                    f"Lean server exited with code {self._process.returncode}",
-                    stderr_tail=self.stderr_tail(),
+                    f"Lean server exited with code {self._process.returncode}"
+                    + (f": {cause}" if cause else ""),
+                    stderr_tail=tail,
                     returncode=self._process.returncode,
                 )
             if failure is not None and self._failure is None:
@@ -299,6 +316,8 @@ class LspTransport:
                     pid=self.pid,
                     returncode=self._process.returncode,
                     error=failure.message,
+                    argv=list(self.argv),
+                    stderr=failure.stderr_tail[-2000:],
                 )
             self._fail_all(self._failure or ServerClosed("server closed"))
             self.exited.set()
@@ -330,14 +349,17 @@ class LspTransport:
         if method == "workspace/configuration" and isinstance(params, dict):
             result = [None for _ in params.get("items", [])]
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+            # From the read loop itself: it cannot wait for its own end.
+            await self._send(
+                {"jsonrpc": "2.0", "id": request_id, "result": result}, await_exit=False
+            )
         except LeanrigError:
             pass
 
     async def _stderr_loop(self) -> None:
-        if self._process.stderr is None:
-            return
         try:
+            if self._process.stderr is None:
+                return
             async for chunk in self._process.stderr:
                 self._stderr.append(chunk)
                 self._stderr_size += len(chunk)
@@ -345,6 +367,8 @@ class LspTransport:
                     self._stderr_size -= len(self._stderr.popleft())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
+        finally:
+            self._stderr_done.set()
 
     def _fail_all(self, error: LeanrigError) -> None:
         for pending in list(self._pending.values()):
@@ -352,3 +376,12 @@ class LspTransport:
 
     def _kill_group(self) -> None:
         kill_tree(self._token, self._process.pid)
+
+
+def last_line(text: str, limit: int = 500) -> str:
+    """The last non-blank line of ``text`` (a process's stderr), at most ``limit`` characters."""
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""

@@ -10,6 +10,10 @@ and verifier processes are confined the same way:
 
 Without bwrap the wrapper is rlimits only; ``available()`` says so and callers log a warning.
 See docs/threat-model.md for what this does and does not defend.
+
+Paths in a policy are absolute: the wrapped program usually runs in another working directory
+(a Lean server's is its project), so a relative ``writable`` entry is resolved against *our*
+working directory when the policy is made, and ``wrapper()`` refuses one that is not absolute.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ class SandboxPolicy:
     writable: tuple[Path, ...] = ()
     network: bool = False
     use_bwrap: bool | None = None  # None: when available
+
+    def __post_init__(self) -> None:
+        # Resolved here, in the caller's working directory, which is what the caller meant.
+        object.__setattr__(self, "writable", tuple(Path(p).resolve() for p in self.writable))
 
 
 def available() -> dict[str, str | None]:
@@ -69,6 +77,8 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     if bwrap and policy.use_bwrap is not False:
         parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in policy.writable:
+            if not path.is_absolute():  # unreachable through __init__; never bind relative
+                raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")
             parts += ["--bind", str(path), str(path)]
         parts += ["--unshare-all"]
         if policy.network:

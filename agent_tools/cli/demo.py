@@ -17,7 +17,8 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-DEMO_SUITE = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
+# agent_tools/cli/demo.py → the repository root (the package is installed editable).
+DEMO_SUITE = Path(__file__).resolve().parents[2] / "lean_project" / "suites" / "demo"
 
 
 async def call(client: Client, tool: str, **args: Any) -> tuple[dict[str, Any], float]:
@@ -44,6 +45,9 @@ def show(label: str, result: dict[str, Any], ms: float) -> None:
 
 
 async def _demo() -> int:
+    if not (DEMO_SUITE / "suite.toml").is_file():
+        print(f"leanrig demo: the demo suite is not at {DEMO_SUITE}", file=sys.stderr)
+        return 2
     run_dir = Path(tempfile.mkdtemp(prefix="leanrig-demo-"))
     params = StdioServerParameters(
         command=sys.executable,

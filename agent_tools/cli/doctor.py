@@ -1,4 +1,9 @@
-"""`leanrig doctor`: which Lean, what it can do, and a real smoke test through `lean --server`."""
+"""`leanrig doctor`: which Lean, what it can do, and a real smoke test through `serve`'s code.
+
+The smoke test serves a one-task suite exactly as `leanrig serve` would (``open_service``: the
+same Lean lookup, sandbox, warm pool and verifier), elaborates a file on a pool slot and asks
+the verifier for a verdict, so doctor fails whenever serve would.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,30 @@ from pathlib import Path
 
 import anyio
 
-from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LspPos, Timeouts, find_lean
+from lsp_bridge import LeanInstall, LeanrigError, LspPos, find_lean
 from lsp_bridge.bootstrap import PRELUDE_HEADER
-from repl_pool.sandbox import SandboxPolicy, available, wrapper
+from repl_pool import Slot
+from repl_pool.sandbox import available
 
-SMOKE_TEXT = PRELUDE_HEADER + "theorem smoke : @Eq N N.z N.z := @Eq.refl N N.z\n"
+from ..servers import ServeOptions, open_service
+
+SMOKE_THEOREM = "theorem smoke : @Eq N N.z N.z :=\n  @Eq.refl N N.z\n"
+SMOKE_TEXT = PRELUDE_HEADER + SMOKE_THEOREM
+SMOKE_GOAL_AT = LspPos(PRELUDE_HEADER.count("\n") + 1, 2)  # on the proof term
+SMOKE_SUITE = """\
+name = "doctor"
+version = "1"
+lean = "prelude"
+
+[[tasks]]
+id = "smoke"
+file = "Smoke.lean"
+theorem = "smoke"
+title = "doctor smoke test"
+field = "equality"
+difficulty = 1
+"""
+SMOKE_DEADLINE = 120.0  # the whole smoke test; every Lean wait inside has its own deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,22 +61,37 @@ class DoctorReport:
 
 async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
     with tempfile.TemporaryDirectory(prefix="leanrig-doctor-") as tmp:
-        project = Path(tmp)
-        started = time.perf_counter()
-        command = install.server_command(
-            project, use_lake=False, wrapper=wrapper(SandboxPolicy(writable=(project,)))
+        suite_dir = Path(tmp) / "suite"
+        suite_dir.mkdir()
+        (suite_dir / "suite.toml").write_text(SMOKE_SUITE, encoding="utf-8")
+        (suite_dir / "Smoke.lean").write_text(SMOKE_TEXT, encoding="utf-8")
+        options = ServeOptions(
+            suite=suite_dir, run_dir=Path(tmp) / "runs", max_processes=1, lean=str(install.lean)
         )
-        async with LeanClient.start(command, timeouts=Timeouts(spawn=30, barrier=60)) as client:
-            uri = (project / "Smoke.lean").as_uri()
-            await client.open(uri, SMOKE_TEXT)
-            report = await client.wait_for(uri)
-            goal = await client.plain_term_goal(uri, LspPos(7, 36))
-        elapsed = (time.perf_counter() - started) * 1000
-        if report.errors:
-            return False, elapsed, f"smoke file has errors: {report.errors[0].message}"
-        if goal.status != "goal" or "N" not in goal.goal:
-            return False, elapsed, f"unexpected term goal: {goal}"
-        return True, elapsed, "elaborated a prelude file through lean --server"
+        started = time.perf_counter()
+        with anyio.fail_after(SMOKE_DEADLINE):
+            async with open_service(options) as service:
+                deadline = service.step_timeout
+
+                async def elaborate(slot: Slot) -> tuple[list[str], str, str]:
+                    report = await slot.elaborate(SMOKE_TEXT, timeout=deadline)
+                    goal = await slot.plain_term_goal(SMOKE_GOAL_AT, timeout=deadline)
+                    return [e.message for e in report.errors], goal.status, goal.goal
+
+                key = service.pool.key_for(SMOKE_TEXT)
+                errors, status, goal = await service.pool.run(key, elaborate)
+                if errors:
+                    return False, _ms(started), f"smoke file has errors: {errors[0]}"
+                if status != "goal" or "N" not in goal:
+                    return False, _ms(started), f"unexpected term goal: {status} {goal!r}"
+                verdict = await service.verifier.verify(service.suite.task("smoke"), SMOKE_TEXT)
+                if not verdict.accepted:
+                    return False, _ms(started), f"verifier rejected: {'; '.join(verdict.reasons)}"
+        return True, _ms(started), "served a prelude file: pool slot and verifier, as `serve` does"
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def run_doctor() -> DoctorReport:
@@ -71,10 +110,13 @@ def run_doctor() -> DoctorReport:
         return DoctorReport(
             None, None, None, None, None, None, bwrap, prlimit, False, None, str(exc)
         )
+    ms: float | None
     try:
         ok, ms, detail = anyio.run(_smoke, install)
     except LeanrigError as exc:
         ok, ms, detail = False, None, f"smoke test failed: {exc}"
+    except TimeoutError:
+        ok, ms, detail = False, None, f"smoke test did not finish within {SMOKE_DEADLINE:g} s"
     detail += sandbox_note
     return DoctorReport(
         lean_path=str(install.lean),

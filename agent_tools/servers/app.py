@@ -1,4 +1,10 @@
-"""Wiring: suite + Lean + sandbox + pool + verifier + ledger → a running `ProofService`."""
+"""Wiring: suite + Lean + sandbox + pool + verifier + ledger → a running `ProofService`.
+
+Every path a user gives is made absolute here, at the boundary, in the user's working
+directory: Lean runs with the suite directory as its working directory, the sandbox binds
+directories by path and the verifier turns its work files into URIs, so a relative path would
+mean something else (or nothing) further in.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import structlog
 
 from lsp_bridge import Timeouts, find_lean
@@ -23,8 +30,15 @@ from ..verdict import Verifier
 log = structlog.get_logger("leanrig.app")
 
 
+def absolute(path: Path | str) -> Path:
+    """``path`` as the user meant it: ``~`` expanded, relative to the current directory."""
+    return Path(path).expanduser().resolve()
+
+
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
+    """What `leanrig serve` was asked for. Paths are made absolute on construction."""
+
     suite: Path
     run_dir: Path = Path("runs")
     ledger: Path | None = None
@@ -33,28 +47,35 @@ class ServeOptions:
     sandbox: bool = True
     lean: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "suite", absolute(self.suite))
+        object.__setattr__(self, "run_dir", absolute(self.run_dir))
+        if self.ledger is not None:
+            object.__setattr__(self, "ledger", absolute(self.ledger))
+
 
 @asynccontextmanager
 async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
-    suite = load_suite(options.suite)
-    install = find_lean(suite.root, explicit=options.lean)
+    # Reading the suite, finding Lean (may run `elan`, may build the bootstrap) and compiling
+    # the suite's library are blocking: off the event loop.
+    suite = await anyio.to_thread.run_sync(load_suite, options.suite)
+    install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
             f"suite {suite.name} needs a full Lean toolchain (Init), but {install.lean} is the "
             "prelude-only bootstrap",
             hint='install elan and a toolchain, or serve a `lean = "prelude"` suite',
         )
-    library = library_dir(suite, install)
-    run_dir = options.run_dir / time.strftime("%Y%m%d-%H%M%S")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)
+    run_dir = absolute(options.run_dir) / time.strftime("%Y%m%d-%H%M%S")
     scratch = run_dir / "scratch"
-    scratch.mkdir(exist_ok=True)
+    await anyio.to_thread.run_sync(lambda: scratch.mkdir(parents=True, exist_ok=True))
     policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
     if options.sandbox and not uses_namespaces(policy):
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
     env = dict(os.environ)
     if library is not None:
-        env["LEAN_PATH"] = str(library)
+        env["LEAN_PATH"] = str(absolute(library))
     environment = LeanEnvironment(
         install, suite.root, env=env, wrapper=wrapper(policy) if options.sandbox else ()
     )
@@ -65,11 +86,14 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         request_deadline=options.step_timeout,
         timeouts=Timeouts(spawn=60, barrier=options.step_timeout),
     )
-    ledger = Ledger(options.ledger or run_dir / "ledger.jsonl")
+    ledger = Ledger(absolute(options.ledger) if options.ledger else run_dir / "ledger.jsonl")
     verifier = Verifier(
         suite, install, library=library, sandbox=policy if options.sandbox else
         SandboxPolicy(use_bwrap=False), work_root=scratch,
     )  # fmt: skip
+    log.info("serve.opened", suite=str(suite.root), run_dir=str(run_dir), lean=str(install.lean),
+             sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox
+             else "off")  # fmt: skip
     try:
         async with WarmPool.open(environment, config) as pool:
             yield ProofService(

@@ -1,0 +1,446 @@
+"""The commands of README.md and docs/cli.md, run as a user types them.
+
+Every command here is a subprocess (`.venv/bin/leanrig …`, as README shows it) started from a
+temporary working directory that holds the demo suite at its usual relative path
+`lean_project/suites/demo`, with default options (no `--run-dir`), so the run directory is
+`runs/` relative to that directory — the path a new user takes first. The sandbox is whatever
+the machine gives: where bwrap works it is on (and these tests need it); where it does not, they
+are skipped with that reason, never passed silently.
+
+Not here: `make test` (this suite), `make bench` (tests/test_bench_smoke.py runs the benchmark
+code paths and the summary step `make bench` ends with), `make demo` (= `make setup` +
+`leanrig demo`, below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from lsp_bridge import LeanClient, LeanInstall, ServerStartFailed, Timeouts
+from repl_pool.sandbox import SandboxPolicy, available, wrapper
+
+from .rpc_client import RpcError, RpcProcess, stop_process
+
+ROOT = Path(__file__).resolve().parent.parent
+LEANRIG = ROOT / ".venv" / "bin" / "leanrig"
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+SUITE = "lean_project/suites/demo"  # as README types it, relative to the working directory
+PROOF = "\n  " + json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())["and_swap"]
+DEADLINE = 120.0  # one command, end to end, on a loaded machine (Lean's own waits are shorter)
+
+
+def sandbox_or_skip() -> str:
+    bwrap = available()["bwrap"]
+    if bwrap is None:
+        reason = (
+            "bwrap is installed but cannot create namespaces here"
+            if shutil.which("bwrap")
+            else "bwrap is not installed"
+        )
+        pytest.skip(f"{reason}: these tests check the commands with the sandbox on")
+    return bwrap
+
+
+def leanrig_exe() -> Path:
+    if not LEANRIG.exists():
+        pytest.fail(f"{LEANRIG} is missing: run `make setup`")
+    return LEANRIG
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    """A user's working directory with the demo suite at its README path."""
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    return tmp_path
+
+
+def leanrig(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(leanrig_exe()), *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=DEADLINE, check=False,
+    )  # fmt: skip
+
+
+def ledgers(cwd: Path, run_dir: str = "runs") -> list[Path]:
+    return sorted((cwd / run_dir).glob("*/ledger.jsonl"))
+
+
+def ledger_tools(path: Path) -> list[str]:
+    return [orjson.loads(line)["tool"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- MCP over stdio, as README types it --------------------------------------------------------
+
+
+async def prove_over_mcp(client: Any) -> dict[str, Any]:
+    """open_task → set_proof (the reference proof) → check_proof; the verdict."""
+
+    async def call(tool: str, **args: Any) -> dict[str, Any]:
+        with anyio.fail_after(DEADLINE):
+            result = await client.call_tool(tool, args)
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert not result.is_error, f"{tool}: {text}"
+        assert isinstance(result.structured_content, dict)
+        return result.structured_content
+
+    tools = await client.list_tools()
+    assert {"open_task", "set_proof", "check_proof"} <= {t.name for t in tools.tools}
+    sid = (await call("open_task", task_id="and_swap"))["session_id"]
+    assert (await call("set_proof", session_id=sid, body=PROOF))["complete"] is True
+    verdict = await call("check_proof", session_id=sid)
+    await call("close_session", session_id=sid)
+    return verdict
+
+
+async def serve_mcp_stdio(cwd: Path, *args: str) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=str(leanrig_exe()), args=["serve", "--suite", SUITE, *args], cwd=str(cwd),
+        env=dict(os.environ),  # a shell passes its environment on
+    )  # fmt: skip
+    with anyio.fail_after(DEADLINE * 2):
+        async with Client(params) as client:
+            return await prove_over_mcp(client)
+
+
+@pytest.fixture(scope="module")
+def mcp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """`leanrig serve --suite lean_project/suites/demo` as an MCP client starts it."""
+    sandbox_or_skip()
+    cwd = tmp_path_factory.mktemp("user")
+    shutil.copytree(DEMO, cwd / SUITE)
+    verdict = anyio.run(serve_mcp_stdio, cwd)
+    return cwd, verdict
+
+
+def test_serve_mcp_proves_and_verifies_with_the_default_run_dir(
+    mcp_run: tuple[Path, dict[str, Any]],
+) -> None:
+    cwd, verdict = mcp_run
+    assert verdict["accepted"] is True, verdict
+    (ledger,) = ledgers(cwd)  # runs/<timestamp>/ledger.jsonl, relative to the user's cwd
+    assert {"open_task", "set_proof", "check_proof"} <= set(ledger_tools(ledger))
+
+
+def test_report_on_the_ledger_serve_wrote(mcp_run: tuple[Path, dict[str, Any]]) -> None:
+    cwd, _ = mcp_run
+    (ledger,) = ledgers(cwd)
+    relative = str(ledger.relative_to(cwd))
+    done = leanrig("report", relative, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert "check_proof" in done.stdout
+    assert (ledger.parent / "report" / "report.md").is_file()
+    assert list((ledger.parent / "report").glob("*.png")), "plots are on by default"
+
+    done = leanrig("report", relative, "--out", "my-report", "--no-plots", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((cwd / "my-report" / "report.json").read_text())
+    assert not list((cwd / "my-report").glob("*.png"))
+
+
+# -- JSON-RPC: stdio, TCP; MCP over HTTP -------------------------------------------------------
+
+
+@asynccontextmanager
+async def serve_process(
+    cwd: Path, *args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Process, list[bytes]]]:
+    """`leanrig [prefix] serve --suite lean_project/suites/demo [args]`; its stderr collected.
+    Stopped as its client would: stdio servers by closing stdin, network ones by SIGTERM."""
+    network = "--port" in args or "--http" in args
+    argv = [str(leanrig_exe()), *prefix, "serve", "--suite", SUITE, *args]
+    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=cwd,
+                                       env=env)  # fmt: skip
+    stderr: list[bytes] = []
+
+    async def drain() -> None:
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            stderr.append(chunk)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(drain)
+        try:
+            yield process, stderr
+        finally:
+            await stop_process(process, close_stdin=not network)
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def jsonrpc_stdio(
+    cwd: Path, *args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[RpcProcess, list[bytes]]]:
+    async with (
+        serve_process(cwd, "--jsonrpc", *args, prefix=prefix, env=env) as (process, stderr),
+        anyio.create_task_group() as tg,
+    ):
+        rpc = RpcProcess(process)
+        tg.start_soon(rpc.read_loop)
+        try:
+            yield rpc, stderr
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def prove_over_jsonrpc(rpc: Any) -> dict[str, Any]:
+    sid = (await rpc.call("open_task", timeout=DEADLINE, task_id="and_swap"))["session_id"]
+    done = await rpc.call("set_proof", timeout=DEADLINE, session_id=sid, body=PROOF)
+    assert done["complete"] is True, done
+    verdict: dict[str, Any] = await rpc.call("check_proof", timeout=DEADLINE, session_id=sid)
+    return verdict
+
+
+@pytest.mark.anyio
+async def test_serve_jsonrpc_stdio_proves_and_verifies(cwd: Path) -> None:
+    async with jsonrpc_stdio(cwd) as (rpc, _):
+        verdict = await prove_over_jsonrpc(rpc)
+    assert verdict["accepted"] is True, verdict
+    (ledger,) = ledgers(cwd)
+    assert "check_proof" in ledger_tools(ledger)
+
+
+class TcpRpc:
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream, self.reader, self.ids = stream, BufferedByteReceiveStream(stream), 0
+
+    async def call(self, method: str, timeout: float, **params: Any) -> Any:
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+        await self.stream.send(orjson.dumps(message) + b"\n")
+        with anyio.fail_after(timeout):
+            reply = orjson.loads(await self.reader.receive_until(b"\n", 2**24))
+        if "error" in reply:
+            raise RpcError(reply["error"])
+        return reply["result"]
+
+
+@pytest.mark.anyio
+async def test_serve_jsonrpc_tcp_port_proves_and_verifies(cwd: Path) -> None:
+    port = free_port()
+    async with serve_process(cwd, "--jsonrpc", "--port", str(port)) as (process, stderr):
+        with anyio.fail_after(DEADLINE):
+            while f"127.0.0.1:{port}".encode() not in b"".join(stderr):  # the announcement
+                assert process.returncode is None, b"".join(stderr).decode()
+                await anyio.sleep(0.05)
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            verdict = await prove_over_jsonrpc(TcpRpc(stream))
+    assert verdict["accepted"] is True, verdict
+    assert len(ledgers(cwd)) == 1
+
+
+@pytest.mark.anyio
+async def test_serve_mcp_over_http_proves_and_verifies(cwd: Path) -> None:
+    from mcp import Client
+
+    port = free_port()
+    async with serve_process(cwd, "--http", str(port)) as (process, stderr):
+        with anyio.fail_after(DEADLINE):
+            while True:  # up when it accepts connections
+                assert process.returncode is None, b"".join(stderr).decode()
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                verdict = await prove_over_mcp(client)
+    assert verdict["accepted"] is True, verdict
+    assert len(ledgers(cwd)) == 1
+
+
+@pytest.mark.anyio
+async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> None:
+    """Every other serve option, relative paths throughout; --no-sandbox used to break
+    check_proof (a relative scratch directory cannot become a file URI)."""
+    args = ("--run-dir", "my-runs", "--ledger", "ledger.jsonl", "--max-processes", "1",
+            "--step-timeout", "30", "--no-sandbox")  # fmt: skip
+    async with jsonrpc_stdio(cwd, *args, prefix=("--log-level", "info")) as (rpc, stderr):
+        verdict = await prove_over_jsonrpc(rpc)
+    assert verdict["accepted"] is True, verdict
+    assert "check_proof" in ledger_tools(cwd / "ledger.jsonl")
+    assert list((cwd / "my-runs").glob("*/scratch")) and not (cwd / "runs").exists()
+    events = [orjson.loads(line) for line in b"".join(stderr).splitlines() if line.startswith(b"{")]
+    assert any(e.get("event") == "serve.opened" and e.get("sandbox") == "off" for e in events)
+
+
+# -- check, doctor, demo, bootstrap ------------------------------------------------------------
+
+
+def test_check_with_a_relative_submission(cwd: Path) -> None:
+    task = (cwd / SUITE / "Demo" / "AndSwap.lean").read_text()
+    (cwd / "Submission.lean").write_text(task.replace("sorryAx (And q p) Bool.false", PROOF))
+    done = leanrig("check", "--suite", SUITE, "--task", "and_swap", "Submission.lean", cwd=cwd)
+    assert (done.returncode, done.stdout.splitlines()[0]) == (0, "ACCEPTED"), done.stderr
+
+    unsolved = f"{SUITE}/Demo/AndSwap.lean"
+    done = leanrig("check", "--suite", SUITE, "--task", "and_swap", unsolved, "--json", cwd=cwd)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["accepted"] is False
+
+
+def test_doctor_json(cwd: Path) -> None:
+    done = leanrig("doctor", "--json", cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["smoke_ok"] is True, report["detail"]
+    assert report["bwrap"] == available()["bwrap"] and report["lean_version"]
+
+
+def test_demo(tmp_path: Path) -> None:
+    sandbox_or_skip()
+    done = leanrig("demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "[check_proof] ACCEPTED" in done.stdout
+
+
+def test_bootstrap_quiet(tmp_path: Path) -> None:
+    done = leanrig("bootstrap", "--quiet", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr  # built already: silent
+
+
+# -- a sandbox that refuses to start: the user sees why ----------------------------------------
+
+REFUSAL = "bwrap: Can't find source path /leanrig-test-refusal: No such file or directory"
+
+
+@pytest.fixture
+def refusing_bwrap(tmp_path: Path) -> dict[str, str]:
+    """An environment whose `bwrap` passes leanrig's probe, then refuses every real sandbox,
+    as bwrap does for a bind source it cannot find."""
+    real = sandbox_or_skip()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\nfor last; do :; done\n"
+        f'if [ "$last" = true ]; then exec {real} "$@"; fi\n'
+        f'echo "{REFUSAL}" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_doctor_fails_like_serve_and_shows_the_sandbox_error(
+    cwd: Path, refusing_bwrap: dict[str, str]
+) -> None:
+    done = leanrig("--log-level", "info", "doctor", cwd=cwd, env=refusing_bwrap)
+    assert done.returncode == 1, done.stdout
+    assert "smoke_ok: False" in done.stdout and REFUSAL in done.stdout
+    events = [json.loads(x) for x in done.stderr.splitlines() if x.startswith("{")]
+    names = {e.get("event") for e in events}
+    assert "serve.opened" in names, "doctor serves its smoke suite with serve's code"
+    assert any(REFUSAL in str(e.get("error")) for e in events if e.get("event") == "lsp.died")
+
+
+@pytest.mark.anyio
+async def test_serve_logs_the_sandbox_error(cwd: Path, refusing_bwrap: dict[str, str]) -> None:
+    async with jsonrpc_stdio(cwd, env=refusing_bwrap) as (rpc, stderr):
+        with pytest.raises(RpcError) as failed:
+            await rpc.call("open_task", timeout=DEADLINE, task_id="and_swap")
+    assert failed.value.data["code"] == "lean_failure"
+    assert REFUSAL not in failed.value.message  # the agent gets no raw stderr ...
+    assert REFUSAL in b"".join(stderr).decode()  # ... the operator's log has the cause
+
+
+# -- the causes under the commands -------------------------------------------------------------
+
+
+def test_a_relative_sandbox_path_is_bound_where_the_caller_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sandbox_or_skip()
+    monkeypatch.chdir(tmp_path)
+    Path("scratch").mkdir()
+    argv = wrapper(SandboxPolicy(writable=(Path("scratch"),)))
+    target = tmp_path / "scratch" / "written"
+    done = subprocess.run(
+        [*argv, "sh", "-c", f"echo ok > {target}"], cwd="/", capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == "ok\n"
+
+
+@pytest.mark.anyio
+async def test_a_lean_the_sandbox_cannot_start_names_the_sandbox_error(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    sandbox_or_skip()
+    missing = tmp_path / "missing"  # bwrap cannot bind what does not exist
+    command = lean_install.server_command(
+        tmp_path, use_lake=False, wrapper=wrapper(SandboxPolicy(writable=(missing,)))
+    )
+    with anyio.fail_after(30), pytest.raises(ServerStartFailed) as failed:
+        async with LeanClient.start(command, timeouts=Timeouts(spawn=20)):
+            pass
+    assert "Can't find source path" in str(failed.value)
+    assert str(missing) in failed.value.stderr_tail
+
+
+@pytest.mark.anyio
+async def test_serving_finds_lean_and_builds_the_library_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While `serve` finds Lean (which may build the bootstrap) and compiles the suite's library
+    (seconds, the first time), the event loop keeps running."""
+    import threading
+
+    from agent_tools.servers import ServeOptions, app, open_service
+    from agent_tools.tasks import library_dir
+    from lsp_bridge import find_lean
+
+    loop_ticked = threading.Event()
+    blocked: list[str] = []
+
+    def needs_the_loop(name: str, call: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            loop_ticked.clear()
+            if not loop_ticked.wait(10):
+                blocked.append(name)
+            return call(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(app, "find_lean", needs_the_loop("find_lean", find_lean))
+    monkeypatch.setattr(app, "library_dir", needs_the_loop("library_dir", library_dir))
+
+    async def ticker() -> None:
+        while True:
+            loop_ticked.set()
+            await anyio.sleep(0.01)
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1)
+            async with open_service(options) as service:
+                assert service.suite.name == "demo"
+            tg.cancel_scope.cancel()
+    assert blocked == []
