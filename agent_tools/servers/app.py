@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import orjson
 import structlog
 
 from lsp_bridge import Timeouts, find_lean
@@ -46,6 +47,11 @@ class ServeOptions:
     step_timeout: float = 60.0
     sandbox: bool = True
     lean: str | None = None
+    # Serve only this task (one `leanrig run` attempt). The server then also keeps, in
+    # RUN_DIR itself, ``submission-<pid>.json`` (the last accepted body of any session) and
+    # ``serve-<pid>.json`` (``state``: serving → stopped on a clean exit, failed on an error;
+    # left at serving when the process was killed) — what `leanrig run` reads afterwards.
+    task: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -94,10 +100,31 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     log.info("serve.opened", suite=str(suite.root), run_dir=str(run_dir), lean=str(install.lean),
              sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox
              else "off")  # fmt: skip
+    bound = absolute(options.run_dir) if options.task is not None else None
+    state = "failed"
     try:
         async with WarmPool.open(environment, config) as pool:
-            yield ProofService(
-                suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout
-            )
+            service = ProofService(
+                suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout,
+                task=options.task,
+                submission=bound / f"submission-{os.getpid()}.json" if bound else None,
+            )  # fmt: skip
+            if bound is not None:
+                _write_status(bound, options.task, "serving")
+            yield service
+            state = "stopped"
+    except anyio.get_cancelled_exc_class():
+        state = "stopped"  # a signal (SIGTERM/SIGINT) shut the server down
+        raise
     finally:
         ledger.close()
+        if bound is not None:
+            _write_status(bound, options.task, state)
+
+
+def _write_status(run_dir: Path, task: str | None, state: str) -> None:
+    """``RUN_DIR/serve-<pid>.json`` of a task-bound server (temp file + rename)."""
+    path = run_dir / f"serve-{os.getpid()}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps({"v": 1, "pid": os.getpid(), "task": task, "state": state}))
+    os.replace(tmp, path)
