@@ -417,3 +417,20 @@ def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_p
         assert out.returncode == 0  # rlimits only, still runs
     finally:
         sandbox._working_bwrap.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "by\n  set_option «debug».skipKernelTC true in\n  exact h",
+        "by\n  set_option\n    debug.skipKernelTC true in exact h",
+        "by «native_decide»",
+        "by\n  open  private foo in exact h",
+        "by run_tac\n  pure ()",
+        "h\n#«exit»",
+    ],
+)
+def test_forbidden_constructs_see_through_escapes_and_whitespace(body: str) -> None:
+    """An escaped name or extra whitespace is the same construct to Lean (found by review:
+    `set_option «debug».skipKernelTC` passed the text search)."""
+    assert forbidden_constructs(body), body

@@ -40,7 +40,17 @@ from typing import Any
 import anyio
 import orjson
 
-from lsp_bridge import LeanClient, LeanInstall, LeanrigError, LineIndex, Timeouts
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LeanClient,
+    LeanInstall,
+    LeanrigError,
+    LineIndex,
+    Timeouts,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+)
 from repl_pool.oneshot import Completed, base_env, run_once
 from repl_pool.sandbox import SandboxPolicy, wrapper
 
@@ -121,27 +131,6 @@ class _Rejected(Exception):
         self.reasons = reasons
 
 
-def name_parts(name: str) -> tuple[str, ...]:
-    """The components of a Lean name as written or printed: ``A.«b c».d`` → ``("A", "b c",
-    "d")``, so escaped and unescaped spellings of one name compare equal."""
-    parts: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(name):
-        if name[i] == "«" and (close := name.find("»", i + 1)) != -1:
-            current.append(name[i + 1 : close])
-            i = close + 1
-        elif name[i] == ".":
-            parts.append("".join(current))
-            current = []
-            i += 1
-        else:
-            current.append(name[i])
-            i += 1
-    parts.append("".join(current))
-    return tuple(parts)
-
-
 def escape_name(name: str) -> str:
     """``name`` with every component escaped (``«Demo».«X».«main»``): any theorem name, also
     one with keywords or spaces in it, reads back as exactly that name."""
@@ -176,15 +165,62 @@ def parse_check(data: str, theorem: str) -> Statement | None:
 
 
 def forbidden_constructs(body: str) -> list[str]:
-    """Reasons for constructs in the body's code (comments and strings ignored)."""
+    """Reasons for constructs in the body's code (comments and strings ignored).
+
+    Two views, either one suffices to reject: the masked text (any whitespace between the words
+    of a construct) and Lean's tokens with ``«»``-escaped names resolved, so that
+    ``set_option «debug».skipKernelTC`` or ``«native_decide»`` cannot slip past the text."""
     mask = scan_trivia(body).mask
     code = "".join(" " if mask[i] else ch for i, ch in enumerate(body))
+    words = _code_words(body)
     found = []
-    for token, why in FORBIDDEN.items():
-        pattern = r"(?<![\w.])" + re.escape(token) + (r"(?![\w'])" if token[-1].isalnum() else "")
-        if re.search(pattern, code):
+    for construct, why in FORBIDDEN.items():
+        if _FORBIDDEN_TEXT[construct].search(code) or _has_words(words, construct):
             found.append(f"forbidden construct in the proof: {why}")
     return found
+
+
+def _forbidden_text(construct: str) -> re.Pattern[str]:
+    pattern = r"\s+".join(re.escape(word) for word in construct.split(" "))
+    tail = r"(?![\w'])" if construct[-1].isalnum() else ""
+    return re.compile(r"(?<![\w.])" + pattern + tail)
+
+
+_FORBIDDEN_TEXT = {construct: _forbidden_text(construct) for construct in FORBIDDEN}
+
+
+def _code_words(body: str) -> list[str]:
+    """The body's code tokens as Lean reads them: identifiers unescaped (``«debug».x`` →
+    ``debug.x``), ``#`` glued to the identifier it prefixes (``#exit``), trivia dropped."""
+    words: list[str] = []
+    glue = -1  # end offset of a `#` that the next identifier belongs to
+    for tok in lean_tokens(body):
+        if tok.kind in COMMENT_KINDS:
+            continue
+        text = tok.text(body)
+        if tok.kind is TokenKind.IDENT:
+            name = ".".join(name_parts(text))
+            if tok.start == glue and words:
+                words[-1] = "#" + name
+            else:
+                words.append(name)
+        else:
+            words.append(text)
+        glue = tok.end if text == "#" else -1
+    return words
+
+
+def _has_words(words: list[str], construct: str) -> bool:
+    parts = construct.split(" ")
+    last = parts[-1]
+    prefix = last.endswith(".")  # `set_option debug.`: any option under debug
+    for i in range(len(words) - len(parts) + 1):
+        *head, tail = words[i : i + len(parts)]
+        if head != parts[:-1]:
+            continue
+        if tail == last or (prefix and tail.startswith(last)):
+            return True
+    return False
 
 
 def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...] | None:
