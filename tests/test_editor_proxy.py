@@ -22,6 +22,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.editor import EditOptions, TaskScope, apply_changes, prepare_workspace
 from agent_tools.editor.proxy import read_frame
+from agent_tools.runs import read_results, read_run_info
 from agent_tools.tasks import load_suite
 from lsp_bridge import LineIndex, find_lean
 
@@ -470,9 +471,13 @@ async def test_check_proof_accepts_and_writes_ledger_and_result(
     assert result["task"] == TASK
     assert result["accepted"] is True
     assert result["condition"] == "human"
-    assert result["edit_delay_ms"] == 1
+    assert result["agent_tool"] == "test-client 1"
     assert result["invocation_s"] > 0
+    assert read_results(run).results[0].accepted  # the runs layer reads the line back
+    assert read_run_info(run).condition == "human"
     ledger = lines(run / "ledger.jsonl")
+    (closing,) = [e for e in ledger if e["tool"] == "close_session"]
+    assert closing["edit_delay_ms"] == 1
     edits = [e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"]
     assert {e["version"] for e in edits} >= {1, version}
     assert all(e["lean_ms"] > 0 for e in edits)

@@ -15,20 +15,19 @@ It must not talk LSP or start processes: the proxy calls it.
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ..runs import AttemptResult, Condition, append_result, read_results
 from ..sessions import Ledger
 from ..tasks import Task
 from ..verdict import Verdict
 
-CONDITION = "human"
+CONDITION: Condition = "human"
 
 
 def body_sha(body: str) -> str:
@@ -49,6 +48,7 @@ class Attempt:
     time_limit: float | None = None
     id: str = field(default_factory=lambda: secrets.token_hex(16))
     opened_at: float | None = None  # perf_counter of the first open
+    started_at: datetime | None = None
     ended_at: float | None = None
     editor: dict[str, Any] = field(default_factory=dict)
     edit_delay_ms: int | None = None
@@ -75,6 +75,7 @@ class Attempt:
         if self.opened_at is not None:
             return
         self.opened_at = time.perf_counter()
+        self.started_at = datetime.now(UTC)
         self.editor, self.edit_delay_ms = editor, edit_delay_ms
         self.ledger.record(session=self.id, task=self.task.id, tool="open_task", queue_ms=0.0,
                            lean_ms=0.0, total_ms=0.0, outcome="ok", condition=CONDITION,
@@ -156,36 +157,29 @@ class Attempt:
                            outcome="ok", accepted=verdict.accepted,
                            body_sha=body_sha(body))  # fmt: skip
 
-    def result_line(self) -> dict[str, Any]:
+    def result(self) -> AttemptResult:
+        """This attempt as a ``results.jsonl`` line (the runs layer's model, condition human).
+
+        The editor (name and version from ``initialize``) stands where an agent run records its
+        agent tool; human-only facts (``editDelay``, versions, refused edits, Lean restarts) are
+        in the ledger's closing line."""
         spec = self.task.spec
         verdict = self.verdict or {}
-        return {
-            "task": spec.id,
-            "field": spec.field,
-            "difficulty": spec.difficulty,
-            "attempt": self._attempt_number(),
-            "accepted": bool(verdict.get("accepted", False)),
-            "reasons": list(verdict.get("reasons") or ["no verdict"]),
-            "invocation_s": round(self.wall_s(), 3),
-            "timed_out": self.timed_out,
-            "exit_code": None,
-            "infra_retry": False,
-            "tool_calls": self.versions + self.checks,
-            "lean_s": round(self.lean_ms / 1000, 3),
-            "input_tokens": None,
-            "cached_input_tokens": None,
-            "output_tokens": None,
-            "cost_usd": None,
-            "body_sha": body_sha(self.body),
-            "condition": CONDITION,
-            "session": self.id,
-            "editor": self.editor or None,
-            "edit_delay_ms": self.edit_delay_ms,
-            "versions": self.versions,
-            "rejected_edits": self.rejected_edits,
-            "lean_restarts": self.lean_restarts,
-            "verdict_ms": verdict.get("elapsed_ms"),
-        }
+        editor = " ".join(
+            str(v) for v in (self.editor.get("name"), self.editor.get("version")) if v
+        )
+        elapsed = verdict.get("elapsed_ms")
+        return AttemptResult(
+            task=spec.id, field=spec.field, difficulty=spec.difficulty,
+            attempt=self._attempt_number(), accepted=bool(verdict.get("accepted", False)),
+            reasons=list(verdict.get("reasons") or ["no verdict"]),
+            invocation_s=round(self.wall_s(), 3), timed_out=self.timed_out,
+            tool_calls=self.versions + self.checks, lean_s=round(self.lean_ms / 1000, 3),
+            final_body_sha=body_sha(self.body), condition=CONDITION,
+            agent_tool=editor or "editor",
+            verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
+            started_at=self.started_at,
+        )  # fmt: skip
 
     def write(self) -> dict[str, Any] | None:
         """Append the result line (once) and the closing ledger line; None if never opened."""
@@ -194,30 +188,19 @@ class Attempt:
         self.written = True
         if self.ended_at is None:
             self.ended_at = time.perf_counter()
-        line = self.result_line()
+        result = self.result()
         self.results.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.results, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, orjson.dumps(line) + b"\n")
-        finally:
-            os.close(fd)
+        append_result(self.results.parent, result)
         self.ledger.record(session=self.id, task=self.task.id, tool="close_session",
                            queue_ms=0.0, lean_ms=0.0, total_ms=0.0, outcome="ok",
-                           session_wall_ms=self.wall_s() * 1000,
-                           accepted=line["accepted"])  # fmt: skip
-        return line
+                           session_wall_ms=self.wall_s() * 1000, accepted=result.accepted,
+                           condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
+                           versions=self.versions, rejected_edits=self.rejected_edits,
+                           lean_restarts=self.lean_restarts)  # fmt: skip
+        return result.model_dump(mode="json")
 
     def _attempt_number(self) -> int:
-        try:
-            data = self.results.read_bytes()
-        except FileNotFoundError:
+        if not self.results.exists():
             return 1
-        count = 0
-        for raw in data.splitlines():
-            try:
-                entry = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(entry, dict) and entry.get("task") == self.task.id:
-                count += 1
-        return count + 1
+        done = read_results(self.results.parent).results
+        return 1 + max((r.attempt for r in done if r.task == self.task.id), default=0)

@@ -6,10 +6,12 @@ stdout is the LSP channel: nothing else may write to it (logs go to stderr).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,10 @@ from lsp_bridge import find_lean
 from repl_pool import LeanEnvironment
 from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
 
+from ..runs import RUN_FILE, Machine, RunInfo, TaskRef, write_run_info
+from ..servers import package_version
 from ..sessions import Ledger
-from ..tasks import SuiteError, library_dir, load_suite
+from ..tasks import Suite, SuiteError, library_dir, load_suite
 from ..verdict import Verifier
 from .attempt import Attempt
 from .proxy import EditorProxy, ProxyTimeouts
@@ -108,6 +112,40 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     return env
 
 
+def suite_hash(suite: Suite) -> str:
+    """As `leanrig run` records it in run.json (suite.toml + every task file)."""
+    digest = hashlib.sha256((suite.root / "suite.toml").read_bytes())
+    for task_id in sorted(suite.tasks):
+        digest.update(b"\0" + task_id.encode() + b"\0" + suite.tasks[task_id].text.encode())
+    return digest.hexdigest()[:16]
+
+
+def ensure_run_info(
+    run_dir: Path, suite: Suite, lean_version: str, options: LspOptions, sandbox: str
+) -> None:
+    """A human run directory gets a ``run.json`` (condition human, the suite's whole
+    inventory) the first time an attempt runs in it, so `leanrig report RUN_DIR` reads it."""
+    if (run_dir / RUN_FILE).exists():
+        return
+    import psutil
+
+    tasks = [TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
+             for t in suite.tasks.values()]  # fmt: skip
+    write_run_info(
+        run_dir,
+        RunInfo(
+            suite_name=suite.name, suite_version=suite.spec.version, suite_hash=suite_hash(suite),
+            task_count=len(tasks), tasks=tasks, condition="human", agent_tool="editor",
+            # RunInfo needs a positive limit: without --time-limit, the run protocol's default.
+            time_limit_s=options.time_limit or 1800.0,
+            leanrig_version=package_version(), lean_version=lean_version, sandbox=sandbox,
+            machine=Machine(cores=os.cpu_count() or 1,
+                            memory_bytes=psutil.virtual_memory().total),
+            started_at=datetime.now(UTC), agent_command="leanrig lsp (a human in an editor)",
+        ),
+    )  # fmt: skip
+
+
 async def run_lsp(
     options: LspOptions,
     *,
@@ -144,6 +182,8 @@ async def run_lsp(
         suite, install, library=library, work_root=scratch,
         sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
     )  # fmt: skip
+    sandbox = ("bwrap" if uses_namespaces(policy) else "rlimits") if options.sandbox else "none"
+    ensure_run_info(run_dir, suite, install.version, options, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
     attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
     proxy = EditorProxy(
