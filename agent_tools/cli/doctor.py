@@ -85,9 +85,11 @@ async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
                 if status != "goal" or "N" not in goal:
                     return False, _ms(started), f"unexpected term goal: {status} {goal!r}"
                 verdict = await service.verifier.verify(service.suite.task("smoke"), SMOKE_TEXT)
+                elapsed = _ms(started)
+                service.pool.kill_all("doctor done")  # as `serve` ends when its client goes
                 if not verdict.accepted:
-                    return False, _ms(started), f"verifier rejected: {'; '.join(verdict.reasons)}"
-        return True, _ms(started), "served a prelude file: pool slot and verifier, as `serve` does"
+                    return False, elapsed, f"verifier rejected: {'; '.join(verdict.reasons)}"
+        return True, elapsed, "served a prelude file: pool slot and verifier, as `serve` does"
 
 
 def _ms(started: float) -> float:
