@@ -1,6 +1,7 @@
-"""runs: benchmark runs and their metrics — the run directory's files (run.json, results.jsonl,
-usage.json), price schedules, the pure metrics, and the reports of ledgers, runs and
-baseline-vs-LAD comparisons."""
+"""runs: benchmark runs and their metrics — `leanrig run` (the run protocol: per-attempt
+workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
+(run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
+ledgers, runs and baseline-vs-LAD comparisons."""
 
 from .metrics import (
     Change,
@@ -55,6 +56,7 @@ from .results import (
     read_usage,
     write_run_info,
 )
+from .runner import RunError, RunOptions, RunSummary, run_benchmark, summary_json
 from .runreport import compare_runs, load_run, report_runs, write_report
 
 __all__ = [
@@ -76,8 +78,11 @@ __all__ = [
     "ReportError",
     "ResultsError",
     "ResultsRead",
+    "RunError",
     "RunInfo",
     "RunMetrics",
+    "RunOptions",
+    "RunSummary",
     "TaskOutcome",
     "TaskRef",
     "Usage",
@@ -100,7 +105,9 @@ __all__ = [
     "read_usage",
     "relative_change",
     "report_runs",
+    "run_benchmark",
     "summarize",
+    "summary_json",
     "task_outcomes",
     "token_cost",
     "weighted_score",

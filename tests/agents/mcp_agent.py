@@ -2,8 +2,10 @@
 says (command, args, env, cwd; official SDK stdio client) and then, by MODE:
 
 - ``solve``: lists the tasks (written to ``tasks.json``), opens the task, sets a wrong body,
-  then the reference proof, asks for ``check_proof``, writes ``usage.json``, exits 0;
+  then the reference proof, writes ``usage.json``, exits 0;
 - ``wrong``: opens the task, sets a wrong body, exits 0;
+- ``alternate``: ``solve`` in odd attempts, ``wrong`` in even ones (the attempt number is
+  the name of the workspace's parent directory);
 - ``linger``: sets the reference proof, starts a grandchild in a new session (its pid in
   ``grandchild.pid``), then sleeps past any time limit with the server still open.
 
@@ -24,7 +26,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 PROOFS = Path(__file__).resolve().parents[1] / "demo_reference_proofs.json"
-WRONG = "\n  @Eq.refl N N.z"
+WRONG = "\n  leanrig_no_such_proof"
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -50,6 +52,8 @@ async def main(mode: str) -> int:
     params = StdioServerParameters(
         command=server["command"], args=server["args"], env=server["env"], cwd=server["cwd"]
     )
+    if mode == "alternate":
+        mode = "solve" if int(workspace.parent.name.split("-")[0]) % 2 else "wrong"
     proof = "\n  " + orjson.loads(await anyio.Path(PROOFS).read_bytes())[task]
     async with Client(params) as client:
         if mode == "solve":
@@ -62,10 +66,9 @@ async def main(mode: str) -> int:
             return 0
         await call(client, "set_proof", session_id=sid, body=proof)
         if mode == "solve":
-            verdict = await call(client, "check_proof", session_id=sid)
             usage = {"input_tokens": 1000, "cached_input_tokens": 200, "output_tokens": 50}
             await (workspace / "usage.json").write_bytes(orjson.dumps(usage))
-            return 0 if verdict["accepted"] else 1
+            return 0
         # linger: a grandchild in its own session, then outlive the time limit.
         pid = await anyio.to_thread.run_sync(grandchild)
         await (workspace / "grandchild.pid").write_text(str(pid))
