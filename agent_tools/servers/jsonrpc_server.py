@@ -4,29 +4,41 @@ Method names and params are the MCP tool names and arguments. Errors: -32700 par
 -32600 invalid request, -32601 unknown method, -32602 invalid params, -32000 tool error (with
 ``data: {code, hint}``). Each connection is one client: its sessions are invisible to others.
 Requests on one connection run concurrently (calls on one session are serialized by the
-service); a malformed line never stops the server.
+service).
+
+One client cannot hurt another: a malformed or oversized line gets an error reply and the
+connection goes on; at most ``MAX_IN_FLIGHT`` requests per connection are read and not yet
+answered (then that client is not read until it takes its replies: backpressure, bounded
+memory); a client that goes away (its replies cannot be written) has its calls cancelled and
+its sessions closed, and nothing escapes to the other connections.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import selectors
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import orjson
 import structlog
-from anyio.abc import ByteReceiveStream, ByteSendStream
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 
 from ..sessions import ProofService, ToolError
 from .tools import TOOL_BY_NAME, bind, validate_params
 
 log = structlog.get_logger("leanrig.jsonrpc")
 MAX_LINE = 4 * 2**20  # bodies up to 1 MB, JSON-escaped
-WRITE_TIMEOUT = 30.0
+MAX_IN_FLIGHT = 32  # per connection: requests read whose replies are not yet written
+TCP_WRITE_TIMEOUT = 30.0  # a TCP client taking no reply bytes this long is dropped
+CLOSE_TIMEOUT = 10.0  # closing a gone client's sessions
 _clients = itertools.count(1)
+_PIPE_CHUNK = 4096  # PIPE_BUF: a write this size on a writable pipe does not block
 
 
 def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -36,64 +48,199 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any
     return {"jsonrpc": "2.0", "id": rid, "error": err}
 
 
-async def handle_message(service: ProofService, raw: bytes, client: str) -> dict[str, Any] | None:
+def _valid_id(value: Any) -> bool:
+    # JSON-RPC 2.0: String, Number or Null (booleans are not numbers).
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+def _recover_id(msg: Any) -> Any:
+    """The id of a message we cannot serve, if it has a usable one (else null, as the spec says)."""
+    if isinstance(msg, dict) and _valid_id(msg.get("id")):
+        return msg.get("id")
+    return None
+
+
+def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """The message, or the parse-error reply (keeping the id when a lenient decode finds one)."""
     try:
-        msg = orjson.loads(raw)
+        return orjson.loads(raw), None
     except orjson.JSONDecodeError:
-        return _error(None, -32700, "parse error: not JSON (one JSON object per line)")
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or "method" not in msg:
-        rid = msg.get("id") if isinstance(msg, dict) else None
-        return _error(rid, -32600, "invalid request: need jsonrpc '2.0', method and id")
-    rid = msg.get("id")
-    notification = "id" not in msg
-    spec = TOOL_BY_NAME.get(str(msg["method"]))
-    if spec is None:
-        return (
-            None
-            if notification
-            else _error(
-                rid, -32601, f"unknown method {msg['method']!r}", {"methods": sorted(TOOL_BY_NAME)}
-            )
+        pass
+    try:  # e.g. invalid UTF-8 inside a string: the rest may still say which request this was
+        rid = _recover_id(orjson.loads(raw.decode("utf-8", "replace")))
+    except orjson.JSONDecodeError:
+        rid = None
+    return None, _error(rid, -32700, "parse error: not JSON (one JSON object per line)")
+
+
+async def handle_message(service: ProofService, raw: bytes, client: str) -> dict[str, Any] | None:
+    """One line in, the reply out (None for a notification, which gets no reply)."""
+    msg, parse_error = _parse(raw)
+    if parse_error is not None:
+        return parse_error
+    if isinstance(msg, list):
+        return _error(None, -32600, "invalid request: batches are not supported")
+    if (
+        not isinstance(msg, dict)
+        or msg.get("jsonrpc") != "2.0"
+        or not isinstance(msg.get("method"), str)
+        or not _valid_id(msg.get("id"))
+    ):
+        return _error(
+            _recover_id(msg),
+            -32600,
+            "invalid request: need jsonrpc '2.0', a string method, and an id (string or number)",
         )
+    method: str = msg["method"]
+    if "id" not in msg:
+        # A notification: the client can never see a result, so a tool call would only make
+        # state it cannot reach (a session nobody knows the id of). Every method here is a
+        # request; notifications are ignored, as JSON-RPC 2.0 allows (no reply either way).
+        log.info("jsonrpc.notification_ignored", method=method, client=client)
+        return None
+    rid = msg["id"]
+    spec = TOOL_BY_NAME.get(method)
+    if spec is None:
+        return _error(rid, -32601, f"unknown method {method!r}", {"methods": sorted(TOOL_BY_NAME)})
     try:
         params = validate_params(spec, msg.get("params"))
     except ValueError as exc:
-        return None if notification else _error(rid, -32602, f"invalid params: {exc}")
+        return _error(rid, -32602, f"invalid params: {exc}")
     try:
         result = await bind(service, spec, client)(**params)
     except ToolError as exc:
-        return (
-            None
-            if notification
-            else _error(rid, -32000, exc.message, {"code": exc.code, "hint": exc.hint})
-        )
+        return _error(rid, -32000, exc.message, {"code": exc.code, "hint": exc.hint})
     except Exception:
         log.exception("jsonrpc.tool_crashed", method=spec.name)
-        return None if notification else _error(rid, -32603, "internal error; see server log")
-    return None if notification else {"jsonrpc": "2.0", "id": rid, "result": result}
+        return _error(rid, -32603, "internal error; see server log")
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+class LineTooLong(Exception):
+    """A line over the limit; its bytes were skipped up to and including its newline."""
+
+
+class LineReader:
+    """Newline-delimited lines of at most ``limit`` bytes from a byte stream.
+
+    An oversized line is not buffered: its bytes are dropped as they arrive and
+    `LineTooLong` is raised once its end is seen, so the next call reads the next line.
+    """
+
+    def __init__(self, stream: ByteReceiveStream, limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to hold no newline
+        self._eof = False
+
+    async def receive_line(self) -> bytes | None:
+        """The next line without its newline; None at the end of the stream."""
+        skipping = False
+        while True:
+            end = self._buf.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buf[:end])
+                del self._buf[: end + 1]
+                self._scanned = 0
+                if skipping or len(line) > self._limit:
+                    raise LineTooLong
+                return line
+            if len(self._buf) > self._limit:
+                skipping = True
+                self._buf.clear()
+            self._scanned = len(self._buf)
+            if self._eof:
+                break
+            try:
+                self._buf += await self._stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._eof = True
+        # the end of the stream: a last line without its newline still counts
+        line, skipping_last = bytes(self._buf), skipping
+        self._buf.clear()
+        self._scanned = 0
+        if skipping_last:
+            raise LineTooLong
+        return line or None
 
 
 async def serve_stream(
-    service: ProofService, receive: ByteReceiveStream, send: Callable[[bytes], Awaitable[None]]
+    service: ProofService,
+    receive: ByteReceiveStream,
+    send: Callable[[bytes], Awaitable[None]],
+    *,
+    write_timeout: float | None = None,
+    peer_gone: Callable[[], bool] | None = None,
 ) -> None:
+    """Serve one client until it is done or gone, then close its sessions.
+
+    At the end of its input the calls in flight are answered first (a half-closed client may
+    still read), unless ``peer_gone`` says it has gone. A reply that cannot be written (peer
+    reset, closed pipe, or no progress for ``write_timeout`` seconds) ends the connection and
+    cancels its calls. Nothing raised by this client escapes.
+    """
     client = f"jsonrpc-{next(_clients)}"
-    reader = BufferedByteReceiveStream(receive)
-    lock = anyio.Lock()
-
-    async def respond(raw: bytes) -> None:
-        reply = await handle_message(service, raw, client)
-        if reply is not None:
-            # A client that stops reading must not hold the server: bounded write, then the
-            # connection is dropped.
-            with anyio.fail_after(WRITE_TIMEOUT):
-                async with lock:
-                    await send(orjson.dumps(reply) + b"\n")
-
+    reader = LineReader(receive, MAX_LINE)
+    slots = anyio.Semaphore(MAX_IN_FLIGHT)
+    write_lock = anyio.Lock()
     try:
-        await _read_requests(reader, respond, send, lock)
-    except* TimeoutError:
-        log.warning("jsonrpc.client_not_reading", client=client)
-    # sessions of a closed connection are closed too
+        async with anyio.create_task_group() as tg:
+
+            async def reply(payload: dict[str, Any] | None) -> None:
+                if payload is None:
+                    return
+                try:
+                    data = orjson.dumps(payload) + b"\n"
+                except TypeError:
+                    log.exception("jsonrpc.unserializable_reply", client=client)
+                    data = orjson.dumps(_error(payload.get("id"), -32603, "internal error")) + b"\n"
+                try:
+                    async with write_lock:
+                        with anyio.fail_after(write_timeout) if write_timeout else nullcontext():
+                            await send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                    log.info("jsonrpc.client_gone", client=client, error=type(exc).__name__)
+                    tg.cancel_scope.cancel()
+                except TimeoutError:
+                    log.warning("jsonrpc.client_not_reading", client=client, s=write_timeout)
+                    tg.cancel_scope.cancel()
+
+            async def handle(line: bytes) -> None:
+                try:
+                    await reply(await handle_message(service, line, client))
+                finally:
+                    slots.release()
+
+            async def too_long() -> None:
+                try:
+                    await reply(_error(None, -32600, f"message too long (over {MAX_LINE} bytes)"))
+                finally:
+                    slots.release()
+
+            while True:
+                await slots.acquire()  # full: stop reading this client until it takes replies
+                try:
+                    line = await reader.receive_line()
+                except LineTooLong:
+                    tg.start_soon(too_long)
+                    continue
+                if line is None:
+                    slots.release()
+                    break
+                if not line.strip():
+                    slots.release()
+                    continue
+                tg.start_soon(handle, line)
+            if peer_gone is not None and peer_gone():
+                log.info("jsonrpc.client_gone", client=client, error="hangup")
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await _close_sessions(service, client)
+
+
+async def _close_sessions(service: ProofService, client: str) -> None:
     for sid, session in list(service.sessions.items()):
         if session.client == client:
             try:
@@ -102,45 +249,74 @@ async def serve_stream(
                 pass
 
 
-async def _read_requests(
-    reader: BufferedByteReceiveStream,
-    respond: Callable[[bytes], Coroutine[Any, Any, None]],
-    send: Callable[[bytes], Awaitable[None]],
-    lock: anyio.Lock,
-) -> None:
-    async with anyio.create_task_group() as tg:
-        while True:
+class _FdReceive(ByteReceiveStream):
+    """Bytes from a file descriptor on the event loop (no thread to hang the exit)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pollable = _pollable(fd, selectors.EVENT_READ)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self._pollable:
+            await anyio.wait_readable(self._fd)  # then a read returns what is there, at once
+        else:
+            await anyio.lowlevel.checkpoint()  # a regular file never blocks
+        try:
+            data = os.read(self._fd, max_bytes)
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _FdSend:
+    """Writes to a file descriptor on the event loop: a reader that does not read is
+    backpressure (this waits, cancellably), never a blocked thread."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pollable = _pollable(fd, selectors.EVENT_WRITE)
+
+    async def __call__(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._pollable:
+                await anyio.wait_writable(self._fd)
             try:
-                line = await reader.receive_until(b"\n", MAX_LINE)
-            except anyio.DelimiterNotFound:
-                async with lock:
-                    await send(orjson.dumps(_error(None, -32600, "message too long")) + b"\n")
-                break
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
-                break
-            if line.strip():
-                tg.start_soon(respond, line)
+                written = os.write(self._fd, view[:_PIPE_CHUNK])
+            except OSError as exc:  # EPIPE: the reader has gone
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+    def hung_up(self) -> bool:
+        """The reading end is closed (a pipe reports POLLERR; a socket POLLHUP)."""
+        import select
+
+        if not self._pollable:
+            return False
+        poller = select.poll()
+        poller.register(self._fd, 0)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+
+
+def _pollable(fd: int, events: int) -> bool:
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, events)
+        except (PermissionError, ValueError, OSError):  # regular files: epoll says EPERM
+            return False
+    return True
 
 
 async def serve_stdio(service: ProofService) -> None:
-    stdin = anyio.wrap_file(sys.stdin.buffer)
-    stdout = anyio.wrap_file(sys.stdout.buffer)  # a full pipe must not block the event loop
-
-    class _Stdin(ByteReceiveStream):
-        async def receive(self, max_bytes: int = 65536) -> bytes:
-            data = await stdin.read1(max_bytes)
-            if not data:
-                raise anyio.EndOfStream
-            return bytes(data)
-
-        async def aclose(self) -> None:
-            pass
-
-    async def send(data: bytes) -> None:
-        await stdout.write(data)
-        await stdout.flush()
-
-    await serve_stream(service, _Stdin(), send)
+    """One client on stdin/stdout. Returns when stdin ends (after answering the calls in
+    flight, unless stdout is closed too) or stdout is closed."""
+    send = _FdSend(sys.stdout.fileno())
+    await serve_stream(service, _FdReceive(sys.stdin.fileno()), send, peer_gone=send.hung_up)
 
 
 async def serve_tcp(
@@ -148,13 +324,12 @@ async def serve_tcp(
 ) -> None:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
 
-    async def handle(stream: Any) -> None:
-        async with stream:
-
-            async def send(data: bytes) -> None:
-                await stream.send(data)
-
-            await serve_stream(service, stream, send)
+    async def handle(stream: SocketStream) -> None:
+        try:
+            async with stream:
+                await serve_stream(service, stream, stream.send, write_timeout=TCP_WRITE_TIMEOUT)
+        except Exception:  # one connection's failure must never reach the listener
+            log.exception("jsonrpc.connection_failed")
 
     async with listener:
         if ready is not None:
@@ -162,4 +337,14 @@ async def serve_tcp(
         await listener.serve(handle)
 
 
-__all__ = ["ByteSendStream", "handle_message", "serve_stdio", "serve_stream", "serve_tcp"]
+__all__ = [
+    "MAX_IN_FLIGHT",
+    "MAX_LINE",
+    "ByteSendStream",
+    "LineReader",
+    "LineTooLong",
+    "handle_message",
+    "serve_stdio",
+    "serve_stream",
+    "serve_tcp",
+]

@@ -1,0 +1,426 @@
+"""Hostile and broken clients against `leanrig serve` run as users run it (a subprocess): the
+server must keep serving everyone else, stay bounded in memory, and exit promptly when its
+stdio client goes. Measured numbers are printed (``pytest -s``); bounds are generous."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from subprocess import DEVNULL, PIPE
+from typing import Any
+
+import anyio
+import orjson
+import psutil
+import pytest
+from anyio.abc import Process, SocketAttribute, SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agent_tools.servers import handle_message
+from agent_tools.servers.jsonrpc_server import MAX_LINE, LineReader, LineTooLong
+
+from .conftest import LONG_LIVED
+from .rpc_client import DEMO, ROOT, RpcError, rpc_server, stop_process
+
+pytestmark = pytest.mark.anyio
+RSS_BOUND_MB = 150  # the old server grew by 330 MB under 60,000 unread list_tasks
+EXIT_BOUND_S = 1.5  # the old server took 2.4 s (Lean's polite shutdown + interpreter teardown)
+AND_SWAP = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def request(rid: Any, method: str, **params: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + b"\n"
+
+
+def rss_mb(pid: int) -> float:
+    return float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
+# -- the protocol, in process -----------------------------------------------------------------
+
+
+class _Result:
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        return {"tasks": []}
+
+
+class _RecordingService:
+    """Stands in for ProofService: records tool calls, so a test can see what ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.sessions: dict[str, Any] = {}
+
+    async def open_task(self, task_id: str, client: str) -> _Result:
+        self.calls.append(f"open_task {task_id}")
+        return _Result()
+
+    async def list_tasks(self) -> _Result:
+        self.calls.append("list_tasks")
+        return _Result()
+
+
+async def _handle(service: _RecordingService, raw: bytes) -> dict[str, Any] | None:
+    return await handle_message(service, raw, "c")  # type: ignore[arg-type]
+
+
+async def test_notifications_run_nothing_and_get_no_reply() -> None:
+    service = _RecordingService()
+    note = b'{"jsonrpc": "2.0", "method": "open_task", "params": {"task_id": "and_swap"}}'
+    assert await _handle(service, note) is None
+    assert await _handle(service, b'{"jsonrpc": "2.0", "method": "list_tasks"}') is None
+    assert await _handle(service, b'{"jsonrpc": "2.0", "method": "nope"}') is None
+    assert service.calls == []  # no session the client could never see
+    reply = await _handle(service, b'{"jsonrpc": "2.0", "id": null, "method": "list_tasks"}')
+    assert reply == {"jsonrpc": "2.0", "id": None, "result": {"tasks": []}}  # null id: a request
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "rid"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 4, "method": 5}', -32600, 4),
+        (b'{"jsonrpc": "2.0", "id": "a", "method": null}', -32600, "a"),
+        (b'{"jsonrpc": "2.0", "id": 6}', -32600, 6),
+        (b'{"jsonrpc": "1.0", "id": 7, "method": "list_tasks"}', -32600, 7),
+        (b'{"id": 8, "method": "list_tasks"}', -32600, 8),
+        (b'{"jsonrpc": "2.0", "id": {"x": 1}, "method": "list_tasks"}', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "list_tasks"}', -32600, None),
+        (b'[{"jsonrpc": "2.0", "id": 9, "method": "list_tasks"}]', -32600, None),
+        (b'"just a string"', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": 77, "method": "list_tasks", "x": "\xff"}', -32700, 77),
+        (b'{"jsonrpc": "2.0", "id": 78, "method": "list_tasks"', -32700, None),
+        (b"\x00\x01garbage", -32700, None),
+        (b'{"jsonrpc": "2.0", "id": 10, "method": "no_such_method"}', -32601, 10),
+        (b'{"jsonrpc": "2.0", "id": 11, "method": "list_tasks", "params": 3}', -32602, 11),
+    ],
+)
+async def test_invalid_messages_get_the_right_code_and_keep_a_recoverable_id(
+    raw: bytes, code: int, rid: Any
+) -> None:
+    service = _RecordingService()
+    reply = await _handle(service, raw)
+    assert reply is not None and reply["error"]["code"] == code, reply
+    assert reply["id"] == rid and "id" in reply
+    assert service.calls == []
+
+
+async def test_line_reader_skips_an_oversized_line_without_buffering_it() -> None:
+    send, receive = anyio.create_memory_object_stream[bytes](100)
+
+    class _Bytes(anyio.abc.ByteReceiveStream):
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return await receive.receive()
+
+        async def aclose(self) -> None:
+            await receive.aclose()
+
+    reader = LineReader(_Bytes(), limit=10)
+    for chunk in (b"short\n", b"x" * 8, b"x" * 8, b"x" * 8, b"\nok\n", b"tail"):
+        send.send_nowait(chunk)
+    send.close()
+    assert await reader.receive_line() == b"short"
+    with pytest.raises(LineTooLong):
+        await reader.receive_line()
+    assert await reader.receive_line() == b"ok"
+    assert await reader.receive_line() == b"tail"  # the last line may lack its newline
+    assert await reader.receive_line() is None
+    receive.close()
+
+
+# -- TCP --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TcpServer:
+    process: Process
+    port: int
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def spawn_serve(*args: str, stdin: int | None = PIPE) -> AsyncIterator[Process]:
+    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
+            "--run-dir", str(ROOT / "runs" / "tests"), *args]  # fmt: skip
+    process = await anyio.open_process(argv, stdin=stdin, stdout=PIPE, stderr=DEVNULL, cwd=ROOT)
+    LONG_LIVED.add(process.pid)
+    try:
+        yield process
+    finally:
+        await stop_process(process, close_stdin=False)
+        LONG_LIVED.discard(process.pid)
+
+
+@pytest.fixture(scope="module")
+async def tcp() -> AsyncIterator[TcpServer]:
+    port = free_port()
+    async with spawn_serve("--jsonrpc", "--port", str(port)) as process:
+        await (await connect(port)).aclose()
+        yield TcpServer(process, port)
+
+
+async def connect(port: int) -> SocketStream:
+    with anyio.fail_after(30):
+        while True:
+            try:
+                return await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.05)
+
+
+class Line:
+    """A well-behaved TCP client: one request at a time."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.reader = BufferedByteReceiveStream(stream)
+        self.ids = 0
+
+    async def call(self, method: str, **params: Any) -> Any:
+        self.ids += 1
+        await self.stream.send(request(self.ids, method, **params))
+        with anyio.fail_after(60):
+            reply: dict[str, Any] = orjson.loads(await self.reader.receive_until(b"\n", 2**24))
+        assert reply["id"] == self.ids, reply
+        if "error" in reply:
+            raise RpcError(reply["error"])
+        return reply["result"]
+
+    async def raw(self, data: bytes) -> dict[str, Any]:
+        await self.stream.send(data)
+        with anyio.fail_after(60):
+            reply: dict[str, Any] = orjson.loads(await self.reader.receive_until(b"\n", 2**24))
+        return reply
+
+
+def reset_on_close(stream: SocketStream) -> None:
+    """Make aclose send RST instead of FIN (a client killed or a connection reset)."""
+    raw = stream.extra(SocketAttribute.raw_socket)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+async def open_and_swap(client: Line) -> str:
+    sid: str = (await client.call("open_task", task_id="and_swap"))["session_id"]
+    return sid
+
+
+async def test_tcp_clients_that_close_or_reset_before_reading_do_not_stop_the_server(
+    tcp: TcpServer,
+) -> None:
+    # The issue's reproduction: five requests, then close (or reset) without reading.
+    async with await connect(tcp.port) as other:
+        bystander = Line(other)
+        sid = await open_and_swap(bystander)
+        for reset in (False, True, False, True):
+            vandal = await connect(tcp.port)
+            await vandal.send(b"".join(request(i, "open_task", task_id="and_swap")
+                                       for i in range(1, 6)))  # fmt: skip
+            if reset:
+                reset_on_close(vandal)
+            await vandal.aclose()
+        # a client vanishing in the middle of a Lean call
+        vandal = await connect(tcp.port)
+        vandal_line = Line(vandal)
+        vsid = await open_and_swap(vandal_line)
+        await vandal.send(request(99, "set_proof", session_id=vsid, body=AND_SWAP))
+        reset_on_close(vandal)
+        await vandal.aclose()
+        # the bystander, connected all along, still completes a proof step
+        done = await bystander.call("set_proof", session_id=sid, body=AND_SWAP)
+        assert done["complete"] is True
+        assert tcp.process.returncode is None
+        # the vandals' sessions are closed once they are gone: only the bystander's remains
+        with anyio.fail_after(30):
+            while (await bystander.call("server_status"))["sessions"] != 1:
+                await anyio.sleep(0.05)
+
+
+async def test_tcp_garbage_and_an_oversized_line_get_errors_and_the_connection_goes_on(
+    tcp: TcpServer,
+) -> None:
+    async with await connect(tcp.port) as stream:
+        client = Line(stream)
+        assert (await client.raw(b"\x00\xff garbage {{{\n"))["error"]["code"] == -32700
+        huge = await client.raw(b'{"jsonrpc": "2.0", "id": 1, "x": "' + b"a" * (MAX_LINE + 10)
+                                + b'"}\n')  # fmt: skip
+        assert huge["error"]["code"] == -32600 and "too long" in huge["error"]["message"]
+        assert (await client.call("list_tasks"))["tasks"]
+
+
+async def test_tcp_flood_without_reading_is_bounded_and_freed(tcp: TcpServer) -> None:
+    """Up to 60,000 pipelined requests (10 kB ids, echoed in each reply) from a client that
+    never reads: the server stops reading it (its sends stall once the kernel's socket buffers,
+    up to tens of MB on loopback, are full), its RSS stays bounded, another client is served
+    meanwhile, and the flooder's work is dropped when it goes."""
+    pid = tcp.process.pid
+    async with await connect(tcp.port) as other:
+        bystander = Line(other)
+        sid = await open_and_swap(bystander)
+        await bystander.call("list_tasks")
+        before = rss_mb(pid)
+        flooder = await connect(tcp.port)
+        pad = "x" * 10_000
+        sent, stalled = 0, False
+        while sent < 60_000 and not stalled:
+            batch = b"".join(request(f"{pad}{sent + i}", "list_tasks") for i in range(100))
+            with anyio.move_on_after(2) as scope:
+                await flooder.send(batch)
+            stalled = scope.cancelled_caught  # the server stopped reading: backpressure
+            sent += 100
+        during = rss_mb(pid)
+        step = await bystander.call("set_proof", session_id=sid, body=AND_SWAP)
+        assert step["complete"] is True
+        reset_on_close(flooder)
+        await flooder.aclose()
+        with anyio.fail_after(30):  # the flooder's in-flight work is dropped: the server idles
+            while (await bystander.call("server_status"))["sessions"] != 1:
+                await anyio.sleep(0.05)
+        after = rss_mb(pid)
+    print(f"\nTCP flood: {sent} requests ({sent * 10 // 1000} MB) sent before stalling="
+          f"{stalled}; server RSS {before:.0f} MB before, {during:.0f} MB during, "
+          f"{after:.0f} MB after")  # fmt: skip
+    assert stalled, "the server read every request of a client that never reads"
+    assert during - before < RSS_BOUND_MB
+    assert after - before < RSS_BOUND_MB
+
+
+# -- stdio JSON-RPC ----------------------------------------------------------------------------
+
+
+async def test_stdio_oversized_line_and_garbage_get_errors_and_the_server_goes_on() -> None:
+    async with rpc_server() as rpc:
+        LONG_LIVED.add(rpc.process.pid)
+        try:
+            await rpc.send_raw(b"\x00\xff garbage {{{\n")
+            assert (await rpc.next_unmatched())["error"]["code"] == -32700
+            await rpc.send_raw(b'{"jsonrpc": "2.0", "id": 1, "x": "' + b"a" * (MAX_LINE + 10))
+            await rpc.send_raw(b'"}\n')
+            huge = await rpc.next_unmatched()
+            assert huge["error"]["code"] == -32600 and "too long" in huge["error"]["message"]
+            sid = (await rpc.call("open_task", task_id="and_swap"))["session_id"]
+            assert (await rpc.call("set_proof", session_id=sid, body=AND_SWAP))["complete"]
+            # a notification creates nothing; method 5 is an invalid request; ids are kept
+            await rpc.send_raw(b'{"jsonrpc":"2.0","method":"open_task","params":'
+                               b'{"task_id":"and_swap"}}\n')  # fmt: skip
+            await rpc.send_raw(b'{"jsonrpc":"2.0","id":"m5","method":5}\n')
+            bad = await rpc.next_unmatched()
+            assert bad["id"] == "m5" and bad["error"]["code"] == -32600
+            assert (await rpc.call("server_status"))["sessions"] == 1
+            assert rpc.unmatched == []
+        finally:
+            LONG_LIVED.discard(rpc.process.pid)
+
+
+async def test_stdio_client_that_does_not_read_is_backpressure_not_an_exit() -> None:
+    """Requests written while stdout is not read: the server stops reading stdin (our writes
+    stall), its RSS stays bounded, and once we read, every reply comes, in full."""
+    async with spawn_serve("--jsonrpc") as process:
+        assert process.stdin is not None and process.stdout is not None
+        reader = BufferedByteReceiveStream(process.stdout)
+        await process.stdin.send(request(0, "list_tasks"))
+        with anyio.fail_after(60):
+            orjson.loads(await reader.receive_until(b"\n", 2**24))
+        before = rss_mb(process.pid)
+        batch = b"".join(request(i, "list_tasks") for i in range(1, 1001))
+        sent, stalled = 0, False
+        for _ in range(60):
+            with anyio.move_on_after(2) as scope:
+                await process.stdin.send(batch)
+            if scope.cancelled_caught:
+                stalled = True
+                break
+            sent += 1000
+        during = rss_mb(process.pid)
+        got = 0
+        with anyio.fail_after(60):  # reading again: the replies flow, the server is alive
+            while got < sent:
+                orjson.loads(await reader.receive_until(b"\n", 2**24))
+                got += 1
+        assert process.returncode is None
+    print(f"\nstdio flood: {sent} requests accepted before stalling={stalled}; server RSS "
+          f"{before:.0f} MB before, {during:.0f} MB during")  # fmt: skip
+    assert stalled
+    assert during - before < RSS_BOUND_MB
+
+
+async def _warm(process: Process) -> list[psutil.Process]:
+    with anyio.fail_after(60):
+        while True:  # the warm Lean server + worker (min_processes=1)
+            tree = psutil.Process(process.pid).children(recursive=True)
+            leans = [p for p in tree if p.name() == "lean"]
+            if len(leans) >= 2:
+                return leans
+            await anyio.sleep(0.05)
+
+
+async def _exit_after_stdin_close(process: Process, leans: list[psutil.Process]) -> float:
+    assert process.stdin is not None
+    start = time.perf_counter()
+    await process.stdin.aclose()
+    with anyio.fail_after(15):
+        await process.wait()
+    elapsed = time.perf_counter() - start
+    with anyio.fail_after(10):
+        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in leans):
+            await anyio.sleep(0.02)
+    return elapsed
+
+
+@pytest.mark.parametrize("wire", ["jsonrpc", "mcp"])
+async def test_stdio_server_exits_promptly_when_stdin_closes(wire: str) -> None:
+    args = ("--jsonrpc",) if wire == "jsonrpc" else ()
+    async with spawn_serve(*args) as process:
+        leans = await _warm(process)
+        if wire == "mcp":  # a real MCP session first: initialize, then one tool call
+            await _mcp_handshake(process)
+        elapsed = await _exit_after_stdin_close(process, leans)
+    print(f"\n{wire} stdio: exit {elapsed * 1000:.0f} ms after stdin closed")
+    assert process.returncode == 0
+    assert elapsed < EXIT_BOUND_S
+
+
+async def test_stdio_client_killed_mid_request_stops_the_server() -> None:
+    """A client killed while a Lean call runs closes both pipes: the server drops the call,
+    kills its Lean processes and exits (replies cannot reach anyone)."""
+    async with spawn_serve("--jsonrpc") as process:
+        assert process.stdin is not None and process.stdout is not None
+        leans = await _warm(process)
+        await process.stdin.send(b"".join(request(i, "open_task", task_id="and_swap")
+                                          for i in range(5)))  # fmt: skip
+        await process.stdout.aclose()
+        elapsed = await _exit_after_stdin_close(process, leans)
+    print(f"\njsonrpc stdio, client gone mid-request: exit after {elapsed * 1000:.0f} ms")
+    assert elapsed < EXIT_BOUND_S
+
+
+async def _mcp_handshake(process: Process) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    reader = BufferedByteReceiveStream(process.stdout)
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}  # fmt: skip
+    await process.stdin.send(request(1, "initialize", **init))
+    with anyio.fail_after(60):
+        assert "result" in orjson.loads(await reader.receive_until(b"\n", 2**24))
+    await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    await process.stdin.send(b"\x00\xff garbage {{{\n")  # the SDK must shrug this off
+    await process.stdin.send(request(2, "tools/call", name="list_tasks", arguments={}))
+    with anyio.fail_after(60):
+        while True:
+            reply = orjson.loads(await reader.receive_until(b"\n", 2**24))
+            if reply.get("id") == 2:
+                break
+    assert "result" in reply and not reply["result"].get("isError"), reply
