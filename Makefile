@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report,ray]'
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
 	touch $(STAMP)
