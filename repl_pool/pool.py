@@ -32,7 +32,7 @@ from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed
 from .header import parse_header
-from .slot import PoolKey, Slot, slot_fate
+from .slot import DOCUMENTS_PER_PROCESS, PoolKey, Slot, slot_fate
 
 log = structlog.get_logger("leanrig.pool")
 T = TypeVar("T")
@@ -102,9 +102,16 @@ def vars_of(obj: Any) -> dict[str, Any]:
 class WarmPool:
     """Create with ``async with WarmPool.open(environment, config) as pool``."""
 
-    def __init__(self, environment: LeanEnvironment, config: PoolConfig) -> None:
+    def __init__(
+        self,
+        environment: LeanEnvironment,
+        config: PoolConfig,
+        *,
+        documents_per_process: int = DOCUMENTS_PER_PROCESS,
+    ) -> None:
         self.environment = environment
         self.config = config
+        self.documents_per_process = documents_per_process
         self._tg: TaskGroup | None = None
         self._slots: dict[int, Slot] = {}
         self._idle: dict[PoolKey, list[Slot]] = {}
@@ -130,9 +137,15 @@ class WarmPool:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, environment: LeanEnvironment, config: PoolConfig | None = None
+        cls,
+        environment: LeanEnvironment,
+        config: PoolConfig | None = None,
+        *,
+        documents_per_process: int = DOCUMENTS_PER_PROCESS,
     ) -> AsyncIterator[WarmPool]:
-        pool = cls(environment, config or PoolConfig())
+        """``documents_per_process``: documents (Lean workers) a process keeps open for
+        different holders (see slot.py); 1 = one shared document per process."""
+        pool = cls(environment, config or PoolConfig(), documents_per_process=documents_per_process)
         with single_errors():
             async with anyio.create_task_group() as tg:
                 pool._tg = tg
@@ -173,16 +186,17 @@ class WarmPool:
     ) -> AsyncIterator[Slot]:
         """A warm slot for ``key``, exclusively yours inside the ``async with``.
 
-        ``holder`` names the caller (e.g. a session id): its last slot is preferred, so its
-        document is still there and Lean re-elaborates only what changed.
+        ``holder`` names the caller (e.g. a session id): the process that has its document
+        open is preferred, and the slot works on that document (see slot.py), so Lean
+        re-elaborates only what changed.
         """
         slot = await self._acquire(
             key, self.config.timeouts.acquire if timeout is None else timeout, holder
         )
+        slot.bind(holder)
         try:
             yield slot
         finally:
-            slot.last_holder = holder
             self._release(slot)
 
     async def _acquire(self, key: PoolKey, timeout: float, holder: str | None) -> Slot:
@@ -263,9 +277,9 @@ class WarmPool:
         idle = self._idle.get(key)
         while idle:
             index = len(idle) - 1  # most recently used: warmest caches
-            if holder is not None:
+            if holder is not None:  # the process that has this holder's document open
                 for i, candidate in enumerate(idle):
-                    if candidate.last_holder == holder:
+                    if candidate.document_of(holder) is not None:
                         index = i
                         break
             slot = idle.pop(index)
@@ -331,7 +345,13 @@ class WarmPool:
     ) -> None:
         env = self._environments[key.environment]
         header_text = self._header_texts.get(key) or key.header + "\n"
-        slot = Slot(next(self._numbers), key, env.server_command(), header_text)
+        slot = Slot(
+            next(self._numbers),
+            key,
+            env.server_command(),
+            header_text,
+            max_documents=self.documents_per_process,
+        )
         self._slots[slot.number] = slot  # occupies the reserved capacity from now on
         reservation.consumed = True
         self._reserved -= 1

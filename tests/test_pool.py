@@ -8,15 +8,16 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
 import pytest
 
 from lsp_bridge import LeanInstall, LeanrigError, RequestTimeout, Timeouts
-from repl_pool import LeanEnvironment, PoolBusy, PoolConfig, PoolKey, WarmPool
+from repl_pool import LeanEnvironment, PoolBusy, PoolConfig, PoolKey, Slot, WarmPool
 
-from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
+from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, decls, slow_theorem
 
 pytestmark = pytest.mark.anyio
 
@@ -386,3 +387,111 @@ async def test_a_lean_that_cannot_start_is_retried_with_backoff(
         assert pool.stats().start_failures == 2
         with pytest.raises(LeanrigError):  # a caller still gets a typed error at once
             await pool.check(prelude_file(GOOD))
+
+
+# -- documents per process: switching sessions does not re-elaborate ---------------------------
+
+
+def _record_progress(slot: Slot, into: list[tuple[str, int]]) -> None:
+    """Record (uri, first line being processed) of every ``$/lean/fileProgress`` the slot's
+    server sends: Lean's own account of where it re-elaborates after a change."""
+    assert slot.client is not None
+    transport = slot.client.transport
+    handler = transport._on_notification
+    if getattr(handler, "_recording", False):
+        return
+
+    def recording(method: str, params: Any) -> None:
+        if method == "$/lean/fileProgress":
+            lines = [r["range"]["start"]["line"] for r in params.get("processing") or ()]
+            if lines:
+                into.append((params["textDocument"]["uri"], min(lines)))
+        handler(method, params)
+
+    recording._recording = True  # type: ignore[attr-defined]
+    transport._on_notification = recording
+
+
+async def _alternate(pool: WarmPool, rounds: int) -> tuple[list[int], dict[str, set[str]]]:
+    """Sessions "big" (200 declarations before its theorem) and "small" take turns on one
+    process; the first line Lean re-processes at each of big's steps after the first."""
+    texts = {
+        "big": lambda i: prelude_file(decls(200) + (GOOD if i % 2 else BAD)),
+        "small": lambda i: prelude_file(BAD if i % 2 else GOOD),
+    }
+    theorem_line = texts["big"](0).count("\n") - 1  # 0-based line of big's theorem
+    progress: list[tuple[str, int]] = []
+    first_lines: list[int] = []
+    uris: dict[str, set[str]] = {"big": set(), "small": set()}
+    for i in range(rounds):
+        for holder in ("big", "small"):
+            text = texts[holder](i)
+            async with pool.acquire(pool.key_for(text), holder=holder) as slot:
+                _record_progress(slot, progress)
+                progress.clear()
+                report = await slot.elaborate(text, timeout=60)
+                assert report.status == "done"
+                uris[holder].add(slot.uri)
+                if holder == "big" and i > 0:
+                    # No processing reported at all: nothing was long enough to report.
+                    lines = [line for uri, line in progress if uri == slot.uri]
+                    first_lines.append(min(lines, default=theorem_line))
+    assert theorem_line > 200
+    return [line - theorem_line for line in first_lines], uris
+
+
+async def test_sessions_taking_turns_on_one_process_keep_their_own_documents(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        offsets, uris = await _alternate(pool, 4)
+    # Each session always works on its own document, and Lean re-processes only from the
+    # changed theorem on, never the 200 declarations before it.
+    assert len(uris["big"]) == 1 and len(uris["small"]) == 1 and uris["big"] != uris["small"]
+    assert offsets and all(offset >= 0 for offset in offsets), offsets
+
+
+async def test_one_document_per_process_re_elaborates_the_whole_file_at_every_switch(
+    environment: LeanEnvironment,
+) -> None:
+    # The contrast (the behaviour before documents per process): one shared document.
+    async with WarmPool.open(environment, config(max_processes=1), documents_per_process=1) as pool:
+        offsets, uris = await _alternate(pool, 3)
+    assert uris["big"] == uris["small"]
+    assert offsets and all(offset <= -200 for offset in offsets), offsets
+
+
+async def test_a_holder_without_a_document_takes_over_a_nearly_identical_one(
+    environment: LeanEnvironment,
+) -> None:
+    # Same task, another session: only the body differs, so the open document is re-used
+    # (no new worker); a different file gets its own document.
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        first = prelude_file(GOOD)
+        async with pool.acquire(pool.key_for(first), holder="a") as slot:
+            await slot.elaborate(first, timeout=30)
+            opened, uri_a = slot.documents_opened, slot.uri
+        async with pool.acquire(pool.key_for(first), holder="b") as slot:
+            await slot.elaborate(prelude_file(BAD), timeout=30)
+            assert (slot.documents_opened, slot.uri) == (opened, uri_a)
+            assert slot.documents_taken_over == 1
+        other = prelude_file(decls(300) + GOOD)
+        async with pool.acquire(pool.key_for(other), holder="c") as slot:
+            await slot.elaborate(other, timeout=30)
+            assert slot.documents_opened == opened + 1 and slot.uri != uri_a
+
+
+async def test_a_process_keeps_at_most_its_document_limit_open(
+    environment: LeanEnvironment,
+) -> None:
+    async with WarmPool.open(environment, config(max_processes=1), documents_per_process=2) as pool:
+        texts = [prelude_file(decls(150 + 10 * i) + GOOD) for i in range(3)]
+        for i, text in enumerate(texts):
+            async with pool.acquire(pool.key_for(text), holder=f"h{i}") as slot:
+                report = await slot.elaborate(text, timeout=30)
+                assert report.errors == ()
+        assert slot.client is not None
+        # The header document and h0's; then h1 and h2 took over the cheapest ones (their
+        # texts share most of h0's).
+        assert slot.documents_opened == 2 and slot.documents_taken_over == 2
+        assert slot.holders() == ("h2",)
