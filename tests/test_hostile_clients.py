@@ -69,6 +69,9 @@ class _RecordingService:
         self.calls.append("list_tasks")
         return _Result()
 
+    def record_invalid(self, tool: str, arguments: Any, client: str, error: Exception) -> None:
+        self.calls.append(f"refused {tool}")
+
 
 async def _handle(service: _RecordingService, raw: bytes) -> dict[str, Any] | None:
     return await handle_message(service, raw, "c")  # type: ignore[arg-type]
@@ -111,7 +114,8 @@ async def test_invalid_messages_get_the_right_code_and_keep_a_recoverable_id(
     reply = await _handle(service, raw)
     assert reply is not None and reply["error"]["code"] == code, reply
     assert reply["id"] == rid and "id" in reply
-    assert service.calls == []
+    # No tool ran; a call refused for its arguments is only recorded (its ledger line).
+    assert [c for c in service.calls if not c.startswith("refused ")] == []
 
 
 async def test_line_reader_skips_an_oversized_line_without_buffering_it() -> None:

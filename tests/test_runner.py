@@ -26,22 +26,6 @@ from agent_tools.tasks import load_suite
 pytestmark = pytest.mark.anyio
 
 
-def _serve_has_task() -> bool:
-    from agent_tools.cli.main import build_parser
-
-    try:
-        build_parser().parse_args(["serve", "--suite", "s", "--task", "t"])
-    except SystemExit:
-        return False
-    return True
-
-
-# The attempts' MCP configs run `leanrig serve --task ID`: until the CLI has the option
-# (ServeOptions.task exists), the tests that start a server cannot run.
-needs_serve_task = pytest.mark.skipif(
-    not _serve_has_task(), reason="`leanrig serve --task` is not wired into cli/main.py yet"
-)
-
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "lean_project" / "suites" / "demo"
 AGENTS = Path(__file__).resolve().parent / "agents"
@@ -92,7 +76,6 @@ def check_common(summary: RunSummary, run_dir: Path) -> None:
     assert len(raw_lines(run_dir)) == len(summary.results)
 
 
-@needs_serve_task
 async def test_serial_run_solves_two_tasks_and_reports(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     summary = await run_benchmark(
@@ -128,7 +111,6 @@ async def test_serial_run_solves_two_tasks_and_reports(tmp_path: Path) -> None:
     assert report["tasks"] == 2 and report["accepted"] == 2 and report["score"] == 100.0
 
 
-@needs_serve_task
 async def test_parallel_attempts_give_pass_at_k(tmp_path: Path) -> None:
     # "alternate": attempt 1 solves, attempt 2 submits a wrong proof.
     run_dir = tmp_path / "run"
@@ -144,7 +126,6 @@ async def test_parallel_attempts_give_pass_at_k(tmp_path: Path) -> None:
     assert report["pass_at_k"] == {"1": 50.0, "2": 100.0}
 
 
-@needs_serve_task
 async def test_timeout_kills_the_whole_tree_and_a_correct_body_counts(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     limit = 15.0
@@ -191,7 +172,6 @@ async def test_resume_skips_finished_attempts(tmp_path: Path) -> None:
     assert len(raw_lines(run_dir)) == 2
 
 
-@needs_serve_task
 async def test_infrastructure_failure_is_retried_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     fake = [PY, str(AGENTS / "fake_leanrig_dies.py")]

@@ -212,21 +212,31 @@ async def test_bad_arguments_get_the_same_error_on_both_wires(
     reply = await rpc(service, tool, arguments)
     assert reply["error"]["code"] == -32602
     assert message in reply["error"]["message"]
+    assert reply["error"]["data"]["code"] == "invalid_argument"
+    assert reply["error"]["data"]["hint"]
 
 
-async def test_refused_arguments_still_write_a_ledger_line(service: ProofService) -> None:
-    sid = (await service.open_task("true_intro", client="mcp-test")).session_id
+@pytest.mark.parametrize("wire", ["mcp", "jsonrpc"])
+async def test_refused_arguments_still_write_a_ledger_line(
+    service: ProofService, wire: str
+) -> None:
+    owner = "mcp-test" if wire == "mcp" else "rpc-test"  # sessions belong to their connection
+    sid = (await service.open_task("true_intro", client=owner)).session_id
     before = len(ledger_lines(service))
-    async with Client(build_mcp(service, client="mcp-test")) as client:
-        result = await client.call_tool("try_proofs", {"session_id": sid, "bodies": []})
-    assert result.is_error
+    if wire == "mcp":
+        async with Client(build_mcp(service, client="mcp-test")) as client:
+            result = await client.call_tool("try_proofs", {"session_id": sid, "bodies": []})
+        assert result.is_error
+    else:
+        reply = await rpc(service, "try_proofs", {"session_id": sid, "bodies": []})
+        assert reply["error"]["code"] == -32602
     (entry,) = ledger_lines(service)[before:]
     assert (entry["tool"], entry["outcome"], entry["session"]) == (
         "try_proofs",
         "error:invalid_argument",
         sid,
     )
-    await service.close_session(sid, client="mcp-test")
+    await service.close_session(sid, client=owner)
 
 
 async def test_tool_errors_are_code_message_and_next_step_on_mcp(service: ProofService) -> None:

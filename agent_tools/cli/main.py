@@ -59,6 +59,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_processes=args.max_processes,
         step_timeout=args.step_timeout,
         sandbox=not args.no_sandbox,
+        task=args.task,
     )
 
     stdio = args.port is None and args.http is None
@@ -129,10 +130,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..tasks import library_dir, load_suite
     from ..verdict import Verifier
 
-    suite = load_suite(Path(args.suite))
+    suite = load_suite(Path(args.suite).absolute())
     task = suite.task(args.task)
     try:
-        submission = Path(args.submission).read_text(encoding="utf-8")
+        submission = Path(args.submission).absolute().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"leanrig: cannot read {args.submission}: {exc}", file=sys.stderr)
         return 2
@@ -153,19 +154,66 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..runs import write_report
+    from ..runs import load_prices, report_runs
 
-    ledger = Path(args.ledger)
-    out = Path(args.out) if args.out else ledger.parent / "report"
-    summary = write_report(ledger, out, plots=not args.no_plots)
-    for note in summary["notes"]:
+    paths = [Path(p).absolute() for p in args.paths]
+    prices = load_prices(Path(args.prices).absolute()) if args.prices else None
+    if args.out:
+        out = Path(args.out).absolute()
+    elif len(paths) == 1:
+        out = paths[0] / "report" if paths[0].is_dir() else paths[0].parent / "report"
+    else:
+        out = Path("report").absolute()
+    summary = report_runs(paths, out, plots=not args.no_plots, prices=prices)
+    for note in summary.get("notes", []):
         print(f"note: {note}", file=sys.stderr)
-    print((out / "report.md").read_text())
+    print((out / "report.md").read_text(encoding="utf-8"))
     print(
         f"wrote {out / 'report.md'}, {out / 'report.json'}"
         + "".join(f", {p}" for p in summary.get("plots", []))
     )
     return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ..runs import compare_runs, load_prices
+
+    base, lad = Path(args.base).absolute(), Path(args.lad).absolute()
+    prices = load_prices(Path(args.prices).absolute()) if args.prices else None
+    out = Path(args.out).absolute() if args.out else lad.parent / "compare"
+    summary = compare_runs(base, lad, out, plots=not args.no_plots, prices=prices)
+    print((out / "compare.md").read_text(encoding="utf-8"))
+    print(f"wrote {out / 'compare.md'}, {out / 'compare.json'}"
+          + "".join(f", {p}" for p in summary.get("plots", [])))  # fmt: skip
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ..runs import RunOptions, run_benchmark, summary_json
+
+    options = RunOptions(
+        suite=Path(args.suite).absolute(), agent=args.agent,
+        out=Path(args.out).absolute() if args.out else None,
+        condition=args.condition, time_limit=args.time_limit, attempts=args.attempts,
+        parallel=args.parallel, label=args.label, model=args.model, agent_tool=args.agent_tool,
+        prices=Path(args.prices).absolute() if args.prices else None, resume=args.resume,
+        agent_network=args.agent_network, quiet=args.quiet,
+    )  # fmt: skip
+    summary = anyio.run(run_benchmark, options)
+    print(orjson.dumps(summary_json(summary)).decode())
+    return 0
+
+
+def _cmd_editor(args: argparse.Namespace) -> int:
+    from ..editor import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
+
+    name: str = args.editor_command
+    parser = argparse.ArgumentParser(prog=f"leanrig {name}")
+    if name == "edit":
+        add_edit_arguments(parser)
+        return cmd_edit(parser.parse_args(args.rest))
+    add_lsp_arguments(parser)
+    return cmd_lsp(parser.parse_args(args.rest))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-processes", type=int, help="Lean server processes in the pool")
     serve.add_argument("--step-timeout", type=float, default=60.0, help="seconds per Lean wait")
     serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
+    serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
     serve.set_defaults(func=_cmd_serve)
 
     check = sub.add_parser("check", help="the final verdict on a submission (exit 0/1/2)")
@@ -203,17 +252,63 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=_cmd_check)
 
-    report = sub.add_parser("report", help="latency report from a ledger (markdown, JSON, PNG)")
-    report.add_argument("ledger", help="a ledger.jsonl written by `leanrig serve`")
-    report.add_argument("--out", help="output directory (default: next to the ledger)")
+    report = sub.add_parser(
+        "report", help="metrics of runs, or latency report of a ledger (markdown, JSON, PNG)"
+    )
+    report.add_argument(
+        "paths", nargs="+", metavar="RUN_DIR_OR_LEDGER",
+        help="run directories (leanrig run, leanrig lsp) or a ledger.jsonl; several: a leaderboard",
+    )  # fmt: skip
+    report.add_argument("--out", help="output directory (default: RUN_DIR/report)")
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    report.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
     report.set_defaults(func=_cmd_report)
+
+    compare = sub.add_parser("compare", help="baseline vs library access: relative changes")
+    compare.add_argument("base", metavar="BASE_DIR", help="the baseline run directory")
+    compare.add_argument("lad", metavar="LAD_DIR", help="the library-access run directory")
+    compare.add_argument("--out", help="output directory (default: next to LAD_DIR, compare/)")
+    compare.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    compare.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
+    compare.set_defaults(func=_cmd_compare)
+
+    run = sub.add_parser("run", help="run an agent over a suite (the benchmark run protocol)")
+    run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
+    run.add_argument("--agent", required=True, help="agent command; {prompt} {task} "
+                     "{workspace} {mcp_config} are replaced")  # fmt: skip
+    run.add_argument("--condition", choices=["baseline", "lad"], default="baseline")
+    run.add_argument("--time-limit", type=float, default=1800.0, help="seconds per invocation")
+    run.add_argument("--attempts", type=int, default=1, help="independent attempts per task")
+    run.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1)")
+    run.add_argument("--out", help="run directory (default runs/run-<timestamp>)")
+    run.add_argument("--label", help="the run's name in reports")
+    run.add_argument("--model", help="model name (run.json, prices)")
+    run.add_argument("--agent-tool", help="agent tool name (run.json)")
+    run.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    run.add_argument("--agent-network", action="store_true",
+                     help="keep the agent's network (agents calling a remote model)")  # fmt: skip
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.set_defaults(func=_cmd_run)
+
+    # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
+    # are parsed by the editor's own parser from what follows the command name).
+    for name, text in (
+        ("edit", "prepare an editor workspace for a human attempt at one task"),
+        ("lsp", "LSP on stdio for an editor: one task, scoped and timed, sandboxed Lean"),
+    ):
+        editor = sub.add_parser(name, help=text, add_help=False)
+        editor.set_defaults(func=_cmd_editor, editor_command=name, takes_rest=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "takes_rest", False):
+        args.rest = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     configure_logging(args.log_level)
     try:
         code: int = args.func(args)

@@ -29,8 +29,8 @@ import orjson
 import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 
-from ..sessions import ProofService, ToolError
-from .tools import TOOL_BY_NAME, bind, validate_params
+from ..sessions import InvalidArguments, ProofService, ToolError
+from .tools import TOOL_BY_NAME, call_tool
 
 log = structlog.get_logger("leanrig.jsonrpc")
 MAX_LINE = 4 * 2**20  # bodies up to 1 MB, JSON-escaped
@@ -103,11 +103,14 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
     if spec is None:
         return _error(rid, -32601, f"unknown method {method!r}", {"methods": sorted(TOOL_BY_NAME)})
     try:
-        params = validate_params(spec, msg.get("params"))
-    except ValueError as exc:
-        return _error(rid, -32602, f"invalid params: {exc}")
-    try:
-        result = await bind(service, spec, client)(**params)
+        result = await call_tool(service, spec, msg.get("params"), client)
+    except InvalidArguments as exc:  # before ToolError: it is one
+        return _error(
+            rid,
+            -32602,
+            f"invalid params: {exc.message}",
+            {"code": exc.code, "hint": exc.hint, "field": exc.field},
+        )
     except ToolError as exc:
         return _error(rid, -32000, exc.message, {"code": exc.code, "hint": exc.hint})
     except Exception:
