@@ -60,6 +60,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         step_timeout=args.step_timeout,
         sandbox=not args.no_sandbox,
         task=args.task,
+        ray=args.ray,
     )
 
     stdio = args.port is None and args.http is None
@@ -243,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--step-timeout", type=float, default=60.0, help="seconds per Lean wait")
     serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
+    serve.add_argument("--ray", metavar="ADDRESS", help="the pool on a Ray cluster: ADDRESS or "
+                       "auto (needs leanrig[ray]; docs/scale-out.md)")  # fmt: skip
     serve.set_defaults(func=_cmd_serve)
 
     check = sub.add_parser("check", help="the final verdict on a submission (exit 0/1/2)")

@@ -52,6 +52,9 @@ class ServeOptions:
     # ``serve-<pid>.json`` (``state``: serving → stopped on a clean exit, failed on an error;
     # left at serving when the process was killed) — what `leanrig run` reads afterwards.
     task: str | None = None
+    # Run the pool on a Ray cluster: "auto" (RAY_ADDRESS or a cluster started on this
+    # machine) or an address (host:port, ray://...). Needs the `ray` extra; docs/scale-out.md.
+    ray: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
