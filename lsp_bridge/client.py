@@ -68,6 +68,15 @@ class ServerCommand:
     edit_delay_ms: int = 1
     incremental_diagnostics: bool = True
 
+    @property
+    def program(self) -> str:
+        """The Lean (or lake) executable, past any sandbox wrapper in front of it."""
+        for arg in self.argv:
+            name = arg.rsplit("/", 1)[-1]
+            if name in ("lean", "lake") or name.startswith(("lean-", "lake-")):
+                return arg
+        return self.argv[0]
+
     def full_argv(self) -> list[str]:
         return [*self.argv, f"-Dserver.reportDelayMs={self.report_delay_ms}"]
 
@@ -201,7 +210,7 @@ class LeanClient:
             await self.transport.notify("initialized", {})
         except Exception as exc:
             failure = ServerStartFailed(
-                f"Lean server {self.command.argv[0]} did not initialize: {exc}",
+                f"Lean server {self.command.program} did not initialize: {exc}",
                 stderr_tail=self.transport.stderr_tail(),
                 returncode=self.transport.returncode,
             )

@@ -36,7 +36,7 @@ from .errors import (
     response_error,
 )
 from .framing import encode_message, read_message
-from .proctree import kill_tree, spawn_marked
+from .proctree import kill_tree, kill_tree_async, spawn_marked
 
 log = structlog.get_logger("leanrig.lsp")
 
@@ -118,7 +118,7 @@ class LspTransport:
                         tg.cancel_scope.cancel()
         finally:
             # Reached on every path, including a failing spawn body and cancellation.
-            transport._kill_group()
+            await transport._kill_group_async()
             with anyio.CancelScope(shield=True), anyio.move_on_after(shutdown_timeout):
                 await process.aclose()  # closes the pipes and reaps the leader
 
@@ -199,7 +199,7 @@ class LspTransport:
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     pass
                 await self._process.wait()
-            self._kill_group()
+            await self._kill_group_async()
             with anyio.move_on_after(self._shutdown_timeout):
                 await self._process.wait()
         self._fail_all(ServerClosed("server closed", stderr_tail=self.stderr_tail()))
@@ -297,7 +297,7 @@ class LspTransport:
             if failure is None and not self._closing:
                 # The process chose to exit: its last words on stderr say why (e.g. a sandbox
                 # that could not set up). Orphaned workers hold the pipe open: kill them first.
-                self._kill_group()
+                await self._kill_group_async()
                 with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
                     await self._stderr_done.wait()
                 tail = self.stderr_tail()
@@ -310,7 +310,7 @@ class LspTransport:
                 )
             if failure is not None and self._failure is None:
                 self._failure = failure
-                self._kill_group()  # orphaned workers must not keep elaborating
+                await self._kill_group_async()  # orphaned workers must not keep elaborating
                 log.warning(
                     "lsp.died",
                     pid=self.pid,
@@ -376,6 +376,10 @@ class LspTransport:
 
     def _kill_group(self) -> None:
         kill_tree(self._token, self._process.pid)
+
+    async def _kill_group_async(self) -> None:
+        # Once the leader is gone, finding its orphans means a /proc scan: off the event loop.
+        await kill_tree_async(self._token, self._process.pid)
 
 
 def last_line(text: str, limit: int = 500) -> str:

@@ -158,3 +158,14 @@ def test_a_leanrig_process_left_behind_is_reported_and_killed() -> None:
         with pytest.raises(AssertionError, match="outlived the test"), stray_guard(grace=0.5):
             leaked = outside.enter_context(lean_server_process(ours))
         assert leaked.wait(timeout=5) == -9  # killed by the check
+
+
+def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> None:
+    """The message named `/usr/bin/prlimit` (the wrapper) as the server that failed."""
+    from lsp_bridge import find_lean
+    from repl_pool.sandbox import SandboxPolicy, wrapper
+
+    install = find_lean()
+    command = install.server_command(tmp_path, wrapper=wrapper(SandboxPolicy()))
+    assert command.argv[0] != str(install.lean)
+    assert command.program == str(install.lean)
