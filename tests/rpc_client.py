@@ -17,6 +17,23 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 ROOT = Path(__file__).resolve().parent.parent
+_RUN_DIR: Path | None = None
+
+
+def scratch_run_dir() -> Path:
+    """Where servers started by tests write run data: one temp dir per test process, removed at
+    exit — never the repository (tests used to leave `runs/tests/` in the checkout)."""
+    global _RUN_DIR
+    if _RUN_DIR is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        _RUN_DIR = Path(tempfile.mkdtemp(prefix="leanrig-test-runs-"))
+        atexit.register(shutil.rmtree, _RUN_DIR, True)
+    return _RUN_DIR
+
+
 DEMO = ROOT / "lean_project" / "suites" / "demo"
 
 
@@ -88,7 +105,7 @@ async def rpc_server(suite: Path = DEMO, *extra: str) -> AsyncIterator[RpcProces
         str(suite),
         "--jsonrpc",
         "--run-dir",
-        str(ROOT / "runs" / "tests"),
+        str(scratch_run_dir()),
         *extra,
     ]
     process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=None, cwd=ROOT)
@@ -153,7 +170,7 @@ async def mcp_server(suite: Path = DEMO) -> AsyncIterator[McpConn]:
             "--suite",
             str(suite),
             "--run-dir",
-            str(ROOT / "runs" / "tests"),
+            str(scratch_run_dir()),
         ],
         cwd=str(ROOT),
     )

@@ -25,7 +25,7 @@ from agent_tools.servers import handle_message
 from agent_tools.servers.jsonrpc_server import MAX_LINE, LineReader, LineTooLong
 
 from .conftest import LONG_LIVED
-from .rpc_client import DEMO, ROOT, RpcError, rpc_server, stop_process
+from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process
 
 pytestmark = pytest.mark.anyio
 RSS_BOUND_MB = 150  # the old server grew by 330 MB under 60,000 unread list_tasks
@@ -159,7 +159,7 @@ def free_port() -> int:
 @asynccontextmanager
 async def spawn_serve(*args: str, stdin: int | None = PIPE) -> AsyncIterator[Process]:
     argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
-            "--run-dir", str(ROOT / "runs" / "tests"), *args]  # fmt: skip
+            "--run-dir", str(scratch_run_dir()), *args]  # fmt: skip
     process = await anyio.open_process(argv, stdin=stdin, stdout=PIPE, stderr=DEVNULL, cwd=ROOT)
     LONG_LIVED.add(process.pid)
     try:

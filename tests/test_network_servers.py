@@ -14,7 +14,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .rpc_client import DEMO, ROOT, stop_process
+from .rpc_client import DEMO, ROOT, scratch_run_dir, stop_process
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ def free_port() -> int:
 @asynccontextmanager
 async def serve(*args: str) -> AsyncIterator[Process]:
     argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
-            "--run-dir", str(ROOT / "runs" / "tests"), *args]  # fmt: skip
+            "--run-dir", str(scratch_run_dir()), *args]  # fmt: skip
     process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=ROOT)
     try:
         yield process
