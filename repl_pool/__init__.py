@@ -4,12 +4,14 @@ from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
 from .header import Header, parse_header
+from .placement import Placements, recording
 from .pool import PoolStats, ProcessStat, WarmPool
 from .slot import PoolKey, Slot
 
 __all__ = [
     "Header",
     "LeanEnvironment",
+    "Placements",
     "PoolBusy",
     "PoolClosed",
     "PoolConfig",
@@ -21,4 +23,5 @@ __all__ = [
     "SlotBroken",
     "WarmPool",
     "parse_header",
+    "recording",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from lsp_bridge import LeanrigError
+from repl_pool import Placements, recording
 
 from .errors import ToolError, agent_error, unknown_session
 from .ledger import Ledger, StepTimer
@@ -27,6 +28,7 @@ class Call:
     session: ProofSession | None = None
     task: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    placements: Placements = field(default_factory=Placements)  # where the pool ran its steps
 
     @property
     def open_session(self) -> ProofSession:
@@ -61,7 +63,8 @@ class Calls:
             try:
                 if session_id is not None:
                     call.session = self.find(session_id, client)
-                yield call
+                with recording() as call.placements:
+                    yield call
             except ToolError:
                 raise
             except LeanrigError as exc:
@@ -86,6 +89,7 @@ class Calls:
             lean_ms=timer.lean_ms,
             total_ms=timer.total_ms(),
             outcome=outcome,
+            **call.placements.fields(),
             **call.extra,
         )
 

@@ -75,7 +75,11 @@ def step_state(
 
 
 def timings(session: ProofSession, entries: list[dict[str, Any]]) -> TimingsResult:
-    typed = [LedgerEntry.model_validate(e) for e in entries]
+    # Fields newer than the LedgerEntry model (e.g. a Ray step's node) stay in the file only.
+    known = LedgerEntry.model_fields
+    typed = [
+        LedgerEntry.model_validate({k: v for k, v in e.items() if k in known}) for e in entries
+    ]
     total = round(sum(e.total_ms for e in typed), 2)
     queue = round(sum(e.queue_ms for e in typed), 2)
     lean = round(sum(e.lean_ms for e in typed), 2)
