@@ -160,6 +160,11 @@ class OpenTaskResult(StepState):
     text: str
     body: str
     body_range: BodyRange
+    mode: Literal["file", "prefix"] = Field(
+        description="what Lean elaborates for this session: the whole task file, or the part "
+        "before the theorem compiled once and imported (faster steps; positions are the file's)"
+    )
+    mode_reason: str
 
 
 class EditResult(StepState):
@@ -244,6 +249,7 @@ class LedgerEntry(ToolOutput):
     accepted: bool | None = None
     session_wall_ms: float | None = None
     candidates: list[CandidateTiming] | None = None
+    mode: str | None = Field(default=None, description="open_task: file or prefix")
 
 
 class TimingTotals(ToolOutput):

@@ -47,6 +47,7 @@ from .catalogue import (
 from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error
 from .ledger import Ledger, StepTimer
+from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
 from .replies import agent_diagnostics, body_range, pool_status, step_state, timings
 from .session import ProofSession, body_sha
 
@@ -65,10 +66,13 @@ class ProofService:
         step_timeout: float = 60.0,
         task: str | None = None,
         submission: Path | None = None,
+        prefix_min_commands: int | None = MIN_PREFIX_COMMANDS,
     ) -> None:
         """``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
         ``submission``: a JSON file rewritten (atomically) with the session's text after every
-        accepted edit and every open — the attempt's final submission for `leanrig run`."""
+        accepted edit and every open — the attempt's final submission for `leanrig run`.
+        ``prefix_min_commands``: compile the part of a task file before its target into a
+        module when it has at least this many commands (prefix.py; None: never)."""
         if task is not None:
             suite.task(task)  # a SuiteError naming it when unknown
         self.suite = suite
@@ -81,7 +85,12 @@ class ProofService:
         self.step_timeout = step_timeout
         self.sessions: dict[str, ProofSession] = {}
         self.calls = Calls(ledger, self.sessions)
-        self.elaborator = Elaborator(pool, environment, step_timeout)
+        prefixes = (
+            PrefixModules(environment, min_commands=prefix_min_commands)
+            if prefix_min_commands is not None
+            else None
+        )
+        self.elaborator = Elaborator(pool, environment, step_timeout, prefixes)
 
     def _session_call(
         self, tool: str, session_id: str, client: str
@@ -124,6 +133,8 @@ class ProofService:
                 id=secrets.token_hex(16), task=task, client=client, text=task.text, body=task.body
             )
             call.extra["session"] = session.id
+            view = await self.elaborator.view(task)
+            call.extra["mode"] = view.mode
             elaborated = await self.elaborator.elaborate(task, task.body, [call.timer], session.id)
             session.version = 1
             session.last = self._state(session.version, elaborated)
@@ -134,6 +145,8 @@ class ProofService:
                 text=session.text,
                 body=session.body,
                 body_range=body_range(session),
+                mode=view.mode,
+                mode_reason=view.reason,
                 **dict(session.last),
             )
 
@@ -229,7 +242,7 @@ class ProofService:
                         hint=f"lines are 1..{index.line_count}; columns are 1-based code points",
                     )
                 return await self.elaborator.goals_at(
-                    session.text, Pos(line, column), call.timer, session.id
+                    session.task, session.text, Pos(line, column), call.timer, session.id
                 )
 
     async def get_proof_state(self, session_id: str, client: str = "local") -> ProofStateResult:

@@ -1,8 +1,9 @@
-"""tasks: suites of theorem-completion tasks, where a task's proof body is, and which edits
-stay inside it. Pure text and file logic; no Lean process is started here except the
-suite library build (through repl_pool's one-shot runner)."""
+"""tasks: suites of theorem-completion tasks, where a task's proof body is, which edits
+stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
+no Lean process is started here except the suite library build."""
 
 from .locate import BodySpan, LocateError, comment_mask, declaration_end, locate_body, scan_trivia
+from .prefix import Command, PrefixSplit, check_command, commands, split_prefix
 from .scope import (
     MAX_BODY_BYTES,
     Symbol,
@@ -18,14 +19,18 @@ __all__ = [
     "DEFAULT_AXIOMS",
     "MAX_BODY_BYTES",
     "BodySpan",
+    "Command",
     "Limits",
     "LocateError",
+    "PrefixSplit",
     "Suite",
     "SuiteError",
     "Symbol",
     "Task",
+    "check_command",
     "check_scope",
     "code_end",
+    "commands",
     "comment_mask",
     "declaration_end",
     "flatten_symbols",
@@ -34,5 +39,6 @@ __all__ = [
     "locate_body",
     "precheck_body",
     "scan_trivia",
+    "split_prefix",
     "suffix_structure",
 ]

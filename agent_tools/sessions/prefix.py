@@ -1,0 +1,329 @@
+"""The session document of a task: the whole task file, or the prefix as a compiled module.
+
+``PrefixModules.view(task)`` decides, once per (task, prefix content, environment), how a
+session's Lean document relates to the task file (a ``TaskView``):
+
+- ``file``: the document is the task file itself (with the session's body);
+- ``prefix``: everything before the target command is compiled to an ``.olean`` (through
+  repl_pool's one-shot runner, in the sandbox; cached on disk like the suite library), and the
+  document is the header + ``import <prefix module>`` + the re-established scoping context +
+  the file from the target command on (tasks/prefix.py). Lean's per-edit cost follows the
+  commands in the document, so a step no longer grows with the prefix (bench/results).
+
+The prefix mode is used only when Lean confirms it means the same: the target's statement
+(``#check @T`` under ``pp.all``, read with the verifier's ``parse_check``) has the same type and
+universe parameters both ways, and the errors from the target command on are the same.
+Otherwise (a ``private`` helper, ``local notation``, ``open … in``, …) the session uses the whole
+file, and the reason is kept. Prefixes of fewer than ``min_commands`` commands stay in the file:
+below that the import costs more than it saves (measured: bench/bench_agent.py).
+
+Positions: the target command starts in column 0 in both documents, so a task-file line maps to
+a document line by one constant shift; ranges Lean reports inside the re-established head are
+clamped to the start of the target command. The agent only ever sees task-file positions, and
+the verdict always checks the task file itself.
+
+Trade-off with a full toolchain: each prefix module is one more header, so one more pool key:
+sessions on different tasks no longer share warm processes (each task's first step starts a
+server that imports the task's prefix). Against that, a fresh document of the whole file
+re-elaborates the prefix at every open and after every process recycle. ``min_commands`` keeps
+small prefixes (most Mathlib-style tasks: a few helper lemmas) in the shared-header file mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import orjson
+import structlog
+
+from lsp_bridge import DocumentReport, LspPos, LspRange
+from lsp_bridge.bootstrap import cache_root
+from repl_pool import LeanEnvironment
+from repl_pool.oneshot import run_once
+from repl_pool.sandbox import SandboxPolicy, wrapper
+
+from ..tasks import PrefixSplit, Symbol, Task, check_command, split_prefix
+from ..verdict import Statement, parse_check
+
+log = structlog.get_logger("leanrig.prefix")
+
+Mode = Literal["file", "prefix"]
+# Measured (bench/bench_agent.py, prefix sweep, bootstrap Lean): the imported prefix is slower
+# than the file at 0 declarations (3.4 vs 3.0 ms), even at 10 and clearly faster from ~50 on
+# (100: 4.4 vs 14 ms). Below this many commands before the target, the file is used.
+MIN_PREFIX_COMMANDS = 40
+BUILD_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """How a task's session document maps to the task file."""
+
+    mode: Mode
+    reason: str
+    environment: LeanEnvironment
+    cut: int = 0  # task-file offset where the target command starts (prefix mode)
+    head: str = ""  # the document before the target command (prefix mode)
+    cut_line: int = 0  # 0-based task-file line of ``cut``
+    line_shift: int = 0  # document line - task-file line, for lines from ``cut_line`` on
+
+    @staticmethod
+    def whole_file(environment: LeanEnvironment, reason: str) -> TaskView:
+        return TaskView("file", reason, environment)
+
+    @property
+    def prefixed(self) -> bool:
+        return self.mode == "prefix"
+
+    def to_lean(self, text: str) -> str:
+        """The Lean document for a task-file ``text`` (any body)."""
+        return self.head + text[self.cut :] if self.prefixed else text
+
+    def offset_from_lean(self, offset: int) -> int:
+        if not self.prefixed:
+            return offset
+        return self.cut + max(0, offset - len(self.head))
+
+    def lsp_to_lean(self, pos: LspPos) -> LspPos | None:
+        """A task-file position in the document (None: before the target command, which the
+        document does not contain)."""
+        if not self.prefixed:
+            return pos
+        if pos.line < self.cut_line:
+            return None
+        return LspPos(pos.line + self.line_shift, pos.character)
+
+    def lsp_from_lean(self, pos: LspPos) -> LspPos:
+        if not self.prefixed:
+            return pos
+        line = pos.line - self.line_shift
+        if line < self.cut_line:  # inside the head: the start of the target command
+            return LspPos(self.cut_line, 0)
+        return LspPos(line, pos.character)
+
+    def _range(self, r: LspRange) -> LspRange:
+        return LspRange(self.lsp_from_lean(r.start), self.lsp_from_lean(r.end))
+
+    def report_from_lean(self, report: DocumentReport) -> DocumentReport:
+        if not self.prefixed:
+            return report
+        diagnostics = tuple(
+            dataclasses.replace(
+                d,
+                range=self._range(d.range),
+                full_range=self._range(d.full_range) if d.full_range is not None else None,
+            )
+            for d in report.diagnostics
+        )
+        return dataclasses.replace(report, diagnostics=diagnostics)
+
+    def symbols_from_lean(self, symbols: list[Symbol]) -> list[Symbol]:
+        """Flattened symbols (document offsets) → task-file offsets."""
+        if not self.prefixed:
+            return symbols
+        return [
+            dataclasses.replace(
+                s, start=self.offset_from_lean(s.start), end=self.offset_from_lean(s.end)
+            )
+            for s in symbols
+        ]
+
+
+def prefixed_view(
+    environment: LeanEnvironment, split: PrefixSplit, task: Task, reason: str
+) -> TaskView:
+    head = split.head(task.text, task.header)
+    cut_line = task.text.count("\n", 0, split.cut)
+    return TaskView(
+        "prefix",
+        reason,
+        environment,
+        cut=split.cut,
+        head=head,
+        cut_line=cut_line,
+        line_shift=head.count("\n") - cut_line,
+    )
+
+
+def _with_lean_path(environment: LeanEnvironment, directory: Path) -> LeanEnvironment:
+    env = dict(environment.env if environment.env is not None else os.environ)
+    existing = env.get("LEAN_PATH")
+    env["LEAN_PATH"] = str(directory) + (os.pathsep + existing if existing else "")
+    return dataclasses.replace(environment, env=env)
+
+
+class PrefixModules:
+    """Builds, checks and caches prefix modules; one ``TaskView`` per task."""
+
+    def __init__(
+        self,
+        environment: LeanEnvironment,
+        *,
+        min_commands: int = MIN_PREFIX_COMMANDS,
+        cache: Path | None = None,
+        sandbox: bool = True,
+    ) -> None:
+        self.environment = environment
+        self.min_commands = min_commands
+        env_digest = hashlib.sha256(environment.id.encode()).hexdigest()[:16]
+        self.directory = (cache or cache_root() / "prefixes") / env_digest
+        self.prefix_environment = _with_lean_path(environment, self.directory)
+        self.sandbox = sandbox
+        self._views: dict[str, TaskView] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+
+    async def view(self, task: Task) -> TaskView:
+        cached = self._views.get(task.id)
+        if cached is not None:
+            return cached
+        lock = self._locks.setdefault(task.id, anyio.Lock())
+        async with lock:
+            cached = self._views.get(task.id)
+            if cached is None:
+                cached = self._views[task.id] = await self._decide(task)
+                log.info("prefix.mode", task=task.id, mode=cached.mode, reason=cached.reason)
+            return cached
+
+    async def _decide(self, task: Task) -> TaskView:
+        split = split_prefix(task.text, task.header, task.span.decl_start)
+        if split is None or split.commands == 0:
+            return TaskView.whole_file(self.environment, "no commands before the target")
+        if split.commands < self.min_commands:
+            return TaskView.whole_file(
+                self.environment,
+                f"{split.commands} commands before the target (a prefix module pays off from "
+                f"{self.min_commands})",
+            )
+        # One decision per (task, prefix content, environment): the directory is per
+        # environment, the module name is the prefix's digest, the task's text is hashed in.
+        key = hashlib.sha256(f"{task.spec.theorem}\0{task.text}".encode()).hexdigest()[:16]
+        decision = self.directory / f"{split.module}.{key}.json"
+        try:
+            saved = orjson.loads(await anyio.Path(decision).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            saved = None
+        if saved is None:
+            mode, reason = await self._build_and_check(task, split)
+            data = orjson.dumps({"mode": mode, "reason": reason})
+            await anyio.to_thread.run_sync(_write_atomically, decision, data)
+        else:
+            mode, reason = saved["mode"], saved["reason"]
+        if mode == "prefix":
+            return prefixed_view(self.prefix_environment, split, task, reason)
+        return TaskView.whole_file(self.environment, reason)
+
+    def _argv(self, *argv: str) -> list[str]:
+        if not self.sandbox:
+            return list(argv)
+        return [*wrapper(SandboxPolicy(writable=(self.directory,))), *argv]
+
+    async def _run(self, *argv: str) -> tuple[int | None, list[dict[str, Any]], str]:
+        env = dict(self.prefix_environment.env or {})
+        done = await run_once(self._argv(*argv), cwd=self.directory, env=env, timeout=BUILD_SECONDS)
+        return done.returncode, _messages(done.stdout), done.stderr
+
+    async def _build_and_check(self, task: Task, split: PrefixSplit) -> tuple[Mode, str]:
+        await anyio.Path(self.directory).mkdir(parents=True, exist_ok=True)
+        lean = str(self.environment.install.lean)
+        olean = self.directory / f"{split.module}.olean"
+        if not await anyio.Path(olean).exists():
+            src = self.directory / f"{split.module}.lean"
+            await anyio.Path(src).write_text(split.module_text, encoding="utf-8")
+            tmp = self.directory / f"{split.module}.{os.getpid()}.olean.tmp"
+            code, messages, stderr = await self._run(
+                lean, "--json", "-R", str(self.directory), "-o", str(tmp), str(src)
+            )
+            errors = [m for m in messages if m.get("severity") == "error"]
+            if code != 0 or errors:
+                await anyio.Path(tmp).unlink(missing_ok=True)
+                first = str(errors[0].get("data", "")) if errors else stderr.strip()[-200:]
+                return "file", f"the prefix does not compile as a module: {first[:200]}"
+            os.replace(tmp, olean)
+        return await self._check(task, split)
+
+    async def _check(self, task: Task, split: PrefixSplit) -> tuple[Mode, str]:
+        """Lean's word: the target's statement, and the errors from the target on, are the
+        same in the task file and in the prefixed document."""
+        lean = str(self.environment.install.lean)
+        probe = check_command(task.spec.theorem)
+        view = prefixed_view(self.prefix_environment, split, task, "")
+        work = self.directory / f"check-{split.digest}-{os.getpid()}-{id(task)}"
+        await anyio.Path(work).mkdir(exist_ok=True)
+        try:
+            texts = {"file": task.text + probe, "prefix": view.to_lean(task.text) + probe}
+            answers: dict[str, tuple[int | None, list[dict[str, Any]], str]] = {}
+
+            async def one(name: str) -> None:
+                path = work / f"Check{name.title()}.lean"
+                await anyio.Path(path).write_text(texts[name], encoding="utf-8")
+                answers[name] = await self._run(lean, "--json", str(path))
+
+            async with anyio.create_task_group() as tg:
+                for name in texts:
+                    tg.start_soon(one, name)
+        finally:
+            await anyio.to_thread.run_sync(shutil.rmtree, work, True)
+        statements: dict[str, Statement | None] = {}
+        errors: dict[str, list[tuple[int, int, str]]] = {}
+        for name, (_, messages, _) in answers.items():
+            found = [
+                s
+                for m in messages
+                if m.get("severity") == "information"
+                and (s := parse_check(str(m.get("data", "")), task.spec.theorem)) is not None
+            ]
+            statements[name] = found[-1] if len(found) == 1 else None
+            shift = view.line_shift if name == "prefix" else 0
+            errors[name] = _errors_from(messages, shift, view.cut_line)
+        if statements["file"] is None:
+            return "file", "the task file's statement could not be read back from Lean"
+        if statements["prefix"] is None:
+            return "file", "the target's statement does not elaborate with the prefix imported"
+        if statements["prefix"] != statements["file"]:
+            return "file", "the target's statement elaborates differently with the prefix imported"
+        if errors["prefix"] != errors["file"]:
+            return "file", "the file from the target on elaborates differently with the prefix"
+        return "prefix", f"{split.commands} commands before the target, compiled as {split.module}"
+
+
+def _errors_from(
+    messages: list[dict[str, Any]], shift: int, cut_line: int
+) -> list[tuple[int, int, str]]:
+    """Errors at task-file lines from ``cut_line`` on (a prefixed document's errors in its
+    head count too: they map before ``cut_line`` and never match the file's)."""
+    out = []
+    for m in messages:
+        if m.get("severity") != "error":
+            continue
+        pos = m.get("pos") or {}
+        line = int(pos.get("line", 1)) - 1 - shift
+        if shift == 0 and line < cut_line:
+            continue
+        out.append((line, int(pos.get("column", 0)), str(m.get("data", ""))))
+    return sorted(out)
+
+
+def _messages(stdout: str) -> list[dict[str, Any]]:
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(message, dict):
+                out.append(message)
+    return out
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,155 @@
+"""The prefix of a task file as a module: split a task file at its target theorem. Pure.
+
+Everything before the command that declares the target (the *prefix*) can be compiled once to
+an ``.olean``; a session's Lean document is then the task's header plus ``import <prefix>``,
+the scoping context re-established, and the file from the target command on. Lean's per-edit
+cost follows the number of commands in the document, not the size of the environment
+(lean-facts.md, "The prefix as a module"), so a step no longer grows with the prefix.
+
+File-scoped context does not cross an import. Re-established here, in file order: ``namespace``,
+``section`` (also ``noncomputable section``), ``end``, ``open``, ``universe``, ``variable``,
+``set_option``. Not re-established (a statement that needs them elaborates differently, and the
+caller's Lean check falls back to the whole file): ``private`` declarations (their names are
+module-local), ``local``/``scoped`` notation, instances and attributes, ``open … in`` and other
+``… in`` commands (they scope a single command only).
+
+Whether the split is *used* is not decided here: the caller must let Lean confirm that the
+target's statement elaborates to the same type and universe parameters both ways.
+
+Commands start in column 0 (the suite contract, as in locate.py); the lexing (comments,
+strings, ``«»`` names) is lsp_bridge's ``lean_text``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from lsp_bridge import TokenKind, lean_tokens, name_parts
+from repl_pool import Header
+
+_CONTEXT = {"namespace", "section", "end", "open", "universe", "universes", "variable",
+            "set_option"}  # fmt: skip
+_MODIFIERS = {"noncomputable", "private", "protected", "public"}
+_TRIVIA = {TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT}
+MODULE_PREFIX = "LeanrigPrefix_"
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    start: int  # code point offsets of the command's text (comments before it excluded)
+    end: int
+    words: tuple[str, ...]  # its identifier tokens, in order (keywords lex as identifiers)
+
+    @property
+    def keyword(self) -> str:
+        """The command's keyword after modifiers (``noncomputable section`` → ``section``)."""
+        for word in self.words:
+            if word not in _MODIFIERS:
+                return word
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixSplit:
+    """A task file split at its target command."""
+
+    cut: int  # offset where the target command starts (column 0)
+    commands: int  # commands in the prefix (after the header)
+    module_text: str  # the prefix module: the file up to ``cut``
+    context: str  # re-established scoping commands, each ending with a line break
+    digest: str  # of the module text (names the module)
+
+    @property
+    def module(self) -> str:
+        return MODULE_PREFIX + self.digest
+
+    def head(self, text: str, header: Header) -> str:
+        """The session document up to the target command: header, the prefix import, the
+        context. Ends with a line break, so the target command stays in column 0."""
+        return text[: header.end] + f"\nimport {self.module}\n" + self.context
+
+    def document(self, text: str, header: Header) -> str:
+        """The session document for ``text`` (the task file with any body)."""
+        return self.head(text, header) + text[self.cut :]
+
+
+def commands(text: str, start: int, stop: int) -> list[Command]:
+    """The top-level commands in ``text[start:stop]``: each starts at a token in column 0 (a doc
+    comment or ``@[…]`` attributes belong to the command that follows them)."""
+    out: list[Command] = []
+    begin = -1
+    end = start
+    words: list[str] = []
+    only_preamble = False  # the command so far is a doc comment and/or attributes
+    depth = 0  # brackets of `@[...]`
+    for token in lean_tokens(text, start):
+        if token.start >= stop:
+            break
+        if token.kind in _TRIVIA:
+            continue
+        column0 = token.start == 0 or text[token.start - 1] == "\n"
+        if column0 and not (begin >= 0 and only_preamble and depth == 0):
+            if begin >= 0:
+                out.append(Command(begin, end, tuple(words)))
+            begin, words, only_preamble, depth = token.start, [], True, 0
+        if begin < 0:
+            continue  # text before the first command (cannot happen after a header)
+        snippet = token.text(text)
+        preamble = token.kind is TokenKind.DOC_COMMENT or (snippet == "@" and depth == 0)
+        if preamble and only_preamble:
+            pass
+        elif snippet == "[" and only_preamble:
+            depth += 1
+        elif snippet == "]" and only_preamble and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            only_preamble = False
+        if token.kind is TokenKind.IDENT and depth == 0:
+            words.append(snippet)
+        end = token.end
+    if begin >= 0:
+        out.append(Command(begin, end, tuple(words)))
+    return out
+
+
+def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | None:
+    """Split ``text`` before the command declaring the target (which starts at or before
+    ``decl_start``: a doc comment or attributes belong to it). None: nothing to split off."""
+    cmds = commands(text, header.end, len(text))
+    target = next((c for c in cmds if c.start <= decl_start < max(c.end, c.start + 1)), None)
+    if target is None or target.start <= header.end:
+        return None
+    prefix = [c for c in cmds if c.end <= target.start]
+    context: list[str] = []
+    mutual = 0  # `end` closes a `mutual` block, not a scope
+    for cmd in prefix:
+        keyword = cmd.keyword
+        if keyword == "mutual":
+            mutual += 1
+            continue
+        if keyword == "end" and mutual:
+            mutual -= 1
+            continue
+        if keyword not in _CONTEXT or cmd.words[0] in ("private", "protected"):
+            continue
+        if "in" in cmd.words and keyword in ("open", "set_option", "variable"):
+            continue  # `open Foo in <command>`: scoped to that one command
+        context.append(text[cmd.start : cmd.end] + "\n")
+    module_text = text[: target.start]
+    digest = hashlib.sha256(module_text.encode()).hexdigest()[:16]
+    return PrefixSplit(
+        cut=target.start,
+        commands=len(prefix),
+        module_text=module_text,
+        context="".join(context),
+        digest=digest,
+    )
+
+
+def check_command(theorem: str) -> str:
+    """Commands that print the target's statement fully explicitly (``#check @T`` under
+    ``pp.all``, the verifier's query), wherever they are appended (``_root_``: from any
+    namespace)."""
+    name = ".".join(f"«{part}»" for part in name_parts(theorem))
+    return f"\nset_option pp.all true in\n#check @_root_.{name}\n"

@@ -1,0 +1,214 @@
+"""The prefix as a compiled module: the split (pure), position translation (property-tested),
+and, against the real bootstrap Lean, mode selection, the fallback when Lean says the statement
+differs, and sessions in prefix mode answering exactly as in file mode (task-file positions)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_tools.servers import ServeOptions, open_service
+from agent_tools.sessions import ProofService, ToolError
+from agent_tools.sessions.prefix import prefixed_view
+from agent_tools.tasks import load_suite, locate_body, split_prefix
+from lsp_bridge import LineIndex, LspPos
+from repl_pool import parse_header
+from repl_pool.slot import minimal_edit
+
+pytestmark = pytest.mark.anyio
+DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
+RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
+
+
+def padding(count: int) -> str:
+    return "".join(f"def d{i} : N := N.s N.z\n" for i in range(count))
+
+
+def task_file(before: str = "", statement_extra: str = "", count: int = 60) -> str:
+    return (
+        "prelude\nimport Demo.Basic\n\nuniverse u\n\nnamespace Demo.Big\n\n"
+        + padding(count)
+        + before
+        + "section S\nvariable (r : N)\n\n"
+        + "/-- The target. -/\n"
+        + f"theorem main (p q : Prop) (h : And p q){statement_extra} : And q p :=\n"
+        + "  sorryAx (And q p) Bool.false\n\nend S\n\ndef after : N := N.z\n\nend Demo.Big\n"
+    )
+
+
+def make_suite(root: Path, files: dict[str, str]) -> Path:
+    suite = root / "suite"
+    (suite / "Demo").mkdir(parents=True)
+    shutil.copy(DEMO / "Demo" / "Basic.lean", suite / "Demo" / "Basic.lean")
+    blocks = []
+    for task_id, text in files.items():
+        (suite / "Demo" / f"{task_id}.lean").write_text(text, encoding="utf-8")
+        blocks.append(
+            f'[[tasks]]\nid = "{task_id}"\nfile = "Demo/{task_id}.lean"\n'
+            f'theorem = "Demo.Big.main"\ndifficulty = 1\n'
+        )
+    (suite / "suite.toml").write_text(
+        'name = "prefix-test"\nlean = "prelude"\nlibrary = ["Demo.Basic"]\n\n' + "\n".join(blocks)
+    )
+    return suite
+
+
+# -- the split (pure) ---------------------------------------------------------------------------
+
+
+def test_the_split_cuts_before_the_doc_comment_and_replays_the_scoping_context() -> None:
+    text = task_file(before="open Foo in\ndef a : N := N.z\nopen Bar\nset_option pp.all true\n")
+    split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)
+    assert split is not None
+    assert text[split.cut :].startswith("/-- The target. -/\ntheorem main")
+    # universe, namespace, 60 defs, open-in, def a, open, set_option, section, variable
+    assert split.commands == 2 + 60 + 6
+    assert split.context == (
+        "universe u\nnamespace Demo.Big\nopen Bar\nset_option pp.all true\n"
+        "section S\nvariable (r : N)\n"
+    )
+    document = split.document(text, parse_header(text))
+    assert document.startswith(f"prelude\nimport Demo.Basic\nimport {split.module}\n")
+    assert document.endswith(text[split.cut :])
+
+
+def test_private_declarations_and_local_notation_are_not_replayed() -> None:
+    text = task_file(before='private def hidden : N := N.z\nlocal notation "Z" => N.z\n')
+    split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)
+    assert split is not None
+    assert "hidden" not in split.context
+    assert "notation" not in split.context
+
+
+# -- positions ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(min_value=1, max_value=30),
+    body=st.text(alphabet=st.sampled_from("ab λ∀𝔸\n ()"), max_size=40).map(
+        lambda s: "\n  " + s.replace("\n", "\n  ")
+    ),
+    data=st.data(),
+)
+def test_positions_after_the_cut_translate_both_ways_and_point_at_the_same_text(
+    count: int, body: str, data: st.DataObject
+) -> None:
+    suite_text = task_file(count=count)
+    header = parse_header(suite_text)
+    span = locate_body(suite_text, "Demo.Big.main")
+    split = split_prefix(suite_text, header, span.decl_start)
+    assert split is not None
+    text = suite_text[: span.start] + body + suite_text[span.end :]
+    fake_task = type("T", (), {"text": text, "header": header})()
+    view = prefixed_view(None, split, fake_task, "")  # type: ignore[arg-type]
+    lean_text = view.to_lean(text)
+    index, lean_index = LineIndex(text), LineIndex(lean_text)
+    offset = data.draw(st.integers(min_value=split.cut, max_value=len(text)))
+    pos = index.lsp_of_offset(offset)
+    lean_pos = view.lsp_to_lean(pos)
+    assert lean_pos is not None
+    # The same character (or the end) in both texts, and back to the same task position.
+    assert lean_text[lean_index.offset_of_lsp(lean_pos) :] == text[offset:]
+    assert view.lsp_from_lean(lean_pos) == pos
+    assert view.offset_from_lean(lean_index.offset_of_lsp(lean_pos)) == offset
+    # Before the cut there is nothing to point at; the head maps to the target's start.
+    if split.cut > 0:
+        early = index.lsp_of_offset(data.draw(st.integers(0, split.cut - 1)))
+        assert early.line >= view.cut_line or view.lsp_to_lean(early) is None
+        assert view.lsp_from_lean(LspPos(0, 0)) == LspPos(view.cut_line, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abλ𝔸\n", max_size=30), st.text(alphabet="abλ𝔸\n", max_size=30))
+def test_the_slot_minimal_edit_equals_lsp_bridges(old: str, new: str) -> None:
+    from lsp_bridge import apply_edit
+    from lsp_bridge import minimal_edit as reference
+
+    assert minimal_edit(old, new) == reference(old, new)
+    assert apply_edit(old, minimal_edit(old, new)) == new
+
+
+# -- against Lean ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
+    suite = make_suite(
+        tmp_path,
+        {
+            "plain": task_file(),
+            "small": task_file(count=3),
+            "private": task_file(
+                before="private def hidden : Prop := True\n", statement_extra=" (x : hidden)"
+            ),
+            "notation": task_file(
+                before='local notation "TT" => True\n', statement_extra=" (x : TT)"
+            ),
+            "open_in": task_file(before="namespace Inner\ndef T : Prop := True\nend Inner\n")
+            .replace("/-- The target. -/\n", "open Inner in\n")
+            .replace("(h : And p q)", "(h : And p q) (x : T)"),
+        },
+    )
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        yield service
+
+
+async def test_a_long_prefix_is_imported_and_sessions_see_the_task_file(
+    service: ProofService,
+) -> None:
+    prefixed = await service.open_task("plain")
+    assert prefixed.mode == "prefix", prefixed.mode_reason
+    file_mode = ProofService(
+        service.suite, service.pool, service.environment, service.verifier, service.ledger,
+        prefix_min_commands=None,
+    )  # fmt: skip
+    whole = await file_mode.open_task("plain")
+    assert whole.mode == "file"
+    assert prefixed.text == whole.text == load_suite(service.suite.root).task("plain").text
+    assert prefixed.body_range == whole.body_range
+    assert prefixed.diagnostics == whole.diagnostics  # task-file positions, same messages
+    assert prefixed.goals == whole.goals
+    for body in (WRONG, RIGHT, "\n  q"):
+        a = await service.set_proof(prefixed.session_id, body)
+        b = await file_mode.set_proof(whole.session_id, body)
+        assert (a.diagnostics, a.goals, a.complete) == (b.diagnostics, b.goals, b.complete)
+    line = prefixed.body_range.start.line + 1
+    ga = await service.get_goals(prefixed.session_id, line, 3)
+    gb = await file_mode.get_goals(whole.session_id, line, 3)
+    assert (ga.goals, ga.term_goal) == (gb.goals, gb.term_goal)
+    # The scope check reads Lean's parse of the prefixed document in task-file offsets.
+    with pytest.raises(ToolError) as rejected:
+        await service.set_proof(prefixed.session_id, RIGHT + "\n  def sneaky : N := N.z")
+    assert rejected.value.code == "rejected"
+
+
+async def test_the_mode_is_in_the_ledger(service: ProofService) -> None:
+    opened = await service.open_task("plain")
+    lines = service.ledger.for_session(opened.session_id)
+    assert [e.get("mode") for e in lines if e["tool"] == "open_task"] == ["prefix"]
+
+
+async def test_a_short_prefix_stays_in_the_file(service: ProofService) -> None:
+    opened = await service.open_task("small")
+    assert opened.mode == "file"
+    assert "commands before the target" in opened.mode_reason
+
+
+@pytest.mark.parametrize("task_id", ["private", "notation", "open_in"])
+async def test_a_statement_lean_reads_differently_falls_back_to_the_whole_file(
+    service: ProofService, task_id: str
+) -> None:
+    opened = await service.open_task(task_id)
+    assert opened.mode == "file", opened.mode_reason
+    assert "prefix" in opened.mode_reason or "statement" in opened.mode_reason
+    if task_id != "open_in":  # `open … in theorem` has no document symbol in file mode either
+        fixed = await service.set_proof(opened.session_id, RIGHT)
+        assert fixed.version == 2
