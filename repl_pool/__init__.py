@@ -1,5 +1,6 @@
 """repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits."""
 
+from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of
 from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
@@ -11,6 +12,8 @@ from .slot import PoolKey, Slot
 __all__ = [
     "Header",
     "LeanEnvironment",
+    "NoNodes",
+    "NodeLost",
     "Placements",
     "PoolBusy",
     "PoolClosed",
@@ -19,9 +22,12 @@ __all__ = [
     "PoolKey",
     "PoolStats",
     "ProcessStat",
+    "RayOptions",
+    "RayPool",
     "Slot",
     "SlotBroken",
     "WarmPool",
+    "node_of",
     "parse_header",
     "recording",
 ]

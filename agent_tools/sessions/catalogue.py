@@ -249,6 +249,8 @@ class LedgerEntry(ToolOutput):
     accepted: bool | None = None
     session_wall_ms: float | None = None
     candidates: list[CandidateTiming] | None = None
+    header: str | None = Field(default=None, description="the step's header key")
+    node: str | None = Field(default=None, description="the Ray node id the step ran on")
     mode: str | None = Field(default=None, description="open_task: file or prefix")
 
 
@@ -299,12 +301,28 @@ class PoolStatus(ToolOutput):
     acquire: AcquireStats
 
 
+class NodeStatus(ToolOutput):
+    node_id: str = Field(description="the Ray node id")
+    address: str
+    alive: bool
+    slots: int = Field(description="lean_slots: Lean server processes the node may run")
+    sessions: int = Field(description="sessions that stick to this node")
+    inflight: int = Field(description="steps running on the node now")
+    steps: int
+    headers: list[str] = Field(description="header keys the router has sent to the node")
+    queued: dict[str, int] = Field(description="waiting steps per header, in the node's pool")
+    pool: PoolStatus | None = Field(description="the node's pool (null: not reported yet)")
+
+
 class ServerStatusResult(ToolOutput):
     suite: str
     lean_version: str
     mode: str
     sessions: int
     pool: PoolStatus
+    nodes: list[NodeStatus] | None = Field(
+        default=None, description="Ray nodes (`serve --ray`); null with the local pool"
+    )
 
 
 # -- the catalogue --------------------------------------------------------------------------------

@@ -1,0 +1,305 @@
+"""`LeanNode`: the Ray actor that owns one node's Lean processes (a node-local `WarmPool`).
+
+Responsibilities (and nothing else): open a `WarmPool` on the actor's asyncio loop (anyio in
+asyncio mode: Ray actors are asyncio-only), lend its slots to the router as *leases* (a slot
+held for the router between ``acquire`` and ``release``, with a deadline so a vanished router
+cannot hold it forever), run slot methods on a lease, report stats, and make sure no Lean
+process outlives the actor.
+
+That last point needs more than the pool's own teardown: Ray kills only a dead worker's direct
+children (and nothing when the worker is SIGKILLed), while Lean's workers are grandchildren
+in their own sessions. So every Lean process started here carries ``LEANRIG_RAY_ACTOR=<tag>``
+in its environment, and a tiny *reaper* process (its own session, stdin = a pipe whose write
+end only this actor holds) kills every process with that tag when the pipe reaches EOF — on a
+clean stop, a crash or a SIGKILL of the actor alike.
+
+Errors cross the wire as values (``Shipped``), not pickled exceptions: leanrig's errors take
+keyword or extra constructor arguments that ``pickle`` cannot replay. The router turns them
+back into the same classes (``land``).
+
+The class is plain Python: `repl_pool.cluster` wraps it with ``ray.remote`` when it creates an
+actor, so importing this module never imports ray. It must not know about sessions or tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from lsp_bridge import LeanrigError
+
+from .config import PoolConfig
+from .environment import LeanEnvironment
+from .pool import PoolStats, WarmPool
+from .slot import Slot
+
+log = structlog.get_logger("leanrig.ray_actor")
+
+ACTOR_VAR = "LEANRIG_RAY_ACTOR"
+# Slot methods a lease may run (the backend-neutral Slot interface).
+SLOT_METHODS = frozenset(
+    {"elaborate", "send", "wait", "text", "plain_goal", "plain_term_goal", "document_symbols",
+     "interactive_goals"}
+)  # fmt: skip
+
+_REAPER = r"""
+import os, signal, sys
+needle = ("LEANRIG_RAY_ACTOR=" + sys.argv[1]).encode()
+sys.stdin.buffer.read()  # EOF: the actor is gone (stopped, crashed or killed)
+for _ in range(2):
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                marked = needle in fh.read().split(b"\0")
+            if marked:
+                os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Shipped:
+    """A `LeanrigError` as plain data: class (module + name), message, hint, attributes."""
+
+    module: str
+    name: str
+    message: str
+    hint: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def ship(exc: LeanrigError) -> Shipped:
+    plain = (str, int, float, bool, type(None))
+    attributes = {
+        k: v for k, v in vars(exc).items() if k not in ("message", "hint") and isinstance(v, plain)
+    }
+    cls = type(exc)
+    return Shipped(cls.__module__, cls.__qualname__, exc.message, exc.hint, attributes)
+
+
+def land(shipped: Shipped) -> LeanrigError:
+    """The shipped error as an instance of its own class (LeanrigError if that is unknown)."""
+    try:
+        cls = getattr(importlib.import_module(shipped.module), shipped.name)
+        if not (isinstance(cls, type) and issubclass(cls, LeanrigError)):
+            raise TypeError(shipped.name)
+        error: LeanrigError = cls.__new__(cls)
+    except (ImportError, AttributeError, TypeError):
+        error = LeanrigError.__new__(LeanrigError)
+    Exception.__init__(error, shipped.message)
+    error.message = shipped.message
+    error.hint = shipped.hint
+    for name, value in shipped.attributes.items():
+        setattr(error, name, value)
+    return error
+
+
+# Every reply is ("ok", value) or ("error", Shipped).
+Reply = tuple[str, Any]
+
+
+@dataclass(slots=True)
+class _Lease:
+    slot: Slot
+    done: anyio.Event
+
+
+def node_environment(environment: LeanEnvironment, tag: str) -> LeanEnvironment:
+    """``environment`` with the actor's tag in Lean's environment (inherited by every worker)."""
+    env = dict(os.environ if environment.env is None else environment.env)
+    env[ACTOR_VAR] = tag
+    return replace(environment, env=env)
+
+
+def sandbox_binds(wrapper: tuple[str, ...]) -> list[Path]:
+    """The writable directories a bwrap wrapper binds (they must exist on this node too)."""
+    return [Path(wrapper[i + 1]) for i, part in enumerate(wrapper[:-2]) if part == "--bind"]
+
+
+class LeanNode:
+    """One per Ray node; created by `repl_pool.cluster.RayPool` (``ray.remote(LeanNode)``)."""
+
+    def __init__(
+        self, environment: LeanEnvironment, config: PoolConfig, tag: str, lease_ttl: float
+    ) -> None:
+        self.tag = tag
+        self.environment = node_environment(environment, tag)
+        self.config = config
+        self.lease_ttl = lease_ttl
+        self.pool: WarmPool | None = None
+        self._tg: TaskGroup | None = None
+        self._leases: dict[str, _Lease] = {}
+        self._released: set[str] = set()  # released before granted (the router gave up)
+        self._stop: asyncio.Event | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._reaper_pipe: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> dict[str, Any]:
+        """Open the pool (returns once it is open; prewarming goes on in the background)."""
+        import ray
+
+        if self._main is None:
+            for path in sandbox_binds(self.environment.wrapper):
+                path.mkdir(parents=True, exist_ok=True)
+            self._start_reaper()
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._stop = asyncio.Event()
+            self._main = asyncio.get_running_loop().create_task(self._run(ready))
+            await ready
+        context = ray.get_runtime_context()
+        return {"node_id": context.get_node_id(), "pid": os.getpid()}
+
+    def _start_reaper(self) -> None:
+        read_end, write_end = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k != ACTOR_VAR}
+        try:
+            self._reaper = subprocess.Popen(
+                [sys.executable, "-c", _REAPER, self.tag], stdin=read_end, env=env,
+                stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        finally:
+            os.close(read_end)
+        os.set_inheritable(write_end, False)
+        self._reaper_pipe = write_end
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        assert self._stop is not None
+        try:
+            async with (
+                WarmPool.open(self.environment, self.config) as pool,
+                anyio.create_task_group() as tg,
+            ):
+                self.pool, self._tg = pool, tg
+                ready.set_result(None)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+            raise
+        finally:
+            self.pool = None
+            self._close_reaper()
+
+    def _close_reaper(self) -> None:
+        if self._reaper_pipe is not None:
+            os.close(self._reaper_pipe)  # EOF: the reaper sweeps and exits
+            self._reaper_pipe = None
+
+    async def stop(self) -> None:
+        """Close the pool (every Lean tree killed) and let the reaper go."""
+        if self._stop is not None and self._main is not None:
+            self._stop.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._main), timeout=30)
+            except BaseException:  # the pool's own errors are logged by it; the reaper sweeps
+                pass
+        self._close_reaper()
+        if self._reaper is not None:
+            try:
+                await asyncio.to_thread(self._reaper.wait, 10)
+            except subprocess.TimeoutExpired:
+                self._reaper.kill()
+
+    def kill_all(self, reason: str) -> None:
+        if self.pool is not None:
+            self.pool.kill_all(reason)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    async def acquire(
+        self, lease_id: str, header_text: str, holder: str | None, timeout: float
+    ) -> Reply:
+        """Lease a slot for the header's key; answers the text of the holder's document."""
+        if self.pool is None or self._tg is None:
+            return "error", ship(LeanrigError("the node's pool is not open"))
+        key = self.pool.key_for(header_text)
+        try:
+            text: str = await self._tg.start(self._lease, lease_id, key, holder, timeout)
+        except LeanrigError as exc:
+            return "error", ship(exc)
+        return "ok", text
+
+    async def _lease(
+        self,
+        lease_id: str,
+        key: Any,
+        holder: str | None,
+        timeout: float,
+        *,
+        task_status: TaskStatus[str],
+    ) -> None:
+        assert self.pool is not None
+        async with self.pool.acquire(key, holder=holder, timeout=timeout) as slot:
+            lease = _Lease(slot, anyio.Event())
+            self._leases[lease_id] = lease
+            if lease_id in self._released:
+                self._released.discard(lease_id)
+                lease.done.set()
+            try:
+                try:
+                    text = slot.text()
+                except LeanrigError:
+                    text = ""
+                task_status.started(text)
+                with anyio.move_on_after(self.lease_ttl):
+                    await lease.done.wait()
+            finally:
+                self._leases.pop(lease_id, None)
+
+    async def call(
+        self, lease_id: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Reply:
+        lease = self._leases.get(lease_id)
+        if lease is None or method not in SLOT_METHODS:
+            return "error", ship(LeanrigError(f"no lease {lease_id} for {method}"))
+        try:
+            result = getattr(lease.slot, method)(*args, **kwargs)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except LeanrigError as exc:
+            return "error", ship(exc)
+        return "ok", result
+
+    def release(self, lease_id: str) -> None:
+        lease = self._leases.get(lease_id)
+        if lease is not None:
+            lease.done.set()
+        else:
+            self._released.add(lease_id)
+
+    # -- state --------------------------------------------------------------------------------
+
+    def stats(self) -> PoolStats | None:
+        return self.pool.stats() if self.pool is not None else None
+
+    def lean_pids(self) -> list[int]:
+        """Every live process carrying this actor's tag (tests check that they die with it)."""
+        needle = f"{ACTOR_VAR}={self.tag}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+        return found
