@@ -7,12 +7,17 @@ counted once), ``total_ms`` (the whole call, so leanrig's own overhead is
 optional ``version``, ``complete``, ``body_sha``, ``accepted``, ``candidates`` (per-candidate
 times of ``try_proofs``) and, on ``close_session``, ``session_wall_ms`` (open to close).
 Every call writes its line, failed ones included. The fields are `LedgerEntry` in catalogue.py.
+
+In memory, for ``get_timings``, an open session keeps its totals (exact, every call) and only
+its last ``ENTRIES_KEPT`` lines: a long session must not grow the server with every call (the
+soak measured ~0.75 kB per call kept before); the file has every line.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +28,25 @@ from typing import Any
 import orjson
 
 LEDGER_SCHEMA = 1
+ENTRIES_KEPT = 200  # per open session, in memory
+
+
+@dataclass(slots=True)
+class SessionTotals:
+    """Every call of one open session, summed (the entries themselves: the last few only)."""
+
+    calls: int = 0
+    total_ms: float = 0.0
+    queue_ms: float = 0.0
+    lean_ms: float = 0.0
+    entries: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=ENTRIES_KEPT))
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.calls += 1
+        self.total_ms += float(entry.get("total_ms") or 0.0)
+        self.queue_ms += float(entry.get("queue_ms") or 0.0)
+        self.lean_ms += float(entry.get("lean_ms") or 0.0)
+        self.entries.append(entry)
 
 
 Interval = tuple[float, float]
@@ -85,9 +109,9 @@ class Ledger:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        # Open sessions' entries, for get_timings; dropped when the session closes, so a long
-        # run does not keep its whole ledger in memory (the file has it).
-        self._by_session: dict[str, list[dict[str, Any]]] = {}
+        # Open sessions' totals and last entries, for get_timings; dropped when the session
+        # closes, so a long run does not keep its ledger in memory (the file has it).
+        self._by_session: dict[str, SessionTotals] = {}
 
     def record(self, **fields: Any) -> dict[str, Any]:
         entry = {"v": LEDGER_SCHEMA, "ts": datetime.now(UTC).isoformat(timespec="milliseconds")}
@@ -96,11 +120,19 @@ class Ledger:
         os.write(self._fd, orjson.dumps(entry) + b"\n")
         session = entry.get("session")
         if isinstance(session, str):
-            self._by_session.setdefault(session, []).append(entry)
+            totals = self._by_session.get(session)
+            if totals is None:
+                totals = self._by_session[session] = SessionTotals()
+            totals.add(entry)
         return entry
 
     def for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return list(self._by_session.get(session_id, ()))
+        """The session's last ``ENTRIES_KEPT`` ledger lines."""
+        totals = self._by_session.get(session_id)
+        return list(totals.entries) if totals is not None else []
+
+    def totals(self, session_id: str) -> SessionTotals:
+        return self._by_session.get(session_id) or SessionTotals()
 
     def forget(self, session_id: str) -> None:
         self._by_session.pop(session_id, None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from lsp_bridge import LeanDiagnostic, LineIndex
 from repl_pool import PoolStats
@@ -21,6 +20,7 @@ from .catalogue import (
     TimingsResult,
     TimingTotals,
 )
+from .ledger import SessionTotals
 from .session import ProofSession
 
 # Lean 4.35 elaborates theorem bodies asynchronously (`Elab.async`); on the prelude-only
@@ -74,20 +74,22 @@ def step_state(
     )
 
 
-def timings(session: ProofSession, entries: list[dict[str, Any]]) -> TimingsResult:
+def timings(session: ProofSession, totals: SessionTotals) -> TimingsResult:
+    """Totals over every call of the session; entries: its last ``ENTRIES_KEPT`` calls."""
     # Fields newer than the LedgerEntry model (e.g. a Ray step's node) stay in the file only.
     known = LedgerEntry.model_fields
     typed = [
-        LedgerEntry.model_validate({k: v for k, v in e.items() if k in known}) for e in entries
+        LedgerEntry.model_validate({k: v for k, v in e.items() if k in known})
+        for e in totals.entries
     ]
-    total = round(sum(e.total_ms for e in typed), 2)
-    queue = round(sum(e.queue_ms for e in typed), 2)
-    lean = round(sum(e.lean_ms for e in typed), 2)
+    total = round(totals.total_ms, 2)
+    queue = round(totals.queue_ms, 2)
+    lean = round(totals.lean_ms, 2)
     return TimingsResult(
         session_id=session.id,
         session_wall_ms=round(session.wall_ms(), 1),
         totals=TimingTotals(
-            calls=len(typed),
+            calls=totals.calls,
             total_ms=total,
             queue_ms=queue,
             lean_ms=lean,

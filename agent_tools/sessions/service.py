@@ -327,7 +327,7 @@ class ProofService:
     async def get_timings(self, session_id: str, client: str = "local") -> TimingsResult:
         async with self._session_call("get_timings", session_id, client) as call:
             session = call.open_session
-            return timings(session, self.ledger.for_session(session.id))
+            return timings(session, self.ledger.totals(session.id))
 
     async def close_session(self, session_id: str, client: str = "local") -> CloseResult:
         async with self._session_call("close_session", session_id, client) as call:
