@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo test lint typecheck unit bench soak clean
 
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
@@ -35,6 +35,10 @@ test: lint typecheck unit
 
 bench: setup
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+# Not part of `make test`: 16 sessions x 1200 steps over MCP (minutes); bench/results/soak.json.
+soak: setup
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
