@@ -106,7 +106,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     bound = absolute(options.run_dir) if options.task is not None else None
     state = "failed"
     try:
-        async with WarmPool.open(environment, config) as pool:
+        async with _open_pool(environment, config, options.ray) as pool:
             service = ProofService(
                 suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout,
                 task=options.task,
@@ -123,6 +123,23 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         ledger.close()
         if bound is not None:
             _write_status(bound, options.task, state)
+
+
+@asynccontextmanager
+async def _open_pool(
+    environment: LeanEnvironment, config: PoolConfig, ray: str | None
+) -> AsyncIterator[WarmPool]:
+    """The local pool, or (``ray``) the router over one pool per Ray node; while Ray runs in
+    this process, stdout is the protocol's alone (see repl_pool.cluster.protocol_stdout)."""
+    if ray is None:
+        async with WarmPool.open(environment, config) as pool:
+            yield pool
+        return
+    from repl_pool.cluster import RayOptions, RayPool, protocol_stdout
+
+    with protocol_stdout():
+        async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:
+            yield cluster
 
 
 def _write_status(run_dir: Path, task: str | None, state: str) -> None:

@@ -1,0 +1,198 @@
+"""The warm pool on a Ray cluster (repl_pool.cluster): a local `ray.cluster_utils.Cluster` of
+two nodes with one ``lean_slots`` each, sessions over two headers, a node killed mid-run.
+
+Runs in `make test` when the `ray` extra is installed; skipped (and reported) without it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import psutil
+import pytest
+
+from agent_tools.servers import ServeOptions, open_service
+from repl_pool import RayPool
+from tests.rpc_client import DEMO, rpc_server
+
+ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(110)]
+
+PROOF = "@Eq.refl N N.z"
+ROUNDS = 6  # steps per session in the node-kill test
+TASK = """prelude
+{imports}
+namespace Demo.{name}
+
+theorem main : @Eq N N.z N.z :=
+  sorryAx (@Eq N N.z N.z) Bool.false
+
+end Demo.{name}
+"""
+
+
+def two_header_suite(root: Path) -> Path:
+    """Tasks a0..a3 import Demo.Basic; b0..b3 also import Demo.Extra: two pool keys."""
+    (root / "Demo").mkdir(parents=True)
+    shutil.copy(DEMO / "Demo" / "Basic.lean", root / "Demo" / "Basic.lean")
+    (root / "Demo" / "Extra.lean").write_text(
+        "prelude\nimport Demo.Basic\nnamespace Demo.Extra\ndef one : N := N.s N.z\nend Demo.Extra\n"
+    )
+    toml = ['name = "two-headers"', 'version = "1"', 'lean = "prelude"',
+            'library = ["Demo.Basic", "Demo.Extra"]']  # fmt: skip
+    for group, imports in (
+        ("a", "import Demo.Basic"),
+        ("b", "import Demo.Basic\nimport Demo.Extra"),
+    ):
+        for i in range(4):
+            name = f"{group.upper()}{i}"
+            (root / "Demo" / f"{name}.lean").write_text(TASK.format(imports=imports, name=name))
+            toml += ["[[tasks]]", f'id = "{group}{i}"', f'file = "Demo/{name}.lean"',
+                     f'theorem = "Demo.{name}.main"', f'title = "{name}"', 'field = "equality"',
+                     "difficulty = 1"]  # fmt: skip
+    (root / "suite.toml").write_text("\n".join(toml) + "\n")
+    return root
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """Head + one worker node, 1 lean_slots each, small and without a dashboard."""
+    c: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    c.add_node(num_cpus=1, resources={"lean_slots": 1})
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        ray_procs = []
+        for pid in ray_pids(c):
+            try:
+                proc = psutil.Process(pid)
+                ray_procs += [proc, *proc.children(recursive=True)]
+            except psutil.Error:
+                continue
+        c.shutdown()
+        _, alive = psutil.wait_procs(ray_procs, timeout=15)
+        assert alive == [], f"Ray processes outlived the cluster: {alive}"
+
+
+def ray_pids(c: Any) -> list[int]:
+    """The cluster's own processes (raylet, GCS, ...) on every node still in it."""
+    return [
+        info.process.pid
+        for node in c.list_all_nodes()
+        for infos in node.all_processes.values()
+        for info in infos
+        if info.process is not None
+    ]
+
+
+def ledger_steps(path: Path) -> list[dict[str, Any]]:
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    return [e for e in lines if e["tool"] in ("open_task", "set_proof")]
+
+
+async def test_sessions_spread_over_nodes_with_header_affinity(
+    cluster: Any, tmp_path: Path
+) -> None:
+    suite = two_header_suite(tmp_path / "suite")
+    ledger = tmp_path / "ledger.jsonl"
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", ledger=ledger,
+                           ray=cluster.address, step_timeout=30)  # fmt: skip
+    async with open_service(options) as service:
+        tasks = [f"{g}{i}" for i in range(4) for g in "ab"]
+        sessions: dict[str, str] = {}
+
+        async def solve(task: str) -> None:
+            opened = await service.open_task(task)
+            sessions[task] = opened.session_id
+            result = await service.set_proof(opened.session_id, PROOF)
+            assert result.complete, (task, result)
+
+        async with anyio.create_task_group() as tg:
+            for task in tasks:
+                tg.start_soon(solve, task)
+        pool = service.pool
+        assert isinstance(pool, RayPool)
+        nodes = pool.nodes()
+        assert len(nodes) == 2
+        assert sorted(n.sessions for n in nodes) == [4, 4]
+        for session in sessions.values():
+            await service.close_session(session)
+
+    steps = ledger_steps(ledger)
+    assert len(steps) == 16 and all(e["outcome"] == "ok" for e in steps)
+    by_header: dict[str, set[str]] = {}
+    for e in steps:
+        by_header.setdefault(e["header"], set()).add(e["node"])
+    assert len(by_header) == 2  # two headers ...
+    assert all(len(used) == 1 for used in by_header.values())  # ... each on one node
+    assert len(set.union(*by_header.values())) == 2  # ... and both nodes serve
+
+
+async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """Over `leanrig serve --jsonrpc --ray` (stdio): every call is answered, every session
+    completes after its node dies, stdout carries JSON-RPC only (the client's reader fails on
+    any other line), and no Lean process or Ray process is left afterwards."""
+    suite = two_header_suite(tmp_path / "suite")
+    ledger = tmp_path / "ledger.jsonl"
+    head_raylet = cluster.head_node.all_processes["raylet"][0].process.pid
+    async with rpc_server(suite, "--ray", cluster.address, "--ledger", str(ledger)) as rpc:
+        tasks = [f"{g}{i}" for i in range(4) for g in "ab"]
+        sessions: dict[str, str] = {}
+
+        async def open_one(task: str) -> None:
+            opened = await rpc.call("open_task", timeout=90, task_id=task)
+            sessions[task] = opened["session_id"]
+
+        async with anyio.create_task_group() as tg:
+            for task in tasks:
+                tg.start_soon(open_one, task)
+        used = {e["node"] for e in ledger_steps(ledger)}
+        assert len(used) == 2  # both nodes hold sessions
+        victim = next(iter(cluster.worker_nodes))
+        assert victim.node_id in used
+
+        results: dict[str, Any] = {}
+        first_round = anyio.Event()
+        done_first: set[str] = set()
+        wrong = "sorryAx (@Eq N N.z N.z) Bool.false"
+
+        async def prove(task: str) -> None:
+            for round_ in range(ROUNDS):
+                body = PROOF if round_ == ROUNDS - 1 else wrong
+                results[task] = await rpc.call(
+                    "set_proof", timeout=90, session_id=sessions[task], body=body
+                )
+                done_first.add(task)
+                if len(done_first) == len(tasks):
+                    first_round.set()
+
+        async def kill() -> None:
+            await first_round.wait()  # steps keep flowing while the node dies
+            await anyio.to_thread.run_sync(lambda: cluster.remove_node(victim, False))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill)
+            for task in tasks:
+                tg.start_soon(prove, task)
+        assert sorted(results) == sorted(tasks)
+        assert all(r["complete"] for r in results.values()), results
+    assert rpc.unmatched == []  # nothing but replies on stdout
+    steps = ledger_steps(ledger)
+    assert all("node" in e and "header" in e for e in steps if e["outcome"] == "ok")
+    proofs = [e for e in steps if e["tool"] == "set_proof"]
+    assert len(proofs) == 8 * ROUNDS and all(e["outcome"] == "ok" for e in proofs)
+    assert {e["node"] for e in proofs[-8:]} == {cluster.head_node.node_id}
+    assert psutil.pid_exists(head_raylet)  # the cluster itself survives the node
