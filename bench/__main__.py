@@ -19,6 +19,7 @@ BENCHES = {
     "agent_step": "bench.bench_agent",
     "sessions": "bench.bench_sessions",
     "editor": "bench.bench_editor",
+    "ray": "bench.bench_ray",
 }
 
 
@@ -28,6 +29,7 @@ RESULT_FILES = {
     "pool": "pool",
     "sessions": "sessions",
     "editor": "editor",
+    "ray": "ray",
 }
 
 
