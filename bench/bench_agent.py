@@ -7,7 +7,10 @@ Lean and the same demo task, in one run:
 - leanclient's async client (peer venv);
 - lean-lsp-mcp over MCP stdio: write the file, then `lean_diagnostic_messages` (peer venv).
 
-Also: the same raw/lsp_bridge step with 10 / 100 / 1000 preceding declarations.
+The prefix sweep: 0 / 10 / 100 / 1000 preceding declarations, each with every path, plus the
+raw floor on the document leanrig uses in prefix mode (the prefix compiled to an .olean and
+imported), and leanrig with two sessions on one `leanrig serve` (the padded task and an
+unpadded one, alternating steps: the switch must not re-elaborate the file).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from agent_tools.tasks import library_dir, load_suite
+from agent_tools.tasks import library_dir, load_suite, split_prefix
 from lsp_bridge import LeanClient, find_lean
 
 from .common import print_table, summarize, write_result
@@ -40,19 +43,46 @@ WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq)
 RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
 
 
+OTHER = "and_swap_0"  # the second session's task: the same theorem, nothing before it
+
+
 def make_suite(root: Path, prefix: int) -> Path:
-    """A one-task copy of the demo suite whose task has ``prefix`` declarations before it."""
+    """A copy of the demo suite whose task has ``prefix`` declarations before it, plus the
+    unpadded task as ``and_swap_0`` (for the two-session measurement)."""
     suite = root / f"suite-{prefix}"
     shutil.copytree(DEMO / "Demo", suite / "Demo", dirs_exist_ok=True)
     task_file = suite / "Demo" / "AndSwap.lean"
     text = task_file.read_text(encoding="utf-8")
+    (suite / "Demo" / "AndSwap0.lean").write_text(text, encoding="utf-8")
     pad = "".join(f"def d{i} : N := N.s N.z\n" for i in range(prefix))
     task_file.write_text(text.replace("namespace Demo.AndSwap\n", "namespace Demo.AndSwap\n" + pad))
     manifest = (DEMO / "suite.toml").read_text(encoding="utf-8")
     head = manifest.split("[[tasks]]")[0]
     block = next(b for b in manifest.split("[[tasks]]")[1:] if f'id = "{TASK}"' in b)
-    (suite / "suite.toml").write_text(head + "[[tasks]]" + block)
+    other = block.replace(f'id = "{TASK}"', f'id = "{OTHER}"').replace(
+        "AndSwap.lean", "AndSwap0.lean"
+    )
+    (suite / "suite.toml").write_text(head + "[[tasks]]" + block + "[[tasks]]" + other)
     return suite
+
+
+def prefixed_texts(suite_dir: Path, lib: Path, out: Path) -> tuple[str, str, Path] | None:
+    """The raw floor's texts in prefix mode: the task's prefix compiled to ``out`` (as leanrig
+    does, tasks/prefix.py), the document importing it. None: nothing precedes the theorem."""
+    task = load_suite(suite_dir).task(TASK)
+    split = split_prefix(task.text, task.header, task.span.decl_start)
+    if split is None:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    src = out / f"{split.module}.lean"
+    src.write_text(split.module_text, encoding="utf-8")
+    subprocess.run(
+        [str(find_lean().lean), "-R", str(out), "-o", str(out / f"{split.module}.olean"), str(src)],
+        env={**os.environ, "LEAN_PATH": str(lib)}, check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    bad = split.document(task.with_body(WRONG), task.header)
+    good = split.document(task.with_body(RIGHT), task.header)
+    return bad, good, out
 
 
 def texts(suite_dir: Path) -> tuple[str, str, Path]:
@@ -63,9 +93,11 @@ def texts(suite_dir: Path) -> tuple[str, str, Path]:
     return task.with_body(WRONG), task.with_body(RIGHT), lib
 
 
-def raw_floor(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
+def raw_floor(
+    project: Path, bad: str, good: str, lib: Path, steps: int, extra: Path | None = None
+) -> list[float]:
     argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
-    env = {**os.environ, "LEAN_PATH": str(lib)}
+    env = {**os.environ, "LEAN_PATH": str(lib) + (f"{os.pathsep}{extra}" if extra else "")}
     return time_alternating_edits(argv, project, bad, good, steps, env)
 
 
@@ -106,6 +138,42 @@ async def leanrig_mcp(suite: Path, run_dir: Path, steps: int) -> list[float]:
             if i >= 2:  # first two: warm-up
                 samples.append(ms)
         return samples
+
+
+async def leanrig_mcp_two_sessions(
+    suite: Path, run_dir: Path, steps: int
+) -> tuple[list[float], list[float], str]:
+    """One `leanrig serve` (as users run it), two sessions: the padded task and the unpadded
+    one, taking turns step by step. Returns (padded steps, unpadded steps, padded mode)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agent_tools.cli", "serve", "--suite", str(suite), "--run-dir", str(run_dir)],
+        cwd=str(ROOT),
+    )
+    async with Client(params) as client:
+        sids = {}
+        mode = ""
+        for task in (TASK, OTHER):
+            opened = await client.call_tool("open_task", {"task_id": task})
+            assert isinstance(opened.structured_content, dict)
+            sids[task] = opened.structured_content["session_id"]
+            if task == TASK:
+                mode = str(opened.structured_content["mode"])
+        samples: dict[str, list[float]] = {TASK: [], OTHER: []}
+        for i in range(steps + 2):
+            for task in (TASK, OTHER):
+                body = RIGHT if i % 2 == 0 else WRONG
+                t = time.perf_counter()
+                result = await client.call_tool(
+                    "set_proof", {"session_id": sids[task], "body": body}
+                )
+                ms = (time.perf_counter() - t) * 1000
+                assert not result.is_error, result.content
+                assert isinstance(result.structured_content, dict)
+                assert result.structured_content["complete"] == (i % 2 == 0)
+                if i >= 2:
+                    samples[task].append(ms)
+        return samples[TASK], samples[OTHER], mode
 
 
 async def leanrig_jsonrpc(suite: Path, run_dir: Path, steps: int) -> list[float]:
@@ -172,10 +240,19 @@ def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[st
     work = project / f"work-{prefix}"
     work.mkdir()
     rows["raw Lean LSP (floor)"] = summarize(raw_floor(work, bad, good, lib, steps))
+    prefixed = prefixed_texts(suite, lib, work / "prefix-build")
+    if prefixed is not None:
+        pbad, pgood, pdir = prefixed
+        rows["raw Lean LSP, prefix imported"] = summarize(
+            raw_floor(work, pbad, pgood, lib, steps, pdir)
+        )
     rows["lsp_bridge (library)"] = summarize(anyio.run(bridge, work, bad, good, lib, steps))
     rows["leanrig set_proof, MCP stdio"] = summarize(
         anyio.run(leanrig_mcp, suite, work / "runs", steps)
     )
+    padded, other, mode = anyio.run(leanrig_mcp_two_sessions, suite, work / "runs", steps)
+    rows[f"leanrig MCP, 2 sessions on 1 server: this task ({mode} mode)"] = summarize(padded)
+    rows["leanrig MCP, 2 sessions on 1 server: the other (0 decls)"] = summarize(other)
     rows["leanrig set_proof, JSON-RPC stdio"] = summarize(
         anyio.run(leanrig_jsonrpc, suite, work / "runs", steps)
     )
@@ -213,7 +290,13 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
         return float(rows[name]["median_ms"])
 
     mcp = med("leanrig set_proof, MCP stdio")
+    two = next(
+        v for k, v in rows.items() if k.startswith("leanrig MCP, 2 sessions on 1 server: this")
+    )
     ratios = {
+        "leanrig_mcp_two_sessions_vs_raw": round(
+            float(two["median_ms"]) / med("raw Lean LSP (floor)"), 2
+        ),
         "leanrig_mcp_vs_raw": round(mcp / med("raw Lean LSP (floor)"), 2),
         "leanrig_jsonrpc_vs_raw": round(
             med("leanrig set_proof, JSON-RPC stdio") / med("raw Lean LSP (floor)"), 2
@@ -245,6 +328,21 @@ def run(quick: bool = False) -> dict[str, Any]:
             results[f"prefix {prefix}"] = rows
             ratios[f"prefix {prefix}"] = ratios_of(rows)
             print("ratios:", ratios[f"prefix {prefix}"])
+    two = "leanrig MCP, 2 sessions on 1 server: this"
+    if "prefix 0" in results and "prefix 1000" in results:
+
+        def med(prefix: int, name: str) -> float:
+            rows = results[f"prefix {prefix}"]
+            return float(next(v for k, v in rows.items() if k.startswith(name))["median_ms"])
+
+        ratios["done_when"] = {
+            "mcp_1000_vs_mcp_0 (<= 1.5)": round(med(1000, two) / med(0, two), 2),
+            "mcp_1000_vs_raw_1000 (<= 0.5)": round(
+                med(1000, two) / med(1000, "raw Lean LSP (floor)"), 2
+            ),
+            "mcp_0_vs_raw_0 (<= 1.3)": round(med(0, two) / med(0, "raw Lean LSP (floor)"), 2),
+        }
+        print("done when:", ratios["done_when"])
     for note in notes:
         print("note:", note)
     result = {"steps": steps, "results": results, "ratios": ratios, "notes": notes}
