@@ -121,11 +121,11 @@ async def test_sessions_spread_over_nodes_with_header_affinity(
         async with anyio.create_task_group() as tg:
             for task in tasks:
                 tg.start_soon(solve, task)
-        pool = service.pool
-        assert isinstance(pool, RayPool)
-        nodes = pool.nodes()
-        assert len(nodes) == 2
+        assert isinstance(service.pool, RayPool)
+        nodes = (await service.server_status()).nodes
+        assert nodes is not None and len(nodes) == 2
         assert sorted(n.sessions for n in nodes) == [4, 4]
+        assert sorted(len(n.headers) for n in nodes) == [1, 1]
         for session in sessions.values():
             await service.close_session(session)
 
@@ -189,6 +189,8 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
                 tg.start_soon(prove, task)
         assert sorted(results) == sorted(tasks)
         assert all(r["complete"] for r in results.values()), results
+        nodes = (await rpc.call("server_status"))["nodes"]
+        assert [(n["node_id"], n["sessions"]) for n in nodes] == [(cluster.head_node.node_id, 8)]
     assert rpc.unmatched == []  # nothing but replies on stdout
     steps = ledger_steps(ledger)
     assert all("node" in e and "header" in e for e in steps if e["outcome"] == "ok")

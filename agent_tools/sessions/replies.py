@@ -8,12 +8,13 @@ import re
 from collections.abc import Sequence
 
 from lsp_bridge import LeanDiagnostic, LineIndex
-from repl_pool import PoolStats
+from repl_pool import PoolStats, RayPool, WarmPool
 
 from .catalogue import (
     BodyRange,
     Diagnostic,
     LedgerEntry,
+    NodeStatus,
     PoolStatus,
     Position,
     StepState,
@@ -101,3 +102,10 @@ def timings(session: ProofSession, totals: SessionTotals) -> TimingsResult:
 
 def pool_status(stats: PoolStats) -> PoolStatus:
     return PoolStatus.model_validate(stats.to_json())
+
+
+def node_status(pool: WarmPool) -> list[NodeStatus] | None:
+    """Per Ray node (a `RayPool`); None for the local pool."""
+    if not isinstance(pool, RayPool):
+        return None
+    return [NodeStatus.model_validate(n.to_json()) for n in pool.nodes()]

@@ -48,7 +48,14 @@ from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error
 from .ledger import Ledger, StepTimer
 from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
-from .replies import agent_diagnostics, body_range, pool_status, step_state, timings
+from .replies import (
+    agent_diagnostics,
+    body_range,
+    node_status,
+    pool_status,
+    step_state,
+    timings,
+)
 from .session import ProofSession, body_sha
 
 log = structlog.get_logger("leanrig.tools")
@@ -348,4 +355,5 @@ class ProofService:
                 mode=self.environment.install.mode,
                 sessions=len(self.sessions),
                 pool=pool_status(self.pool.stats()),
+                nodes=node_status(self.pool),
             )
