@@ -302,6 +302,19 @@ class Slot:
         own = self.document_of(self.holder)
         if own is not None:
             return own, False
+        room = len(self._documents) < self.max_documents
+        if room:
+            # Another holder's document is never taken while there is room: sessions taking
+            # turns would take it from each other at every step (measured: 55 vs 21 ms).
+            free = [u for u, owner in self._documents.items() if owner is None]
+            cheap = [
+                u
+                for u in free
+                if len(text) - common_prefix(client.text(u), text) <= OPEN_COST_CHARS
+            ]
+            if cheap:
+                return cheap[-1], False
+            return self._new_uri(), True
         best: str | None = None
         best_cost = 0
         for uri, owner in self._documents.items():  # LRU first: ties go to the LRU
@@ -311,12 +324,10 @@ class Slot:
             cost = len(text) - shared + (len(current) - shared if owner is not None else 0)
             if best is None or cost < best_cost:
                 best, best_cost = uri, cost
-        room = len(self._documents) < self.max_documents
-        if best is not None and (not room or best_cost <= OPEN_COST_CHARS):
-            if self._documents[best] not in (None, self.holder):
-                self.documents_taken_over += 1
-            return best, False
-        return self._new_uri(), True
+        assert best is not None
+        if self._documents[best] not in (None, self.holder):
+            self.documents_taken_over += 1
+        return best, False
 
     async def send(self, text: str) -> None:
         """Make ``text`` the content of the holder's document without waiting (queries may

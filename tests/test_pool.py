@@ -458,27 +458,29 @@ async def test_one_document_per_process_re_elaborates_the_whole_file_at_every_sw
     async with WarmPool.open(environment, config(max_processes=1), documents_per_process=1) as pool:
         offsets, uris = await _alternate(pool, 3)
     assert uris["big"] == uris["small"]
-    assert offsets and all(offset <= -200 for offset in offsets), offsets
+    # (fileProgress reports what is being processed when it is sent: most of the 200 lines)
+    assert offsets and all(offset < -100 for offset in offsets), offsets
 
 
-async def test_a_holder_without_a_document_takes_over_a_nearly_identical_one(
+async def test_a_new_holder_gets_its_own_document_while_there_is_room_then_takes_over(
     environment: LeanEnvironment,
 ) -> None:
-    # Same task, another session: only the body differs, so the open document is re-used
-    # (no new worker); a different file gets its own document.
-    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+    # Room: a new document (taking another session's would make sessions that take turns
+    # take it from each other at every step). No room: the cheapest one is taken over.
+    async with WarmPool.open(environment, config(max_processes=1), documents_per_process=2) as pool:
         first = prelude_file(GOOD)
         async with pool.acquire(pool.key_for(first), holder="a") as slot:
-            await slot.elaborate(first, timeout=30)
+            await slot.elaborate(first, timeout=30)  # the (unowned) header document
             opened, uri_a = slot.documents_opened, slot.uri
         async with pool.acquire(pool.key_for(first), holder="b") as slot:
             await slot.elaborate(prelude_file(BAD), timeout=30)
-            assert (slot.documents_opened, slot.uri) == (opened, uri_a)
-            assert slot.documents_taken_over == 1
-        other = prelude_file(decls(300) + GOOD)
-        async with pool.acquire(pool.key_for(other), holder="c") as slot:
-            await slot.elaborate(other, timeout=30)
             assert slot.documents_opened == opened + 1 and slot.uri != uri_a
+            assert slot.documents_taken_over == 0
+        async with pool.acquire(pool.key_for(first), holder="c") as slot:
+            await slot.elaborate(prelude_file(BAD + "-- c\n"), timeout=30)
+            assert slot.documents_opened == opened + 1
+            assert slot.documents_taken_over == 1
+            assert slot.holders().count("c") == 1 and len(slot.holders()) == 2
 
 
 async def test_a_process_keeps_at_most_its_document_limit_open(
@@ -491,7 +493,7 @@ async def test_a_process_keeps_at_most_its_document_limit_open(
                 report = await slot.elaborate(text, timeout=30)
                 assert report.errors == ()
         assert slot.client is not None
-        # The header document and h0's; then h1 and h2 took over the cheapest ones (their
-        # texts share most of h0's).
+        # h0 could not re-use the header document cheaply: a second one; then no room, and
+        # h1 and h2 took over the cheapest (their texts share most of h0's).
         assert slot.documents_opened == 2 and slot.documents_taken_over == 2
-        assert slot.holders() == ("h2",)
+        assert len(slot.holders()) <= 2 and "h2" in slot.holders()
