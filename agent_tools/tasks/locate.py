@@ -23,7 +23,10 @@ _DECL_RE = re.compile(
     r"(?:theorem|lemma)\s+",
     re.MULTILINE,
 )
-_NAMESPACE_RE = re.compile(r"^(?:namespace|section|end)", re.MULTILINE)
+# Commands that open or close a scope (`end` closes namespaces, sections and `mutual` blocks).
+_NAMESPACE_RE = re.compile(
+    r"^(?:(?:noncomputable[ \t]+)?section|namespace|end|mutual)(?![\w.'!?])", re.MULTILINE
+)
 _OPEN = "([{⟨⦃"
 _CLOSE = ")]}⟩⦄"
 # Where text does not mean what it looks like: comments, literals, «escaped» names.
@@ -78,14 +81,13 @@ def _word_at(text: str, offset: int) -> str:
 
 
 def _scopes(text: str, opaque: list[bool]) -> list[tuple[int, str, str]]:
-    """(offset, keyword, name) of every ``namespace``/``section``/``end`` command in column 0."""
+    """(offset, keyword, name) of every ``namespace``/``section``/``mutual``/``end`` command in
+    column 0 (``noncomputable section`` is a section)."""
     out = []
     for m in _NAMESPACE_RE.finditer(text):
         if opaque[m.start()]:
             continue
-        keyword = _word_at(text, m.start())
-        if keyword not in ("namespace", "section", "end"):
-            continue  # e.g. `endpoint`, `end.foo`
+        keyword = m.group().split()[-1]
         pos = m.end()
         while pos < len(text) and text[pos] in " \t":
             pos += 1
