@@ -146,7 +146,8 @@ async def test_core_reference_proofs_are_accepted_on_a_toolchain() -> None:
 def test_a_theorem_after_a_mutual_block_or_noncomputable_section_keeps_its_namespace() -> None:
     """`end` closing `mutual` or `noncomputable section` was taken as closing the namespace."""
     text = (
-        "namespace Foo\n\nmutual\ndef a : Nat → Nat\n  | _ => 0\ndef b : Nat → Nat\n  | _ => 0\nend\n\n"
+        "namespace Foo\n\nmutual\ndef a : Nat → Nat\n  | _ => 0\n"
+        "def b : Nat → Nat\n  | _ => 0\nend\n\n"
         "noncomputable section\ndef c : Nat := 0\nend\n\n"
         "theorem t : True :=\n  sorry\n\nend Foo\n"
     )
