@@ -177,9 +177,9 @@ async def leanrig_mcp_two_sessions(
 
 
 async def leanrig_jsonrpc(suite: Path, run_dir: Path, steps: int) -> list[float]:
-    from tests.rpc_client import rpc_server
+    from agent_tools.servers import jsonrpc_subprocess
 
-    async with rpc_server(suite, "--run-dir", str(run_dir)) as rpc:
+    async with jsonrpc_subprocess(suite, run_dir) as rpc:
         sid = (await rpc.call("open_task", task_id=TASK))["session_id"]
         samples = []
         for i in range(steps + 2):

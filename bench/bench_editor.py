@@ -13,8 +13,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from lsp_bridge import find_lean
-from lsp_bridge.bootstrap import PRELUDE_HEADER
+from lsp_bridge import PRELUDE_HEADER, find_lean
 
 from .common import print_table, summarize, write_result
 from .raw_lsp import time_alternating_edits

@@ -15,8 +15,7 @@ from typing import Any
 
 import anyio
 
-from lsp_bridge import LeanClient, find_lean
-from lsp_bridge.bootstrap import PRELUDE_HEADER
+from lsp_bridge import PRELUDE_HEADER, LeanClient, find_lean
 
 from .common import print_table, summarize, write_result
 from .raw_lsp import time_alternating_edits

@@ -21,9 +21,8 @@ import anyio
 
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService
-from tests.rpc_client import DEMO
 
-from .common import print_table, summarize, write_result
+from .common import DEMO, print_table, summarize, write_result
 
 TASK = "and_swap"
 WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"

@@ -16,10 +16,11 @@ from typing import Any
 import anyio
 import psutil
 
-from repl_pool.oneshot import tree_rss
-from tests.rpc_client import DEMO, RpcProcess, rpc_server
+from agent_tools.servers import JsonRpcProcess as RpcProcess
+from agent_tools.servers import jsonrpc_subprocess
+from repl_pool import tree_rss
 
-from .common import print_table, summarize, write_result
+from .common import DEMO, print_table, summarize, write_result
 
 TASK = "and_swap"
 WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
@@ -79,7 +80,7 @@ async def measure(quick: bool) -> dict[str, Any]:
     steps = 6 if quick else 20
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="leanrig-bench-sessions-") as tmp:
-        async with rpc_server(DEMO, "--run-dir", tmp, "--max-processes", "2") as rpc:
+        async with jsonrpc_subprocess(DEMO, Path(tmp), "--max-processes", "2") as rpc:
             await sessions(rpc, 1, 2)  # warm
             rows = {}
             for count in (1, 4, 16):

@@ -13,6 +13,9 @@ import orjson
 
 from agent_tools.runs import percentile
 
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+
 RESULTS = Path(__file__).with_name("results")
 
 

@@ -5,6 +5,7 @@ identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 """
 
 from ._groups import single_errors
+from .bootstrap import PRELUDE_HEADER, cache_root, ensure_bootstrap
 from .client import LeanClient, ServerCommand, TextEdit, apply_edit, minimal_edit, path_to_uri
 from .errors import (
     BootstrapError,
@@ -25,6 +26,7 @@ from .errors import (
     WorkerCrashed,
     WorkerExited,
 )
+from .framing import MAX_HEADER_BYTES, decode_body, parse_content_length
 from .lean_text import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -48,6 +50,7 @@ from .lean_types import (
     Severity,
 )
 from .positions import LineIndex, LspPos, Pos
+from .proctree import kill_tree, kill_tree_async, spawn_marked
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
 from .toolchain import LeanInstall, find_lean
 
@@ -55,6 +58,8 @@ __all__ = [
     "COMMENT_KINDS",
     "DEFAULT_TIMEOUTS",
     "LITERAL_KINDS",
+    "MAX_HEADER_BYTES",
+    "PRELUDE_HEADER",
     "BootstrapError",
     "ContentModified",
     "DocumentError",
@@ -94,11 +99,18 @@ __all__ = [
     "WorkerCrashed",
     "WorkerExited",
     "apply_edit",
+    "cache_root",
+    "decode_body",
+    "ensure_bootstrap",
     "find_lean",
+    "kill_tree",
+    "kill_tree_async",
     "lean_tokens",
     "minimal_edit",
     "name_parts",
+    "parse_content_length",
     "path_to_uri",
     "scan_text",
     "single_errors",
+    "spawn_marked",
 ]

@@ -1,15 +1,20 @@
 """repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits."""
 
-from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of
-from .config import PoolConfig
+from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
+from .config import PoolConfig, default_max_processes
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
 from .header import Header, parse_header
+from .oneshot import Completed, base_env, run_once, tree_rss
 from .placement import Placements, recording
 from .pool import PoolStats, ProcessStat, WarmPool
+from .sandbox import SandboxPolicy, uses_namespaces
+from .sandbox import available as sandbox_tools
+from .sandbox import wrapper as sandbox_wrapper
 from .slot import PoolKey, Slot
 
 __all__ = [
+    "Completed",
     "Header",
     "LeanEnvironment",
     "NoNodes",
@@ -24,10 +29,19 @@ __all__ = [
     "ProcessStat",
     "RayOptions",
     "RayPool",
+    "SandboxPolicy",
     "Slot",
     "SlotBroken",
     "WarmPool",
+    "base_env",
+    "default_max_processes",
     "node_of",
     "parse_header",
+    "protocol_stdout",
     "recording",
+    "run_once",
+    "sandbox_tools",
+    "sandbox_wrapper",
+    "tree_rss",
+    "uses_namespaces",
 ]

@@ -129,3 +129,29 @@ def test_public_names_are_exactly_all(package: str) -> None:
     assert exported == public
     for name in exported:
         assert getattr(module, name) is not None
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("package", ["agent_tools", "bench"])
+def test_the_next_layer_uses_only_public_apis(package: str) -> None:
+    """agent_tools and bench use lsp_bridge and repl_pool through their `__init__` (the public
+    API, exact `__all__`), and bench does not reach into the test suite."""
+    for path in python_files(package):
+        if ".peers" in path.parts:
+            continue
+        for module in _absolute_imports(path):
+            top, _, rest = module.partition(".")
+            assert not (top in {"lsp_bridge", "repl_pool"} and rest), (
+                f"{path.relative_to(ROOT)} imports {module}; use the package's public names"
+            )
+            assert top != "tests", f"{path.relative_to(ROOT)} imports the test suite ({module})"

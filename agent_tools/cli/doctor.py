@@ -15,10 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from lsp_bridge import LeanInstall, LeanrigError, LspPos, find_lean
-from lsp_bridge.bootstrap import PRELUDE_HEADER
-from repl_pool import Slot
-from repl_pool.sandbox import available
+from lsp_bridge import PRELUDE_HEADER, LeanInstall, LeanrigError, LspPos, find_lean
+from repl_pool import Slot, sandbox_tools
 
 from ..servers import ServeOptions, open_service
 
@@ -97,7 +95,7 @@ def _ms(started: float) -> float:
 
 
 def run_doctor() -> DoctorReport:
-    tools = available()
+    tools = sandbox_tools()
     bwrap, prlimit = tools["bwrap"], tools["prlimit"]
     sandbox_note = ""
     if bwrap is None:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 import anyio
 import orjson
 
-from lsp_bridge.bootstrap import ensure_bootstrap
-from lsp_bridge.errors import LeanrigError
+from lsp_bridge import LeanrigError, ensure_bootstrap
 
 from .logs import configure_logging
 
@@ -318,7 +317,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LeanrigError as exc:
         print(f"leanrig: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:
+        # A command that runs in a task group (`lsp`) raises its errors wrapped in a group.
+        refused, other = group.split(LeanrigError)
+        if refused is None or other is not None:
+            raise
+        for error in _leaves(refused):
+            print(f"leanrig: {error}", file=sys.stderr)
+        return 2
     return code
+
+
+def _leaves(group: BaseExceptionGroup[LeanrigError]) -> list[LeanrigError]:
+    out: list[LeanrigError] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 if __name__ == "__main__":

@@ -20,8 +20,7 @@ import structlog
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import find_lean
-from repl_pool import LeanEnvironment
-from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
+from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
 from ..runs import RUN_FILE, Machine, RunInfo, TaskRef, write_run_info
 from ..servers import package_version
@@ -176,7 +175,7 @@ async def run_lsp(
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
     environment = LeanEnvironment(
         install, workspace, env=_lean_env(library),
-        wrapper=wrapper(policy) if options.sandbox else (),
+        wrapper=sandbox_wrapper(policy) if options.sandbox else (),
     )  # fmt: skip
     verifier = Verifier(
         suite, install, library=library, work_root=scratch,

@@ -41,9 +41,16 @@ import structlog
 from anyio.abc import ByteReceiveStream, Process, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from lsp_bridge import LeanrigError, LineIndex, ProtocolError
-from lsp_bridge.framing import MAX_HEADER_BYTES, decode_body, parse_content_length
-from lsp_bridge.proctree import kill_tree, spawn_marked
+from lsp_bridge import (
+    MAX_HEADER_BYTES,
+    LeanrigError,
+    LineIndex,
+    ProtocolError,
+    decode_body,
+    kill_tree,
+    parse_content_length,
+    spawn_marked,
+)
 from repl_pool import LeanEnvironment
 
 from ..tasks import Task

@@ -32,7 +32,7 @@ import psutil
 import structlog
 
 from lsp_bridge import LeanInstall, LeanrigError, find_lean
-from repl_pool.sandbox import SandboxPolicy, uses_namespaces
+from repl_pool import SandboxPolicy, uses_namespaces
 
 from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite

@@ -1,7 +1,17 @@
 """servers: the wires that carry the tool catalogue (MCP on the official SDK, line-delimited
-JSON-RPC) over one binding (tools.py), plus the wiring that opens a service for `leanrig serve`."""
+JSON-RPC) over one binding (tools.py), the wiring that opens a service for `leanrig serve`, and
+clients for a `leanrig serve` subprocess (clients.py)."""
 
 from .app import ServeOptions, open_service
+from .clients import (
+    JsonRpcProcess,
+    McpConnection,
+    RpcError,
+    jsonrpc_subprocess,
+    mcp_subprocess,
+    serve_argv,
+    stop_process,
+)
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
 from .tools import TOOL_BY_NAME, TOOLS, ToolSpec, bind, call_tool, failure, validate_params
@@ -9,6 +19,9 @@ from .tools import TOOL_BY_NAME, TOOLS, ToolSpec, bind, call_tool, failure, vali
 __all__ = [
     "TOOLS",
     "TOOL_BY_NAME",
+    "JsonRpcProcess",
+    "McpConnection",
+    "RpcError",
     "ServeOptions",
     "ToolSpec",
     "bind",
@@ -16,10 +29,14 @@ __all__ = [
     "call_tool",
     "failure",
     "handle_message",
+    "jsonrpc_subprocess",
+    "mcp_subprocess",
     "open_service",
     "package_version",
+    "serve_argv",
     "serve_stdio",
     "serve_stream",
     "serve_tcp",
+    "stop_process",
     "validate_params",
 ]

@@ -20,9 +20,15 @@ import orjson
 import structlog
 
 from lsp_bridge import Timeouts, find_lean
-from repl_pool import LeanEnvironment, PoolConfig, WarmPool
-from repl_pool.config import default_max_processes
-from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
+from repl_pool import (
+    LeanEnvironment,
+    PoolConfig,
+    SandboxPolicy,
+    WarmPool,
+    default_max_processes,
+    sandbox_wrapper,
+    uses_namespaces,
+)
 
 from ..sessions import Ledger, ProofService
 from ..tasks import SuiteError, library_dir, load_suite
@@ -86,7 +92,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     if library is not None:
         env["LEAN_PATH"] = str(absolute(library))
     environment = LeanEnvironment(
-        install, suite.root, env=env, wrapper=wrapper(policy) if options.sandbox else ()
+        install, suite.root, env=env, wrapper=sandbox_wrapper(policy) if options.sandbox else ()
     )
     config = PoolConfig(
         min_processes=1,  # warm before the first open_task
@@ -135,7 +141,7 @@ async def _open_pool(
         async with WarmPool.open(environment, config) as pool:
             yield pool
         return
-    from repl_pool.cluster import RayOptions, RayPool, protocol_stdout
+    from repl_pool import RayOptions, RayPool, protocol_stdout
 
     with protocol_stdout():
         async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:

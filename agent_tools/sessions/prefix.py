@@ -43,11 +43,8 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import DocumentReport, LspPos, LspRange
-from lsp_bridge.bootstrap import cache_root
-from repl_pool import LeanEnvironment
-from repl_pool.oneshot import run_once
-from repl_pool.sandbox import SandboxPolicy, wrapper
+from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root
+from repl_pool import LeanEnvironment, SandboxPolicy, run_once, sandbox_wrapper
 
 from ..tasks import PrefixSplit, Symbol, Task, check_command, split_prefix
 from ..verdict import Statement, parse_check
@@ -222,7 +219,7 @@ class PrefixModules:
     def _argv(self, *argv: str) -> list[str]:
         if not self.sandbox:
             return list(argv)
-        return [*wrapper(SandboxPolicy(writable=(self.directory,))), *argv]
+        return [*sandbox_wrapper(SandboxPolicy(writable=(self.directory,))), *argv]
 
     async def _run(self, *argv: str) -> tuple[int | None, list[dict[str, Any]], str]:
         env = dict(self.prefix_environment.env or {})

@@ -18,10 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lsp_bridge import LeanInstall, LeanrigError
-from lsp_bridge.bootstrap import cache_root
-from repl_pool import Header, parse_header
-from repl_pool.sandbox import SandboxPolicy, wrapper
+from lsp_bridge import LeanInstall, LeanrigError, cache_root
+from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
 from .locate import BodySpan, LocateError, locate_body
 
@@ -178,7 +176,7 @@ def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
             return out
         env = {**os.environ, "LEAN_PATH": str(out)}
         # Sandboxed like every Lean process leanrig starts: only the output dir is writable.
-        prefix = list(wrapper(SandboxPolicy(writable=(out,))))
+        prefix = list(sandbox_wrapper(SandboxPolicy(writable=(out,))))
         for module, src in sources:  # in the listed order: dependencies first
             olean = out / (module.replace(".", "/") + ".olean")
             olean.parent.mkdir(parents=True, exist_ok=True)

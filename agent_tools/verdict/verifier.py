@@ -51,8 +51,7 @@ from lsp_bridge import (
     lean_tokens,
     name_parts,
 )
-from repl_pool.oneshot import Completed, base_env, run_once
-from repl_pool.sandbox import SandboxPolicy, wrapper
+from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
 
 from ..tasks import (
     Suite,
@@ -405,7 +404,7 @@ class Verifier:
             writable=(work,),
             use_bwrap=self.sandbox.use_bwrap,
         )
-        return [*wrapper(policy), *argv]
+        return [*sandbox_wrapper(policy), *argv]
 
     async def _parse_check(self, task: Task, submission: str, body: str, work: Path) -> None:
         limits = self.suite.spec.limits
