@@ -7,9 +7,10 @@ temporary working directory that holds the demo suite at its usual relative path
 the machine gives: where bwrap works it is on (and these tests need it); where it does not, they
 are skipped with that reason, never passed silently.
 
-Not here: `make test` (this suite), `make bench` (tests/test_bench_smoke.py runs the benchmark
-code paths and the summary step `make bench` ends with), `make demo` (= `make setup` +
-`leanrig demo`, below).
+Elsewhere: `leanrig run`, `report RUN_DIR…` and `compare` in tests/test_as_typed_runs.py;
+`leanrig edit` and `lsp` in tests/test_as_typed_editor.py. Not here: `make test` (this suite),
+`make bench` (tests/test_bench_smoke.py runs every registered benchmark's code paths small, and
+the summary step `make bench` ends with), `make demo` (= `make setup` + `leanrig demo`, below).
 """
 
 from __future__ import annotations
@@ -77,6 +78,23 @@ def leanrig(
         [str(leanrig_exe()), *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=DEADLINE, check=False,
     )  # fmt: skip
+
+
+def leanrig_each(*commands: tuple[str, ...], cwd: Path) -> list[subprocess.CompletedProcess[str]]:
+    """Several independent commands at once (each pays the interpreter's start: seconds on a
+    loaded machine); their results in order."""
+    argv = [[str(leanrig_exe()), *args] for args in commands]
+    started = [subprocess.Popen(a, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True) for a in argv]
+    done = []
+    try:
+        for args, process in zip(commands, started, strict=True):
+            out, err = process.communicate(timeout=DEADLINE)
+            done.append(subprocess.CompletedProcess(list(args), process.returncode, out, err))
+    finally:
+        for process in started:
+            process.kill()  # a no-op for those that exited
+            process.wait()
+    return done
 
 
 def ledgers(cwd: Path, run_dir: str = "runs") -> list[Path]:
@@ -288,6 +306,21 @@ async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> No
     assert list((cwd / "my-runs").glob("*/scratch")) and not (cwd / "runs").exists()
     events = [orjson.loads(line) for line in b"".join(stderr).splitlines() if line.startswith(b"{")]
     assert any(e.get("event") == "serve.opened" and e.get("sandbox") == "off" for e in events)
+
+
+@pytest.mark.anyio
+async def test_serve_task_binds_the_server_to_one_task(cwd: Path) -> None:
+    """`serve --task ID`, what `leanrig run` puts in each attempt's MCP config."""
+    async with jsonrpc_stdio(cwd, "--task", "and_swap") as (rpc, _):
+        listed = await rpc.call("list_tasks", timeout=DEADLINE)
+        assert [t["id"] for t in listed["tasks"]] == ["and_swap"]
+        with pytest.raises(RpcError) as refused:
+            await rpc.call("open_task", timeout=DEADLINE, task_id="refl_z")
+        assert refused.value.data["code"] == "unknown_task"
+        verdict = await prove_over_jsonrpc(rpc)
+    assert verdict["accepted"] is True, verdict
+    (ledger,) = ledgers(cwd)
+    assert "check_proof" in ledger_tools(ledger)
 
 
 # -- check, doctor, demo, bootstrap ------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""The benchmarks run (smoke only: tiny step counts, no timing assertions)."""
+"""The benchmarks run (smoke only: tiny step counts, no timing assertions): every benchmark
+registered in bench/__main__.py, and the summary step `make bench` ends with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,14 +21,6 @@ def test_statistics_helpers() -> None:
     assert percentile(list(map(float, range(1, 101))), 95) == 95.0
     s = summarize([3.0, 1.0, 2.0])
     assert s["median_ms"] == 2.0 and s["n"] == 3
-
-
-def test_the_lsp_bench_paths_produce_samples(tmp_path: Path) -> None:
-    raw = bench_lsp.bench_raw(tmp_path, 10, 3)
-    bridge, phases = anyio.run(bench_lsp.bench_bridge, tmp_path, 10, 3)
-    assert len(raw) == 3 and len(bridge) == 3
-    assert all(x > 0 for x in raw + bridge)
-    assert set(phases) == {"first_progress_ms", "last_diagnostics_ms"}
 
 
 @pytest.mark.parametrize("quick", [True, False])
@@ -54,3 +49,171 @@ def test_make_bench_summary_is_rebuilt_from_saved_results(
     text = (tmp_path / "SUMMARY.md").read_text()
     assert "### results / 1 declaration" in text
     assert "| ours | 2 | 2.000 |" in text
+
+
+# -- every registered benchmark, in a smoke size ------------------------------------------------
+# `make bench QUICK=1` runs each benchmark's `run(quick=True)`: minutes on a loaded machine. Here
+# each benchmark's own functions run with a handful of steps (no timing is asserted, nothing is
+# written to bench/results/), and the samples go through the summary step `make bench` ends with.
+
+
+def test_every_registered_benchmark_has_a_smoke_test() -> None:
+    from bench.__main__ import BENCHES
+
+    assert set(BENCHES) == set(SMOKES), "a benchmark without a smoke test below (or a stale one)"
+
+
+def _samples(rows: dict[str, Any]) -> None:
+    assert rows and all(r["n"] > 0 and r["median_ms"] > 0 for r in rows.values()), rows
+
+
+def smoke_lsp_bridge(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    raw = bench_lsp.bench_raw(tmp_path, 3, 2)
+    bridge, phases = anyio.run(bench_lsp.bench_bridge, tmp_path, 3, 2)
+    assert set(phases) == {"first_progress_ms", "last_diagnostics_ms"}
+    full, _ = anyio.run(bench_lsp._no_incremental, tmp_path, 3, 2)
+    rows = {"raw LSP (floor)": summarize(raw), "lsp_bridge": summarize(bridge),
+            "lsp_bridge, no incremental diagnostics": summarize(full)}  # fmt: skip
+    _samples(rows)
+    return {"results": {"3 preceding declarations": rows}}
+
+
+def smoke_pool(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from bench import bench_pool
+    from lsp_bridge import find_lean
+    from repl_pool import LeanEnvironment
+
+    env = LeanEnvironment(find_lean(), tmp_path)
+    acquire = anyio.run(bench_pool.acquire_latencies, env, 3, 1)
+    _samples(acquire)
+    texts = bench_pool.check_texts(4)
+    rows = {
+        "spawn `lean file.lean` per check, 2 parallel": bench_pool.spawn_throughput(
+            tmp_path, texts[:2], 2
+        ),
+        "WarmPool, 1 process(es)": anyio.run(bench_pool.pool_throughput, env, texts, 1),
+    }  # pool_throughput asserts half of the checks fail, as check_texts makes them
+    assert all(rate > 0 for rate in rows.values()), rows
+    return {"acquire": acquire, "throughput_checks_per_s": rows, "checks": len(texts)}
+
+
+def smoke_agent_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from bench import bench_agent
+
+    def no_peers() -> Path:  # peers come from PyPI: test_bench_peers runs them when installed
+        raise OSError("peers are not installed by the test suite")
+
+    monkeypatch.setattr(bench_agent, "ensure_peers", no_peers)
+    notes: list[str] = []
+    rows = bench_agent.measure(tmp_path, 2, 2, notes)
+    _samples(rows)
+    assert any("peers not installed" in n for n in notes), notes
+    return {"results": {"prefix 2": rows}, "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}
+
+
+def smoke_sessions(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from bench import bench_sessions
+    from tests.rpc_client import DEMO, rpc_server
+
+    async def measure() -> dict[str, Any]:
+        async with rpc_server(DEMO, "--run-dir", str(tmp_path), "--max-processes", "2") as rpc:
+            latencies, queue = await bench_sessions.sessions(rpc, 2, 2)
+            memory = await bench_sessions.memory(rpc, 3)
+        return {"concurrency": {"2 concurrent session(s), set_proof": summarize(latencies),
+                                "2 session(s): of which queue": summarize(queue)},
+                "memory": {"edits": 3, "samples": memory}}  # fmt: skip
+
+    result = anyio.run(measure)
+    assert len(result["concurrency"]["2 concurrent session(s), set_proof"]) and result["memory"]
+    assert result["concurrency"]["2 concurrent session(s), set_proof"]["n"] == 4
+    assert all(s["processes"] >= 1 and s["rss_mb"] > 0 for s in result["memory"]["samples"])
+    return result
+
+
+def smoke_editor(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from bench import bench_editor
+    from bench.raw_lsp import time_alternating_edits
+    from lsp_bridge import find_lean
+    from lsp_bridge.bootstrap import PRELUDE_HEADER
+
+    bad, good = PRELUDE_HEADER + bench_editor.BAD, PRELUDE_HEADER + bench_editor.GOOD
+    suite = bench_editor._suite(tmp_path, bad)
+    direct = tmp_path / "direct"
+    # The proxy without the sandbox is the same code with a flag (tests/test_editor_proxy.py):
+    # left out here, each proxy start costs seconds on a loaded machine.
+    variants = {
+        "lean --server (direct)": ([str(find_lean().lean), "--server"], direct),
+        "leanrig lsp (sandboxed)": (bench_editor.proxy_argv(
+            suite, tmp_path / "ws2", tmp_path / "run2"), tmp_path / "ws2"),
+    }  # fmt: skip
+    rows = {}
+    for name, (argv, cwd) in variants.items():
+        cwd.mkdir()
+        rows[name] = summarize(time_alternating_edits(argv, cwd, bad, good, 2))
+    _samples(rows)
+    # The proxy wrote its ledger: it really was the editor path that was measured.
+    assert (tmp_path / "run2" / "ledger.jsonl").read_text().strip()
+    return {"results": rows}
+
+
+def smoke_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The Ray variant only (the local one is the same function without an address)."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+    from ray.cluster_utils import Cluster
+
+    from bench import bench_ray
+
+    cluster: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    try:
+        remote = anyio.run(bench_ray.variant, cluster.address, 2, tmp_path)
+    finally:
+        cluster.shutdown()
+    assert set(remote) == {"1 session(s)", "2 session(s)"}
+    assert all(r["n"] > 0 and r["steps_per_s"] > 0 for r in remote.values()), remote
+    return {name: {"Ray (1 node, same machine)": row} for name, row in remote.items()}
+
+
+SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
+    "lsp_bridge": smoke_lsp_bridge,
+    "pool": smoke_pool,
+    "agent_step": smoke_agent_step,
+    "sessions": smoke_sessions,
+    "editor": smoke_editor,
+    "ray": smoke_ray,
+}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.ray] if n == "ray" else []) for n in SMOKES]
+)
+def test_the_benchmark_runs_small_and_summarizes(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = SMOKES[name](tmp_path, monkeypatch)
+    text = render_summary({name: result}, quick=True)
+    assert f"## {name}" in text and "| variant | n | median ms | p95 ms | vs first |" in text
+
+
+def test_the_peer_paths_of_agent_step_when_installed(tmp_path: Path) -> None:
+    import shutil
+
+    from bench import bench_agent
+    from bench.peers import PACKAGES, VENV
+
+    stamp = VENV / ".installed"
+    if not stamp.exists() or stamp.read_text() != " ".join(PACKAGES):
+        pytest.skip(
+            "the bench peers (lean-lsp-mcp, leanclient) are not installed; `make bench` "
+            "installs them from PyPI into bench/.peers, the test suite does not"
+        )
+    python = VENV / "bin" / "python"
+    suite = bench_agent.make_suite(tmp_path, 0)
+    bad, good, lib = bench_agent.texts(suite)
+    (tmp_path / "peer").mkdir()
+    assert bench_agent.leanclient_peer(python, tmp_path / "peer", bad, good, lib, 2)
+    shutil.copytree(bench_agent.DEMO / "Demo", tmp_path / "mcp" / "Demo")
+    peer = anyio.run(bench_agent.lean_lsp_mcp_peer, python, tmp_path / "mcp", bad, good, lib, 2)
+    assert len(peer) == 2

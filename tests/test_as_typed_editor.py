@@ -1,0 +1,217 @@
+"""`leanrig edit` and `leanrig lsp` (docs/cli.md, docs/human-baselines.md), run as a user types
+them: `.venv/bin/leanrig …` subprocesses from a temporary working directory holding the demo
+suite at its README path, relative paths, default options unless an option is the point, the
+sandbox on (skipped, with the reason, where bwrap does not work). The LSP client is the minimal
+one of tests/test_editor_proxy.py, speaking to the `leanrig lsp` process over its stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agent_tools.editor import TaskScope
+from agent_tools.tasks import load_suite
+from lsp_bridge import find_lean
+
+from .test_as_typed import (
+    DEADLINE,
+    DEMO,
+    SUITE,
+    leanrig,
+    leanrig_each,
+    leanrig_exe,
+    sandbox_or_skip,
+)
+from .test_editor_proxy import Editor, body_edit, errors, lines
+
+pytestmark = pytest.mark.anyio
+
+TASK = "and_swap"
+PROOF = "\n  " + json.loads((DEMO.parent.parent.parent / "tests" /
+                             "demo_reference_proofs.json").read_text())[TASK]  # fmt: skip
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    """A user's working directory with the demo suite at its README path."""
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    return tmp_path
+
+
+@asynccontextmanager
+async def lsp(cwd: Path, *args: str) -> AsyncIterator[Editor]:
+    """`leanrig lsp --suite lean_project/suites/demo --task and_swap ARGS` as an editor starts
+    it; on exit the editor leaves politely (shutdown, exit, stdin closed) and the server must
+    exit 0 by itself."""
+    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", TASK, *args]
+    with (cwd / "lsp.stderr").open("wb") as stderr:
+        process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
+    assert process.stdout is not None
+    editor = Editor(process, BufferedByteReceiveStream(process.stdout))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(editor.reader)
+            yield editor
+            await editor.request("shutdown", None)
+            await editor.send({"method": "exit", "params": None})
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.fail_after(DEADLINE):
+                code = await process.wait()
+            assert code == 0, (cwd / "lsp.stderr").read_text()[-3000:]
+            tg.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+def task_text() -> tuple[str, TaskScope, str]:
+    task = load_suite(DEMO).task(TASK)
+    return task.text, TaskScope(task), task.spec.file
+
+
+# -- leanrig edit ------------------------------------------------------------------------------
+
+
+def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
+    done = leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    ws = (cwd / f"leanrig-{TASK}").resolve()  # default: ./leanrig-<task>, cwd-relative
+    text, _, file = task_text()
+    assert (ws / file).read_text() == text
+    shims = ws / ".leanrig" / "bin"
+    for kind in ("lean", "lake"):
+        assert os.access(shims / kind, os.X_OK), kind
+    settings = json.loads((ws / ".vscode" / "settings.json").read_text())
+    assert settings["lean4.envPathExtensions"] == [str(shims)]
+    assert f'"{ws / ".leanrig"}"' in (ws / ".dir-locals.el").read_text()
+    assert "lean4-rootdir" in (ws / ".dir-locals.el").read_text()
+    # Every path the editor's server command carries is absolute: editors start it anywhere.
+    command = json.loads((ws / ".leanrig" / "edit.json").read_text())["lsp_command"]
+    for flag, expected in (("--suite", (cwd / SUITE).resolve()), ("--workspace", ws),
+                           ("--run-dir", ws / "run")):  # fmt: skip
+        assert command[command.index(flag) + 1] == str(expected), command
+    assert "--time-limit" not in command
+    nvim = (ws / ".leanrig" / "nvim.lua").read_text()
+    assert all(json.dumps(word) in nvim for word in command)
+    for editor in ("VS Code", "Neovim", "Emacs"):
+        assert editor in done.stdout
+    assert str(ws) in done.stdout
+
+    # The shims answer --version like the real Lean, from any directory.
+    real = subprocess.run([str(find_lean().lean), "--version"], capture_output=True, text=True,
+                          timeout=30, check=True)  # fmt: skip
+    for where in (cwd, ws, Path("/")):
+        shim = subprocess.run([str(shims / "lean"), "--version"], capture_output=True,
+                              text=True, cwd=where, timeout=30, check=False)  # fmt: skip
+        assert (shim.returncode, shim.stdout) == (0, real.stdout), shim.stderr
+    lake = subprocess.run([str(shims / "lake"), "--version"], capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+    assert lake.returncode == 0 and lake.stdout.startswith("Lake version"), lake
+    assert find_lean().version in lake.stdout
+
+
+def test_edit_options_json(cwd: Path) -> None:
+    done = leanrig("edit", "--suite", SUITE, "--task", TASK, "--workspace", "attempt",
+                   "--run-dir", "human-run", "--time-limit", "900", "--json", cwd=cwd)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    paths = json.loads(done.stdout)
+    ws = (cwd / "attempt").resolve()
+    assert paths["workspace"] == str(ws) and paths["run_dir"] == str((cwd / "human-run").resolve())
+    assert paths["task_file"] == str(ws / task_text()[2])
+    assert paths["shim_dir"] == str(ws / ".leanrig" / "bin")
+    command = paths["lsp_command"]
+    assert command[command.index("--time-limit") + 1] == "900"
+    assert command[command.index("--run-dir") + 1] == paths["run_dir"]
+    assert all(Path(p).is_file() for p in paths["files"].values()), paths["files"]
+    assert Path(paths["task_file"]).read_text() == task_text()[0]
+
+
+def test_edit_and_lsp_refuse_bad_arguments(cwd: Path) -> None:
+    commands = [
+        ("edit", "--suite", SUITE, "--task", "no_such_task"),
+        ("lsp", "--suite", SUITE, "--task", "no_such_task", "--workspace", "attempt"),
+    ]
+    for done in leanrig_each(*commands, cwd=cwd):
+        assert done.returncode == 2, (done.args, done.stdout)
+        assert "Traceback" not in done.stderr
+        assert "leanrig: unknown task 'no_such_task'" in done.stderr, done.stderr
+
+
+# -- leanrig lsp -------------------------------------------------------------------------------
+
+
+async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None:
+    (cwd / "attempt").mkdir()
+    text, scope, file = task_text()
+    async with lsp(cwd, "--workspace", "attempt") as editor:
+        await editor.initialize(cwd / "attempt")
+        uri = await editor.open(cwd / "attempt" / file, text)
+        assert errors(await editor.diagnostics_for(uri, 1)) == []
+        # An edit outside the proof body is undone (the editor applies the revert).
+        top = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+        await editor.change(uri, [{"range": top, "text": "-- "}])
+        await editor.wait(
+            lambda: [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+        )
+        await editor.wait(lambda: editor.texts[uri] == text)
+        notice = await editor.wait(
+            lambda: [d for d in editor.published(uri) if d.get("source") == "leanrig"]
+        )
+        assert "only the proof body" in notice[0]["message"]
+        # The right proof, typed in the body, then the verdict command.
+        version = await editor.change(uri, body_edit(editor.texts[uri], scope, PROOF))
+        assert errors(await editor.diagnostics_for(uri, version)) == []
+        verdict = await editor.request(
+            "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+        )
+        assert verdict["result"]["accepted"] is True, verdict
+    run = cwd / "attempt" / "run"  # default --run-dir: WORKSPACE/run
+    (result,) = lines(run / "results.jsonl")
+    assert (result["task"], result["accepted"], result["condition"]) == (TASK, True, "human")
+    assert result["timed_out"] is False and result["invocation_s"] > 0
+    tools = {e["tool"] for e in lines(run / "ledger.jsonl")}
+    assert {"open_task", "edit", "check_proof", "close_session"} <= tools
+
+    # `leanrig report` on the human attempt's run directory.
+    done = leanrig("report", "attempt/run", "--no-plots", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((run / "report" / "report.json").read_text())
+    assert (report["kind"], report["accepted"]) == ("run", 1)
+
+
+async def test_lsp_run_dir_and_time_limit(cwd: Path) -> None:
+    (cwd / "attempt").mkdir()
+    text, scope, file = task_text()
+    results = cwd / "human-run" / "results.jsonl"
+    args = ("--workspace", "attempt", "--run-dir", "human-run", "--time-limit", "1")
+    async with lsp(cwd, *args) as editor:
+        await editor.initialize(cwd / "attempt")
+        uri = await editor.open(cwd / "attempt" / file, text)
+        await editor.wait(
+            lambda: [n for n in editor.notifications
+                     if "time limit" in str(n["params"].get("message", ""))]
+        )  # fmt: skip
+        await editor.wait(lambda: results.exists() and lines(results))
+        # After the limit even a body edit is undone.
+        await editor.change(uri, body_edit(text, scope, PROOF))
+        await editor.wait(
+            lambda: [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+        )
+    (result,) = lines(results)
+    assert (result["timed_out"], result["accepted"], result["condition"]) == (True, False, "human")
+    assert result["invocation_s"] >= 1.0
+    assert not (cwd / "attempt" / "run").exists()
