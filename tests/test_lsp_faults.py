@@ -169,3 +169,16 @@ def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> N
     command = install.server_command(tmp_path, wrapper=wrapper(SandboxPolicy()))
     assert command.argv[0] != str(install.lean)
     assert command.program == str(install.lean)
+
+
+def test_concurrent_failures_of_one_kind_surface_as_that_error() -> None:
+    """Two branches failing for one cause (a Ray node lost under both goal requests) came out
+    as an ExceptionGroup, which the servers reported as an internal error."""
+    from lsp_bridge import ServerDied, single_errors
+
+    first, second = ServerDied("node lost"), ServerDied("node lost")
+    with pytest.raises(ServerDied) as caught, single_errors():
+        raise ExceptionGroup("two", [first, ExceptionGroup("nested", [second])])
+    assert caught.value is first
+    with pytest.raises(ExceptionGroup), single_errors():
+        raise ExceptionGroup("mixed", [ServerDied("a"), ValueError("b")])
