@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lsp_bridge import LineIndex, LspPos
+from lsp_bridge import LineIndex, LspPos, minimal_edit
 
 from ..tasks import Task, precheck_body
 
@@ -103,15 +103,8 @@ def apply_changes(text: str, changes: Sequence[dict[str, Any]]) -> str:
 
 def changed_span(old: str, new: str) -> tuple[int, int, int]:
     """(start, end in ``old``, end in ``new``) of the smallest region where the texts differ."""
-    limit = min(len(old), len(new))
-    start = 0
-    while start < limit and old[start] == new[start]:
-        start += 1
-    end_old, end_new = len(old), len(new)
-    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
-        end_old -= 1
-        end_new -= 1
-    return start, end_old, end_new
+    edit = minimal_edit(old, new)
+    return edit.start, edit.end, edit.start + len(edit.text)
 
 
 def replace_edit(current: str, target: str) -> dict[str, Any]:
