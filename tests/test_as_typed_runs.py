@@ -176,21 +176,38 @@ def test_run_resume_skips_finished_attempts_and_a_finished_dir_is_refused(runs: 
     assert run_json(runs.lad)["label"] == "with library"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent_tools/runs/runner.py: --resume rewrites run.json from the resuming "
-    "command's options (defaults included), so a LAD run resumed without repeating --condition "
-    "lad/--label/--model becomes baseline with no label or model",
-)
 def test_run_resume_keeps_the_recorded_run_settings(runs: Runs, tmp_path: Path) -> None:
     copy = runs.cwd / "lad-copy"
     shutil.copytree(runs.lad, copy)
+    lines = (copy / "results.jsonl").read_text().splitlines(keepends=True)
+    (copy / "results.jsonl").write_text("".join(lines[:3]))  # interrupted before the 4th
+    lad_agent = agent("alternate", "{prompt}")
     try:
-        done = leanrig("run", "--suite", SUITE, "--agent", agent("alternate"), "--out",
-                       "lad-copy", "--resume", "--quiet", cwd=runs.cwd)  # fmt: skip
+        # Options left out (condition, label, model, attempts, time limit) are the recorded ones.
+        done = leanrig("run", "--suite", SUITE, "--agent", lad_agent, "--out", "lad-copy",
+                       "--resume", "--quiet", cwd=runs.cwd)  # fmt: skip
+        summary = summary_of(done)
+        assert (summary["attempts"], summary["skipped"]) == (1, 3)
         info = run_json(copy)
         assert (info["condition"], info["label"], info["model"], info["attempts"]) == (
             "lad", "with library", "scripted", 2), done.stderr  # fmt: skip
+        assert info["time_limit_s"] == 60.0 and info["agent_command"] == lad_agent
+        assert {r["condition"] for r in results(copy)} == {"lad"}
+        assert {r["model"] for r in results(copy)} == {"scripted"}
+        # Settings given differently are refused, naming each; nothing is rewritten.
+        before = (copy / "run.json").read_text()
+        refused = leanrig_each(
+            ("run", "--suite", SUITE, "--agent", lad_agent, "--out", "lad-copy", "--resume",
+             "--condition", "baseline", "--model", "other", "--quiet"),
+            ("run", "--suite", SUITE, "--agent", agent("solve"), "--out", "lad-copy",
+             "--resume", "--quiet"),
+            cwd=runs.cwd,
+        )  # fmt: skip
+        for done, needles in zip(refused, (("--condition", "--model"), ("--agent",)), strict=True):
+            assert done.returncode == 2, done.stdout
+            assert all(n in done.stderr for n in needles) and "recorded" in done.stderr
+            assert "Traceback" not in done.stderr
+        assert (copy / "run.json").read_text() == before
     finally:
         shutil.rmtree(copy)
 
@@ -254,6 +271,10 @@ def test_report_and_compare_refuse_unreadable_input(runs: Runs) -> None:
         assert done.returncode == 2, (done.args, done.stdout)
         assert "nowhere" in done.stderr or "missing.toml" in done.stderr
         assert "Traceback" not in done.stderr
+        if done.args[-1] == "nowhere":
+            # What was expected: a run directory (report also takes a ledger).
+            assert "run directory" in done.stderr, done.stderr
+            assert ("ledger" in done.stderr) == ("report" in done.args), done.stderr
 
 
 # -- leanrig compare ---------------------------------------------------------------------------

@@ -191,13 +191,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from ..runs import RunOptions, run_benchmark, summary_json
 
+    # Settings left out are None here: RunOptions' defaults, or the recorded ones on --resume.
+    settings = {
+        "condition": args.condition, "time_limit": args.time_limit, "attempts": args.attempts,
+        "parallel": args.parallel, "label": args.label, "model": args.model,
+        "agent_tool": args.agent_tool,
+        "prices": Path(args.prices).absolute() if args.prices else None,
+    }  # fmt: skip
+    given = {name: value for name, value in settings.items() if value is not None}
     options = RunOptions(
         suite=Path(args.suite).absolute(), agent=args.agent,
-        out=Path(args.out).absolute() if args.out else None,
-        condition=args.condition, time_limit=args.time_limit, attempts=args.attempts,
-        parallel=args.parallel, label=args.label, model=args.model, agent_tool=args.agent_tool,
-        prices=Path(args.prices).absolute() if args.prices else None, resume=args.resume,
+        out=Path(args.out).absolute() if args.out else None, resume=args.resume,
         agent_network=args.agent_network, quiet=args.quiet,
+        given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
     summary = anyio.run(run_benchmark, options)
     print(orjson.dumps(summary_json(summary)).decode())
@@ -278,10 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     run.add_argument("--agent", required=True, help="agent command; {prompt} {task} "
                      "{workspace} {mcp_config} are replaced")  # fmt: skip
-    run.add_argument("--condition", choices=["baseline", "lad"], default="baseline")
-    run.add_argument("--time-limit", type=float, default=1800.0, help="seconds per invocation")
-    run.add_argument("--attempts", type=int, default=1, help="independent attempts per task")
-    run.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1)")
+    run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
+    run.add_argument("--time-limit", type=float, help="seconds per invocation (default 1800)")
+    run.add_argument("--attempts", type=int, help="independent attempts per task (default 1)")
+    run.add_argument("--parallel", type=int, help="attempts at once (default 1)")
     run.add_argument("--out", help="run directory (default runs/run-<timestamp>)")
     run.add_argument("--label", help="the run's name in reports")
     run.add_argument("--model", help="model name (run.json, prices)")

@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -38,7 +38,7 @@ from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .invocation import Invocation, invoke, network_sandbox
-from .prices import load_prices
+from .prices import PriceSchedule, load_prices
 from .progress import RunProgress
 from .results import (
     USAGE_FILE,
@@ -90,6 +90,11 @@ class RunOptions:
     # put a fake here; `serve_args` are appended (e.g. --max-processes 1).
     serve_command: Sequence[str] | None = None
     serve_args: Sequence[str] = ()
+    # The run settings the user gave explicitly (the CLI passes them; see `resumed`). None:
+    # every setting that differs from its default counts as given.
+    given: frozenset[str] | None = None
+    # A resumed run's recorded price schedule (the file it came from may be gone).
+    prices_schedule: PriceSchedule | None = None
 
 
 @dataclass(slots=True)
@@ -126,6 +131,64 @@ def suite_hash(suite: Suite) -> str:
         task = suite.tasks[task_id]
         digest.update(b"\0" + task_id.encode() + b"\0" + task.text.encode())
     return digest.hexdigest()[:16]
+
+
+# The settings a run directory records and a resume must keep: RunOptions field → how run.json
+# records it. A resume that leaves one out takes the recorded value; one given differently is
+# refused. (`parallel`, `quiet`, `agent_network` and `lean` may change between sessions.)
+RESUME_SETTINGS: Final = ("agent", "condition", "label", "model", "agent_tool", "time_limit",
+                          "attempts", "prices", "tasks")  # fmt: skip
+
+
+def _recorded(info: RunInfo, name: str) -> object:
+    match name:
+        case "agent":
+            return info.agent_command
+        case "time_limit":
+            return info.time_limit_s
+        case "tasks":
+            return tuple(t.id for t in info.tasks) or None
+        case _:
+            return getattr(info, name)
+
+
+def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
+    """``options`` for resuming the run ``info`` describes: every setting not given takes the
+    recorded value; a given one that differs from the record is refused (RunError naming each
+    conflict), so run.json and every results line keep describing one run."""
+    defaults = RunOptions(suite=options.suite, agent=options.agent)
+    update: dict[str, Any] = {}
+    conflicts = []
+    for name in RESUME_SETTINGS:
+        value = getattr(options, name)
+        recorded = _recorded(info, name)
+        given = (
+            name in options.given
+            if options.given is not None
+            else name == "agent" or value != getattr(defaults, name)
+        )
+        if name == "prices":
+            mine = load_prices(value) if given and value is not None else None
+            if given and mine != recorded:
+                conflicts.append(f"--prices {value} differs from the recorded schedule")
+            elif not given and recorded is not None:
+                update["prices_schedule"] = recorded
+            continue
+        same = value == recorded
+        if name == "tasks":
+            same = set(value or ()) == set(recorded or ()) if isinstance(recorded, tuple) else same
+        if given and not same:
+            flag = "--" + name.replace("_", "-")
+            conflicts.append(f"{flag} {value!r} (recorded: {recorded!r})")
+        elif not given:
+            update[name] = recorded
+    if conflicts:
+        raise RunError(
+            "--resume: the run was started with other settings: " + "; ".join(conflicts),
+            hint="leave these options out to keep the recorded ones, or start a new run "
+            "with another --out",
+        )
+    return replace(options, **update)
 
 
 def _agent_words(agent: str) -> list[str]:
@@ -309,7 +372,7 @@ class Runner:
             machine=Machine(cores=os.cpu_count() or 1,
                             memory_bytes=psutil.virtual_memory().total),
             started_at=started_at, ended_at=ended_at, agent_command=o.agent,
-            prices=load_prices(o.prices) if o.prices else None,
+            prices=load_prices(o.prices) if o.prices else o.prices_schedule,
         )  # fmt: skip
 
     def selected(self) -> list[Task]:
@@ -318,33 +381,44 @@ class Runner:
         return [self.suite.task(t) for t in self.options.tasks]
 
 
+def check_suite(suite: Suite) -> None:
+    """What the metrics need from every task: a field (per-field scores). Difficulties are
+    required by the suite loader (1..10)."""
+    missing = sorted(t.id for t in suite.tasks.values() if not t.spec.field)
+    if missing:
+        raise SuiteError(
+            f"suite {suite.name}: task(s) without a field: {', '.join(missing)}",
+            hint="give every [[tasks]] entry a `field` (and a `difficulty`, 1..10) in suite.toml",
+        )
+
+
 async def run_benchmark(options: RunOptions) -> RunSummary:
     """Run ``options.agent`` over the suite; returns when every attempt has its line."""
     if options.attempts < 1 or options.parallel < 1 or options.time_limit <= 0:
         raise RunError("--attempts and --parallel must be >= 1 and --time-limit > 0")
-    words = _agent_words(options.agent)
     t_start = time.perf_counter()
-    suite = await anyio.to_thread.run_sync(load_suite, options.suite)
-    for t in suite.tasks.values():
-        if not t.spec.field:
-            raise SuiteError(f"task {t.id} has no field", hint="give every task a `field`")
-    install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
-    library = await anyio.to_thread.run_sync(library_dir, suite, install)
     run_dir = (options.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
-    summary = RunSummary(run_dir)
     started_at = datetime.now(UTC)
     done: set[tuple[str, int]] = set()
+    previous: RunInfo | None = None
     if options.resume:
         try:
-            previous = read_run_info(run_dir)
+            previous = await anyio.to_thread.run_sync(read_run_info, run_dir)
         except LeanrigError as exc:
             raise RunError(f"--resume: {exc}", hint="resume a run directory") from None
+        options = resumed(options, previous)
         started_at = previous.started_at
         done = finished_attempts(read_results(run_dir).results)
     elif (run_dir / "results.jsonl").exists():
         raise RunError(f"{run_dir} already holds a run", hint="pass --resume, or another --out")
+    words = _agent_words(options.agent)
+    suite = await anyio.to_thread.run_sync(load_suite, options.suite)
+    check_suite(suite)
+    install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)
+    summary = RunSummary(run_dir)
     runner = Runner(options, suite, install, library, run_dir, words)
-    if options.resume and read_run_info(run_dir).suite_hash != suite_hash(suite):
+    if previous is not None and previous.suite_hash != suite_hash(suite):
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
     if not options.agent_network:
         prefix = await anyio.to_thread.run_sync(network_sandbox)

@@ -37,6 +37,9 @@ class LoadedRun:
         return PlotRun(self.name, self.info.condition, self.metrics)
 
 
+RUN_HINT = "pass a run directory written by `leanrig run` (it holds run.json and results.jsonl)"
+
+
 def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / RUN_FILE).is_file()
 
@@ -44,15 +47,15 @@ def is_run_dir(path: Path) -> bool:
 def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun:
     """A run's metadata, results and metrics. ``prices`` overrides the schedule in run.json."""
     if not run_dir.is_dir():
-        raise ReportError(f"no such run directory: {run_dir}")
+        raise ReportError(f"no such run directory: {run_dir}", hint=RUN_HINT)
     try:
         info = read_run_info(run_dir)
     except ResultsError as exc:
-        raise ReportError(str(exc)) from None
+        raise ReportError(exc.message, hint=RUN_HINT) from None
     read = read_results(run_dir)
     if not read.results:
         why = "; ".join(read.notes()) or f"{RESULTS_FILE} is missing or empty"
-        raise ReportError(f"{run_dir} has no usable results ({why})")
+        raise ReportError(f"{run_dir} has no usable results ({why})", hint=RUN_HINT)
     metrics = compute_metrics(
         read.results, inventory=info.tasks, prices=prices or info.prices, model=info.model
     )
@@ -207,6 +210,12 @@ def write_report(
     The summary has ``notes`` and, with plots, ``plots`` (paths) in both cases."""
     if path.is_dir():
         return write_run_report(path, out, plots=plots, prices=prices)
+    if not path.exists():
+        raise ReportError(
+            f"no such run directory or ledger: {path}",
+            hint=f"{RUN_HINT}, or a ledger file written by `leanrig serve` "
+            "(runs/<timestamp>/ledger.jsonl)",
+        )
     return write_ledger_report(path, out, plots=plots)
 
 
