@@ -1,7 +1,7 @@
 """The layering: imports point one way (agent_tools → repl_pool → lsp_bridge); inside
-agent_tools the folders are layers (tasks → verdict → sessions → servers → runs → cli, outer
-using inner, never the reverse, and only through a folder's public __init__); each package's
-public names are what its __all__ says."""
+agent_tools the folders are layers (tasks → verdict → library → sessions → servers → runs →
+cli, outer using inner, never the reverse, and only through a folder's public __init__); each
+package's public names are what its __all__ says."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ FORBIDDEN = {
 AGENT_LAYERS = {
     "tasks": 0,
     "verdict": 1,
-    "sessions": 2,
-    "servers": 3,
-    "runs": 4,
-    "editor": 5,
-    "cli": 6,
+    "library": 2,
+    "sessions": 3,
+    "servers": 4,
+    "runs": 5,
+    "editor": 6,
+    "cli": 7,
 }
 
 

@@ -14,7 +14,17 @@ from .clients import (
 )
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
-from .tools import TOOL_BY_NAME, TOOLS, ToolSpec, bind, call_tool, failure, validate_params
+from .tools import (
+    TOOL_BY_NAME,
+    TOOLS,
+    ToolSpec,
+    bind,
+    call_tool,
+    failure,
+    service_tool,
+    service_tools,
+    validate_params,
+)
 
 __all__ = [
     "TOOLS",
@@ -37,6 +47,8 @@ __all__ = [
     "serve_stdio",
     "serve_stream",
     "serve_tcp",
+    "service_tool",
+    "service_tools",
     "stop_process",
     "validate_params",
 ]

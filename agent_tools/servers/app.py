@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import orjson
@@ -30,6 +31,7 @@ from repl_pool import (
     uses_namespaces,
 )
 
+from ..library import LibraryIndex, open_library
 from ..sessions import Ledger, ProofService
 from ..tasks import SuiteError, library_dir, load_suite
 from ..verdict import Verifier
@@ -61,6 +63,10 @@ class ServeOptions:
     # Run the pool on a Ray cluster: "auto" (RAY_ADDRESS or a cluster started on this
     # machine) or an address (host:port, ray://...). Needs the `ray` extra; docs/scale-out.md.
     ray: str | None = None
+    # "lad": the library-access condition — the suite's `[lad]` library is indexed (once per
+    # content hash; a file that does not elaborate fails the start) and `search_library` /
+    # `read_library` are served. "baseline": neither exists.
+    condition: Literal["baseline", "lad"] = "baseline"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -101,6 +107,11 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         request_deadline=options.step_timeout,
         timeouts=Timeouts(spawn=60, barrier=options.step_timeout),
     )
+    lad: LibraryIndex | None = None
+    if options.condition == "lad":
+        lad = await open_library(suite, environment)
+        log.info("serve.library", declarations=lad.count, built=lad.built,
+                 ms=round(lad.build_ms, 1))  # fmt: skip
     ledger = Ledger(absolute(options.ledger) if options.ledger else run_dir / "ledger.jsonl")
     verifier = Verifier(
         suite, install, library=library, sandbox=policy if options.sandbox else
@@ -117,6 +128,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
                 suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout,
                 task=options.task,
                 submission=bound / f"submission-{os.getpid()}.json" if bound else None,
+                library=lad,
             )  # fmt: skip
             if bound is not None:
                 _write_status(bound, options.task, "serving")
@@ -127,6 +139,8 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         raise
     finally:
         ledger.close()
+        if lad is not None:
+            lad.close()
         if bound is not None:
             _write_status(bound, options.task, state)
 

@@ -30,7 +30,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
-from .tools import TOOL_BY_NAME, call_tool
+from .tools import call_tool, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.jsonrpc")
 MAX_LINE = 4 * 2**20  # bodies up to 1 MB, JSON-escaped
@@ -99,9 +99,10 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
         log.info("jsonrpc.notification_ignored", method=method, client=client)
         return None
     rid = msg["id"]
-    spec = TOOL_BY_NAME.get(method)
+    spec = service_tool(service, method)
     if spec is None:
-        return _error(rid, -32601, f"unknown method {method!r}", {"methods": sorted(TOOL_BY_NAME)})
+        methods = sorted(t.name for t in service_tools(service))
+        return _error(rid, -32601, f"unknown method {method!r}", {"methods": methods})
     try:
         result = await call_tool(service, spec, msg.get("params"), client)
     except InvalidArguments as exc:  # before ToolError: it is one

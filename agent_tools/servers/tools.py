@@ -2,8 +2,11 @@
 arguments with the tool's input model, run it on the `ProofService`, dump its typed result to
 JSON. MCP and JSON-RPC both go through here, so they accept, reject and answer alike.
 
-``TOOL_BY_NAME``, ``validate_params`` and ``bind`` are what jsonrpc_server.py uses;
-``call_tool`` is the whole call (with the ledger line for refused arguments) in one function.
+``service_tools`` / ``service_tool`` are what a wire lists and accepts for one service: the
+catalogue's ``TOOLS``, plus its ``LIBRARY_TOOLS`` when the service has a library (the LAD
+condition); elsewhere a library tool is an unknown tool / method, as any other name would be.
+``validate_params`` and ``bind`` are what jsonrpc_server.py uses; ``call_tool`` is the whole
+call (with the ledger line for refused arguments) in one function.
 """
 
 from __future__ import annotations
@@ -20,9 +23,20 @@ from ..sessions import (
     ToolError,
     ToolFailure,
     parse_input,
+    tools_for,
 )
 
 ToolSpec = ToolDef  # the name jsonrpc_server.py and older callers know
+
+
+def service_tools(service: ProofService) -> list[ToolDef]:
+    """The tools ``service`` serves: the library tools only in the LAD condition."""
+    return tools_for(service.library is not None)
+
+
+def service_tool(service: ProofService, name: str) -> ToolDef | None:
+    """The tool ``name`` if ``service`` serves it (None: unknown here)."""
+    return next((t for t in service_tools(service) if t.name == name), None)
 
 
 def validate_params(spec: ToolDef, params: Any) -> dict[str, Any]:
@@ -74,5 +88,7 @@ __all__ = [
     "bind",
     "call_tool",
     "failure",
+    "service_tool",
+    "service_tools",
     "validate_params",
 ]

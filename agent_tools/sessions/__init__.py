@@ -1,8 +1,10 @@
 """sessions: proof sessions on warm Lean slots — the service behind every tool, the typed tool
-catalogue it answers with, edit scoping per step, and the wall-clock ledger. Uses tasks and
-verdict."""
+catalogue it answers with, edit scoping per step, and the wall-clock ledger. Uses tasks,
+verdict and library."""
 
 from .catalogue import (
+    ALL_TOOLS,
+    LIBRARY_TOOLS,
     MAX_CANDIDATES,
     TOOL_BY_NAME,
     TOOLS,
@@ -14,6 +16,7 @@ from .catalogue import (
     input_schema,
     output_schema,
     parse_input,
+    tools_for,
 )
 from .errors import InvalidArguments, ToolError, agent_error
 from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
@@ -21,7 +24,9 @@ from .service import ProofService
 from .session import ProofSession
 
 __all__ = [
+    "ALL_TOOLS",
     "LEDGER_SCHEMA",
+    "LIBRARY_TOOLS",
     "MAX_CANDIDATES",
     "TOOLS",
     "TOOL_BY_NAME",
@@ -40,4 +45,5 @@ __all__ = [
     "input_schema",
     "output_schema",
     "parse_input",
+    "tools_for",
 ]

@@ -19,10 +19,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..library import MAX_LIMIT as MAX_LIBRARY_RESULTS
 from ..tasks import MAX_BODY_BYTES
 from .errors import InvalidArguments
 
 MAX_CANDIDATES = 16
+MAX_QUERY_CHARS = 1000  # search_library's query (checked by the service: no maxLength in schemas)
 MAX_BODY_CHARS = MAX_BODY_BYTES  # a code point is at least one UTF-8 byte; bytes are checked too
 POSITIONS = "Positions are 1-based lines and 1-based Unicode code point columns in the task file."
 
@@ -90,6 +92,34 @@ class TryProofsInput(ToolInput):
             min_length=1,
             max_length=MAX_CANDIDATES,
             description=f"candidate proof bodies (1 to {MAX_CANDIDATES}), each at most 1 MB",
+        ),
+    ]
+
+
+class SearchLibraryInput(ToolInput):
+    query: Annotated[
+        str,
+        Field(
+            description="words for what you need: a concept (`symmetry of equality`), part of "
+            f"a name (`or_comm`), a type's constants; at most {MAX_QUERY_CHARS} characters"
+        ),
+    ]
+    limit: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_LIBRARY_RESULTS,
+            description=f"at most this many declarations (1 to {MAX_LIBRARY_RESULTS})",
+        ),
+    ]
+
+
+class ReadLibraryInput(ToolInput):
+    name: Annotated[
+        str,
+        Field(
+            description="a declaration's name from search_library (the full name, or its "
+            "last part when that is unique)"
         ),
     ]
 
@@ -325,6 +355,27 @@ class ServerStatusResult(ToolOutput):
     )
 
 
+class LibraryDeclaration(ToolOutput):
+    name: str = Field(description="fully qualified name")
+    kind: str = Field(description="theorem, def, inductive, structure, …")
+    statement: str = Field(description="Lean's signature: name, universes, binders, type")
+    file: str = Field(description="library file, relative to the suite")
+    line: int = Field(description="1-based line of the declaration's name")
+    docstring: str | None
+
+
+class SearchLibraryResult(ToolOutput):
+    results: list[LibraryDeclaration] = Field(description="best match first (BM25)")
+
+
+class ReadLibraryResult(ToolOutput):
+    name: str
+    kind: str
+    file: str
+    line: int
+    source: str = Field(description="the whole declaration: doc comment, signature and proof")
+
+
 # -- the catalogue --------------------------------------------------------------------------------
 
 
@@ -337,6 +388,7 @@ class ToolDef:
     output: type[ToolOutput]
     read_only: bool
     takes_client: bool  # the service method takes the caller's connection (`client`)
+    library: bool = False  # LAD runs only: listed and callable when the service has a library
 
     @property
     def params(self) -> dict[str, tuple[type, str]]:
@@ -464,6 +516,39 @@ TOOLS: list[ToolDef] = [
 ]
 TOOL_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
 
+# The LAD condition's tools: only a service with a library (`serve --condition lad`) lists
+# and accepts them; elsewhere a call is an unknown tool / method.
+LIBRARY_TOOLS: list[ToolDef] = [
+    ToolDef(
+        "search_library",
+        "Search the library",
+        "Search the verified library of this suite (consultation only: tasks do not import "
+        "it) for declarations matching the words of `query`, best first: name, kind, statement, "
+        "file, line, docstring. Read a hit's proof with read_library and adapt it.",
+        SearchLibraryInput,
+        SearchLibraryResult,
+        read_only=True,
+        takes_client=False,
+        library=True,
+    ),
+    ToolDef(
+        "read_library",
+        "Read a library declaration",
+        "The full source of a library declaration (doc comment, signature and proof), by name.",
+        ReadLibraryInput,
+        ReadLibraryResult,
+        read_only=True,
+        takes_client=False,
+        library=True,
+    ),
+]
+ALL_TOOLS: list[ToolDef] = [*TOOLS, *LIBRARY_TOOLS]
+
+
+def tools_for(library: bool) -> list[ToolDef]:
+    """The tools a service lists and accepts: ``TOOLS``, plus ``LIBRARY_TOOLS`` in LAD."""
+    return ALL_TOOLS if library else TOOLS
+
 
 # -- validation -----------------------------------------------------------------------------------
 
@@ -500,6 +585,8 @@ def _explain(error: Any) -> str:
         return f"{name} must be {_JSON_TYPES[kind]}"
     if kind == "greater_than_equal":
         return f"{name} must be an integer >= {ctx.get('ge')}"
+    if kind == "less_than_equal":
+        return f"{name} must be an integer <= {ctx.get('le')}"
     if kind == "string_too_long":
         return f"{name} is over 1 MB ({ctx.get('max_length')} characters)"
     if kind == "string_too_short":
@@ -562,8 +649,12 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "ALL_TOOLS",
+    "LIBRARY_TOOLS",
     "MAX_BODY_CHARS",
     "MAX_CANDIDATES",
+    "MAX_LIBRARY_RESULTS",
+    "MAX_QUERY_CHARS",
     "TOOLS",
     "TOOL_BY_NAME",
     "BodyRange",
@@ -574,10 +665,13 @@ __all__ = [
     "EditResult",
     "GoalsResult",
     "LedgerEntry",
+    "LibraryDeclaration",
     "ListTasksResult",
     "OpenTaskResult",
     "PoolStatus",
     "ProofStateResult",
+    "ReadLibraryResult",
+    "SearchLibraryResult",
     "ServerStatusResult",
     "TimingsResult",
     "ToolDef",
@@ -589,4 +683,5 @@ __all__ = [
     "input_schema",
     "output_schema",
     "parse_input",
+    "tools_for",
 ]

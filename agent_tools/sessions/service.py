@@ -9,6 +9,7 @@ replies.py (result building), errors.py (error translation), concurrency.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import time
@@ -23,19 +24,24 @@ import structlog
 from lsp_bridge import LeanrigError, LineIndex, Pos
 from repl_pool import LeanEnvironment, WarmPool
 
+from ..library import LibraryError, LibraryIndex
 from ..tasks import Suite, SuiteError, precheck_body
 from ..verdict import Verifier
 from .calls import Call, Calls, locked
 from .catalogue import (
     MAX_CANDIDATES,
+    MAX_QUERY_CHARS,
     Candidate,
     CandidateTiming,
     CloseResult,
     EditResult,
     GoalsResult,
+    LibraryDeclaration,
     ListTasksResult,
     OpenTaskResult,
     ProofStateResult,
+    ReadLibraryResult,
+    SearchLibraryResult,
     ServerStatusResult,
     StepState,
     TaskSummary,
@@ -74,12 +80,15 @@ class ProofService:
         task: str | None = None,
         submission: Path | None = None,
         prefix_min_commands: int | None = MIN_PREFIX_COMMANDS,
+        library: LibraryIndex | None = None,
     ) -> None:
         """``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
         ``submission``: a JSON file rewritten (atomically) with the session's text after every
         accepted edit and every open — the attempt's final submission for `leanrig run`.
         ``prefix_min_commands``: compile the part of a task file before its target into a
-        module when it has at least this many commands (prefix.py; None: never)."""
+        module when it has at least this many commands (prefix.py; None: never).
+        ``library``: the LAD condition (`serve --condition lad`): the suite's ``[lad]`` index,
+        served by ``search_library`` and ``read_library`` (None: the baseline condition)."""
         if task is not None:
             suite.task(task)  # a SuiteError naming it when unknown
         self.suite = suite
@@ -90,6 +99,7 @@ class ProofService:
         self.verifier = verifier
         self.ledger = ledger
         self.step_timeout = step_timeout
+        self.library = library
         self.sessions: dict[str, ProofSession] = {}
         self.calls = Calls(ledger, self.sessions)
         prefixes = (
@@ -346,6 +356,39 @@ class ProofService:
                 result = CloseResult(closed=True, session_wall_ms=round(session.wall_ms(), 1))
         self.ledger.forget(session.id)  # after the close_session line is written
         return result
+
+    def _library(self) -> LibraryIndex:
+        if self.library is None:
+            raise ToolError(
+                "this server has no library (the baseline condition)",
+                code="unavailable",
+                hint="library tools exist only in LAD runs (`leanrig serve --condition lad`)",
+            )
+        return self.library
+
+    async def search_library(self, query: str, limit: int) -> SearchLibraryResult:
+        async with self.calls.call("search_library"):
+            library = self._library()
+            if not query.strip() or len(query) > MAX_QUERY_CHARS:
+                raise ToolError(
+                    f"`query` must have 1 to {MAX_QUERY_CHARS} characters ({len(query)} given)",
+                    code="invalid_argument",
+                    hint="give a few words: a concept, part of a name, constants of the goal",
+                )
+            hits = await library.search(query, limit)
+            results = [LibraryDeclaration.model_validate(dataclasses.asdict(h)) for h in hits]
+            return SearchLibraryResult(results=results)
+
+    async def read_library(self, name: str) -> ReadLibraryResult:
+        async with self.calls.call("read_library"):
+            library = self._library()
+            try:
+                d = await library.read(name)
+            except LibraryError as exc:
+                raise ToolError(exc.message, code="invalid_argument", hint=exc.hint) from exc
+            return ReadLibraryResult(
+                name=d.name, kind=d.kind, file=d.file, line=d.line, source=d.source
+            )
 
     async def server_status(self) -> ServerStatusResult:
         async with self.calls.call("server_status"):

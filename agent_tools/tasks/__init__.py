@@ -13,13 +13,23 @@ from .scope import (
     precheck_body,
     suffix_structure,
 )
-from .suite import DEFAULT_AXIOMS, Limits, Suite, SuiteError, Task, library_dir, load_suite
+from .suite import (
+    DEFAULT_AXIOMS,
+    LadSpec,
+    Limits,
+    Suite,
+    SuiteError,
+    Task,
+    library_dir,
+    load_suite,
+)
 
 __all__ = [
     "DEFAULT_AXIOMS",
     "MAX_BODY_BYTES",
     "BodySpan",
     "Command",
+    "LadSpec",
     "Limits",
     "LocateError",
     "PrefixSplit",

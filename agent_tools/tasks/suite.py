@@ -3,6 +3,8 @@
 Loading validates everything up front (missing file, theorem not found, duplicate ids,
 difficulty out of range, body not locatable) and names the task in every error. A prelude
 suite's own library (``library = [...]``) is compiled to ``.olean`` once per content hash.
+The LAD condition's consultation library (``[lad] library = ["Lib/….lean", …]``) is only
+checked here (files inside the suite, not imported by any task); agent_tools.library indexes it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,16 @@ class TaskSpec(BaseModel):
     difficulty: int = Field(ge=1, le=10)
 
 
+class LadSpec(BaseModel):
+    """The library of the LAD condition: Lean files for consultation only (never imported by a
+    task; served through ``search_library``/``read_library`` in LAD runs)."""
+
+    model_config = ConfigDict(extra="forbid")
+    library: list[str] = Field(
+        min_length=1, description="Lean files relative to the suite directory, e.g. Lib/Logic.lean"
+    )
+
+
 class SuiteSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -57,6 +69,7 @@ class SuiteSpec(BaseModel):
     axioms: list[str] = Field(default_factory=lambda: list(DEFAULT_AXIOMS))
     library: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=lambda: Limits())
+    lad: LadSpec | None = None
     tasks: list[TaskSpec]
 
 
@@ -94,6 +107,13 @@ class Suite:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def lad_files(self) -> tuple[Path, ...]:
+        """The LAD library's files (absolute, in the listed order); empty without ``[lad]``."""
+        if self.spec.lad is None:
+            return ()
+        return tuple((self.root / f).resolve() for f in self.spec.lad.library)
 
     def task(self, task_id: str) -> Task:
         try:
@@ -135,7 +155,35 @@ def load_suite(root: Path) -> Suite:
         except LocateError as exc:
             raise SuiteError(f"task {t.id}: {exc} in {t.file}") from exc
         tasks[t.id] = Task(t, path, text, span, parse_header(text))
-    return Suite(root, spec, tasks)
+    suite = Suite(root, spec, tasks)
+    _check_lad(suite)
+    return suite
+
+
+def _check_lad(suite: Suite) -> None:
+    """``[lad] library``: existing ``.lean`` files inside the suite, listed once, that no task
+    imports (the library is for consultation; a task importing it would give it to baseline
+    runs too)."""
+    if suite.spec.lad is None:
+        return
+    seen: set[Path] = set()
+    for name, path in zip(suite.spec.lad.library, suite.lad_files, strict=True):
+        if not path.is_relative_to(suite.root):
+            raise SuiteError(f"[lad] library file {name} is outside the suite directory")
+        if path.suffix != ".lean":
+            raise SuiteError(f"[lad] library file {name} is not a .lean file")
+        if not path.is_file():
+            raise SuiteError(f"[lad] library file {name} does not exist")
+        if path in seen:
+            raise SuiteError(f"[lad] library file {name} is listed twice")
+        seen.add(path)
+        module = ".".join(path.relative_to(suite.root).with_suffix("").parts)
+        for task in suite.tasks.values():
+            if any(i.split()[-1] == module for i in task.header.imports):
+                raise SuiteError(
+                    f"task {task.id}: imports the [lad] library module {module}",
+                    hint="the LAD library is for consultation only: tasks must not import it",
+                )
 
 
 def _describe(exc: ValidationError, raw: dict[str, object]) -> str:

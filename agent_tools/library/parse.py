@@ -1,0 +1,215 @@
+"""The declarations of a library file, from Lean's own parse.
+
+One fresh ``lean --server`` (``lake serve`` in a Lake project: the environment's own server
+command, under its sandbox wrapper) opens each file; then, per file:
+
+- the diagnostics: a file with an error does not elaborate, so it is refused (``LibraryError``
+  naming the file, line and message) — the index never shows a lemma Lean did not accept;
+- ``textDocument/documentSymbol``: each declaration's range (doc comment and attributes
+  included: that text is its full source) and the range of its name; namespaces and sections
+  are walked into;
+- ``textDocument/hover`` on the name: Lean's signature of the constant (``#check`` form: the
+  fully qualified name, universe parameters, binders and type), which is the statement indexed
+  and the name used.
+
+The kind (``theorem``, ``def``, ``inductive``, …) is the declaration's keyword in its source, and
+the docstring is its leading ``/-- … -/``: both read from the range Lean reported. This works
+on the prelude-only bootstrap (measured: hover answers in ~1 ms per declaration) and on a full
+toolchain alike. Nothing here writes files or talks to SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import lsprotocol.types as lsp
+
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LeanClient,
+    LeanrigError,
+    LineIndex,
+    LspPos,
+    Timeouts,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+)
+from repl_pool import LeanEnvironment
+
+PARSE_SECONDS = 300.0  # the whole library: every file opened, elaborated and queried
+CONTAINERS = frozenset({"Namespace", "Module", "Package"})
+MODIFIERS = frozenset(
+    {"private", "protected", "public", "noncomputable", "unsafe", "partial", "nonrec", "meta"}
+)
+KINDS = frozenset(
+    {"theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive", "class",
+     "axiom", "opaque", "example", "coinductive"}
+)  # fmt: skip
+
+
+class LibraryError(LeanrigError):
+    hint = "fix the [lad] library files in suite.toml (each must elaborate on its own)"
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One library declaration, as Lean parsed and elaborated it."""
+
+    name: str  # fully qualified, as Lean prints it
+    kind: str  # the keyword: theorem, def, inductive, structure, …
+    statement: str  # Lean's signature (hover / #check form), e.g. `N.foo {α : Sort u} … : …`
+    file: str  # relative to the suite directory, POSIX separators
+    line: int  # 1-based line of the declaration's name
+    docstring: str | None
+    source: str  # the full declaration: doc comment, attributes, signature, proof
+
+
+async def parse_library(
+    environment: LeanEnvironment,
+    root: Path,
+    files: Sequence[Path],
+    *,
+    timeout: float = PARSE_SECONDS,
+) -> list[Declaration]:
+    """Every declaration of ``files`` (absolute, under ``root``), in file order, from one
+    fresh Lean server; ``LibraryError`` when a file does not elaborate or Lean fails."""
+    texts = [await anyio.Path(f).read_text(encoding="utf-8") for f in files]
+    out: list[Declaration] = []
+    try:
+        with anyio.fail_after(timeout):
+            async with LeanClient.start(
+                environment.server_command(),
+                timeouts=Timeouts(spawn=min(60.0, timeout), barrier=timeout),
+            ) as client:
+                for path, text in zip(files, texts, strict=True):
+                    out += await _file_declarations(client, root, path, text)
+    except TimeoutError:
+        raise LibraryError(f"Lean did not finish the library within {timeout:g} s") from None
+    except LibraryError:
+        raise
+    except LeanrigError as exc:
+        raise LibraryError(f"Lean failed while reading the library: {exc.message}") from exc
+    return out
+
+
+async def _file_declarations(
+    client: LeanClient, root: Path, path: Path, text: str
+) -> list[Declaration]:
+    rel = path.relative_to(root).as_posix()
+    uri = path.as_uri()
+    await client.open(uri, text)
+    report = await client.wait_for(uri)
+    index = LineIndex(text)
+    errors = [d for d in report.diagnostics if d.is_error]
+    if errors or report.status == "fatal":
+        first = errors[0] if errors else None
+        where = f"{first.range.start.line + 1}: {first.message.splitlines()[0]}" if first else ""
+        raise LibraryError(
+            f"library file {rel} does not elaborate"
+            + (f" ({len(errors)} error(s); first at line {where})" if first else ": Lean stopped")
+        )
+    symbols = await client.document_symbols(uri)
+    out = []
+    for symbol, namespace in _declarations(symbols, ()):
+        start = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
+        end = index.offset_of_lsp(LspPos(symbol.range.end.line, symbol.range.end.character))
+        source = text[start:end].rstrip()
+        kind = declaration_kind(source)
+        if kind == "example":
+            continue  # anonymous: nothing to search for or read by name
+        name_pos = symbol.selection_range.start
+        hover = await client.hover(uri, LspPos(name_pos.line, name_pos.character))
+        signature = hover_signature(hover)
+        name = signature_name(signature) if signature else None
+        if name is None:  # no constant under the name (e.g. an anonymous instance)
+            name = ".".join([*namespace, symbol.name])
+        out.append(
+            Declaration(
+                name=name,
+                kind=kind,
+                statement=signature or source_signature(source),
+                file=rel,
+                line=name_pos.line + 1,
+                docstring=docstring(source),
+                source=source,
+            )
+        )
+    await client.close_document(uri)
+    return out
+
+
+def _declarations(
+    symbols: Iterable[lsp.DocumentSymbol], namespace: tuple[str, ...]
+) -> Iterator[tuple[lsp.DocumentSymbol, tuple[str, ...]]]:
+    for s in symbols:
+        if s.kind.name in CONTAINERS:
+            yield from _declarations(s.children or (), (*namespace, s.name))
+        else:
+            yield s, namespace
+
+
+def _code_tokens(text: str) -> Iterator[tuple[TokenKind, str]]:
+    for t in lean_tokens(text):
+        if t.kind not in COMMENT_KINDS:
+            yield t.kind, text[t.start : t.end]
+
+
+def declaration_kind(source: str) -> str:
+    """The declaration keyword of ``source`` after its doc comment, attributes and modifiers."""
+    depth = 0
+    previous = ""
+    for kind, word in _code_tokens(source):
+        if depth:
+            depth += {"[": 1, "]": -1}.get(word, 0)
+        elif previous == "@" and word == "[":
+            depth = 1
+        elif kind is TokenKind.IDENT and word not in MODIFIERS:
+            return word if word in KINDS else "declaration"
+        previous = word
+    return "declaration"
+
+
+def docstring(source: str) -> str | None:
+    """The leading ``/-- … -/`` of a declaration's source, without its delimiters."""
+    first = next(iter(lean_tokens(source)), None)
+    if first is None or first.kind is not TokenKind.DOC_COMMENT:
+        return None
+    return source[first.start + 3 : first.end - 2].strip() or None
+
+
+def hover_signature(hover: lsp.Hover | None) -> str | None:
+    """The first ```lean block of Lean's hover on a declaration name: its signature."""
+    if hover is None:
+        return None
+    contents = hover.contents
+    value = contents.value if isinstance(contents, lsp.MarkupContent) else str(contents)
+    start = value.find("```lean\n")
+    if start < 0:
+        return None
+    end = value.find("\n```", start + 8)
+    signature = value[start + 8 : end if end >= 0 else len(value)].strip()
+    return signature or None
+
+
+def signature_name(signature: str) -> str | None:
+    """The constant's name at the start of a signature (``A.b.{u} …`` → ``A.b``)."""
+    for kind, word in _code_tokens(signature):
+        if kind is TokenKind.IDENT and name_parts(word):
+            return word
+        return None
+    return None
+
+
+def source_signature(source: str) -> str:
+    """Fallback statement: the source from its keyword to the ``:=`` (one line)."""
+    head = source.split(":=", 1)[0]
+    lines = [ln.strip() for ln in head.splitlines()]
+    doc = docstring(source)
+    text = " ".join(ln for ln in lines if ln)
+    if doc is not None:
+        text = text.split("-/", 1)[-1].strip()
+    return text
