@@ -16,6 +16,8 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from agent_tools.sessions import (
+    ALL_TOOLS,
+    LIBRARY_TOOLS,
     MAX_CANDIDATES,
     TOOLS,
     InvalidArguments,
@@ -23,8 +25,9 @@ from agent_tools.sessions import (
     input_schema,
     output_schema,
     parse_input,
+    tools_for,
 )
-from agent_tools.sessions.catalogue import MAX_BODY_CHARS
+from agent_tools.sessions.catalogue import MAX_BODY_CHARS, MAX_LIBRARY_RESULTS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "agent-tools.md"
 BEGIN, END = "<!-- tools:begin (generated from the catalogue models) -->", "<!-- tools:end -->"
@@ -134,17 +137,17 @@ def expected_gemini(tool: ToolDef) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+@pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda t: t.name)
 def test_input_schemas_meet_openai_strict_rules_but_the_documented_choices(tool: ToolDef) -> None:
     assert set(openai_strict_problems(input_schema(tool))) == expected_openai(tool)
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+@pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda t: t.name)
 def test_input_schemas_meet_gemini_rules_but_the_documented_choices(tool: ToolDef) -> None:
     assert set(gemini_problems(input_schema(tool))) == expected_gemini(tool)
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+@pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda t: t.name)
 def test_tools_meet_the_mcp_rules(tool: ToolDef) -> None:
     assert mcp_problems(tool.name, input_schema(tool), output_schema(tool)) == []
 
@@ -161,7 +164,7 @@ def test_the_checkers_see_violations() -> None:
 
 
 def test_no_tool_publishes_an_empty_properties_object() -> None:
-    for tool in TOOLS:
+    for tool in ALL_TOOLS:
         assert input_schema(tool).get("properties", None) != {}, tool.name
 
 
@@ -172,10 +175,29 @@ def test_limits_are_declared_in_the_schemas() -> None:
     assert by_name["get_goals"]["properties"]["line"]["minimum"] == 1
     assert by_name["get_goals"]["properties"]["column"]["minimum"] == 1
     assert by_name["set_proof"]["properties"]["body"]["maxLength"] == MAX_BODY_CHARS
+    search = input_schema(next(t for t in LIBRARY_TOOLS if t.name == "search_library"))
+    assert search["properties"]["limit"]["minimum"] == 1
+    assert search["properties"]["limit"]["maximum"] == MAX_LIBRARY_RESULTS
+    assert search["required"] == ["query", "limit"]
+
+
+def test_the_library_tools_exist_only_in_the_lad_condition() -> None:
+    """Baseline services serve TOOLS; LAD services add exactly search_library and
+    read_library, whose results carry the fields the issue names."""
+    assert {t.name for t in tools_for(False)} == {t.name for t in TOOLS}
+    assert [t.name for t in tools_for(True) if t not in TOOLS] == [
+        "search_library",
+        "read_library",
+    ]
+    assert all(t.library and t.read_only and not t.takes_client for t in LIBRARY_TOOLS)
+    assert not any(t.library for t in TOOLS)
+    hit = output_schema(LIBRARY_TOOLS[0])["properties"]["results"]["items"]
+    assert list(hit["properties"]) == ["name", "kind", "statement", "file", "line", "docstring"]
+    assert "source" in output_schema(LIBRARY_TOOLS[1])["properties"]
 
 
 def _tool(name: str) -> ToolDef:
-    return next(t for t in TOOLS if t.name == name)
+    return next(t for t in ALL_TOOLS if t.name == name)
 
 
 @pytest.mark.parametrize(
@@ -196,6 +218,11 @@ def _tool(name: str) -> ToolDef:
         ("set_proof", {"session_id": "s", "body": "a" * (MAX_BODY_CHARS + 1)}, "over 1 MB"),
         ("list_tasks", {"verbose": True}, "unknown argument `verbose`"),
         ("list_tasks", [1], "must be a JSON object"),
+        ("search_library", {"query": "x"}, "missing argument `limit`"),
+        ("search_library", {"query": "x", "limit": 0}, "`limit` must be an integer >= 1"),
+        ("search_library", {"query": "x", "limit": 51}, "`limit` must be an integer <= 50"),
+        ("search_library", {"query": "x", "limit": "3"}, "`limit` must be an integer"),
+        ("read_library", {"name": 3}, "`name` must be a string"),
     ],
 )
 def test_bad_arguments_are_refused_with_a_message_naming_the_field(
@@ -220,7 +247,9 @@ def _constraint(name: str, prop: dict[str, Any]) -> str:
     if prop.get("type") == "array":
         return f"`{name}[]` ({prop['minItems']}–{prop['maxItems']})"
     notes = []
-    if "minimum" in prop:
+    if "minimum" in prop and "maximum" in prop:
+        notes.append(f"{prop['minimum']}–{prop['maximum']}")
+    elif "minimum" in prop:
         notes.append(f"≥ {prop['minimum']}")
     if prop.get("minLength") == 1:
         notes.append("non-empty")
@@ -244,11 +273,12 @@ def _shape(schema: dict[str, Any], depth: int = 0) -> str:
 
 def tools_table() -> str:
     rows = ["| tool | arguments | result | read-only |", "|---|---|---|---|"]
-    for tool in TOOLS:
+    for tool in ALL_TOOLS:
         props = input_schema(tool).get("properties", {})
         args = ", ".join(_constraint(n, p) for n, p in props.items()) or "—"
         shape = _shape(output_schema(tool)).replace("|", "\\|")
-        rows.append(f"| `{tool.name}` | {args} | `{shape}` | {'yes' if tool.read_only else ''} |")
+        name = f"`{tool.name}`" + (" (LAD only)" if tool.library else "")
+        rows.append(f"| {name} | {args} | `{shape}` | {'yes' if tool.read_only else ''} |")
     return "\n".join(rows)
 
 

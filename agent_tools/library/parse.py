@@ -107,7 +107,8 @@ async def _file_declarations(
     errors = [d for d in report.diagnostics if d.is_error]
     if errors or report.status == "fatal":
         first = errors[0] if errors else None
-        where = f"{first.range.start.line + 1}: {first.message.splitlines()[0]}" if first else ""
+        message = " ".join(first.message.split())[:300] if first else ""
+        where = f"{first.range.start.line + 1}: {message}" if first else ""
         raise LibraryError(
             f"library file {rel} does not elaborate"
             + (f" ({len(errors)} error(s); first at line {where})" if first else ": Lean stopped")
