@@ -7,7 +7,7 @@ import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -210,6 +210,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_agent(args: argparse.Namespace) -> int:
+    if args.agent_kind == "scripted":
+        from ..runs.agent_scripted import replay
+
+        return anyio.run(
+            lambda: replay(Path(args.plan).absolute(), mcp_config=args.mcp_config, task=args.task)
+        )
+    from ..runs.agent_search import search
+
+    def main() -> Any:
+        a = args
+        return search(mcp_config=a.mcp_config, task=a.task, max_candidates=a.max_candidates,
+                      limit=a.limit, check=a.check)  # fmt: skip
+
+    code: int = anyio.run(main)
+    return code
+
+
 def _cmd_editor(args: argparse.Namespace) -> int:
     from ..editor import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
 
@@ -298,6 +316,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep the agent's network (agents calling a remote model)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_cmd_run)
+
+    agent = sub.add_parser("agent", help="agents leanrig ships, for `leanrig run --agent`")
+    kinds = agent.add_subparsers(dest="agent_kind", required=True)
+    scripted = kinds.add_parser("scripted", help="replay a JSON plan of tool calls")
+    scripted.add_argument("--plan", required=True, help="the plan (docs/agents.md)")
+    search = kinds.add_parser("search", help="a model-free prover: candidate terms via try_proofs")
+    search.add_argument("--max-candidates", type=int, default=400, help="candidates to try")
+    search.add_argument("--limit", type=int, default=8, help="search_library hits per query")
+    search.add_argument("--check", action="store_true", help="call check_proof at the end")
+    for kind in (scripted, search):
+        kind.add_argument("--mcp-config", help="MCP config (default: $LEANRIG_MCP_CONFIG)")
+        kind.add_argument("--task", help="task id (default: $LEANRIG_TASK, else the first)")
+    agent.set_defaults(func=_cmd_agent)
 
     # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
     # are parsed by the editor's own parser from what follows the command name).

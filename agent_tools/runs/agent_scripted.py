@@ -1,0 +1,99 @@
+"""`leanrig agent scripted --plan FILE`: replay a JSON plan of tool calls over MCP (tests,
+demos, reproducing an agent's transcript).
+
+The plan::
+
+    {"calls": [{"tool": "open_task", "args": {"task_id": "{task}"}},
+               {"tool": "set_proof", "args": {"session_id": "{session}", "body": "…"}},
+               {"sleep": 0.5},
+               {"tool": "check_proof", "args": {"session_id": "{session}"}, "expect": "ok"}],
+     "tasks": {"and_swap": [ … ]},
+     "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}}
+
+(a bare list is ``calls``). ``tasks`` maps a task id to its own calls (else ``calls``). In every
+string argument ``{task}`` is the task id and ``{session}`` the last ``session_id`` a result
+returned. ``expect``: ``"ok"`` (a tool error stops the replay, exit 1), ``"error"`` (the call
+must fail), or ``"any"`` (the default). Each call's result goes to ``transcript.jsonl`` in the
+workspace; ``usage`` is written to ``usage.json`` at the end. Exit 0 when every expectation
+held.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from .agent_mcp import AgentError, connect, load_config, task_id, workspace_dir, write_usage
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    try:
+        plan = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise AgentError(f"cannot read the plan {path}: {exc}", hint="a JSON plan") from None
+    if isinstance(plan, list):
+        plan = {"calls": plan}
+    if not isinstance(plan, dict) or not isinstance(plan.get("calls", []), list):
+        raise AgentError(f"{path}: a plan is a list of calls or {{'calls': [...]}}", hint="")
+    for step in [*plan.get("calls", []), *(c for v in plan.get("tasks", {}).values() for c in v)]:
+        if not isinstance(step, dict) or not ("tool" in step or "sleep" in step):
+            raise AgentError(f"{path}: each call needs a `tool` (or `sleep`): {step!r}", hint="")
+    return plan
+
+
+def _fill(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for key, text in names.items():
+            value = value.replace("{" + key + "}", text)
+        return value
+    if isinstance(value, list):
+        return [_fill(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, names) for k, v in value.items()}
+    return value
+
+
+async def replay(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
+    plan = load_plan(plan_path)
+    config = load_config(mcp_config)
+    workspace = workspace_dir()
+    transcript = workspace / "transcript.jsonl"
+    failed = 0
+    async with connect(config) as client:
+        tid = task_id(task)
+        if tid is None:
+            listed = await client.call("list_tasks")
+            tid = listed["tasks"][0]["id"]
+        calls = plan.get("tasks", {}).get(tid, plan.get("calls", []))
+        names = {"task": tid, "session": ""}
+        for i, step in enumerate(calls):
+            if "sleep" in step:
+                await anyio.sleep(float(step["sleep"]))
+                continue
+            args = _fill(step.get("args", {}), names)
+            t0 = time.perf_counter()
+            is_error, value = await client.call_raw(step["tool"], args)
+            ms = round((time.perf_counter() - t0) * 1000, 1)
+            if not is_error and isinstance(value, dict) and "session_id" in value:
+                names["session"] = str(value["session_id"])
+            line = {"i": i, "tool": step["tool"], "error": is_error, "ms": ms, "result": value}
+            await anyio.to_thread.run_sync(_append, transcript, line)
+            expect = step.get("expect", "any")
+            if (expect == "ok" and is_error) or (expect == "error" and not is_error):
+                print(f"step {i} ({step['tool']}): expected {expect}: {value}", file=sys.stderr)
+                failed += 1
+                if expect == "ok":
+                    break
+    if isinstance(plan.get("usage"), dict):
+        write_usage(workspace, plan["usage"])
+    return 1 if failed else 0
+
+
+def _append(path: Path, line: dict[str, Any]) -> None:
+    with path.open("ab") as out:
+        out.write(orjson.dumps(line, default=str) + b"\n")
