@@ -60,6 +60,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sandbox=not args.no_sandbox,
         task=args.task,
         ray=args.ray,
+        condition="lad" if args.lad else args.condition,
     )
 
     stdio = args.port is None and args.http is None
@@ -269,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
     serve.add_argument("--ray", metavar="ADDRESS", help="the pool on a Ray cluster: ADDRESS or "
                        "auto (needs leanrig[ray]; docs/scale-out.md)")  # fmt: skip
+    serve.add_argument("--condition", choices=["baseline", "lad"], default="baseline",
+                       help="lad: also serve search_library/read_library over the suite's "
+                       "[lad] library (docs/agent-tools.md)")  # fmt: skip
+    serve.add_argument("--lad", action="store_true", help="the same as --condition lad")
     serve.set_defaults(func=_cmd_serve)
 
     check = sub.add_parser("check", help="the final verdict on a submission (exit 0/1/2)")
