@@ -111,6 +111,9 @@ class AttemptResult(_TokensMixin):
     agent_tool: str | None = None
     verdict_s: float | None = Field(default=None, ge=0, description="not in invocation_s")
     started_at: datetime | None = None
+    notes: list[str] = Field(
+        default_factory=list, description="what the agent did that was ignored (files edited)"
+    )
 
     def with_usage(self, usage: Usage) -> AttemptResult:
         return self.model_copy(update=usage.model_dump())

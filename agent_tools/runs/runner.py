@@ -37,7 +37,7 @@ from repl_pool import SandboxPolicy, uses_namespaces
 from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
-from .invocation import Invocation, invoke, network_sandbox
+from .invocation import KILL_DEADLINE, Invocation, invoke, kill_attempt, network_sandbox
 from .prices import PriceSchedule, load_prices
 from .progress import RunProgress
 from .results import (
@@ -226,6 +226,7 @@ class Runner:
         self.install = install
         self.net_prefix: tuple[str, ...] = ()
         self.ledger_path = run_dir / "ledger.jsonl"
+        self.suite_hash = suite_hash(suite)
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -271,6 +272,7 @@ class Runner:
         calls, lean_s, died = await anyio.to_thread.run_sync(self._ledger, ws)
         infra += died
         usage = read_usage(ws.workspace / USAGE_FILE)
+        notes = await anyio.to_thread.run_sync(self._ignored_edits, task, ws)
         if inv.start_error:
             log.warning("run.agent_start_failed", task=task.id, error=inv.start_error)
         result = AttemptResult(
@@ -280,10 +282,32 @@ class Runner:
             exit_code=inv.exit_code, tool_calls=calls, lean_s=round(lean_s, 3),
             final_body_sha=body_sha(body), condition=o.condition, model=o.model,
             agent_tool=o.agent_tool, verdict_s=round(verdict_s, 3), started_at=started_at,
+            notes=notes,
         ).with_usage(usage)  # fmt: skip
         # leanrig's own time for this attempt: everything but the agent's run and the verdict.
         overhead = (time.perf_counter() - t0) - (t_after - t_agent) - verdict_s
         return _Outcome(result, infra, overhead, inv)
+
+    def _ignored_edits(self, task: Task, ws: Workspace) -> list[str]:
+        """Files the agent changed that count for nothing (recorded in the results line):
+        its copy of the task file, the suite on disk (every verdict uses the tasks as loaded
+        when the run started)."""
+        notes = []
+        try:
+            if ws.task_file.read_text(encoding="utf-8") != task.text:
+                notes.append(f"the workspace's {ws.task_file.name} was edited (ignored)")
+        except (OSError, UnicodeDecodeError):
+            notes.append(f"the workspace's {ws.task_file.name} was removed or made unreadable")
+        try:
+            now = suite_hash(load_suite(self.suite.root))
+        except LeanrigError as exc:
+            now = f"unreadable: {exc}"
+        if now != self.suite_hash:
+            notes.append("the suite changed on disk during the attempt (ignored: verdicts use "
+                         "the tasks as loaded when the run started)")  # fmt: skip
+            log.warning("run.suite_changed", task=task.id, attempt=ws.attempt)
+            self.suite_hash = now  # report the change once
+        return notes
 
     def _final_body(self, ws: Workspace, inv: Invocation) -> tuple[str, list[str]]:
         """The last body any session of this attempt's server accepted (the task's initial
@@ -381,6 +405,29 @@ class Runner:
         return [self.suite.task(t) for t in self.options.tasks]
 
 
+def sweep_interrupted(run_dir: Path, done: set[tuple[str, int]]) -> int:
+    """Kill what interrupted attempts left running (a `leanrig run` killed mid-attempt
+    leaves its agent, server and Lean behind): every process carrying the token of an attempt
+    without a results line. Returns how many were killed."""
+    killed = 0
+    for config in run_dir.glob("attempts/*/*/workspace/mcp.json"):
+        root = config.parent.parent
+        attempt = root.name.removesuffix("-retry")
+        if not attempt.isdigit() or (root.parent.name, int(attempt)) in done:
+            continue
+        try:
+            servers = orjson.loads(config.read_bytes())["mcpServers"].values()
+            tokens = {s["env"][ATTEMPT_TOKEN_VAR] for s in servers}
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            continue
+        for token in tokens:
+            pids, _ = kill_attempt(None, token, ATTEMPT_TOKEN_VAR, KILL_DEADLINE)
+            killed += len(pids)
+    if killed:
+        log.warning("run.resume_swept", killed=killed)
+    return killed
+
+
 def check_suite(suite: Suite) -> None:
     """What the metrics need from every task: a field (per-field scores). Difficulties are
     required by the suite loader (1..10)."""
@@ -409,6 +456,7 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         options = resumed(options, previous)
         started_at = previous.started_at
         done = finished_attempts(read_results(run_dir).results)
+        await anyio.to_thread.run_sync(sweep_interrupted, run_dir, done)
     elif (run_dir / "results.jsonl").exists():
         raise RunError(f"{run_dir} already holds a run", hint="pass --resume, or another --out")
     words = _agent_words(options.agent)

@@ -1,0 +1,148 @@
+"""`leanrig run` against agents that misbehave (tests/agents/fault_agent.py): exit at once,
+hang, flood their output, fork (a `setsid` grandchild too), write outside their workspace, edit
+the task file. Each is recorded, killed at the limit, judged on its session's body only, and no
+other task is affected. A suite without fields or difficulties is refused clearly; a `leanrig
+run` killed with SIGKILL resumes without redoing finished attempts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agent_tools.runs import read_results
+from agent_tools.runs.invocation import LOG_CAP_BYTES
+from agent_tools.runs.runner import RunOptions, run_benchmark
+from agent_tools.tasks import SuiteError
+
+from .test_runner import AGENTS, PY, SUITE, attempt_processes, raw_lines
+
+pytestmark = pytest.mark.anyio
+
+FAULT = AGENTS / "fault_agent.py"
+LEANRIG = Path(sys.executable).parent / "leanrig"
+
+
+def suite_copy(tmp_path: Path, tasks: tuple[str, ...], edit: str = "") -> Path:
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite, ignore=shutil.ignore_patterns("Lib"))
+    head, *blocks = (suite / "suite.toml").read_text().split("[[tasks]]")
+    head = head.split("[lad]")[0]
+    kept = [b for b in blocks if any(f'id = "{t}"\n' in b for t in tasks)]
+    (suite / "suite.toml").write_text(head + "".join("[[tasks]]" + b for b in kept) + edit)
+    return suite
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Path) -> None:
+    tasks = ("refl_z", "and_swap", "true_intro", "false_elim", "add_zero", "length_one")
+    suite = suite_copy(tmp_path, tasks)
+    original = (suite / "Demo" / "ReflZ.lean").read_text()
+    modes = {
+        "refl_z": ["vandal", str(suite / "Demo" / "ReflZ.lean")],
+        "and_swap": [str(AGENTS / "mcp_agent.py"), "solve"],
+        "true_intro": ["exit"],
+        "false_elim": ["hang"],
+        "add_zero": ["flood"],
+        "length_one": ["fork"],
+    }
+    run_dir = tmp_path / "run"
+    limit = 20.0  # the solving agent's MCP start under load; hang and flood wait it out
+    agent = f"{PY} {FAULT} by-task '{json.dumps(modes)}'"
+    summary = await run_benchmark(
+        RunOptions(suite=suite, agent=agent, out=run_dir, time_limit=limit, parallel=3, quiet=True)
+    )
+    r = {x.task: x for x in raw_lines(run_dir)}
+    assert set(r) == set(tasks) and len(summary.results) == len(tasks)
+    # The solving agent is unaffected by its neighbours.
+    assert r["and_swap"].accepted and not r["and_swap"].timed_out and not r["and_swap"].notes
+    # Exit at once: recorded with its status, the initial file rejected.
+    assert (r["true_intro"].exit_code, r["true_intro"].accepted) == (3, False)
+    assert r["true_intro"].invocation_s < limit
+    # Hang and flood: killed at the limit, rejected; the flood's log is capped.
+    for tid in ("false_elim", "add_zero"):
+        assert r[tid].timed_out and not r[tid].accepted and r[tid].invocation_s >= limit
+        assert r[tid].invocation_s < limit + 10
+    log = run_dir / "attempts" / "add_zero" / "1" / "agent.log"
+    assert LOG_CAP_BYTES <= log.stat().st_size < LOG_CAP_BYTES + 100
+    assert log.read_bytes().endswith(b"[leanrig: output truncated]\n")
+    # Fork: exits 0 at once; its children and setsid grandchild are killed after it.
+    assert r["length_one"].exit_code == 0 and not r["length_one"].timed_out
+    pids = (run_dir / "attempts" / "length_one" / "1" / "workspace" / "pids.txt").read_text()
+    assert all(gone(int(p)) for p in pids.split())
+    # Writes outside the workspace and edits its task file: recorded, and the verdict is on
+    # the session's body (none: the initial file), not on the edited copy.
+    vandal = r["refl_z"]
+    assert not vandal.accepted and vandal.tool_calls == 0
+    assert any("ReflZ.lean was edited" in n for n in vandal.notes), vandal.notes
+    assert any("suite changed on disk" in n for n in vandal.notes), vandal.notes
+    assert (run_dir / "vandal.txt").exists()
+    assert (suite / "Demo" / "ReflZ.lean").read_text() != original
+    assert attempt_processes(run_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [("field", "without a field"), ("difficulty", "difficulty")],
+)
+async def test_a_suite_without_fields_or_difficulties_is_refused(
+    tmp_path: Path, edit: str, needle: str
+) -> None:
+    suite = suite_copy(tmp_path, ("refl_z", "and_swap"))
+    text = (suite / "suite.toml").read_text()
+    line = next(x for x in text.splitlines() if x.startswith(edit + " ="))
+    (suite / "suite.toml").write_text(text.replace(line + "\n", "", 1))
+    with pytest.raises(SuiteError, match=needle) as info:
+        await run_benchmark(
+            RunOptions(suite=suite, agent=f"{PY} {FAULT} exit", out=tmp_path / "r", quiet=True)
+        )
+    assert "refl_z" in str(info.value) or "suite.toml" in str(info.value)
+    assert not (tmp_path / "r" / "results.jsonl").exists()
+
+
+def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path: Path) -> None:
+    suite = suite_copy(tmp_path, ("refl_z", "and_swap", "true_intro"))
+    run_dir = tmp_path / "run"
+    argv = [str(LEANRIG), "run", "--suite", str(suite), "--agent", f"{PY} {FAULT} hang",
+            "--time-limit", "3", "--out", str(run_dir), "--quiet"]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = run_dir / "results.jsonl"
+    try:
+        # No event says "a line was appended" to another process's file: poll, bounded.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            if results.exists() and results.read_bytes().count(b"\n") >= 1:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGKILL)  # mid-run: the second attempt's agent is running
+        process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+    first = read_results(run_dir).results
+    assert len(first) == 1
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=90,
+                             check=False)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert (summary["skipped"], summary["attempts"]) == (1, 2)
+    lines = raw_lines(run_dir)
+    assert sorted(x.task for x in lines) == ["and_swap", "refl_z", "true_intro"]
+    assert lines[0] == first[0]  # the finished attempt was not redone
+    # The interrupted attempt's orphans (agent) were swept on resume; nothing is left.
+    assert attempt_processes(run_dir) == []
