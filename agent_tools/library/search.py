@@ -9,7 +9,8 @@ benchmark note and docs/agent-tools.md).
 Ranking: FTS5's ``bm25()`` with column weights — the name counts most, then the docstring,
 then the statement. A free-text query is turned into an OR of its words (each a quoted FTS5
 phrase, and a prefix of it for words of three letters or more, so `symmetric` finds
-`symmetry`), so no query text can be FTS5 syntax.
+`symmetry`; English glue words such as `of`/`the` dropped), so no query text can be FTS5
+syntax.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ WEIGHTS = (10.0, 2.0, 4.0)
 MAX_LIMIT = 50
 QUERY_SECONDS = 10.0
 _WORD = re.compile(r"[^\s\"'(){}\[\]:,;*^+\-]+")
+# English glue words carry no meaning here and match most docstrings (slower, noisier ranks).
+# `and`, `or`, `not`, `iff` stay: they name Lean's connectives.
+STOPWORDS = frozenset(
+    {"a", "an", "the", "of", "to", "in", "is", "by", "for", "from", "with", "on", "at", "as",
+     "its", "it", "be", "that", "this", "which"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,8 @@ def fts_query(query: str) -> str | None:
     """The FTS5 MATCH expression for a free-text query (None: no word in it)."""
     terms: list[str] = []
     for word in _WORD.findall(query):
+        if word.lower() in STOPWORDS:
+            continue
         phrase = '"' + word.replace('"', '""') + '"'
         terms.append(phrase)
         if len(word) >= 3:
