@@ -23,8 +23,8 @@ from pathlib import Path
 
 import anyio
 
-from lsp_bridge import cache_root
-from repl_pool import LeanEnvironment
+from lsp_bridge import LeanInstall, cache_root
+from repl_pool import LeanEnvironment, SandboxPolicy, base_env, sandbox_wrapper
 
 from ..tasks import Suite
 from .parse import PARSE_SECONDS, Declaration, LibraryError, parse_library
@@ -128,3 +128,14 @@ async def open_library(
         )
     )
     return index
+
+
+async def prepare_library(
+    suite: Suite, install: LeanInstall, lean_path: Path | None, *, sandbox: bool = True
+) -> LibraryIndex:
+    """The index for a caller without a serving environment (`leanrig run --condition lad`
+    builds it once before the first attempt: a broken library fails the run up front, and no
+    attempt's time includes the build). Lean runs sandboxed, read-only, like `serve`'s."""
+    wrapper = tuple(sandbox_wrapper(SandboxPolicy())) if sandbox else ()
+    env = base_env([lean_path] if lean_path is not None else [])
+    return await open_library(suite, LeanEnvironment(install, suite.root, env=env, wrapper=wrapper))

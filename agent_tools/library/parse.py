@@ -15,8 +15,9 @@ command, under its sandbox wrapper) opens each file; then, per file:
 The kind (``theorem``, ``def``, ``inductive``, …) is the declaration's keyword in its source, and
 the docstring is its leading ``/-- … -/``: both read from the range Lean reported. This works
 on the prelude-only bootstrap and on a full toolchain alike. Cost (bootstrap, 2 cores): Lean's
-elaboration of the files, plus a hover per declaration (~4 ms each at 1000 declarations in one file, 8 at once; ~1 ms in a small file) —
-once per content hash. Nothing here writes files or talks to SQLite.
+elaboration of the files, plus a hover per declaration (~4 ms each at 1000 declarations in one
+file, 8 at once; ~1 ms in a small file) — once per content hash. Nothing here writes files
+or talks to SQLite.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import structlog
 from lsp_bridge import LeanInstall, LeanrigError, find_lean
 from repl_pool import SandboxPolicy, uses_namespaces
 
+from ..library import prepare_library
 from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
@@ -191,6 +192,11 @@ def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
     return replace(options, **update)
 
 
+def lad_args(options: RunOptions) -> tuple[str, ...]:
+    """What each attempt's `leanrig serve` gets for the run's condition (docs/runs.md)."""
+    return ("--condition", "lad") if options.condition == "lad" else ()
+
+
 def _agent_words(agent: str) -> list[str]:
     try:
         words = shlex.split(agent)
@@ -251,7 +257,8 @@ class Runner:
         def make() -> Workspace:
             return create_workspace(
                 self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
-                serve_command=o.serve_command, serve_args=o.serve_args, retry=retry,
+                serve_command=o.serve_command, serve_args=[*o.serve_args, *lad_args(o)],
+                retry=retry,
             )  # fmt: skip
 
         ws = await anyio.to_thread.run_sync(make)
@@ -464,6 +471,8 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     check_suite(suite)
     install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
+    if options.condition == "lad":  # built (or found) once here: no attempt pays for it
+        (await prepare_library(suite, install, library)).close()
     summary = RunSummary(run_dir)
     runner = Runner(options, suite, install, library, run_dir, words)
     if previous is not None and previous.suite_hash != suite_hash(suite):
