@@ -213,17 +213,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     if args.agent_kind == "scripted":
-        from ..runs.agent_scripted import replay
+        from ..runs import run_scripted_agent
 
         return anyio.run(
-            lambda: replay(Path(args.plan).absolute(), mcp_config=args.mcp_config, task=args.task)
+            lambda: run_scripted_agent(
+                Path(args.plan).absolute(), mcp_config=args.mcp_config, task=args.task
+            )
         )
-    from ..runs.agent_search import search
+    from ..runs import run_search_agent
 
     def main() -> Any:
         a = args
-        return search(mcp_config=a.mcp_config, task=a.task, max_candidates=a.max_candidates,
-                      limit=a.limit, check=a.check)  # fmt: skip
+        return run_search_agent(mcp_config=a.mcp_config, task=a.task,
+                                max_candidates=a.max_candidates, limit=a.limit,
+                                check=a.check)  # fmt: skip
 
     code: int = anyio.run(main)
     return code

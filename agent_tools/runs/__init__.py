@@ -1,8 +1,11 @@
 """runs: benchmark runs and their metrics — `leanrig run` (the run protocol: per-attempt
 workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
 (run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
-ledgers, runs and baseline-vs-LAD comparisons."""
+ledgers, runs and baseline-vs-LAD comparisons; and the agents leanrig ships (`leanrig agent
+scripted|search`, docs/agents.md)."""
 
+from .agent_scripted import replay as run_scripted_agent
+from .agent_search import search as run_search_agent
 from .metrics import (
     Change,
     Comparison,
@@ -106,6 +109,8 @@ __all__ = [
     "relative_change",
     "report_runs",
     "run_benchmark",
+    "run_scripted_agent",
+    "run_search_agent",
     "summarize",
     "summary_json",
     "task_outcomes",

@@ -1,0 +1,149 @@
+"""The agents leanrig ships (`leanrig agent scripted|search`, agent_tools/runs/agent_*.py):
+the search agent's term reading and library instantiation (no Lean), the scripted agent under
+`leanrig run`, and `make demo-run` as typed on a two-task cut of the demo suite (one task the
+baseline search proves, one only the library's lemmas give)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agent_tools.runs.agent_search import (
+    Lemma,
+    derive,
+    lemma_candidates,
+    parse_lemma,
+    prove,
+    read_problem,
+)
+from agent_tools.runs.agent_terms import App, Sym, declaration_parts, parse_term, unify
+from agent_tools.runs.runner import RunOptions, run_benchmark
+from agent_tools.tasks import Task, load_suite
+
+from .test_runner import SUITE, attempt_processes, raw_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+PROOFS = orjson.loads((ROOT / "tests" / "demo_reference_proofs.json").read_bytes())
+LEANRIG = ROOT / ".venv" / "bin" / "leanrig"
+
+
+def opened(task: Task) -> dict[str, object]:
+    """What open_task returns, as far as the search agent reads it (no goal: the signature)."""
+    off = task.text.index(task.body)
+    line = task.text[:off].count("\n") + 1
+    column = off - (task.text[:off].rfind("\n") + 1) + 1
+    start = {"line": line, "column": column}
+    return {"text": task.text, "body_range": {"start": start}, "goals": []}
+
+
+def library_lemmas() -> list[Lemma]:
+    lemmas: list[Lemma] = []
+    for path in sorted((SUITE / "Lib").glob("*.lean")):
+        text = path.read_text()
+        namespace = re.search(r"namespace (\S+)", text)
+        assert namespace is not None
+        for match in re.finditer(r"(?:/--.*?-/\s*)?theorem .*?(?=\n\n|\nend )", text, re.DOTALL):
+            name, _, _ = declaration_parts(match.group(0))
+            lemma = parse_lemma(f"{namespace.group(1)}.{name}", None, match.group(0))
+            assert lemma is not None, match.group(0)
+            lemmas.append(lemma)
+    return lemmas
+
+
+def test_terms_parse_and_unify() -> None:
+    assert parse_term("Eq a b") == App("@Eq", (Sym("_"), Sym("a"), Sym("b")))
+    assert parse_term("@Eq α a b") == App("@Eq", (Sym("α"), Sym("a"), Sym("b")))
+    assert parse_term("a = b ∧ ¬c") == App(
+        "And", (App("@Eq", (Sym("_"), Sym("a"), Sym("b"))), App("Not", (Sym("c"),)))
+    )
+    pattern, term = parse_term("@Eq β (f x) (f y)"), parse_term("@Eq N (N.s a) (N.s b)")
+    got = unify(pattern, term, frozenset({"β", "f", "x", "y"}), {})
+    assert got == {"β": Sym("N"), "f": Sym("N.s"), "x": Sym("a"), "y": Sym("b")}
+
+
+@pytest.mark.skipif(not (SUITE / "Lib").is_dir(), reason="the demo suite has no LAD library")
+def test_search_candidates_baseline_and_library() -> None:
+    """Without the library no candidate is an eliminator (the bootstrap has no Eq.symm &c.);
+    with it, every task whose statement a library lemma has gets the reference proof."""
+    suite = load_suite(SUITE)
+    lemmas = library_lemmas()
+    for tid in ("or_swap", "eq_symm", "eq_trans", "congr_arg", "false_elim"):
+        problem = read_problem(opened(suite.tasks[tid]))
+        derive(problem)
+        baseline = list(prove(problem, problem.target, 2))
+        assert not any(".rec" in c for c in baseline), baseline
+        lad = [c for lemma in lemmas for c in lemma_candidates(lemma, problem, problem.target)]
+        assert " ".join(PROOFS[tid].split()) in [" ".join(c.split()) for c in lad], (tid, lad)
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_scripted_agent_replays_a_plan_under_run(tmp_path: Path) -> None:
+    plan = {
+        "calls": [
+            {"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "ok"},
+            {"tool": "set_proof", "args": {"session_id": "{session}", "body": "\n  nope"}},
+            {"tool": "open_task", "args": {"task_id": "no_such_task"}, "expect": "error"},
+            {"tool": "set_proof", "expect": "ok",
+             "args": {"session_id": "{session}", "body": "\n  " + PROOFS["true_intro"]}},
+            {"tool": "check_proof", "args": {"session_id": "{session}"}, "expect": "ok"},
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.001},
+    }  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    agent = f"{LEANRIG} agent scripted --plan {tmp_path / 'plan.json'} --mcp-config {{mcp_config}}"
+    run_dir = tmp_path / "run"
+    await run_benchmark(
+        RunOptions(
+            suite=SUITE, agent=agent, out=run_dir, tasks=("true_intro",), quiet=True, time_limit=60
+        )
+    )
+    [r] = raw_lines(run_dir)
+    assert r.accepted and r.exit_code == 0 and r.tool_calls == 5, r
+    assert (r.input_tokens, r.output_tokens, r.cost_usd) == (10, 2, 0.001)
+    ws = run_dir / "attempts" / "true_intro" / "1" / "workspace"
+    lines = [json.loads(x) for x in (ws / "transcript.jsonl").read_text().splitlines()]
+    assert [(x["tool"], x["error"]) for x in lines] == [
+        ("open_task", False), ("set_proof", False), ("open_task", True), ("set_proof", False),
+        ("check_proof", False)]  # fmt: skip
+    assert lines[-1]["result"]["accepted"] is True
+    assert attempt_processes(run_dir) == []
+
+
+def demo_subset(root: Path, tasks: tuple[str, ...]) -> Path:
+    suite = root / "suite"
+    shutil.copytree(SUITE, suite)
+    head, *blocks = (suite / "suite.toml").read_text().split("[[tasks]]")
+    kept = [b for b in blocks if any(f'id = "{t}"\n' in b for t in tasks)]
+    (suite / "suite.toml").write_text(head + "".join("[[tasks]]" + b for b in kept))
+    return suite
+
+
+def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
+    suite = demo_subset(tmp_path, ("true_intro", "eq_symm"))
+    out = tmp_path / "demo-run"
+    done = subprocess.run(
+        ["make", "-s", "demo-run", f"DEMO_SUITE={suite}", f"DEMO_RUN={out}", "DEMO_LIMIT=60"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "leaderboard" in done.stdout and "| score |" in done.stdout  # both tables
+    base = {r.task: r for r in raw_lines(out / "baseline")}
+    lad = {r.task: r for r in raw_lines(out / "lad")}
+    assert base["true_intro"].accepted and lad["true_intro"].accepted
+    assert all(r.cost_usd == 0.0 and r.input_tokens == 0 for r in [*base.values(), *lad.values()])
+    # eq_symm needs an eliminator: only the library's `symm` gives it.
+    assert not base["eq_symm"].accepted
+    assert lad["eq_symm"].accepted, lad["eq_symm"]
+    comparison = json.loads((out / "compare" / "compare.json").read_text())["comparison"]
+    assert comparison["score"]["new"] > comparison["score"]["base"]
+    assert list((out / "compare").glob("*.png")) and list((out / "report").glob("*.png"))
+    for run in ("baseline", "lad"):
+        assert attempt_processes(out / run) == []
