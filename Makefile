@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
 
-.PHONY: setup demo test lint typecheck unit bench soak clean
+.PHONY: setup demo demo-run test lint typecheck unit bench soak clean
 
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
@@ -20,6 +20,22 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: setup
 	$(BIN)/leanrig demo
+
+# The search agent (model-free) over the demo suite, baseline and LAD: the two runs' leaderboard
+# and their comparison on stdout, plots in $(DEMO_RUN)/report/ and $(DEMO_RUN)/compare/.
+DEMO_SUITE ?= lean_project/suites/demo
+DEMO_RUN ?= runs/demo-run
+DEMO_LIMIT ?= 120
+DEMO_PARALLEL ?= 2
+DEMO_AGENT := '$(abspath $(BIN))/leanrig agent search --mcp-config {mcp_config}'
+DEMO_FLAGS = --suite $(DEMO_SUITE) --agent $(DEMO_AGENT) --time-limit $(DEMO_LIMIT) \
+  --parallel $(DEMO_PARALLEL) --model none --agent-tool "leanrig agent search" --quiet
+demo-run: setup
+	rm -rf $(DEMO_RUN)
+	$(BIN)/leanrig run $(DEMO_FLAGS) --out $(DEMO_RUN)/baseline --label "search, baseline"
+	$(BIN)/leanrig run $(DEMO_FLAGS) --out $(DEMO_RUN)/lad --label "search, LAD" --condition lad
+	$(BIN)/leanrig report $(DEMO_RUN)/baseline $(DEMO_RUN)/lad --out $(DEMO_RUN)/report
+	$(BIN)/leanrig compare $(DEMO_RUN)/baseline $(DEMO_RUN)/lad --out $(DEMO_RUN)/compare
 
 lint: setup
 	$(BIN)/ruff check lsp_bridge repl_pool agent_tools tests bench
