@@ -61,7 +61,7 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
         "length_one": ["fork"],
     }
     run_dir = tmp_path / "run"
-    limit = 20.0  # the solving agent's MCP start under load; hang and flood wait it out
+    limit = 15.0  # the solving agent's MCP start under load; hang and flood wait it out
     agent = f"{PY} {FAULT} by-task '{json.dumps(modes)}'"
     summary = await run_benchmark(
         RunOptions(suite=suite, agent=agent, out=run_dir, time_limit=limit, parallel=3, quiet=True)
