@@ -6,16 +6,29 @@ JSON-RPC. The SDK's per-function tools are not used: their argument models coerc
 ignore unknown keys, pre-parse JSON strings and prefix every error with "Error executing
 tool", so the two wires would disagree. Expected failures are `is_error` results whose text is
 ``[code] message. Next: hint`` (never a raw exception text); a crash is a protocol error.
+
+Stdio runs on the event loop (`fd_stdio`), not on the SDK's default streams: those do every
+line read, write and flush in a worker thread (three thread hops per call, and GIL hand-offs
+between the loop and the threads: the profile of a step showed them as the largest share of
+the server's own time). The descriptors are claimed as the SDK does: while serving, fd 0 reads
+the null device and fd 1 goes to stderr, so stray output and children miss the wire.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import orjson
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
@@ -36,6 +49,7 @@ from ..sessions import (
     input_schema,
     output_schema,
 )
+from .jsonrpc_server import _FdReceive, _FdSend
 from .tools import call_tool, failure
 
 log = structlog.get_logger("leanrig.mcp")
@@ -99,10 +113,109 @@ class LeanrigMCP(MCPServer[Any]):
         except Exception as exc:
             log.exception("mcp.tool_crashed", tool=name)
             raise MCPError(code=INTERNAL_ERROR, message="internal error; see server log") from exc
-        return CallToolResult(
-            content=[TextContent(type="text", text=orjson.dumps(result).decode())],
+        # Trusted data (our own result, dumped once): no re-validation of the payload.
+        text = orjson.dumps(result).decode()
+        return CallToolResult.model_construct(
+            content=[TextContent.model_construct(type="text", text=text)],
             structured_content=result,
         )
+
+    async def run_stdio_async(self) -> None:
+        """MCP on this process's stdin/stdout, read and written on the event loop."""
+        async with (
+            fd_stdio() as (stdin, stdout),
+            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),  # type: ignore[arg-type]
+        ):
+            server = self._lowlevel_server
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+class _Lines:
+    """Text lines (with their newline) from a file descriptor, read on the event loop."""
+
+    def __init__(self, fd: int) -> None:
+        self._receive = _FdReceive(fd)
+        self._buf = bytearray()
+        self._scanned = 0
+        self._eof = False
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buf.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+                self._scanned = 0
+                return line.decode("utf-8", "replace")
+            self._scanned = len(self._buf)
+            if self._eof:
+                break
+            try:
+                self._buf += await self._receive.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                self._eof = True
+        if self._buf:  # a last line without its newline
+            line = bytes(self._buf)
+            self._buf.clear()
+            return line.decode("utf-8", "replace")
+        raise StopAsyncIteration
+
+
+class _Writer:
+    """``write``/``flush`` of text to a file descriptor on the event loop (one write per
+    message; a reader that does not read is backpressure, never a blocked thread)."""
+
+    def __init__(self, fd: int) -> None:
+        self._send = _FdSend(fd)
+
+    async def write(self, text: str) -> int:
+        await self._send(text.encode("utf-8"))
+        return len(text)
+
+    async def flush(self) -> None:
+        pass
+
+
+@contextmanager
+def _claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
+    """A private copy of ``fd`` for the wire while ``fd`` itself points at the null device
+    (stdin) or stderr (stdout); restored on exit. A stream not backed by ``fd`` (e.g. Ray's
+    protocol stdout, which already keeps the wire private) is served as it is."""
+    try:
+        backing = stream.buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        backing = fd
+    if backing != fd:
+        yield backing
+        return
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        diversion = os.open(os.devnull, os.O_RDONLY) if mode == os.O_RDONLY else os.dup(2)
+    except OSError:
+        os.close(private)
+        yield fd
+        return
+    os.dup2(diversion, fd)
+    os.close(diversion)
+    try:
+        yield private
+    finally:
+        os.dup2(private, fd)
+        os.close(private)
+
+
+@asynccontextmanager
+async def fd_stdio() -> AsyncIterator[tuple[_Lines, _Writer]]:
+    """The process's stdin and stdout as the SDK's stdio streams, without threads."""
+    sys.stdout.flush()
+    with (
+        _claimed(0, sys.stdin, os.O_RDONLY) as stdin_fd,
+        _claimed(1, sys.stdout, os.O_WRONLY) as stdout_fd,
+    ):
+        yield _Lines(stdin_fd), _Writer(stdout_fd)
 
 
 def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:
