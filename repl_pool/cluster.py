@@ -63,7 +63,7 @@ from .header import parse_header
 from .placement import record
 from .pool import LATENCY_BUCKETS_MS, PoolStats, WarmPool
 from .ray_actor import LeanNode, Reply, Shipped, land
-from .slot import PoolKey, Slot, slot_fate
+from .slot import PoolKey, Slot, portable_deadline, slot_fate
 
 log = structlog.get_logger("leanrig.cluster")
 T = TypeVar("T")
@@ -573,8 +573,11 @@ class RayPool(WarmPool):
         """As `WarmPool.run`, across nodes: a lost node (`NodeLost`, retryable) is forgotten and
         the step runs once more on another node, which rebuilds the session from its text."""
         attempts = 2 if idempotent else 1
+        deadline = portable_deadline(operation)
         for attempt in range(1, attempts + 1):
             try:
+                if deadline is not None:  # the whole operation on the node: one round trip
+                    return await self._run_on_node(key, operation, deadline, holder, timeout)
                 async with self.acquire(key, holder=holder, timeout=timeout) as slot:
                     assert isinstance(slot, RemoteSlot)
                     record(key.short(), slot.node_id)
@@ -588,6 +591,29 @@ class RayPool(WarmPool):
                     raise
                 log.info("ray.retry", error=type(exc).__name__, header=key.short())
         raise AssertionError("unreachable")
+
+    async def _run_on_node(
+        self,
+        key: PoolKey,
+        operation: Callable[[Slot], Awaitable[T]],
+        deadline: float,
+        holder: str | None,
+        timeout: float | None,
+    ) -> T:
+        """A portable operation (slot.portable_deadline) shipped to the chosen node, which
+        acquires a slot, runs it and releases the slot: one actor call per attempt."""
+        node = self._place(key, holder)
+        wait = self.config.timeouts.acquire if timeout is None else timeout
+        header_text = self._header_texts.get(key) or key.header + "\n"
+        record(key.short(), node.node_id)
+        node.inflight += 1
+        node.steps += 1
+        try:
+            ref = node.handle.run.remote(header_text, holder, wait, operation)
+            result: T = await self._call(node, ref, wait + deadline)
+        finally:
+            node.inflight -= 1
+        return result
 
     async def wait_idle(self, count: int, key: PoolKey | None = None, *, timeout: float) -> None:
         """Wait until ``count`` processes (for ``key``, default: any) are idle across nodes."""
@@ -614,6 +640,19 @@ class RayPool(WarmPool):
             for key, count in s.queued.items():
                 queued[key] = queued.get(key, 0) + count
         lat = self._latencies
+        # Acquires: the router's own (leases) plus the nodes' (portable operations acquire
+        # their slot on the node); the times are the router's when it has any, else the
+        # slowest node's.
+        count = len(lat) + sum(s.acquire_count for s in node_stats)
+        histogram = [
+            n + sum(s.acquire_histogram.get(f"<={b:g}ms", 0) for s in node_stats)
+            for b, n in zip(LATENCY_BUCKETS_MS, self._histogram, strict=True)
+        ]
+        median = round(statistics.median(lat), 3) if lat else 0.0
+        p95 = round(sorted(lat)[int(0.95 * (len(lat) - 1))], 3) if lat else 0.0
+        if not lat and node_stats:
+            median = max(s.acquire_ms_median for s in node_stats)
+            p95 = max(s.acquire_ms_p95 for s in node_stats)
         return PoolStats(
             processes=tuple(p for s in node_stats for p in s.processes),
             queued=queued,
@@ -621,11 +660,11 @@ class RayPool(WarmPool):
             restarts=sum(s.restarts for s in node_stats),
             killed=sum(s.killed for s in node_stats),
             start_failures=sum(s.start_failures for s in node_stats),
-            acquire_count=len(lat),
-            acquire_ms_median=round(statistics.median(lat), 3) if lat else 0.0,
-            acquire_ms_p95=round(sorted(lat)[int(0.95 * (len(lat) - 1))], 3) if lat else 0.0,
+            acquire_count=count,
+            acquire_ms_median=median,
+            acquire_ms_p95=p95,
             acquire_histogram={
-                f"<={b:g}ms": n for b, n in zip(LATENCY_BUCKETS_MS, self._histogram, strict=True)
+                f"<={b:g}ms": n for b, n in zip(LATENCY_BUCKETS_MS, histogram, strict=True)
             },
         )
 

@@ -277,6 +277,23 @@ class LeanNode:
             return "error", ship(exc)
         return "ok", result
 
+    async def run(
+        self, header_text: str, holder: str | None, timeout: float, operation: Any
+    ) -> Reply:
+        """A portable operation (slot.portable_deadline) on a slot of this node, acquired and
+        released here: a whole step in one call. Not retried here (the router retries once,
+        on this node or another); the slot's fate is judged by the node's pool as locally."""
+        if self.pool is None:
+            return "error", ship(LeanrigError("the node's pool is not open"))
+        key = self.pool.key_for(header_text)
+        try:
+            result = await self.pool.run(
+                key, operation, idempotent=False, holder=holder, timeout=timeout
+            )
+        except LeanrigError as exc:
+            return "error", ship(exc)
+        return "ok", result
+
     def release(self, lease_id: str) -> None:
         lease = self._leases.get(lease_id)
         if lease is not None:

@@ -167,6 +167,21 @@ def slot_fate(error: BaseException) -> SlotFate:
     return _CALLER
 
 
+def portable_deadline(operation: object) -> float | None:
+    """Seconds a *portable* operation may take on its slot; None for a plain one.
+
+    An operation is what `WarmPool.run` runs on a slot: ``async (slot) -> result``. A portable
+    one is also picklable and self-contained (its state is its own fields, its result plain
+    data) and says so with ``portable = True`` and a ``deadline`` (seconds): a pool may then run
+    it where the slot lives — a `RayPool` ships it to the node, so the whole operation is one
+    round trip instead of one per slot call. A plain operation (a closure over the caller's
+    state) runs in the caller's process against the slot's methods."""
+    if getattr(operation, "portable", False) is not True:
+        return None
+    deadline = getattr(operation, "deadline", None)
+    return float(deadline) if isinstance(deadline, int | float) else None
+
+
 def describe(error: BaseException) -> str:
     message = error.message if isinstance(error, LeanrigError) else str(error)
     return f"{type(error).__name__}: {message}"

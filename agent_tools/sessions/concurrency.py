@@ -14,17 +14,19 @@ B = TypeVar("B")
 
 
 async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
-    """Await two things concurrently (structured: a task group), returning both results."""
-    results: dict[int, Any] = {}
+    """Await two things concurrently (structured: a task group), returning both results.
+    ``second`` runs in a child task, ``first`` in the caller's (one task per call, not two:
+    this is on every proof step)."""
+    results: list[Any] = []
 
-    async def run(i: int, awaitable: Awaitable[Any]) -> None:
-        results[i] = await awaitable
+    async def run() -> None:
+        results.append(await second)
 
     with single_errors():
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run, 0, first)
-            tg.start_soon(run, 1, second)
-    return results[0], results[1]
+            tg.start_soon(run)
+            one = await first
+    return one, results[0]
 
 
 async def done(value: A) -> A:

@@ -6,6 +6,11 @@ Lean). Raises lower-level errors unchanged (the service translates them). Holds 
 
 Lean sees a task's session document (prefix.py: the whole file, or the compiled prefix
 imported); everything leaving this module is in task-file text and positions.
+
+The Lean part of a step is one self-contained, picklable operation (`LeanStep`): the edit, the
+barrier, the document symbols and — when Lean's report could mean an incomplete proof — the
+goals. A local pool runs it on its slot here; a `RayPool` ships it to the node, so a step is one
+round trip. The scope check, the completeness verdict and the timers stay here.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lsp_bridge import DocumentReport, LineIndex, Pos
-from repl_pool import LeanEnvironment, Slot, WarmPool
+from lsprotocol.types import DocumentSymbol
+
+from lsp_bridge import DocumentReport, LeanTag, LineIndex, LspPos, Pos
+from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
 from ..tasks import Task, check_scope, code_end, flatten_symbols, suffix_structure
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
-from .concurrency import both, done
+from .concurrency import both
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete
@@ -32,6 +39,72 @@ class Elaborated:
     goals: list[str]
     rejected: str | None
     complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeanAnswer:
+    report: DocumentReport  # in the session document's coordinates
+    symbols: list[DocumentSymbol]
+    goals: list[str] | None  # None: not asked (Lean reported nothing that could be incomplete)
+    lean_s: float  # seconds spent on Lean inside the operation (where it ran)
+
+
+def maybe_incomplete(report: DocumentReport) -> bool:
+    """Could `is_complete` say no for this report? (It says yes whenever this says no: no
+    error, no unsolved goals and no sorry anywhere, and the version finished.)"""
+    if report.status != "done" and report.status != "superseded":
+        return True
+    return any(
+        d.is_error
+        or LeanTag.UNSOLVED_GOALS in d.lean_tags
+        or "declaration uses `sorry`" in d.message
+        or "declaration uses 'sorry'" in d.message
+        for d in report.diagnostics
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LeanStep:
+    """The Lean part of one step on a slot: make ``text`` the holder's document, wait for its
+    report, then — concurrently — the document symbols (for the scope check) and, when the
+    report could mean an incomplete proof, the goals at ``goal_at`` / ``term_at``.
+
+    Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
+    may run it where the slot lives. Goals are only shown for an incomplete proof; asking for
+    them whenever ``maybe_incomplete`` holds may fetch some that are then dropped (a sorry in
+    another declaration of the file), never miss any. (Sending all queries before the barrier
+    measured no faster: 6.30 vs 6.41 ms, and wastes Lean work on complete proofs.)"""
+
+    text: str
+    timeout: float
+    goal_at: LspPos  # tactic goals: after the body's last code character
+    term_at: LspPos  # expected type: the body's first non-space character
+    portable = True
+
+    @property
+    def deadline(self) -> float:
+        return 2 * self.timeout  # the barrier, then the queries (each with its own deadline)
+
+    async def __call__(self, slot: Slot) -> LeanAnswer:
+        started = time.perf_counter()
+        timeout = self.timeout
+        report = await slot.elaborate(self.text, timeout=timeout)
+        goals: list[str] | None = None
+        if maybe_incomplete(report):
+            symbols, goals = await both(slot.document_symbols(timeout=timeout), self._goals(slot))
+        else:
+            symbols = await slot.document_symbols(timeout=timeout)
+        return LeanAnswer(report, symbols, goals, time.perf_counter() - started)
+
+    async def _goals(self, slot: Slot) -> list[str]:
+        """Tactic goals at the end of the body, else the expected type at its start."""
+        goal, term = await both(
+            slot.plain_goal(self.goal_at, timeout=self.timeout),
+            slot.plain_term_goal(self.term_at, timeout=self.timeout),
+        )
+        if goal.status == "goals":
+            return list(goal.goals)
+        return [term.goal] if term.status == "goal" else []
 
 
 class Elaborator:
@@ -49,6 +122,7 @@ class Elaborator:
         self.prefixes = prefixes
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
+        self._keys: dict[str, PoolKey] = {}  # task id -> pool key
 
     async def view(self, task: Task) -> TaskView:
         """How the task's session document maps to the task file (decided once per task)."""
@@ -61,6 +135,13 @@ class Elaborator:
             self._views[task.id] = view
         return view
 
+    def _key(self, task: Task, view: TaskView, lean_text: str) -> PoolKey:
+        """The task's pool key (the header never changes: only the body is edited)."""
+        key = self._keys.get(task.id)
+        if key is None:
+            key = self._keys[task.id] = self.pool.key_for(lean_text, view.environment)
+        return key
+
     async def elaborate(
         self, task: Task, body: str, timers: Sequence[StepTimer], holder: str | None
     ) -> Elaborated:
@@ -68,69 +149,49 @@ class Elaborator:
         view = self._views.get(task.id) or await self.view(task)
         text = task.with_body(body)
         lean_text = view.to_lean(text)
-        key = self.pool.key_for(lean_text, view.environment)
+        key = self._key(task, view, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
-        entered = time.perf_counter()
-        timeout = self.step_timeout
-
-        async def operation(slot: Slot) -> Elaborated:
-            for timer in timers:
-                timer.queued(entered)
-            index = LineIndex(text)
-            lean_index = LineIndex(lean_text) if view.prefixed else index
-            started = time.perf_counter()
-            try:
-                report = view.report_from_lean(await slot.elaborate(lean_text, timeout=timeout))
-                complete = is_complete(report, index, task.span.decl_start, body_end)
-                # Goals only for an incomplete proof, fetched beside the symbols. (Sending all
-                # queries before the barrier measured no faster: 6.30 vs 6.41 ms, and wastes
-                # Lean work on complete proofs.)
-                symbols, goals = await both(
-                    slot.document_symbols(timeout=timeout),
-                    self._goals_after(slot, view, text, index, body_start, body_end)
-                    if not complete
-                    else done(list[str]()),
-                )
-            finally:
-                interval = (started, time.perf_counter())
-                for timer in timers:
-                    timer.lean_intervals.append(interval)
-            flat = view.symbols_from_lean(flatten_symbols(symbols, lean_index))
-            if task.id not in self._suffix and body == task.body:
-                self._suffix[task.id] = suffix_structure(flat, body_end, len(text))
-            rejected = check_scope(
-                text=text,
-                body_start=body_start,
-                body_end=body_end,
-                decl_start=task.span.decl_start,
-                symbols=flat,
-                expected_suffix=self._suffix.get(task.id, []),
-                diagnostics=report.diagnostics,
-            )
-            ok = rejected is None
-            return Elaborated(text, report, goals if ok else [], rejected, complete and ok)
-
-        return await self.pool.run(key, operation, holder=holder)
-
-    async def _goals_after(
-        self, slot: Slot, view: TaskView, text: str, index: LineIndex, start: int, end: int
-    ) -> list[str]:
-        """Tactic goals at the end of the body, else the expected type at its start."""
-        last = code_end(text, start, end)
-        first = start
-        while first < end and text[first].isspace():
+        index = LineIndex(text)
+        last = code_end(text, body_start, body_end)
+        first = body_start
+        while first < body_end and text[first].isspace():
             first += 1
-        at_last = view.lsp_to_lean(index.lsp_of_offset(last))
-        at_first = view.lsp_to_lean(index.lsp_of_offset(first))
-        assert at_last is not None  # the body is after the cut
-        assert at_first is not None
-        goal, term = await both(
-            slot.plain_goal(at_last, timeout=self.step_timeout),
-            slot.plain_term_goal(at_first, timeout=self.step_timeout),
+        goal_at = view.lsp_to_lean(index.lsp_of_offset(last))
+        term_at = view.lsp_to_lean(index.lsp_of_offset(first))
+        assert goal_at is not None  # the body is after the cut
+        assert term_at is not None
+        step = LeanStep(lean_text, self.step_timeout, goal_at, term_at)
+        entered = time.perf_counter()
+        answer: LeanAnswer | None = None
+        try:
+            answer = await self.pool.run(key, step, holder=holder)
+        finally:
+            # Queue: from asking until the slot's Lean work began (on Ray: the hop too);
+            # Lean: the operation's own time on Lean. A failed step counts as Lean time.
+            now = time.perf_counter()
+            lean_from = now - answer.lean_s if answer is not None else entered
+            for timer in timers:
+                if answer is not None:
+                    timer.queue_intervals.append((entered, lean_from))
+                timer.lean_intervals.append((lean_from, now))
+        report = view.report_from_lean(answer.report)
+        complete = is_complete(report, index, task.span.decl_start, body_end)
+        lean_index = LineIndex(lean_text) if view.prefixed else index
+        flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
+        if task.id not in self._suffix and body == task.body:
+            self._suffix[task.id] = suffix_structure(flat, body_end, len(text))
+        rejected = check_scope(
+            text=text,
+            body_start=body_start,
+            body_end=body_end,
+            decl_start=task.span.decl_start,
+            symbols=flat,
+            expected_suffix=self._suffix.get(task.id, []),
+            diagnostics=report.diagnostics,
         )
-        if goal.status == "goals":
-            return list(goal.goals)
-        return [term.goal] if term.status == "goal" else []
+        ok = rejected is None
+        goals = answer.goals if ok and not complete and answer.goals is not None else []
+        return Elaborated(text, report, goals, rejected, complete and ok)
 
     async def goals_at(
         self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str | None
@@ -144,7 +205,7 @@ class Elaborator:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
                                term_goal=None, structured=[])  # fmt: skip
         lean_text = view.to_lean(text)
-        key = self.pool.key_for(lean_text, view.environment)
+        key = self._key(task, view, lean_text)
         entered = time.perf_counter()
         timeout = self.step_timeout
 
