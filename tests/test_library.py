@@ -276,7 +276,6 @@ async def test_baseline_servers_neither_list_nor_accept_the_library_tools(
     assert info.value.code == "unavailable"
 
 
-@pytest.mark.xfail(strict=True, reason="mcp_server.py lists the service's tools: next commit")
 async def test_lad_servers_list_and_answer_the_library_tools_on_both_wires(
     lad_service: ProofService,
 ) -> None:
@@ -398,7 +397,6 @@ def test_serve_lad_with_a_broken_library_exits_2_naming_the_file(tmp_path: Path)
 # -- `leanrig run --condition lad` -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="mcp_server.py lists the service's tools: next commit")
 async def test_a_lad_run_gives_each_attempt_the_library_tools_and_baseline_none(
     tmp_path: Path,
 ) -> None:

@@ -1,6 +1,7 @@
 """The agent tools over MCP (official SDK, `MCPServer`): stdio or streamable HTTP.
 
-`tools/list` publishes the catalogue's own schemas (inputSchema, outputSchema, annotations);
+`tools/list` publishes the catalogue's own schemas (inputSchema, outputSchema, annotations)
+for the tools the service serves (the library tools only in the LAD condition: tools.py);
 `tools/call` runs through tools.call_tool — the same validation, results and errors as
 JSON-RPC. The SDK's per-function tools are not used: their argument models coerce ("8" → 8),
 ignore unknown keys, pre-parse JSON strings and prefix every error with "Error executing
@@ -41,8 +42,6 @@ from mcp_types import (
 from mcp_types import Tool as MCPTool
 
 from ..sessions import (
-    TOOL_BY_NAME,
-    TOOLS,
     ProofService,
     ToolDef,
     ToolError,
@@ -50,13 +49,17 @@ from ..sessions import (
     output_schema,
 )
 from .jsonrpc_server import _FdReceive, _FdSend
-from .tools import call_tool, failure
+from .tools import call_tool, failure, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.mcp")
 
 INSTRUCTIONS = (
     "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
     "replace_in_proof and read diagnostics and goals; check_proof gives the final verdict."
+)
+LIBRARY_INSTRUCTIONS = (
+    " search_library and read_library consult a verified library; tasks do not import it, so "
+    "adapt a lemma's proof (read_library) rather than naming the lemma."
 )
 
 
@@ -85,12 +88,14 @@ def describe(tool: ToolDef) -> MCPTool:
 
 class LeanrigMCP(MCPServer[Any]):
     def __init__(self, service: ProofService, client: str) -> None:
+        instructions = INSTRUCTIONS + (LIBRARY_INSTRUCTIONS if service.library is not None else "")
         super().__init__(
-            "leanrig", version=package_version(), instructions=INSTRUCTIONS, log_level="WARNING"
+            "leanrig", version=package_version(), instructions=instructions, log_level="WARNING"
         )
         self.service = service
         self.client = client
-        self._listed = [describe(t) for t in TOOLS]
+        # The service's tools: the library tools only in the LAD condition.
+        self._listed = [describe(t) for t in service_tools(service)]
 
     async def list_tools(self) -> list[MCPTool]:
         return list(self._listed)
@@ -98,12 +103,12 @@ class LeanrigMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        spec = TOOL_BY_NAME.get(name)
+        spec = service_tool(self.service, name)
         if spec is None:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"unknown tool {name!r}",
-                data={"tools": sorted(TOOL_BY_NAME)},
+                data={"tools": sorted(t.name for t in service_tools(self.service))},
             )
         try:
             result = await call_tool(self.service, spec, arguments, self.client)
