@@ -67,6 +67,19 @@ from .session import ProofSession, body_sha
 log = structlog.get_logger("leanrig.tools")
 
 
+def _replace_file(path: Path, data: bytes) -> None:
+    """``path`` now holds ``data``, atomically (a temp file beside it, then a rename)."""
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 class ProofService:
     def __init__(
         self,
@@ -108,6 +121,7 @@ class ProofService:
             else None
         )
         self.elaborator = Elaborator(pool, environment, step_timeout, prefixes)
+        self._submission_lock = anyio.Lock()
 
     def _session_call(
         self, tool: str, session_id: str, client: str
@@ -156,7 +170,7 @@ class ProofService:
             session.version = 1
             session.last = self._state(session.version, elaborated)
             self.sessions[session.id] = session
-            self._record_submission(session)
+            await self._record_submission(session)
             return OpenTaskResult(
                 session_id=session.id,
                 text=session.text,
@@ -215,13 +229,16 @@ class ProofService:
         session.version += 1
         session.last = self._state(session.version, elaborated)
         call.extra.update(version=session.version, complete=session.last.complete)
-        self._record_submission(session)
+        await self._record_submission(session)
         return EditResult(
             **dict(session.last), elapsed_ms=round((time.perf_counter() - started) * 1000, 2)
         )
 
-    def _record_submission(self, session: ProofSession) -> None:
-        """The last accepted body of any session (written atomically: temp file + rename)."""
+    async def _record_submission(self, session: ProofSession) -> None:
+        """The last accepted body of any session (written atomically: temp file + rename),
+        before the call answers. The file work (~0.3-0.6 ms of metadata updates here) runs in
+        a worker thread, so other sessions' steps go on meanwhile; calls on one session are
+        serialized, so its records land in order."""
         if self.submission is None:
             return
         assert session.last is not None
@@ -229,9 +246,9 @@ class ProofService:
                   "version": session.version, "body": session.body,
                   "body_sha": body_sha(session.body), "complete": session.last.complete,
                   "ts_ns": time.time_ns()}  # fmt: skip
-        tmp = self.submission.with_name(self.submission.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(record))
-        os.replace(tmp, self.submission)
+        data = orjson.dumps(record)
+        async with self._submission_lock:  # sessions' records never interleave their renames
+            await anyio.to_thread.run_sync(_replace_file, self.submission, data)
 
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(
