@@ -50,7 +50,9 @@ def make_suite(root: Path, prefix: int) -> Path:
     """A copy of the demo suite whose task has ``prefix`` declarations before it, plus the
     unpadded task as ``and_swap_0`` (for the two-session measurement)."""
     suite = root / f"suite-{prefix}"
-    shutil.copytree(DEMO / "Demo", suite / "Demo", dirs_exist_ok=True)
+    for part in DEMO.iterdir():  # Demo/ and whatever else the manifest names (e.g. Lib/)
+        if part.is_dir():
+            shutil.copytree(part, suite / part.name, dirs_exist_ok=True)
     task_file = suite / "Demo" / "AndSwap.lean"
     text = task_file.read_text(encoding="utf-8")
     (suite / "Demo" / "AndSwap0.lean").write_text(text, encoding="utf-8")

@@ -1,10 +1,16 @@
 """The Ray hop's cost: set_proof through `RayPool` (one Ray node on this machine, 1 lean_slots)
-versus the local `WarmPool`, same run, same service path (in-process `ProofService`):
+versus the local `WarmPool`, same run, same service path (in-process `ProofService`), in
+interleaved rounds (the machine is shared: medians of interleaved rounds, not of runs):
 
-- per-step latency median / p95 and steps per second, 1 and 2 concurrent sessions;
-- router CPU per step: this process's CPU time (service + router; Lean runs elsewhere) per
-  step, local vs Ray — the difference is what the router costs, and 1 s divided by it is
-  roughly how many steps per second one router core can feed across nodes.
+- local pool;
+- Ray, the step shipped to the node as one operation (`LeanStep`: one round trip);
+- Ray, per-call hops (the same step with its slot calls made one by one from the router:
+  acquire, elaborate, symbols + goals — how every step ran before; `LeanStep.portable` off);
+
+per-step latency median / p95, steps per second, 1 and 2 concurrent sessions; and router CPU
+per step: this process's CPU time (service + router; Lean runs elsewhere) per step — the
+difference to local is what the router costs, and 1 s divided by it is roughly how many steps
+per second one router core can feed across nodes.
 
 Needs the `ray` extra; without it the result says so.
 """
@@ -21,6 +27,7 @@ import anyio
 
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService
+from agent_tools.sessions.elaborate import LeanStep
 
 from .common import DEMO, print_table, summarize, write_result
 
@@ -63,33 +70,87 @@ async def variant(address: str | None, per_session: int, run_dir: Path) -> dict[
     return out
 
 
+async def _steps(service: ProofService, sid: str, count: int, out: list[float]) -> None:
+    for i in range(count):
+        t = time.perf_counter()
+        await service.set_proof(sid, RIGHT if i % 2 else WRONG)
+        out.append((time.perf_counter() - t) * 1000)
+
+
+LOCAL = "local pool"
+RAY = "Ray, one round trip per step (1 node, same machine)"
+HOPS = "Ray, per-call hops as before (1 node, same machine)"
+
+
+async def interleaved(address: str, rounds: int, per_round: int, run_dir: Path) -> dict[str, Any]:
+    """Local and Ray services open side by side; rounds alternate the variants' order."""
+    local_options = ServeOptions(suite=DEMO, run_dir=run_dir, max_processes=1)
+    ray_options = ServeOptions(suite=DEMO, run_dir=run_dir, max_processes=1, ray=address)
+    result: dict[str, Any] = {}
+    async with open_service(local_options) as local, open_service(ray_options) as remote:
+        variants = [(LOCAL, local, True), (RAY, remote, True), (HOPS, remote, False)]
+        for count in (1, 2):
+            sids: dict[str, list[str]] = {name: [] for name, _, _ in variants}
+            for name, service, _ in variants:
+                for _ in range(count):
+                    sid = (await service.open_task(TASK)).session_id
+                    await service.set_proof(sid, WRONG)  # warm: the session's document exists
+                    sids[name].append(sid)
+            latencies: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+            cpu = dict.fromkeys(latencies, 0.0)
+            wall = dict.fromkeys(latencies, 0.0)
+            for r in range(rounds):
+                for name, service, portable in variants if r % 2 == 0 else variants[::-1]:
+                    LeanStep.portable = portable
+
+                    c, w = time.process_time(), time.perf_counter()
+                    async with anyio.create_task_group() as tg:
+                        for sid in sids[name]:
+                            tg.start_soon(_steps, service, sid, per_round, latencies[name])
+                    cpu[name] += time.process_time() - c
+                    wall[name] += time.perf_counter() - w
+            LeanStep.portable = True
+            for name, service, _ in variants:
+                for sid in sids[name]:
+                    await service.close_session(sid)
+            result[f"{count} session(s)"] = {
+                name: {
+                    **summarize(latencies[name]),
+                    "steps_per_s": round(len(latencies[name]) / wall[name], 1),
+                    "cpu_ms_per_step": round(cpu[name] * 1000 / len(latencies[name]), 3),
+                }
+                for name in latencies
+            }
+    return result
+
+
 def measure(quick: bool) -> dict[str, Any]:
     try:
         import ray  # noqa: F401
         from ray.cluster_utils import Cluster
     except ImportError:
         return {"skipped": "the `ray` extra is not installed"}
-    per_session = 20 if quick else 100
+    rounds, per_round = (4, 6) if quick else (10, 20)
     with tempfile.TemporaryDirectory(prefix="leanrig-bench-ray-") as tmp:
-        local = anyio.run(variant, None, per_session, Path(tmp))
         cluster: Any = Cluster(
             initialize_head=True,
             head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1},
                             "include_dashboard": False},
         )  # fmt: skip
         try:
-            remote = anyio.run(variant, cluster.address, per_session, Path(tmp))
+            measured = anyio.run(interleaved, cluster.address, rounds, per_round, Path(tmp))
         finally:
             cluster.shutdown()
-    result: dict[str, Any] = {}
-    for name in local:
-        rows = {"local pool": local[name], "Ray (1 node, same machine)": remote[name]}
-        print_table(f"set_proof, {name}", rows, reference="local pool")
+    result: dict[str, Any] = {"rounds": rounds, "steps_per_round": per_round}
+    for name, rows in measured.items():
+        print_table(f"set_proof, {name}", rows, reference=LOCAL)
         result[name] = rows
-        hop = remote[name]["median_ms"] - local[name]["median_ms"]
-        cpu = remote[name]["cpu_ms_per_step"] - local[name]["cpu_ms_per_step"]
-        print(f"  hop: +{hop:.2f} ms median; router CPU +{cpu:.2f} ms/step "
-              f"(~{1000 / max(remote[name]['cpu_ms_per_step'], 1e-3):.0f} steps/s per router core)")  # fmt: skip
+        for variant in (RAY, HOPS):
+            hop = rows[variant]["median_ms"] - rows[LOCAL]["median_ms"]
+            cpu = rows[variant]["cpu_ms_per_step"] - rows[LOCAL]["cpu_ms_per_step"]
+            print(f"  {variant}: hop +{hop:.2f} ms median; router CPU +{cpu:.2f} ms/step "
+                  f"(~{1000 / max(rows[variant]['cpu_ms_per_step'], 1e-3):.0f} steps/s per "
+                  "router core)")  # fmt: skip
     return result
 
 
