@@ -1,11 +1,12 @@
 """The timing ledger: one JSON line per tool call, appended atomically (O_APPEND, one write).
 
 Fields (schema ``v`` = 1): ``ts`` (UTC ISO-8601), ``session``, ``task``, ``tool``, ``queue_ms``
-(wall time waiting for a pool slot), ``lean_ms`` (wall time waiting on Lean; parallel work
-counted once), ``total_ms`` (the whole call, so leanrig's own overhead is
-``total - queue - lean`` >= 0), ``outcome`` (``ok``, ``rejected`` or ``error:<code>``), plus
-optional ``version``, ``complete``, ``body_sha``, ``accepted``, ``candidates`` (per-candidate
-times of ``try_proofs``) and, on ``close_session``, ``session_wall_ms`` (open to close).
+(wall time waiting for a pool slot; on a Ray node, the hop to it too), ``lean_ms`` (wall time
+waiting on Lean, measured where the slot is; parallel work counted once), ``total_ms`` (the
+whole call, so leanrig's own overhead is ``total - queue - lean`` >= 0), ``outcome``
+(``ok``, ``rejected`` or ``error:<code>``), plus optional ``version``, ``complete``,
+``body_sha``, ``accepted``, ``candidates`` (per-candidate times of ``try_proofs``) and, on
+``close_session``, ``session_wall_ms`` (open to close).
 Every call writes its line, failed ones included. The fields are `LedgerEntry` in catalogue.py.
 
 In memory, for ``get_timings``, an open session keeps its totals (exact, every call) and only
