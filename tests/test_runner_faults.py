@@ -43,7 +43,7 @@ def suite_copy(tmp_path: Path, tasks: tuple[str, ...], edit: str = "") -> Path:
 
 def gone(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 
