@@ -169,8 +169,14 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
         done_first: set[str] = set()
         wrong = "sorryAx (@Eq N N.z N.z) Bool.false"
 
+        killed = anyio.Event()
+
         async def prove(task: str) -> None:
             for round_ in range(ROUNDS):
+                if round_ == ROUNDS - 1:
+                    # The last step (the proof) comes after the node is gone, so every session
+                    # must find its node dead at least once; earlier rounds overlap the kill.
+                    await killed.wait()
                 body = PROOF if round_ == ROUNDS - 1 else wrong
                 results[task] = await rpc.call(
                     "set_proof", timeout=90, session_id=sessions[task], body=body
@@ -182,6 +188,7 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
         async def kill() -> None:
             await first_round.wait()  # steps keep flowing while the node dies
             await anyio.to_thread.run_sync(lambda: cluster.remove_node(victim, False))
+            killed.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(kill)
