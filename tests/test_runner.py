@@ -1,13 +1,17 @@
-"""`leanrig run` (agent_tools/runs/runner.py) against real agents, a real `leanrig serve` and a
-real Lean: the run protocol's files, verdicts after every invocation (timeouts included), the
-whole-tree kill, resume and the infrastructure retry."""
+"""`leanrig run` (agent_tools/runs/runner.py) against real agents, the runner's own service per
+attempt and a real Lean: the run protocol's files, verdicts after every invocation (timeouts
+included), the whole-tree kill, resume and the infrastructure retry (the runner's service
+dying mid-attempt)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import orjson
 import psutil
 import pytest
@@ -20,7 +24,9 @@ from agent_tools.runs import (
     write_report,
 )
 from agent_tools.runs.runner import RunOptions, RunSummary, body_sha, run_benchmark
-from agent_tools.runs.workspace import ATTEMPT_TOKEN_VAR
+from agent_tools.runs.workspace import ATTEMPT_TOKEN_VAR, RELAY_SCRIPT
+from agent_tools.servers import ServeOptions, open_service
+from agent_tools.sessions import ProofService
 from agent_tools.tasks import load_suite
 
 pytestmark = pytest.mark.anyio
@@ -65,6 +71,18 @@ def attempt_processes(run_dir: Path) -> list[int]:
     return alive
 
 
+def marked_processes(marker: str) -> list[int]:
+    """Live processes whose last argument is ``marker`` (the agent's grandchild)."""
+    alive = []
+    for p in psutil.process_iter():
+        try:
+            if p.cmdline()[-1:] == [marker] and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p.pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
 def check_common(summary: RunSummary, run_dir: Path) -> None:
     assert attempt_processes(run_dir) == []
     info = read_run_info(run_dir)
@@ -98,12 +116,17 @@ async def test_serial_run_solves_two_tasks_and_reports(tmp_path: Path) -> None:
         assert (ws / "Submission.lean").read_text() == suite.tasks[task_id].with_body(
             "\n  " + proofs[task_id]
         )
-        # The server was bound to this one task.
+        # The service was bound to this one task.
         listed = orjson.loads((ws / "tasks.json").read_bytes())
         assert [t["id"] for t in listed["tasks"]] == [task_id]
+        # The agent's MCP server command is the relay to the runner's socket (gone after the
+        # run), and its env carries only the attempt's token.
         config = orjson.loads((ws / "mcp.json").read_bytes())["mcpServers"]["leanrig"]
         assert Path(config["command"]).is_absolute() and config["cwd"] == str(ws)
-        assert config["args"][config["args"].index("--task") + 1] == task_id
+        assert config["args"][:3] == ["-I", "-S", str(RELAY_SCRIPT)]
+        socket = Path(config["args"][3])
+        assert socket.is_absolute() and not socket.parent.exists()
+        assert list(config["env"]) == [ATTEMPT_TOKEN_VAR]
     # The run's ledger has every attempt's calls.
     ledger = (run_dir / "ledger.jsonl").read_bytes().splitlines()
     assert len(ledger) == sum(r.tool_calls for r in results.values())
@@ -136,8 +159,8 @@ async def test_timeout_kills_the_whole_tree_and_a_correct_body_counts(tmp_path: 
     assert r.timed_out and r.accepted, r
     assert limit <= r.invocation_s < limit + 10
     ws = run_dir / "attempts" / "refl_z" / "1" / "workspace"
-    grandchild = int((ws / "grandchild.pid").read_text())
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+    assert (ws / "grandchild.pid").is_file()  # it was started
+    assert marked_processes(str(ws)) == []
     assert attempt_processes(run_dir) == []
     assert len(summary.kill_s) == 1 and summary.kill_s[0] < 10
 
@@ -172,14 +195,40 @@ async def test_resume_skips_finished_attempts(tmp_path: Path) -> None:
     assert len(raw_lines(run_dir)) == 2
 
 
+@asynccontextmanager
+async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
+    """The runner's service, which dies (raises) once its first session is open — except in
+    a retry's attempt directory, where it is the real one."""
+    async with open_service(options) as service:
+        if options.run_dir.parent.name.endswith("-retry"):
+            yield service
+            return
+
+        async def die() -> None:
+            # No event says "a session was opened"; poll the service's table, bounded.
+            with anyio.fail_after(60):
+                while not service.sessions:
+                    await anyio.sleep(0.01)
+            raise RuntimeError("the service died")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(die)
+            yield service
+
+
 async def test_infrastructure_failure_is_retried_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    fake = [PY, str(AGENTS / "fake_leanrig_dies.py")]
+    limit = 15.0
     summary = await run_benchmark(
-        options(run_dir, mcp_agent("solve"), tasks=("refl_z",), serve_command=fake)
-    )
+        options(run_dir, mcp_agent("linger"), tasks=("refl_z",), service=dying_service,
+                time_limit=limit)
+    )  # fmt: skip
     [r] = raw_lines(run_dir)
-    assert r.infra_retry and r.accepted and summary.infra_retries == 1
+    # The first try's service died under the agent: the runner saw it at once, ended that
+    # invocation (no wait for the limit) and retried; the retry's agent lingers to the limit
+    # with a correct body.
+    assert r.infra_retry and r.accepted and r.timed_out and summary.infra_retries == 1
+    assert summary.elapsed_s < 2 * limit
     assert (run_dir / "attempts" / "refl_z" / "1").is_dir()  # the failed try is kept
     assert (run_dir / "attempts" / "refl_z" / "1-retry" / "workspace" / "Submission.lean").exists()
     assert attempt_processes(run_dir) == []
@@ -189,7 +238,9 @@ def test_agent_command_substitution(tmp_path: Path) -> None:
     from agent_tools.runs.workspace import agent_argv, create_workspace
 
     suite = load_suite(SUITE)
-    ws = create_workspace(tmp_path, suite, suite.tasks["refl_z"], 1, token="t")
+    ws = create_workspace(
+        tmp_path, suite, suite.tasks["refl_z"], 1, token="t", socket=tmp_path / "s" / "mcp.sock"
+    )
     argv = agent_argv(["agent", "--p={prompt}", "{task}", "{workspace}", "{mcp_config}", "{x}"], ws)
     assert argv == ["agent", f"--p={ws.prompt}", "refl_z", str(ws.workspace),
                     str(ws.mcp_config), "{x}"]  # fmt: skip

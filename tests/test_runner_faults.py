@@ -1,8 +1,8 @@
 """`leanrig run` against agents that misbehave (tests/agents/fault_agent.py): exit at once,
-hang, flood their output, fork (a `setsid` grandchild too), write outside their workspace, edit
-the task file. Each is recorded, killed at the limit, judged on its session's body only, and no
-other task is affected. A suite without fields or difficulties is refused clearly; a `leanrig
-run` killed with SIGKILL resumes without redoing finished attempts."""
+hang, flood their output, fork (a `setsid` grandchild too), write outside their workspace (refused
+in the agent's sandbox), edit the task file. Each is recorded, killed at the limit, judged on its
+session's body only, and no other task is affected. A suite without fields or difficulties is
+refused clearly; a `leanrig run` killed with SIGKILL resumes without redoing finished attempts."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from agent_tools.runs import read_results
-from agent_tools.runs.invocation import LOG_CAP_BYTES
+from agent_tools.runs.invocation import LOG_CAP_BYTES, agent_sandbox
 from agent_tools.runs.runner import RunOptions, run_benchmark
 from agent_tools.tasks import SuiteError
 
-from .test_runner import AGENTS, PY, SUITE, attempt_processes, raw_lines
+from .test_runner import AGENTS, PY, SUITE, attempt_processes, marked_processes, raw_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -39,13 +38,6 @@ def suite_copy(tmp_path: Path, tasks: tuple[str, ...], edit: str = "") -> Path:
     kept = [b for b in blocks if any(f'id = "{t}"\n' in b for t in tasks)]
     (suite / "suite.toml").write_text(head + "".join("[[tasks]]" + b for b in kept) + edit)
     return suite
-
-
-def gone(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
 
 
 async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Path) -> None:
@@ -82,16 +74,26 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
     assert log.read_bytes().endswith(b"[leanrig: output truncated]\n")
     # Fork: exits 0 at once; its children and setsid grandchild are killed after it.
     assert r["length_one"].exit_code == 0 and not r["length_one"].timed_out
-    pids = (run_dir / "attempts" / "length_one" / "1" / "workspace" / "pids.txt").read_text()
-    assert all(gone(int(p)) for p in pids.split())
-    # Writes outside the workspace and edits its task file: recorded, and the verdict is on
-    # the session's body (none: the initial file), not on the edited copy.
+    fork_ws = run_dir / "attempts" / "length_one" / "1" / "workspace"
+    assert len((fork_ws / "pids.txt").read_text().split()) == 3  # they were started
+    assert marked_processes(str(fork_ws)) == []
+    # Writes outside the workspace and edits its task file: the verdict is on the session's
+    # body (none: the initial file), not on the edited copy. In the agent's sandbox the run
+    # directory and the suite are read-only (the writes fail); without it they are recorded.
     vandal = r["refl_z"]
     assert not vandal.accepted and vandal.tool_calls == 0
     assert any("ReflZ.lean was edited" in n for n in vandal.notes), vandal.notes
-    assert any("suite changed on disk" in n for n in vandal.notes), vandal.notes
-    assert (run_dir / "vandal.txt").exists()
-    assert (suite / "Demo" / "ReflZ.lean").read_text() != original
+    blocked = json.loads((run_dir / "attempts" / "refl_z" / "1" / "workspace" /
+                          "vandal.json").read_text())  # fmt: skip
+    if agent_sandbox(network=False, mounts=()) is not None:
+        assert set(blocked) == {"run_dir", "suite"}, blocked
+        assert not (run_dir / "vandal.txt").exists()
+        assert (suite / "Demo" / "ReflZ.lean").read_text() == original
+        assert not any("suite changed on disk" in n for n in vandal.notes), vandal.notes
+    else:
+        assert blocked == {} and (run_dir / "vandal.txt").exists()
+        assert (suite / "Demo" / "ReflZ.lean").read_text() != original
+        assert any("suite changed on disk" in n for n in vandal.notes), vandal.notes
     assert attempt_processes(run_dir) == []
 
 

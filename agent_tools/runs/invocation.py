@@ -13,6 +13,11 @@ children are re-parented away from the agent's tree. Two nets catch them all:
 The kill freezes each round's processes (SIGSTOP: no more forks, no re-parenting races), then
 SIGKILLs them, and repeats until a round finds nothing alive (zombies count as gone). The
 invocation's time runs from the agent's start until that point.
+
+The agent runs in a bwrap sandbox where available (`agent_sandbox`): its own PID namespace
+(it cannot see, signal or ptrace the runner and its Lean processes), no network unless asked,
+and the run's state mounted read-only — only its workspace is writable, only its own socket
+is reachable.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 import psutil
@@ -48,6 +53,7 @@ class Invocation:
     killed_pids: frozenset[int] = frozenset()  # what the runner killed (tree and leftovers)
     start_error: str | None = None
     tree_gone: bool = True
+    aborted: bool = False  # the runner ended it early (its service failed)
 
     @property
     def killed(self) -> int:
@@ -123,19 +129,45 @@ def kill_attempt(
     return frozenset(killed), not attempt_processes(root, token, var)
 
 
+# How the agent's view differs from the host's: (bwrap option, path), applied in order.
+Mount = tuple[Literal["--ro-bind", "--bind", "--tmpfs"], Path]
+
+
 @functools.cache
-def network_sandbox() -> tuple[str, ...] | None:
-    """The prefix that runs a program without network (``bwrap --unshare-net``, everything
-    else shared), or None when bwrap cannot create the namespace here (checked once)."""
+def _agent_bwrap(network: bool) -> str | None:
+    """bwrap, when it can create the agent's namespaces here (checked once per variant)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
-    prefix = (bwrap, "--dev-bind", "/", "/", "--unshare-net", "--die-with-parent", "--")
+    probe = [bwrap, *_base_options(network), "--die-with-parent", "--", "true"]
     try:
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, check=False)
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return prefix if probe.returncode == 0 else None
+    return bwrap if done.returncode == 0 else None
+
+
+def _base_options(network: bool) -> list[str]:
+    options = ["--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
+    return options if network else [*options, "--unshare-net"]
+
+
+def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] | None:
+    """The prefix that runs the agent in its sandbox: the host's file system with ``mounts``
+    over it, its own PID namespace, no network unless ``network``; killed with the runner.
+    None when bwrap cannot do it here."""
+    bwrap = _agent_bwrap(network)
+    if bwrap is None:
+        return None
+    parts = [bwrap, *_base_options(network)]
+    for option, path in mounts:
+        parts += [option, str(path)] if option == "--tmpfs" else [option, str(path), str(path)]
+    return (*parts, "--die-with-parent", "--")
+
+
+def network_sandbox() -> tuple[str, ...] | None:
+    """Whether the agent's sandbox can run here without network (the prefix without mounts)."""
+    return agent_sandbox(network=False, mounts=())
 
 
 async def _drain(stream: ByteReceiveStream, log_path: Path, cap: int) -> None:
@@ -163,9 +195,10 @@ async def invoke(
     token_var: str,
     log_path: Path,
     log_cap: int = LOG_CAP_BYTES,
+    abort: anyio.Event | None = None,
 ) -> Invocation:
-    """Run one agent to its end or to ``time_limit`` seconds, then make sure its tree and every
-    process carrying ``token`` are gone."""
+    """Run one agent to its end, to ``time_limit`` seconds or until ``abort`` is set, then make
+    sure its tree and every process carrying ``token`` are gone."""
     started = time.perf_counter()
     try:
         process = await anyio.open_process(
@@ -190,11 +223,16 @@ async def invoke(
 
         tg.start_soon(drain)
         with anyio.move_on_after(time_limit) as limit:
-            await process.wait()
+            async with anyio.create_task_group() as race:
+                if abort is not None:
+                    race.start_soon(_cancel_on, abort, race.cancel_scope)
+                await process.wait()
+                race.cancel_scope.cancel()
         timed_out = limit.cancelled_caught
+        aborted = not timed_out and process.returncode is None
         t_kill = time.perf_counter()
         # The agent's tree (at the limit) or whatever it left behind (after its exit).
-        root = process.pid if timed_out else None
+        root = process.pid if timed_out or aborted else None
         killed, gone = await anyio.to_thread.run_sync(
             kill_attempt, root, token, token_var, KILL_DEADLINE
         )
@@ -208,4 +246,10 @@ async def invoke(
     if killed or timed_out:
         log.info("run.killed", pid=process.pid, timed_out=timed_out, killed=len(killed),
                  kill_ms=round(kill_s * 1000, 1), gone=gone)  # fmt: skip
-    return Invocation(exit_code, timed_out, invocation_s, kill_s, killed, tree_gone=gone)
+    return Invocation(exit_code, timed_out, invocation_s, kill_s, killed, tree_gone=gone,
+                      aborted=aborted)  # fmt: skip
+
+
+async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

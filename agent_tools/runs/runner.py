@@ -1,14 +1,15 @@
 """`leanrig run`: drive any agent over a suite under the published run protocol.
 
-Per attempt (task × 1..K): a fresh workspace (workspace.py), a fresh agent process with a
-wall-clock limit whose whole tree is killed at the limit (invocation.py), then the final
-submission — the last body the attempt's task-bound server recorded, or the task's initial
-file when no session was ever opened — gets the independent verdict (a fresh Lean process per
-check, outside the invocation's time). One ``results.jsonl`` line per attempt; an
-infrastructure failure (Lean or leanrig died, not the agent) is retried once with a fresh
-invocation, and the retry's line says so. Tasks run serially unless ``parallel`` > 1 (a
-capacity limiter over one task group). ``resume`` skips the attempts already in
-``results.jsonl``. See docs/runs.md.
+Per attempt (task × 1..K): a fresh workspace (workspace.py), the attempt's task-bound service
+owned by the runner and served on a Unix socket (attempt_server.py; the agent's MCP config
+starts a relay to it), a fresh agent process in its sandbox with a wall-clock limit whose whole
+tree is killed at the limit (invocation.py), then the final submission — the last body the
+runner's service recorded, or the task's initial file when no session was ever opened — gets
+the independent verdict (a fresh Lean process per check, outside the invocation's time). One
+``results.jsonl`` line per attempt; an infrastructure failure (Lean or the runner's service
+died, not the agent) is retried once with a fresh invocation, and the retry's line says so.
+Tasks run serially unless ``parallel`` > 1 (a capacity limiter over one task group). ``resume``
+skips the attempts already in ``results.jsonl``. See docs/runs.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -35,10 +37,11 @@ from lsp_bridge import LeanInstall, LeanrigError, find_lean
 from repl_pool import SandboxPolicy, uses_namespaces
 
 from ..library import prepare_library
-from ..servers import package_version
+from ..servers import ServeOptions, package_version
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
-from .invocation import KILL_DEADLINE, Invocation, invoke, kill_attempt, network_sandbox
+from .attempt_server import AttemptServer, ServiceFactory
+from .invocation import KILL_DEADLINE, Invocation, Mount, agent_sandbox, invoke, kill_attempt
 from .prices import PriceSchedule, load_prices
 from .progress import RunProgress
 from .results import (
@@ -55,12 +58,13 @@ from .results import (
     read_usage,
     write_run_info,
 )
-from .workspace import ATTEMPT_TOKEN_VAR, Workspace, agent_argv, create_workspace
+from .workspace import ATTEMPT_TOKEN_VAR, SOCKET_FILE, Workspace, agent_argv, create_workspace
 
 log = structlog.get_logger("leanrig.run")
 
 DEFAULT_TIME_LIMIT: Final = 1800.0
 RETRY_POLICY: Final = "an infrastructure failure (Lean or leanrig died) is retried once"
+SOCKET_PATH_MAX: Final = 100  # bytes of a Unix socket's path (the kernel's limit is 107)
 # Ledger outcomes that mean Lean died under a call (the pool replaced the process).
 INFRA_OUTCOMES: Final = frozenset({"error:lean_failure"})
 
@@ -87,10 +91,10 @@ class RunOptions:
     agent_network: bool = False  # True: the agent keeps the network (remote models)
     quiet: bool = False
     lean: str | None = None
-    # How the MCP config starts the server: default the `leanrig` beside this Python. Tests
-    # put a fake here; `serve_args` are appended (e.g. --max-processes 1).
-    serve_command: Sequence[str] | None = None
-    serve_args: Sequence[str] = ()
+    # How the runner opens each attempt's service (default `agent_tools.servers.open_service`);
+    # tests put a failing one here.
+    service: ServiceFactory | None = None
+    max_processes: int | None = None  # Lean processes per attempt's pool (default: by cores)
     # The run settings the user gave explicitly (the CLI passes them; see `resumed`). None:
     # every setting that differs from its default counts as given.
     given: frozenset[str] | None = None
@@ -119,6 +123,7 @@ class _Outcome:
     infra: list[str]  # why this looks like an infrastructure failure (empty: it does not)
     overhead_s: float
     invocation: Invocation
+    service_open_s: float | None = None  # opening the attempt's service (beside the agent)
 
 
 def body_sha(body: str) -> str:
@@ -192,11 +197,6 @@ def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
     return replace(options, **update)
 
 
-def lad_args(options: RunOptions) -> tuple[str, ...]:
-    """What each attempt's `leanrig serve` gets for the run's condition (docs/runs.md)."""
-    return ("--condition", "lad") if options.condition == "lad" else ()
-
-
 def _agent_words(agent: str) -> list[str]:
     try:
         words = shlex.split(agent)
@@ -230,9 +230,16 @@ class Runner:
         self.sandbox = "bwrap" if uses_namespaces(policy) else "rlimits"
         self.verifier = Verifier(suite, install, library=library, sandbox=policy, work_root=scratch)
         self.install = install
-        self.net_prefix: tuple[str, ...] = ()
+        self.isolated = False  # the agent runs in its sandbox (agent_sandbox works here)
         self.ledger_path = run_dir / "ledger.jsonl"
         self.suite_hash = suite_hash(suite)
+        # The attempts' sockets: a short runner-owned directory (a socket path has at most
+        # 107 bytes, a run directory's can be longer); removed at the end of the run.
+        base = tempfile.gettempdir()
+        if len(base) > SOCKET_PATH_MAX - 40:
+            base = "/tmp"
+        self.socket_root = Path(tempfile.mkdtemp(prefix="leanrig-", dir=base))
+        self._sockets = 0
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -246,31 +253,63 @@ class Runner:
             if retry.infra:
                 reasons = [*result.reasons, *(f"infrastructure: {w}" for w in retry.infra)]
                 result = result.model_copy(update={"reasons": reasons})
-            return _Outcome(result, retry.infra, retry.overhead_s, retry.invocation)
+            return _Outcome(result, retry.infra, retry.overhead_s, retry.invocation,
+                            retry.service_open_s)  # fmt: skip
         return outcome
+
+    def _socket(self) -> Path:
+        self._sockets += 1
+        return self.socket_root / str(self._sockets) / SOCKET_FILE
+
+    def _sandbox(self, ws: Workspace) -> tuple[str, ...]:
+        """The agent's sandbox prefix: the suite and the run directory read-only, the workspace
+        writable, the runner's socket directory hidden but for this attempt's socket."""
+        if not self.isolated:
+            return ()
+        mounts: list[Mount] = [
+            ("--ro-bind", self.suite.root.resolve()),
+            ("--ro-bind", self.run_dir),
+            ("--tmpfs", self.socket_root),
+            ("--ro-bind", ws.socket.parent),
+            ("--bind", ws.workspace),
+        ]
+        return agent_sandbox(network=self.options.agent_network, mounts=mounts) or ()
 
     async def _attempt_once(self, task: Task, k: int, *, retry: bool) -> _Outcome:
         t0 = time.perf_counter()
         started_at = datetime.now(UTC)
         o = self.options
 
+        socket = self._socket()
+
         def make() -> Workspace:
-            return create_workspace(
-                self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
-                serve_command=o.serve_command, serve_args=[*o.serve_args, *lad_args(o)],
-                retry=retry,
-            )  # fmt: skip
+            return create_workspace(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
+                                    socket=socket, retry=retry)  # fmt: skip
 
         ws = await anyio.to_thread.run_sync(make)
-        argv = [*self.net_prefix, *agent_argv(self.words, ws)]
-        env = ws.agent_env(os.environ)
-        t_agent = time.perf_counter()
-        inv = await invoke(
-            argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
-            token_var=ATTEMPT_TOKEN_VAR, log_path=ws.log,
+        serve = ServeOptions(
+            suite=self.suite.root, run_dir=ws.serve_dir, ledger=ws.ledger, task=task.id,
+            condition="lad" if o.condition == "lad" else "baseline", lean=o.lean,
+            max_processes=o.max_processes,
         )  # fmt: skip
-        t_after = time.perf_counter()
-        body, infra = await anyio.to_thread.run_sync(self._final_body, ws, inv)
+        server = AttemptServer(serve, socket, o.service)
+        await server.bind()
+        argv = [*self._sandbox(ws), *agent_argv(self.words, ws)]
+        env = ws.agent_env(os.environ)
+        async with anyio.create_task_group() as tg:
+            # The service opens while the agent starts; the agent's first connection waits
+            # in the socket's backlog until it serves.
+            tg.start_soon(server.run)
+            t_agent = time.perf_counter()
+            inv = await invoke(
+                argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
+                token_var=ATTEMPT_TOKEN_VAR, log_path=ws.log, abort=server.failed,
+            )  # fmt: skip
+            t_after = time.perf_counter()
+            await server.stop()
+        body, infra = await anyio.to_thread.run_sync(self._final_body, ws)
+        if server.failure is not None:
+            infra.append(server.failure)
         submission = task.with_body(body)
         await anyio.to_thread.run_sync(lambda: ws.submission.write_text(submission, "utf-8"))
         t_verdict = time.perf_counter()
@@ -293,7 +332,10 @@ class Runner:
         ).with_usage(usage)  # fmt: skip
         # leanrig's own time for this attempt: everything but the agent's run and the verdict.
         overhead = (time.perf_counter() - t0) - (t_after - t_agent) - verdict_s
-        return _Outcome(result, infra, overhead, inv)
+        log.info("run.attempt_timing", task=task.id, attempt=k,
+                 overhead_ms=round(overhead * 1000, 1), service_open_s=server.open_s,
+                 service_close_s=server.close_s)  # fmt: skip
+        return _Outcome(result, infra, overhead, inv, server.open_s)
 
     def _ignored_edits(self, task: Task, ws: Workspace) -> list[str]:
         """Files the agent changed that count for nothing (recorded in the results line):
@@ -316,9 +358,10 @@ class Runner:
             self.suite_hash = now  # report the change once
         return notes
 
-    def _final_body(self, ws: Workspace, inv: Invocation) -> tuple[str, list[str]]:
-        """The last body any session of this attempt's server accepted (the task's initial
-        body when none was opened), and infrastructure failures seen on the server side."""
+    def _final_body(self, ws: Workspace) -> tuple[str, list[str]]:
+        """The last body any session of this attempt's service accepted (the task's initial
+        body when none was opened): its submission record, in the runner's own directory
+        (never the agent's to write where the sandbox works)."""
         best: tuple[int, str] | None = None
         for path in ws.submission_records():
             try:
@@ -330,21 +373,7 @@ class Runner:
             body, ts = record.get("body"), record.get("ts_ns")
             if isinstance(body, str) and isinstance(ts, int) and (best is None or ts > best[0]):
                 best = (ts, body)
-        infra = []
-        for path in ws.serve_dir.rglob("serve-*.json"):
-            try:
-                status = orjson.loads(path.read_bytes())
-            except (OSError, orjson.JSONDecodeError):
-                continue
-            # A server that neither stopped cleanly nor was killed by the runner died.
-            if (
-                isinstance(status, dict)
-                and status.get("state") != "stopped"
-                and not inv.timed_out
-                and status.get("pid") not in inv.killed_pids
-            ):
-                infra.append(f"leanrig serve (pid {status.get('pid')}) died")
-        return (best[1] if best else ws.task.body), infra
+        return (best[1] if best else ws.task.body), []
 
     async def _verdict(self, task: Task, submission: str) -> Verdict:
         verdict = await self.verifier.verify(task, submission)
@@ -389,7 +418,9 @@ class Runner:
 
     def run_info(self, started_at: datetime, ended_at: datetime | None) -> RunInfo:
         o = self.options
-        network = "on" if o.agent_network else ("off" if self.net_prefix else "on (no bwrap)")
+        network = "on" if o.agent_network else ("off" if self.isolated else "on (no bwrap)")
+        state = ("run state read-only to the agent" if self.isolated
+                 else "run state writable by the agent (no bwrap)")  # fmt: skip
         return RunInfo(
             label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
             suite_hash=suite_hash(self.suite), task_count=len(self.selected()),
@@ -399,7 +430,7 @@ class Runner:
             time_limit_s=o.time_limit, attempts=o.attempts, parallel=o.parallel,
             retry_policy=RETRY_POLICY, leanrig_version=package_version(),
             lean_version=self.install.version,
-            sandbox=f"{self.sandbox}; agent network {network}",
+            sandbox=f"{self.sandbox}; agent network {network}; {state}",
             machine=Machine(cores=os.cpu_count() or 1,
                             memory_bytes=psutil.virtual_memory().total),
             started_at=started_at, ended_at=ended_at, agent_command=o.agent,
@@ -473,15 +504,31 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
     if options.condition == "lad":  # built (or found) once here: no attempt pays for it
         (await prepare_library(suite, install, library)).close()
-    summary = RunSummary(run_dir)
-    runner = Runner(options, suite, install, library, run_dir, words)
     if previous is not None and previous.suite_hash != suite_hash(suite):
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
-    if not options.agent_network:
-        prefix = await anyio.to_thread.run_sync(network_sandbox)
-        if prefix is None:
-            log.warning("run.agent_network_on", detail="bwrap cannot unshare the network here")
-        runner.net_prefix = prefix or ()
+    runner = Runner(options, suite, install, library, run_dir, words)
+    try:
+        return await _run(runner, options, run_dir, started_at, done, t_start)
+    finally:
+        shutil.rmtree(runner.socket_root, ignore_errors=True)
+
+
+async def _run(
+    runner: Runner,
+    options: RunOptions,
+    run_dir: Path,
+    started_at: datetime,
+    done: set[tuple[str, int]],
+    t_start: float,
+) -> RunSummary:
+    summary = RunSummary(run_dir)
+    sandbox = await anyio.to_thread.run_sync(
+        lambda: agent_sandbox(network=options.agent_network, mounts=())
+    )
+    if sandbox is None:
+        log.warning("run.agent_unsandboxed", detail="bwrap cannot sandbox the agent here: it "
+                    "keeps the network and can write the run's state")  # fmt: skip
+    runner.isolated = sandbox is not None
     await anyio.to_thread.run_sync(write_run_info, run_dir, runner.run_info(started_at, None))
     jobs = [
         (task, k)

@@ -2,22 +2,24 @@
 
 ``RUN_DIR/attempts/<task>/<k>[-retry]/`` holds
 
-- ``workspace/`` — the agent's working directory: a copy of the task file (its own name), the
-  prompt (``PROMPT.md``), the MCP config (``mcp.json``), later ``Submission.lean`` (the final
+- ``workspace/`` — the agent's working directory (the only part of the run directory the agent
+  may write, where the sandbox allows): a copy of the task file (its own name), the prompt
+  (``PROMPT.md``), the MCP config (``mcp.json``), later ``Submission.lean`` (the final
   submission, written by the runner) and ``usage.json`` (optional, written by the agent);
-- ``serve/`` — the ``--run-dir`` of the attempt's ``leanrig serve`` (its scratch dir, its
-  ``submission-<pid>.json`` files: the last accepted body, rewritten on every edit);
-- ``ledger.jsonl`` — the attempt's ledger (one line per tool call; appended to the run's
-  ``RUN_DIR/ledger.jsonl`` when the attempt ends);
+- ``serve/`` — the run dir of the attempt's service, which the runner owns (its scratch dir,
+  its ``submission-<pid>.json``: the last accepted body, rewritten on every edit);
+- ``ledger.jsonl`` — the attempt's ledger (one line per tool call, written by the runner's
+  service; appended to the run's ``RUN_DIR/ledger.jsonl`` when the attempt ends);
 - ``agent.log`` — the agent's stdout and stderr (capped).
 
 The MCP config is self-contained (MCP clients start the server with only the config's ``env``)
-and uses absolute paths only.
+and uses absolute paths only. Its command is the stdio↔socket relay (relay.py) to the
+attempt's socket, which lives in a short runner-owned directory (a Unix socket's path has at
+most 107 bytes) outside the run directory.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,24 +35,17 @@ PROMPT_FILE: Final = "PROMPT.md"
 MCP_CONFIG_FILE: Final = "mcp.json"
 SUBMISSION_FILE: Final = "Submission.lean"
 SERVER_NAME: Final = "leanrig"
-# Inherited by every process of one attempt (agent, MCP server, Lean): how the runner finds
-# them all when it ends the attempt, whatever session or parent they ended up in.
+SOCKET_FILE: Final = "mcp.sock"
+# Inherited by every process of one attempt (the agent, its relay, whatever it starts): how the
+# runner finds them all when it ends the attempt, whatever session or parent they ended up in.
 ATTEMPT_TOKEN_VAR: Final = "LEANRIG_ATTEMPT_TOKEN"
-# What the MCP server's environment keeps from the runner's: enough to find Lean (elan, the
-# bootstrap cache, an explicit LEANRIG_LEAN) and to run Python; nothing else leaks in.
-SERVER_ENV_KEYS: Final = (
-    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "ELAN_HOME", "LEAN_PATH", "LEANRIG_LEAN",
-    "LEANRIG_CACHE", "XDG_CACHE_HOME", "VIRTUAL_ENV", "PYTHONPATH",
-)  # fmt: skip
+RELAY_SCRIPT: Final = Path(__file__).resolve().with_name("relay.py")
 
 
-def leanrig_command() -> list[str]:
-    """The absolute command that starts ``leanrig``: the ``leanrig`` script installed beside
-    this interpreter, else this interpreter running the CLI module."""
-    script = Path(sys.executable).parent / "leanrig"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script.absolute())]
-    return [str(Path(sys.executable).absolute()), "-m", "agent_tools.cli"]
+def relay_command(socket: Path) -> list[str]:
+    """The MCP server command of an attempt: this interpreter running relay.py in isolated
+    mode without site (standard library only: a fast start) against ``socket``."""
+    return [str(Path(sys.executable).absolute()), "-I", "-S", str(RELAY_SCRIPT), str(socket)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +62,7 @@ class Workspace:
     ledger: Path
     log: Path
     token: str
+    socket: Path  # the attempt's MCP socket (in a runner-owned directory)
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -88,7 +84,7 @@ class Workspace:
         return env
 
     def submission_records(self) -> list[Path]:
-        return sorted(self.serve_dir.rglob("submission-*.json"))
+        return sorted(self.serve_dir.glob("submission-*.json"))
 
 
 def agent_argv(command: Sequence[str], workspace: Workspace) -> list[str]:
@@ -139,11 +135,11 @@ def create_workspace(
     attempt: int,
     *,
     token: str,
-    serve_command: Sequence[str] | None = None,
-    serve_args: Sequence[str] = (),
+    socket: Path,
     retry: bool = False,
 ) -> Workspace:
-    """A fresh attempt directory (an old one of the same name is removed first)."""
+    """A fresh attempt directory (an old one of the same name is removed first) whose MCP
+    config relays to ``socket`` (bound by the runner)."""
     run_dir = run_dir.resolve()
     root = run_dir / "attempts" / task.id / (f"{attempt}-retry" if retry else str(attempt))
     if root.exists():
@@ -157,27 +153,13 @@ def create_workspace(
     prompt = workspace / PROMPT_FILE
     prompt.write_text(prompt_text(suite, task, task_file), encoding="utf-8")
     ledger = root / "ledger.jsonl"
-    command = list(serve_command) if serve_command is not None else leanrig_command()
-    env = {k: os.environ[k] for k in SERVER_ENV_KEYS if k in os.environ}
-    env[ATTEMPT_TOKEN_VAR] = token
+    command = relay_command(socket)
     config = {
         "mcpServers": {
             SERVER_NAME: {
                 "command": command[0],
-                "args": [
-                    *command[1:],
-                    "serve",
-                    "--suite",
-                    str(suite.root.resolve()),
-                    "--task",
-                    task.id,
-                    "--ledger",
-                    str(ledger),
-                    "--run-dir",
-                    str(serve_dir),
-                    *serve_args,
-                ],
-                "env": env,
+                "args": command[1:],
+                "env": {ATTEMPT_TOKEN_VAR: token},
                 "cwd": str(workspace),
             }
         }
@@ -188,4 +170,5 @@ def create_workspace(
         task=task, attempt=attempt, root=root, workspace=workspace, task_file=task_file,
         prompt=prompt, mcp_config=mcp_config, submission=workspace / SUBMISSION_FILE,
         serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,
+        socket=socket,
     )  # fmt: skip

@@ -1,6 +1,7 @@
-"""servers: the wires that carry the tool catalogue (MCP on the official SDK, line-delimited
-JSON-RPC) over one binding (tools.py), the wiring that opens a service for `leanrig serve`, and
-clients for a `leanrig serve` subprocess (clients.py)."""
+"""servers: the wires that carry the tool catalogue (MCP on the official SDK over stdio, HTTP
+or a Unix socket — `leanrig run`'s runner-owned services —, line-delimited JSON-RPC) over one
+binding (tools.py), the wiring that opens a service for `leanrig serve`, and clients for a
+`leanrig serve` subprocess (clients.py)."""
 
 from .app import ServeOptions, open_service
 from .clients import (
@@ -14,6 +15,7 @@ from .clients import (
 )
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
+from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
 from .tools import (
     TOOL_BY_NAME,
     TOOLS,
@@ -44,6 +46,9 @@ __all__ = [
     "open_service",
     "package_version",
     "serve_argv",
+    "serve_mcp_listener",
+    "serve_mcp_stream",
+    "serve_mcp_unix",
     "serve_stdio",
     "serve_stream",
     "serve_tcp",

@@ -10,9 +10,10 @@ Usage: ``fault_agent.py MODE`` in the attempt's workspace (LEANRIG_* variables s
 - ``by-task JSON``: the argv (after this script) for each task id, e.g.
   ``{"refl_z": ["hang"], "and_swap": ["/abs/mcp_agent.py", "solve"]}`` (a path runs that
   script instead);
-- ``vandal``: writes outside its workspace (a file in the run directory, a line appended to
-  the suite's task file given as argv[2]) and edits its workspace copy of the task file to a
-  "proof", then exits 0 without opening a session.
+- ``vandal``: tries to write outside its workspace (a file in the run directory, a line
+  appended to the suite's task file given as argv[2]; what was refused goes to ``vandal.json``)
+  and edits its workspace copy of the task file to a "proof", then exits 0 without opening a
+  session.
 """
 
 from __future__ import annotations
@@ -47,26 +48,37 @@ def main(mode: str) -> int:
         sys.stdout.flush()
         time.sleep(3600)
     if mode == "fork":
-        children = [subprocess.Popen(SLEEPER) for _ in range(2)]
+        # Each sleeper's last argument is the workspace: the test finds them by it (pids seen
+        # here may be a PID namespace's, not the host's).
+        sleeper = [*SLEEPER, str(ws)]
+        children = [subprocess.Popen(sleeper) for _ in range(2)]
         # A grandchild in its own session: the child starts it with setsid and exits.
         spawn = (
             "import subprocess, sys; "
             "print(subprocess.Popen(sys.argv[1:], start_new_session=True, "
             "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
         )
-        out = subprocess.run([sys.executable, "-c", spawn, *SLEEPER], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", spawn, *sleeper], capture_output=True,
                              text=True, check=True, timeout=30)  # fmt: skip
         pids = [c.pid for c in children] + [int(out.stdout)]
         (ws / "pids.txt").write_text(" ".join(map(str, pids)))
         return 0
     if mode == "vandal":
         run_dir = ws.parents[3]
-        (run_dir / "vandal.txt").write_text("written outside the workspace")
-        with open(sys.argv[2], "a", encoding="utf-8") as task_file:
-            task_file.write("\n-- vandalised\n")
+        blocked = {}  # what the sandbox refused (the runner's view of the run is read-only)
+        try:
+            (run_dir / "vandal.txt").write_text("written outside the workspace")
+        except OSError as exc:
+            blocked["run_dir"] = exc.strerror
+        try:
+            with open(sys.argv[2], "a", encoding="utf-8") as task_file:
+                task_file.write("\n-- vandalised\n")
+        except OSError as exc:
+            blocked["suite"] = exc.strerror
         copy = next(p for p in ws.glob("*.lean") if p.name != "Submission.lean")
         copy.write_text(copy.read_text().replace("sorryAx (@Eq N N.z N.z) Bool.false",
                                                  "@Eq.refl N N.z"))  # fmt: skip
+        (ws / "vandal.json").write_text(json.dumps(blocked))
         return 0
     raise SystemExit(f"unknown mode {mode}")
 

@@ -7,7 +7,8 @@ says (command, args, env, cwd; official SDK stdio client) and then, by MODE:
 - ``alternate``: ``solve`` in odd attempts, ``wrong`` in even ones (the attempt number is
   the name of the workspace's parent directory);
 - ``linger``: sets the reference proof, starts a grandchild in a new session (its pid in
-  ``grandchild.pid``), then sleeps past any time limit with the server still open.
+  ``grandchild.pid``; its command line ends with the workspace's path), then sleeps past any
+  time limit with the server still open.
 
 Usage: ``mcp_agent.py MODE`` (reads LEANRIG_MCP_CONFIG and LEANRIG_TASK).
 """
@@ -37,9 +38,12 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     return result.structured_content
 
 
-def grandchild() -> int:
+def grandchild(workspace: str) -> int:
+    """A sleeper in a new session; its last argument (the workspace) marks it for the test
+    (the pid the agent sees may be a PID namespace's, not the host's)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True
+        [sys.executable, "-c", "import time; time.sleep(3600)", workspace],
+        start_new_session=True,
     )
     return child.pid
 
@@ -70,7 +74,7 @@ async def main(mode: str) -> int:
             await (workspace / "usage.json").write_bytes(orjson.dumps(usage))
             return 0
         # linger: a grandchild in its own session, then outlive the time limit.
-        pid = await anyio.to_thread.run_sync(grandchild)
+        pid = await anyio.to_thread.run_sync(grandchild, str(workspace))
         await (workspace / "grandchild.pid").write_text(str(pid))
         await anyio.sleep(3600)
     return 0

@@ -1,0 +1,129 @@
+"""MCP over a Unix domain socket: one MCP session per connection, all on one `ProofService`.
+
+`leanrig run` owns each attempt's task-bound service and serves it here, on a socket in a
+directory the agent cannot write; the agent's MCP config starts a stdio↔socket relay
+(`agent_tools/runs/relay.py`), so the agent reaches the service only through the tools and
+never holds the service's files, ledger or submission record.
+
+The SDK's stdio transport (`mcp.server.stdio.stdio_server`) runs over any line reader and text
+writer when they are given explicitly: here they read and write the connection's bytes on the
+event loop. A line longer than `MAX_LINE` bytes ends its connection (the service's memory is
+the runner's). At most `MAX_CONNECTIONS` connections are served at once; more are closed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import ByteStream, SocketListener
+from mcp.server.stdio import stdio_server
+
+from ..sessions import ProofService
+from .mcp_server import build_mcp
+
+log = structlog.get_logger("leanrig.socket")
+
+MAX_LINE = 64 * 2**20  # bytes of one JSON-RPC message
+MAX_CONNECTIONS = 32
+
+
+class _StreamLines:
+    """Text lines (with their newline) from a byte stream, bounded in length."""
+
+    def __init__(self, stream: ByteStream, max_line: int = MAX_LINE) -> None:
+        self._stream = stream
+        self._max = max_line
+        self._buf = bytearray()
+        self._scanned = 0
+        self._eof = False
+
+    def __aiter__(self) -> _StreamLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buf.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+                self._scanned = 0
+                return line.decode("utf-8", "replace")
+            self._scanned = len(self._buf)
+            if self._eof:
+                break
+            if len(self._buf) > self._max:
+                log.warning("socket.line_too_long", bytes=len(self._buf))
+                self._buf.clear()
+                raise StopAsyncIteration  # ends the connection's session
+            try:
+                self._buf += await self._stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._eof = True
+        if self._buf:  # a last line without its newline
+            line = bytes(self._buf)
+            self._buf.clear()
+            return line.decode("utf-8", "replace")
+        raise StopAsyncIteration
+
+
+class _StreamWriter:
+    """``write``/``flush`` of text to a byte stream (one send per message)."""
+
+    def __init__(self, stream: ByteStream) -> None:
+        self._stream = stream
+
+    async def write(self, text: str) -> int:
+        await self._stream.send(text.encode("utf-8"))
+        return len(text)
+
+    async def flush(self) -> None:
+        pass
+
+
+async def serve_mcp_stream(service: ProofService, stream: ByteStream, client: str = "mcp") -> None:
+    """One MCP session over ``stream`` (newline-delimited JSON-RPC, as on stdio), until the
+    peer closes its side."""
+    mcp = build_mcp(service, client)
+    server = mcp._lowlevel_server
+    async with stdio_server(stdin=_StreamLines(stream), stdout=_StreamWriter(stream)) as (  # type: ignore[arg-type]
+        read_stream,
+        write_stream,
+    ):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_mcp_listener(
+    service: ProofService, listener: SocketListener, *, client: str = "mcp"
+) -> None:
+    """Serve every connection of ``listener`` (until cancelled; the listener is closed on the
+    way out, and so is every open connection). A connection's failure ends that connection
+    only."""
+    active = 0
+
+    async def handle(stream: ByteStream) -> None:
+        nonlocal active
+        async with stream:
+            if active >= MAX_CONNECTIONS:
+                log.warning("socket.too_many_connections", limit=MAX_CONNECTIONS)
+                return
+            active += 1
+            try:
+                await serve_mcp_stream(service, stream, client)
+            except Exception:  # one client's broken wire is not the service's failure
+                log.warning("socket.connection_failed", exc_info=True)
+            finally:
+                active -= 1
+
+    async with listener:
+        await listener.serve(handle)
+
+
+async def serve_mcp_unix(service: ProofService, path: Path, *, client: str = "mcp") -> None:
+    """MCP on a Unix socket bound at ``path`` (created, then removed on the way out)."""
+    listener = await anyio.create_unix_listener(path)
+    try:
+        await serve_mcp_listener(service, listener, client=client)
+    finally:
+        await anyio.Path(path).unlink(missing_ok=True)
