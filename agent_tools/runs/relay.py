@@ -60,9 +60,9 @@ def _pump_in(sock: socket.socket, fd_in: int) -> None:
         pass
 
 
-def relay(path: str, fd_in: int = 0, fd_out: int = 1) -> int:
+def relay(path: str, fd_in: int = 0, fd_out: int = 1, timeout: float = CONNECT_TIMEOUT) -> int:
     try:
-        sock = connect(path)
+        sock = connect(path, timeout)
     except OSError as exc:
         sys.stderr.write(f"leanrig relay: cannot connect to {path}: {exc}\n")
         return 1

@@ -1,0 +1,96 @@
+"""An agent that forges the run's records, for tests/test_runner_isolation.py.
+
+By the task's mode (argv: a JSON object task id → mode):
+
+- ``skip``: never connects to its server; forges the records only;
+- ``session``: opens the task through its MCP server, sets a wrong body, then forges.
+
+Forging: a submission record with the reference proof where the runner's service keeps its
+records (``serve/submission-<n>.json``, also overwriting every record there), ledger lines in
+the attempt's ledger, a results line, and a file in the attempt directory. It also lists the
+directory of its MCP socket's parent (the runner's socket directory: only its own attempt's
+should be visible) and tries the network. What each try gave goes to ``forge.json`` in the
+workspace; the agent exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+PROOFS = Path(__file__).resolve().parents[1] / "demo_reference_proofs.json"
+WRONG = "\n  leanrig_no_such_proof"
+
+
+def attempt(path: Path, write: Any) -> str:
+    try:
+        write(path)
+    except OSError as exc:
+        return f"refused: {exc.strerror}"
+    return "written"
+
+
+def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, Any]:
+    root = ws.parent
+    record = {"v": 1, "task": task, "session": "forged", "version": 99, "body": proof,
+              "body_sha": "0" * 12, "complete": True, "ts_ns": time.time_ns() * 2}  # fmt: skip
+    line = json.dumps({"tool": "set_proof", "outcome": "ok", "lean_ms": 1e6}) + "\n"
+    report: dict[str, Any] = {
+        "submission": attempt(root / "serve" / "submission-1.json",
+                              lambda p: p.write_text(json.dumps(record))),
+        "ledger": attempt(root / "ledger.jsonl", lambda p: p.open("a").write(line * 50)),
+        "results": attempt(root.parents[2] / "results.jsonl", lambda p: p.open("a").write("{}\n")),
+        "attempt_dir": attempt(root / "forged.txt", lambda p: p.write_text("x")),
+    }  # fmt: skip
+    for existing in sorted((root / "serve").glob("submission-*.json")):
+        report[f"overwrite {existing.name}"] = attempt(
+            existing, lambda p: p.write_text(json.dumps(record))
+        )
+    sockets = Path(server["args"][-1]).parent.parent
+    report["socket_dirs"] = sorted(os.listdir(sockets))
+    report["own_socket_dir"] = Path(server["args"][-1]).parent.name
+    try:
+        socket.create_connection(("1.1.1.1", 53), timeout=2).close()
+        report["network"] = "connected"
+    except OSError as exc:
+        report["network"] = f"refused: {exc.strerror or exc}"
+    return report
+
+
+async def main() -> int:
+    server, task, ws, mode, proof = await anyio.to_thread.run_sync(setup)
+    if mode == "session":
+        params = StdioServerParameters(
+            command=server["command"], args=server["args"], env=server["env"], cwd=server["cwd"]
+        )
+        async with Client(params) as client:
+            opened = await client.call_tool("open_task", {"task_id": task})
+            assert isinstance(opened.structured_content, dict)
+            sid = opened.structured_content["session_id"]
+            await client.call_tool("set_proof", {"session_id": sid, "body": WRONG})
+            report = await anyio.to_thread.run_sync(forge, ws, task, proof, server)
+    else:
+        report = await anyio.to_thread.run_sync(forge, ws, task, proof, server)
+    await anyio.Path(ws / "forge.json").write_text(json.dumps(report))
+    return 0
+
+
+def setup() -> tuple[dict[str, Any], str, Path, str, str]:
+    server = json.loads(Path(os.environ["LEANRIG_MCP_CONFIG"]).read_text())["mcpServers"]
+    task = os.environ["LEANRIG_TASK"]
+    mode = json.loads(sys.argv[1])[task]
+    proof = "\n  " + json.loads(PROOFS.read_text())[task]
+    return server["leanrig"], task, Path(os.environ["LEANRIG_WORKSPACE"]), mode, proof
+
+
+if __name__ == "__main__":
+    sys.exit(anyio.run(main))

@@ -1,0 +1,171 @@
+"""The runner owns each attempt's service (agent_tools/runs/attempt_server.py): an agent that
+forges the submission record, the ledger or the results, or writes in the run directory, cannot
+change what is recorded or judged — the service's session body is judged, its ledger counted —
+and sees only its own socket, without network. The stdio↔socket relay (agent_tools/runs/
+relay.py): bytes both ways, half-close, exit when the server ends; its start time and
+per-message overhead are measured and printed (`pytest -s`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agent_tools.runs import relay
+from agent_tools.runs.invocation import agent_sandbox
+from agent_tools.runs.runner import body_sha, run_benchmark
+from agent_tools.runs.workspace import relay_command
+from agent_tools.tasks import load_suite
+
+from .test_runner import AGENTS, PY, SUITE, attempt_processes, options, raw_lines
+
+WRONG = "\n  leanrig_no_such_proof"
+sandboxed = pytest.mark.skipif(
+    agent_sandbox(network=False, mounts=()) is None,
+    reason="bwrap cannot sandbox the agent here (its records are then not protected)",
+)
+
+
+@sandboxed
+@pytest.mark.anyio
+async def test_forged_records_change_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    modes = {"refl_z": "skip", "and_swap": "session"}
+    agent = f"{PY} {AGENTS / 'forging_agent.py'} '{json.dumps(modes)}'"
+    summary = await run_benchmark(options(run_dir, agent, parallel=2))
+    suite = load_suite(SUITE)
+    r = {x.task: x for x in raw_lines(run_dir)}
+    assert set(r) == set(modes) and len(summary.results) == 2
+    # Never connected: the initial file is judged (rejected), no tool call counted.
+    assert r["refl_z"].final_body_sha == body_sha(suite.tasks["refl_z"].body)
+    assert not r["refl_z"].accepted and r["refl_z"].tool_calls == 0 and r["refl_z"].lean_s == 0
+    # Connected and set a wrong body: that body is judged, the service's two calls counted.
+    assert r["and_swap"].final_body_sha == body_sha(WRONG)
+    assert not r["and_swap"].accepted and r["and_swap"].tool_calls == 2
+    ledger = [orjson.loads(x) for x in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
+    assert [e["tool"] for e in ledger] == ["open_task", "set_proof"]
+    assert len(raw_lines(run_dir)) == 2  # no forged results line
+    for task in modes:
+        root = run_dir / "attempts" / task / "1"
+        forged = json.loads((root / "workspace" / "forge.json").read_text())
+        writes = {k: v for k, v in forged.items() if k in ("submission", "ledger", "results",
+                                                            "attempt_dir")}  # fmt: skip
+        writes.update({k: v for k, v in forged.items() if k.startswith("overwrite")})
+        assert writes and all(v.startswith("refused") for v in writes.values()), forged
+        assert not (root / "forged.txt").exists()
+        assert not (root / "serve" / "submission-1.json").exists()
+        # Only its own socket's directory is visible; no network.
+        assert forged["socket_dirs"] == [forged["own_socket_dir"]], forged
+        assert forged["network"].startswith("refused"), forged
+        submission = (root / "workspace" / "Submission.lean").read_text()
+        body = WRONG if task == "and_swap" else suite.tasks[task].body
+        assert submission == suite.tasks[task].with_body(body)
+    assert any(k.startswith("overwrite") for k in
+               json.loads((run_dir / "attempts" / "and_swap" / "1" / "workspace" /
+                           "forge.json").read_text()))  # fmt: skip
+    assert attempt_processes(run_dir) == []
+
+
+def _echo_server(path: Path, ready: threading.Event, seen: list[bytes]) -> None:
+    """Echoes each connection's bytes back; records what it read until the peer's EOF, then
+    closes."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen()
+        ready.set()
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(65536):
+                seen.append(data)
+                conn.sendall(data)
+
+
+def test_relay_copies_both_ways_and_ends_with_the_server(tmp_path: Path) -> None:
+    path = tmp_path / "s.sock"
+    ready, seen = threading.Event(), list[bytes]()
+    thread = threading.Thread(target=_echo_server, args=(path, ready, seen), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    t0 = time.perf_counter()
+    with subprocess.Popen(
+        relay_command(path), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as process:
+        start_ms, rtts = _exercise(process, t0)
+    thread.join(10)
+    assert not thread.is_alive() and b"".join(seen).endswith(b"y" * 1000 + b"\n")
+    direct = _direct_rtt_ms(tmp_path / "d.sock")
+    print(f"\nrelay: first answer {start_ms:.1f} ms after spawn (interpreter start + connect); "
+          f"round trip median {statistics.median(rtts):.3f} ms, p95 "
+          f"{sorted(rtts)[int(len(rtts) * 0.95)]:.3f} ms; the same round trip straight over "
+          f"the socket {direct:.3f} ms")  # fmt: skip
+
+
+def _exercise(process: subprocess.Popen[bytes], t0: float) -> tuple[float, list[float]]:
+    """Messages through the relay to the echo server: the first answer's time since spawn, the
+    round trips of 300 small messages; then a 3 MB line while stdin closes."""
+    stdin, stdout = process.stdin, process.stdout
+    assert stdin is not None and stdout is not None
+    try:
+        first = b'{"jsonrpc": "2.0", "id": 0, "method": "ping"}\n'
+        stdin.write(first)
+        stdin.flush()
+        assert stdout.readline() == first
+        start_ms = (time.perf_counter() - t0) * 1000
+        rtts = []
+        message = b'{"jsonrpc": "2.0", "id": 1, "result": "' + b"x" * 200 + b'"}\n'
+        for _ in range(300):
+            t = time.perf_counter()
+            stdin.write(message)
+            stdin.flush()
+            assert stdout.readline() == message
+            rtts.append((time.perf_counter() - t) * 1000)
+        big = b"y" * (3 * 2**20) + b"\n"  # larger than any pipe or socket buffer
+
+        def write_big() -> None:
+            stdin.write(big)
+            stdin.close()
+
+        writer = threading.Thread(target=write_big)
+        writer.start()
+        assert stdout.readline() == big
+        writer.join(10)
+        # stdin's EOF half-closes the socket: the server sees EOF, closes, the relay exits 0.
+        assert process.wait(10) == 0
+        return start_ms, rtts
+    finally:
+        process.kill()
+
+
+def _direct_rtt_ms(path: Path) -> float:
+    ready, seen = threading.Event(), list[bytes]()
+    thread = threading.Thread(target=_echo_server, args=(path, ready, seen), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    message = b"x" * 200 + b"\n"
+    rtts = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(str(path))
+        reader = client.makefile("rb")
+        for _ in range(300):
+            t = time.perf_counter()
+            client.sendall(message)
+            assert reader.readline() == message
+            rtts.append((time.perf_counter() - t) * 1000)
+        reader.close()
+        client.shutdown(socket.SHUT_WR)
+    thread.join(10)
+    return statistics.median(rtts)
+
+
+def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
+    # A missing socket is retried until the connect deadline, then exit status 1.
+    t0 = time.perf_counter()
+    assert relay.relay(str(tmp_path / "none.sock"), timeout=0.2) == 1
+    assert 0.2 <= time.perf_counter() - t0 < 5
