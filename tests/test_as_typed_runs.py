@@ -131,16 +131,18 @@ def test_run_with_default_out_verifies_every_task(runs: Runs) -> None:
         assert (r["input_tokens"], r["cached_input_tokens"], r["output_tokens"]) == (1000, 200, 50)
         workspace = runs.base / "attempts" / r["task"] / "1" / "workspace"
         assert (workspace / "Submission.lean").is_file()
+        # The MCP server command: the relay to the runner's socket for this attempt (absolute
+        # paths; the socket's directory is the runner's and gone after the run).
         server = json.loads((workspace / "mcp.json").read_text())["mcpServers"]["leanrig"]
-        assert server["args"][server["args"].index("--task") + 1] == r["task"]
-        assert Path(server["args"][server["args"].index("--suite") + 1]).is_absolute()
+        assert Path(server["command"]).is_absolute() and server["args"][2].endswith("relay.py")
+        assert Path(server["args"][-1]).is_absolute() and not Path(server["args"][-1]).exists()
     info = run_json(runs.base)
     assert info["condition"] == "baseline" and info["ended_at"] is not None
     assert info["tasks"] == [{"id": "refl_z", "field": "equality", "difficulty": 1},
                              {"id": "and_swap", "field": "logic", "difficulty": 3}]  # fmt: skip
     assert (info["time_limit_s"], info["attempts"], info["parallel"]) == (60.0, 1, 1)
     assert info["agent_command"] == agent("solve")  # exactly as typed, placeholders kept
-    assert info["sandbox"] == "bwrap; agent network off"
+    assert info["sandbox"] == "bwrap; agent network off; run state read-only to the agent"
     assert info["prices"]["models"]["scripted"]["output"] == 10.0
     ledger = (runs.base / "ledger.jsonl").read_text().splitlines()
     assert len(ledger) == sum(r["tool_calls"] for r in lines) > 0
@@ -157,7 +159,7 @@ def test_run_lad_with_attempts_parallel_label_and_network(runs: Runs) -> None:
     info = run_json(runs.lad)
     assert (info["condition"], info["label"], info["attempts"], info["parallel"]) == (
         "lad", "with library", 2, 2)  # fmt: skip
-    assert info["sandbox"] == "bwrap; agent network on"
+    assert info["sandbox"] == "bwrap; agent network on; run state read-only to the agent"
     assert info["prices"] is None
 
 
