@@ -83,8 +83,22 @@ def marked_processes(marker: str) -> list[int]:
     return alive
 
 
+def live_children() -> list[psutil.Process]:
+    """This process's live descendants: the runner's services' Lean, verifiers, agents."""
+    alive = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.Error:
+            continue
+    return alive
+
+
 def check_common(summary: RunSummary, run_dir: Path) -> None:
     assert attempt_processes(run_dir) == []
+    # Every attempt's service closed its pool: no Lean (nor anything else) outlives the run.
+    assert live_children() == []
     info = read_run_info(run_dir)
     assert isinstance(info, RunInfo)
     assert info.ended_at is not None and info.suite_name == "demo" and info.task_count == 2
@@ -147,6 +161,15 @@ async def test_parallel_attempts_give_pass_at_k(tmp_path: Path) -> None:
     assert all(r.reasons and r.exit_code == 0 and not r.timed_out for r in wrong)
     report = write_report(run_dir, tmp_path / "report", plots=False)
     assert report["pass_at_k"] == {"1": 50.0, "2": 100.0}
+    # Each attempt had its own service: its ledger names only its task, and no session id
+    # appears in two attempts.
+    sessions: list[set[str]] = []
+    for ledger in run_dir.glob("attempts/*/*/ledger.jsonl"):
+        lines = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
+        assert {e["task"] for e in lines if e.get("task")} == {ledger.parent.parent.name}
+        sessions.append({e["session"] for e in lines if e.get("session")})
+    assert len(sessions) == 4 and all(sessions)
+    assert sum(map(len, sessions)) == len(set().union(*sessions))
 
 
 async def test_timeout_kills_the_whole_tree_and_a_correct_body_counts(tmp_path: Path) -> None:
