@@ -76,8 +76,9 @@ class AttemptServer:
         except Exception as exc:
             self._fail(f"{type(exc).__name__}: {exc}")
         finally:
-            await self._listener.aclose()
-            await anyio.Path(self.socket).unlink(missing_ok=True)
+            with anyio.CancelScope(shield=True):
+                await self._listener.aclose()  # idempotent: serving closed it already
+                await anyio.Path(self.socket).unlink(missing_ok=True)
             self._done.set()
 
     def _fail(self, why: str) -> None:
