@@ -155,3 +155,19 @@ def test_a_theorem_after_a_mutual_block_or_noncomputable_section_keeps_its_names
     assert text[span.start : span.end].strip() == "sorry"
     with pytest.raises(LocateError):
         locate_body(text, "t")
+
+
+def test_the_suite_hash_covers_tasks_and_both_libraries(tmp_path: Path) -> None:
+    """run.json's hash covered suite.toml and task files only: a changed LAD lemma (what LAD
+    agents read) or library module went unnoticed by `leanrig run --resume`."""
+    import shutil
+
+    suite_dir = tmp_path / "demo"
+    shutil.copytree(SUITES / "demo", suite_dir)
+    before = load_suite(suite_dir).content_hash()
+    assert load_suite(suite_dir).content_hash() == before
+    suite = load_suite(suite_dir)
+    assert suite.lad_files, "the demo suite declares a LAD library"
+    lemma = suite.lad_files[0]
+    lemma.write_text(lemma.read_text(encoding="utf-8") + "\n-- changed\n", encoding="utf-8")
+    assert load_suite(suite_dir).content_hash() != before

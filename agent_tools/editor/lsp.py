@@ -6,7 +6,6 @@ stdout is the LSP channel: nothing else may write to it (logs go to stderr).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -111,14 +110,6 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     return env
 
 
-def suite_hash(suite: Suite) -> str:
-    """As `leanrig run` records it in run.json (suite.toml + every task file)."""
-    digest = hashlib.sha256((suite.root / "suite.toml").read_bytes())
-    for task_id in sorted(suite.tasks):
-        digest.update(b"\0" + task_id.encode() + b"\0" + suite.tasks[task_id].text.encode())
-    return digest.hexdigest()[:16]
-
-
 def ensure_run_info(
     run_dir: Path, suite: Suite, lean_version: str, options: LspOptions, sandbox: str
 ) -> None:
@@ -133,7 +124,8 @@ def ensure_run_info(
     write_run_info(
         run_dir,
         RunInfo(
-            suite_name=suite.name, suite_version=suite.spec.version, suite_hash=suite_hash(suite),
+            suite_name=suite.name, suite_version=suite.spec.version,
+            suite_hash=suite.content_hash(),
             task_count=len(tasks), tasks=tasks, condition="human", agent_tool="editor",
             # RunInfo needs a positive limit: without --time-limit, the run protocol's default.
             time_limit_s=options.time_limit or 1800.0,

@@ -133,7 +133,9 @@ class RunInfo(BaseModel):
     label: str | None = None
     suite_name: str
     suite_version: str = ""
-    suite_hash: str = Field(default="", description="content hash of suite.toml + task files")
+    suite_hash: str = Field(
+        default="", description="Suite.content_hash(): suite.toml, tasks, library and LAD files"
+    )
     task_count: int = Field(ge=0)
     tasks: list[TaskRef] = Field(
         default_factory=list, description="the inventory; tasks without results score 0"

@@ -131,14 +131,6 @@ def body_sha(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
-def suite_hash(suite: Suite) -> str:
-    digest = hashlib.sha256((suite.root / "suite.toml").read_bytes())
-    for task_id in sorted(suite.tasks):
-        task = suite.tasks[task_id]
-        digest.update(b"\0" + task_id.encode() + b"\0" + task.text.encode())
-    return digest.hexdigest()[:16]
-
-
 # The settings a run directory records and a resume must keep: RunOptions field → how run.json
 # records it. A resume that leaves one out takes the recorded value; one given differently is
 # refused. (`parallel`, `quiet`, `agent_network` and `lean` may change between sessions.)
@@ -232,7 +224,7 @@ class Runner:
         self.install = install
         self.isolated = False  # the agent runs in its sandbox (agent_sandbox works here)
         self.ledger_path = run_dir / "ledger.jsonl"
-        self.suite_hash = suite_hash(suite)
+        self.suite_hash = suite.content_hash()
         # The attempts' sockets: a short runner-owned directory (a socket path has at most
         # 107 bytes, a run directory's can be longer); removed at the end of the run.
         base = tempfile.gettempdir()
@@ -348,7 +340,7 @@ class Runner:
         except (OSError, UnicodeDecodeError):
             notes.append(f"the workspace's {ws.task_file.name} was removed or made unreadable")
         try:
-            now = suite_hash(load_suite(self.suite.root))
+            now = load_suite(self.suite.root).content_hash()
         except LeanrigError as exc:
             now = f"unreadable: {exc}"
         if now != self.suite_hash:
@@ -423,7 +415,7 @@ class Runner:
                  else "run state writable by the agent (no bwrap)")  # fmt: skip
         return RunInfo(
             label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
-            suite_hash=suite_hash(self.suite), task_count=len(self.selected()),
+            suite_hash=self.suite.content_hash(), task_count=len(self.selected()),
             tasks=[TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
                    for t in self.selected()],
             model=o.model, agent_tool=o.agent_tool, condition=o.condition,
@@ -504,7 +496,7 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
     if options.condition == "lad":  # built (or found) once here: no attempt pays for it
         (await prepare_library(suite, install, library)).close()
-    if previous is not None and previous.suite_hash != suite_hash(suite):
+    if previous is not None and previous.suite_hash != suite.content_hash():
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
     runner = Runner(options, suite, install, library, run_dir, words)
     try:

@@ -115,6 +115,24 @@ class Suite:
             return ()
         return tuple((self.root / f).resolve() for f in self.spec.lad.library)
 
+    def content_hash(self) -> str:
+        """What a run's results depend on, hashed: suite.toml, every task file, the suite's own
+        library sources and the LAD library files (a changed lemma changes what LAD agents
+        see). Recorded in run.json; a resume refuses a suite whose hash changed."""
+        digest = hashlib.sha256((self.root / "suite.toml").read_bytes())
+        for task_id in sorted(self.tasks):
+            digest.update(
+                b"\0task\0" + task_id.encode() + b"\0" + self.tasks[task_id].text.encode()
+            )
+        for module in self.spec.library:
+            src = self.root / (module.replace(".", "/") + ".lean")
+            data = src.read_bytes() if src.exists() else b""
+            digest.update(b"\0library\0" + module.encode() + b"\0" + data)
+        for path in self.lad_files:
+            data = path.read_bytes() if path.exists() else b""
+            digest.update(b"\0lad\0" + str(path.relative_to(self.root)).encode() + b"\0" + data)
+        return digest.hexdigest()[:16]
+
     def task(self, task_id: str) -> Task:
         try:
             return self.tasks[task_id]
