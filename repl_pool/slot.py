@@ -355,7 +355,13 @@ class Slot:
             self._documents.move_to_end(uri)
             if new:
                 self.documents_opened += 1
-                await client.open(uri, text)
+                try:
+                    await client.open(uri, text)
+                except BaseException:
+                    # Not open (e.g. the caller was cancelled: its client went away): no
+                    # document may stay recorded that the client does not hold.
+                    self._documents.pop(uri, None)
+                    raise
             else:
                 await client.edit(uri, [minimal_edit(client.text(uri), text)])
 

@@ -60,6 +60,7 @@ class _RecordingService:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.sessions: dict[str, Any] = {}
+        self.library = None  # a baseline service: no library tools
 
     async def open_task(self, task_id: str, client: str) -> _Result:
         self.calls.append(f"open_task {task_id}")

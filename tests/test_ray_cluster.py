@@ -188,6 +188,14 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
         async def kill() -> None:
             await first_round.wait()  # steps keep flowing while the node dies
             await anyio.to_thread.run_sync(lambda: cluster.remove_node(victim, False))
+            # Ray ends a dead node's actor only ~1 s after its raylet: until the router has
+            # seen the loss, steps may still complete there. Wait for that (no event exists).
+            with anyio.fail_after(60):
+                while any(
+                    n["node_id"] == victim.node_id
+                    for n in (await rpc.call("server_status"))["nodes"]
+                ):
+                    await anyio.sleep(0.1)
             killed.set()
 
         async with anyio.create_task_group() as tg:
