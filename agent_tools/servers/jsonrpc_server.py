@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import selectors
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
@@ -27,7 +28,7 @@ import anyio
 import anyio.lowlevel
 import orjson
 import structlog
-from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
+from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
 from .tools import call_tool, service_tool, service_tools
@@ -323,22 +324,79 @@ async def serve_stdio(service: ProofService) -> None:
     await serve_stream(service, _FdReceive(sys.stdin.fileno()), send, peer_gone=send.hung_up)
 
 
+class _SocketReceive(ByteReceiveStream):
+    """One ``recv`` per call, on the event loop, straight from the socket.
+
+    anyio's asyncio ``SocketStream`` lets the transport read while a ``receive`` waits; on a
+    busy loop several chunks arrive per wait and one is consumed, so a client that floods
+    faster than it is served grew the server without bound (seen: 600 MB). Reading only when
+    asked makes ``MAX_IN_FLIGHT`` a real bound: the kernel's buffers fill and the client stalls.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            await anyio.wait_readable(self._sock)
+            try:
+                data = self._sock.recv(max_bytes)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:  # reset by the peer
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _socket_send(sock: socket.socket, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        await anyio.wait_writable(sock)
+        try:
+            view = view[sock.send(view) :]
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError as exc:  # EPIPE / reset: the client has gone
+            raise anyio.BrokenResourceError from exc
+
+
 async def serve_tcp(
     service: ProofService, port: int, ready: Callable[[int], None] | None = None
 ) -> None:
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
+    """JSON-RPC on 127.0.0.1:``port``; each connection is one client. The sockets are read and
+    written directly (see `_SocketReceive`), never through an asyncio transport."""
+    listener = socket.create_server(("127.0.0.1", port), reuse_port=False)
+    listener.setblocking(False)
 
-    async def handle(stream: SocketStream) -> None:
-        try:
-            async with stream:
-                await serve_stream(service, stream, stream.send, write_timeout=TCP_WRITE_TIMEOUT)
-        except Exception:  # one connection's failure must never reach the listener
-            log.exception("jsonrpc.connection_failed")
+    async def handle(conn: socket.socket) -> None:
+        with conn:
+            try:
+                await serve_stream(
+                    service,
+                    _SocketReceive(conn),
+                    lambda data: _socket_send(conn, data),
+                    write_timeout=TCP_WRITE_TIMEOUT,
+                )
+            except Exception:  # one connection's failure must never reach the listener
+                log.exception("jsonrpc.connection_failed")
 
-    async with listener:
+    with listener:
         if ready is not None:
-            ready(listener.extra(anyio.abc.SocketAttribute.local_port))
-        await listener.serve(handle)
+            ready(listener.getsockname()[1])
+        async with anyio.create_task_group() as tg:
+            while True:
+                await anyio.wait_readable(listener)
+                try:
+                    conn, _ = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue
+                conn.setblocking(False)
+                tg.start_soon(handle, conn)
 
 
 __all__ = [
