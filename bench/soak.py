@@ -23,6 +23,8 @@ import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from agent_tools.servers import serve_argv
+
 from .bench_sessions import lean_trees
 from .common import summarize, write_result
 
@@ -124,21 +126,8 @@ class Soak:
     async def run(self) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="leanrig-soak-") as tmp:
             run_dir = Path(tmp) / "runs"
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=[
-                    "-m",
-                    "agent_tools.cli",
-                    "serve",
-                    "--suite",
-                    str(DEMO),
-                    "--run-dir",
-                    str(run_dir),
-                    "--step-timeout",
-                    str(STEP_TIMEOUT),
-                ],
-                cwd=str(ROOT),
-            )
+            argv = serve_argv(DEMO, run_dir, "--step-timeout", str(STEP_TIMEOUT))
+            params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT))
             started = time.perf_counter()
             async with Client(params) as client:
                 pid = server_pid(run_dir)

@@ -6,7 +6,15 @@ identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 
 from ._groups import single_errors
 from .bootstrap import PRELUDE_HEADER, cache_root, ensure_bootstrap
-from .client import LeanClient, ServerCommand, TextEdit, apply_edit, minimal_edit, path_to_uri
+from .client import (
+    LeanClient,
+    ServerCommand,
+    TextEdit,
+    apply_edit,
+    common_prefix,
+    minimal_edit,
+    path_to_uri,
+)
 from .errors import (
     BootstrapError,
     ContentModified,
@@ -100,6 +108,7 @@ __all__ = [
     "WorkerExited",
     "apply_edit",
     "cache_root",
+    "common_prefix",
     "decode_body",
     "ensure_bootstrap",
     "find_lean",

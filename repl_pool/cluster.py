@@ -59,7 +59,6 @@ from lsp_bridge import (
 from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolClosed, PoolError
-from .header import parse_header
 from .placement import record
 from .pool import LATENCY_BUCKETS_MS, PoolStats, WarmPool
 from .ray_actor import LeanNode, Reply, Shipped, land
@@ -519,13 +518,6 @@ class RayPool(WarmPool):
             node.holders.discard(holder)
 
     # -- the WarmPool interface ---------------------------------------------------------------
-
-    def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:
-        env = environment or self.environment
-        header = parse_header(text)
-        key = PoolKey(env.id, header.key)
-        self._header_texts.setdefault(key, header.text())
-        return key
 
     @asynccontextmanager
     async def acquire(

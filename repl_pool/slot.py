@@ -49,9 +49,10 @@ from lsp_bridge import (
     RpcNeedsReconnect,
     ServerCommand,
     ServerError,
-    TextEdit,
     WorkerCrashed,
     WorkerExited,
+    common_prefix,
+    minimal_edit,
 )
 
 from .errors import PoolError, SlotBroken
@@ -66,43 +67,6 @@ DOCUMENTS_PER_PROCESS = 4
 # costs the whole text plus a worker start (~60 ms, about what 2,000 characters of commands
 # take here). Counted in characters of text to re-elaborate.
 OPEN_COST_CHARS = 2000
-
-
-def common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix of ``a`` and ``b``: a binary search over slice
-    comparisons (C speed; a character loop costs ~1 ms per 25,000 characters)."""
-    lo, hi = 0, min(len(a), len(b))
-    if a[:hi] == b[:hi]:
-        return hi
-    while lo < hi:  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def common_suffix(a: str, b: str, limit: int) -> int:
-    """Length of the longest common suffix of ``a`` and ``b``, at most ``limit``."""
-    lo, hi = 0, min(len(a), len(b), limit)
-    if a[len(a) - hi :] == b[len(b) - hi :]:
-        return hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid : len(a) - lo] == b[len(b) - mid : len(b) - lo]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def minimal_edit(old: str, new: str) -> TextEdit:
-    """The smallest single replacement turning ``old`` into ``new`` (as lsp_bridge's
-    ``minimal_edit``, with slice comparisons instead of a character loop: the hot path)."""
-    start = common_prefix(old, new)
-    tail = common_suffix(old, new, min(len(old), len(new)) - start)
-    return TextEdit(start, len(old) - tail, new[start : len(new) - tail])
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from agent_tools.sessions.prefix import prefixed_view
 from agent_tools.tasks import load_suite, locate_body, split_prefix
 from lsp_bridge import LineIndex, LspPos
 from repl_pool import parse_header
-from repl_pool.slot import minimal_edit
 
 pytestmark = pytest.mark.anyio
 DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
@@ -123,16 +122,6 @@ def test_positions_after_the_cut_translate_both_ways_and_point_at_the_same_text(
         early = index.lsp_of_offset(data.draw(st.integers(0, split.cut - 1)))
         assert early.line >= view.cut_line or view.lsp_to_lean(early) is None
         assert view.lsp_from_lean(LspPos(0, 0)) == LspPos(view.cut_line, 0)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="abλ𝔸\n", max_size=30), st.text(alphabet="abλ𝔸\n", max_size=30))
-def test_the_slot_minimal_edit_equals_lsp_bridges(old: str, new: str) -> None:
-    from lsp_bridge import apply_edit
-    from lsp_bridge import minimal_edit as reference
-
-    assert minimal_edit(old, new) == reference(old, new)
-    assert apply_edit(old, minimal_edit(old, new)) == new
 
 
 # -- against Lean ---------------------------------------------------------------------------------

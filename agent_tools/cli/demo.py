@@ -17,6 +17,8 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from ..servers import serve_argv
+
 # agent_tools/cli/demo.py → the repository root (the package is installed editable).
 DEMO_SUITE = Path(__file__).resolve().parents[2] / "lean_project" / "suites" / "demo"
 
@@ -49,18 +51,8 @@ async def _demo() -> int:
         print(f"leanrig demo: the demo suite is not at {DEMO_SUITE}", file=sys.stderr)
         return 2
     run_dir = Path(tempfile.mkdtemp(prefix="leanrig-demo-"))
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "agent_tools.cli",
-            "serve",
-            "--suite",
-            str(DEMO_SUITE),
-            "--run-dir",
-            str(run_dir),
-        ],
-    )
+    argv = serve_argv(DEMO_SUITE, run_dir)
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
     t0 = time.perf_counter()
     async with Client(params) as client:
         tools = await client.list_tools()

@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import anyio
 import orjson
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
@@ -49,6 +48,7 @@ from ..sessions import (
     output_schema,
 )
 from .jsonrpc_server import _FdReceive, _FdSend
+from .textlines import TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.mcp")
@@ -135,55 +135,6 @@ class LeanrigMCP(MCPServer[Any]):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-class _Lines:
-    """Text lines (with their newline) from a file descriptor, read on the event loop."""
-
-    def __init__(self, fd: int) -> None:
-        self._receive = _FdReceive(fd)
-        self._buf = bytearray()
-        self._scanned = 0
-        self._eof = False
-
-    def __aiter__(self) -> _Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        while True:
-            end = self._buf.find(b"\n", self._scanned)
-            if end >= 0:
-                line = bytes(self._buf[: end + 1])
-                del self._buf[: end + 1]
-                self._scanned = 0
-                return line.decode("utf-8", "replace")
-            self._scanned = len(self._buf)
-            if self._eof:
-                break
-            try:
-                self._buf += await self._receive.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                self._eof = True
-        if self._buf:  # a last line without its newline
-            line = bytes(self._buf)
-            self._buf.clear()
-            return line.decode("utf-8", "replace")
-        raise StopAsyncIteration
-
-
-class _Writer:
-    """``write``/``flush`` of text to a file descriptor on the event loop (one write per
-    message; a reader that does not read is backpressure, never a blocked thread)."""
-
-    def __init__(self, fd: int) -> None:
-        self._send = _FdSend(fd)
-
-    async def write(self, text: str) -> int:
-        await self._send(text.encode("utf-8"))
-        return len(text)
-
-    async def flush(self) -> None:
-        pass
-
-
 @contextmanager
 def _claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
     """A private copy of ``fd`` for the wire while ``fd`` itself points at the null device
@@ -213,14 +164,14 @@ def _claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
 
 
 @asynccontextmanager
-async def fd_stdio() -> AsyncIterator[tuple[_Lines, _Writer]]:
+async def fd_stdio() -> AsyncIterator[tuple[TextLines, TextWriter]]:
     """The process's stdin and stdout as the SDK's stdio streams, without threads."""
     sys.stdout.flush()
     with (
         _claimed(0, sys.stdin, os.O_RDONLY) as stdin_fd,
         _claimed(1, sys.stdout, os.O_WRONLY) as stdout_fd,
     ):
-        yield _Lines(stdin_fd), _Writer(stdout_fd)
+        yield TextLines(_FdReceive(stdin_fd)), TextWriter(_FdSend(stdout_fd))
 
 
 def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:

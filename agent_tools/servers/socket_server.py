@@ -22,6 +22,7 @@ from mcp.server.stdio import stdio_server
 
 from ..sessions import ProofService
 from .mcp_server import build_mcp
+from .textlines import TextLines, TextWriter
 
 log = structlog.get_logger("leanrig.socket")
 
@@ -29,65 +30,12 @@ MAX_LINE = 64 * 2**20  # bytes of one JSON-RPC message
 MAX_CONNECTIONS = 32
 
 
-class _StreamLines:
-    """Text lines (with their newline) from a byte stream, bounded in length."""
-
-    def __init__(self, stream: ByteStream, max_line: int = MAX_LINE) -> None:
-        self._stream = stream
-        self._max = max_line
-        self._buf = bytearray()
-        self._scanned = 0
-        self._eof = False
-
-    def __aiter__(self) -> _StreamLines:
-        return self
-
-    async def __anext__(self) -> str:
-        while True:
-            end = self._buf.find(b"\n", self._scanned)
-            if end >= 0:
-                line = bytes(self._buf[: end + 1])
-                del self._buf[: end + 1]
-                self._scanned = 0
-                return line.decode("utf-8", "replace")
-            self._scanned = len(self._buf)
-            if self._eof:
-                break
-            if len(self._buf) > self._max:
-                log.warning("socket.line_too_long", bytes=len(self._buf))
-                self._buf.clear()
-                raise StopAsyncIteration  # ends the connection's session
-            try:
-                self._buf += await self._stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._eof = True
-        if self._buf:  # a last line without its newline
-            line = bytes(self._buf)
-            self._buf.clear()
-            return line.decode("utf-8", "replace")
-        raise StopAsyncIteration
-
-
-class _StreamWriter:
-    """``write``/``flush`` of text to a byte stream (one send per message)."""
-
-    def __init__(self, stream: ByteStream) -> None:
-        self._stream = stream
-
-    async def write(self, text: str) -> int:
-        await self._stream.send(text.encode("utf-8"))
-        return len(text)
-
-    async def flush(self) -> None:
-        pass
-
-
 async def serve_mcp_stream(service: ProofService, stream: ByteStream, client: str = "mcp") -> None:
     """One MCP session over ``stream`` (newline-delimited JSON-RPC, as on stdio), until the
     peer closes its side."""
     mcp = build_mcp(service, client)
     server = mcp._lowlevel_server
-    async with stdio_server(stdin=_StreamLines(stream), stdout=_StreamWriter(stream)) as (  # type: ignore[arg-type]
+    async with stdio_server(stdin=TextLines(stream, MAX_LINE), stdout=TextWriter(stream.send)) as (  # type: ignore[arg-type]
         read_stream,
         write_stream,
     ):
