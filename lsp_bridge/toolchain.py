@@ -130,11 +130,15 @@ def find_lean(
         return describe(Path(on_path), "PATH")
 
     boot = bootstrap_lean_path()
-    if not boot.exists() and build_bootstrap:
+    if boot is not None and boot.exists():
         try:
-            boot = ensure_bootstrap(install=False).lean
+            return describe(boot, "bootstrap")
+        except LeanNotFound:
+            if not build_bootstrap:
+                raise  # otherwise rebuild it below (e.g. its library was reinstalled)
+    if boot is not None and build_bootstrap:
+        try:
+            return describe(ensure_bootstrap(install=False).lean, "bootstrap")
         except BootstrapError as exc:
             raise LeanNotFound(f"no Lean found and the bootstrap is not built: {exc}") from exc
-    if boot.exists():
-        return describe(boot, "bootstrap")
     raise LeanNotFound("no Lean found: no LEANRIG_LEAN, no elan toolchain, no lean on PATH")

