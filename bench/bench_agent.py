@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from agent_tools.tasks import library_dir, load_suite, split_prefix
-from lsp_bridge import LeanClient, find_lean
+from lsp_bridge import LeanClient, LineIndex, find_lean
 
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
@@ -96,11 +96,30 @@ def texts(suite_dir: Path) -> tuple[str, str, Path]:
 
 
 def raw_floor(
-    project: Path, bad: str, good: str, lib: Path, steps: int, extra: Path | None = None
+    project: Path,
+    bad: str,
+    good: str,
+    lib: Path,
+    steps: int,
+    extra: Path | None = None,
+    ask: tuple[dict[str, int], dict[str, int]] | None = None,
 ) -> list[float]:
     argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
     env = {**os.environ, "LEAN_PATH": str(lib) + (f"{os.pathsep}{extra}" if extra else "")}
-    return time_alternating_edits(argv, project, bad, good, steps, env)
+    return time_alternating_edits(argv, project, bad, good, steps, env, ask)
+
+
+def step_positions(suite_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Where a leanrig step asks for goals in the task (after the wrong body's last character,
+    at its first): for the raw floor that gets the same answers."""
+    task = load_suite(suite_dir).task(TASK)
+    text = task.with_body(WRONG)
+    index = LineIndex(text)
+    start = task.span.start + len(WRONG) - len(WRONG.lstrip())
+    return (
+        index.lsp_of_offset(task.span.start + len(WRONG)).to_json(),
+        index.lsp_of_offset(start).to_json(),
+    )
 
 
 async def bridge(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
@@ -242,6 +261,11 @@ def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[st
     work = project / f"work-{prefix}"
     work.mkdir()
     rows["raw Lean LSP (floor)"] = summarize(raw_floor(work, bad, good, lib, steps))
+    # The same answers a leanrig step returns (symbols for the scope check, goals), asked the
+    # fastest way: in the change's write. What Lean itself needs for a leanrig step.
+    rows["raw Lean LSP, same answers (floor)"] = summarize(
+        raw_floor(work, bad, good, lib, steps, ask=step_positions(suite))
+    )
     prefixed = prefixed_texts(suite, lib, work / "prefix-build")
     if prefixed is not None:
         pbad, pgood, pdir = prefixed
@@ -304,6 +328,12 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
             med("leanrig set_proof, JSON-RPC stdio") / med("raw Lean LSP (floor)"), 2
         ),
         "lsp_bridge_vs_raw": round(med("lsp_bridge (library)") / med("raw Lean LSP (floor)"), 2),
+        "leanrig_mcp_vs_raw_same_answers": round(
+            mcp / med("raw Lean LSP, same answers (floor)"), 2
+        ),
+        "raw_same_answers_vs_raw": round(
+            med("raw Lean LSP, same answers (floor)") / med("raw Lean LSP (floor)"), 2
+        ),
     }
     if "lean-lsp-mcp write + diagnostics (peer)" in rows:
         ratios["leanrig_mcp_vs_lean_lsp_mcp"] = round(

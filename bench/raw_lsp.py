@@ -14,11 +14,21 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+Position = dict[str, int]  # LSP {line, character}
+
 
 def time_alternating_edits(
-    argv: list[str], cwd: Path, bad: str, good: str, steps: int, env: dict[str, str] | None = None
+    argv: list[str],
+    cwd: Path,
+    bad: str,
+    good: str,
+    steps: int,
+    env: dict[str, str] | None = None,
+    ask: tuple[Position, Position] | None = None,
 ) -> list[float]:
-    """ms per edit → fully reported version, alternating ``good`` and ``bad`` texts."""
+    """ms per edit → fully reported version, alternating ``good`` and ``bad`` texts. With
+    ``ask`` (goal position, term-goal position): the same answers a leanrig step gets —
+    document symbols, plain goal and term goal — asked in the same write as the change."""
     raw = RawLean(argv, cwd, env)
     uri = (cwd / "Raw.lean").as_uri()
     try:
@@ -26,7 +36,7 @@ def time_alternating_edits(
         samples = []
         for i in range(steps):
             t = time.perf_counter()
-            raw.change(uri, good if i % 2 == 0 else bad)
+            raw.change(uri, good if i % 2 == 0 else bad, ask)
             samples.append((time.perf_counter() - t) * 1000)
         return samples
     finally:
@@ -85,14 +95,38 @@ class RawLean:
         self.notify("textDocument/didOpen", {"textDocument": doc})
         self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
 
-    def change(self, uri: str, text: str) -> None:
-        """Full-text change, then wait until that version is fully reported."""
+    def change(self, uri: str, text: str, ask: tuple[Position, Position] | None = None) -> None:
+        """Full-text change, then wait until that version is fully reported (and, with
+        ``ask``, for the symbols and goals asked in the same write)."""
         self.version += 1
         doc = {"uri": uri, "version": self.version}
-        self.notify(
-            "textDocument/didChange", {"textDocument": doc, "contentChanges": [{"text": text}]}
-        )
-        self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": self.version})
+        frames: list[dict[str, Any]] = [{"jsonrpc": "2.0", "method": "textDocument/didChange",
+                   "params": {"textDocument": doc, "contentChanges": [{"text": text}]}}]  # fmt: skip
+        asks: list[tuple[str, Any]] = [
+            ("textDocument/waitForDiagnostics", {"uri": uri, "version": self.version})
+        ]
+        if ask is not None:
+            td = {"uri": uri}
+            asks += [("textDocument/documentSymbol", {"textDocument": td}),
+                     ("$/lean/plainGoal", {"textDocument": td, "position": ask[0]}),
+                     ("$/lean/plainTermGoal", {"textDocument": td, "position": ask[1]})]  # fmt: skip
+        waiting: set[Any] = set()
+        for method, params in asks:
+            self.next_id += 1
+            waiting.add(self.next_id)
+            frames.append(
+                {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+            )
+        data = b""
+        for msg in frames:
+            body = json.dumps(msg).encode()
+            data += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        self.stdin.write(data)
+        self.stdin.flush()
+        while waiting:
+            msg = self._read()
+            if "method" not in msg:
+                waiting.discard(msg.get("id"))
 
     def close(self) -> None:
         try:

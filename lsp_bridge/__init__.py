@@ -7,6 +7,7 @@ identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 from ._groups import single_errors
 from .bootstrap import PRELUDE_HEADER, cache_root, ensure_bootstrap
 from .client import (
+    DocQuery,
     LeanClient,
     ServerCommand,
     TextEdit,
@@ -70,6 +71,7 @@ __all__ = [
     "PRELUDE_HEADER",
     "BootstrapError",
     "ContentModified",
+    "DocQuery",
     "DocumentError",
     "DocumentReport",
     "ElaborationFailed",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from ._groups import single_errors
 from .errors import (
     DocumentError,
     ElaborationFailed,
+    LeanrigError,
     RpcNeedsReconnect,
     ServerStartFailed,
     WorkerCrashed,
@@ -93,6 +94,32 @@ class _Document:
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
+
+
+def parse_symbols(result: Any) -> list[lsp.DocumentSymbol]:
+    return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
+
+
+@dataclass(frozen=True, slots=True)
+class DocQuery:
+    """A request about a document's version, asked with the change (``LeanClient.update``):
+    ``method``, the position if it takes one, and how to read its answer."""
+
+    method: str
+    parse: Callable[[Any], Any]
+    position: LspPos | None = None
+
+    @staticmethod
+    def symbols() -> DocQuery:
+        return DocQuery("textDocument/documentSymbol", parse_symbols)
+
+    @staticmethod
+    def plain_goal(pos: LspPos) -> DocQuery:
+        return DocQuery("$/lean/plainGoal", PlainGoal.from_json, pos)
+
+    @staticmethod
+    def plain_term_goal(pos: LspPos) -> DocQuery:
+        return DocQuery("$/lean/plainTermGoal", PlainTermGoal.from_json, pos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +359,14 @@ class LeanClient:
     async def edit(self, uri: str, edits: Sequence[TextEdit]) -> int:
         """Apply code point range edits in order (each against the text left by the previous)."""
         doc = self._doc(uri)
+        params = self._change_params(doc, edits)
+        await self.transport.notify("textDocument/didChange", params)
+        return doc.version
+
+    def _change_params(self, doc: _Document, edits: Sequence[TextEdit]) -> dict[str, Any]:
+        """The didChange parameters for ``edits``; the document's state moves to the new
+        version (the caller sends them at once)."""
+        uri = doc.uri
         changes: list[dict[str, Any]] = []
         text = doc.text
         for e in edits:
@@ -351,12 +386,10 @@ class LeanClient:
         doc.progress = None
         if doc.fatal.is_set():
             doc.fatal = anyio.Event()  # this change restarts the worker
-        params = {
+        return {
             "textDocument": {"uri": uri, "version": doc.version},
             "contentChanges": changes,
         }
-        await self.transport.notify("textDocument/didChange", params)
-        return doc.version
 
     async def close_document(self, uri: str) -> None:
         doc = self._docs.pop(uri, None)
@@ -393,6 +426,13 @@ class LeanClient:
             if doc.version == target:
                 break
             target = doc.version  # superseded while we waited: the newest is what counts
+        return self._report(doc, requested, target, started)
+
+    def _report(
+        self, doc: _Document, requested: int, target: int, started: float
+    ) -> DocumentReport:
+        """The report of version ``target`` (fully elaborated) when ``requested`` was asked."""
+        uri = doc.uri
         status: ReportStatus = "done" if target == requested else "superseded"
         diagnostics = tuple(doc.diagnostics) if doc.diag_version == target else ()
         if doc.fatal_version == target:
@@ -411,6 +451,71 @@ class LeanClient:
             diagnostics=diagnostics,
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
+
+    async def update(
+        self,
+        uri: str,
+        text: str,
+        queries: Sequence[DocQuery] = (),
+        *,
+        timeout: float | None = None,
+    ) -> tuple[DocumentReport, list[Any]]:
+        """Make ``text`` the content of document ``uri`` (opened if it is not open) and wait
+        until that version is fully elaborated, asking ``queries`` about the same version:
+        the change, the barrier and the queries go to Lean in one write (see
+        ``LspTransport.exchange``), so the queries cost no round trip of their own. Returns
+        the report (as ``wait_for``) and each query's parsed answer, in order; a failed query
+        raises its error (after the barrier's own errors)."""
+        deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
+        started = time.perf_counter()
+        changes: list[tuple[str, Any]] = []
+        if uri not in self._docs:
+            await self.open(uri, text)  # the first version: rare, its own write
+            doc = self._doc(uri)
+        else:
+            doc = self._doc(uri)
+            changes.append(
+                ("textDocument/didChange", self._change_params(doc, [minimal_edit(doc.text, text)]))
+            )
+        version = doc.version
+        requests: list[tuple[str, Any]] = [
+            ("textDocument/waitForDiagnostics", {"uri": uri, "version": version})
+        ]
+        for query in queries:
+            params: dict[str, Any] = {"textDocument": {"uri": uri}}
+            if query.position is not None:
+                params["position"] = query.position.to_json()
+            requests.append((query.method, params))
+        answers = await self.transport.exchange(
+            changes, requests, timeout=max(deadline - time.monotonic(), 0.001), tag=uri
+        )
+        for answer in answers:
+            if isinstance(answer, (WorkerCrashed, WorkerExited)):
+                self._mark_fatal(doc)
+        barrier, results = answers[0], answers[1:]
+        if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
+            raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
+        if self._doc(uri).version != version:
+            # Someone changed the document meanwhile: report as wait_for does, and ask again.
+            report = await self.wait_for(
+                uri, version, timeout=max(deadline - time.monotonic(), 0.001)
+            )
+            results = [
+                await self._query(self._doc(uri), q, max(deadline - time.monotonic(), 0.001))
+                for q in queries
+            ]
+        else:
+            report = self._report(doc, version, version, started)
+        for result in results:
+            if isinstance(result, LeanrigError):
+                raise result
+        return report, [q.parse(r) for q, r in zip(queries, results, strict=True)]
+
+    async def _query(self, doc: _Document, query: DocQuery, timeout: float) -> Any:
+        params: dict[str, Any] = {"textDocument": {"uri": doc.uri}}
+        if query.position is not None:
+            params["position"] = query.position.to_json()
+        return await self._doc_request(doc, query.method, params, timeout)
 
     async def _doc_request(self, doc: _Document, method: str, params: Any, timeout: float) -> Any:
         """A request about one document that also ends if the document's worker dies.
@@ -487,7 +592,7 @@ class LeanClient:
             {"textDocument": {"uri": uri}},
             self._t(timeout),
         )
-        return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
+        return parse_symbols(result)
 
     async def interactive_goals(
         self, uri: str, pos: LspPos, *, timeout: float | None = None

@@ -37,8 +37,16 @@ class LspPos:
         return LspPos(int(data["line"]), int(data["character"]))
 
 
+def _bmp_only(text: str) -> bool:
+    """No character outside the Basic Multilingual Plane: code points = UTF-16 units. (The
+    usual case, decided at C speed; every diagnostic of every step is converted.)"""
+    return text.isascii() or max(text) <= "\uffff"
+
+
 def utf16_len(text: str) -> int:
     """Number of UTF-16 code units of ``text``."""
+    if _bmp_only(text):
+        return len(text)
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
@@ -52,6 +60,8 @@ def utf16_to_codepoint(line: str, character: int) -> int:
     """Code point offset (0-based) of UTF-16 offset ``character`` in ``line``; clamps to the end."""
     if character <= 0:
         return 0
+    if _bmp_only(line):
+        return min(character, len(line))
     units = 0
     for index, ch in enumerate(line):
         width = 2 if ord(ch) > 0xFFFF else 1

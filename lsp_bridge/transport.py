@@ -82,7 +82,8 @@ class LspTransport:
         self._shutdown_timeout = shutdown_timeout
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
-        self._write_lock = anyio.Lock()
+        # fast_acquire: an uncontended write (the usual case) does not yield to the loop first.
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._failure: ServerError | None = None
@@ -144,6 +145,11 @@ class LspTransport:
     def failure(self) -> ServerError | None:
         return self._failure
 
+    @property
+    def pending_count(self) -> int:
+        """Requests still waiting for an answer (none between calls: nothing leaks)."""
+        return len(self._pending)
+
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
@@ -180,6 +186,59 @@ class LspTransport:
     async def notify(self, method: str, params: Any) -> None:
         self._check_usable()
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def exchange(
+        self,
+        notifications: Sequence[tuple[str, Any]],
+        requests: Sequence[tuple[str, Any]],
+        *,
+        timeout: float,
+        tag: str | None = None,
+    ) -> list[Any]:
+        """Send ``notifications`` and then ``requests`` in one write, and wait for every answer,
+        at most ``timeout`` seconds in all. Returns each request's result, or the
+        ``LeanrigError`` it was answered with, in order.
+
+        One write because the first frame wakes Lean: its threads then compete with this
+        process for the cores, and frames sent one by one after it went out late (measured:
+        0.25-0.6 ms apart on two cores). On timeout or cancellation the unanswered requests
+        are cancelled with ``$/cancelRequest``; a timeout raises ``RequestTimeout``.
+        """
+        self._check_usable()
+        frames = [
+            encode_message({"jsonrpc": "2.0", "method": method, "params": params})
+            for method, params in notifications
+        ]
+        asked: list[tuple[int, _Pending]] = []
+        for method, params in requests:
+            request_id = next(self._ids)
+            pending = _Pending(method, tag)
+            self._pending[request_id] = pending
+            asked.append((request_id, pending))
+            frames.append(
+                encode_message(
+                    {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                )
+            )
+        try:
+            await self._write(b"".join(frames))
+            with anyio.move_on_after(timeout):
+                for _, pending in asked:
+                    await pending.done.wait()
+            late = [(rid, p) for rid, p in asked if not p.done.is_set()]
+            if late:
+                for request_id, _ in late:
+                    await self._send_cancel(request_id)
+                raise RequestTimeout(late[0][1].method, timeout)
+        except anyio.get_cancelled_exc_class():
+            for request_id, pending in asked:
+                if not pending.done.is_set():
+                    await self._send_cancel(request_id)
+            raise
+        finally:
+            for request_id, _ in asked:
+                self._pending.pop(request_id, None)
+        return [p.error if p.error is not None else p.result for _, p in asked]
 
     async def aclose(self) -> None:
         """Polite shutdown within the deadline, then kill the process group. Idempotent."""
@@ -239,7 +298,10 @@ class LspTransport:
         return pending.result
 
     async def _send(self, message: dict[str, Any], *, await_exit: bool = True) -> None:
-        data = encode_message(message)
+        await self._write(encode_message(message), await_exit=await_exit)
+
+    async def _write(self, data: bytes, *, await_exit: bool = True) -> None:
+        """Write whole frames (a half-written frame breaks the stream: see below)."""
         stdin = self._process.stdin
         if stdin is None:
             raise ServerClosed("server has no stdin")

@@ -11,10 +11,11 @@ from .pool import PoolStats, ProcessStat, WarmPool
 from .sandbox import SandboxPolicy, uses_namespaces
 from .sandbox import available as sandbox_tools
 from .sandbox import wrapper as sandbox_wrapper
-from .slot import PoolKey, Slot
+from .slot import Elaboration, PoolKey, Slot
 
 __all__ = [
     "Completed",
+    "Elaboration",
     "Header",
     "LeanEnvironment",
     "NoNodes",

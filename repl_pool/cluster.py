@@ -62,7 +62,7 @@ from .errors import PoolClosed, PoolError
 from .placement import record
 from .pool import LATENCY_BUCKETS_MS, PoolStats, WarmPool
 from .ray_actor import LeanNode, Reply, Shipped, land
-from .slot import PoolKey, Slot, portable_deadline, slot_fate
+from .slot import Elaboration, PoolKey, Slot, portable_deadline, slot_fate
 
 log = structlog.get_logger("leanrig.cluster")
 T = TypeVar("T")
@@ -218,6 +218,15 @@ class RemoteSlot(Slot):
 
     def text(self) -> str:
         return self._text
+
+    async def elaborate_and_ask(
+        self, text: str, *, goal_at: LspPos, term_at: LspPos, timeout: float
+    ) -> Elaboration:
+        done: Elaboration = await self._remote(
+            "elaborate_and_ask", timeout, text, goal_at=goal_at, term_at=term_at, timeout=timeout
+        )
+        self._text = text
+        return done
 
     async def plain_goal(self, pos: LspPos, *, timeout: float) -> PlainGoal:
         goal: PlainGoal = await self._remote("plain_goal", timeout, pos, timeout=timeout)

@@ -34,6 +34,7 @@ from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     ContentModified,
+    DocQuery,
     DocumentReport,
     ElaborationFailed,
     InteractiveGoal,
@@ -67,6 +68,16 @@ DOCUMENTS_PER_PROCESS = 4
 # costs the whole text plus a worker start (~60 ms, about what 2,000 characters of commands
 # take here). Counted in characters of text to re-elaborate.
 OPEN_COST_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Elaboration:
+    """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked."""
+
+    report: DocumentReport
+    symbols: list[DocumentSymbol]
+    goal: PlainGoal
+    term_goal: PlainTermGoal
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,17 +319,23 @@ class Slot:
             self.documents_taken_over += 1
         return best, False
 
+    def _place(self, client: LeanClient, text: str) -> tuple[str, bool]:
+        """Choose the holder's document for ``text`` and record it: (uri, must it be opened)."""
+        uri, new = self._choose_document(client, text)
+        self.uri = uri
+        self._documents[uri] = self.holder
+        self._documents.move_to_end(uri)
+        if new:
+            self.documents_opened += 1
+        return uri, new
+
     async def send(self, text: str) -> None:
         """Make ``text`` the content of the holder's document without waiting (queries may
         follow at once: Lean answers them for this version)."""
         client = self._client()
         async with self._guard():
-            uri, new = self._choose_document(client, text)
-            self.uri = uri
-            self._documents[uri] = self.holder
-            self._documents.move_to_end(uri)
+            uri, new = self._place(client, text)
             if new:
-                self.documents_opened += 1
                 try:
                     await client.open(uri, text)
                 except BaseException:
@@ -328,6 +345,32 @@ class Slot:
                     raise
             else:
                 await client.edit(uri, [minimal_edit(client.text(uri), text)])
+
+    async def elaborate_and_ask(
+        self, text: str, *, goal_at: LspPos, term_at: LspPos, timeout: float
+    ) -> Elaboration:
+        """``elaborate(text)`` and, about the same version, its document symbols and the goals
+        at two positions — sent to Lean with the change in one write, so they cost no round
+        trip after the barrier (lsp_bridge ``LeanClient.update``)."""
+        client = self._client()
+        async with self._guard():
+            uri, _ = self._place(client, text)
+            try:
+                report, (symbols, goal, term) = await client.update(
+                    uri,
+                    text,
+                    [
+                        DocQuery.symbols(),
+                        DocQuery.plain_goal(goal_at),
+                        DocQuery.plain_term_goal(term_at),
+                    ],
+                    timeout=timeout,
+                )
+            except BaseException:
+                if not client.is_open(uri):
+                    self._documents.pop(uri, None)  # as in send(): never opened
+                raise
+            return Elaboration(report, symbols, goal, term)
 
     async def wait(self, *, timeout: float) -> DocumentReport:
         """The barrier: the current version fully elaborated, with its diagnostics."""

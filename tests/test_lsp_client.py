@@ -10,8 +10,11 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lsp_bridge import (
+    DocQuery,
     DocumentError,
     ElaborationFailed,
     LeanClient,
@@ -160,6 +163,93 @@ async def test_request_timeout_is_typed_and_the_server_stays_usable(
     assert (await client.wait_for(other)).errors == ()
     await client.change(uri, PRELUDE + GOOD)  # cancels the runaway elaboration
     assert (await client.wait_for(uri)).errors == ()
+
+
+# -- one write: the change, the barrier and the queries (LeanClient.update) -------------------
+
+# Bodies an agent might send for `theorem t (a : N) : N := by …`-shaped prelude files: right,
+# wrong, incomplete, unparsable, and ones that end the declaration and start others.
+_BODIES = [
+    "a",
+    "N.s a",
+    "N.z",
+    "@Eq.refl N a",
+    "b",
+    "(a",
+    "N.s (N.s a)",
+    "a\ndef v : N := N.z",
+    "a\ntheorem w : N := N.z",
+    "fun x => x",
+]
+
+
+def _query_text(body: str) -> str:
+    return PRELUDE + f"def u : N := N.z\ntheorem t (a : N) : N :=\n  {body}\ndef z : N := N.z\n"
+
+
+def _positions(text: str) -> tuple[LspPos, LspPos]:
+    line = text.splitlines().index("theorem t (a : N) : N :=") + 1
+    return LspPos(line, len(text.splitlines()[line])), LspPos(line, 2)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(bodies=st.lists(st.sampled_from(_BODIES), min_size=2, max_size=6))
+async def test_queries_sent_with_the_change_answer_for_that_version(
+    client: LeanClient, project: Path, bodies: list[str]
+) -> None:
+    """Property: asked in the same write as the change (before the barrier), the symbols and
+    goals are exactly what the same queries answer when asked after the barrier — never those
+    of the previous version, over any sequence of edits."""
+    uri = uri_in(project, "Q.lean")
+    if client.is_open(uri):
+        await client.close_document(uri)
+    for body in bodies:
+        text = _query_text(body)
+        goal_at, term_at = _positions(text)
+        report, (symbols, goal, term) = await client.update(
+            uri,
+            text,
+            [DocQuery.symbols(), DocQuery.plain_goal(goal_at), DocQuery.plain_term_goal(term_at)],
+        )
+        assert report.status == "done" and report.version == client.version(uri)
+        after = await client.wait_for(uri)
+        assert after.diagnostics == report.diagnostics
+        assert await client.document_symbols(uri) == symbols
+        assert await client.plain_goal(uri, goal_at) == goal
+        assert await client.plain_term_goal(uri, term_at) == term
+        names = {s.name for s in symbols}
+        assert ("v" in names) == ("def v" in body) and ("w" in names) == ("theorem w" in body)
+    await client.close_document(uri)
+
+
+async def test_update_opens_a_new_document_and_reports_its_first_version(
+    client: LeanClient, project: Path
+) -> None:
+    uri = uri_in(project, "New.lean")
+    report, (symbols,) = await client.update(uri, PRELUDE + GOOD, [DocQuery.symbols()])
+    assert report.version == 1 and report.status == "done" and report.errors == ()
+    assert "foo" in {s.name for s in symbols}
+    report, _ = await client.update(uri, PRELUDE + BAD)
+    assert report.version == 2 and report.errors
+
+
+async def test_exchange_times_out_cancels_and_the_server_stays_usable(
+    client: LeanClient, project: Path
+) -> None:
+    """A request Lean never answers in time (the barrier of a slow version): RequestTimeout
+    within the deadline, the request cancelled, and the next exchange answered."""
+    uri = uri_in(project)
+    with anyio.fail_after(20):
+        with pytest.raises(RequestTimeout) as info:
+            await client.update(uri, PRELUDE + ARITH + slow_theorem(), timeout=0.3)
+        assert info.value.method == "textDocument/waitForDiagnostics"
+        report, _ = await client.update(uri, PRELUDE + GOOD)  # cancels the runaway version
+        assert report.errors == ()
+        assert client.transport.pending_count == 0
 
 
 def _worker_of(server_pid: int) -> psutil.Process:

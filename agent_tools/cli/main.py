@@ -49,7 +49,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..servers import ServeOptions, open_service
+    from ..servers import ServeOptions, open_service, run_event_loop
 
     options = ServeOptions(
         suite=Path(args.suite),
@@ -93,7 +93,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         else:
             await server.run_stdio_async()
 
-    anyio.run(main)
+    run_event_loop(main)
     # Everything is shut down (Lean trees killed, ledger closed, replies written). What is
     # left is the interpreter's final garbage collections over every imported module's
     # objects: ~0.4 s on a loaded 2-core machine, which a stdio client waits for. Those

@@ -84,5 +84,8 @@ def cmd_lsp(args: argparse.Namespace) -> int:
             await run_lsp(options)
             tg.cancel_scope.cancel()
 
+    # asyncio's own loop, not servers.run_event_loop's uvloop: under uvloop 0.23 the proxy's
+    # forwarded `shutdown` went unanswered (tests/test_as_typed_editor.py hung at exit), and
+    # an editor's steps are human-paced.
     anyio.run(main)
     return 0

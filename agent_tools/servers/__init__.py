@@ -13,6 +13,7 @@ from .clients import (
     serve_argv,
     stop_process,
 )
+from .eventloop import run as run_event_loop
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
 from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
@@ -45,6 +46,7 @@ __all__ = [
     "mcp_subprocess",
     "open_service",
     "package_version",
+    "run_event_loop",
     "serve_argv",
     "serve_mcp_listener",
     "serve_mcp_stream",

@@ -53,7 +53,8 @@ class ProofSession:
     version: int = 0
     last: StepState | None = None
     opened_at: float = field(default_factory=time.perf_counter)
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # fast_acquire: an uncontended call (the usual case) does not yield to the loop first.
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     closed: bool = False
 
     @property

@@ -1,0 +1,30 @@
+"""The event loop a leanrig server process runs on: anyio on asyncio, with uvloop when it is
+installed (a dependency on Linux and macOS).
+
+A proof step is short and message-bound (a tool call in, ~10 LSP frames from Lean, a reply
+out), so the loop's own cost is a large share of the server's time: with the standard loop,
+asyncio and anyio took about 40 % of the server's CPU per step (cProfile); uvloop runs the
+loop, its timers and pipe I/O in C (bench: server CPU per step in the closing note of issue
+13). Nothing here depends on the loop: without uvloop the standard one runs. Used by `leanrig
+serve`; `leanrig lsp` stays on asyncio's loop (editor/commands.py says why).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, TypeVarTuple
+
+import anyio
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+def has_uvloop() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def run(func: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
+    """``anyio.run(func, *args)`` on the fastest loop available."""
+    return anyio.run(func, *args, backend_options={"use_uvloop": has_uvloop()})
