@@ -35,6 +35,7 @@ from lsp_bridge import LeanClient, LineIndex, find_lean
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
 from .raw_lsp import time_alternating_edits
+from .raw_mcp import time_set_proof
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"
@@ -276,6 +277,10 @@ def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[st
     rows["leanrig set_proof, MCP stdio"] = summarize(
         anyio.run(leanrig_mcp, suite, work / "runs", steps)
     )
+    # The same server, driven like the raw floor drives Lean: a minimal blocking client.
+    rows["leanrig set_proof, MCP stdio, minimal client"] = summarize(
+        time_set_proof(suite, work / "runs", ROOT, TASK, RIGHT, WRONG, steps)
+    )
     padded, other, mode = anyio.run(leanrig_mcp_two_sessions, suite, work / "runs", steps)
     rows[f"leanrig MCP, 2 sessions on 1 server: this task ({mode} mode)"] = summarize(padded)
     rows["leanrig MCP, 2 sessions on 1 server: the other (0 decls)"] = summarize(other)
@@ -328,6 +333,14 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
             med("leanrig set_proof, JSON-RPC stdio") / med("raw Lean LSP (floor)"), 2
         ),
         "lsp_bridge_vs_raw": round(med("lsp_bridge (library)") / med("raw Lean LSP (floor)"), 2),
+        "leanrig_mcp_minimal_client_vs_raw": round(
+            med("leanrig set_proof, MCP stdio, minimal client") / med("raw Lean LSP (floor)"), 2
+        ),
+        "leanrig_mcp_minimal_client_vs_raw_same_answers": round(
+            med("leanrig set_proof, MCP stdio, minimal client")
+            / med("raw Lean LSP, same answers (floor)"),
+            2,
+        ),
         "leanrig_mcp_vs_raw_same_answers": round(
             mcp / med("raw Lean LSP, same answers (floor)"), 2
         ),
@@ -373,6 +386,13 @@ def run(quick: bool = False) -> dict[str, Any]:
                 med(1000, two) / med(1000, "raw Lean LSP (floor)"), 2
             ),
             "mcp_0_vs_raw_0 (<= 1.3)": round(med(0, two) / med(0, "raw Lean LSP (floor)"), 2),
+            # Not the target (that is the row above, driven by the SDK's client): the
+            # same server driven by a minimal blocking client, as the raw floor drives Lean.
+            "mcp_0_minimal_client_vs_raw_0": round(
+                med(0, "leanrig set_proof, MCP stdio, minimal client")
+                / med(0, "raw Lean LSP (floor)"),
+                2,
+            ),
         }
         print("done when:", ratios["done_when"])
     for note in notes:
