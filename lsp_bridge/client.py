@@ -478,14 +478,14 @@ class LeanClient:
                 ("textDocument/didChange", self._change_params(doc, [minimal_edit(doc.text, text)]))
             )
         version = doc.version
-        requests: list[tuple[str, Any]] = [
-            ("textDocument/waitForDiagnostics", {"uri": uri, "version": version})
+        requests: list[tuple[str, Any, Callable[[Any], Any] | None]] = [
+            ("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None)
         ]
         for query in queries:
             params: dict[str, Any] = {"textDocument": {"uri": uri}}
             if query.position is not None:
                 params["position"] = query.position.to_json()
-            requests.append((query.method, params))
+            requests.append((query.method, params, query.parse))
         answers = await self.transport.exchange(
             changes, requests, timeout=max(deadline - time.monotonic(), 0.001), tag=uri
         )
@@ -501,7 +501,9 @@ class LeanClient:
                 uri, version, timeout=max(deadline - time.monotonic(), 0.001)
             )
             results = [
-                await self._query(self._doc(uri), q, max(deadline - time.monotonic(), 0.001))
+                q.parse(
+                    await self._query(self._doc(uri), q, max(deadline - time.monotonic(), 0.001))
+                )
                 for q in queries
             ]
         else:
@@ -509,7 +511,7 @@ class LeanClient:
         for result in results:
             if isinstance(result, LeanrigError):
                 raise result
-        return report, [q.parse(r) for q, r in zip(queries, results, strict=True)]
+        return report, results  # parsed as they arrived (LspTransport.exchange)
 
     async def _query(self, doc: _Document, query: DocQuery, timeout: float) -> Any:
         params: dict[str, Any] = {"textDocument": {"uri": doc.uri}}

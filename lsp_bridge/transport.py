@@ -48,18 +48,28 @@ STDERR_TAIL_BYTES = 16 * 1024
 STDERR_DRAIN_SECONDS = 1.0
 
 
+Parse = Callable[[Any], Any]
+
+
 @dataclass(slots=True)
 class _Pending:
     method: str
     tag: str | None = None
+    parse: Parse | None = None  # applied to the result when it arrives
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: LeanrigError | None = None
 
     def resolve(self, result: Any = None, error: LeanrigError | None = None) -> None:
-        if not self.done.is_set():
-            self.result, self.error = result, error
-            self.done.set()
+        if self.done.is_set():
+            return
+        if error is None and self.parse is not None:
+            try:
+                result = self.parse(result)
+            except Exception as exc:  # a malformed answer fails its request, not the reader
+                result, error = None, ProtocolError(f"unexpected answer to {self.method}: {exc}")
+        self.result, self.error = result, error
+        self.done.set()
 
 
 class LspTransport:
@@ -190,14 +200,15 @@ class LspTransport:
     async def exchange(
         self,
         notifications: Sequence[tuple[str, Any]],
-        requests: Sequence[tuple[str, Any]],
+        requests: Sequence[tuple[str, Any, Parse | None]],
         *,
         timeout: float,
         tag: str | None = None,
     ) -> list[Any]:
-        """Send ``notifications`` and then ``requests`` in one write, and wait for every answer,
-        at most ``timeout`` seconds in all. Returns each request's result, or the
-        ``LeanrigError`` it was answered with, in order.
+        """Send ``notifications`` and then ``requests`` (method, params, parse) in one write,
+        and wait for every answer, at most ``timeout`` seconds in all. Returns each request's
+        result — passed through its ``parse`` as it arrives, while Lean may still be working
+        on the others — or the ``LeanrigError`` it was answered with, in order.
 
         One write because the first frame wakes Lean: its threads then compete with this
         process for the cores, and frames sent one by one after it went out late (measured:
@@ -210,9 +221,9 @@ class LspTransport:
             for method, params in notifications
         ]
         asked: list[tuple[int, _Pending]] = []
-        for method, params in requests:
+        for method, params, parse in requests:
             request_id = next(self._ids)
-            pending = _Pending(method, tag)
+            pending = _Pending(method, tag, parse)
             self._pending[request_id] = pending
             asked.append((request_id, pending))
             frames.append(
