@@ -1,5 +1,7 @@
-"""Where a `set_proof` step's time goes: raw Lean vs leanrig over MCP stdio, interleaved rounds,
-with the leanrig server's own CPU time per step (psutil: the server process only, not its Lean
+"""Where a `set_proof` step's time goes: raw Lean (plain, and asking the same answers a step
+returns) vs leanrig over MCP stdio (the SDK's client, and a minimal blocking client), interleaved
+rounds — so a machine that speeds up or slows down moves every row alike —, with the leanrig
+server's own CPU time per step (psutil: the server process only, not its Lean
 children) — far less sensitive to a loaded machine than wall time — and a cProfile of the
 server.
 
@@ -35,9 +37,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from lsp_bridge import find_lean
 
-from .bench_agent import RIGHT, TASK, WRONG, make_suite, texts
+from .bench_agent import RIGHT, TASK, WRONG, make_suite, step_positions, texts
 from .common import ROOT, print_table, summarize, write_result
 from .raw_lsp import RawLean
+from .raw_mcp import RawMcp
 
 
 class McpVariant:
@@ -132,6 +135,20 @@ async def interleaved(
     raw.open(raw_uri, bad)
     raw_samples: list[float] = []
     raw_step = 0
+    # The same answers a leanrig step gets, asked the fastest way (bench_agent.step_positions).
+    same_dir = work / "raw-same"
+    same_dir.mkdir()
+    same = RawLean(argv, same_dir, {**os.environ, "LEAN_PATH": str(lib)})
+    same_uri = (same_dir / "Raw.lean").as_uri()
+    same.open(same_uri, bad)
+    ask = step_positions(suite)
+    same_samples: list[float] = []
+    # This tree's server driven by a minimal blocking MCP client (bench/raw_mcp.py).
+    minimal = RawMcp(suite, work / "runs-minimal", ROOT)
+    minimal_proc = psutil.Process(minimal.proc.pid)
+    minimal_sid = minimal.call_tool("open_task", {"task_id": TASK})["session_id"]
+    minimal_samples: list[float] = []
+    minimal_cpu: list[float] = []
     variants = [
         McpVariant(name, tree, suite, work / f"runs-{i}", profile if i == 0 else None)
         for i, (name, tree) in enumerate(trees.items())
@@ -142,7 +159,24 @@ async def interleaved(
                 await v.open(stack)
             for r in range(rounds):
                 order = variants if r % 2 == 0 else variants[::-1]
-                for _ in range(steps):  # raw, blocking: fine between the async rounds
+                # The blocking clients: fine between the async rounds.
+                before = minimal_proc.cpu_times()
+                for i in range(steps):
+                    right = (raw_step + i) % 2 == 0
+                    t = time.perf_counter()
+                    out = minimal.call_tool(
+                        "set_proof", {"session_id": minimal_sid, "body": RIGHT if right else WRONG}
+                    )
+                    minimal_samples.append((time.perf_counter() - t) * 1000)
+                    assert out["complete"] == right
+                after = minimal_proc.cpu_times()
+                busy = (after.user - before.user) + (after.system - before.system)
+                minimal_cpu.append(busy * 1000 / steps)
+                for i in range(steps):
+                    t = time.perf_counter()
+                    same.change(same_uri, good if (raw_step + i) % 2 == 0 else bad, ask)
+                    same_samples.append((time.perf_counter() - t) * 1000)
+                for _ in range(steps):
                     t = time.perf_counter()
                     raw.change(raw_uri, good if raw_step % 2 == 0 else bad)
                     raw_samples.append((time.perf_counter() - t) * 1000)
@@ -153,9 +187,22 @@ async def interleaved(
                 await v.close()
     finally:
         raw.close()
-    rows: dict[str, Any] = {"raw Lean LSP (floor)": summarize(raw_samples)}
-    cpu: dict[str, Any] = {}
+        same.close()
+        minimal.close()
+    rows: dict[str, Any] = {
+        "raw Lean LSP (floor)": summarize(raw_samples),
+        "raw Lean LSP, same answers (floor)": summarize(same_samples),
+        "leanrig set_proof, MCP stdio, minimal client": summarize(minimal_samples),
+    }
     raw_median = statistics.median(raw_samples)
+    cpu: dict[str, Any] = {
+        "leanrig set_proof, MCP stdio, minimal client": {
+            "server_cpu_ms_per_step_median": round(statistics.median(minimal_cpu), 3),
+            "server_cpu_ms_per_step_min": round(min(minimal_cpu), 3),
+            "client_cpu_ms_per_step_median": 0.0,
+            "vs_raw": round(statistics.median(minimal_samples) / raw_median, 2),
+        }
+    }
     for v in variants:
         rows[v.name] = summarize(v.samples)
         cpu[v.name] = {
