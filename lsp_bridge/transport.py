@@ -98,6 +98,7 @@ class LspTransport:
         self._stderr_size = 0
         self._failure: ServerError | None = None
         self._closing = False
+        self._reading = True  # the read loop runs: an answer to `shutdown` can arrive
         self._stderr_done = anyio.Event()
         self.exited = anyio.Event()
 
@@ -258,7 +259,10 @@ class LspTransport:
         self._closing = True
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self._shutdown_timeout):
-                if self._failure is None:
+                # Polite only while someone reads the answer: after a cancellation (the owner
+                # is going away) the reader is gone, and the request would wait out the whole
+                # deadline (every pool close took 2 s).
+                if self._failure is None and self._reading:
                     try:
                         await self._request_unchecked("shutdown", None)
                         await self._send({"jsonrpc": "2.0", "method": "exit", "params": None})
@@ -354,6 +358,7 @@ class LspTransport:
         assert self._process.stdout is not None
         stream = BufferedByteReceiveStream(self._process.stdout)
         failure: ServerError | None = None
+        cancelled = False
         try:
             while True:
                 message = await read_message(stream)
@@ -364,36 +369,52 @@ class LspTransport:
             failure = ServerDied(f"protocol error from Lean server: {exc.message}")
             failure.__cause__ = exc
             self._kill_group()
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
-                await self._process.wait()
-            if failure is None and not self._closing:
-                # The process chose to exit: its last words on stderr say why (e.g. a sandbox
-                # that could not set up). Orphaned workers hold the pipe open: kill them first.
-                await self._kill_group_async()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
-                    await self._stderr_done.wait()
-                tail = self.stderr_tail()
-                cause = last_line(tail)
-                failure = ServerDied(
-                    f"Lean server exited with code {self._process.returncode}"
-                    + (f": {cause}" if cause else ""),
-                    stderr_tail=tail,
-                    returncode=self._process.returncode,
-                )
-            if failure is not None and self._failure is None:
-                self._failure = failure
-                await self._kill_group_async()  # orphaned workers must not keep elaborating
-                log.warning(
-                    "lsp.died",
-                    pid=self.pid,
-                    returncode=self._process.returncode,
-                    error=failure.message,
-                    argv=list(self.argv),
-                    stderr=failure.stderr_tail[-2000:],
-                )
-            self._fail_all(self._failure or ServerClosed("server closed"))
-            self.exited.set()
+            self._reading = False
+            if cancelled:
+                # The owner is closing (spawn's exit kills the group and reaps the leader):
+                # no exit of the process's own to wait for or explain (waiting for one made
+                # every pool close take 2 s).
+                self._fail_all(ServerClosed("server closed"))
+                self.exited.set()
+            else:
+                await self._after_output_ended(failure)
+
+    async def _after_output_ended(self, failure: ServerError | None) -> None:
+        """The server's output ended (it exited, or broke the protocol): say why, kill what is
+        left, and end every waiting request."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+            await self._process.wait()
+        if failure is None and not self._closing:
+            # The process chose to exit: its last words on stderr say why (e.g. a sandbox
+            # that could not set up). Orphaned workers hold the pipe open: kill them first.
+            await self._kill_group_async()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
+                await self._stderr_done.wait()
+            tail = self.stderr_tail()
+            cause = last_line(tail)
+            failure = ServerDied(
+                f"Lean server exited with code {self._process.returncode}"
+                + (f": {cause}" if cause else ""),
+                stderr_tail=tail,
+                returncode=self._process.returncode,
+            )
+        if failure is not None and self._failure is None:
+            self._failure = failure
+            await self._kill_group_async()  # orphaned workers must not keep elaborating
+            log.warning(
+                "lsp.died",
+                pid=self.pid,
+                returncode=self._process.returncode,
+                error=failure.message,
+                argv=list(self.argv),
+                stderr=failure.stderr_tail[-2000:],
+            )
+        self._fail_all(self._failure or ServerClosed("server closed"))
+        self.exited.set()
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" in message:

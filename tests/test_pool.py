@@ -285,6 +285,25 @@ async def test_closing_the_pool_leaves_no_lean_process(environment: LeanEnvironm
     assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in tree)
 
 
+async def test_closing_the_pool_does_not_wait_for_lean_to_say_goodbye(
+    environment: LeanEnvironment,
+) -> None:
+    """Leaving the pool cancels its slots; a cancelled slot's reader is gone, so asking Lean to
+    shut down politely (and waiting for its process to exit by itself) only waited out a fixed
+    2 s per close — every `serve`, run and test paid it. Now the trees are killed at once."""
+    async with WarmPool.open(environment, config(min_processes=2)) as pool:
+        await wait_until(lambda: len(pool.stats().processes) == 2)
+        key = pool.key_for(prelude_file(GOOD))
+        async with pool.acquire(key) as slot:
+            await slot.elaborate(prelude_file(GOOD), timeout=30)
+        pids = [p.pid for p in pool.stats().processes if p.pid]
+        leaving = anyio.current_time()
+    closed_in = anyio.current_time() - leaving
+    assert closed_in < 1.5, f"closing took {closed_in:.2f} s (the 2 s goodbye wait is back?)"
+    assert all(not psutil.pid_exists(pid) or
+               psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in pids)  # fmt: skip
+
+
 async def test_stats_report_processes_queues_and_latency(pool: WarmPool) -> None:
     key = pool.key_for(prelude_file(GOOD))
     for _ in range(5):

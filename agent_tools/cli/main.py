@@ -71,8 +71,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             await run(service)
             if stdio:
                 # The client closed stdin: it is gone (MCP's stdio shutdown) and waits for
-                # this process to exit. Lean's polite LSP shutdown takes ~2 s; nothing in a
-                # Lean process is worth keeping, so kill the trees now.
+                # this process to exit; nothing in a Lean process is worth keeping, so kill
+                # the trees now.
                 service.pool.kill_all("stdio client gone")
             tg.cancel_scope.cancel()
 

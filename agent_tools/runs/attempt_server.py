@@ -70,8 +70,8 @@ class AttemptServer:
                             await serve_mcp_listener(service, self._listener)
                         if not self._serving.cancel_called:
                             self._fail("the service stopped serving on its own")
-                    # The attempt's Lean state is discarded: kill its processes now rather than
-                    # the pool's polite LSP shutdown (~2 s per Lean here, on the runner's clock).
+                    # The attempt's Lean state is discarded: kill its processes now (nothing in
+                    # them is worth a polite LSP shutdown on the runner's clock).
                     service.pool.kill_all("attempt ended")
         except Exception as exc:
             self._fail(f"{type(exc).__name__}: {exc}")
