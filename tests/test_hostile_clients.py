@@ -398,6 +398,35 @@ async def test_stdio_server_exits_promptly_when_stdin_closes(wire: str) -> None:
     assert elapsed < EXIT_BOUND_S
 
 
+async def test_mcp_stdio_line_over_the_bound_ends_the_session_without_growing() -> None:
+    """A peer that sends one endless line (no newline) over MCP stdio: the SDK's transport
+    buffered it whole; now a line over `MAX_MCP_LINE` ends the session, the server exits 0 and
+    never holds much more than the bound."""
+    from agent_tools.servers.textlines import MAX_MCP_LINE
+
+    async with spawn_serve() as process:
+        assert process.stdin is not None
+        await _warm(process)
+        await _mcp_handshake(process)
+        before = rss_mb(process.pid)
+        chunk = b"a" * 2**20
+        sent = 0
+        peak = before
+        with anyio.fail_after(120):
+            try:
+                while sent <= 3 * MAX_MCP_LINE:
+                    await process.stdin.send(chunk)
+                    sent += len(chunk)
+                    if sent % (16 * 2**20) == 0 and process.returncode is None:
+                        peak = max(peak, rss_mb(process.pid))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # the server stopped reading: it ended the session
+            assert await process.wait() == 0
+    grown = peak - before
+    print(f"\nmcp stdio endless line: sent {sent / 2**20:.0f} MB, server grew {grown:.0f} MB")
+    assert grown < 1.5 * MAX_MCP_LINE / 2**20
+
+
 async def test_stdio_client_killed_mid_request_stops_the_server() -> None:
     """A client killed while a Lean call runs closes both pipes: the server drops the call,
     kills its Lean processes and exits (replies cannot reach anyone)."""

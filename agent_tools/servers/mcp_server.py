@@ -48,7 +48,7 @@ from ..sessions import (
     output_schema,
 )
 from .jsonrpc_server import _FdReceive, _FdSend
-from .textlines import TextLines, TextWriter
+from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.mcp")
@@ -171,7 +171,7 @@ async def fd_stdio() -> AsyncIterator[tuple[TextLines, TextWriter]]:
         _claimed(0, sys.stdin, os.O_RDONLY) as stdin_fd,
         _claimed(1, sys.stdout, os.O_WRONLY) as stdout_fd,
     ):
-        yield TextLines(_FdReceive(stdin_fd)), TextWriter(_FdSend(stdout_fd))
+        yield TextLines(_FdReceive(stdin_fd), MAX_MCP_LINE), TextWriter(_FdSend(stdout_fd))
 
 
 def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:

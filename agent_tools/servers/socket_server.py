@@ -22,11 +22,11 @@ from mcp.server.stdio import stdio_server
 
 from ..sessions import ProofService
 from .mcp_server import build_mcp
-from .textlines import TextLines, TextWriter
+from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 
 log = structlog.get_logger("leanrig.socket")
 
-MAX_LINE = 64 * 2**20  # bytes of one JSON-RPC message
+MAX_LINE = MAX_MCP_LINE  # bytes of one JSON-RPC message
 MAX_CONNECTIONS = 32
 
 

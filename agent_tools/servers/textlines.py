@@ -12,6 +12,10 @@ from anyio.abc import ByteReceiveStream
 
 log = structlog.get_logger("leanrig.lines")
 
+# The longest MCP message a peer may send (tool arguments are at most ~1 MB of proof text,
+# JSON-escaped): a longer line ends its peer's session rather than grow the server.
+MAX_MCP_LINE = 64 * 2**20
+
 
 class TextLines:
     """Text lines (with their newline) from ``receive``. With ``max_line``, a longer line
