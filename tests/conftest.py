@@ -87,6 +87,20 @@ def lean_processes() -> list[psutil.Process]:
     return found
 
 
+def lean_descendants(pid: int) -> list[psutil.Process]:
+    """The lean processes (server and workers) under ``pid``. A process that exits between
+    the listing and the look at its name is left out (the sandbox's short-lived helpers do:
+    a fresh-clone run failed on `NoSuchProcess`)."""
+    found = []
+    for proc in psutil.Process(pid).children(recursive=True):
+        try:
+            if proc.name() == "lean":
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 # Server processes kept by module-scoped fixtures: their Lean descendants are expected to live
 # on after each test; the fixture checks them at its own teardown.
 LONG_LIVED: set[int] = set()

@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from agent_tools.servers import handle_message
 from agent_tools.servers.jsonrpc_server import MAX_LINE, LineReader, LineTooLong
 
-from .conftest import LONG_LIVED
+from .conftest import LONG_LIVED, lean_descendants
 from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process
 
 pytestmark = pytest.mark.anyio
@@ -365,8 +365,7 @@ async def test_stdio_client_that_does_not_read_is_backpressure_not_an_exit() -> 
 async def _warm(process: Process) -> list[psutil.Process]:
     with anyio.fail_after(60):
         while True:  # the warm Lean server + worker (min_processes=1)
-            tree = psutil.Process(process.pid).children(recursive=True)
-            leans = [p for p in tree if p.name() == "lean"]
+            leans = lean_descendants(process.pid)
             if len(leans) >= 2:
                 return leans
             await anyio.sleep(0.05)

@@ -103,7 +103,7 @@ async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[
 
     import psutil
 
-    from .conftest import LONG_LIVED
+    from .conftest import LONG_LIVED, lean_descendants
 
     port = free_port()
     args = (*transport, "--port", str(port)) if "--jsonrpc" in transport else ("--http", str(port))
@@ -112,8 +112,7 @@ async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[
         try:
             with anyio.fail_after(60):
                 while True:  # wait for the warm Lean process (min_processes=1)
-                    tree = psutil.Process(process.pid).children(recursive=True)
-                    leans = [p for p in tree if p.name() == "lean"]
+                    leans = lean_descendants(process.pid)
                     if len(leans) >= 2:  # server + worker
                         break
                     await anyio.sleep(0.1)
