@@ -22,7 +22,8 @@ from anyio.abc import Process, SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.servers import handle_message
-from agent_tools.servers.jsonrpc_server import MAX_LINE, LineReader, LineTooLong
+from agent_tools.servers.jsonrpc_server import MAX_LINE
+from agent_tools.servers.textlines import LineReader, LineTooLong
 
 from .conftest import LONG_LIVED, lean_descendants
 from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process

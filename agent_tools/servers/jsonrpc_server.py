@@ -31,6 +31,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
+from .textlines import LineReader, LineTooLong
 from .tools import call_tool, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.jsonrpc")
@@ -119,55 +120,6 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
         log.exception("jsonrpc.tool_crashed", method=spec.name)
         return _error(rid, -32603, "internal error; see server log")
     return {"jsonrpc": "2.0", "id": rid, "result": result}
-
-
-class LineTooLong(Exception):
-    """A line over the limit; its bytes were skipped up to and including its newline."""
-
-
-class LineReader:
-    """Newline-delimited lines of at most ``limit`` bytes from a byte stream.
-
-    An oversized line is not buffered: its bytes are dropped as they arrive and
-    `LineTooLong` is raised once its end is seen, so the next call reads the next line.
-    """
-
-    def __init__(self, stream: ByteReceiveStream, limit: int) -> None:
-        self._stream = stream
-        self._limit = limit
-        self._buf = bytearray()
-        self._scanned = 0  # bytes of _buf known to hold no newline
-        self._eof = False
-
-    async def receive_line(self) -> bytes | None:
-        """The next line without its newline; None at the end of the stream."""
-        skipping = False
-        while True:
-            end = self._buf.find(b"\n", self._scanned)
-            if end >= 0:
-                line = bytes(self._buf[:end])
-                del self._buf[: end + 1]
-                self._scanned = 0
-                if skipping or len(line) > self._limit:
-                    raise LineTooLong
-                return line
-            if len(self._buf) > self._limit:
-                skipping = True
-                self._buf.clear()
-            self._scanned = len(self._buf)
-            if self._eof:
-                break
-            try:
-                self._buf += await self._stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._eof = True
-        # the end of the stream: a last line without its newline still counts
-        line, skipping_last = bytes(self._buf), skipping
-        self._buf.clear()
-        self._scanned = 0
-        if skipping_last:
-            raise LineTooLong
-        return line or None
 
 
 async def serve_stream(
@@ -403,8 +355,6 @@ __all__ = [
     "MAX_IN_FLIGHT",
     "MAX_LINE",
     "ByteSendStream",
-    "LineReader",
-    "LineTooLong",
     "handle_message",
     "serve_stdio",
     "serve_stream",
