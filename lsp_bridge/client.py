@@ -46,7 +46,7 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
-from .transport import LspTransport
+from .transport import LspTransport, unreadable_answer
 
 log = structlog.get_logger("leanrig.lsp")
 _converter = get_converter()
@@ -108,6 +108,12 @@ class DocQuery:
     method: str
     parse: Callable[[Any], Any]
     position: LspPos | None = None
+    # An optional query's error is returned in its place instead of raised (the caller may
+    # not need its answer, e.g. the goals of a proof that turned out complete).
+    optional: bool = False
+
+    def made_optional(self) -> DocQuery:
+        return DocQuery(self.method, self.parse, self.position, optional=True)
 
     @staticmethod
     def symbols() -> DocQuery:
@@ -486,12 +492,18 @@ class LeanClient:
             if query.position is not None:
                 params["position"] = query.position.to_json()
             requests.append((query.method, params, query.parse))
+
+        def on_error(error: LeanrigError) -> None:
+            if isinstance(error, (WorkerCrashed, WorkerExited)):
+                self._mark_fatal(doc)  # ends this document's other requests at once
+
         answers = await self.transport.exchange(
-            changes, requests, timeout=max(deadline - time.monotonic(), 0.001), tag=uri
+            changes,
+            requests,
+            timeout=max(deadline - time.monotonic(), 0.001),
+            tag=uri,
+            on_error=on_error,
         )
-        for answer in answers:
-            if isinstance(answer, (WorkerCrashed, WorkerExited)):
-                self._mark_fatal(doc)
         barrier, results = answers[0], answers[1:]
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
@@ -501,17 +513,31 @@ class LeanClient:
                 uri, version, timeout=max(deadline - time.monotonic(), 0.001)
             )
             results = [
-                q.parse(
-                    await self._query(self._doc(uri), q, max(deadline - time.monotonic(), 0.001))
-                )
+                await self._ask_again(uri, q, max(deadline - time.monotonic(), 0.001))
                 for q in queries
             ]
         else:
             report = self._report(doc, version, version, started)
-        for result in results:
-            if isinstance(result, LeanrigError):
+        for query, result in zip(queries, results, strict=True):
+            if isinstance(result, LeanrigError) and not query.optional:
                 raise result
         return report, results  # parsed as they arrived (LspTransport.exchange)
+
+    async def _ask_again(self, uri: str, query: DocQuery, timeout: float) -> Any:
+        """``query`` alone, about the current version: parsed, or its error if optional."""
+        try:
+            raw = await self._query(self._doc(uri), query, timeout)
+        except LeanrigError as exc:
+            if query.optional:
+                return exc
+            raise
+        try:
+            return query.parse(raw)
+        except Exception as exc:
+            error = unreadable_answer(query.method, exc)
+            if query.optional:
+                return error
+            raise error from exc
 
     async def _query(self, doc: _Document, query: DocQuery, timeout: float) -> Any:
         params: dict[str, Any] = {"textDocument": {"uri": doc.uri}}

@@ -30,6 +30,7 @@ from .errors import (
     LeanrigError,
     ProtocolError,
     RequestTimeout,
+    ResponseError,
     ServerClosed,
     ServerDied,
     ServerError,
@@ -56,6 +57,7 @@ class _Pending:
     method: str
     tag: str | None = None
     parse: Parse | None = None  # applied to the result when it arrives
+    on_error: Callable[[LeanrigError], None] | None = None  # told at once of an error answer
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: LeanrigError | None = None
@@ -67,9 +69,17 @@ class _Pending:
             try:
                 result = self.parse(result)
             except Exception as exc:  # a malformed answer fails its request, not the reader
-                result, error = None, ProtocolError(f"unexpected answer to {self.method}: {exc}")
+                result, error = None, unreadable_answer(self.method, exc)
         self.result, self.error = result, error
         self.done.set()
+        if error is not None and self.on_error is not None:
+            self.on_error(error)
+
+
+def unreadable_answer(method: str, exc: Exception) -> ResponseError:
+    """An answer its reader could not read: an error answer (the server is fine and the same
+    question gets the same answer, so: keep the slot, no retry), not a protocol break."""
+    return ResponseError(method, -32603, f"unreadable answer ({type(exc).__name__}: {exc})")
 
 
 class LspTransport:
@@ -205,11 +215,14 @@ class LspTransport:
         *,
         timeout: float,
         tag: str | None = None,
+        on_error: Callable[[LeanrigError], None] | None = None,
     ) -> list[Any]:
         """Send ``notifications`` and then ``requests`` (method, params, parse) in one write,
-        and wait for every answer, at most ``timeout`` seconds in all. Returns each request's
-        result — passed through its ``parse`` as it arrives, while Lean may still be working
-        on the others — or the ``LeanrigError`` it was answered with, in order.
+        and wait for every answer, at most ``timeout`` seconds in all.
+        Returns each request's result — passed through its ``parse`` as it arrives, while Lean
+        may still be working on the others — or the ``LeanrigError`` it was answered with, in
+        order. ``on_error`` hears of each error answer when it arrives (e.g. a crashed worker:
+        the caller can end the other requests at once).
 
         One write because the first frame wakes Lean: its threads then compete with this
         process for the cores, and frames sent one by one after it went out late (measured:
@@ -222,17 +235,19 @@ class LspTransport:
             for method, params in notifications
         ]
         asked: list[tuple[int, _Pending]] = []
-        for method, params, parse in requests:
-            request_id = next(self._ids)
-            pending = _Pending(method, tag, parse)
-            self._pending[request_id] = pending
-            asked.append((request_id, pending))
-            frames.append(
-                encode_message(
-                    {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-                )
-            )
         try:
+            for method, params, parse in requests:
+                request_id = next(self._ids)
+                frames.append(
+                    encode_message(
+                        {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                    )
+                )
+                pending = _Pending(method, tag, parse, on_error)
+                self._pending[request_id] = pending
+                asked.append((request_id, pending))
+            # The write has its own deadline (a stalled server is killed: a half-written frame
+            # would break the stream), so it stays outside this one.
             await self._write(b"".join(frames))
             with anyio.move_on_after(timeout):
                 for _, pending in asked:
@@ -294,7 +309,7 @@ class LspTransport:
     def _check_usable(self) -> None:
         if self._failure is not None:
             raise self._failure
-        if self._closing:
+        if self._closing or not self._reading:
             raise ServerClosed("server closed")
 
     async def _request_unchecked(self, method: str, params: Any) -> Any:

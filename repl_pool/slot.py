@@ -50,6 +50,7 @@ from lsp_bridge import (
     RpcNeedsReconnect,
     ServerCommand,
     ServerError,
+    Severity,
     WorkerCrashed,
     WorkerExited,
     common_prefix,
@@ -72,12 +73,20 @@ OPEN_COST_CHARS = 2000
 
 @dataclass(frozen=True, slots=True)
 class Elaboration:
-    """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked."""
+    """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked
+    (the goals are None only for a clean report whose goal query failed)."""
 
     report: DocumentReport
     symbols: list[DocumentSymbol]
-    goal: PlainGoal
-    term_goal: PlainTermGoal
+    goal: PlainGoal | None
+    term_goal: PlainTermGoal | None
+
+
+def _clean(report: DocumentReport) -> bool:
+    """Finished, without an error or a warning: nothing for goals to explain."""
+    return report.status == "done" and not any(
+        d.severity in (Severity.ERROR, Severity.WARNING) for d in report.diagnostics
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +370,8 @@ class Slot:
                     text,
                     [
                         DocQuery.symbols(),
-                        DocQuery.plain_goal(goal_at),
-                        DocQuery.plain_term_goal(term_at),
+                        DocQuery.plain_goal(goal_at).made_optional(),
+                        DocQuery.plain_term_goal(term_at).made_optional(),
                     ],
                     timeout=timeout,
                 )
@@ -370,7 +379,18 @@ class Slot:
                 if not client.is_open(uri):
                     self._documents.pop(uri, None)  # as in send(): never opened
                 raise
-            return Elaboration(report, symbols, goal, term)
+            # The goals explain a report with something in it. For a clean one nobody needs
+            # them, so their errors do not fail the step (they were asked before the report
+            # was known); otherwise an error is the step's, as if they were asked after it.
+            for answer in (goal, term):
+                if isinstance(answer, LeanrigError) and not _clean(report):
+                    raise answer
+            return Elaboration(
+                report,
+                symbols,
+                goal if isinstance(goal, PlainGoal) else None,
+                term if isinstance(term, PlainTermGoal) else None,
+            )
 
     async def wait(self, *, timeout: float) -> DocumentReport:
         """The barrier: the current version fully elaborated, with its diagnostics."""

@@ -21,12 +21,14 @@ from lsp_bridge import (
     LeanTag,
     LspPos,
     RequestTimeout,
+    ResponseError,
     ServerCommand,
     ServerDied,
     Timeouts,
     WorkerCrashed,
     WorkerExited,
 )
+from repl_pool.slot import slot_fate
 
 from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
 
@@ -250,6 +252,46 @@ async def test_exchange_times_out_cancels_and_the_server_stays_usable(
         report, _ = await client.update(uri, PRELUDE + GOOD)  # cancels the runaway version
         assert report.errors == ()
         assert client.transport.pending_count == 0
+
+
+async def test_an_optional_query_error_is_returned_and_a_required_one_raised(
+    client: LeanClient, project: Path
+) -> None:
+    """A query Lean answers with an error (here: a method it does not know): in place of its
+    answer when optional — the step's goals of a complete proof must not fail the step —,
+    raised when required; the barrier's report is there either way."""
+    uri = uri_in(project, "Opt.lean")
+    bogus = DocQuery("$/lean/noSuchMethod", lambda raw: raw)
+    report, (symbols, answer) = await client.update(
+        uri, PRELUDE + GOOD, [DocQuery.symbols(), bogus.made_optional()]
+    )
+    assert report.errors == () and "foo" in {s.name for s in symbols}
+    assert isinstance(answer, ResponseError)
+    with pytest.raises(ResponseError):
+        await client.update(uri, PRELUDE + BAD, [bogus])
+    assert client.transport.pending_count == 0
+
+
+async def test_an_unreadable_answer_fails_its_request_not_the_server(
+    client: LeanClient, project: Path
+) -> None:
+    """A reader that cannot read an answer makes that request an error answer (keep the
+    server, do not retry: the same question gets the same answer), not a protocol break."""
+
+    def unreadable(raw: object) -> object:
+        raise KeyError("range")
+
+    uri = uri_in(project, "Bad.lean")
+    with pytest.raises(ResponseError) as info:
+        await client.update(
+            uri, PRELUDE + GOOD, [DocQuery("textDocument/documentSymbol", unreadable)]
+        )
+    assert "unreadable answer" in info.value.message
+    fate = slot_fate(info.value)
+    assert not fate.discard and not fate.retry
+    assert client.alive
+    report, _ = await client.update(uri, PRELUDE + BAD)
+    assert report.errors
 
 
 def _worker_of(server_pid: int) -> psutil.Process:

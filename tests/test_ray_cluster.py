@@ -213,3 +213,22 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
     assert len(proofs) == 8 * ROUNDS and all(e["outcome"] == "ok" for e in proofs)
     assert {e["node"] for e in proofs[-8:]} == {cluster.head_node.node_id}
     assert psutil.pid_exists(head_raylet)  # the cluster itself survives the node
+
+
+def test_a_lease_may_run_every_slot_method_a_remote_slot_forwards() -> None:
+    """RemoteSlot forwards each Slot method to the node, where a lease runs only the methods
+    it allows: a method forwarded but not allowed fails on every call (elaborate_and_ask was,
+    until a review found it)."""
+    import inspect
+
+    from repl_pool.cluster import RemoteSlot
+    from repl_pool.ray_actor import SLOT_METHODS
+    from repl_pool.slot import Slot
+
+    forwarded = {
+        name
+        for name, member in vars(RemoteSlot).items()
+        if inspect.iscoroutinefunction(member) and not name.startswith("_") and name in vars(Slot)
+    }
+    assert forwarded - SLOT_METHODS == set()
+    assert "elaborate_and_ask" in forwarded

@@ -84,7 +84,10 @@ class LeanStep:
 
     @property
     def deadline(self) -> float:
-        return self.timeout
+        # The answers' deadline, plus slack for what surrounds it (the write, cancelling
+        # unanswered requests on a timeout: up to 1 s each), so a pool running the step
+        # elsewhere hears of a slot's timeout rather than declaring the node lost.
+        return self.timeout + 10.0
 
     async def __call__(self, slot: Slot) -> LeanAnswer:
         started = time.perf_counter()
@@ -92,7 +95,9 @@ class LeanStep:
             self.text, goal_at=self.goal_at, term_at=self.term_at, timeout=self.timeout
         )
         goals: list[str] | None = None
-        if maybe_incomplete(done.report):
+        if maybe_incomplete(done.report):  # then the report is not clean: both goals are here
+            assert done.goal is not None
+            assert done.term_goal is not None
             # Tactic goals at the end of the body, else the expected type at its start.
             if done.goal.status == "goals":
                 goals = list(done.goal.goals)
