@@ -91,6 +91,9 @@ class _Document:
     diagnostics: list[LeanDiagnostic] = field(default_factory=list)
     progress: dict[str, Any] | None = None  # raw $/lean/fileProgress of the current version
     fatal_version: int = -1
+    # A change may not have reached Lean (its write was cancelled or failed): the next one
+    # sends the whole text.
+    resync: bool = False
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
@@ -366,7 +369,11 @@ class LeanClient:
         """Apply code point range edits in order (each against the text left by the previous)."""
         doc = self._doc(uri)
         params = self._change_params(doc, edits)
-        await self.transport.notify("textDocument/didChange", params)
+        try:
+            await self.transport.notify("textDocument/didChange", params)
+        except BaseException:
+            doc.resync = True  # the change may not have reached Lean
+            raise
         return doc.version
 
     def _change_params(self, doc: _Document, edits: Sequence[TextEdit]) -> dict[str, Any]:
@@ -387,6 +394,12 @@ class LeanClient:
                 }
             )
             text = apply_edit(text, e)
+        if doc.resync:
+            # A previous change may never have reached Lean (its write was cancelled or
+            # failed), so range edits could apply to a text Lean does not have: send the
+            # whole text once (Lean still re-elaborates only from the first changed command).
+            changes = [{"text": text}]
+            doc.resync = False
         doc.version += 1
         doc.text = text
         doc.progress = None
@@ -497,13 +510,18 @@ class LeanClient:
             if isinstance(error, (WorkerCrashed, WorkerExited)):
                 self._mark_fatal(doc)  # ends this document's other requests at once
 
-        answers = await self.transport.exchange(
-            changes,
-            requests,
-            timeout=max(deadline - time.monotonic(), 0.001),
-            tag=uri,
-            on_error=on_error,
-        )
+        try:
+            answers = await self.transport.exchange(
+                changes,
+                requests,
+                timeout=max(deadline - time.monotonic(), 0.001),
+                tag=uri,
+                on_error=on_error,
+            )
+        except BaseException:
+            if changes:
+                doc.resync = True  # the change may not have reached Lean
+            raise
         barrier, results = answers[0], answers[1:]
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)

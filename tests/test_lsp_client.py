@@ -294,6 +294,33 @@ async def test_an_unreadable_answer_fails_its_request_not_the_server(
     assert report.errors
 
 
+async def test_a_change_cancelled_before_its_write_is_resent_whole(
+    client: LeanClient, project: Path
+) -> None:
+    """A step cancelled while another write holds the pipe: its change never reaches Lean,
+    but the client already counted it. The next change must not be a range edit against text
+    Lean does not have (Lean would then elaborate a text nobody sent): it goes whole."""
+    uri = uri_in(project, "Cut.lean")
+    first = PRELUDE + GOOD
+    cut = first + "def extra : N := N.z\n"  # the change that never leaves
+    then = cut + "def more : N := N.z\n"
+    await client.update(uri, first)
+    scope = anyio.CancelScope()
+
+    async def step() -> None:
+        with scope:
+            await client.update(uri, cut)
+
+    # Another writer holds the pipe while the step waits for it, and the step is cancelled.
+    async with anyio.create_task_group() as tg, client.transport._write_lock:
+        tg.start_soon(step)
+        await anyio.wait_all_tasks_blocked()
+        scope.cancel()
+    report, (symbols,) = await client.update(uri, then, [DocQuery.symbols()])
+    assert report.errors == ()
+    assert {"foo", "extra", "more"} <= {s.name for s in symbols}
+
+
 def _worker_of(server_pid: int) -> psutil.Process:
     children = psutil.Process(server_pid).children(recursive=True)
     workers = [c for c in children if "--worker" in c.cmdline()]
