@@ -87,6 +87,14 @@ def lean_processes() -> list[psutil.Process]:
     return found
 
 
+def process_gone(pid: int) -> bool:
+    """The process exited (or is a zombie); it may vanish while being looked at."""
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
 def lean_descendants(pid: int) -> list[psutil.Process]:
     """The lean processes (server and workers) under ``pid``. A process that exits between
     the listing and the look at its name is left out (the sandbox's short-lived helpers do:

@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 import anyio
-import psutil
 import pytest
 
 from lsp_bridge import find_lean
 from repl_pool.oneshot import base_env, run_once
 
+from .conftest import process_gone
 from .lean_snippets import PRELUDE
 
 pytestmark = pytest.mark.anyio
@@ -73,12 +73,5 @@ async def test_output_not_finished_by_the_deadline_is_a_timeout_and_its_tree_die
     assert result.timed_out and result.returncode is None
     holder = int(result.stdout.split()[0])
     with anyio.fail_after(5):  # killed with the tree; init reaps it
-        while not _gone(holder):
+        while not process_gone(holder):
             await anyio.sleep(0.02)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True

@@ -17,6 +17,7 @@ import pytest
 from lsp_bridge import LeanInstall, LeanrigError, RequestTimeout, Timeouts
 from repl_pool import LeanEnvironment, PoolBusy, PoolConfig, PoolKey, Slot, WarmPool
 
+from .conftest import process_gone
 from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, decls, slow_theorem
 
 pytestmark = pytest.mark.anyio
@@ -193,12 +194,7 @@ async def test_a_stopped_server_hits_the_deadline_and_is_replaced(
         try:
             with anyio.fail_after(15), pytest.raises(RequestTimeout):
                 await pool.check(prelude_file(BAD))
-            await wait_until(
-                lambda: (
-                    not psutil.pid_exists(stopped)
-                    or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
-                )
-            )
+            await wait_until(lambda: process_gone(stopped))
             report = await pool.check(prelude_file(BAD))
             assert report.errors
             assert stopped not in {p.pid for p in pool.stats().processes}
@@ -300,8 +296,7 @@ async def test_closing_the_pool_does_not_wait_for_lean_to_say_goodbye(
         leaving = anyio.current_time()
     closed_in = anyio.current_time() - leaving
     assert closed_in < 1.5, f"closing took {closed_in:.2f} s (the 2 s goodbye wait is back?)"
-    assert all(not psutil.pid_exists(pid) or
-               psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in pids)  # fmt: skip
+    assert all(process_gone(pid) for pid in pids)
 
 
 async def test_stats_report_processes_queues_and_latency(pool: WarmPool) -> None:
