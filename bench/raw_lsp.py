@@ -43,16 +43,22 @@ def time_alternating_edits(
         raw.close()
 
 
+def piped(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+    """A process with blocking stdin/stdout pipes (stderr discarded), in its own session."""
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, start_new_session=True, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    return proc, proc.stdin, proc.stdout
+
+
 class RawLean:
     def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=env,
-        )  # fmt: skip
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.stdin: IO[bytes] = self.proc.stdin
-        self.stdout: IO[bytes] = self.proc.stdout
+        self.proc, self.stdin, self.stdout = piped(argv, cwd, env)
         self.next_id = 0
         self.version = 0
         self.request("initialize", {"processId": os.getpid(), "rootUri": cwd.as_uri(),

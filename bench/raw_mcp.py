@@ -10,21 +10,16 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agent_tools.servers import serve_argv
+
+from .raw_lsp import piped
 
 
 class RawMcp:
     def __init__(self, suite: Path, run_dir: Path, cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            serve_argv(suite, run_dir), cwd=cwd, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.stdin: IO[bytes] = self.proc.stdin
-        self.stdout: IO[bytes] = self.proc.stdout
+        self.proc, self.stdin, self.stdout = piped(serve_argv(suite, run_dir), cwd)
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "raw-mcp", "version": "0"}})  # fmt: skip
