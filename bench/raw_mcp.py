@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,15 @@ from .raw_lsp import piped
 
 
 class RawMcp:
-    def __init__(self, suite: Path, run_dir: Path, cwd: Path) -> None:
-        self.proc, self.stdin, self.stdout = piped(serve_argv(suite, run_dir), cwd)
+    def __init__(
+        self, suite: Path, run_dir: Path, cwd: Path, module: tuple[str, ...] | None = None
+    ) -> None:
+        """``module``: run the server as ``python -m MODULE... serve ...`` (a wrapped
+        `leanrig serve`, e.g. bench/step_stamps.py) instead of the CLI."""
+        argv = serve_argv(suite, run_dir)
+        if module is not None:
+            argv = [sys.executable, "-m", *module, *argv[3:]]
+        self.proc, self.stdin, self.stdout = piped(argv, cwd)
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "raw-mcp", "version": "0"}})  # fmt: skip

@@ -1,0 +1,152 @@
+"""Where one `set_proof` step's wall time goes, span by span: `time.perf_counter` stamps
+(CLOCK_MONOTONIC, shared by processes) in a minimal blocking MCP client and in the server —
+line read, our tool start and end, the one write to Lean, each Lean answer, the reply — and the
+median of each span over the steps, beside the raw floor measured in the same run.
+
+    python -m bench.step_stamps [--steps N]
+
+The server is `leanrig serve` with a few methods wrapped to stamp (``--serve`` mode of this
+module, like bench/profiled_serve.py); the wrapping costs a few microseconds per stamp. Not in
+`make bench` (a diagnostic): prints a table, writes bench/results/step_stamps.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+STAMPS_VAR = "LEANRIG_STAMPS_OUT"
+
+
+def _serve() -> int:
+    """`leanrig serve`, stamping. Run as ``python -m bench.step_stamps --serve serve ...``."""
+    out: TextIO = open(os.environ[STAMPS_VAR], "a", buffering=1)  # noqa: SIM115 (process-long)
+
+    def stamp(what: str) -> None:
+        out.write(f"{time.perf_counter():.6f} {what}\n")
+
+    from agent_tools.servers import mcp_server, textlines
+    from lsp_bridge import transport
+
+    next_line = textlines.TextLines.__anext__
+
+    async def line_in(self: textlines.TextLines) -> str:
+        line = await next_line(self)
+        stamp("server: line read")
+        return line
+
+    write = textlines.TextWriter.write
+
+    async def reply(self: textlines.TextWriter, text: str) -> int:
+        stamp("server: reply write starts")
+        return await write(self, text)
+
+    call_tool = mcp_server.LeanrigMCP.call_tool
+
+    async def tool(
+        self: mcp_server.LeanrigMCP, name: str, arguments: Any, context: Any = None
+    ) -> Any:
+        stamp("server: our tool starts")
+        result = await call_tool(self, name, arguments, context)
+        stamp("server: our tool ends")
+        return result
+
+    lean_write = transport.LspTransport._write
+
+    async def to_lean(self: transport.LspTransport, data: bytes, **kw: Any) -> None:
+        stamp("server: write to Lean")
+        await lean_write(self, data, **kw)
+
+    dispatch = transport.LspTransport._dispatch
+
+    async def from_lean(self: transport.LspTransport, message: dict[str, Any]) -> None:
+        if "method" not in message:
+            pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+            stamp(f"server: Lean answers {pending.method if pending else '?'}")
+        await dispatch(self, message)
+
+    textlines.TextLines.__anext__ = line_in  # type: ignore[method-assign]
+    textlines.TextWriter.write = reply  # type: ignore[method-assign]
+    mcp_server.LeanrigMCP.call_tool = tool  # type: ignore[method-assign]
+    transport.LspTransport._write = to_lean  # type: ignore[method-assign]
+    transport.LspTransport._dispatch = from_lean  # type: ignore[method-assign]
+    from agent_tools.cli.main import main as leanrig
+
+    return leanrig(sys.argv[2:])
+
+
+def _spans(path: Path, client: list[tuple[float, float]]) -> dict[str, float]:
+    """Median ms from the client's send to each stamp's first occurrence in a step."""
+    stamps = []
+    for line in path.read_text().splitlines():
+        when, label = line.split(" ", 1)
+        stamps.append((float(when), label))
+    stamps.sort()
+    at: dict[str, list[float]] = defaultdict(list)
+    i = 0
+    for sent, received in client:
+        seen: set[str] = set()
+        while i < len(stamps) and stamps[i][0] < sent:
+            i += 1
+        while i < len(stamps) and stamps[i][0] <= received:
+            t, what = stamps[i]
+            if what not in seen:
+                seen.add(what)
+                at[what].append((t - sent) * 1000)
+            i += 1
+        at["client: answer read"].append((received - sent) * 1000)
+    steps = len(client)
+    return {w: round(statistics.median(v), 3) for w, v in at.items() if len(v) >= steps * 0.9}
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        raise SystemExit(_serve())
+    from .bench_agent import RIGHT, TASK, WRONG, make_suite, raw_floor, texts
+    from .common import write_result
+    from .raw_mcp import RawMcp
+
+    parser = argparse.ArgumentParser(prog="python -m bench.step_stamps")
+    parser.add_argument("--steps", type=int, default=120)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="leanrig-stamps-") as tmp:
+        work = Path(tmp)
+        suite = make_suite(work, 0)
+        bad, good, lib = texts(suite)
+        stamps = work / "stamps.txt"
+        os.environ[STAMPS_VAR] = str(stamps)
+        raw_dir = work / "raw"
+        raw_dir.mkdir()
+        raw = statistics.median(raw_floor(raw_dir, bad, good, lib, args.steps))
+        server = RawMcp(suite, work / "runs", Path(__file__).resolve().parent.parent,
+                        module=("bench.step_stamps", "--serve"))  # fmt: skip
+        client: list[tuple[float, float]] = []
+        try:
+            sid = server.call_tool("open_task", {"task_id": TASK})["session_id"]
+            for i in range(args.steps + 4):
+                sent = time.perf_counter()
+                body = RIGHT if i % 2 == 0 else WRONG
+                server.call_tool("set_proof", {"session_id": sid, "body": body})
+                if i >= 4:
+                    client.append((sent, time.perf_counter()))
+        finally:
+            server.close()
+        spans = _spans(stamps, client)
+    print(f"## one set_proof step over MCP stdio, minimal client ({args.steps} steps, medians)")
+    previous = 0.0
+    for what, ms in sorted(spans.items(), key=lambda kv: kv[1]):
+        print(f"  {ms:7.2f} ms  (+{ms - previous:5.2f})  {what}")
+        previous = ms
+    print(f"  raw Lean LSP floor, same run: {raw:.2f} ms")
+    write_result("step_stamps", {"steps": args.steps, "ms_from_send": spans, "raw_ms": raw})
+
+
+if __name__ == "__main__":
+    main()
