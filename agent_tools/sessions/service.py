@@ -4,7 +4,7 @@ Each tool method returns its typed result (catalogue.py). Around every call: the
 session is resolved and locked, exactly one ledger line is written (failures included), and
 every failure leaves as a `ToolError` that says what to do next (never a raw stderr or path).
 The pieces live beside it: calls.py (ledger, locking), elaborate.py (Lean, scope, goals),
-replies.py (result building), errors.py (error translation), concurrency.py.
+replies.py (result building), errors.py (error translation).
 """
 
 from __future__ import annotations
