@@ -66,11 +66,11 @@ def _serve() -> int:
 
     dispatch = transport.LspTransport._dispatch
 
-    async def from_lean(self: transport.LspTransport, message: dict[str, Any]) -> None:
+    def from_lean(self: transport.LspTransport, message: dict[str, Any]) -> None:
         if "method" not in message:
             pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
             stamp(f"server: Lean answers {pending.method if pending else '?'}")
-        await dispatch(self, message)
+        dispatch(self, message)
 
     textlines.TextLines.__anext__ = line_in  # type: ignore[method-assign]
     textlines.TextWriter.write = reply  # type: ignore[method-assign]

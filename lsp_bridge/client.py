@@ -97,6 +97,8 @@ class _Document:
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
+    # (version, event): the event is set when that version's first error or warning arrives.
+    problem_watch: tuple[int, anyio.Event] | None = None
 
 
 def parse_symbols(result: Any) -> list[lsp.DocumentSymbol]:
@@ -114,9 +116,18 @@ class DocQuery:
     # An optional query's error is returned in its place instead of raised (the caller may
     # not need its answer, e.g. the goals of a proof that turned out complete).
     optional: bool = False
+    # Asked only if the version is not clean (``DocumentReport.clean``), as soon as its first
+    # error or warning is published; its answer is None for a clean version.
+    unless_clean: bool = False
 
     def made_optional(self) -> DocQuery:
-        return DocQuery(self.method, self.parse, self.position, optional=True)
+        return DocQuery(self.method, self.parse, self.position, True, self.unless_clean)
+
+    def made_unless_clean(self) -> DocQuery:
+        """This query, asked only about a version that is not clean. The goals that explain
+        an error cost Lean 1-1.5 ms per step (measured at 0 declarations): a clean version
+        skips them, and one with an error still gets them while Lean finishes it."""
+        return DocQuery(self.method, self.parse, self.position, self.optional, True)
 
     @staticmethod
     def symbols() -> DocQuery:
@@ -307,6 +318,9 @@ class LeanClient:
         else:
             doc.diagnostics = new
             doc.diag_version = version
+        watch = doc.problem_watch
+        if watch is not None and watch[0] == version and any(d.is_problem for d in new):
+            watch[1].set()
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -482,9 +496,12 @@ class LeanClient:
         """Make ``text`` the content of document ``uri`` (opened if it is not open) and wait
         until that version is fully elaborated, asking ``queries`` about the same version:
         the change, the barrier and the queries go to Lean in one write (see
-        ``LspTransport.exchange``), so the queries cost no round trip of their own. Returns
-        the report (as ``wait_for``) and each query's parsed answer, in order; a failed query
-        raises its error (after the barrier's own errors)."""
+        ``LspTransport.exchange``), so the queries cost no round trip of their own — except
+        ``unless_clean`` ones, sent when the version's first error or warning arrives (or
+        after the barrier, for a version that did not finish). Returns the report (as
+        ``wait_for``) and each query's parsed answer, in order (None: an ``unless_clean``
+        query about a clean version); a failed query raises its error (after the barrier's
+        own errors)."""
         deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
         started = time.perf_counter()
         changes: list[tuple[str, Any]] = []
@@ -497,49 +514,104 @@ class LeanClient:
                 ("textDocument/didChange", self._change_params(doc, [minimal_edit(doc.text, text)]))
             )
         version = doc.version
-        requests: list[tuple[str, Any, Callable[[Any], Any] | None]] = [
-            ("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None)
-        ]
-        for query in queries:
-            params: dict[str, Any] = {"textDocument": {"uri": uri}}
-            if query.position is not None:
-                params["position"] = query.position.to_json()
-            requests.append((query.method, params, query.parse))
+        now = [q for q in queries if not q.unless_clean]
+        later = [q for q in queries if q.unless_clean]
 
         def on_error(error: LeanrigError) -> None:
             if isinstance(error, (WorkerCrashed, WorkerExited)):
                 self._mark_fatal(doc)  # ends this document's other requests at once
 
-        try:
-            answers = await self.transport.exchange(
-                changes,
-                requests,
-                timeout=max(deadline - time.monotonic(), 0.001),
-                tag=uri,
-                on_error=on_error,
-            )
-        except BaseException:
-            if changes:
-                doc.resync = True  # the change may not have reached Lean
-            raise
-        barrier, results = answers[0], answers[1:]
+        def remaining() -> float:
+            return max(deadline - time.monotonic(), 0.001)
+
+        later_answers: list[Any] = [None] * len(later)
+        problem = anyio.Event()
+
+        async def ask_later() -> None:
+            nonlocal later_answers
+            await problem.wait()
+            if doc.fatal.is_set():  # the watchdog would queue them for a dead worker
+                later_answers = [self._fatal_error(doc, q.method) for q in later]
+                return
+            try:
+                later_answers = await self.transport.exchange(
+                    [], self._requests(uri, later), timeout=remaining(), tag=uri,
+                    on_error=on_error,
+                )  # fmt: skip
+            except LeanrigError as exc:
+                later_answers = [exc] * len(later)
+
+        report: DocumentReport | None = None
+        failure: Exception | None = None
+        answers: list[Any] = []
+        async with anyio.create_task_group() as group:
+            if later:
+                doc.problem_watch = (version, problem)
+                if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
+                    problem.set()  # open() above already had this version reported
+                group.start_soon(ask_later)
+            try:
+                answers = await self.transport.exchange(
+                    changes,
+                    [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
+                     *self._requests(uri, now)],
+                    timeout=remaining(),
+                    tag=uri,
+                    on_error=on_error,
+                )  # fmt: skip
+                barrier = answers[0]
+                if self._doc(uri).version == version and (
+                    isinstance(barrier, ElaborationFailed) or not isinstance(barrier, LeanrigError)
+                ):
+                    report = self._report(doc, version, version, started)
+            except Exception as exc:  # raised below, outside the group (not as a group)
+                if changes and not answers:
+                    doc.resync = True  # the change may not have reached Lean
+                failure = exc
+            except BaseException:
+                if changes and not answers:
+                    doc.resync = True
+                raise
+            finally:
+                if doc.problem_watch is not None and doc.problem_watch[1] is problem:
+                    doc.problem_watch = None
+            if report is not None and not report.clean:
+                problem.set()  # asked now, if no error or warning did it yet
+            else:
+                # Clean: not needed. Superseded or failed: asked again or raised below.
+                group.cancel_scope.cancel()
+                later_answers = [None] * len(later)
+        if failure is not None:
+            raise failure
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
-        if self._doc(uri).version != version:
+        now_answers, later_left = iter(answers[1:]), iter(later_answers)
+        answered = [next(later_left) if q.unless_clean else next(now_answers) for q in queries]
+        if report is None:
             # Someone changed the document meanwhile: report as wait_for does, and ask again.
-            report = await self.wait_for(
-                uri, version, timeout=max(deadline - time.monotonic(), 0.001)
-            )
-            results = [
-                await self._ask_again(uri, q, max(deadline - time.monotonic(), 0.001))
+            report = await self.wait_for(uri, version, timeout=remaining())
+            answered = [
+                None
+                if q.unless_clean and report.clean
+                else await self._ask_again(uri, q, remaining())
                 for q in queries
             ]
-        else:
-            report = self._report(doc, version, version, started)
-        for query, result in zip(queries, results, strict=True):
+        for query, result in zip(queries, answered, strict=True):
             if isinstance(result, LeanrigError) and not query.optional:
                 raise result
-        return report, results  # parsed as they arrived (LspTransport.exchange)
+        return report, answered  # parsed as they arrived (LspTransport.exchange)
+
+    @staticmethod
+    def _requests(
+        uri: str, queries: Sequence[DocQuery]
+    ) -> list[tuple[str, Any, Callable[[Any], Any] | None]]:
+        requests: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
+        for query in queries:
+            params: dict[str, Any] = {"textDocument": {"uri": uri}}
+            if query.position is not None:
+                params["position"] = query.position.to_json()
+            requests.append((query.method, params, query.parse))
+        return requests
 
     async def _ask_again(self, uri: str, query: DocQuery, timeout: float) -> Any:
         """``query`` alone, about the current version: parsed, or its error if optional."""

@@ -54,6 +54,12 @@ class LeanDiagnostic:
     def is_error(self) -> bool:
         return self.severity == Severity.ERROR
 
+    @property
+    def is_problem(self) -> bool:
+        """An error or a warning (e.g. `declaration uses 'sorry'`): a version with one is
+        not clean (``DocumentReport.clean``)."""
+        return self.severity == Severity.ERROR or self.severity == Severity.WARNING
+
     @staticmethod
     def from_json(data: dict[str, Any]) -> LeanDiagnostic:
         full = data.get("fullRange")
@@ -131,6 +137,11 @@ class DocumentReport:
     @property
     def errors(self) -> tuple[LeanDiagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def clean(self) -> bool:
+        """Finished, without an error or a warning: nothing for goals to explain."""
+        return self.status == "done" and not any(d.is_problem for d in self.diagnostics)
 
 
 GoalStatus = Literal["goals", "complete", "no_goal"]

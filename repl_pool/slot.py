@@ -50,7 +50,6 @@ from lsp_bridge import (
     RpcNeedsReconnect,
     ServerCommand,
     ServerError,
-    Severity,
     WorkerCrashed,
     WorkerExited,
     common_prefix,
@@ -74,19 +73,12 @@ OPEN_COST_CHARS = 2000
 @dataclass(frozen=True, slots=True)
 class Elaboration:
     """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked
-    (the goals are None only for a clean report whose goal query failed)."""
+    (the goals are None exactly when the report is clean: not asked, or their error ignored)."""
 
     report: DocumentReport
     symbols: list[DocumentSymbol]
     goal: PlainGoal | None
     term_goal: PlainTermGoal | None
-
-
-def _clean(report: DocumentReport) -> bool:
-    """Finished, without an error or a warning: nothing for goals to explain."""
-    return report.status == "done" and not any(
-        d.severity in (Severity.ERROR, Severity.WARNING) for d in report.diagnostics
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,9 +350,11 @@ class Slot:
     async def elaborate_and_ask(
         self, text: str, *, goal_at: LspPos, term_at: LspPos, timeout: float
     ) -> Elaboration:
-        """``elaborate(text)`` and, about the same version, its document symbols and the goals
-        at two positions — sent to Lean with the change in one write, so they cost no round
-        trip after the barrier (lsp_bridge ``LeanClient.update``)."""
+        """``elaborate(text)`` and, about the same version, its document symbols and — unless
+        the version is clean — the goals at two positions. The symbols go to Lean with the
+        change in one write; the goals as soon as the version's first error or warning is
+        published, so neither costs a round trip after the barrier (lsp_bridge
+        ``LeanClient.update``)."""
         client = self._client()
         async with self._guard():
             uri, _ = self._place(client, text)
@@ -370,8 +364,8 @@ class Slot:
                     text,
                     [
                         DocQuery.symbols(),
-                        DocQuery.plain_goal(goal_at).made_optional(),
-                        DocQuery.plain_term_goal(term_at).made_optional(),
+                        DocQuery.plain_goal(goal_at).made_optional().made_unless_clean(),
+                        DocQuery.plain_term_goal(term_at).made_optional().made_unless_clean(),
                     ],
                     timeout=timeout,
                 )
@@ -379,11 +373,11 @@ class Slot:
                 if not client.is_open(uri):
                     self._documents.pop(uri, None)  # as in send(): never opened
                 raise
-            # The goals explain a report with something in it. For a clean one nobody needs
-            # them, so their errors do not fail the step (they were asked before the report
-            # was known); otherwise an error is the step's, as if they were asked after it.
+            # The goals explain a report with something in it; an error of theirs is the
+            # step's then. (Asked on a first error that a later report of the version
+            # dropped, they are not needed, and neither is their error.)
             for answer in (goal, term):
-                if isinstance(answer, LeanrigError) and not _clean(report):
+                if isinstance(answer, LeanrigError) and not report.clean:
                     raise answer
             return Elaboration(
                 report,

@@ -199,30 +199,37 @@ def _positions(text: str) -> tuple[LspPos, LspPos]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(bodies=st.lists(st.sampled_from(_BODIES), min_size=2, max_size=6))
+@given(
+    bodies=st.lists(st.sampled_from(_BODIES), min_size=2, max_size=6),
+    unless_clean=st.booleans(),
+)
 async def test_queries_sent_with_the_change_answer_for_that_version(
-    client: LeanClient, project: Path, bodies: list[str]
+    client: LeanClient, project: Path, bodies: list[str], unless_clean: bool
 ) -> None:
     """Property: asked in the same write as the change (before the barrier), the symbols and
     goals are exactly what the same queries answer when asked after the barrier — never those
-    of the previous version, over any sequence of edits."""
+    of the previous version, over any sequence of edits. Goals asked ``unless_clean`` (sent
+    on the version's first error or warning) are None exactly for a clean version, and
+    otherwise the same answers."""
     uri = uri_in(project, "Q.lean")
     if client.is_open(uri):
         await client.close_document(uri)
     for body in bodies:
         text = _query_text(body)
         goal_at, term_at = _positions(text)
-        report, (symbols, goal, term) = await client.update(
-            uri,
-            text,
-            [DocQuery.symbols(), DocQuery.plain_goal(goal_at), DocQuery.plain_term_goal(term_at)],
-        )
+        goals = [DocQuery.plain_goal(goal_at), DocQuery.plain_term_goal(term_at)]
+        if unless_clean:
+            goals = [q.made_unless_clean() for q in goals]
+        report, (symbols, goal, term) = await client.update(uri, text, [DocQuery.symbols(), *goals])
         assert report.status == "done" and report.version == client.version(uri)
         after = await client.wait_for(uri)
         assert after.diagnostics == report.diagnostics
         assert await client.document_symbols(uri) == symbols
-        assert await client.plain_goal(uri, goal_at) == goal
-        assert await client.plain_term_goal(uri, term_at) == term
+        if unless_clean and report.clean:
+            assert goal is None and term is None
+        else:
+            assert await client.plain_goal(uri, goal_at) == goal
+            assert await client.plain_term_goal(uri, term_at) == term
         names = {s.name for s in symbols}
         assert ("v" in names) == ("def v" in body) and ("w" in names) == ("theorem w" in body)
     await client.close_document(uri)

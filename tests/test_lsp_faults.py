@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lsp_bridge import (
     DocumentError,
@@ -23,7 +26,12 @@ from lsp_bridge import (
     find_lean,
 )
 from lsp_bridge.errors import ProtocolError
-from lsp_bridge.framing import encode_message, parse_content_length
+from lsp_bridge.framing import (
+    MAX_HEADER_BYTES,
+    FrameDecoder,
+    encode_message,
+    parse_content_length,
+)
 from lsp_bridge.proctree import TOKEN_VAR, new_token
 
 from .conftest import RUN_VAR, stray_guard
@@ -182,3 +190,34 @@ def test_concurrent_failures_of_one_kind_surface_as_that_error() -> None:
     assert caught.value is first
     with pytest.raises(ExceptionGroup), single_errors():
         raise ExceptionGroup("mixed", [ServerDied("a"), ValueError("b")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=300), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=12),
+)
+def test_frames_fed_in_any_pieces_come_out_whole_and_in_order(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
+    """Property: however the stream is cut into reads, the decoder returns exactly the frames'
+    bodies, in order, each once; a stream ending inside a body is a protocol error."""
+    stream = b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(b), b) for b in bodies)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for a, b in itertools.pairwise(points):
+        out += decoder.feed(stream[a:b])
+    decoder.end()
+    assert out == bodies
+    cut = FrameDecoder()
+    assert cut.feed(stream[: len(stream) - 1]) == bodies[:-1]
+    if bodies[-1]:
+        with pytest.raises(ProtocolError):
+            cut.end()
+
+
+def test_a_header_without_an_end_is_refused_within_its_bound() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(ProtocolError):
+        decoder.feed(b"Content-Length: 1\r\n" + b"X-Pad: " + b"a" * MAX_HEADER_BYTES)
