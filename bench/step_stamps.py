@@ -72,6 +72,28 @@ def _serve() -> int:
             stamp(f"server: Lean answers {pending.method if pending else '?'}")
         dispatch(self, message)
 
+    from agent_tools.sessions import elaborate, service
+    from repl_pool import pool
+
+    def stamped_after(cls: Any, name: str, label: str) -> None:
+        original = getattr(cls, name)
+
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            result = await original(*args, **kwargs)
+            stamp(label)
+            return result
+
+        setattr(cls, name, wrapped)
+
+    from lsp_bridge import client as lean_client
+    from repl_pool import slot as pool_slot
+
+    stamped_after(lean_client.LeanClient, "update", "server: LeanClient.update returns")
+    stamped_after(pool_slot.Slot, "elaborate_and_ask", "server: Slot.elaborate_and_ask returns")
+    stamped_after(elaborate.LeanStep, "__call__", "server: LeanStep returns")
+    stamped_after(pool.WarmPool, "run", "server: pool.run returns (slot released)")
+    stamped_after(elaborate.Elaborator, "elaborate", "server: scope checked (elaborate returns)")
+    stamped_after(service.ProofService, "_apply_body", "server: step result built")
     textlines.TextLines.__anext__ = line_in  # type: ignore[method-assign]
     textlines.TextWriter.write = reply  # type: ignore[method-assign]
     mcp_server.LeanrigMCP.call_tool = tool  # type: ignore[method-assign]
@@ -139,13 +161,23 @@ def main() -> None:
         finally:
             server.close()
         spans = _spans(stamps, client)
+        # The steps alternate, right body first (i = 4 is even).
+        by_body = {
+            "right body (clean: no goals asked)": _spans(stamps, client[::2]),
+            "wrong body (goals asked on its error)": _spans(stamps, client[1::2]),
+        }
     print(f"## one set_proof step over MCP stdio, minimal client ({args.steps} steps, medians)")
-    previous = 0.0
-    for what, ms in sorted(spans.items(), key=lambda kv: kv[1]):
-        print(f"  {ms:7.2f} ms  (+{ms - previous:5.2f})  {what}")
-        previous = ms
+    for title, of_body in [("all steps", spans), *by_body.items()]:
+        print(f"### {title}")
+        previous = 0.0
+        for what, ms in sorted(of_body.items(), key=lambda kv: kv[1]):
+            print(f"  {ms:7.2f} ms  (+{ms - previous:5.2f})  {what}")
+            previous = ms
     print(f"  raw Lean LSP floor, same run: {raw:.2f} ms")
-    write_result("step_stamps", {"steps": args.steps, "ms_from_send": spans, "raw_ms": raw})
+    write_result(
+        "step_stamps",
+        {"steps": args.steps, "ms_from_send": spans, "by_body": by_body, "raw_ms": raw},
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
-from .transport import LspTransport, unreadable_answer
+from .transport import FollowUp, LspTransport, Trigger, unreadable_answer
 
 log = structlog.get_logger("leanrig.lsp")
 _converter = get_converter()
@@ -98,7 +98,7 @@ class _Document:
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
     # (version, event): the event is set when that version's first error or warning arrives.
-    problem_watch: tuple[int, anyio.Event] | None = None
+    problem_watch: tuple[int, Trigger] | None = None
 
 
 def parse_symbols(result: Any) -> list[lsp.DocumentSymbol]:
@@ -320,7 +320,7 @@ class LeanClient:
             doc.diag_version = version
         watch = doc.problem_watch
         if watch is not None and watch[0] == version and any(d.is_problem for d in new):
-            watch[1].set()
+            watch[1].fire()
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -524,70 +524,36 @@ class LeanClient:
         def remaining() -> float:
             return max(deadline - time.monotonic(), 0.001)
 
-        later_answers: list[Any] = [None] * len(later)
-        problem = anyio.Event()
-
-        async def ask_later() -> None:
-            nonlocal later_answers
-            await problem.wait()
-            if doc.fatal.is_set():  # the watchdog would queue them for a dead worker
-                later_answers = [self._fatal_error(doc, q.method) for q in later]
-                return
-            try:
-                later_answers = await self.transport.exchange(
-                    [], self._requests(uri, later), timeout=remaining(), tag=uri,
-                    on_error=on_error,
-                )  # fmt: skip
-            except LeanrigError as exc:
-                later_answers = [exc] * len(later)
-
-        report: DocumentReport | None = None
-        failure: Exception | None = None
-        answers: list[Any] = []
-        async with anyio.create_task_group() as group:
-            if later:
-                doc.problem_watch = (version, problem)
-                if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
-                    problem.set()  # open() above already had this version reported
-                group.start_soon(ask_later)
-            try:
-                answers = await self.transport.exchange(
-                    changes,
-                    [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
-                     *self._requests(uri, now)],
-                    timeout=remaining(),
-                    tag=uri,
-                    on_error=on_error,
-                )  # fmt: skip
-                barrier = answers[0]
-                if self._doc(uri).version == version and (
-                    isinstance(barrier, ElaborationFailed) or not isinstance(barrier, LeanrigError)
-                ):
-                    report = self._report(doc, version, version, started)
-            except Exception as exc:  # raised below, outside the group (not as a group)
-                if changes and not answers:
-                    doc.resync = True  # the change may not have reached Lean
-                failure = exc
-            except BaseException:
-                if changes and not answers:
-                    doc.resync = True
-                raise
-            finally:
-                if doc.problem_watch is not None and doc.problem_watch[1] is problem:
-                    doc.problem_watch = None
-            if report is not None and not report.clean:
-                problem.set()  # asked now, if no error or warning did it yet
-            else:
-                # Clean: not needed. Superseded or failed: asked again or raised below.
-                group.cancel_scope.cancel()
-                later_answers = [None] * len(later)
-        if failure is not None:
-            raise failure
+        trigger = Trigger()
+        if later:
+            doc.problem_watch = (version, trigger)
+            if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
+                trigger.fire()  # open() above already had this version reported
+        follow_up = FollowUp(self._requests(uri, later), trigger) if later else None
+        try:
+            answers = await self.transport.exchange(
+                changes,
+                [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
+                 *self._requests(uri, now)],
+                timeout=remaining(),
+                tag=uri,
+                on_error=on_error,
+                follow_up=follow_up,
+            )  # fmt: skip
+        except BaseException:
+            if changes:
+                doc.resync = True  # the change may not have reached Lean
+            raise
+        finally:
+            if doc.problem_watch is not None and doc.problem_watch[1] is trigger:
+                doc.problem_watch = None
+        barrier = answers[0]
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
-        now_answers, later_left = iter(answers[1:]), iter(later_answers)
-        answered = [next(later_left) if q.unless_clean else next(now_answers) for q in queries]
-        if report is None:
+        now_answers = iter(answers[1 : 1 + len(now)])
+        later_answers = iter(answers[1 + len(now) :])
+        answered = [next(later_answers) if q.unless_clean else next(now_answers) for q in queries]
+        if self._doc(uri).version != version:
             # Someone changed the document meanwhile: report as wait_for does, and ask again.
             report = await self.wait_for(uri, version, timeout=remaining())
             answered = [
@@ -596,6 +562,23 @@ class LeanClient:
                 else await self._ask_again(uri, q, remaining())
                 for q in queries
             ]
+        else:
+            report = self._report(doc, version, version, started)
+            if follow_up is not None:
+                if report.clean:
+                    # Not needed (asked on a first error that a later report of the version
+                    # dropped, they would explain nothing the report shows).
+                    answered = [
+                        None if q.unless_clean else a
+                        for q, a in zip(queries, answered, strict=True)
+                    ]
+                elif not follow_up.sent:
+                    # Not sent with the others out (the version did not finish, or its first
+                    # problem came with the last answer): asked now, a round trip of their own.
+                    answered = [
+                        await self._ask_again(uri, q, remaining()) if q.unless_clean else a
+                        for q, a in zip(queries, answered, strict=True)
+                    ]
         for query, result in zip(queries, answered, strict=True):
             if isinstance(result, LeanrigError) and not query.optional:
                 raise result

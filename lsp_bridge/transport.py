@@ -61,6 +61,7 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: LeanrigError | None = None
+    wake: Callable[[], None] | None = None  # also told when done (an exchange waiting on many)
 
     def resolve(self, result: Any = None, error: LeanrigError | None = None) -> None:
         if self.done.is_set():
@@ -72,8 +73,38 @@ class _Pending:
                 result, error = None, unreadable_answer(self.method, exc)
         self.result, self.error = result, error
         self.done.set()
+        if self.wake is not None:
+            self.wake()
         if error is not None and self.on_error is not None:
             self.on_error(error)
+
+
+class Trigger:
+    """A one-way switch, flipped synchronously (e.g. by a notification handler), that wakes
+    the exchange it was given to (``FollowUp``)."""
+
+    __slots__ = ("_wake", "fired")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self._wake: Callable[[], None] | None = None
+
+    def fire(self) -> None:
+        if not self.fired:
+            self.fired = True
+            if self._wake is not None:
+                self._wake()
+
+
+@dataclass(slots=True)
+class FollowUp:
+    """Requests an exchange sends in a second write once ``trigger`` fires — if it fires
+    while some of the exchange's other answers are still out (``sent`` says whether it
+    did)."""
+
+    requests: Sequence[tuple[str, Any, Parse | None]]
+    trigger: Trigger
+    sent: bool = False
 
 
 def unreadable_answer(method: str, exc: Exception) -> ResponseError:
@@ -216,13 +247,16 @@ class LspTransport:
         timeout: float,
         tag: str | None = None,
         on_error: Callable[[LeanrigError], None] | None = None,
+        follow_up: FollowUp | None = None,
     ) -> list[Any]:
         """Send ``notifications`` and then ``requests`` (method, params, parse) in one write,
         and wait for every answer, at most ``timeout`` seconds in all.
         Returns each request's result — passed through its ``parse`` as it arrives, while Lean
         may still be working on the others — or the ``LeanrigError`` it was answered with, in
-        order. ``on_error`` hears of each error answer when it arrives (e.g. a crashed worker:
-        the caller can end the other requests at once).
+        order; then, with ``follow_up``, its requests' answers (None for each if they were
+        not sent: the trigger did not fire while others were outstanding). ``on_error``
+        hears of each error answer when it arrives (e.g. a crashed worker: the caller can end
+        the other requests at once).
 
         One write because the first frame wakes Lean: its threads then compete with this
         process for the cores, and frames sent one by one after it went out late (measured:
@@ -230,28 +264,47 @@ class LspTransport:
         are cancelled with ``$/cancelRequest``; a timeout raises ``RequestTimeout``.
         """
         self._check_usable()
-        frames = [
-            encode_message({"jsonrpc": "2.0", "method": method, "params": params})
-            for method, params in notifications
-        ]
+        wakeup = [anyio.Event()]
+
+        def wake() -> None:
+            wakeup[0].set()
+
         asked: list[tuple[int, _Pending]] = []
-        try:
-            for method, params, parse in requests:
+
+        def framed(batch: Sequence[tuple[str, Any, Parse | None]]) -> list[bytes]:
+            frames = []
+            for method, params, parse in batch:
                 request_id = next(self._ids)
                 frames.append(
                     encode_message(
                         {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
                     )
                 )
-                pending = _Pending(method, tag, parse, on_error)
+                pending = _Pending(method, tag, parse, on_error, wake=wake)
                 self._pending[request_id] = pending
                 asked.append((request_id, pending))
+            return frames
+
+        try:
+            frames = [
+                encode_message({"jsonrpc": "2.0", "method": method, "params": params})
+                for method, params in notifications
+            ]
+            frames += framed(requests)
+            if follow_up is not None:
+                follow_up.trigger._wake = wake
             # The write has its own deadline (a stalled server is killed: a half-written frame
             # would break the stream), so it stays outside this one.
             await self._write(b"".join(frames))
             with anyio.move_on_after(timeout):
-                for _, pending in asked:
-                    await pending.done.wait()
+                while True:
+                    if all(p.done.is_set() for _, p in asked):
+                        break
+                    if follow_up is not None and follow_up.trigger.fired and not follow_up.sent:
+                        follow_up.sent = True
+                        await self._write(b"".join(framed(follow_up.requests)))
+                    await wakeup[0].wait()
+                    wakeup[0] = anyio.Event()  # conditions are checked again before waiting
             late = [(rid, p) for rid, p in asked if not p.done.is_set()]
             if late:
                 for request_id, _ in late:
@@ -263,9 +316,14 @@ class LspTransport:
                     await self._send_cancel(request_id)
             raise
         finally:
+            if follow_up is not None:
+                follow_up.trigger._wake = None
             for request_id, _ in asked:
                 self._pending.pop(request_id, None)
-        return [p.error if p.error is not None else p.result for _, p in asked]
+        answers = [p.error if p.error is not None else p.result for _, p in asked]
+        if follow_up is not None and not follow_up.sent:
+            answers += [None] * len(follow_up.requests)
+        return answers
 
     async def aclose(self) -> None:
         """Polite shutdown within the deadline, then kill the process group. Idempotent."""

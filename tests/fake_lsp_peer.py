@@ -3,13 +3,17 @@
 Usage: python fake_lsp_peer.py MODE. It answers `initialize`, then misbehaves per MODE.
 ``error:CODE`` answers every later request with the JSON-RPC error CODE (e.g. -32801
 ContentModified, -32800 RequestCancelled, -32900 RpcNeedsReconnect): the real Lean gives those
-only in races a test cannot schedule.
+only in races a test cannot schedule. ``problem-with-answer`` publishes an error for the
+version a ``waitForDiagnostics`` asks about in the same write as its answer (the real Lean
+publishes it earlier, so a client's reaction to it always has time to go out there).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+
+WAIT = "textDocument/waitForDiagnostics"
 
 
 def read_message() -> dict[str, object]:
@@ -61,6 +65,20 @@ def main() -> None:
             sys.exit(0)
         elif mode == "huge-header":
             send_raw(b"X: " + b"a" * 20000 + b"\r\n\r\n")
+        elif (
+            mode == "problem-with-answer" and msg.get("method") == "textDocument/waitForDiagnostics"
+        ):
+            params = msg["params"]
+            assert isinstance(params, dict)
+            error = {"range": {"start": {"line": 0, "character": 0},
+                               "end": {"line": 0, "character": 1}},
+                     "severity": 1, "message": "fake error"}  # fmt: skip
+            diagnostics = {"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                           "params": {"uri": params["uri"], "version": params["version"],
+                                      "diagnostics": [error]}}  # fmt: skip
+            answer = {"jsonrpc": "2.0", "id": msg["id"], "result": {}}
+            bodies = [json.dumps(m).encode() for m in (diagnostics, answer)]
+            send_raw(b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(b), b) for b in bodies))
         elif mode == "out-of-order":
             # Answer a server request first, then a stale id, then the real answer.
             send(

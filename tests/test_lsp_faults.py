@@ -16,9 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lsp_bridge import (
+    DocQuery,
     DocumentError,
     LeanClient,
     LeanNotFound,
+    LspPos,
+    PlainGoal,
     ServerCommand,
     ServerDied,
     ServerStartFailed,
@@ -54,6 +57,23 @@ async def test_malformed_frames_from_a_fake_peer_fail_typed_without_hanging(
             await client.transport.request("anything", {}, timeout=3)
         assert not client.alive
     assert "protocol error" in str(info.value) or "exited" in str(info.value)
+
+
+async def test_goals_for_a_problem_reported_with_the_last_answer_are_still_asked(
+    tmp_path: Path,
+) -> None:
+    """A version's first error arrives in the same read as the barrier's answer, too late to
+    send the goals while Lean works (FAKE peer: the real Lean publishes it earlier). The
+    goals of a report with an error are still asked, after the barrier — never None."""
+    async with LeanClient.start(fake_command("problem-with-answer", tmp_path)) as client:
+        uri = (tmp_path / "P.lean").as_uri()
+        goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
+        with anyio.fail_after(10):
+            for text in ("first", "second"):  # the open, then a change
+                report, (answer,) = await client.update(uri, text, [goal])
+                assert not report.clean and report.errors[0].message == "fake error"
+                assert answer == PlainGoal("no_goal")  # the fake's answer: null
+                assert client.transport.pending_count == 0
 
 
 async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> None:
