@@ -220,11 +220,18 @@ class RemoteSlot(Slot):
         return self._text
 
     async def elaborate_and_ask(
-        self, text: str, *, goal_at: LspPos, term_at: LspPos, timeout: float
+        self,
+        text: str,
+        *,
+        goal_at: LspPos,
+        term_at: LspPos,
+        timeout: float,
+        symbols_from: int = 0,
     ) -> Elaboration:
         done: Elaboration = await self._remote(
-            "elaborate_and_ask", timeout, text, goal_at=goal_at, term_at=term_at, timeout=timeout
-        )
+            "elaborate_and_ask", timeout, text, goal_at=goal_at, term_at=term_at,
+            timeout=timeout, symbols_from=symbols_from,
+        )  # fmt: skip
         self._text = text
         return done
 

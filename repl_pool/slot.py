@@ -348,13 +348,20 @@ class Slot:
                 await client.edit(uri, [minimal_edit(client.text(uri), text)])
 
     async def elaborate_and_ask(
-        self, text: str, *, goal_at: LspPos, term_at: LspPos, timeout: float
+        self,
+        text: str,
+        *,
+        goal_at: LspPos,
+        term_at: LspPos,
+        timeout: float,
+        symbols_from: int = 0,
     ) -> Elaboration:
         """``elaborate(text)`` and, about the same version, its document symbols and — unless
         the version is clean — the goals at two positions. The symbols go to Lean with the
         change in one write; the goals as soon as the version's first error or warning is
         published, so neither costs a round trip after the barrier (lsp_bridge
-        ``LeanClient.update``)."""
+        ``LeanClient.update``). ``symbols_from``: only the symbols ending on or after this line
+        (``parse_symbols``)."""
         client = self._client()
         async with self._guard():
             uri, _ = self._place(client, text)
@@ -363,7 +370,7 @@ class Slot:
                     uri,
                     text,
                     [
-                        DocQuery.symbols(),
+                        DocQuery.symbols(symbols_from),
                         DocQuery.plain_goal(goal_at).made_optional().made_unless_clean(),
                         DocQuery.plain_term_goal(term_at).made_optional().made_unless_clean(),
                     ],

@@ -30,7 +30,7 @@ from lsp_bridge import (
 )
 from repl_pool.slot import slot_fate
 
-from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, slow_theorem
+from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, decls, slow_theorem
 
 pytestmark = pytest.mark.anyio
 
@@ -220,11 +220,17 @@ async def test_queries_sent_with_the_change_answer_for_that_version(
         goals = [DocQuery.plain_goal(goal_at), DocQuery.plain_term_goal(term_at)]
         if unless_clean:
             goals = [q.made_unless_clean() for q in goals]
-        report, (symbols, goal, term) = await client.update(uri, text, [DocQuery.symbols(), *goals])
+        line = goal_at.line - 1  # the theorem's line (the body is on the next)
+        report, (symbols, goal, term, from_theorem) = await client.update(
+            uri, text, [DocQuery.symbols(), *goals, DocQuery.symbols(from_line=line)]
+        )
         assert report.status == "done" and report.version == client.version(uri)
         after = await client.wait_for(uri)
         assert after.diagnostics == report.diagnostics
         assert await client.document_symbols(uri) == symbols
+        # From the theorem's line: the same symbols, less those ending before it (`u`).
+        assert from_theorem == [s for s in symbols if s.range.end.line >= line]
+        assert "u" not in {s.name for s in from_theorem} and "u" in {s.name for s in symbols}
         if unless_clean and report.clean:
             assert goal is None and term is None
         else:
@@ -233,6 +239,24 @@ async def test_queries_sent_with_the_change_answer_for_that_version(
         names = {s.name for s in symbols}
         assert ("v" in names) == ("def v" in body) and ("w" in names) == ("theorem w" in body)
     await client.close_document(uri)
+
+
+async def test_symbols_from_a_line_drop_earlier_ones_inside_namespaces_too(
+    client: LeanClient, project: Path
+) -> None:
+    """A task's namespace spans the whole file: the declarations before the theorem are its
+    children, and reading them (~20 µs each) is what ``from_line`` saves."""
+    uri = uri_in(project, "Ns.lean")
+    text = PRELUDE + "namespace Pad\n" + decls(30) + "theorem t : N := N.z\nend Pad\n"
+    line = text.splitlines().index("theorem t : N := N.z")
+    _, (everything, from_theorem) = await client.update(
+        uri, text, [DocQuery.symbols(), DocQuery.symbols(from_line=line)]
+    )
+    [pad] = [s for s in everything if s.name == "Pad"]  # after the prelude's own symbols
+    assert [c.name for c in pad.children or ()] == [*(f"d{i}" for i in range(30)), "t"]
+    [pad_from] = from_theorem
+    assert pad_from.name == "Pad" and pad_from.range == pad.range
+    assert [c.name for c in pad_from.children or ()] == ["t"]
 
 
 async def test_update_opens_a_new_document_and_reports_its_first_version(

@@ -80,6 +80,8 @@ class LeanStep:
     timeout: float
     goal_at: LspPos  # tactic goals: after the body's last code character
     term_at: LspPos  # expected type: the body's first non-space character
+    # The target declaration's first line: the scope check needs no earlier symbol.
+    symbols_from: int = 0
     portable = True
 
     @property
@@ -92,8 +94,9 @@ class LeanStep:
     async def __call__(self, slot: Slot) -> LeanAnswer:
         started = time.perf_counter()
         done = await slot.elaborate_and_ask(
-            self.text, goal_at=self.goal_at, term_at=self.term_at, timeout=self.timeout
-        )
+            self.text, goal_at=self.goal_at, term_at=self.term_at, timeout=self.timeout,
+            symbols_from=self.symbols_from,
+        )  # fmt: skip
         goals: list[str] | None = None
         if maybe_incomplete(done.report):  # then the report is not clean: both goals are here
             assert done.goal is not None
@@ -159,7 +162,10 @@ class Elaborator:
         term_at = view.lsp_to_lean(index.lsp_of_offset(first))
         assert goal_at is not None  # the body is after the cut
         assert term_at is not None
-        step = LeanStep(lean_text, self.step_timeout, goal_at, term_at)
+        # The scope check looks at the target and what follows it (check_scope).
+        decl_at = view.lsp_to_lean(index.lsp_of_offset(task.span.decl_start))
+        symbols_from = decl_at.line if decl_at is not None else 0
+        step = LeanStep(lean_text, self.step_timeout, goal_at, term_at, symbols_from)
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
         try:
