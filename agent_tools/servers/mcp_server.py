@@ -13,6 +13,9 @@ line read, write and flush in a worker thread (three thread hops per call, and G
 between the loop and the threads: the profile of a step showed them as the largest share of
 the server's own time). The descriptors are claimed as the SDK does: while serving, fd 0 reads
 the null device and fd 1 goes to stderr, so stray output and children miss the wire.
+
+The SDK's OpenTelemetry middleware is dropped (its documented opt-out): leanrig installs no
+exporter, and a span per message is work on every call.
 """
 
 from __future__ import annotations
@@ -94,6 +97,12 @@ class LeanrigMCP(MCPServer[Any]):
         )
         self.service = service
         self.client = client
+        # The SDK's default OpenTelemetry middleware opens a span per message (no exporter is
+        # installed here, so nobody reads them): ~30-60 µs per call. The SDK documents
+        # dropping it from the list as the way to opt out.
+        self.middleware[:] = [
+            m for m in self.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
+        ]
         # The service's tools: the library tools only in the LAD condition.
         self._listed = [describe(t) for t in service_tools(service)]
 
