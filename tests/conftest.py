@@ -178,6 +178,13 @@ def _strays(before: set[int]) -> list[psutil.Process]:
     ]
 
 
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 @contextmanager
 def stray_guard(grace: float = 5.0) -> Iterator[None]:
     """Around a test: leanrig processes it started must be gone (after ``grace`` s for them
@@ -187,8 +194,9 @@ def stray_guard(grace: float = 5.0) -> Iterator[None]:
     stray = _strays(before)
     if stray:
         _, stray = psutil.wait_procs(stray, timeout=grace)
-    still = leanrig_processes()
-    stray = [p for p in stray if p.pid in still]  # re-checked: a pid may have been re-used
+    # Still running: psutil compares the start time, so a re-used pid is not taken for the
+    # stray (re-reading /proc/<pid>/environ instead can fail transiently and hide one).
+    stray = [p for p in stray if _running(p)]
     if not stray:
         return
     described = []
