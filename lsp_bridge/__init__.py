@@ -35,7 +35,7 @@ from .errors import (
     WorkerCrashed,
     WorkerExited,
 )
-from .framing import MAX_HEADER_BYTES, decode_body, parse_content_length
+from .framing import decode_body, read_frames
 from .lean_text import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -67,7 +67,6 @@ __all__ = [
     "COMMENT_KINDS",
     "DEFAULT_TIMEOUTS",
     "LITERAL_KINDS",
-    "MAX_HEADER_BYTES",
     "PRELUDE_HEADER",
     "BootstrapError",
     "ContentModified",
@@ -119,8 +118,8 @@ __all__ = [
     "lean_tokens",
     "minimal_edit",
     "name_parts",
-    "parse_content_length",
     "path_to_uri",
+    "read_frames",
     "scan_text",
     "single_errors",
     "spawn_marked",

@@ -1,22 +1,25 @@
 """LSP base-protocol framing: ``Content-Length`` headers around JSON bodies. Pure; no I/O.
 
-Two readers: ``FrameDecoder`` takes whatever bytes arrived and returns every frame they
-complete (the LSP client's hot path: Lean sends ~10 messages per edit, often several per
-read), and ``read_message`` reads one frame from an anyio ``BufferedByteReceiveStream`` with
-two bounded calls (header up to the blank line, then exactly the body).
+``FrameDecoder`` takes whatever bytes arrived and returns every frame they complete;
+``read_frames`` runs it over a byte stream (the LSP client's and the editor proxy's reader:
+Lean sends ~10 messages per edit, often several per read, and a read per header and per body
+cost ~0.1 ms of CPU each on the cores Lean works on).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio import EndOfStream
+from anyio.abc import ByteReceiveStream
 
 from .errors import ProtocolError
 
 MAX_HEADER_BYTES = 8 * 1024
 MAX_BODY_BYTES = 512 * 1024 * 1024  # Lean can send very large diagnostics/info trees
+READ_CHUNK = 256 * 1024  # bytes per read (a pipe holds 64 KiB)
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
@@ -58,8 +61,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
 
 class FrameDecoder:
     """Frames from a byte stream fed in arbitrary pieces: ``feed`` returns the bodies of the
-    frames completed so far, in order. The same rules as ``read_message``: a header ends
-    within ``MAX_HEADER_BYTES``, a body is at most ``MAX_BODY_BYTES``."""
+    frames completed so far, in order. A header ends within ``MAX_HEADER_BYTES``, a body is
+    at most ``MAX_BODY_BYTES``."""
 
     __slots__ = ("_buffer", "_length")
 
@@ -88,27 +91,23 @@ class FrameDecoder:
 
     def end(self) -> None:
         """The stream ended: an unfinished body is a protocol error (an unfinished header is
-        an end like any other, as in ``read_message``)."""
+        an end like any other)."""
         if self._length is not None:
             raise ProtocolError(f"stream ended inside a {self._length}-byte LSP body")
 
 
-async def read_message(stream: BufferedByteReceiveStream) -> dict[str, Any]:
-    """Read one framed message; raises ``anyio.EndOfStream`` at a clean end of input."""
-    from anyio import DelimiterNotFound, IncompleteRead
-
-    try:
-        header = await stream.receive_until(b"\r\n\r\n", MAX_HEADER_BYTES)
-    except DelimiterNotFound as exc:
-        raise ProtocolError("LSP header longer than 8 KiB or unterminated") from exc
-    except IncompleteRead as exc:
-        # The peer closed mid-header: the same as an end of stream for the caller.
-        from anyio import EndOfStream
-
-        raise EndOfStream from exc
-    length = parse_content_length(header)
-    try:
-        body = await stream.receive_exactly(length)
-    except IncompleteRead as exc:
-        raise ProtocolError(f"stream ended inside a {length}-byte LSP body") from exc
-    return decode_body(body)
+async def read_frames(
+    stream: ByteReceiveStream, chunk: int = READ_CHUNK
+) -> AsyncGenerator[bytes, None]:
+    """The body of every frame on ``stream``, in order, as reads complete them (several per
+    read are handled without awaiting), until the stream ends. A stream ending inside a body
+    raises ``ProtocolError``; ending inside a header is an end like any other."""
+    decoder = FrameDecoder()
+    while True:
+        try:
+            data = await stream.receive(chunk)
+        except EndOfStream:
+            decoder.end()
+            return
+        for body in decoder.feed(data):
+            yield body

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import PIPE
@@ -35,7 +35,7 @@ from .errors import (
     ServerError,
     response_error,
 )
-from .framing import FrameDecoder, decode_body, encode_message
+from .framing import decode_body, encode_message, read_frames
 from .proctree import kill_tree, kill_tree_async, spawn_marked
 
 log = structlog.get_logger("leanrig.lsp")
@@ -43,7 +43,6 @@ log = structlog.get_logger("leanrig.lsp")
 NotificationHandler = Callable[[str, Any], None]
 
 STDERR_TAIL_BYTES = 16 * 1024
-READ_CHUNK = 256 * 1024  # bytes per read of the server's output (a pipe holds 64 KiB)
 # After a server exits on its own, how long to wait for the rest of its stderr (the reason it
 # exited: a sandbox refusing to start, a bad option) before reporting the death.
 STDERR_DRAIN_SECONDS = 1.0
@@ -430,27 +429,18 @@ class LspTransport:
     async def _read_loop(self) -> None:
         stdout = self._process.stdout
         assert stdout is not None
-        # Whatever arrived, every frame it completes, handled without awaiting: Lean writes ~10
-        # messages per edit, and a read per frame (header, then body) cost ~0.1 ms of CPU each
-        # on the same two cores Lean is working on.
-        decoder = FrameDecoder()
         failure: ServerError | None = None
         cancelled = False
         try:
-            while True:
-                try:
-                    chunk = await stdout.receive(READ_CHUNK)
-                except anyio.EndOfStream:
-                    decoder.end()
-                    break
-                for body in decoder.feed(chunk):
+            async with aclosing(read_frames(stdout)) as frames:
+                async for body in frames:
                     message = decode_body(body)
                     if "id" in message and "method" in message:
                         await self._answer_server_request(
                             message["id"], message["method"], message.get("params")
                         )
                     else:
-                        self._dispatch(message)
+                        self._dispatch(message)  # without awaiting: see framing.read_frames
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         except ProtocolError as exc:

@@ -180,7 +180,7 @@ def _strays(before: set[int]) -> list[psutil.Process]:
 
 def _running(proc: psutil.Process) -> bool:
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

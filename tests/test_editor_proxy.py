@@ -17,14 +17,12 @@ import anyio
 import orjson
 import psutil
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 
 from agent_tools.editor import EditOptions, TaskScope, apply_changes, prepare_workspace
-from agent_tools.editor.proxy import read_frame
 from agent_tools.runs import read_results, read_run_info
 from agent_tools.tasks import load_suite
-from lsp_bridge import LineIndex, find_lean
+from lsp_bridge import LineIndex, decode_body, find_lean, read_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "lean_project" / "suites" / "demo"
@@ -41,7 +39,7 @@ class Editor:
     """A minimal LSP client speaking to `python -m agent_tools.editor lsp`."""
 
     process: Process
-    stream: BufferedByteReceiveStream
+    stream: ByteReceiveStream
     notifications: list[dict[str, Any]] = field(default_factory=list)
     server_requests: list[dict[str, Any]] = field(default_factory=list)
     responses: dict[Any, dict[str, Any]] = field(default_factory=dict)
@@ -59,8 +57,8 @@ class Editor:
 
     async def reader(self) -> None:
         try:
-            while True:
-                _, message = await read_frame(self.stream)
+            async for body in read_frames(self.stream):
+                message = decode_body(body)
                 if "method" in message and "id" in message:
                     self.server_requests.append(message)
                     await self._answer(message)
@@ -69,8 +67,9 @@ class Editor:
                 else:
                     self.responses[message.get("id")] = message
                 self._wake()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._wake()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        self._wake()  # the proxy's output ended
 
     def _wake(self) -> None:
         self.changed.set()
@@ -223,7 +222,7 @@ class start_editor:
             self.argv, cwd=ROOT, stderr=subprocess.DEVNULL, start_new_session=True
         )
         assert self.process.stdout is not None
-        self.editor = Editor(self.process, BufferedByteReceiveStream(self.process.stdout))
+        self.editor = Editor(self.process, self.process.stdout)
         self.tg = anyio.create_task_group()
         await self.tg.__aenter__()
         self.tg.start_soon(self.editor.reader)
@@ -558,7 +557,7 @@ async def test_editor_disconnecting_mid_request_leaves_no_lean(
     )
     try:
         assert process.stdout is not None
-        editor = Editor(process, BufferedByteReceiveStream(process.stdout))
+        editor = Editor(process, process.stdout)
         async with anyio.create_task_group() as tg:
             tg.start_soon(editor.reader)
             await editor.initialize(workspace)

@@ -28,7 +28,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import PIPE
@@ -39,16 +39,14 @@ import anyio
 import orjson
 import structlog
 from anyio.abc import ByteReceiveStream, Process, TaskStatus
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from lsp_bridge import (
-    MAX_HEADER_BYTES,
     LeanrigError,
     LineIndex,
     ProtocolError,
     decode_body,
     kill_tree,
-    parse_content_length,
+    read_frames,
     spawn_marked,
 )
 from repl_pool import LeanEnvironment
@@ -106,26 +104,6 @@ class _Lean:
 class _Injected:
     done: anyio.Event = field(default_factory=anyio.Event)
     message: dict[str, Any] | None = None
-
-
-async def read_frame(stream: BufferedByteReceiveStream) -> tuple[bytes, dict[str, Any]]:
-    """One LSP frame: its JSON body as received, and the body parsed.
-
-    Raises ``anyio.EndOfStream`` at a clean end (also mid-header) and ``ProtocolError`` on a
-    malformed frame (lsp_bridge's framing rules).
-    """
-    try:
-        header = await stream.receive_until(b"\r\n\r\n", MAX_HEADER_BYTES)
-    except anyio.DelimiterNotFound as exc:
-        raise ProtocolError("LSP header longer than 8 KiB or unterminated") from exc
-    except anyio.IncompleteRead as exc:
-        raise anyio.EndOfStream from exc
-    length = parse_content_length(header)
-    try:
-        body = await stream.receive_exactly(length)
-    except anyio.IncompleteRead as exc:
-        raise ProtocolError(f"stream ended inside a {length}-byte LSP body") from exc
-    return body, decode_body(body)
 
 
 def frame(body: bytes) -> bytes:
@@ -214,17 +192,18 @@ class EditorProxy:
             self._closing = True
 
     async def _editor_loop(self, editor_in: ByteReceiveStream) -> None:
-        stream = BufferedByteReceiveStream(editor_in)
-        while not self._exit and self._failed is None:
-            try:
-                body, message = await read_frame(stream)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                log.info("editor.disconnected")
-                return
-            except ProtocolError as exc:
-                log.warning("editor.protocol_error", error=exc.message)
-                return
-            await self._from_editor(body, message)
+        try:
+            async with aclosing(read_frames(editor_in)) as frames:
+                async for body in frames:
+                    await self._from_editor(body, decode_body(body))
+                    if self._exit or self._failed is not None:
+                        return
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        except ProtocolError as exc:
+            log.warning("editor.protocol_error", error=exc.message)
+            return
+        log.info("editor.disconnected")
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -402,12 +381,11 @@ class EditorProxy:
 
     async def _lean_reader(self, lean: _Lean, done: anyio.Event) -> None:
         assert lean.process.stdout is not None
-        stream = BufferedByteReceiveStream(lean.process.stdout)
         try:
-            while True:
-                body, message = await read_frame(stream)
-                await self._from_lean(body, message)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async with aclosing(read_frames(lean.process.stdout)) as frames:
+                async for body in frames:
+                    await self._from_lean(body, decode_body(body))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         except ProtocolError as exc:
             log.warning("lean.protocol_error", error=exc.message)
