@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from agent_tools.tasks import library_dir, load_suite, split_prefix
-from lsp_bridge import LeanClient, LineIndex, find_lean
+from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean
 
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
@@ -105,7 +105,7 @@ def raw_floor(
     extra: Path | None = None,
     ask: tuple[dict[str, int], dict[str, int]] | None = None,
 ) -> list[float]:
-    argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
     env = {**os.environ, "LEAN_PATH": str(lib) + (f"{os.pathsep}{extra}" if extra else "")}
     return time_alternating_edits(argv, project, bad, good, steps, env, ask)
 

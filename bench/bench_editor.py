@@ -13,7 +13,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from lsp_bridge import PRELUDE_HEADER, find_lean
+from lsp_bridge import PRELUDE_HEADER, REPORT_DELAY_MS, find_lean
 
 from .common import print_table, summarize, write_result
 from .raw_lsp import time_alternating_edits
@@ -53,7 +53,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         suite = _suite(root, bad)
         direct = root / "direct"
         direct.mkdir()
-        lean = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+        lean = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
         variants = {
             "lean --server (direct)": (lean, direct),
             "leanrig lsp, no sandbox": (

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from lsp_bridge import PRELUDE_HEADER, LeanClient, find_lean
+from lsp_bridge import PRELUDE_HEADER, REPORT_DELAY_MS, LeanClient, find_lean
 
 from .common import print_table, summarize, write_result
 from .raw_lsp import time_alternating_edits
@@ -36,7 +36,7 @@ def texts(count: int) -> tuple[str, str]:
 
 def bench_raw(project: Path, count: int, steps: int) -> list[float]:
     bad, good = texts(count)
-    argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
     return time_alternating_edits(argv, project, bad, good, steps)
 
 

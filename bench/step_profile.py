@@ -35,7 +35,7 @@ import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from lsp_bridge import find_lean
+from lsp_bridge import REPORT_DELAY_MS, find_lean
 
 from .bench_agent import RIGHT, TASK, WRONG, make_suite, step_positions, texts
 from .common import ROOT, print_table, summarize, write_result
@@ -127,7 +127,7 @@ async def interleaved(
     work: Path, suite: Path, trees: dict[str, Path], rounds: int, steps: int, profile: Path | None
 ) -> dict[str, Any]:
     bad, good, lib = texts(suite)
-    argv = [str(find_lean().lean), "--server", "-Dserver.reportDelayMs=0"]
+    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
     raw_dir = work / "raw"
     raw_dir.mkdir()
     raw = RawLean(argv, raw_dir, {**os.environ, "LEAN_PATH": str(lib)})

@@ -7,6 +7,7 @@ identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 from ._groups import single_errors
 from .bootstrap import PRELUDE_HEADER, cache_root, ensure_bootstrap
 from .client import (
+    REPORT_DELAY_MS,
     DocQuery,
     LeanClient,
     ServerCommand,
@@ -68,6 +69,7 @@ __all__ = [
     "DEFAULT_TIMEOUTS",
     "LITERAL_KINDS",
     "PRELUDE_HEADER",
+    "REPORT_DELAY_MS",
     "BootstrapError",
     "ContentModified",
     "DocQuery",

@@ -55,6 +55,14 @@ _converter = get_converter()
 RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
 
 
+# `-Dserver.reportDelayMs`: Lean's pause between progress/diagnostics reports (default 200).
+# 0 reports every snapshot at once: ~10 messages per edit, each waking this process on the
+# cores Lean works on. At 2 ms, measured interleaved with the bootstrap Lean (raw client): 0
+# declarations 7.3-7.8 → 6.6-6.8 ms per edit, 100 declarations 23 → 18 ms, 1000 unchanged;
+# leanrig's MCP step 11.2 → 10.2-10.7 ms. Benchmarks give the raw client the same setting.
+REPORT_DELAY_MS = 2
+
+
 @dataclass(frozen=True, slots=True)
 class ServerCommand:
     """How to start a Lean language server in a project.
@@ -66,7 +74,7 @@ class ServerCommand:
     argv: tuple[str, ...]
     cwd: Path
     env: Mapping[str, str] | None = None
-    report_delay_ms: int = 0
+    report_delay_ms: int = REPORT_DELAY_MS
     edit_delay_ms: int = 1
     incremental_diagnostics: bool = True
 

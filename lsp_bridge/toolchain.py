@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from .bootstrap import bootstrap_lean_path, ensure_bootstrap
-from .client import ServerCommand
+from .client import REPORT_DELAY_MS, ServerCommand
 from .errors import BootstrapError, LeanNotFound
 
 Mode = Literal["toolchain", "bootstrap"]
@@ -44,7 +44,7 @@ class LeanInstall:
         env: Mapping[str, str] | None = None,
         use_lake: bool | None = None,
         edit_delay_ms: int = 1,
-        report_delay_ms: int = 0,
+        report_delay_ms: int = REPORT_DELAY_MS,
         wrapper: tuple[str, ...] = (),
     ) -> ServerCommand:
         """How to serve ``project``: ``lake serve`` for Lake projects on a toolchain, else
