@@ -292,18 +292,20 @@ class LspTransport:
             frames += framed(requests)
             if follow_up is not None:
                 follow_up.trigger._wake = wake
-            # The write has its own deadline (a stalled server is killed: a half-written frame
-            # would break the stream), so it stays outside this one.
+            # Writes have their own deadline (a stalled server is killed: a half-written frame
+            # would break the stream), so they stay outside the answers' one.
+            deadline = anyio.current_time() + timeout
             await self._write(b"".join(frames))
-            with anyio.move_on_after(timeout):
-                while True:
-                    if all(p.done.is_set() for _, p in asked):
-                        break
-                    if follow_up is not None and follow_up.trigger.fired and not follow_up.sent:
-                        follow_up.sent = True
-                        await self._write(b"".join(framed(follow_up.requests)))
+            while not all(p.done.is_set() for _, p in asked):
+                if follow_up is not None and follow_up.trigger.fired and not follow_up.sent:
+                    follow_up.sent = True
+                    await self._write(b"".join(framed(follow_up.requests)))
+                    continue
+                with anyio.move_on_at(deadline):
                     await wakeup[0].wait()
-                    wakeup[0] = anyio.Event()  # conditions are checked again before waiting
+                if not wakeup[0].is_set():
+                    break  # the deadline passed
+                wakeup[0] = anyio.Event()  # the conditions are checked again before waiting
             late = [(rid, p) for rid, p in asked if not p.done.is_set()]
             if late:
                 for request_id, _ in late:

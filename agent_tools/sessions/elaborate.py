@@ -98,13 +98,14 @@ class LeanStep:
             symbols_from=self.symbols_from,
         )  # fmt: skip
         goals: list[str] | None = None
-        if maybe_incomplete(done.report):  # then the report is not clean: both goals are here
-            assert done.goal is not None
-            assert done.term_goal is not None
-            # Tactic goals at the end of the body, else the expected type at its start.
-            if done.goal.status == "goals":
+        if maybe_incomplete(done.report):
+            if done.goal is None or done.term_goal is None:
+                # Not asked: the report is clean, and only an information message looks like
+                # an incomplete proof (e.g. a trace quoting "declaration uses 'sorry'").
+                goals = []
+            elif done.goal.status == "goals":  # tactic goals at the end of the body
                 goals = list(done.goal.goals)
-            else:
+            else:  # else the expected type at its start
                 goals = [done.term_goal.goal] if done.term_goal.status == "goal" else []
         return LeanAnswer(done.report, done.symbols, goals, time.perf_counter() - started)
 
