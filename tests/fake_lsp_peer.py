@@ -65,9 +65,7 @@ def main() -> None:
             sys.exit(0)
         elif mode == "huge-header":
             send_raw(b"X: " + b"a" * 20000 + b"\r\n\r\n")
-        elif (
-            mode == "problem-with-answer" and msg.get("method") == "textDocument/waitForDiagnostics"
-        ):
+        elif mode == "problem-with-answer" and msg.get("method") == WAIT:
             params = msg["params"]
             assert isinstance(params, dict)
             error = {"range": {"start": {"line": 0, "character": 0},
