@@ -85,7 +85,9 @@ def cmd_lsp(args: argparse.Namespace) -> int:
             tg.cancel_scope.cancel()
 
     # asyncio's own loop, not servers.run_event_loop's uvloop: under uvloop 0.23 the proxy's
-    # forwarded `shutdown` went unanswered (tests/test_as_typed_editor.py hung at exit), and
-    # an editor's steps are human-paced.
+    # `leanrig.checkProof` never answers (tests/test_as_typed_editor.py: the verifier's
+    # reference-stage Lean starts, elaborates, and the verdict waits past the test's deadline;
+    # the same Verifier under uvloop alone, even with fd 0 watched, answers in 0.44 s; cause
+    # not found), and an editor's steps are human-paced.
     anyio.run(main)
     return 0
