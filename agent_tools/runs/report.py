@@ -23,6 +23,7 @@ import orjson
 from lsp_bridge import LeanrigError
 
 from ..sessions import LEDGER_SCHEMA
+from .jsonl import LinesRead, records
 
 PHASES = ("total_ms", "queue_ms", "lean_ms", "overhead_ms")
 
@@ -32,21 +33,11 @@ class ReportError(LeanrigError):
 
 
 @dataclass(slots=True)
-class LedgerRead:
+class LedgerRead(LinesRead):
     entries: list[dict[str, Any]] = field(default_factory=list)
-    skipped_version: int = 0
-    skipped_invalid: int = 0
-    truncated_tail: bool = False
 
     def notes(self) -> list[str]:
-        notes = []
-        if self.truncated_tail:
-            notes.append("the last line was truncated (run killed mid-write?) and was skipped")
-        if self.skipped_version:
-            notes.append(f"{self.skipped_version} line(s) of another ledger schema were skipped")
-        if self.skipped_invalid:
-            notes.append(f"{self.skipped_invalid} invalid line(s) were skipped")
-        return notes
+        return self.skip_notes("ledger")
 
 
 def read_ledger(path: Path) -> LedgerRead:
@@ -55,26 +46,11 @@ def read_ledger(path: Path) -> LedgerRead:
     except FileNotFoundError:
         raise ReportError(f"no such ledger: {path}") from None
     read = LedgerRead()
-    lines = data.split(b"\n")
-    last_index = len(lines) - 1
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if i == last_index:
-                read.truncated_tail = True
-            else:
-                read.skipped_invalid += 1
-            continue
-        if not isinstance(entry, dict) or "tool" not in entry:
+    for entry in records(data, LEDGER_SCHEMA, read):
+        if "tool" in entry:
+            read.entries.append(entry)
+        else:
             read.skipped_invalid += 1
-            continue
-        if entry.get("v") != LEDGER_SCHEMA:
-            read.skipped_version += 1
-            continue
-        read.entries.append(entry)
     return read
 
 

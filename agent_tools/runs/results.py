@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lsp_bridge import LeanrigError
 
+from .jsonl import LinesRead, records
 from .prices import PriceSchedule
 
 RESULTS_SCHEMA: Final = 1
@@ -197,44 +198,21 @@ def append_result(run_dir: Path, result: AttemptResult) -> None:
 
 
 @dataclass(slots=True)
-class ResultsRead:
+class ResultsRead(LinesRead):
     results: list[AttemptResult] = field(default_factory=list)
     replaced: int = 0
-    skipped_version: int = 0
-    skipped_invalid: int = 0
-    truncated_tail: bool = False
 
     def notes(self) -> list[str]:
-        notes = []
-        if self.truncated_tail:
-            notes.append("the last results line was truncated (run killed mid-write?); skipped")
+        notes = self.skip_notes("results")
         if self.replaced:
             notes.append(f"{self.replaced} attempt line(s) were replaced by later lines (retry)")
-        if self.skipped_version:
-            notes.append(f"{self.skipped_version} results line(s) of another schema were skipped")
-        if self.skipped_invalid:
-            notes.append(f"{self.skipped_invalid} invalid results line(s) were skipped")
         return notes
 
 
 def parse_results(data: bytes) -> ResultsRead:
     read = ResultsRead()
     by_key: dict[tuple[str, int], AttemptResult] = {}
-    lines = data.split(b"\n")
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if i == len(lines) - 1:
-                read.truncated_tail = True
-            else:
-                read.skipped_invalid += 1
-            continue
-        if isinstance(raw, dict) and raw.get("v") != RESULTS_SCHEMA:
-            read.skipped_version += 1
-            continue
+    for raw in records(data, RESULTS_SCHEMA, read):
         try:
             result = AttemptResult.model_validate(raw)
         except ValidationError:
