@@ -59,7 +59,7 @@ RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
 # 0 reports every snapshot at once: ~10 messages per edit, each waking this process on the
 # cores Lean works on. At 2 ms, measured interleaved with the bootstrap Lean (raw client): the
 # demo task 6.8-7.8 → 5.9-6.8 ms per edit, with 100 declarations before it 22.5 → 17.7 ms,
-# 1000 unchanged; a one-theorem file 4.9-5.9 → 4.8-5.8 ms (1 ms: 4.3-5.3, but twice the
+# 1000 unchanged; a one-theorem file 4.9-5.9 → 4.8-5.8 ms (1 ms: 4.3-5.3, but ~1.6x the
 # messages); leanrig's MCP step 11.2 → 10.2-10.7 ms. Benchmarks give raw clients the same.
 REPORT_DELAY_MS = 2
 
@@ -107,7 +107,7 @@ class _Document:
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
-    # (version, event): the event is set when that version's first error or warning arrives.
+    # (version, trigger): the trigger fires when that version's first error or warning arrives.
     problem_watch: tuple[int, Trigger] | None = None
 
 
@@ -173,6 +173,13 @@ class DocQuery:
     @staticmethod
     def plain_term_goal(pos: LspPos) -> DocQuery:
         return DocQuery("$/lean/plainTermGoal", PlainTermGoal.from_json, pos)
+
+
+def _query_params(uri: str, query: DocQuery) -> dict[str, Any]:
+    params: dict[str, Any] = {"textDocument": {"uri": uri}}
+    if query.position is not None:
+        params["position"] = query.position.to_json()
+    return params
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,13 +628,7 @@ class LeanClient:
     def _requests(
         uri: str, queries: Sequence[DocQuery]
     ) -> list[tuple[str, Any, Callable[[Any], Any] | None]]:
-        requests: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
-        for query in queries:
-            params: dict[str, Any] = {"textDocument": {"uri": uri}}
-            if query.position is not None:
-                params["position"] = query.position.to_json()
-            requests.append((query.method, params, query.parse))
-        return requests
+        return [(q.method, _query_params(uri, q), q.parse) for q in queries]
 
     async def _ask_again(self, uri: str, query: DocQuery, timeout: float) -> Any:
         """``query`` alone, about the current version: parsed, or its error if optional."""
@@ -646,10 +647,7 @@ class LeanClient:
             raise error from exc
 
     async def _query(self, doc: _Document, query: DocQuery, timeout: float) -> Any:
-        params: dict[str, Any] = {"textDocument": {"uri": doc.uri}}
-        if query.position is not None:
-            params["position"] = query.position.to_json()
-        return await self._doc_request(doc, query.method, params, timeout)
+        return await self._doc_request(doc, query.method, _query_params(doc.uri, query), timeout)
 
     async def _doc_request(self, doc: _Document, method: str, params: Any, timeout: float) -> Any:
         """A request about one document that also ends if the document's worker dies.

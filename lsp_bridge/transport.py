@@ -212,27 +212,10 @@ class LspTransport:
         On timeout or cancellation the server is told with ``$/cancelRequest``. ``tag`` groups
         requests (e.g. by document) so ``fail_tagged`` can end them early.
         """
-        self._check_usable()
-        request_id = next(self._ids)
-        pending = _Pending(method, tag)
-        self._pending[request_id] = pending
-        try:
-            await self._send(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            )
-            with anyio.move_on_after(timeout):
-                await pending.done.wait()
-            if not pending.done.is_set():
-                await self._send_cancel(request_id)
-                raise RequestTimeout(method, timeout)
-        except anyio.get_cancelled_exc_class():
-            await self._send_cancel(request_id)
-            raise
-        finally:
-            self._pending.pop(request_id, None)
-        if pending.error is not None:
-            raise pending.error
-        return pending.result
+        (answer,) = await self.exchange([], [(method, params, None)], timeout=timeout, tag=tag)
+        if isinstance(answer, LeanrigError):
+            raise answer
+        return answer
 
     async def notify(self, method: str, params: Any) -> None:
         self._check_usable()
