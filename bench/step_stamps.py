@@ -1,7 +1,10 @@
 """Where one `set_proof` step's wall time goes, span by span: `time.perf_counter` stamps
 (CLOCK_MONOTONIC, shared by processes) in a minimal blocking MCP client and in the server —
 line read, our tool start and end, the one write to Lean, each Lean answer, the reply — and the
-median of each span over the steps, beside the raw floor measured in the same run.
+median of each span over the steps, beside the raw floor measured in the same run. Each server
+stamp also records the server's CPU time (``time.process_time``), so each span shows how much
+of it the server spent computing: on two cores, CPU this process spends while Lean elaborates
+is taken from Lean.
 
     python -m bench.step_stamps [--steps N]
 
@@ -22,7 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
+import psutil
+
 STAMPS_VAR = "LEANRIG_STAMPS_OUT"
+LINE_READ = "server: line read"
 
 
 def _serve() -> int:
@@ -30,7 +36,7 @@ def _serve() -> int:
     out: TextIO = open(os.environ[STAMPS_VAR], "a", buffering=1)  # noqa: SIM115 (process-long)
 
     def stamp(what: str) -> None:
-        out.write(f"{time.perf_counter():.6f} {what}\n")
+        out.write(f"{time.perf_counter():.6f} {time.process_time() * 1000:.4f} {what}\n")
 
     from agent_tools.servers import mcp_server, textlines
     from lsp_bridge import transport
@@ -39,7 +45,7 @@ def _serve() -> int:
 
     async def line_in(self: textlines.TextLines) -> str:
         line = await next_line(self)
-        stamp("server: line read")
+        stamp(LINE_READ)
         return line
 
     write = textlines.TextWriter.write
@@ -104,35 +110,83 @@ def _serve() -> int:
     return leanrig(sys.argv[2:])
 
 
-def _spans(path: Path, client: list[tuple[float, float]]) -> dict[str, float]:
-    """Median ms from the client's send to each stamp's first occurrence in a step."""
+Span = tuple[float, float | None]  # median ms from the client's send; server CPU ms since read
+
+
+def _spans(path: Path, client: list[tuple[float, float]]) -> dict[str, Span]:
+    """Per stamp (its first occurrence in a step): the median ms from the client's send, and
+    the median server CPU ms from the step's line read to it."""
     stamps = []
     for line in path.read_text().splitlines():
-        when, label = line.split(" ", 1)
-        stamps.append((float(when), label))
+        when, cpu_ms, label = line.split(" ", 2)
+        stamps.append((float(when), float(cpu_ms), label))
     stamps.sort()
     at: dict[str, list[float]] = defaultdict(list)
+    cpu_at: dict[str, list[float]] = defaultdict(list)
     i = 0
     for sent, received in client:
         seen: set[str] = set()
+        read_cpu: float | None = None
         while i < len(stamps) and stamps[i][0] < sent:
             i += 1
         while i < len(stamps) and stamps[i][0] <= received:
-            t, what = stamps[i]
+            t, cpu, what = stamps[i]
             if what not in seen:
                 seen.add(what)
                 at[what].append((t - sent) * 1000)
+                if read_cpu is None and what == LINE_READ:
+                    read_cpu = cpu
+                if read_cpu is not None:
+                    cpu_at[what].append(cpu - read_cpu)
             i += 1
         at["client: answer read"].append((received - sent) * 1000)
     steps = len(client)
-    return {w: round(statistics.median(v), 3) for w, v in at.items() if len(v) >= steps * 0.9}
+    return {
+        w: (
+            round(statistics.median(v), 3),
+            round(statistics.median(cpu_at[w]), 3) if len(cpu_at[w]) >= steps * 0.9 else None,
+        )
+        for w, v in at.items()
+        if len(v) >= steps * 0.9
+    }
+
+
+class CpuMeter:
+    """CPU time (user + system) of a process and/or its descendants, from now until ``stop``:
+    the descendants are the ones alive now (the steps' Lean processes, started beforehand)."""
+
+    def __init__(
+        self, process: psutil.Process, name: str, *, itself: bool = True, children: bool = True
+    ) -> None:
+        self.name = name
+        self.procs = ([process] if itself else []) + (
+            process.children(recursive=True) if children else []
+        )
+        self.start = self._total()
+        self.per_step_ms = 0.0
+
+    def _total(self) -> float:
+        total = 0.0
+        for p in self.procs:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+        return total
+
+    def stop(self, steps: int) -> None:
+        self.per_step_ms = round((self._total() - self.start) * 1000 / steps, 3)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         raise SystemExit(_serve())
-    from .bench_agent import RIGHT, TASK, WRONG, make_suite, raw_floor, texts
+    from lsp_bridge import REPORT_DELAY_MS, find_lean
+
+    from .bench_agent import RIGHT, TASK, WRONG, make_suite, texts
     from .common import write_result
+    from .raw_lsp import RawLean
     from .raw_mcp import RawMcp
 
     parser = argparse.ArgumentParser(prog="python -m bench.step_stamps")
@@ -146,18 +200,44 @@ def main() -> None:
         os.environ[STAMPS_VAR] = str(stamps)
         raw_dir = work / "raw"
         raw_dir.mkdir()
-        raw = statistics.median(raw_floor(raw_dir, bad, good, lib, args.steps))
+        argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
+        lean = RawLean(argv, raw_dir, {**os.environ, "LEAN_PATH": str(lib)})
+        raw_samples = []
+        try:
+            uri = (raw_dir / "Raw.lean").as_uri()
+            lean.open(uri, bad)
+            for i in range(args.steps + 4):
+                if i == 4:
+                    raw_cpu = CpuMeter(
+                        psutil.Process(lean.proc.pid), "raw Lean (its two processes)"
+                    )
+                t = time.perf_counter()
+                lean.change(uri, good if i % 2 == 0 else bad)
+                if i >= 4:
+                    raw_samples.append((time.perf_counter() - t) * 1000)
+            raw_cpu.stop(args.steps)
+        finally:
+            lean.close()
+        raw = statistics.median(raw_samples)
         server = RawMcp(suite, work / "runs", Path(__file__).resolve().parent.parent,
                         module=("bench.step_stamps", "--serve"))  # fmt: skip
         client: list[tuple[float, float]] = []
         try:
             sid = server.call_tool("open_task", {"task_id": TASK})["session_id"]
             for i in range(args.steps + 4):
+                if i == 4:
+                    server_process = psutil.Process(server.proc.pid)
+                    ours = CpuMeter(server_process, "leanrig serve (the server process)",
+                                    children=False)  # fmt: skip
+                    theirs = CpuMeter(server_process, "leanrig's Lean (its processes)",
+                                      itself=False)  # fmt: skip
                 sent = time.perf_counter()
                 body = RIGHT if i % 2 == 0 else WRONG
                 server.call_tool("set_proof", {"session_id": sid, "body": body})
                 if i >= 4:
                     client.append((sent, time.perf_counter()))
+            ours.stop(args.steps)
+            theirs.stop(args.steps)
         finally:
             server.close()
         spans = _spans(stamps, client)
@@ -169,15 +249,33 @@ def main() -> None:
     print(f"## one set_proof step over MCP stdio, minimal client ({args.steps} steps, medians)")
     for title, of_body in [("all steps", spans), *by_body.items()]:
         print(f"### {title}")
-        previous = 0.0
-        for what, ms in sorted(of_body.items(), key=lambda kv: kv[1]):
-            print(f"  {ms:7.2f} ms  (+{ms - previous:5.2f})  {what}")
+        print("  wall from send (+ span)   server CPU from read (+ span)")
+        previous, previous_cpu = 0.0, 0.0
+        for what, (ms, cpu) in sorted(of_body.items(), key=lambda kv: kv[1][0]):
+            cpu_text = f"{cpu:7.2f} ms  (+{cpu - previous_cpu:5.2f})" if cpu is not None else ""
+            print(f"  {ms:7.2f} ms  (+{ms - previous:5.2f})  {cpu_text:24}  {what}")
             previous = ms
+            previous_cpu = cpu if cpu is not None else previous_cpu
     print(f"  raw Lean LSP floor, same run: {raw:.2f} ms")
+    print("## CPU per step (user + system, all threads), beside the wall time per step")
+    for meter, wall in ((raw_cpu, raw), (ours, spans["client: answer read"][0]), (theirs, None)):
+        print(f"  {meter.per_step_ms:6.2f} ms  {meter.name}"
+              + (f"   (wall {wall:.2f} ms per step)" if wall is not None else ""))  # fmt: skip
+
+    def as_json(of_body: dict[str, Span]) -> dict[str, dict[str, float]]:
+        return {
+            "ms_from_send": {w: ms for w, (ms, _) in of_body.items()},
+            "server_cpu_ms_from_read": {
+                w: cpu for w, (_, cpu) in of_body.items() if cpu is not None
+            },
+        }
+
     write_result(
         "step_stamps",
-        {"steps": args.steps, "ms_from_send": spans, "by_body": by_body, "raw_ms": raw},
-    )
+        {"steps": args.steps, **as_json(spans),
+         "by_body": {title: as_json(b) for title, b in by_body.items()}, "raw_ms": raw,
+         "cpu_ms_per_step": {m.name: m.per_step_ms for m in (raw_cpu, ours, theirs)}},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
