@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import DEVNULL
 
 import anyio
 import psutil
@@ -63,7 +64,9 @@ async def run_once(
     whole tree is killed and ``returncode`` is None.
     """
     started = time.perf_counter()
-    process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=None)
+    # Never our stdin: it may be a client's wire (a submission's `#eval` could read it), and a
+    # child sharing it can change its flags (libuv makes a child's fds 0-2 blocking).
+    process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=DEVNULL)
     out: list[bytes] = []
     err: list[bytes] = []
 

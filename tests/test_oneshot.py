@@ -75,3 +75,29 @@ async def test_output_not_finished_by_the_deadline_is_a_timeout_and_its_tree_die
     with anyio.fail_after(5):  # killed with the tree; init reaps it
         while not process_gone(holder):
             await anyio.sleep(0.02)
+
+
+# Run in a fresh interpreter whose stdin is a pipe, as `leanrig lsp`'s is (the editor's wire).
+STDIN_OF_A_ONE_SHOT_CHILD = """
+import os, sys, anyio
+from pathlib import Path
+from repl_pool.oneshot import base_env, run_once
+r, w = os.pipe()
+os.dup2(r, 0)
+done = anyio.run(lambda: run_once(["readlink", "/proc/self/fd/0"], cwd=Path.cwd(),
+                                  env=base_env(), timeout=30.0))
+print(done.stdout.strip())
+"""
+
+
+def test_a_one_shot_child_never_gets_our_stdin(tmp_path: Path) -> None:
+    """Our stdin may be a client's wire: a child holding it could read the client's messages,
+    and (libuv) change its flags. The child reads the null device instead."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", STDIN_OF_A_ONE_SHOT_CHILD],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "/dev/null"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from ..servers import run_event_loop
 from .lsp import LspOptions, run_lsp
 from .workspace import EditOptions, prepare_workspace
 
@@ -84,10 +85,5 @@ def cmd_lsp(args: argparse.Namespace) -> int:
             await run_lsp(options)
             tg.cancel_scope.cancel()
 
-    # asyncio's own loop, not servers.run_event_loop's uvloop: under uvloop 0.23 the proxy's
-    # `leanrig.checkProof` never answers (tests/test_as_typed_editor.py: the verifier's
-    # reference-stage Lean starts, elaborates, and the verdict waits past the test's deadline;
-    # the same Verifier under uvloop alone, even with fd 0 watched, answers in 0.44 s; cause
-    # not found), and an editor's steps are human-paced.
-    anyio.run(main)
+    run_event_loop(main)
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from lsp_bridge import find_lean
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
 from ..runs import RUN_FILE, Machine, RunInfo, TaskRef, write_run_info
-from ..servers import package_version
+from ..servers import FdReceive, FdSend, claimed_stdio, package_version
 from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, library_dir, load_suite
 from ..verdict import Verifier
@@ -46,53 +47,6 @@ class LspOptions:
 
     def resolved_run_dir(self) -> Path:
         return (self.run_dir or self.workspace / "run").resolve()
-
-
-class FdReceiveStream(ByteReceiveStream):
-    """Non-blocking reads from a file descriptor (the editor's stdin), no thread per read."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        os.set_blocking(fd, False)
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        while True:
-            try:
-                data = os.read(self._fd, max_bytes)
-            except BlockingIOError:
-                await anyio.wait_readable(self._fd)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            if not data:
-                raise anyio.EndOfStream
-            return data
-
-    async def aclose(self) -> None:
-        return None
-
-
-class FdSender:
-    """Non-blocking writes of whole frames to a file descriptor (the editor's stdout)."""
-
-    def __init__(self, fd: int, timeout: float = 30.0) -> None:
-        self._fd = fd
-        self._timeout = timeout
-        os.set_blocking(fd, False)
-
-    async def __call__(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                written = os.write(self._fd, view)
-            except BlockingIOError:
-                # Only a full pipe waits, and not forever: an editor that stops reading is gone.
-                with anyio.fail_after(self._timeout):
-                    await anyio.wait_writable(self._fd)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            view = view[written:]
 
 
 def task_file(workspace: Path, file: str) -> Path:
@@ -177,21 +131,25 @@ async def run_lsp(
     ensure_run_info(run_dir, suite, install.version, options, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
     attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
-    proxy = EditorProxy(
-        task=task, task_path=path, environment=environment, verifier=verifier, attempt=attempt,
-        send_editor=editor_out or FdSender(1, options.timeouts.write), timeouts=options.timeouts,
-    )  # fmt: skip
-    try:
-        await proxy.run(editor_in or FdReceiveStream(0))
-        if attempt.opened_at is not None and not attempt.written:
-            attempt.stop_clock()
-            # The editor left: its last valid body gets the verdict, as an agent's final one.
-            requested = time.perf_counter()
-            text = proxy.lean_text
-            with anyio.move_on_after(options.timeouts.verdict):
-                verdict = await verifier.verify(task, text)
-                attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
-        return attempt.write()
-    finally:
-        attempt.write()  # cancelled (signal): the line still says what happened
-        ledger.close()
+    # The wire off fds 0 and 1 for the whole attempt, the final verdict's Lean runs included.
+    wire = claimed_stdio() if editor_in is None or editor_out is None else nullcontext((0, 1))
+    with wire as (editor_fd, out_fd):
+        proxy = EditorProxy(
+            task=task, task_path=path, environment=environment, verifier=verifier,
+            attempt=attempt, send_editor=editor_out or FdSend(out_fd, options.timeouts.write),
+            timeouts=options.timeouts,
+        )  # fmt: skip
+        try:
+            await proxy.run(editor_in or FdReceive(editor_fd))
+            if attempt.opened_at is not None and not attempt.written:
+                attempt.stop_clock()
+                # The editor left: its last valid body gets the verdict, as an agent's final one.
+                requested = time.perf_counter()
+                text = proxy.lean_text
+                with anyio.move_on_after(options.timeouts.verdict):
+                    verdict = await verifier.verify(task, text)
+                    attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
+            return attempt.write()
+        finally:
+            attempt.write()  # cancelled (signal): the line still says what happened
+            ledger.close()

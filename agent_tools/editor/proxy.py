@@ -208,7 +208,7 @@ class EditorProxy:
     # -- writing -----------------------------------------------------------------------------
 
     async def _to_editor(self, body: bytes) -> None:
-        # Hot path: no timer per frame. The writer (``FdSender``) bounds a blocked write itself.
+        # Hot path: no timer per frame. The writer (``FdSend``) bounds a blocked write itself.
         async with self._editor_lock:
             await self._send_editor_raw(frame(body))
 

@@ -14,6 +14,7 @@ from .clients import (
     stop_process,
 )
 from .eventloop import run as run_event_loop
+from .fdstreams import FdReceive, FdSend, claimed_stdio
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
 from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
@@ -32,6 +33,8 @@ from .tools import (
 __all__ = [
     "TOOLS",
     "TOOL_BY_NAME",
+    "FdReceive",
+    "FdSend",
     "JsonRpcProcess",
     "McpConnection",
     "RpcError",
@@ -40,6 +43,7 @@ __all__ = [
     "bind",
     "build_mcp",
     "call_tool",
+    "claimed_stdio",
     "failure",
     "handle_message",
     "jsonrpc_subprocess",

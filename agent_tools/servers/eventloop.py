@@ -6,7 +6,12 @@ out), so the loop's own cost is a large share of the server's time: with the sta
 asyncio and anyio took about 40 % of the server's CPU per step (cProfile); uvloop runs the
 loop, its timers and pipe I/O in C (bench: server CPU per step in the closing note of issue
 13). Nothing here depends on the loop: without uvloop the standard one runs. Used by `leanrig
-serve`; `leanrig lsp` stays on asyncio's loop (editor/commands.py says why).
+serve` and `leanrig lsp`.
+
+One difference matters to a server on stdio: libuv makes fds 0-2 blocking in every child it
+spawns, and the flag is shared with any process holding the same open file description. A
+server therefore takes its wire off fds 0 and 1 before it starts children
+(fdstreams.claimed_stdio), and one-shot runs get the null device as stdin.
 """
 
 from __future__ import annotations

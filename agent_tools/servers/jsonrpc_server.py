@@ -16,10 +16,7 @@ its sessions closed, and nothing escapes to the other connections.
 from __future__ import annotations
 
 import itertools
-import os
-import selectors
 import socket
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from typing import Any
@@ -31,6 +28,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
+from .fdstreams import FdReceive, FdSend, claimed_stdio
 from .textlines import LineReader, LineTooLong
 from .tools import call_tool, service_tool, service_tools
 
@@ -40,7 +38,6 @@ MAX_IN_FLIGHT = 32  # per connection: requests read whose replies are not yet wr
 TCP_WRITE_TIMEOUT = 30.0  # a TCP client taking no reply bytes this long is dropped
 CLOSE_TIMEOUT = 10.0  # closing a gone client's sessions
 _clients = itertools.count(1)
-_PIPE_CHUNK = 4096  # PIPE_BUF: a write this size on a writable pipe does not block
 
 
 def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -206,74 +203,12 @@ async def _close_sessions(service: ProofService, client: str) -> None:
                 pass
 
 
-class _FdReceive(ByteReceiveStream):
-    """Bytes from a file descriptor on the event loop (no thread to hang the exit)."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._pollable = _pollable(fd, selectors.EVENT_READ)
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        if self._pollable:
-            await anyio.wait_readable(self._fd)  # then a read returns what is there, at once
-        else:
-            await anyio.lowlevel.checkpoint()  # a regular file never blocks
-        try:
-            data = os.read(self._fd, max_bytes)
-        except OSError as exc:
-            raise anyio.BrokenResourceError from exc
-        if not data:
-            raise anyio.EndOfStream
-        return data
-
-    async def aclose(self) -> None:
-        pass
-
-
-class _FdSend:
-    """Writes to a file descriptor on the event loop: a reader that does not read is
-    backpressure (this waits, cancellably), never a blocked thread."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._pollable = _pollable(fd, selectors.EVENT_WRITE)
-
-    async def __call__(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            if self._pollable:
-                await anyio.wait_writable(self._fd)
-            try:
-                written = os.write(self._fd, view[:_PIPE_CHUNK])
-            except OSError as exc:  # EPIPE: the reader has gone
-                raise anyio.BrokenResourceError from exc
-            view = view[written:]
-
-    def hung_up(self) -> bool:
-        """The reading end is closed (a pipe reports POLLERR; a socket POLLHUP)."""
-        import select
-
-        if not self._pollable:
-            return False
-        poller = select.poll()
-        poller.register(self._fd, 0)
-        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
-
-
-def _pollable(fd: int, events: int) -> bool:
-    with selectors.DefaultSelector() as selector:
-        try:
-            selector.register(fd, events)
-        except (PermissionError, ValueError, OSError):  # regular files: epoll says EPERM
-            return False
-    return True
-
-
 async def serve_stdio(service: ProofService) -> None:
     """One client on stdin/stdout. Returns when stdin ends (after answering the calls in
     flight, unless stdout is closed too) or stdout is closed."""
-    send = _FdSend(sys.stdout.fileno())
-    await serve_stream(service, _FdReceive(sys.stdin.fileno()), send, peer_gone=send.hung_up)
+    with claimed_stdio() as (stdin_fd, stdout_fd):
+        send = FdSend(stdout_fd)
+        await serve_stream(service, FdReceive(stdin_fd), send, peer_gone=send.hung_up)
 
 
 class _SocketReceive(ByteReceiveStream):

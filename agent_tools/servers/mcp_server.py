@@ -11,8 +11,9 @@ tool", so the two wires would disagree. Expected failures are `is_error` results
 Stdio runs on the event loop (`fd_stdio`), not on the SDK's default streams: those do every
 line read, write and flush in a worker thread (three thread hops per call, and GIL hand-offs
 between the loop and the threads: the profile of a step showed them as the largest share of
-the server's own time). The descriptors are claimed as the SDK does: while serving, fd 0 reads
-the null device and fd 1 goes to stderr, so stray output and children miss the wire.
+the server's own time). The descriptors are claimed as the SDK does (fdstreams.claimed_stdio):
+while serving, fd 0 reads the null device and fd 1 goes to stderr, so stray output and
+children miss the wire.
 
 The SDK's OpenTelemetry middleware is dropped (its documented opt-out): leanrig installs no
 exporter, and a span per message is work on every call.
@@ -20,11 +21,8 @@ exporter, and a span per message is work on every call.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -50,7 +48,7 @@ from ..sessions import (
     input_schema,
     output_schema,
 )
-from .jsonrpc_server import _FdReceive, _FdSend
+from .fdstreams import FdReceive, FdSend, claimed_stdio
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
@@ -144,43 +142,11 @@ class LeanrigMCP(MCPServer[Any]):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-@contextmanager
-def _claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
-    """A private copy of ``fd`` for the wire while ``fd`` itself points at the null device
-    (stdin) or stderr (stdout); restored on exit. A stream not backed by ``fd`` (e.g. Ray's
-    protocol stdout, which already keeps the wire private) is served as it is."""
-    try:
-        backing = stream.buffer.fileno()
-    except (AttributeError, OSError, ValueError):
-        backing = fd
-    if backing != fd:
-        yield backing
-        return
-    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    try:
-        diversion = os.open(os.devnull, os.O_RDONLY) if mode == os.O_RDONLY else os.dup(2)
-    except OSError:
-        os.close(private)
-        yield fd
-        return
-    os.dup2(diversion, fd)
-    os.close(diversion)
-    try:
-        yield private
-    finally:
-        os.dup2(private, fd)
-        os.close(private)
-
-
 @asynccontextmanager
 async def fd_stdio() -> AsyncIterator[tuple[TextLines, TextWriter]]:
     """The process's stdin and stdout as the SDK's stdio streams, without threads."""
-    sys.stdout.flush()
-    with (
-        _claimed(0, sys.stdin, os.O_RDONLY) as stdin_fd,
-        _claimed(1, sys.stdout, os.O_WRONLY) as stdout_fd,
-    ):
-        yield TextLines(_FdReceive(stdin_fd), MAX_MCP_LINE), TextWriter(_FdSend(stdout_fd))
+    with claimed_stdio() as (stdin_fd, stdout_fd):
+        yield TextLines(FdReceive(stdin_fd), MAX_MCP_LINE), TextWriter(FdSend(stdout_fd))
 
 
 def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:
