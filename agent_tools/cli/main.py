@@ -6,6 +6,7 @@ import argparse
 import gc
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..servers import ServeOptions, open_service, run_event_loop
+    from ..servers import ServeOptions, claimed_stdio, open_service, run_event_loop
 
     options = ServeOptions(
         suite=Path(args.suite),
@@ -81,7 +82,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             from ..servers import serve_stdio, serve_tcp
 
             if args.port is None:
-                await serve_stdio(service)
+                await serve_stdio(service, wire)
             else:
                 await serve_tcp(service, args.port, ready=_announce_port)
             return
@@ -91,9 +92,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if args.http is not None:
             await server.run_streamable_http_async(port=args.http)
         else:
-            await server.run_stdio_async()
+            await server.run_stdio_async(wire)
 
-    run_event_loop(main)
+    # A stdio wire is claimed before anything starts a process (suite library builds, Lean,
+    # Ray): no child ever inherits it (servers/fdstreams.py).
+    with claimed_stdio() if stdio else nullcontext(None) as wire:
+        run_event_loop(main)
     # Everything is shut down (Lean trees killed, ledger closed, replies written). What is
     # left is the interpreter's final garbage collections over every imported module's
     # objects: ~0.4 s on a loaded 2-core machine, which a stdio client waits for. Those

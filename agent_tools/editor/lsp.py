@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,6 +98,15 @@ async def run_lsp(
 ) -> dict[str, Any] | None:
     """Serve one editor on stdio (or the given streams) until it leaves; returns the attempt's
     ``results.jsonl`` line (None if the task file was never opened)."""
+    if editor_in is None or editor_out is None:
+        # The wire off fds 0 and 1 before anything starts a process (the suite library's build,
+        # Lean, the verdict's Lean runs): no child inherits it (servers/fdstreams.py).
+        with claimed_stdio() as (editor_fd, out_fd):
+            return await run_lsp(
+                options,
+                editor_in=editor_in or FdReceive(editor_fd),
+                editor_out=editor_out or FdSend(out_fd, options.timeouts.write),
+            )
     suite = load_suite(options.suite)
     task = suite.task(options.task)
     install = find_lean(suite.root, explicit=options.lean)
@@ -131,25 +139,22 @@ async def run_lsp(
     ensure_run_info(run_dir, suite, install.version, options, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
     attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
-    # The wire off fds 0 and 1 for the whole attempt, the final verdict's Lean runs included.
-    wire = claimed_stdio() if editor_in is None or editor_out is None else nullcontext((0, 1))
-    with wire as (editor_fd, out_fd):
-        proxy = EditorProxy(
-            task=task, task_path=path, environment=environment, verifier=verifier,
-            attempt=attempt, send_editor=editor_out or FdSend(out_fd, options.timeouts.write),
-            timeouts=options.timeouts,
-        )  # fmt: skip
-        try:
-            await proxy.run(editor_in or FdReceive(editor_fd))
-            if attempt.opened_at is not None and not attempt.written:
-                attempt.stop_clock()
-                # The editor left: its last valid body gets the verdict, as an agent's final one.
-                requested = time.perf_counter()
-                text = proxy.lean_text
-                with anyio.move_on_after(options.timeouts.verdict):
-                    verdict = await verifier.verify(task, text)
-                    attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
-            return attempt.write()
-        finally:
-            attempt.write()  # cancelled (signal): the line still says what happened
-            ledger.close()
+    proxy = EditorProxy(
+        task=task, task_path=path, environment=environment, verifier=verifier,
+        attempt=attempt, send_editor=editor_out,
+        timeouts=options.timeouts,
+    )  # fmt: skip
+    try:
+        await proxy.run(editor_in)
+        if attempt.opened_at is not None and not attempt.written:
+            attempt.stop_clock()
+            # The editor left: its last valid body gets the verdict, as an agent's final one.
+            requested = time.perf_counter()
+            text = proxy.lean_text
+            with anyio.move_on_after(options.timeouts.verdict):
+                verdict = await verifier.verify(task, text)
+                attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
+        return attempt.write()
+    finally:
+        attempt.write()  # cancelled (signal): the line still says what happened
+        ledger.close()

@@ -1,20 +1,22 @@
 """This process's stdin and stdout as a server's wire (MCP, JSON-RPC, the editor's LSP), read
 and written on the event loop: no thread per read or write.
 
-``claimed_stdio()`` takes the wire off fds 0 and 1 while serving: the wire moves to private
-close-on-exec copies, fd 0 then reads the null device and fd 1 goes to stderr. So
+``claimed_stdio()`` takes the wire off fds 0 and 1 — for a whole command, from before it starts
+any process: the CLI claims first — : the wire moves to private close-on-exec copies, fd 0 then
+reads the null device and fd 1 goes to stderr. So
 - no child inherits the wire: not Lean, not bwrap, not the verifier's one-shot runs, where a
   submission's ``#eval`` could otherwise read (steal) the client's next message;
-- nothing printed to stdout by a library lands in the protocol;
-- the wire's file status flags stay ours. They belong to the open file description, which an
-  inheriting child shares: libuv (uvloop) makes fds 0-2 blocking in every child it spawns,
-  and a blocking stdin stalled `leanrig lsp`'s whole loop in a read (tests/test_fdstreams.py).
+- nothing printed to stdout by a library lands in the protocol (what such a print left in
+  ``sys.stdout``'s buffer is flushed to stderr before the wire is given back);
+- no child shares the wire's file status flags. They belong to the open file description:
+  libuv (uvloop) makes fds 0-2 blocking in every child it spawns, and a blocking stdin stalled
+  `leanrig lsp`'s whole loop in a read (tests/test_as_typed_editor.py). The flags are restored
+  on exit (uvloop's watchers set ``O_NONBLOCK``; a terminal would keep it).
 
-``FdReceive`` waits until the descriptor is readable and then reads what is there, so it needs
-no ``O_NONBLOCK`` (which would be shared with whoever else holds the description, e.g. a
-terminal). ``FdSend`` writes at most ``PIPE_BUF`` bytes at a time, each once the pipe has room
-(checked without a loop iteration when it has), and a writer that waits for room waits at most
-``timeout``.
+``FdReceive`` waits until the descriptor is readable and then reads what is there; ``FdSend``
+writes at most ``PIPE_BUF`` bytes at a time, each once the pipe has room (checked without a loop
+iteration when it has), and a writer that waits for room waits at most ``timeout``. Neither
+relies on ``O_NONBLOCK`` either way: a read or write that would block waits again.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import structlog
 from anyio.abc import ByteReceiveStream
+
+log = structlog.get_logger("leanrig.stdio")
 
 PIPE_CHUNK = 4096  # PIPE_BUF: a write this size on a writable pipe does not block
 
@@ -43,17 +48,20 @@ class FdReceive(ByteReceiveStream):
         self._pollable = _pollable(fd, selectors.EVENT_READ)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        if self._pollable:
-            await anyio.wait_readable(self._fd)  # then a read returns what is there, at once
-        else:
-            await anyio.lowlevel.checkpoint()  # a regular file never blocks
-        try:
-            data = os.read(self._fd, max_bytes)
-        except OSError as exc:
-            raise anyio.BrokenResourceError from exc
-        if not data:
-            raise anyio.EndOfStream
-        return data
+        while True:
+            if self._pollable:
+                await anyio.wait_readable(self._fd)  # then a read returns what is there, at once
+            else:
+                await anyio.lowlevel.checkpoint()  # a regular file never blocks
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                continue  # readable, then not (a spurious wakeup): wait again
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            return data
 
     async def aclose(self) -> None:
         pass
@@ -115,11 +123,18 @@ def claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
     if backing != fd:
         yield backing
         return
-    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     try:
-        diversion = os.open(os.devnull, os.O_RDONLY) if mode == os.O_RDONLY else os.dup(2)
-    except OSError:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:  # not open: nothing to claim (and nothing a child could inherit)
+        yield fd
+        return
+    try:
+        diversion = _diversion(mode)
+    except OSError as exc:
         os.close(private)
+        log.warning("stdio.not_claimed", fd=fd, error=str(exc),
+                    detail="child processes inherit the wire")  # fmt: skip
         yield fd
         return
     os.dup2(diversion, fd)
@@ -127,12 +142,36 @@ def claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
     try:
         yield private
     finally:
+        if fd == 1:
+            _flush(stream)  # a stray print's buffered bytes go to stderr, not the wire
         os.dup2(private, fd)
         os.close(private)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+
+
+def _diversion(mode: int) -> int:
+    """What fd 0 (the null device) or fd 1 (stderr; the null device if stderr is closed)
+    points at while the wire is claimed."""
+    if mode == os.O_RDONLY:
+        return os.open(os.devnull, os.O_RDONLY)
+    try:
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+
+
+def _flush(stream: Any) -> None:
+    try:
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+Wire = tuple[int, int]  # the (input, output) descriptors of a claimed stdio
 
 
 @contextmanager
-def claimed_stdio() -> Iterator[tuple[int, int]]:
+def claimed_stdio() -> Iterator[Wire]:
     """The wire's (input, output) descriptors, claimed from fds 0 and 1 (see the module)."""
     sys.stdout.flush()
     with (

@@ -28,7 +28,7 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
-from .fdstreams import FdReceive, FdSend, claimed_stdio
+from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .textlines import LineReader, LineTooLong
 from .tools import call_tool, service_tool, service_tools
 
@@ -203,10 +203,11 @@ async def _close_sessions(service: ProofService, client: str) -> None:
                 pass
 
 
-async def serve_stdio(service: ProofService) -> None:
-    """One client on stdin/stdout. Returns when stdin ends (after answering the calls in
-    flight, unless stdout is closed too) or stdout is closed."""
-    with claimed_stdio() as (stdin_fd, stdout_fd):
+async def serve_stdio(service: ProofService, wire: Wire | None = None) -> None:
+    """One client on stdin/stdout (``wire``: already claimed by the caller). Returns when stdin
+    ends (after answering the calls in flight, unless stdout is closed too) or stdout is
+    closed."""
+    with claimed_stdio() if wire is None else nullcontext(wire) as (stdin_fd, stdout_fd):
         send = FdSend(stdout_fd)
         await serve_stream(service, FdReceive(stdin_fd), send, peer_gone=send.hung_up)
 

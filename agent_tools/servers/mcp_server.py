@@ -22,7 +22,7 @@ exporter, and a span per message is work on every call.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -48,7 +48,7 @@ from ..sessions import (
     input_schema,
     output_schema,
 )
-from .fdstreams import FdReceive, FdSend, claimed_stdio
+from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
@@ -132,10 +132,11 @@ class LeanrigMCP(MCPServer[Any]):
             structured_content=result,
         )
 
-    async def run_stdio_async(self) -> None:
-        """MCP on this process's stdin/stdout, read and written on the event loop."""
+    async def run_stdio_async(self, wire: Wire | None = None) -> None:
+        """MCP on this process's stdin/stdout (``wire``: already claimed by the caller), read
+        and written on the event loop."""
         async with (
-            fd_stdio() as (stdin, stdout),
+            fd_stdio(wire) as (stdin, stdout),
             stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),  # type: ignore[arg-type]
         ):
             server = self._lowlevel_server
@@ -143,11 +144,12 @@ class LeanrigMCP(MCPServer[Any]):
 
 
 @asynccontextmanager
-async def fd_stdio() -> AsyncIterator[tuple[TextLines, TextWriter]]:
-    """The process's stdin and stdout as the SDK's stdio streams, without threads."""
-    with claimed_stdio() as (stdin_fd, stdout_fd):
+async def fd_stdio(wire: Wire | None = None) -> AsyncIterator[tuple[TextLines, TextWriter]]:
+    """The process's stdin and stdout (claimed here unless ``wire`` is given) as the SDK's stdio
+    streams, without threads."""
+    with claimed_stdio() if wire is None else nullcontext(wire) as (stdin_fd, stdout_fd):
         yield TextLines(FdReceive(stdin_fd), MAX_MCP_LINE), TextWriter(FdSend(stdout_fd))
 
 
-def build_mcp(service: ProofService, client: str = "mcp") -> MCPServer[Any]:
+def build_mcp(service: ProofService, client: str = "mcp") -> LeanrigMCP:
     return LeanrigMCP(service, client)

@@ -248,7 +248,8 @@ def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
             olean.parent.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run(
                 [*prefix, str(install.lean), "-R", str(suite.root), "-o", str(olean), str(src)],
-                capture_output=True, text=True, env=env, timeout=300, check=False,
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300,
+                check=False,
             )  # fmt: skip
             if proc.returncode != 0:
                 raise SuiteError(f"library module {module} failed to compile: {proc.stdout[-500:]}")
