@@ -212,35 +212,6 @@ async def serve_stdio(service: ProofService, wire: Wire | None = None) -> None:
         await serve_stream(service, FdReceive(stdin_fd), send, peer_gone=send.hung_up)
 
 
-class _SocketReceive(ByteReceiveStream):
-    """One ``recv`` per call, on the event loop, straight from the socket.
-
-    anyio's asyncio ``SocketStream`` lets the transport read while a ``receive`` waits; on a
-    busy loop several chunks arrive per wait and one is consumed, so a client that floods
-    faster than it is served grew the server without bound (seen: 600 MB). Reading only when
-    asked makes ``MAX_IN_FLIGHT`` a real bound: the kernel's buffers fill and the client stalls.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        while True:
-            await anyio.wait_readable(self._sock)
-            try:
-                data = self._sock.recv(max_bytes)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError as exc:  # reset by the peer
-                raise anyio.BrokenResourceError from exc
-            if not data:
-                raise anyio.EndOfStream
-            return data
-
-    async def aclose(self) -> None:
-        pass
-
-
 async def _socket_send(sock: socket.socket, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -257,7 +228,11 @@ async def serve_tcp(
     service: ProofService, port: int, ready: Callable[[int], None] | None = None
 ) -> None:
     """JSON-RPC on 127.0.0.1:``port``; each connection is one client. The sockets are read and
-    written directly (see `_SocketReceive`), never through an asyncio transport."""
+    written directly, never through an asyncio transport: anyio's asyncio ``SocketStream`` lets
+    the transport read while a ``receive`` waits; on a busy loop several chunks arrive per wait
+    and one is consumed, so a client that floods faster than it is served grew the server
+    without bound (seen: 600 MB). One read per ``receive`` (``FdReceive`` on the socket) makes
+    ``MAX_IN_FLIGHT`` a real bound: the kernel's buffers fill and the client stalls."""
     listener = socket.create_server(("127.0.0.1", port), reuse_port=False)
     listener.setblocking(False)
 
@@ -266,7 +241,7 @@ async def serve_tcp(
             try:
                 await serve_stream(
                     service,
-                    _SocketReceive(conn),
+                    FdReceive(conn.fileno()),  # ``conn`` stays open until the end of ``with``
                     lambda data: _socket_send(conn, data),
                     write_timeout=TCP_WRITE_TIMEOUT,
                 )
