@@ -51,6 +51,34 @@ def test_make_bench_summary_is_rebuilt_from_saved_results(
     assert "| ours | 2 | 2.000 |" in text
 
 
+def test_running_one_benchmark_keeps_the_others_in_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m bench agent_step` rewrote SUMMARY.md with agent_step alone: every other
+    benchmark's tables were gone until `--summary-only`."""
+    import importlib
+    import sys
+    import types
+
+    import orjson
+
+    import bench.__main__ as runner
+
+    rows = {"raw": summarize([1.0, 2.0]), "ours": summarize([1.0, 3.0])}
+    (tmp_path / "lsp_bridge.json").write_bytes(
+        orjson.dumps({"benchmark": "lsp_bridge", "results": {"saved earlier": rows}})
+    )
+    fresh = types.SimpleNamespace(run=lambda quick: {"results": {"just now": rows}})
+    monkeypatch.setattr(runner, "RESULTS", tmp_path)
+    monkeypatch.setattr(importlib, "import_module", lambda name: fresh)
+    monkeypatch.setattr(sys, "argv", ["bench", "pool"])
+    runner.main()
+    text = (tmp_path / "SUMMARY.md").read_text()
+    assert "## lsp_bridge" in text and "### results / saved earlier" in text
+    assert "## pool" in text and "### results / just now" in text
+    assert text.index("## lsp_bridge") < text.index("## pool")  # the registry's order
+
+
 # -- every registered benchmark, in a smoke size ------------------------------------------------
 # `make bench QUICK=1` runs each benchmark's `run(quick=True)`: minutes on a loaded machine. Here
 # each benchmark's own functions run with a handful of steps (no timing is asserted, nothing is
