@@ -148,3 +148,27 @@ def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
     assert "Lib.Equality.symm" in log and lad["eq_symm"].accepted, (lad["eq_symm"], log)
     comparison = json.loads((out / "compare" / "compare.json").read_text())["comparison"]
     assert comparison["score"]["new"] > comparison["score"]["base"]
+
+
+def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
+    """docs/agents.md's block — both conditions with the search agent, then `compare` — run
+    verbatim by bash from a user's directory: the demo suite at its README path and the
+    project's `.venv` (linked), default options. The block is read from the page itself."""
+    page = (ROOT / "docs" / "agents.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "agent search" in b)
+    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", tmp_path / "lean_project" /
+                    "suites" / "demo")  # fmt: skip
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    done = subprocess.run(
+        ["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    tasks = load_suite(tmp_path / "lean_project" / "suites" / "demo").tasks
+    base = {r.task: r for r in raw_lines(tmp_path / "runs" / "base")}
+    lad = {r.task: r for r in raw_lines(tmp_path / "runs" / "lad")}
+    assert set(base) == set(lad) == set(tasks)
+    assert 0 < sum(r.accepted for r in base.values()) < sum(r.accepted for r in lad.values())
+    assert "| score |" in done.stdout  # compare's table
+    for run in ("base", "lad"):
+        assert attempt_processes(tmp_path / "runs" / run) == []

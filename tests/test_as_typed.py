@@ -353,6 +353,16 @@ def test_demo(tmp_path: Path) -> None:
     assert "[check_proof] ACCEPTED" in done.stdout
 
 
+def test_make_demo_as_the_readme_types_it() -> None:
+    """The README's quickstart: `make demo` in the checkout (after `make test`'s setup, the
+    setup step is a no-op bootstrap check)."""
+    sandbox_or_skip()
+    done = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=DEADLINE, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "[check_proof] ACCEPTED" in done.stdout
+
+
 def test_bootstrap_quiet(tmp_path: Path) -> None:
     done = leanrig("bootstrap", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

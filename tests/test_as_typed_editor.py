@@ -86,6 +86,21 @@ def task_text() -> tuple[str, TaskScope, str]:
 # -- leanrig edit ------------------------------------------------------------------------------
 
 
+def test_python_m_agent_tools_editor_edit_is_the_same_command(cwd: Path) -> None:
+    """docs/human-baselines.md: `python -m agent_tools.editor edit …` is `leanrig edit …`."""
+    python = leanrig_exe().parent / "python"
+    args = ["edit", "--suite", SUITE, "--task", TASK, "--workspace", "attempt", "--json"]
+    module = subprocess.run(
+        [str(python), "-m", "agent_tools.editor", *args], cwd=cwd, capture_output=True,
+        text=True, timeout=DEADLINE, check=False,
+    )  # fmt: skip
+    assert module.returncode == 0, module.stderr
+    shutil.rmtree(cwd / "attempt")
+    cli = leanrig(*args, cwd=cwd)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(module.stdout) == json.loads(cli.stdout)
+
+
 def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     done = leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd)
     assert done.returncode == 0, done.stderr

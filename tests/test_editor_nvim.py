@@ -159,3 +159,73 @@ def test_headless_neovim_proves_a_task_through_leanrig_lsp(tmp_path: Path) -> No
     assert any(e["tool"] == "edit" and e["outcome"] == "rejected" for e in ledger)
     (closing,) = [e for e in ledger if e["tool"] == "close_session"]
     assert closing["edit_delay_ms"] == 10  # lean.nvim's editDelay, recorded
+
+
+# docs/human-baselines.md's Neovim steps, after `leanrig edit`: the generated nvim.lua, the task
+# file, a proof typed in the body, and the verdict through vim.lsp.buf.execute_command.
+AS_DOCUMENTED = r"""
+local proof = os.getenv('LEANRIG_PROOF')
+local results = os.getenv('LEANRIG_RESULTS')
+local out = io.open(os.getenv('LEANRIG_OUT'), 'w')
+local function note(k, v) out:write(k .. '=' .. tostring(v) .. '\n') end
+local buf = vim.api.nvim_get_current_buf()
+note('filetype', vim.bo.filetype)
+note('diagnostics', vim.wait(60000, function() return #vim.diagnostic.get(buf) > 0 end, 20))
+note('clients', #vim.lsp.buf_get_clients(buf))
+for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+  if l:find('sorryAx', 1, true) then
+    vim.api.nvim_buf_set_lines(buf, i - 1, i, false, { '  ' .. proof })
+  end
+end
+note('no errors', vim.wait(60000, function()
+  return #vim.diagnostic.get(buf, { severity = vim.diagnostic.severity.ERROR }) == 0
+end, 20))
+vim.lsp.buf.execute_command({ command = 'leanrig.checkProof' })
+note('verdict', vim.wait(120000, function()
+  local fh = io.open(results, 'r')
+  if not fh then return false end
+  local text = fh:read('*a')
+  fh:close()
+  return text:find('"accepted":true', 1, true) ~= nil
+end, 50))
+out:close()
+vim.cmd('qa!')
+"""
+
+
+@pytest.mark.skipif(NVIM is None, reason="nvim is not installed")
+def test_neovim_as_the_human_baselines_page_says(tmp_path: Path) -> None:
+    """`leanrig edit …` as typed, then `:luafile <workspace>/.leanrig/nvim.lua` and `:edit` the
+    task file in a clean Neovim (no lean.nvim: its built-in client path), a proof typed in the
+    body, and `vim.lsp.buf.execute_command({command = 'leanrig.checkProof'})`."""
+    from .test_as_typed import DEMO, SUITE, leanrig, sandbox_or_skip
+
+    sandbox_or_skip()
+    assert NVIM is not None
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    done = leanrig("edit", "--suite", SUITE, "--task", "and_swap", "--workspace",
+                   "attempt-and_swap", "--run-dir", "runs/human", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    driver = tmp_path / "driver.lua"
+    driver.write_text(AS_DOCUMENTED, encoding="utf-8")
+    out = tmp_path / "nvim.out"
+    proof = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())["and_swap"]
+    env = {
+        **os.environ,
+        "LEANRIG_PROOF": proof,
+        "LEANRIG_RESULTS": str(tmp_path / "runs" / "human" / "results.jsonl"),
+        "LEANRIG_OUT": str(out),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    proc = subprocess.run(
+        [NVIM, "--headless", "--clean", "-n",
+         "-c", "luafile attempt-and_swap/.leanrig/nvim.lua",
+         "-c", "edit attempt-and_swap/Demo/AndSwap.lean",
+         "-c", f"luafile {driver}"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.exists(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert seen == {"filetype": "lean", "diagnostics": "true", "clients": "1",
+                    "no errors": "true", "verdict": "true"}, seen  # fmt: skip
