@@ -6,6 +6,7 @@ baseline search proves, one only the library's lemmas give)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -172,3 +173,34 @@ def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
     assert "| score |" in done.stdout  # compare's table
     for run in ("base", "lad"):
         assert attempt_processes(tmp_path / "runs" / run) == []
+
+
+def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
+    """`leanrig agent search` outside `leanrig run` (docs/cli.md), from a user's directory: its
+    server from an MCP config file that starts `leanrig serve` on the demo suite (relative
+    path), every option, and the three exit codes."""
+    from .test_as_typed import DEMO, SUITE, leanrig, leanrig_exe, sandbox_or_skip
+
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
+              "cwd": str(tmp_path)}  # fmt: skip
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
+
+    def search(*args: str) -> subprocess.CompletedProcess[str]:
+        return leanrig("agent", "search", *args, cwd=tmp_path, env=env)
+
+    proved = search("--mcp-config", "mcp.json", "--task", "true_intro", "--max-candidates", "32",
+                    "--limit", "4", "--check")  # fmt: skip
+    assert proved.returncode == 0, proved.stderr[-2000:]
+    summary = json.loads(proved.stdout.strip().splitlines()[-1])
+    assert summary["proof"] and {"check_proof": True} in summary["log"], summary
+    assert json.loads((tmp_path / "usage.json").read_text())["cost_usd"] == 0.0
+    # eq_symm needs an eliminator, which no baseline candidate has: it gives up.
+    gave_up = search("--mcp-config", "mcp.json", "--task", "eq_symm")
+    assert gave_up.returncode == 1, gave_up.stderr[-2000:]
+    assert json.loads(gave_up.stdout.strip().splitlines()[-1])["proof"] is None
+    no_config = search("--task", "true_intro")
+    assert no_config.returncode == 2
+    assert "--mcp-config" in no_config.stderr

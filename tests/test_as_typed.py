@@ -339,11 +339,15 @@ def test_check_with_a_relative_submission(cwd: Path) -> None:
 
 
 def test_doctor_json(cwd: Path) -> None:
-    done = leanrig("doctor", "--json", cwd=cwd)
+    done, plain = leanrig_each(("doctor", "--json"), ("doctor",), cwd=cwd)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["smoke_ok"] is True, report["detail"]
     assert report["bwrap"] == available()["bwrap"] and report["lean_version"]
+    # Without --json (README's first check): the same facts, one per line.
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "smoke_ok: True" in plain.stdout
+    assert f"lean_version: {report['lean_version']}" in plain.stdout
 
 
 def test_demo(tmp_path: Path) -> None:
