@@ -204,3 +204,44 @@ def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
     no_config = search("--task", "true_intro")
     assert no_config.returncode == 2
     assert "--mcp-config" in no_config.stderr
+
+
+def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
+    """`leanrig agent scripted --plan FILE --mcp-config F --task ID` (docs/cli.md) from a user's
+    directory, relative paths: exit 0 when every expectation held, 1 when one did not, 2 for
+    a plan it cannot read."""
+    from .test_as_typed import DEMO, SUITE, leanrig, leanrig_exe, sandbox_or_skip
+
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
+              "cwd": str(tmp_path)}  # fmt: skip
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
+    right = "\n  " + PROOFS["true_intro"]
+    plans = {
+        "held.json": [
+            {"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "ok"},
+            {"tool": "set_proof", "args": {"session_id": "{session}", "body": right},
+             "expect": "ok"},
+        ],
+        "broken.json": [{"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "error"}],
+    }  # fmt: skip
+    for name, plan in plans.items():
+        (tmp_path / name).write_text(json.dumps(plan))
+    (tmp_path / "unreadable.json").write_text("{not json")
+
+    def scripted(plan: str) -> subprocess.CompletedProcess[str]:
+        return leanrig("agent", "scripted", "--plan", plan, "--mcp-config", "mcp.json",
+                       "--task", "true_intro", cwd=tmp_path, env=env)  # fmt: skip
+
+    held = scripted("held.json")
+    assert held.returncode == 0, held.stderr[-2000:]
+    transcript = [json.loads(x) for x in (tmp_path / "transcript.jsonl").read_text().splitlines()]
+    # {task} became --task's true_intro: the opened file is that task's.
+    assert transcript[0]["result"]["text"] == load_suite(tmp_path / SUITE).task("true_intro").text
+    assert transcript[-1]["result"]["complete"] is True
+    assert scripted("broken.json").returncode == 1
+    unreadable = scripted("unreadable.json")
+    assert unreadable.returncode == 2
+    assert "unreadable.json" in unreadable.stderr

@@ -244,6 +244,18 @@ async def test_serve_jsonrpc_stdio_proves_and_verifies(cwd: Path) -> None:
     assert "check_proof" in ledger_tools(ledger)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("condition", [("--lad",), ("--condition", "lad")])
+async def test_serve_lad_serves_the_library_tools(cwd: Path, condition: tuple[str, ...]) -> None:
+    """docs/cli.md: `serve … --condition lad` (or `--lad`) indexes the suite's library, in the
+    sandbox, and serves search_library / read_library."""
+    async with jsonrpc_stdio(cwd, *condition) as (rpc, _):
+        found = await rpc.call("search_library", timeout=DEADLINE, query="ex falso", limit=1)
+        assert [r["name"] for r in found["results"]] == ["Lib.Logic.false_elim"], found
+        read = await rpc.call("read_library", timeout=DEADLINE, name="Lib.Logic.false_elim")
+        assert read["source"].endswith("@False.rec (fun _ => p) h")
+
+
 class TcpRpc:
     def __init__(self, stream: anyio.abc.SocketStream) -> None:
         self.stream, self.reader, self.ids = stream, BufferedByteReceiveStream(stream), 0
