@@ -1,4 +1,7 @@
-"""`make bench` / `python -m bench [--quick] [names...]`: every benchmark, one SUMMARY.md."""
+"""`make bench` / `python -m bench [--quick] [names...]`: every benchmark, one SUMMARY.md.
+
+A quick run (`make bench QUICK=1`) writes its results and its SUMMARY.md to
+bench/results/quick/ (not committed), never over the reference tables in bench/results/."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import orjson
 
 from agent_tools.cli import configure_logging
 
-from .common import RESULTS
+from .common import QUICK_RESULTS, RESULTS, write_results_to
 
 BENCHES = {
     "lsp_bridge": "bench.bench_lsp",
@@ -100,6 +103,8 @@ def main() -> None:
     if args.summary_only:  # rebuild SUMMARY.md from the saved results
         summary = _saved(names)
         names = []
+    if args.quick:  # smoke numbers: never over the reference tables
+        write_results_to(QUICK_RESULTS)
     ran: dict[str, Any] = {}
     for name in names:
         t = time.perf_counter()
@@ -113,9 +118,10 @@ def main() -> None:
         summary = {name: summary[name] for name in BENCHES if name in summary}
     elif ran:
         summary = ran
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "SUMMARY.md").write_text(render_summary(summary, args.quick))
-    print(f"\nwrote {RESULTS / 'SUMMARY.md'}")
+    out = QUICK_RESULTS if args.quick else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "SUMMARY.md").write_text(render_summary(summary, args.quick))
+    print(f"\nwrote {out / 'SUMMARY.md'}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"
 
 RESULTS = Path(__file__).with_name("results")
+# `make bench QUICK=1`: smoke-sized numbers go here (not committed), never over the reference
+# tables in RESULTS.
+QUICK_RESULTS = RESULTS / "quick"
+_written_to = [RESULTS]
+
+
+def write_results_to(path: Path) -> None:
+    """Where ``write_result`` writes from now on (the runner's choice for a quick run)."""
+    _written_to[0] = path
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
@@ -42,14 +51,15 @@ def print_table(
 
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:
-    RESULTS.mkdir(exist_ok=True)
+    out = _written_to[0]
+    out.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": _cpus()},
         **payload,
     }
-    path = RESULTS / f"{name}.json"
+    path = out / f"{name}.json"
     path.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
     return path
 

@@ -79,6 +79,35 @@ def test_running_one_benchmark_keeps_the_others_in_the_summary(
     assert text.index("## lsp_bridge") < text.index("## pool")  # the registry's order
 
 
+def test_a_quick_run_never_writes_over_the_reference_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make bench QUICK=1` wrote its smoke-sized numbers over bench/results/*.json and
+    SUMMARY.md, the committed reference tables."""
+    import importlib
+    import sys
+    import types
+
+    import bench.__main__ as runner
+    from bench import common
+
+    reference, quick = tmp_path / "results", tmp_path / "results" / "quick"
+    monkeypatch.setattr(runner, "RESULTS", reference)
+    monkeypatch.setattr(runner, "QUICK_RESULTS", quick)
+    monkeypatch.setattr(common, "_written_to", [reference])  # restored after the test
+
+    def run(quick: bool) -> dict[str, Any]:
+        result = {"results": {"smoke": {"raw": summarize([1.0, 2.0])}}}
+        common.write_result("pool", result)
+        return result
+
+    monkeypatch.setattr(importlib, "import_module", lambda name: types.SimpleNamespace(run=run))
+    monkeypatch.setattr(sys, "argv", ["bench", "--quick", "pool"])
+    runner.main()
+    assert (quick / "pool.json").exists() and (quick / "SUMMARY.md").exists()
+    assert not (reference / "pool.json").exists() and not (reference / "SUMMARY.md").exists()
+
+
 # -- every registered benchmark, in a smoke size ------------------------------------------------
 # `make bench QUICK=1` runs each benchmark's `run(quick=True)`: minutes on a loaded machine. Here
 # each benchmark's own functions run with a handful of steps (no timing is asserted, nothing is
