@@ -1,9 +1,9 @@
 """This process's stdin and stdout as a server's wire (MCP, JSON-RPC, the editor's LSP), read
 and written on the event loop: no thread per read or write.
 
-``claimed_stdio()`` takes the wire off fds 0 and 1 — for a whole command, from before it starts
-any process: the CLI claims first — : the wire moves to private close-on-exec copies, fd 0 then
-reads the null device and fd 1 goes to stderr. So
+``claimed_stdio()`` takes the wire off fds 0 and 1 for a whole command (the CLI claims it before
+anything starts a process): the wire moves to private close-on-exec copies; fd 0 then reads the
+null device and fd 1 goes to stderr. So
 - no child inherits the wire: not Lean, not bwrap, not the verifier's one-shot runs, where a
   submission's ``#eval`` could otherwise read (steal) the client's next message;
 - nothing printed to stdout by a library lands in the protocol (what such a print left in
