@@ -210,7 +210,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         agent_network=args.agent_network, quiet=args.quiet,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
-    summary = anyio.run(run_benchmark, options)
+    from ..servers import run_event_loop
+
+    # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`.
+    summary = run_event_loop(run_benchmark, options)
     print(orjson.dumps(summary_json(summary)).decode())
     return 0
 

@@ -6,7 +6,7 @@ out), so the loop's own cost is a large share of the server's time: with the sta
 asyncio and anyio took about 40 % of the server's CPU per step (cProfile); uvloop runs the
 loop, its timers and pipe I/O in C (bench: server CPU per step in the closing note of issue
 13). Nothing here depends on the loop: without uvloop the standard one runs. Used by `leanrig
-serve` and `leanrig lsp`.
+serve`, `leanrig lsp` and `leanrig run` (whose process hosts each attempt's service).
 
 One difference matters to a server on stdio: libuv makes fds 0-2 blocking in every child it
 spawns, and the flag is shared with any process holding the same open file description. A
