@@ -175,18 +175,26 @@ def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
         assert attempt_processes(tmp_path / "runs" / run) == []
 
 
+def user_with_mcp_config(root: Path) -> dict[str, str]:
+    """A user's directory: the demo suite at its README path and ``mcp.json``, whose server is
+    `leanrig serve` on it (relative path); returns an environment without LEANRIG_* hints."""
+    from .test_as_typed import DEMO, SUITE, leanrig_exe, sandbox_or_skip
+
+    sandbox_or_skip()
+    shutil.copytree(DEMO, root / SUITE)
+    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
+              "cwd": str(root)}  # fmt: skip
+    (root / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
+    return {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
+
+
 def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
     """`leanrig agent search` outside `leanrig run` (docs/cli.md), from a user's directory: its
     server from an MCP config file that starts `leanrig serve` on the demo suite (relative
     path), every option, and the three exit codes."""
-    from .test_as_typed import DEMO, SUITE, leanrig, leanrig_exe, sandbox_or_skip
+    from .test_as_typed import leanrig
 
-    sandbox_or_skip()
-    shutil.copytree(DEMO, tmp_path / SUITE)
-    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
-              "cwd": str(tmp_path)}  # fmt: skip
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
+    env = user_with_mcp_config(tmp_path)
 
     def search(*args: str) -> subprocess.CompletedProcess[str]:
         return leanrig("agent", "search", *args, cwd=tmp_path, env=env)
@@ -210,14 +218,9 @@ def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
     """`leanrig agent scripted --plan FILE --mcp-config F --task ID` (docs/cli.md) from a user's
     directory, relative paths: exit 0 when every expectation held, 1 when one did not, 2 for
     a plan it cannot read."""
-    from .test_as_typed import DEMO, SUITE, leanrig, leanrig_exe, sandbox_or_skip
+    from .test_as_typed import SUITE, leanrig
 
-    sandbox_or_skip()
-    shutil.copytree(DEMO, tmp_path / SUITE)
-    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
-              "cwd": str(tmp_path)}  # fmt: skip
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
+    env = user_with_mcp_config(tmp_path)
     right = "\n  " + PROOFS["true_intro"]
     plans = {
         "held.json": [
