@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 
 from agent_tools.runs import percentile
 
@@ -68,3 +69,31 @@ def _cpus() -> int:
     import os
 
     return os.cpu_count() or 0
+
+
+class CpuMeter:
+    """CPU time (user + system) of a process and/or its descendants, from now until ``stop``:
+    the descendants are the ones alive now (the steps' Lean processes, started beforehand)."""
+
+    def __init__(
+        self, process: psutil.Process, name: str, *, itself: bool = True, children: bool = True
+    ) -> None:
+        self.name = name
+        self.procs = ([process] if itself else []) + (
+            process.children(recursive=True) if children else []
+        )
+        self.start = self._total()
+        self.per_step_ms = 0.0
+
+    def _total(self) -> float:
+        total = 0.0
+        for p in self.procs:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+        return total
+
+    def stop(self, steps: int) -> None:
+        self.per_step_ms = round((self._total() - self.start) * 1000 / steps, 3)

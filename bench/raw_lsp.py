@@ -33,12 +33,7 @@ def time_alternating_edits(
     uri = (cwd / "Raw.lean").as_uri()
     try:
         raw.open(uri, bad)
-        samples = []
-        for i in range(steps):
-            t = time.perf_counter()
-            raw.change(uri, good if i % 2 == 0 else bad, ask)
-            samples.append((time.perf_counter() - t) * 1000)
-        return samples
+        return raw.alternate(uri, good, bad, steps, ask)
     finally:
         raw.close()
 
@@ -133,6 +128,22 @@ class RawLean:
             msg = self._read()
             if "method" not in msg:
                 waiting.discard(msg.get("id"))
+
+    def alternate(
+        self,
+        uri: str,
+        good: str,
+        bad: str,
+        steps: int,
+        ask: tuple[Position, Position] | None = None,
+    ) -> list[float]:
+        """ms per edit of the open document ``uri``: ``good``, ``bad``, ``good``, …"""
+        samples = []
+        for i in range(steps):
+            t = time.perf_counter()
+            self.change(uri, good if i % 2 == 0 else bad, ask)
+            samples.append((time.perf_counter() - t) * 1000)
+        return samples
 
     def close(self) -> None:
         try:

@@ -151,41 +151,13 @@ def _spans(path: Path, client: list[tuple[float, float]]) -> dict[str, Span]:
     }
 
 
-class CpuMeter:
-    """CPU time (user + system) of a process and/or its descendants, from now until ``stop``:
-    the descendants are the ones alive now (the steps' Lean processes, started beforehand)."""
-
-    def __init__(
-        self, process: psutil.Process, name: str, *, itself: bool = True, children: bool = True
-    ) -> None:
-        self.name = name
-        self.procs = ([process] if itself else []) + (
-            process.children(recursive=True) if children else []
-        )
-        self.start = self._total()
-        self.per_step_ms = 0.0
-
-    def _total(self) -> float:
-        total = 0.0
-        for p in self.procs:
-            try:
-                t = p.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
-
-    def stop(self, steps: int) -> None:
-        self.per_step_ms = round((self._total() - self.start) * 1000 / steps, 3)
-
-
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         raise SystemExit(_serve())
     from lsp_bridge import REPORT_DELAY_MS, find_lean
 
     from .bench_agent import RIGHT, TASK, WRONG, make_suite, texts
-    from .common import write_result
+    from .common import CpuMeter, write_result
     from .raw_lsp import RawLean
     from .raw_mcp import RawMcp
 
@@ -202,19 +174,12 @@ def main() -> None:
         raw_dir.mkdir()
         argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
         lean = RawLean(argv, raw_dir, {**os.environ, "LEAN_PATH": str(lib)})
-        raw_samples = []
         try:
             uri = (raw_dir / "Raw.lean").as_uri()
             lean.open(uri, bad)
-            for i in range(args.steps + 4):
-                if i == 4:
-                    raw_cpu = CpuMeter(
-                        psutil.Process(lean.proc.pid), "raw Lean (its two processes)"
-                    )
-                t = time.perf_counter()
-                lean.change(uri, good if i % 2 == 0 else bad)
-                if i >= 4:
-                    raw_samples.append((time.perf_counter() - t) * 1000)
+            lean.alternate(uri, good, bad, 4)  # warm-up, as the server's steps below
+            raw_cpu = CpuMeter(psutil.Process(lean.proc.pid), "raw Lean (its two processes)")
+            raw_samples = lean.alternate(uri, good, bad, args.steps)
             raw_cpu.stop(args.steps)
         finally:
             lean.close()
