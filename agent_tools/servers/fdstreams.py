@@ -171,8 +171,12 @@ Wire = tuple[int, int]  # the (input, output) descriptors of a claimed stdio
 
 
 @contextmanager
-def claimed_stdio() -> Iterator[Wire]:
-    """The wire's (input, output) descriptors, claimed from fds 0 and 1 (see the module)."""
+def claimed_stdio(wire: Wire | None = None) -> Iterator[Wire]:
+    """The wire's (input, output) descriptors, claimed from fds 0 and 1 (see the module); a
+    ``wire`` the caller already claimed is used as it is."""
+    if wire is not None:
+        yield wire
+        return
     sys.stdout.flush()
     with (
         claimed(0, sys.stdin, os.O_RDONLY) as stdin_fd,

@@ -207,7 +207,7 @@ async def serve_stdio(service: ProofService, wire: Wire | None = None) -> None:
     """One client on stdin/stdout (``wire``: already claimed by the caller). Returns when stdin
     ends (after answering the calls in flight, unless stdout is closed too) or stdout is
     closed."""
-    with claimed_stdio() if wire is None else nullcontext(wire) as (stdin_fd, stdout_fd):
+    with claimed_stdio(wire) as (stdin_fd, stdout_fd):
         send = FdSend(stdout_fd)
         await serve_stream(service, FdReceive(stdin_fd), send, peer_gone=send.hung_up)
 

@@ -22,7 +22,7 @@ exporter, and a span per message is work on every call.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -147,7 +147,7 @@ class LeanrigMCP(MCPServer[Any]):
 async def fd_stdio(wire: Wire | None = None) -> AsyncIterator[tuple[TextLines, TextWriter]]:
     """The process's stdin and stdout (claimed here unless ``wire`` is given) as the SDK's stdio
     streams, without threads."""
-    with claimed_stdio() if wire is None else nullcontext(wire) as (stdin_fd, stdout_fd):
+    with claimed_stdio(wire) as (stdin_fd, stdout_fd):
         yield TextLines(FdReceive(stdin_fd), MAX_MCP_LINE), TextWriter(FdSend(stdout_fd))
 
 
