@@ -13,7 +13,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from .test_as_typed import DEADLINE, DEMO, SUITE, leanrig_exe, sandbox_or_skip
@@ -116,3 +118,36 @@ def test_a_stdio_server_serves_on_a_claimed_wire(tmp_path: Path, name: str) -> N
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
             server.stdout.close()
+
+
+@pytest.mark.anyio
+async def test_eagain_after_readiness_means_wait_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read or write that would block after the descriptor looked ready (a spurious wakeup,
+    another process sharing the pipe) waits again; it is not a client gone. The kernel cannot
+    be made to do that on demand, so a FAKE os.read / os.write raises EAGAIN once each."""
+    from agent_tools.servers.fdstreams import FdReceive, FdSend
+
+    real_read, real_write = os.read, os.write
+    refused: set[str] = set()
+
+    def once(name: str, real: Any) -> Any:
+        def call(*args: Any) -> Any:
+            if name not in refused:
+                refused.add(name)
+                raise BlockingIOError(11, "fake EAGAIN")
+            return real(*args)
+
+        return call
+
+    r, w = os.pipe()
+    try:
+        monkeypatch.setattr(os, "write", once("write", real_write))
+        monkeypatch.setattr(os, "read", once("read", real_read))
+        with anyio.fail_after(10):
+            await FdSend(w, timeout=5)(b"frame")
+            assert await FdReceive(r).receive() == b"frame"
+        assert refused == {"read", "write"}
+    finally:
+        monkeypatch.undo()
+        os.close(r)
+        os.close(w)

@@ -83,15 +83,19 @@ class FdSend:
         view = memoryview(data)
         while view:
             if self._pollable and not self._room.poll(0):
-                with (
-                    anyio.fail_after(self._timeout) if self._timeout is not None else nullcontext()
-                ):
-                    await anyio.wait_writable(self._fd)
+                await self._wait_for_room()
             try:
                 written = os.write(self._fd, view[:PIPE_CHUNK])
+            except BlockingIOError:  # room, then not (another writer): wait for it
+                await self._wait_for_room()
+                continue
             except OSError as exc:  # EPIPE: the reader has gone
                 raise anyio.BrokenResourceError from exc
             view = view[written:]
+
+    async def _wait_for_room(self) -> None:
+        with anyio.fail_after(self._timeout) if self._timeout is not None else nullcontext():
+            await anyio.wait_writable(self._fd)
 
     def hung_up(self) -> bool:
         """The reading end is closed (a pipe reports POLLERR; a socket POLLHUP)."""
