@@ -8,7 +8,8 @@ the machine gives: where bwrap works it is on (and these tests need it); where i
 are skipped with that reason, never passed silently.
 
 Elsewhere: `leanrig run`, `report RUN_DIR…` and `compare` in tests/test_as_typed_runs.py;
-`leanrig edit` and `lsp` in tests/test_as_typed_editor.py. Not here: `make test` (this suite),
+`leanrig edit` and `lsp` in tests/test_as_typed_editor.py. docs/scale-out.md's `ray start` +
+`serve --ray auto` in tests/test_as_typed_ray.py. Not here: `make test` (this suite),
 `make bench` (tests/test_bench_smoke.py runs every registered benchmark's code paths small, and
 the summary step `make bench` ends with), `make demo` (= `make setup` + `leanrig demo`, below).
 """
