@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from lsp_bridge import LeanClient, LeanInstall, ServerCommand, Timeouts, find_lean
-from lsp_bridge.proctree import TOKEN_VAR, token_of
+from lsp_bridge.proctree import TOKEN_VAR, read_environ, token_of
 
 
 def _test_logging() -> None:
@@ -144,12 +144,8 @@ _INHERITED_TOKEN = os.environ.get(TOKEN_VAR)  # a token this pytest itself runs 
 
 
 def _run_marked(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            environ = fh.read().split(b"\0")
-    except OSError:
-        return False
-    return f"{RUN_VAR}={RUN_ID}".encode() in environ
+    environ = read_environ(pid)  # waits out a process caught inside execve (proctree)
+    return environ is not None and f"{RUN_VAR}={RUN_ID}".encode() in environ.split(b"\0")
 
 
 def leanrig_processes() -> dict[int, psutil.Process]:
