@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService, ToolError
 from agent_tools.sessions.prefix import prefixed_view
-from agent_tools.tasks import load_suite, locate_body, split_prefix
+from agent_tools.tasks import load_suite, locate_body, scope_wrappers, split_prefix, unwrap
 from lsp_bridge import LineIndex, LspPos
 from repl_pool import parse_header
 
@@ -124,6 +124,36 @@ def test_positions_after_the_cut_translate_both_ways_and_point_at_the_same_text(
         assert view.lsp_from_lean(LspPos(0, 0)) == LspPos(view.cut_line, 0)
 
 
+def wrapped_task(count: int) -> str:
+    """The target under `… in` wrappers, Mathlib's style (`set_option maxHeartbeats N in`)."""
+    return (
+        task_file(before="namespace Inner\ndef T : Prop := True\nend Inner\n", count=count)
+        .replace("/-- The target. -/\n", WRAPPERS + "/-- The target. -/\n")
+        .replace("(h : And p q)", "(h : And p q) (x : T)")
+    )
+
+
+WRAPPERS = "set_option maxRecDepth 1000 in\nopen Inner in\n"
+
+
+def test_the_in_wrappers_belong_to_the_target_command() -> None:
+    text = wrapped_task(60)
+    header = parse_header(text)
+    decl_start = locate_body(text, "Demo.Big.main").decl_start
+    wrappers = scope_wrappers(text, header.end, decl_start)
+    chain = text.index(WRAPPERS)
+    assert [text[o : o + 2] for o in wrappers] == ["in", "in"]
+    assert all(chain < o < decl_start for o in wrappers)
+    plain = unwrap(text, wrappers)
+    assert len(plain) == len(text) and plain.count("\n") == text.count("\n")
+    assert "set_option maxRecDepth 1000   \nopen Inner   \n/-- The target. -/" in plain
+    split = split_prefix(text, header, decl_start)
+    assert split is not None and split.cut == chain  # the wrappers stay with the target
+    # An `… in` command earlier in the file wraps its own command, not the target.
+    assert scope_wrappers(task_file(before="open Foo in\ndef a : N := N.z\n"), header.end,
+                          decl_start) == ()  # fmt: skip
+
+
 # -- against Lean ---------------------------------------------------------------------------------
 
 
@@ -143,6 +173,8 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             "open_in": task_file(before="namespace Inner\ndef T : Prop := True\nend Inner\n")
             .replace("/-- The target. -/\n", "open Inner in\n")
             .replace("(h : And p q)", "(h : And p q) (x : T)"),
+            "wrapped": wrapped_task(60),
+            "wrapped_small": wrapped_task(3),
         },
     )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
@@ -191,13 +223,33 @@ async def test_a_short_prefix_stays_in_the_file(service: ProofService) -> None:
     assert "commands before the target" in opened.mode_reason
 
 
-@pytest.mark.parametrize("task_id", ["private", "notation", "open_in"])
+@pytest.mark.parametrize("task_id", ["private", "notation"])
 async def test_a_statement_lean_reads_differently_falls_back_to_the_whole_file(
     service: ProofService, task_id: str
 ) -> None:
     opened = await service.open_task(task_id)
     assert opened.mode == "file", opened.mode_reason
     assert "prefix" in opened.mode_reason or "statement" in opened.mode_reason
-    if task_id != "open_in":  # `open … in theorem` has no document symbol in file mode either
-        fixed = await service.set_proof(opened.session_id, RIGHT)
-        assert fixed.version == 2
+    fixed = await service.set_proof(opened.session_id, RIGHT)
+    assert fixed.version == 2
+
+
+@pytest.mark.parametrize(("task_id", "mode"), [("wrapped", "prefix"), ("wrapped_small", "file"),
+                                               ("open_in", "prefix")])  # fmt: skip
+async def test_a_target_under_in_wrappers_is_proved_verified_and_kept_in_scope(
+    service: ProofService, task_id: str, mode: str
+) -> None:
+    """`set_option … in` / `open … in` before the theorem: Lean's document symbols leave the
+    declaration out, and every edit was rejected ("Lean no longer sees the target theorem"),
+    the verdict too; with the prefix module on, the split cut between wrapper and theorem."""
+    opened = await service.open_task(task_id)
+    assert opened.mode == mode, opened.mode_reason
+    for escape in ("\n  set_option pp.all true", " set_option pp.all true",
+                   "\n  def sneaky : N := N.z", "\n  end Demo.Big"):  # fmt: skip
+        with pytest.raises(ToolError) as rejected:
+            await service.set_proof(opened.session_id, RIGHT + escape)
+        assert rejected.value.code == "rejected", escape
+    done = await service.set_proof(opened.session_id, RIGHT)
+    assert done.complete, done.diagnostics
+    verdict = await service.check_proof(opened.session_id)
+    assert verdict.accepted, verdict.reasons

@@ -63,6 +63,11 @@ def task_toml(**over: object) -> str:
             "t1: theorem a.b has no",
         ),
         (task_toml(file='"../x.lean"'), {}, "outside the suite directory"),
+        (
+            task_toml(),
+            {"A.lean": "mutual\ntheorem a.b : True :=\n  trivial\nend\n"},
+            "t1: theorem a.b is inside a `mutual` block",
+        ),
     ],
 )
 def test_invalid_suites_are_rejected_naming_the_task(

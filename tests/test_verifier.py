@@ -142,6 +142,38 @@ async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path
     assert any("sorryAx" in r for r in unproved.reasons), unproved.reasons
 
 
+WRAPPED_TASK = ESCAPED_TASK.replace(
+    "/-- A name", "set_option maxRecDepth 2000 in\nset_option pp.all true in\n/-- A name"
+)
+
+
+async def test_a_target_under_set_option_in_is_verified_and_its_escapes_rejected(
+    tmp_path: Path,
+) -> None:
+    """Mathlib's `set_option maxHeartbeats N in` above a theorem: the verdict rejected every
+    proof ("Lean no longer sees the target theorem": the document symbols leave a declaration
+    inside `… in` out)."""
+    root = tmp_path / "suite"
+    shutil.copytree(EXPLOITS.root, root)
+    (root / "Exploit" / "Wrapped.lean").write_text(WRAPPED_TASK, encoding="utf-8")
+    with (root / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write(
+            '\n[[tasks]]\nid = "wrapped"\nfile = "Exploit/Wrapped.lean"\n'
+            'theorem = "Exploit.Ünï.«symm ∀»"\ndifficulty = 1\n'
+        )
+    suite = load_suite(root)
+    verifier = verifier_for(suite)
+    task = suite.task("wrapped")
+    verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
+    assert verdict.accepted, verdict.reasons
+    for escape in (" set_option pp.all false", "\n  def sneaky : Prop := True"):
+        escaped = await verifier.verify(task, task.with_body("\n  " + SYMM + escape))
+        assert not escaped.accepted, escape
+        assert any("parse ends the theorem" in r or "declares" in r for r in escaped.reasons), (
+            escaped.reasons
+        )
+
+
 # (suite, task, text replaced in the task file, replacement, expected reason). Prelude Lean
 # rejects a body that changes the theorem's universes ("a body that adds a universe parameter"
 # in the corpus), so the comparison is exercised directly on compiled modules.

@@ -151,7 +151,7 @@ class Elaborator:
         """Elaborate the task with ``body`` on a warm slot: report, scope verdict, goals."""
         view = self._views.get(task.id) or await self.view(task)
         text = task.with_body(body)
-        lean_text = view.to_lean(text)
+        lean_text = view.to_lean(task.unwrapped(text))
         key = self._key(task, view, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex(text)
@@ -210,7 +210,7 @@ class Elaborator:
         if pos is None:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
                                term_goal=None, structured=[])  # fmt: skip
-        lean_text = view.to_lean(text)
+        lean_text = view.to_lean(task.unwrapped(text))
         key = self._key(task, view, lean_text)
         entered = time.perf_counter()
         timeout = self.step_timeout

@@ -254,7 +254,10 @@ class PrefixModules:
         work = self.directory / f"check-{split.digest}-{os.getpid()}-{id(task)}"
         await anyio.Path(work).mkdir(exist_ok=True)
         try:
-            texts = {"file": task.text + probe, "prefix": view.to_lean(task.text) + probe}
+            texts = {
+                "file": task.text + probe,
+                "prefix": view.to_lean(task.unwrapped(task.text)) + probe,
+            }
             answers: dict[str, tuple[int | None, list[dict[str, Any]], str]] = {}
 
             async def one(name: str) -> None:

@@ -3,7 +3,15 @@ stay inside it, and where a task file splits into its prefix module. Pure text a
 no Lean process is started here except the suite library build."""
 
 from .locate import BodySpan, LocateError, comment_mask, declaration_end, locate_body, scan_trivia
-from .prefix import Command, PrefixSplit, check_command, commands, split_prefix
+from .prefix import (
+    Command,
+    PrefixSplit,
+    check_command,
+    commands,
+    scope_wrappers,
+    split_prefix,
+    unwrap,
+)
 from .scope import (
     MAX_BODY_BYTES,
     Symbol,
@@ -49,6 +57,8 @@ __all__ = [
     "locate_body",
     "precheck_body",
     "scan_trivia",
+    "scope_wrappers",
     "split_prefix",
     "suffix_structure",
+    "unwrap",
 ]

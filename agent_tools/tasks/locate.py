@@ -142,12 +142,16 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             namespace = [p for kind, name in stack if kind == "namespace" for p in name_parts(name)]
             full = (*namespace, *declared)
         if declared and full == wanted:
-            matches.append(m)
+            matches.append((m, any(kind == "mutual" for kind, _ in stack)))
     if not matches:
         raise LocateError(f"theorem {theorem} not found")
     if len(matches) > 1:
         raise LocateError(f"theorem {theorem} is declared {len(matches)} times")
-    m = matches[0]
+    m, mutual = matches[0]
+    if mutual:
+        # Lean's document symbols leave declarations in `mutual` out: the scope check would
+        # reject every edit.
+        raise LocateError(f"theorem {theorem} is inside a `mutual` block (not supported)")
     depth = 0
     i = m.end()
     while i < len(text):

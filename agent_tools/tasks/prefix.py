@@ -11,7 +11,8 @@ File-scoped context does not cross an import. Re-established here, in file order
 ``set_option``. Not re-established (a statement that needs them elaborates differently, and the
 caller's Lean check falls back to the whole file): ``private`` declarations (their names are
 module-local), ``local``/``scoped`` notation, instances and attributes, ``open … in`` and other
-``… in`` commands (they scope a single command only).
+``… in`` commands (they scope a single command only). The ``… in`` commands wrapping the target
+itself are part of the target's command: the cut comes before them (``scope_wrappers``).
 
 Whether the split is *used* is not decided here: the caller must let Lean confirm that the
 target's statement elaborates to the same type and universe parameters both ways.
@@ -113,11 +114,55 @@ def commands(text: str, start: int, stop: int) -> list[Command]:
     return out
 
 
+def _wraps(text: str, cmd: Command) -> bool:
+    """``cmd`` ends with the ``in`` of ``set_option … in``, ``open … in``, ``variable … in``…:
+    it scopes the command after it."""
+    return bool(cmd.words) and cmd.words[-1] == "in" and text[cmd.end - 2 : cmd.end] == "in"
+
+
+def _target_command(text: str, cmds: list[Command], decl_start: int) -> int | None:
+    """Index in ``cmds`` of the target's command: its declaration, or the first of the
+    ``… in`` commands wrapping it (``set_option maxHeartbeats 400000 in`` on the line above)."""
+    i = next(
+        (k for k, c in enumerate(cmds) if c.start <= decl_start < max(c.end, c.start + 1)), None
+    )
+    if i is None:
+        return None
+    while i > 0 and _wraps(text, cmds[i - 1]):
+        i -= 1
+    return i
+
+
+def scope_wrappers(text: str, header_end: int, decl_start: int) -> tuple[int, ...]:
+    """Offsets of the ``in`` tokens of the ``… in`` commands wrapping the target declaration.
+
+    Lean's document symbols leave out a declaration inside ``c in d`` (and the scope check
+    reads them), so the text Lean's scope parse sees has these ``in`` blanked (``unwrap``): the
+    wrappers become plain commands right before the declaration. ``c in d`` is ``section c d
+    end``, so the target elaborates the same; the wrappers' scope then runs on past it, over
+    the commands after the body."""
+    cmds = commands(text, header_end, len(text))
+    first = _target_command(text, cmds, decl_start)
+    if first is None:
+        return ()
+    return tuple(c.end - 2 for c in cmds[first:] if c.start < decl_start and _wraps(text, c))
+
+
+def unwrap(text: str, wrappers: tuple[int, ...]) -> str:
+    """``text`` with the two characters at each offset in ``wrappers`` (``in``) made spaces:
+    the same length and lines, so positions need no translation."""
+    for offset in wrappers:
+        text = text[:offset] + "  " + text[offset + 2 :]
+    return text
+
+
 def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | None:
     """Split ``text`` before the command declaring the target (which starts at or before
-    ``decl_start``: a doc comment or attributes belong to it). None: nothing to split off."""
+    ``decl_start``: a doc comment or attributes belong to it, and so do the ``… in`` commands
+    wrapping it). None: nothing to split off."""
     cmds = commands(text, header.end, len(text))
-    target = next((c for c in cmds if c.start <= decl_start < max(c.end, c.start + 1)), None)
+    index = _target_command(text, cmds, decl_start)
+    target = cmds[index] if index is not None else None
     if target is None or target.start <= header.end:
         return None
     prefix = [c for c in cmds if c.end <= target.start]

@@ -24,6 +24,7 @@ from lsp_bridge import LeanInstall, LeanrigError, cache_root
 from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
 from .locate import BodySpan, LocateError, locate_body
+from .prefix import scope_wrappers, unwrap
 
 DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 
@@ -80,10 +81,17 @@ class Task:
     text: str
     span: BodySpan
     header: Header
+    # The `in` of each `… in` command wrapping the target (prefix.scope_wrappers).
+    wrappers: tuple[int, ...] = ()
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    def unwrapped(self, text: str) -> str:
+        """The text (the task file with any body) as Lean's scope parse must see it: the
+        target's ``… in`` wrappers made plain commands, positions unchanged (prefix.unwrap)."""
+        return unwrap(text, self.wrappers) if self.wrappers else text
 
     @property
     def body(self) -> str:
@@ -172,7 +180,9 @@ def load_suite(root: Path) -> Suite:
             span = locate_body(text, t.theorem)
         except LocateError as exc:
             raise SuiteError(f"task {t.id}: {exc} in {t.file}") from exc
-        tasks[t.id] = Task(t, path, text, span, parse_header(text))
+        header = parse_header(text)
+        wrappers = scope_wrappers(text, header.end, span.decl_start)
+        tasks[t.id] = Task(t, path, text, span, header, wrappers)
     suite = Suite(root, spec, tasks)
     _check_lad(suite)
     return suite

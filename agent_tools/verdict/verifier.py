@@ -419,7 +419,9 @@ class Verifier:
                     command,
                     timeouts=Timeouts(spawn=limits.wall_seconds, barrier=limits.wall_seconds),
                 ) as client:
-                    await client.open(uri, submission)
+                    # Lean's parse of the target inside its `… in` wrappers, if it has any
+                    # (scope_wrappers): the document symbols leave such a declaration out.
+                    await client.open(uri, task.unwrapped(submission))
                     report = await client.wait_for(uri)
                     symbols = await client.document_symbols(uri)
         except TimeoutError:
@@ -429,7 +431,10 @@ class Verifier:
         except LeanrigError as exc:
             raise _Rejected(f"crash: the Lean process failed ({type(exc).__name__})") from exc
         index = LineIndex(submission)
-        errors = [d for d in report.diagnostics if d.is_error]
+        # Errors are judged here unless the target is wrapped: unwrapped, the wrappers' scope
+        # runs on over the rest of the file, which may then read differently; the compile
+        # stage judges the submission itself.
+        errors = [d for d in report.diagnostics if d.is_error and not task.wrappers]
         if report.status == "fatal" or errors:
             first = errors[0] if errors else None
             where = index.from_lsp(first.range.start) if first else None
@@ -468,7 +473,7 @@ class Verifier:
             try:
                 with anyio.fail_after(wall):
                     async with LeanClient.start(command) as client:
-                        await client.open(uri, task.text)
+                        await client.open(uri, task.unwrapped(task.text))
                         await client.wait_for(uri)
                         symbols = await client.document_symbols(uri)
             except (TimeoutError, LeanrigError) as exc:
