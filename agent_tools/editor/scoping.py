@@ -12,8 +12,10 @@ Three outcomes:
   or string, a line in column 0...). Not forwarded and not reverted (a human is mid-typing):
   Lean keeps the last valid text until the body is valid again, and a diagnostic says so.
 
-Lean's own parse (``check_scope``) is consulted after elaboration by the proxy; the verdict
-re-checks everything independently. This module must not do I/O or know about LSP framing.
+A body that passes these checks yet escapes its declaration in Lean's parse (``rfl`` then an
+indented ``theorem``) is not caught here: the editor shows Lean's reading of it, and the verdict
+(``leanrig.checkProof``, and the check after the attempt) rejects it (``check_scope``). This
+module must not do I/O or know about LSP framing.
 """
 
 from __future__ import annotations
