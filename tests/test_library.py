@@ -90,6 +90,32 @@ async def test_the_index_holds_every_declaration_as_lean_parsed_it(
     )
 
 
+async def test_a_lemma_under_set_option_in_is_indexed(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    """Lean's document symbols leave out a declaration inside `c in d`: a library lemma under
+    `set_option maxRecDepth 2000 in` (Mathlib's `maxHeartbeats` style) was missing from search."""
+    root = copy_suite(tmp_path)
+    equality = root / "Lib" / "Equality.lean"
+    equality.write_text(
+        equality.read_text("utf-8").replace(
+            "/-- Transitivity", "set_option maxRecDepth 2000 in\nopen Lib in\n/-- Transitivity"
+        ),
+        encoding="utf-8",
+    )
+    suite = load_suite(root)
+    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
+    try:
+        assert index.count == 10
+        trans = await index.read("Lib.Equality.trans")
+        assert (trans.kind, trans.line) == ("theorem", 22)  # the name's line in the file
+        assert trans.docstring is not None and trans.docstring.startswith("Transitivity")
+        symm = await index.read("Lib.Equality.symm")  # the rest is unchanged
+        assert symm.line == 16
+    finally:
+        index.close()
+
+
 async def test_a_second_open_is_a_cache_hit_and_a_changed_file_rebuilds(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:

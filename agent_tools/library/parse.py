@@ -40,7 +40,9 @@ from lsp_bridge import (
     lean_tokens,
     name_parts,
 )
-from repl_pool import LeanEnvironment
+from repl_pool import LeanEnvironment, parse_header
+
+from ..tasks import all_wrappers, unwrap
 
 PARSE_SECONDS = 300.0  # the whole library: every file opened, elaborated and queried
 HOVERS_AT_ONCE = 8
@@ -116,7 +118,7 @@ async def _file_declarations(
             f"library file {rel} does not elaborate"
             + (f" ({len(errors)} error(s); first at line {where})" if first else ": Lean stopped")
         )
-    symbols = await client.document_symbols(uri)
+    symbols = await _symbols(client, uri, text)
     found = []
     for symbol, namespace in _declarations(symbols, ()):
         start = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
@@ -156,6 +158,23 @@ async def _file_declarations(
         )
     await client.close_document(uri)
     return out
+
+
+async def _symbols(client: LeanClient, uri: str, text: str) -> list[lsp.DocumentSymbol]:
+    """The file's document symbols, declarations under ``… in`` included: Lean leaves those
+    out (``set_option maxHeartbeats 400000 in`` above a lemma), so for a file with such
+    commands the symbols come from a copy with their ``in`` blanked (tasks.unwrap: the same
+    positions), opened beside it; the diagnostics and hovers stay the file's own."""
+    wrappers = all_wrappers(text, parse_header(text).end)
+    if not wrappers:
+        return await client.document_symbols(uri)
+    copy = uri.removesuffix(".lean") + ".leanrig-unwrapped.lean"
+    await client.open(copy, unwrap(text, wrappers))
+    try:
+        await client.wait_for(copy)
+        return await client.document_symbols(copy)
+    finally:
+        await client.close_document(copy)
 
 
 def _declarations(

@@ -6,6 +6,7 @@ from .locate import BodySpan, LocateError, comment_mask, declaration_end, locate
 from .prefix import (
     Command,
     PrefixSplit,
+    all_wrappers,
     check_command,
     commands,
     scope_wrappers,
@@ -45,6 +46,7 @@ __all__ = [
     "SuiteError",
     "Symbol",
     "Task",
+    "all_wrappers",
     "check_command",
     "check_scope",
     "code_end",

@@ -148,6 +148,14 @@ def scope_wrappers(text: str, header_end: int, decl_start: int) -> tuple[int, ..
     return tuple(c.end - 2 for c in cmds[first:] if c.start < decl_start and _wraps(text, c))
 
 
+def all_wrappers(text: str, start: int = 0) -> tuple[int, ...]:
+    """Offsets of the ``in`` of every ``… in`` command in ``text[start:]`` (column-0 commands,
+    as ``commands``): what ``unwrap`` needs so that Lean's document symbols list every
+    declaration of a file, wrapped ones too."""
+    cmds = commands(text, start, len(text))
+    return tuple(c.end - 2 for c in cmds[:-1] if _wraps(text, c))
+
+
 def unwrap(text: str, wrappers: tuple[int, ...]) -> str:
     """``text`` with the two characters at each offset in ``wrappers`` (``in``) made spaces:
     the same length and lines, so positions need no translation."""
