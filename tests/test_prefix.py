@@ -136,6 +136,20 @@ def wrapped_task(count: int) -> str:
 WRAPPERS = "set_option maxRecDepth 1000 in\nopen Inner in\n"
 
 
+TWO_TS = "namespace Inner\ndef T : Prop := True\nend Inner\ndef _root_.T : Prop := True\n"
+
+
+def leaky_task(count: int) -> str:
+    """`open Inner in` above the target, and after it a command that the `open` would make
+    ambiguous (`T` is both `Inner.T` and `_root_.T`): the session's document, wrappers
+    unwrapped, has an error there that the task file has not."""
+    return (
+        task_file(before=TWO_TS, count=count)
+        .replace("/-- The target. -/\n", "open Inner in\n/-- The target. -/\n")
+        .replace("\n\nend S\n", "\n\ndef after2 : Prop := T\n\nend S\n")
+    )
+
+
 def test_the_in_wrappers_belong_to_the_target_command() -> None:
     text = wrapped_task(60)
     header = parse_header(text)
@@ -149,6 +163,16 @@ def test_the_in_wrappers_belong_to_the_target_command() -> None:
     assert "set_option maxRecDepth 1000   \nopen Inner   \n/-- The target. -/" in plain
     split = split_prefix(text, header, decl_start)
     assert split is not None and split.cut == chain  # the wrappers stay with the target
+    # A doc comment or attributes after the `in`, on its line, belong to the target; a
+    # trailing comment is trivia; code after an `in` means it ends no wrapper.
+    for line, found in (("set_option maxRecDepth 100 in /-- doc -/", True),
+                        ("set_option maxRecDepth 100 in @[reducible]", True),
+                        ("set_option maxRecDepth 100 in -- why", True),
+                        ("variable {a : N}\n    (b : N) in", True),
+                        ("open Foo in def x : N := N.z", False)):  # fmt: skip
+        one = f"prelude\n{line}\ntheorem c : True :=\n  x\n"
+        offsets = scope_wrappers(one, 8, one.index("theorem c"))
+        assert [one[o : o + 2] for o in offsets] == (["in"] if found else []), line
     # An `… in` command earlier in the file wraps its own command, not the target.
     assert scope_wrappers(task_file(before="open Foo in\ndef a : N := N.z\n"), header.end,
                           decl_start) == ()  # fmt: skip
@@ -175,6 +199,8 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             .replace("(h : And p q)", "(h : And p q) (x : T)"),
             "wrapped": wrapped_task(60),
             "wrapped_small": wrapped_task(3),
+            "leaky": leaky_task(3),
+            "leaky_big": leaky_task(60),
         },
     )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
@@ -209,6 +235,22 @@ async def test_a_long_prefix_is_imported_and_sessions_see_the_task_file(
     with pytest.raises(ToolError) as rejected:
         await service.set_proof(prefixed.session_id, RIGHT + "\n  def sneaky : N := N.z")
     assert rejected.value.code == "rejected"
+
+
+@pytest.mark.parametrize(("task_id", "mode"), [("leaky", "file"), ("leaky_big", "prefix")])
+async def test_errors_only_the_unwrapped_scope_causes_neither_show_nor_block_complete(
+    service: ProofService, task_id: str, mode: str
+) -> None:
+    """The untouched task showed `Ambiguous term T` after the body, a right proof was never
+    `complete` (the verdict accepted it), and the prefix module was refused for it."""
+    opened = await service.open_task(task_id)
+    assert opened.mode == mode, opened.mode_reason
+    assert [d for d in opened.diagnostics if d.severity == "error"] == []
+    wrong = await service.set_proof(opened.session_id, WRONG)
+    assert not wrong.complete and any(d.severity == "error" for d in wrong.diagnostics)
+    done = await service.set_proof(opened.session_id, RIGHT)
+    assert done.complete, done.diagnostics
+    assert (await service.check_proof(opened.session_id)).accepted
 
 
 async def test_the_mode_is_in_the_ledger(service: ProofService) -> None:

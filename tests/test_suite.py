@@ -160,6 +160,9 @@ def test_a_theorem_after_a_mutual_block_or_noncomputable_section_keeps_its_names
     assert text[span.start : span.end].strip() == "sorry"
     with pytest.raises(LocateError):
         locate_body(text, "t")
+    # A block closed by an indented `end` is closed: the theorem after it is no member.
+    indented = "mutual\n  theorem a : True :=\n    trivial\n  end\ntheorem c : True :=\n  trivial\n"
+    assert indented[locate_body(indented, "c").start :].strip() == "trivial"
 
 
 def test_the_suite_hash_covers_tasks_and_both_libraries(tmp_path: Path) -> None:

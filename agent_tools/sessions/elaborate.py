@@ -15,13 +15,14 @@ round trip. The scope check, the completeness verdict and the timers stay here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lsprotocol.types import DocumentSymbol
 
-from lsp_bridge import DocumentReport, LeanTag, LineIndex, LspPos, Pos
+from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex, LspPos, Pos
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
 from ..tasks import Task, check_scope, code_end, flatten_symbols, suffix_structure
@@ -126,6 +127,8 @@ class Elaborator:
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
+        # task id -> errors after the body that only the blanked wrappers cause
+        self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
     async def view(self, task: Task) -> TaskView:
         """How the task's session document maps to the task file (decided once per task)."""
@@ -181,6 +184,8 @@ class Elaborator:
                     timer.queue_intervals.append((entered, lean_from))
                 timer.lean_intervals.append((lean_from, now))
         report = view.report_from_lean(answer.report)
+        if task.wrappers:
+            report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
         lean_index = LineIndex(lean_text) if view.prefixed else index
         flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
@@ -198,6 +203,38 @@ class Elaborator:
         ok = rejected is None
         goals = answer.goals if ok and not complete and answer.goals is not None else []
         return Elaborated(text, report, goals, rejected, complete and ok)
+
+    def _without_scope_artifacts(
+        self,
+        task: Task,
+        body: str,
+        report: DocumentReport,
+        index: LineIndex,
+        body_end: int,
+        text_len: int,
+    ) -> DocumentReport:
+        """A wrapped target's session document has its ``… in`` blanked (tasks.scope_wrappers),
+        so the wrappers' scope runs on over the commands after the body, where Lean may then
+        report errors the task file does not have (an ``open`` making a later name ambiguous).
+        Those are the errors after the body that the untouched task shows too (same message,
+        same place counted from the end): dropped, so they neither show nor block
+        ``complete``. The verdict judges the submission itself."""
+
+        def after_body(d: LeanDiagnostic) -> tuple[str, int] | None:
+            offset = index.offset_of_lsp(d.range.start)
+            return (d.message, text_len - offset) if d.is_error and offset >= body_end else None
+
+        artifacts = self._artifacts.get(task.id)
+        if artifacts is None:
+            if body != task.body:
+                return report
+            artifacts = self._artifacts[task.id] = {
+                key for d in report.diagnostics if (key := after_body(d)) is not None
+            }
+        if not artifacts:
+            return report
+        kept = tuple(d for d in report.diagnostics if after_body(d) not in artifacts)
+        return dataclasses.replace(report, diagnostics=kept)
 
     async def goals_at(
         self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str | None

@@ -254,10 +254,10 @@ class PrefixModules:
         work = self.directory / f"check-{split.digest}-{os.getpid()}-{id(task)}"
         await anyio.Path(work).mkdir(exist_ok=True)
         try:
-            texts = {
-                "file": task.text + probe,
-                "prefix": view.to_lean(task.unwrapped(task.text)) + probe,
-            }
+            # Both as sessions see them (a wrapped target's `in` blanked in each), so a
+            # difference is the prefix module's doing, not the wrappers' scope.
+            unwrapped = task.unwrapped(task.text)
+            texts = {"file": unwrapped + probe, "prefix": view.to_lean(unwrapped) + probe}
             answers: dict[str, tuple[int | None, list[dict[str, Any]], str]] = {}
 
             async def one(name: str) -> None:

@@ -13,6 +13,7 @@ Comments, literals and ``«»`` names are lsp_bridge's ``lean_text``; this modul
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -117,6 +118,16 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     return end
 
 
+def _in_mutual(text: str, scopes: list[tuple[int, str, str]], offset: int) -> bool:
+    """Is ``offset`` inside a ``mutual`` block: after a ``mutual`` with no ``end`` keyword
+    between (in any column: a block may close with an indented ``end``)?"""
+    opened = next((at for at, kind, _ in reversed(scopes) if at < offset and kind != "end"), None)
+    if opened is None or not text.startswith("mutual", opened):
+        return False
+    tokens = itertools.takewhile(lambda t: t.start < offset, lean_tokens(text, opened))
+    return not any(t.kind is TokenKind.IDENT and t.text(text) == "end" for t in tokens)
+
+
 def locate_body(text: str, theorem: str) -> BodySpan:
     """Find the proof body of ``theorem`` (fully qualified) in ``text``."""
     opaque = scan_text(text).mask(_OPAQUE)
@@ -142,7 +153,7 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             namespace = [p for kind, name in stack if kind == "namespace" for p in name_parts(name)]
             full = (*namespace, *declared)
         if declared and full == wanted:
-            matches.append((m, any(kind == "mutual" for kind, _ in stack)))
+            matches.append((m, _in_mutual(text, scopes, m.start())))
     if not matches:
         raise LocateError(f"theorem {theorem} not found")
     if len(matches) > 1:

@@ -114,10 +114,36 @@ def commands(text: str, start: int, stop: int) -> list[Command]:
     return out
 
 
+def _wrapper_in(text: str, cmd: Command) -> int | None:
+    """Offset of the ``in`` that ends ``cmd`` when it is ``set_option … in``, ``open … in``,
+    ``variable … in``… (it scopes the command after it); a doc comment or ``@[…]`` after the
+    ``in`` on its line belongs to that next command. None: ``cmd`` is no wrapper."""
+    if "in" not in cmd.words:
+        return None
+    last_in: int | None = None
+    depth = 0  # inside `@[…]` after the `in`
+    for token in lean_tokens(text, cmd.start):
+        if token.start >= cmd.end:
+            break
+        if token.kind in _TRIVIA:
+            continue
+        snippet = token.text(text)
+        if token.kind is TokenKind.IDENT and snippet == "in" and depth == 0:
+            last_in = token.start
+        elif last_in is not None and token.kind is not TokenKind.DOC_COMMENT:
+            if snippet == "@" and depth == 0:
+                continue
+            if snippet == "[":
+                depth += 1
+            elif snippet == "]" and depth > 0:
+                depth -= 1
+            elif depth == 0:
+                last_in = None  # code after the `in`: it is not the command's end
+    return last_in
+
+
 def _wraps(text: str, cmd: Command) -> bool:
-    """``cmd`` ends with the ``in`` of ``set_option … in``, ``open … in``, ``variable … in``…:
-    it scopes the command after it."""
-    return bool(cmd.words) and cmd.words[-1] == "in" and text[cmd.end - 2 : cmd.end] == "in"
+    return _wrapper_in(text, cmd) is not None
 
 
 def _target_command(text: str, cmds: list[Command], decl_start: int) -> int | None:
@@ -145,7 +171,11 @@ def scope_wrappers(text: str, header_end: int, decl_start: int) -> tuple[int, ..
     first = _target_command(text, cmds, decl_start)
     if first is None:
         return ()
-    return tuple(c.end - 2 for c in cmds[first:] if c.start < decl_start and _wraps(text, c))
+    return tuple(
+        offset
+        for c in cmds[first:]
+        if c.start < decl_start and (offset := _wrapper_in(text, c)) is not None
+    )
 
 
 def all_wrappers(text: str, start: int = 0) -> tuple[int, ...]:
@@ -153,7 +183,7 @@ def all_wrappers(text: str, start: int = 0) -> tuple[int, ...]:
     as ``commands``): what ``unwrap`` needs so that Lean's document symbols list every
     declaration of a file, wrapped ones too."""
     cmds = commands(text, start, len(text))
-    return tuple(c.end - 2 for c in cmds[:-1] if _wraps(text, c))
+    return tuple(offset for c in cmds[:-1] if (offset := _wrapper_in(text, c)) is not None)
 
 
 def unwrap(text: str, wrappers: tuple[int, ...]) -> str:
