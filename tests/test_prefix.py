@@ -199,6 +199,9 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             .replace("(h : And p q)", "(h : And p q) (x : T)"),
             "wrapped": wrapped_task(60),
             "wrapped_small": wrapped_task(3),
+            "let_statement": task_file(count=3).replace(
+                ": And q p :=\n", ": let r := And q p; r :=\n"
+            ),
             "leaky": leaky_task(3),
             "leaky_big": leaky_task(60),
         },
@@ -248,6 +251,16 @@ async def test_errors_only_the_unwrapped_scope_causes_neither_show_nor_block_com
     assert [d for d in opened.diagnostics if d.severity == "error"] == []
     wrong = await service.set_proof(opened.session_id, WRONG)
     assert not wrong.complete and any(d.severity == "error" for d in wrong.diagnostics)
+    done = await service.set_proof(opened.session_id, RIGHT)
+    assert done.complete, done.diagnostics
+    assert (await service.check_proof(opened.session_id)).accepted
+
+
+async def test_a_let_in_the_statement_is_not_taken_for_the_body(service: ProofService) -> None:
+    """The body was located after the `let`'s `:=` (inside the statement): every proof was
+    rejected as escaping, and a body re-typing the statement's end looked complete."""
+    opened = await service.open_task("let_statement")
+    assert opened.body == "\n  sorryAx (And q p) Bool.false"
     done = await service.set_proof(opened.session_id, RIGHT)
     assert done.complete, done.diagnostics
     assert (await service.check_proof(opened.session_id)).accepted

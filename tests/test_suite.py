@@ -95,6 +95,47 @@ def test_locate_handles_namespaces_comments_and_the_next_command() -> None:
         locate_body(text, "b")
 
 
+T = "theorem main (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "theorem"),
+    [
+        # A `let`/`have` in the statement has its own `:=` (the body was the statement's end).
+        ("namespace N\ntheorem main (p q : Prop) (h : And p q) : let r := And q p; r :=\n  sorryAx"
+         " (And q p) Bool.false\nend N\n", "N.main"),
+        # `:=` alone in column 0, which Lean accepts.
+        ("theorem main (p q : Prop)\n    (h : And p q) :\n    And q p\n:=\n  sorryAx (And q p)"
+         " Bool.false\n", "main"),
+        # The module system's sections and `public` (current Mathlib).
+        ("namespace N\npublic section\ndef x : N := N.z\nend\n" + T + "end N\n", "N.main"),
+        ("namespace N\n@[expose] public noncomputable section\ndef x := 1\nend\n" + T
+         + "end N\n", "N.main"),
+        ("namespace N\npublic " + T + "end N\n", "N.main"),
+        # A namespace opened in one form and closed in another.
+        ("namespace A\nnamespace B\ndef d := 1\nend A.B\n\nnamespace A.B\n" + T + "end A.B\n",
+         "A.B.main"),
+        ("namespace A.B\ndef d := 1\nend B\n" + T + "end A\n", "A.main"),
+        # Nested brackets in an attribute on the theorem's line.
+        ("@[aesop safe [constructors]] " + T, "main"),
+    ],
+)  # fmt: skip
+def test_locate_reads_statements_and_scopes_as_lean_does(text: str, theorem: str) -> None:
+    span = locate_body(text, theorem)
+    assert span.body(text).strip() == "sorryAx (And q p) Bool.false", span.body(text)
+
+
+def test_a_theorem_keyword_not_starting_its_line_is_named_as_the_reason() -> None:
+    for line in ("set_option maxRecDepth 1000 in ", "/-- doc -/ "):
+        with pytest.raises(LocateError, match="must begin its line"):
+            locate_body(line + T, "main")
+
+
+def test_a_byte_order_mark_is_refused_when_the_suite_loads(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="byte order mark"):
+        load_suite(write_suite(tmp_path, task_toml(), {"A.lean": "\ufeff" + GOOD_FILE}))
+
+
 proof_lines = st.lists(
     st.text(alphabet=st.sampled_from(list("abc ()⟨⟩:=𝔽𝓗.")), min_size=1, max_size=12),
     min_size=1,
@@ -123,6 +164,9 @@ def test_prechecks_reject_what_text_alone_decides() -> None:
     assert "NUL" in (precheck_body("\n  a\x00") or "")
     assert precheck_body("\n  /- closed /- nested -/ -/ trivial") is None
     assert precheck_body("\n  h' -- it's fine") is None
+    # Lean refuses tabs between tokens ("tabs are not allowed"), not in comments or strings.
+    assert "tab" in (precheck_body("\n\ttrivial") or "")
+    assert precheck_body('\n  trivial -- a\ttab\n  /- \t -/ "\t"') is None
 
 
 has_toolchain = shutil.which("lake") is not None and shutil.which("elan") is not None

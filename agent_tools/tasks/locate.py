@@ -19,15 +19,23 @@ from dataclasses import dataclass
 
 from lsp_bridge import COMMENT_KINDS, LITERAL_KINDS, TokenKind, lean_tokens, name_parts, scan_text
 
+# `@[…]` attributes, one level of nested brackets inside (`@[aesop safe [constructors]]`).
+_ATTRS = r"@\[(?:[^\[\]]|\[[^\]]*\])*\]"
 _DECL_RE = re.compile(
-    r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec|unsafe|partial)\s+)*"
+    rf"^(?:{_ATTRS}\s*)?"
+    r"(?:(?:private|protected|public|noncomputable|nonrec|unsafe|partial)\s+)*"
     r"(?:theorem|lemma)\s+",
     re.MULTILINE,
 )
 # Commands that open or close a scope (`end` closes namespaces, sections and `mutual` blocks).
+# Sections may carry attributes and `public` (the module system: `@[expose] public section`).
 _NAMESPACE_RE = re.compile(
-    r"^(?:(?:noncomputable[ \t]+)?section|namespace|end|mutual)(?![\w.'!?])", re.MULTILINE
+    rf"^(?:(?:{_ATTRS}[ \t]*)?(?:public[ \t]+)?(?:noncomputable[ \t]+)?section"
+    r"|namespace|end|mutual)(?![\w.'!?])",
+    re.MULTILINE,
 )
+# Term binders whose own `:=` may come before the signature's (`: let r := … ; r :=`).
+_BINDER_RE = re.compile(r"(?<![\w.'!?])(?:let|have|haveI|letI)(?![\w.'!?])")
 _OPEN = "([{⟨⦃"
 _CLOSE = ")]}⟩⦄"
 # Where text does not mean what it looks like: comments, literals, «escaped» names.
@@ -128,11 +136,28 @@ def _in_mutual(text: str, scopes: list[tuple[int, str, str]], offset: int) -> bo
     return not any(t.kind is TokenKind.IDENT and t.text(text) == "end" for t in tokens)
 
 
+def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
+    """Why a theorem that is there was not found: its keyword does not start its line."""
+    if not wanted:
+        return ""
+    last = re.escape(wanted[-1])
+    for m in re.finditer(rf"(?<![\w.'!?])(?:theorem|lemma)\s+(?:[\w.'!?«»]*\.)?«?{last}", text):
+        if not opaque[m.start()] and m.start() > 0 and text[m.start() - 1] != "\n":
+            return (
+                " at the start of a line: the `theorem` keyword must begin its line (attributes "
+                "and modifiers may come before it; put a doc comment or a `… in` wrapper on the "
+                "line above)"
+            )
+    return ""
+
+
 def locate_body(text: str, theorem: str) -> BodySpan:
     """Find the proof body of ``theorem`` (fully qualified) in ``text``."""
     opaque = scan_text(text).mask(_OPAQUE)
     wanted = name_parts(theorem)
     scopes = _scopes(text, opaque)
+    # One entry per scope component, as Lean keeps them: `namespace A.B` opens two, which
+    # `end A.B` closes, or `end B` then `end A`.
     stack: list[tuple[str, str]] = []
     next_scope = 0
     matches = []
@@ -142,20 +167,21 @@ def locate_body(text: str, theorem: str) -> BodySpan:
         while next_scope < len(scopes) and scopes[next_scope][0] < m.start():
             _, keyword, name = scopes[next_scope]
             next_scope += 1
+            parts = name_parts(name) or ("",)
             if keyword != "end":
-                stack.append((keyword, name))
-            elif stack:
-                stack.pop()
+                stack += [(keyword, part) for part in parts]
+            else:
+                del stack[max(0, len(stack) - len(parts)) :]
         declared = name_parts(_word_at(text, m.end()))
         if declared[:1] == ("_root_",):
             full = declared[1:]
         else:
-            namespace = [p for kind, name in stack if kind == "namespace" for p in name_parts(name)]
+            namespace = [part for kind, part in stack if kind == "namespace"]
             full = (*namespace, *declared)
         if declared and full == wanted:
             matches.append((m, _in_mutual(text, scopes, m.start())))
     if not matches:
-        raise LocateError(f"theorem {theorem} not found")
+        raise LocateError(f"theorem {theorem} not found" + _not_found_hint(text, opaque, wanted))
     if len(matches) > 1:
         raise LocateError(f"theorem {theorem} is declared {len(matches)} times")
     m, mutual = matches[0]
@@ -164,6 +190,7 @@ def locate_body(text: str, theorem: str) -> BodySpan:
         # reject every edit.
         raise LocateError(f"theorem {theorem} is inside a `mutual` block (not supported)")
     depth = 0
+    binders = 0  # `let`/`have` in the statement whose `:=` is still to come
     i = m.end()
     while i < len(text):
         ch = text[i]
@@ -174,14 +201,20 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             depth += 1
         elif ch in _CLOSE:
             depth -= 1
+        elif depth == 0 and _BINDER_RE.match(text, i):
+            binders += 1
         elif depth == 0 and text.startswith(":=", i):
-            break
+            if not binders:
+                break
+            binders -= 1
+            i += 1
         elif (
             depth == 0
             and ch == "\n"
             and i + 1 < len(text)
             and not text[i + 1].isspace()
             and not opaque[i + 1]
+            and not text.startswith(":=", i + 1)  # `:=` may start its own line
         ):
             raise LocateError(f"theorem {theorem} has no `:=` body (pattern matching?)")
         i += 1

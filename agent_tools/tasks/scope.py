@@ -93,6 +93,10 @@ def precheck_body(body: str) -> str | None:
         return "an unterminated string literal would swallow the rest of the file"
     if scan.unterminated({TokenKind.IDENT}):
         return "an unterminated `«` name would swallow the rest of the file; close it with `»`"
+    if "\t" in body:
+        code = scan.mask(COMMENT_KINDS | {TokenKind.STRING, TokenKind.RAW_STRING, TokenKind.CHAR})
+        if any(ch == "\t" and not code[i] for i, ch in enumerate(body)):
+            return "the proof body contains a tab, which Lean does not accept; indent with spaces"
     for i, line in enumerate(body.split("\n")):
         if i > 0 and line and not line[0].isspace():
             return (

@@ -176,6 +176,11 @@ def load_suite(root: Path) -> Suite:
             raise SuiteError(f"task {t.id}: file {t.file} does not exist") from None
         except UnicodeDecodeError as exc:
             raise SuiteError(f"task {t.id}: file {t.file} is not UTF-8") from exc
+        if text.startswith("\ufeff"):
+            raise SuiteError(
+                f"task {t.id}: file {t.file} starts with a UTF-8 byte order mark, which Lean "
+                "does not accept (its header is then not read); save it without one"
+            )
         try:
             span = locate_body(text, t.theorem)
         except LocateError as exc:
