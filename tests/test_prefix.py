@@ -139,6 +139,9 @@ WRAPPERS = "set_option maxRecDepth 1000 in\nopen Inner in\n"
 TWO_TS = "namespace Inner\ndef T : Prop := True\nend Inner\ndef _root_.T : Prop := True\n"
 
 
+HELPER = "theorem helper (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false\n"
+
+
 def leaky_task(count: int) -> str:
     """`open Inner in` above the target, and after it a command that the `open` would make
     ambiguous (`T` is both `Inner.T` and `_root_.T`): the session's document, wrappers
@@ -202,6 +205,8 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             "let_statement": task_file(count=3).replace(
                 ": And q p :=\n", ": let r := And q p; r :=\n"
             ),
+            "helper": task_file(before=HELPER, count=3),
+            "helper_big": task_file(before=HELPER, count=60),
             "leaky": leaky_task(3),
             "leaky_big": leaky_task(60),
         },
@@ -263,6 +268,24 @@ async def test_a_let_in_the_statement_is_not_taken_for_the_body(service: ProofSe
     assert opened.body == "\n  sorryAx (And q p) Bool.false"
     done = await service.set_proof(opened.session_id, RIGHT)
     assert done.complete, done.diagnostics
+    assert (await service.check_proof(opened.session_id)).accepted
+
+
+@pytest.mark.parametrize(("task_id", "mode"), [("helper", "file"), ("helper_big", "prefix")])
+async def test_a_proof_through_a_helper_left_with_sorry_is_not_complete(
+    service: ProofService, task_id: str, mode: str
+) -> None:
+    """`helper p q h` reported no error and no sorry of its own: `complete`, and the verdict
+    rejected it (it depends on sorryAx). An agent stopping at `complete` ended rejected."""
+    opened = await service.open_task(task_id)
+    assert opened.mode == mode, opened.mode_reason
+    through = await service.set_proof(opened.session_id, "\n  helper p q h")
+    assert not through.complete
+    assert any("sorryAx" in d.message and d.severity == "warning" for d in through.diagnostics)
+    assert not (await service.check_proof(opened.session_id)).accepted
+    done = await service.set_proof(opened.session_id, RIGHT)
+    assert done.complete, done.diagnostics
+    assert not any("sorryAx" in d.message for d in done.diagnostics)
     assert (await service.check_proof(opened.session_id)).accepted
 
 

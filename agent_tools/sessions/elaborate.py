@@ -22,14 +22,49 @@ from dataclasses import dataclass
 
 from lsprotocol.types import DocumentSymbol
 
-from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex, LspPos, Pos
+from lsp_bridge import (
+    DocumentReport,
+    LeanDiagnostic,
+    LeanTag,
+    LineIndex,
+    LspPos,
+    LspRange,
+    Pos,
+    Severity,
+)
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
-from ..tasks import Task, check_scope, code_end, flatten_symbols, suffix_structure
+from ..tasks import Task, check_scope, code_end, flatten_symbols, sorry_outside, suffix_structure
+from ..verdict import escape_name
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete
+
+# A task file may leave helper lemmas with `sorry` (as many benchmark files do): a target
+# proved *through* one reports no error and no sorry of its own, yet depends on `sorryAx`, and
+# the verdict rejects it. For such tasks the session document ends with `#print axioms` of the
+# target (appended: no position moves), and a step whose proof depends on `sorryAx` is not
+# complete, with this warning on the target.
+SORRY_HELPER = (
+    "the proof depends on `sorryAx` through a lemma it uses that is left with `sorry` (the "
+    "verdict rejects that); prove it without the unproved lemmas"
+)
+
+
+def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentReport, str]:
+    """Lean's report without the appended ``#print axioms``, and that command's answer."""
+    ours = [d for d in report.diagnostics if d.range.start.line >= probe_line]
+    kept = tuple(d for d in report.diagnostics if d.range.start.line < probe_line)
+    answer = " ".join(d.message for d in ours)
+    return dataclasses.replace(report, diagnostics=kept), answer
+
+
+def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
+    warning = LeanDiagnostic(
+        range=LspRange(at, at), severity=Severity.WARNING, message=message, source="leanrig"
+    )
+    return dataclasses.replace(report, diagnostics=(*report.diagnostics, warning))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +162,8 @@ class Elaborator:
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
+        # task id -> does the task file leave declarations other than the target with sorry?
+        self._sorry_helpers: dict[str, bool] = {}
         # task id -> errors after the body that only the blanked wrappers cause
         self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
@@ -154,8 +191,9 @@ class Elaborator:
         """Elaborate the task with ``body`` on a warm slot: report, scope verdict, goals."""
         view = self._views.get(task.id) or await self.view(task)
         text = task.with_body(body)
-        lean_text = view.to_lean(task.unwrapped(text))
+        lean_text = self._lean_text(task, view, text)
         key = self._key(task, view, lean_text)
+        probe_line = self._probe_line(task, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex(text)
         last = code_end(text, body_start, body_end)
@@ -183,10 +221,16 @@ class Elaborator:
                 if answer is not None:
                     timer.queue_intervals.append((entered, lean_from))
                 timer.lean_intervals.append((lean_from, now))
-        report = view.report_from_lean(answer.report)
+        lean_report, axioms = answer.report, None
+        if probe_line is not None:
+            lean_report, axioms = _split_probe(lean_report, probe_line)
+        report = view.report_from_lean(lean_report)
         if task.wrappers:
             report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
+        if complete and axioms is not None and "sorryAx" in axioms:
+            complete = False
+            report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), SORRY_HELPER)
         lean_index = LineIndex(lean_text) if view.prefixed else index
         flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
         if task.id not in self._suffix and body == task.body:
@@ -203,6 +247,29 @@ class Elaborator:
         ok = rejected is None
         goals = answer.goals if ok and not complete and answer.goals is not None else []
         return Elaborated(text, report, goals, rejected, complete and ok)
+
+    def _lean_text(self, task: Task, view: TaskView, text: str) -> str:
+        """Lean's session document for the task-file ``text``: the view's document, the
+        wrappers unwrapped, and — once the task is known to leave other declarations with
+        ``sorry`` — ``#print axioms`` of the target appended (``SORRY_HELPER``)."""
+        lean_text = view.to_lean(task.unwrapped(text))
+        if self._leaves_sorry(task):
+            lean_text += f"\n\n#print axioms _root_.{escape_name(task.spec.theorem)}\n"
+        return lean_text
+
+    def _leaves_sorry(self, task: Task) -> bool:
+        known = self._sorry_helpers.get(task.id)
+        if known is None:
+            known = self._sorry_helpers[task.id] = sorry_outside(
+                task.text, task.span.decl_start, task.span.end
+            )
+        return known
+
+    def _probe_line(self, task: Task, lean_text: str) -> int | None:
+        """The document line of the appended ``#print axioms`` (None: none appended)."""
+        if not self._leaves_sorry(task):
+            return None
+        return lean_text.rstrip("\n").count("\n")
 
     def _without_scope_artifacts(
         self,
@@ -247,7 +314,7 @@ class Elaborator:
         if pos is None:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
                                term_goal=None, structured=[])  # fmt: skip
-        lean_text = view.to_lean(task.unwrapped(text))
+        lean_text = self._lean_text(task, view, text)
         key = self._key(task, view, lean_text)
         entered = time.perf_counter()
         timeout = self.step_timeout

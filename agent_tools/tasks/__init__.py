@@ -20,6 +20,7 @@ from .scope import (
     code_end,
     flatten_symbols,
     precheck_body,
+    sorry_outside,
     suffix_structure,
 )
 from .suite import (
@@ -60,6 +61,7 @@ __all__ = [
     "precheck_body",
     "scan_trivia",
     "scope_wrappers",
+    "sorry_outside",
     "split_prefix",
     "suffix_structure",
     "unwrap",

@@ -26,7 +26,16 @@ from dataclasses import dataclass
 
 from lsprotocol.types import DocumentSymbol
 
-from lsp_bridge import COMMENT_KINDS, LeanDiagnostic, LineIndex, LspPos, TokenKind, scan_text
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LeanDiagnostic,
+    LineIndex,
+    LspPos,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+    scan_text,
+)
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -104,6 +113,21 @@ def precheck_body(body: str) -> str | None:
                 "indent every line of the proof"
             )
     return None
+
+
+_SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
+
+
+def sorry_outside(text: str, start: int, end: int) -> bool:
+    """Does ``text`` use ``sorry`` (``sorryAx``, ``admit``) outside ``[start, end)`` — a helper
+    lemma left unproved that a proof could depend on? Lexical, so it may say yes for a name
+    that only looks like one: the caller only does extra work then."""
+    for token in lean_tokens(text):
+        if token.kind is TokenKind.IDENT and not start <= token.start < end:
+            parts = name_parts(token.text(text))
+            if parts and parts[-1] in _SORRY_WORDS:
+                return True
+    return False
 
 
 def code_end(text: str, start: int, end: int) -> int:
