@@ -151,6 +151,7 @@ def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
     assert comparison["score"]["new"] > comparison["score"]["base"]
 
 
+@pytest.mark.timeout(400)  # two benchmark runs and a comparison: ~70 s here, 2 min+ when loaded
 def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
     """docs/agents.md's block — both conditions with the search agent, then `compare` — run
     verbatim by bash from a user's directory: the demo suite at its README path and the
