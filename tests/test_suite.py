@@ -131,6 +131,13 @@ def test_a_theorem_keyword_not_starting_its_line_is_named_as_the_reason() -> Non
             locate_body(line + T, "main")
 
 
+def test_a_placeholder_body_that_fails_the_prechecks_is_refused_at_load(tmp_path: Path) -> None:
+    """A tab-indented placeholder loaded, then failed in Lean ("tabs are not allowed")."""
+    tabbed = GOOD_FILE.replace("\n  trivial", "\n\ttrivial")
+    with pytest.raises(SuiteError, match=r"placeholder proof of a\.b .* tab"):
+        load_suite(write_suite(tmp_path, task_toml(), {"A.lean": tabbed}))
+
+
 def test_a_byte_order_mark_is_refused_when_the_suite_loads(tmp_path: Path) -> None:
     with pytest.raises(SuiteError, match="byte order mark"):
         load_suite(write_suite(tmp_path, task_toml(), {"A.lean": "\ufeff" + GOOD_FILE}))

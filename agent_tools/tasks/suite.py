@@ -25,6 +25,7 @@ from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
 from .locate import BodySpan, LocateError, locate_body
 from .prefix import scope_wrappers, unwrap
+from .scope import precheck_body
 
 DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 
@@ -185,6 +186,12 @@ def load_suite(root: Path) -> Suite:
             span = locate_body(text, t.theorem)
         except LocateError as exc:
             raise SuiteError(f"task {t.id}: {exc} in {t.file}") from exc
+        problem = precheck_body(span.body(text))
+        if problem is not None:
+            raise SuiteError(
+                f"task {t.id}: the placeholder proof of {t.theorem} in {t.file} fails the checks "
+                f"every body must pass: {problem}"
+            )
         header = parse_header(text)
         wrappers = scope_wrappers(text, header.end, span.decl_start)
         tasks[t.id] = Task(t, path, text, span, header, wrappers)
