@@ -14,7 +14,7 @@ import anyio
 import psutil
 import pytest
 
-from agent_tools.tasks import Limits, Suite, library_dir, load_suite
+from agent_tools.tasks import Limits, Suite, Task, library_dir, load_suite
 from agent_tools.verdict import Verifier, forbidden_constructs, parse_axioms, parse_check
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
@@ -123,18 +123,23 @@ end Exploit.Ünï
 """
 
 
-async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path: Path) -> None:
+def exploit_suite_with(tmp_path: Path, task_id: str, text: str) -> tuple[Verifier, Task]:
+    """The exploit suite plus one task (file ``Exploit/<Id>.lean``) proving ``«symm ∀»``."""
     root = tmp_path / "suite"
     shutil.copytree(EXPLOITS.root, root)
-    (root / "Exploit" / "Escaped.lean").write_text(ESCAPED_TASK, encoding="utf-8")
+    name = f"Exploit/{task_id.title()}.lean"
+    (root / name).write_text(text, encoding="utf-8")
     with (root / "suite.toml").open("a", encoding="utf-8") as toml:
         toml.write(
-            '\n[[tasks]]\nid = "escaped"\nfile = "Exploit/Escaped.lean"\n'
+            f'\n[[tasks]]\nid = "{task_id}"\nfile = "{name}"\n'
             'theorem = "Exploit.Ünï.«symm ∀»"\ndifficulty = 1\n'
         )
     suite = load_suite(root)
-    verifier = verifier_for(suite)
-    task = suite.task("escaped")
+    return verifier_for(suite), suite.task(task_id)
+
+
+async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path: Path) -> None:
+    verifier, task = exploit_suite_with(tmp_path, "escaped", ESCAPED_TASK)
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
     unproved = await verifier.verify(task, task.text)
@@ -153,17 +158,7 @@ async def test_a_target_under_set_option_in_is_verified_and_its_escapes_rejected
     """Mathlib's `set_option maxHeartbeats N in` above a theorem: the verdict rejected every
     proof ("Lean no longer sees the target theorem": the document symbols leave a declaration
     inside `… in` out)."""
-    root = tmp_path / "suite"
-    shutil.copytree(EXPLOITS.root, root)
-    (root / "Exploit" / "Wrapped.lean").write_text(WRAPPED_TASK, encoding="utf-8")
-    with (root / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write(
-            '\n[[tasks]]\nid = "wrapped"\nfile = "Exploit/Wrapped.lean"\n'
-            'theorem = "Exploit.Ünï.«symm ∀»"\ndifficulty = 1\n'
-        )
-    suite = load_suite(root)
-    verifier = verifier_for(suite)
-    task = suite.task("wrapped")
+    verifier, task = exploit_suite_with(tmp_path, "wrapped", WRAPPED_TASK)
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
     for escape in (" set_option pp.all false", "\n  def sneaky : Prop := True"):
