@@ -104,6 +104,8 @@ async def test_notifications_run_nothing_and_get_no_reply() -> None:
         (b'"just a string"', -32600, None),
         (b'{"jsonrpc": "2.0", "id": 77, "method": "list_tasks", "x": "\xff"}', -32700, 77),
         (b'{"jsonrpc": "2.0", "id": 78, "method": "list_tasks"', -32700, None),
+        # An escaped lone surrogate: JSON syntax, but no Unicode text (the id was lost).
+        (b'{"jsonrpc": "2.0", "id": 79, "method": "list_tasks", "x": "\\ud800"}', -32700, 79),
         (b"\x00\x01garbage", -32700, None),
         (b'{"jsonrpc": "2.0", "id": 10, "method": "no_such_method"}', -32601, 10),
         (b'{"jsonrpc": "2.0", "id": 11, "method": "list_tasks", "params": 3}', -32602, 11),
@@ -302,6 +304,39 @@ async def test_tcp_flood_without_reading_is_bounded_and_freed(tcp: TcpServer) ->
     assert stalled, "the server read every request of a client that never reads"
     assert during - before < RSS_BOUND_MB
     assert after - before < RSS_BOUND_MB
+
+
+# -- stdio MCP -----------------------------------------------------------------------------------
+
+
+async def test_mcp_stdio_answers_a_line_the_sdk_cannot_read() -> None:
+    """The SDK's transport passes an unreadable line on as an exception and its server drops
+    it: a request holding an escaped lone surrogate got no reply, and its client waited for
+    ever. Now: the JSON-RPC error, with the request's id; a broken line gets id null; a
+    notification nothing; and the session goes on."""
+    async with spawn_serve("--no-sandbox") as process:
+        assert process.stdin is not None and process.stdout is not None
+        reader = BufferedByteReceiveStream(process.stdout)
+
+        async def exchange(data: bytes) -> dict[str, Any]:
+            assert process.stdin is not None
+            await process.stdin.send(data)
+            with anyio.fail_after(60):
+                reply: dict[str, Any] = orjson.loads(await reader.receive_until(b"\n", 2**24))
+            return reply
+
+        init = {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+        assert "result" in await exchange(request(1, "initialize", **init))
+        await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_tasks",'
+        surrogate = await exchange(call % 2 + b'"arguments":{"x":"\\ud800"}}}\n')
+        assert surrogate["id"] == 2 and surrogate["error"]["code"] == -32700, surrogate
+        broken = await exchange(call % 3 + b'"arguments":{}\n')
+        assert broken["id"] is None and broken["error"]["code"] == -32700, broken
+        await process.stdin.send(b'{"jsonrpc":"2.0","method":"n/x","params":{"a":"\\ud800"}}\n')
+        listed = await exchange(call % 4 + b'"arguments":{}}}\n')
+        assert listed["id"] == 4 and "result" in listed, listed  # no reply to the notification
 
 
 # -- stdio JSON-RPC ----------------------------------------------------------------------------

@@ -96,6 +96,41 @@ async def test_a_failing_body_shows_its_error_and_no_internal_exception(
         await service.close_session(sid)
 
 
+async def test_bodies_as_agents_write_them_get_lean_s_answer_not_a_refusal(
+    service: ProofService,
+) -> None:
+    """Found by driving the tools as an agent: a stray token after a space (`h ]`) was refused
+    as escaping the theorem (`h]` was a version with errors); a term proof starting with `@`
+    or a comment had no goals; a CRLF body was refused (the range edit split a CR LF pair and
+    Lean's copy went out of step); a lone surrogate was an internal error; `old` occurring
+    twice, overlapping, was replaced."""
+    sid = (await service.open_task("and_swap")).session_id
+    for body in ("\n  h ]", "\n  @And.intro q p h h )"):
+        stray = await service.set_proof(sid, body)
+        assert not stray.complete and any(
+            "unexpected token" in d.message for d in stray.diagnostics
+        )
+    for body in ("\n  @And.intro q p h h", "\n  -- swap\n  h"):
+        wrong = await service.set_proof(sid, body)
+        assert wrong.goals == ["p q : Prop\nh : And p q\n⊢ And q p"], (body, wrong.goals)
+    await service.set_proof(sid, "\n  (h\n  : And q p)")
+    crlf = await service.set_proof(sid, "\r\n  (h\r\n  : And q p)")
+    assert any("mismatch" in d.message for d in crlf.diagnostics), crlf.diagnostics
+    assert "\r" not in (await service.get_proof_state(sid)).text
+    for body, why in (("\n  h\ud800", "lone surrogate"), ("\n  h\r x", "carriage return")):
+        with pytest.raises(ToolError, match=why) as refused:
+            await service.set_proof(sid, body)
+        assert refused.value.code == "rejected"
+    await service.set_proof(sid, "\n  @And.intro q p h h h")
+    with pytest.raises(ToolError, match="occurs 2 times"):
+        await service.replace_in_proof(sid, "h h", "X")
+    with pytest.raises(ToolError) as unknown:
+        await service.open_task("x" * 10_000)
+    assert len(str(unknown.value)) < 400
+    right = await service.set_proof(sid, "\r\n  " + REFS["and_swap"].replace("\n", "\r\n"))
+    assert right.complete
+
+
 async def test_every_call_writes_a_ledger_line_even_when_it_fails(service: ProofService) -> None:
     before = len(ledger_lines(service))
     with pytest.raises(ToolError) as info:

@@ -16,6 +16,7 @@ its sessions closed, and nothing escapes to the other connections.
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
@@ -65,11 +66,30 @@ def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError:
         pass
-    try:  # e.g. invalid UTF-8 inside a string: the rest may still say which request this was
-        rid = _recover_id(orjson.loads(raw.decode("utf-8", "replace")))
-    except orjson.JSONDecodeError:
-        rid = None
-    return None, _error(rid, -32700, "parse error: not JSON (one JSON object per line)")
+    return None, _error(
+        recover_request_id(raw),
+        -32700,
+        "parse error: not JSON (one JSON object per line, strings of valid Unicode)",
+    )
+
+
+def recover_request_id(raw: bytes | str) -> Any:
+    """The id of a line that is no message we can read, when a lenient decode finds one:
+    invalid UTF-8 inside a string (decoded with replacement), or an escaped lone surrogate
+    (``"\\ud800"``: the standard library's parser takes it, orjson does not). Else null, as
+    JSON-RPC says."""
+    return _recover_id(lenient_json(raw))
+
+
+def lenient_json(raw: bytes | str) -> Any:
+    """``raw`` decoded as leniently as makes sense for an error reply (None: not JSON)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    for parse in (orjson.loads, json.loads):
+        try:
+            return parse(text)
+        except ValueError:  # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors
+            continue
+    return None
 
 
 async def handle_message(service: ProofService, raw: bytes, client: str) -> dict[str, Any] | None:

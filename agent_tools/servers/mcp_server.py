@@ -26,20 +26,26 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import orjson
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    PARSE_ERROR,
     CallToolResult,
+    ErrorData,
     InputRequiredResult,
+    JSONRPCError,
     TextContent,
     ToolAnnotations,
 )
 from mcp_types import Tool as MCPTool
+from pydantic import ValidationError
 
 from ..sessions import (
     ProofService,
@@ -49,6 +55,7 @@ from ..sessions import (
     output_schema,
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
+from .jsonrpc_server import lenient_json, recover_request_id
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
@@ -135,12 +142,87 @@ class LeanrigMCP(MCPServer[Any]):
     async def run_stdio_async(self, wire: Wire | None = None) -> None:
         """MCP on this process's stdin/stdout (``wire``: already claimed by the caller), read
         and written on the event loop."""
-        async with (
-            fd_stdio(wire) as (stdin, stdout),
-            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),  # type: ignore[arg-type]
-        ):
+        async with fd_stdio(wire) as (stdin, stdout):
+            await self.serve_lines(stdin, stdout)
+
+    async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
+        """MCP over newline-delimited messages (stdio, a Unix-socket connection): the SDK's
+        stdio transport, with the lines it cannot read answered (``AnsweringUnreadable``)."""
+        async with stdio_server(stdin=lines, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
             server = self._lowlevel_server
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(
+                AnsweringUnreadable(read_stream, write_stream),
+                write_stream,
+                server.create_initialization_options(),
+            )
+
+
+class AnsweringUnreadable:
+    """The SDK transport's read stream, answering the lines that are no message it can read.
+
+    The SDK's stdio transport passes such a line on as an exception, and the server drops it:
+    a client whose request held, say, an escaped lone surrogate (``"\\ud800"``: valid JSON
+    syntax, refused by the SDK's parser) got no reply and waited forever. Here a request gets
+    the JSON-RPC error reply, with its id when a lenient decode finds one (else null, as the
+    spec says); a notification is only logged. Everything else passes through unchanged,
+    ``last_context`` (the sender's contextvars) included."""
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write = write_stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __aiter__(self) -> AnsweringUnreadable:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._inner.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def receive(self) -> Any:
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweringUnreadable:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._inner.__aexit__(*exc)
+
+    async def _answer(self, exc: Exception) -> None:
+        raw, why = _unreadable_line(exc)
+        message = lenient_json(raw) if raw is not None else None
+        request_id = recover_request_id(raw) if raw is not None else None
+        log.warning("mcp.unreadable_message", id=request_id, error=why[:200])
+        if isinstance(message, dict) and "method" in message and "id" not in message:
+            return  # a notification: JSON-RPC never answers one
+        error = ErrorData(
+            code=PARSE_ERROR,
+            message=f"parse error: not a JSON-RPC message this server can read ({why[:200]}); "
+            "send one JSON object per line, strings of valid Unicode",
+        )
+        await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
+                                                           error=error)))  # fmt: skip
+
+
+def _unreadable_line(exc: Exception) -> tuple[str | None, str]:
+    """The line the SDK could not read (pydantic keeps it as the error's input) and why."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        raw = first.get("input")
+        return (raw if isinstance(raw, str) else None), str(first.get("msg", exc))
+    return None, str(exc)
 
 
 @asynccontextmanager

@@ -18,7 +18,6 @@ from pathlib import Path
 import anyio
 import structlog
 from anyio.abc import ByteStream, SocketListener
-from mcp.server.stdio import stdio_server
 
 from ..sessions import ProofService
 from .mcp_server import build_mcp
@@ -33,13 +32,9 @@ MAX_CONNECTIONS = 32
 async def serve_mcp_stream(service: ProofService, stream: ByteStream, client: str = "mcp") -> None:
     """One MCP session over ``stream`` (newline-delimited JSON-RPC, as on stdio), until the
     peer closes its side."""
-    mcp = build_mcp(service, client)
-    server = mcp._lowlevel_server
-    async with stdio_server(stdin=TextLines(stream, MAX_LINE), stdout=TextWriter(stream.send)) as (  # type: ignore[arg-type]
-        read_stream,
-        write_stream,
-    ):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    await build_mcp(service, client).serve_lines(
+        TextLines(stream, MAX_LINE), TextWriter(stream.send)
+    )
 
 
 async def serve_mcp_listener(

@@ -34,7 +34,15 @@ from lsp_bridge import (
 )
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
-from ..tasks import Task, check_scope, code_end, flatten_symbols, sorry_outside, suffix_structure
+from ..tasks import (
+    Task,
+    check_scope,
+    code_end,
+    code_start,
+    flatten_symbols,
+    sorry_outside,
+    suffix_structure,
+)
 from ..verdict import escape_name
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
@@ -197,9 +205,9 @@ class Elaborator:
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex(text)
         last = code_end(text, body_start, body_end)
-        first = body_start
-        while first < body_end and text[first].isspace():
-            first += 1
+        first = code_start(text, body_start, body_end)
+        if text.startswith("@", first) and first + 1 < last:
+            first += 1  # Lean has no term info on the `@` of `@f x`; the application starts here
         goal_at = view.lsp_to_lean(index.lsp_of_offset(last))
         term_at = view.lsp_to_lean(index.lsp_of_offset(first))
         assert goal_at is not None  # the body is after the cut

@@ -80,6 +80,26 @@ def _replace_file(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def as_lean_reads(body: str) -> str:
+    """``body`` with CRLF line ends as LF: Lean converts them on its side, so a range edit
+    computed on CRLF text would split a pair and leave Lean's copy out of step with ours."""
+    return body.replace("\r\n", "\n") if "\r" in body else body
+
+
+def occurrences(text: str, part: str) -> int:
+    """How often ``part`` occurs in ``text``, overlapping ones counted (``str.count`` does not:
+    "h h" is in "h h h" twice)."""
+    count, at = 0, text.find(part)
+    while at >= 0:
+        count += 1
+        at = text.find(part, at + 1)
+    return count
+
+
+def short(value: str, limit: int = 100) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
 class ProofService:
     def __init__(
         self,
@@ -152,7 +172,7 @@ class ProofService:
         async with self.calls.call("open_task", task=task_id, client=client) as call:
             if self.task is not None and task_id != self.task:
                 raise ToolError(
-                    f"unknown task {task_id!r}",
+                    f"unknown task {short(task_id)!r}",
                     code="unknown_task",
                     hint=f"this server serves one task: {self.task!r}",
                 )
@@ -199,7 +219,8 @@ class ProofService:
                         code="invalid_argument",
                         hint="give a non-empty piece of the current proof body",
                     )
-                count = session.body.count(old)
+                old, new = as_lean_reads(old), as_lean_reads(new)
+                count = occurrences(session.body, old)
                 if count != 1:
                     raise ToolError(
                         f"`old` occurs {count} times in the proof body (it must occur exactly "
@@ -212,6 +233,7 @@ class ProofService:
     async def _apply_body(self, call: Call, body: str) -> EditResult:
         session = call.open_session
         started = time.perf_counter()
+        body = as_lean_reads(body)
         call.extra["body_sha"] = body_sha(body)
         reason = precheck_body(body)
         if reason is not None:
@@ -309,6 +331,7 @@ class ProofService:
 
             async def one(i: int, body: str) -> None:
                 timer = StepTimer()
+                body = as_lean_reads(body)
                 rejected = precheck_body(body)
                 elaborated: Elaborated | None = None
                 failure: ToolFailure | None = None

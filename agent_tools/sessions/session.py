@@ -40,7 +40,9 @@ def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) 
 
 
 def body_sha(body: str) -> str:
-    return hashlib.sha256(body.encode()).hexdigest()[:12]
+    # `surrogatepass`: a body with a lone surrogate is refused, but its ledger line still
+    # names it (strict encoding raised, and the call failed as an internal error).
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 @dataclass(slots=True)

@@ -91,6 +91,11 @@ def precheck_body(body: str) -> str | None:
         return "the proof body is over 1 MB"
     if "\x00" in body:
         return "the proof body contains a NUL character"
+    if "\r" in body.replace("\r\n", ""):
+        return (
+            "the proof body contains a carriage return not followed by a line feed, which Lean "
+            "does not accept"
+        )
     try:
         body.encode("utf-8")
     except UnicodeEncodeError:
@@ -128,6 +133,16 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
             if parts and parts[-1] in _SORRY_WORDS:
                 return True
     return False
+
+
+def code_start(text: str, start: int, end: int) -> int:
+    """Offset of the first character in ``text[start:end]`` that is neither whitespace nor
+    inside a comment (``end`` if there is none)."""
+    mask = scan_text(text[start:end]).mask(COMMENT_KINDS)
+    i = 0
+    while i < end - start and (text[start + i].isspace() or mask[i]):
+        i += 1
+    return start + i
 
 
 def code_end(text: str, start: int, end: int) -> int:
@@ -176,10 +191,13 @@ def check_scope(
             "unterminated comment or string in the proof?)"
         )
     if target.end < last:
+        # A syntax error in the body ends the declaration early (`h ]`: Lean's parse stops at
+        # `]`): that is a version with errors, as in an editor, not an escape. Commands Lean
+        # then reads after it cannot make such a version pass.
         parse_broke = any(
             d.is_error
             and _PARSE_ERROR.match(d.message)
-            and body_start <= index.offset_of_lsp(d.range.start) <= target.end
+            and body_start <= index.offset_of_lsp(d.range.start) <= last
             for d in diagnostics
         )
         if not parse_broke:

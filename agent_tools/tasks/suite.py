@@ -147,7 +147,8 @@ class Suite:
             return self.tasks[task_id]
         except KeyError:
             raise SuiteError(
-                f"unknown task {task_id!r}", hint="call list_tasks for the valid task ids"
+                f"unknown task {task_id[:100]!r}" + ("…" if len(task_id) > 100 else ""),
+                hint="call list_tasks for the valid task ids",
             ) from None
 
 
