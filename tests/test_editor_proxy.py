@@ -256,7 +256,8 @@ def task_setup(workspace: Path) -> tuple[Path, str, TaskScope]:
 def body_edit(text: str, scope: TaskScope, body: str) -> list[dict[str, Any]]:
     """A range edit replacing the body of ``text``."""
     index = LineIndex(text)
-    start, end = len(scope.prefix), len(text) - len(scope.suffix)
+    after = scope.task.text[scope.task.span.end :]  # the blank lines after the body stay
+    start, end = len(scope.prefix), len(text) - len(after)
     rng = {"start": index.lsp_of_offset(start).to_json(), "end": index.lsp_of_offset(end).to_json()}
     return [{"range": rng, "text": body}]
 
@@ -276,11 +277,21 @@ def test_scope_decides_outside_held_and_ok() -> None:
     _, text, scope = task_setup(Path("/nonexistent"))
     assert scope.decide(text).outcome == "ok"
     assert scope.decide(text.replace("namespace", "namespac")).outcome == "outside"
-    held = scope.decide(scope.prefix + "\n  /- open comment" + scope.suffix)
+    task = scope.task
+    held = scope.decide(task.with_body("\n  /- open comment"))
     assert held.outcome == "held"
     assert held.reason is not None
     assert "comment" in held.reason
-    assert scope.decide(scope.prefix + RIGHT + scope.suffix).body == RIGHT
+    right = task.with_body(RIGHT)
+    assert scope.decide(right).outcome == "ok" and scope.final_body(right) == RIGHT
+    # The proof's last line selected with its line break and typed over (or deleted): the
+    # blank line after the body goes, which is an edit of the proof. It was reverted at every
+    # keystroke. The verdict still gets the task's own blank lines.
+    tight = scope.prefix + RIGHT + "\n" + scope.suffix
+    assert scope.decide(tight).outcome == "ok"
+    assert scope.submission(tight) == right
+    # The next command must still start its line.
+    assert scope.decide(scope.prefix + RIGHT + " " + scope.suffix).outcome == "outside"
 
 
 def test_apply_changes_uses_utf16_ranges() -> None:
@@ -482,6 +493,47 @@ async def test_check_proof_accepts_and_writes_ledger_and_result(
     assert all(e["lean_ms"] > 0 for e in edits)
     assert [e["errors"] for e in edits if e["version"] == version] == [0]
     assert [e["accepted"] for e in ledger if e["tool"] == "check_proof"] == [True]
+
+
+async def test_typing_over_the_proof_line_is_an_edit_and_the_ledger_counts_what_lean_said(
+    editor: Editor, workspace: Path, tmp_path: Path
+) -> None:
+    """A human probing the proxy: selecting the proof's line with its line break and typing
+    (or deleting the line) was reverted at every keystroke; the ledger counted the errors at
+    Lean's "done" notice, which comes just before the version's last diagnostics (mostly 0);
+    a revert's echo counted as a version of the proof; an accepted attempt said "no verdict"."""
+    await editor.initialize(workspace)
+    path, text, scope = task_setup(workspace)
+    uri = await editor.open(path, text)
+    await editor.diagnostics_for(uri, 1)
+    body_line = LineIndex(text).lsp_of_offset(scope.task.span.start).line + 1
+    whole_line = {"start": {"line": body_line, "character": 0},
+                  "end": {"line": body_line + 1, "character": 0}}  # fmt: skip
+    wrong = await editor.change(uri, [{"range": whole_line, "text": WRONG.lstrip("\n")}])
+    seen = errors(await editor.diagnostics_for(uri, wrong))
+    assert seen and not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+    outside = await editor.change(uri, [{"range": {"start": {"line": 0, "character": 0},
+                                                   "end": {"line": 0, "character": 0}},
+                                         "text": "-- "}])  # fmt: skip
+    assert outside > wrong
+    await editor.wait(lambda: not editor.texts[uri].startswith("-- "))  # reverted
+    typed = editor.texts[uri].split("\n")[body_line]  # the line now holds the wrong proof
+    line_only = {"start": {"line": body_line, "character": 0},
+                 "end": {"line": body_line, "character": len(typed)}}  # fmt: skip
+    right = await editor.change(uri, [{"range": line_only, "text": RIGHT.lstrip("\n")}])
+    assert errors(await editor.diagnostics_for(uri, right)) == []
+    verdict = await editor.request(
+        "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+    )
+    assert verdict["result"]["accepted"] is True, verdict
+    run = tmp_path / "run"
+    (result,) = lines(run / "results.jsonl")
+    assert result["accepted"] is True and result["reasons"] == []
+    ledger = lines(run / "ledger.jsonl")
+    edits = {e["version"]: e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"}
+    assert edits[wrong]["errors"] == len(seen), edits[wrong]
+    assert edits[right]["errors"] == 0
+    assert set(edits) == {1, wrong, right}  # the revert's echo is no version of the proof
 
 
 async def test_time_limit_refuses_edits_and_runs_the_verdict(

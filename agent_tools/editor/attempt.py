@@ -106,15 +106,25 @@ class Attempt:
         for older in [v for v in self._pending if v < version]:
             self._finish_version(older, "superseded", errors=None)
 
-    def elaborated(self, version: int, *, errors: int, fatal: bool, body: str) -> None:
+    def elaborated(
+        self, version: int, *, errors: int, fatal: bool, body: str, at: float | None = None
+    ) -> None:
+        """Lean finished ``version`` (at ``at``: perf_counter, default now)."""
         if version in self._pending:
-            self._finish_version(version, "fatal" if fatal else "ok", errors=errors, body=body)
+            outcome = "fatal" if fatal else "ok"
+            self._finish_version(version, outcome, errors=errors, body=body, at=at)
 
     def _finish_version(
-        self, version: int, outcome: str, *, errors: int | None, body: str | None = None
+        self,
+        version: int,
+        outcome: str,
+        *,
+        errors: int | None,
+        body: str | None = None,
+        at: float | None = None,
     ) -> None:
         pending = self._pending.pop(version)
-        now = time.perf_counter()
+        now = at if at is not None else time.perf_counter()
         lean_ms = (now - pending.forwarded) * 1000
         self.lean_ms += lean_ms
         if outcome != "superseded":
@@ -172,7 +182,7 @@ class Attempt:
         return AttemptResult(
             task=spec.id, field=spec.field, difficulty=spec.difficulty,
             attempt=self._attempt_number(), accepted=bool(verdict.get("accepted", False)),
-            reasons=list(verdict.get("reasons") or ["no verdict"]),
+            reasons=list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"],
             invocation_s=round(self.wall_s(), 3), timed_out=self.timed_out,
             tool_calls=self.versions + self.checks, lean_s=round(self.lean_ms / 1000, 3),
             final_body_sha=body_sha(self.body), condition=CONDITION,

@@ -150,10 +150,11 @@ async def run_lsp(
             attempt.stop_clock()
             # The editor left: its last valid body gets the verdict, as an agent's final one.
             requested = time.perf_counter()
+            proxy.record_done()
             text = proxy.lean_text
             with anyio.move_on_after(options.timeouts.verdict):
-                verdict = await verifier.verify(task, text)
-                attempt.checked(verdict, proxy.scope.body_of(text) or "", requested=requested)
+                verdict = await verifier.verify(task, proxy.scope.submission(text))
+                attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
         return attempt.write()
     finally:
         attempt.write()  # cancelled (signal): the line still says what happened

@@ -161,6 +161,8 @@ class EditorProxy:
         self._lean_version: int | None = None
         self._lean_diags: list[dict[str, Any]] = []
         self._lean_diag_version: int | None = None
+        # (version, fatal, when, errors): finished by Lean, its ledger line not yet written
+        self._done: tuple[int, bool, float, int] | None = None
         self._extra_diags: dict[str, dict[str, Any]] = {}  # kind -> diagnostic
         self._scope_changed = anyio.Event()
         self._revert_id: str | None = None
@@ -330,7 +332,7 @@ class EditorProxy:
             version = doc.version
             if self._is_task_uri(doc.uri):
                 version = self._lean_version if self._lean_version is not None else doc.version
-                self.attempt.forwarded(version, time.perf_counter())
+                self._forwarded(version, time.perf_counter())
             await self._write_lean_now({"jsonrpc": "2.0", "method": "textDocument/didOpen",
                                         "params": {"textDocument": {"uri": doc.uri,
                                                    "languageId": "lean4", "version": version,
@@ -481,13 +483,13 @@ class EditorProxy:
         refused = self.attempt.timed_out and doc.text != self._lean_text
         if decision.outcome == "ok" and not refused:
             self._lean_text, self._lean_version = doc.text, doc.version
-            self.attempt.forwarded(doc.version, received)
+            self._forwarded(doc.version, received)
             await self._to_lean(body)
             return
         # Lean gets the last valid text under the editor's version; the editor is told.
         opened = {**params, "textDocument": {**params["textDocument"], "text": self._lean_text}}
         self._lean_version = doc.version
-        self.attempt.forwarded(doc.version, received)
+        self._forwarded(doc.version, received)
         await self._to_lean_json({"jsonrpc": "2.0", "method": "textDocument/didOpen",
                                   "params": opened})  # fmt: skip
         await self._refuse(doc, decision.outcome, decision.reason, refused)
@@ -501,6 +503,10 @@ class EditorProxy:
             await self._refuse(doc, decision.outcome, decision.reason, refused)
             return
         previous = self._lean_text
+        # The editor back at the text Lean has (a revert's echo, a held body undone): Lean
+        # still gets the version (editors and the infoview wait on versions), but the ledger
+        # records no new version of the proof.
+        echo = doc.text == previous
         if before == previous:
             await self._to_lean(body)  # in step with Lean: the editor's frame as it is
         else:  # Lean holds an older text: one change from it to the editor's
@@ -511,10 +517,11 @@ class EditorProxy:
                                       "params": {"textDocument": {"uri": doc.uri,
                                                  "version": doc.version},
                                                  "contentChanges": [change]}})  # fmt: skip
-        self.attempt.forwarded(doc.version, received)
+        if not echo:
+            self._forwarded(doc.version, received)
         self._lean_text, self._lean_version = doc.text, doc.version
         changed = self._extra_diags.pop("held", None) is not None
-        if doc.text != previous:  # a real edit (not the echo of a revert) clears the notice
+        if not echo:  # a real edit (not the echo of a revert) clears the notice
             changed = self._extra_diags.pop("outside", None) is not None or changed
             self._revert_id = None
         if changed:
@@ -645,6 +652,25 @@ class EditorProxy:
         else:
             self._lean_diags = diags
             self._lean_diag_version = version if isinstance(version, int) else None
+        if self._done is not None and self._done[0] == version:
+            self._done = (version, self._done[1], self._done[2], self._lean_errors(version))
+            self.record_done()  # the version's last report, just after its "done"
+
+    def _forwarded(self, version: int, received: float) -> None:
+        self.record_done()  # a finished version is recorded before the next supersedes it
+        self.attempt.forwarded(version, received)
+
+    def record_done(self) -> None:
+        """Record the version Lean finished (its ledger line), with its errors as last
+        reported: Lean sends a version's "done" progress just *before* its last diagnostics,
+        so the count is taken when those arrive (or when the next version or the verdict
+        comes first); the Lean time ends at the "done"."""
+        if self._done is None:
+            return
+        version, fatal, at, errors = self._done
+        self._done = None
+        body = self.scope.body_of(self._lean_text) or ""
+        self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
 
     def _track_progress(self, params: dict[str, Any]) -> None:
         processing = params.get("processing") or []
@@ -652,13 +678,16 @@ class EditorProxy:
         fatal = any(isinstance(p, dict) and p.get("kind") == 2 for p in processing)
         if (processing and not fatal) or not isinstance(version, int):
             return
-        errors = (
-            sum(1 for d in self._lean_diags if d.get("severity") == 1)
-            if self._lean_diag_version == version
-            else 0
-        )
-        body = self.scope.body_of(self._lean_text) or ""
-        self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body)
+        if self._done is not None and self._done[0] == version:
+            return  # Lean may say "done" twice for a version: the first one times it
+        self.record_done()
+        self._done = (version, fatal, time.perf_counter(), self._lean_errors(version))
+
+    def _lean_errors(self, version: int) -> int:
+        """Errors Lean has reported so far for ``version`` of the task file."""
+        if self._lean_diag_version != version:
+            return 0
+        return sum(1 for d in self._lean_diags if d.get("severity") == 1)
 
     # -- the verdict and the clock ------------------------------------------------------------
 
@@ -675,10 +704,11 @@ class EditorProxy:
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
         """The verdict on the text Lean has (the last valid body); shown to the editor too."""
         requested = time.perf_counter()
+        self.record_done()
         text = self._lean_text
         with anyio.fail_after(self.timeouts.verdict):
-            verdict: Verdict = await self.verifier.verify(self.task, text)
-        self.attempt.checked(verdict, self.scope.body_of(text) or "", requested=requested)
+            verdict: Verdict = await self.verifier.verify(self.task, self.scope.submission(text))
+        self.attempt.checked(verdict, self.scope.final_body(text), requested=requested)
         result = {**verdict.to_json(), "version": self._lean_version,
                   "attempt_s": round(self.attempt.wall_s(), 3),
                   "timed_out": self.attempt.timed_out}  # fmt: skip

@@ -50,15 +50,38 @@ class TaskScope:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.prefix = task.text[: task.span.start]
-        self.suffix = task.text[task.span.end :]
+        # The fixed text after the body, from its first command on: the blank lines between
+        # the proof and it belong to the body's side. Selecting the proof's last line with its
+        # line break and typing over it (or deleting the line) takes one of them, and that is
+        # an edit of the proof, not of the file around it.
+        self.suffix = task.text[task.span.end :].lstrip()
+
+    def _body_end(self, text: str) -> int | None:
+        end = len(text) - len(self.suffix)
+        if end < len(self.prefix) or not text.startswith(self.prefix):
+            return None
+        if not text.endswith(self.suffix):
+            return None
+        if self.suffix and end > 0 and text[end - 1] != "\n":
+            return None  # the next command no longer starts its line
+        return end
 
     def body_of(self, text: str) -> str | None:
-        """The body of ``text``, or None when a byte outside the body differs."""
-        if len(text) < len(self.prefix) + len(self.suffix):
-            return None
-        if not (text.startswith(self.prefix) and text.endswith(self.suffix)):
-            return None
-        return text[len(self.prefix) : len(text) - len(self.suffix)]
+        """The body of ``text`` (with the blank lines after it), or None when a byte outside
+        it differs."""
+        end = self._body_end(text)
+        return None if end is None else text[len(self.prefix) : end]
+
+    def final_body(self, text: str) -> str:
+        """The body of ``text`` as a submission has it: without the blank lines after it."""
+        body = self.body_of(text)
+        assert body is not None, "the text is outside the task's scope"
+        return body.rstrip()
+
+    def submission(self, text: str) -> str:
+        """What the verdict checks for the editor's ``text`` (which must keep prefix and
+        suffix): the task file with the body, the blank lines after it as the task has them."""
+        return self.task.with_body(self.final_body(text))
 
     def decide(self, text: str) -> Decision:
         body = self.body_of(text)
@@ -72,8 +95,9 @@ class TaskScope:
     def body_range(self, text: str) -> dict[str, Any]:
         """The LSP range of the body in ``text`` (which must keep prefix and suffix)."""
         index = LineIndex(text)
-        start, end = len(self.prefix), len(text) - len(self.suffix)
-        return lsp_range(index, start, end)
+        end = self._body_end(text)
+        assert end is not None, "the text is outside the task's scope"
+        return lsp_range(index, len(self.prefix), end)
 
 
 # -- LSP text synchronisation helpers ---------------------------------------------------------
