@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_tools.tasks import LocateError, SuiteError, load_suite, locate_body, precheck_body
+from agent_tools.tasks import (
+    LocateError,
+    SuiteError,
+    code_end,
+    code_span,
+    load_suite,
+    locate_body,
+    precheck_body,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "lean_project" / "suites"
@@ -160,6 +168,19 @@ def test_a_located_body_replaced_by_an_indented_body_is_found_again(lines: list[
     new = text[: span.start] + body + text[span.end :]
     again = locate_body(new, "N.t")
     assert again.body(new) == body
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab -/\n\t()")), max_size=40))
+def test_code_span_brackets_the_code_between_comments_and_whitespace(body: str) -> None:
+    text = "x :=" + body + "\nend"
+    start, end = 4, 4 + len(body)
+    first, last = code_span(text, start, end)
+    assert last == code_end(text, start, end)
+    if first < last:  # both ends are code: neither whitespace nor a comment
+        assert not text[first].isspace() and not text[last - 1].isspace()
+        assert code_span(text, first, last) == (first, last)
+    else:
+        assert (first, last) == (start, start)
 
 
 def test_prechecks_reject_what_text_alone_decides() -> None:

@@ -37,8 +37,7 @@ from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 from ..tasks import (
     Task,
     check_scope,
-    code_end,
-    code_start,
+    code_span,
     flatten_symbols,
     sorry_outside,
     suffix_structure,
@@ -204,8 +203,7 @@ class Elaborator:
         probe_line = self._probe_line(task, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex(text)
-        last = code_end(text, body_start, body_end)
-        first = code_start(text, body_start, body_end)
+        first, last = code_span(text, body_start, body_end)
         if text.startswith("@", first) and first + 1 < last:
             first += 1  # Lean has no term info on the `@` of `@f x`; the application starts here
         goal_at = view.lsp_to_lean(index.lsp_of_offset(last))

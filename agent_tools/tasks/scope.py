@@ -135,14 +135,19 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
     return False
 
 
-def code_start(text: str, start: int, end: int) -> int:
-    """Offset of the first character in ``text[start:end]`` that is neither whitespace nor
-    inside a comment (``end`` if there is none)."""
+def code_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """(first, last): the offset of the first character in ``text[start:end]`` that is neither
+    whitespace nor inside a comment, and the offset after the last such one (``start, start``
+    if there is none). One lexical scan."""
     mask = scan_text(text[start:end]).mask(COMMENT_KINDS)
+    n = end - start
     i = 0
-    while i < end - start and (text[start + i].isspace() or mask[i]):
+    while i < n and (text[start + i].isspace() or mask[i]):
         i += 1
-    return start + i
+    j = n
+    while j > i and (text[start + j - 1].isspace() or mask[j - 1]):
+        j -= 1
+    return (start + i, start + j) if i < n else (start, start)
 
 
 def code_end(text: str, start: int, end: int) -> int:
