@@ -271,3 +271,23 @@ def test_agent_command_substitution(tmp_path: Path) -> None:
     assert env["LEANRIG_TASK"] == "refl_z" and env["LEANRIG_MCP_CONFIG"] == str(ws.mcp_config)
     assert (ws.workspace / "ReflZ.lean").read_text() == suite.tasks["refl_z"].text
     assert "refl_z" in ws.prompt.read_text()
+
+
+def test_a_relative_agent_program_is_made_absolute_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--agent './agent.sh {mcp_config}'` passed the start check from the user's directory,
+    then failed every attempt: the agent starts in its workspace. A file without the execute
+    bit was recorded as exit 1 at every attempt."""
+    from agent_tools.runs.runner import RunError, _agent_words
+
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunError, match="not executable"):
+        _agent_words("./agent.sh {mcp_config}")
+    script.chmod(0o755)
+    assert _agent_words("./agent.sh {mcp_config}") == [str(script), "{mcp_config}"]
+    assert _agent_words("sh -c true") == ["sh", "-c", "true"]  # a command on PATH stays
+    with pytest.raises(RunError, match="cannot find"):
+        _agent_words("./missing.sh")

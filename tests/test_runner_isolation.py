@@ -61,12 +61,18 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
         assert writes and all(v.startswith("refused") for v in writes.values()), forged
         assert not (root / "forged.txt").exists()
         assert not (root / "serve" / "submission-1.json").exists()
-        # Only its own socket's directory is visible; no network.
+        # Only its own socket's directory is visible, of its run's and of every run's; no
+        # network.
         assert forged["socket_dirs"] == [forged["own_socket_dir"]], forged
+        assert forged["run_socket_dirs"] == [forged["own_run_socket_dir"]], forged
         assert forged["network"].startswith("refused"), forged
-        submission = (root / "workspace" / "Submission.lean").read_text()
+        # The runner wrote the submission as a new file, not through the agent's link to the
+        # run's results (which it overwrote), and read no usage from a FIFO (it hung).
+        written = root / "workspace" / "Submission.lean"
+        assert not written.is_symlink()
         body = WRONG if task == "and_swap" else suite.tasks[task].body
-        assert submission == suite.tasks[task].with_body(body)
+        assert written.read_text() == suite.tasks[task].with_body(body)
+        assert r[task].input_tokens is None and r[task].cost_usd is None
     assert any(k.startswith("overwrite") for k in
                json.loads((run_dir / "attempts" / "and_swap" / "1" / "workspace" /
                            "forge.json").read_text()))  # fmt: skip

@@ -22,6 +22,7 @@ separately: there, ``input_tokens`` = input + cache reads + cache writes.)
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,11 +72,25 @@ class Usage(_TokensMixin):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+USAGE_MAX_BYTES = 1 << 20
+
+
 def read_usage(path: Path) -> Usage:
-    """An agent's ``usage.json``; a missing, unreadable or invalid file is *unknown* usage
-    (every field ``None``), never zero usage."""
+    """An agent's ``usage.json``; a missing, unreadable, oversized or invalid file, or one
+    that is no regular file (a link, a FIFO: opening one waited for a writer for ever), is
+    *unknown* usage (every field ``None``), never zero usage."""
     try:
-        return Usage.model_validate_json(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return Usage()
+    try:
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return Usage()
+            data = file.read(USAGE_MAX_BYTES + 1)
+        if len(data) > USAGE_MAX_BYTES:
+            return Usage()
+        return Usage.model_validate_json(data)
     except (OSError, ValidationError):
         return Usage()
 

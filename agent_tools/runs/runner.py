@@ -18,6 +18,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -190,6 +191,9 @@ def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
 
 
 def _agent_words(agent: str) -> list[str]:
+    """The agent command's words, its program made absolute: the agent starts in its
+    workspace, so a path relative to where ``leanrig run`` was typed (``./agent.sh``) passed
+    this check and then failed every attempt."""
     try:
         words = shlex.split(agent)
     except ValueError as exc:
@@ -197,9 +201,64 @@ def _agent_words(agent: str) -> list[str]:
     if not words:
         raise RunError("--agent is empty")
     program = words[0]
-    if "{" not in program and shutil.which(program) is None and not Path(program).is_file():
+    if "{" in program:
+        return words
+    if "/" in program:
+        # Absolute, links kept: a venv's `python` is a link, and resolved it loses the venv.
+        path = Path(os.path.abspath(program))
+        if not path.is_file():
+            raise RunError(
+                f"--agent: cannot find {program!r}", hint="give a command on PATH or a path"
+            )
+        if not os.access(path, os.X_OK):
+            hint = f"chmod +x {program}, or start it through its interpreter"
+            raise RunError(f"--agent: {program!r} is not executable", hint=hint)
+        return [str(path), *words[1:]]
+    if shutil.which(program) is None:
         raise RunError(f"--agent: cannot find {program!r}", hint="give a command on PATH or a path")
     return words
+
+
+def socket_parent() -> Path:
+    """The per-user directory holding every run's socket directory (short: a socket path has
+    at most 107 bytes), private to the user."""
+    base = tempfile.gettempdir()
+    if len(base) > SOCKET_PATH_MAX - 60:
+        base = "/tmp"
+    parent = Path(base) / f"leanrig-sockets-{os.getuid()}"
+    parent.mkdir(mode=0o700, exist_ok=True)
+    if parent.is_symlink() or parent.stat().st_uid != os.getuid():
+        raise RunError(f"{parent} is not this user's directory", hint="remove it and run again")
+    parent.chmod(0o700)
+    return parent
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` as a new file at ``path`` in a directory the agent could write: never
+    through a link the agent left there (a ``Submission.lean`` linked to the run's
+    results.jsonl made the runner overwrite it with a forged line)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)  # replaces a link itself, never its target
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_agent_file(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a regular file the agent could have replaced (None: gone,
+    or not a regular file: a link, a FIFO — opening a FIFO waited for a writer for ever)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(limit)
 
 
 class Runner:
@@ -227,10 +286,10 @@ class Runner:
         self.suite_hash = suite.content_hash()
         # The attempts' sockets: a short runner-owned directory (a socket path has at most
         # 107 bytes, a run directory's can be longer); removed at the end of the run.
-        base = tempfile.gettempdir()
-        if len(base) > SOCKET_PATH_MAX - 40:
-            base = "/tmp"
-        self.socket_root = Path(tempfile.mkdtemp(prefix="leanrig-", dir=base))
+        # Every run's socket directory lies in one per-user parent, which each agent's sandbox
+        # hides whole: an agent cannot reach another run's (or a later run's) sockets.
+        self.socket_parent = socket_parent()
+        self.socket_root = Path(tempfile.mkdtemp(prefix="run-", dir=self.socket_parent))
         self._sockets = 0
 
     # -- one attempt --------------------------------------------------------------------------
@@ -261,7 +320,7 @@ class Runner:
         mounts: list[Mount] = [
             ("--ro-bind", self.suite.root.resolve()),
             ("--ro-bind", self.run_dir),
-            ("--tmpfs", self.socket_root),
+            ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),
             ("--bind", ws.workspace),
         ]
@@ -303,13 +362,13 @@ class Runner:
         if server.failure is not None:
             infra.append(server.failure)
         submission = task.with_body(body)
-        await anyio.to_thread.run_sync(lambda: ws.submission.write_text(submission, "utf-8"))
+        await anyio.to_thread.run_sync(replace_file, ws.submission, submission.encode())
         t_verdict = time.perf_counter()
         verdict = await self._verdict(task, submission)
         verdict_s = time.perf_counter() - t_verdict
         calls, lean_s, died = await anyio.to_thread.run_sync(self._ledger, ws)
         infra += died
-        usage = read_usage(ws.workspace / USAGE_FILE)
+        usage = await anyio.to_thread.run_sync(read_usage, ws.workspace / USAGE_FILE)
         notes = await anyio.to_thread.run_sync(self._ignored_edits, task, ws)
         if inv.start_error:
             log.warning("run.agent_start_failed", task=task.id, error=inv.start_error)
@@ -335,7 +394,11 @@ class Runner:
         when the run started)."""
         notes = []
         try:
-            if ws.task_file.read_text(encoding="utf-8") != task.text:
+            data = read_agent_file(ws.task_file, len(task.text.encode()) + 1)
+            if data is None:
+                notes.append(f"the workspace's {ws.task_file.name} was removed or replaced by a "
+                             "non-file")  # fmt: skip
+            elif data.decode("utf-8") != task.text:
                 notes.append(f"the workspace's {ws.task_file.name} was edited (ignored)")
         except (OSError, UnicodeDecodeError):
             notes.append(f"the workspace's {ws.task_file.name} was removed or made unreadable")

@@ -7,7 +7,8 @@ By the task's mode (argv: a JSON object task id → mode):
 
 Forging: a submission record with the reference proof where the runner's service keeps its
 records (``serve/submission-<n>.json``, also overwriting every record there), ledger lines in
-the attempt's ledger, a results line, and a file in the attempt directory. It also lists the
+the attempt's ledger, a results line, and a file in the attempt directory; it leaves a link
+to the run's results as ``Submission.lean`` and a FIFO as ``usage.json``. It also lists the
 directory of its MCP socket's parent (the runner's socket directory: only its own attempt's
 should be visible) and tries the network. What each try gave goes to ``forge.json`` in the
 workspace; the agent exits 0.
@@ -58,6 +59,15 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
     sockets = Path(server["args"][-1]).parent.parent
     report["socket_dirs"] = sorted(os.listdir(sockets))
     report["own_socket_dir"] = Path(server["args"][-1]).parent.name
+    # Every run's socket directory lies in one parent: another run's must not be visible.
+    report["run_socket_dirs"] = sorted(os.listdir(sockets.parent))
+    report["own_run_socket_dir"] = sockets.name
+    # Files the runner handles in the workspace after the agent: the submission it writes (a
+    # link to the run's results would have it overwrite them), usage.json it reads (a FIFO
+    # made it wait for a writer for ever).
+    (ws / "Submission.lean").unlink(missing_ok=True)
+    os.symlink(root.parents[2] / "results.jsonl", ws / "Submission.lean")
+    os.mkfifo(ws / "usage.json")
     try:
         socket.create_connection(("1.1.1.1", 53), timeout=2).close()
         report["network"] = "connected"
