@@ -174,8 +174,10 @@ def test_report_on_the_ledger_serve_wrote(mcp_run: tuple[Path, dict[str, Any]]) 
     done = leanrig("report", relative, cwd=cwd)
     assert done.returncode == 0, done.stderr
     assert "check_proof" in done.stdout
-    assert (ledger.parent / "report" / "report.md").is_file()
-    assert list((ledger.parent / "report").glob("*.png")), "plots are on by default"
+    # Beside the ledger under its own name (`report/` there is a run's report when the ledger
+    # is a run's: it was overwritten).
+    assert (ledger.parent / "ledger-report" / "report.md").is_file()
+    assert list((ledger.parent / "ledger-report").glob("*.png")), "plots are on by default"
 
     done = leanrig("report", relative, "--out", "my-report", "--no-plots", cwd=cwd)
     assert done.returncode == 0, done.stderr

@@ -246,6 +246,19 @@ def test_report_on_a_run_dir_with_default_out_and_plots(runs: Runs) -> None:
     assert {p.name for p in out.glob("*.png")}, "plots are on by default"
 
 
+def test_report_on_a_run_s_ledger_leaves_the_run_s_report_alone(runs: Runs) -> None:
+    """`leanrig report RUN/ledger.jsonl` wrote `RUN/report/`, over the run's own report, with
+    "score 0" (a ledger's report counts check_proof calls, which the agents never made)."""
+    relative = str(runs.base.relative_to(runs.cwd.resolve()))
+    assert leanrig("report", relative, "--no-plots", cwd=runs.cwd).returncode == 0
+    run_report = (runs.base / "report" / "report.json").read_bytes()
+    done = leanrig("report", f"{relative}/ledger.jsonl", "--no-plots", cwd=runs.cwd)
+    assert done.returncode == 0, done.stderr
+    assert "belongs to the run" in done.stderr and f"leanrig report {runs.base}" in done.stderr
+    assert (runs.base / "ledger-report" / "report.json").is_file()
+    assert (runs.base / "report" / "report.json").read_bytes() == run_report
+
+
 def test_report_on_two_run_dirs_is_a_leaderboard(runs: Runs) -> None:
     relative = str(runs.base.relative_to(runs.cwd.resolve()))
     done = leanrig("report", relative, "lad-run", "--no-plots", "--prices", "doubled.toml",

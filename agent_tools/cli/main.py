@@ -166,9 +166,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out).absolute()
     elif len(paths) == 1:
-        out = paths[0] / "report" if paths[0].is_dir() else paths[0].parent / "report"
+        # A ledger's report goes beside it under its own name: `report/` beside a run's
+        # ledger is the run's report, which it overwrote.
+        out = paths[0] / "report" if paths[0].is_dir() else paths[0].with_name("ledger-report")
     else:
         out = Path("report").absolute()
+    for path in paths:
+        if path.is_file() and (path.parent / "results.jsonl").exists():
+            print(f"note: {path} belongs to the run {path.parent}: this report counts the "
+                  "check_proof calls in its ledger; `leanrig report "
+                  f"{path.parent}` reports the run's verdicts", file=sys.stderr)  # fmt: skip
     summary = report_runs(paths, out, plots=not args.no_plots, prices=prices)
     for note in summary.get("notes", []):
         print(f"note: {note}", file=sys.stderr)
@@ -300,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         "paths", nargs="+", metavar="RUN_DIR_OR_LEDGER",
         help="run directories (leanrig run, leanrig lsp) or a ledger.jsonl; several: a leaderboard",
     )  # fmt: skip
-    report.add_argument("--out", help="output directory (default: RUN_DIR/report)")
+    report.add_argument("--out", help="output directory (default: RUN_DIR/report; for a ledger "
+                        "file, ledger-report/ beside it)")  # fmt: skip
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     report.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
     report.set_defaults(func=_cmd_report)
