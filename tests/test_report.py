@@ -234,3 +234,26 @@ def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     assert "+100.0%" in md and "| alg | 8 | 25.0 | 100.0 | +75.0 |" in md
     assert {Path(p).name for p in summary["plots"]} >= {"fields_radar.png"}
     assert orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())["kind"] == "compare"
+
+
+def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
+    tmp_path: Path,
+) -> None:
+    """Four unlabelled runs were four leaderboard rows named "baseline"; `compare` with the
+    runs swapped, or of different suites or time limits, said nothing."""
+    from agent_tools.runs import compare_runs, report_runs
+    from agent_tools.runs.results import read_run_info, write_run_info
+
+    runs = [make_run(tmp_path / name, "baseline", {"a": True}) for name in ("sleep", "flaky")]
+    summary = report_runs(runs, tmp_path / "board", plots=False)
+    assert sorted(r["name"] for r in summary["runs"]) == [
+        "m · search · baseline (flaky)", "m · search · baseline (sleep)"]  # fmt: skip
+    lad = make_run(tmp_path / "lad", "lad", {"a": True, "b": True})
+    info = read_run_info(lad)
+    write_run_info(lad, info.model_copy(update={"suite_hash": "f" * 64, "time_limit_s": 30}))
+    base_info = read_run_info(runs[0])
+    write_run_info(runs[0], base_info.model_copy(update={"suite_hash": "e" * 64}))
+    notes = compare_runs(lad, runs[0], tmp_path / "cmp", plots=False)["comparison"]["notes"]
+    assert any("swapped" in n for n in notes), notes
+    assert any("different suites" in n for n in notes), notes
+    assert any("time limit" in n for n in notes), notes

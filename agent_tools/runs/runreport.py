@@ -7,7 +7,9 @@ before, a ledger file. ``report_runs`` reports one run, or several with a leader
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +30,14 @@ class LoadedRun:
     info: RunInfo
     metrics: RunMetrics
     notes: list[str]
+    # Set when runs shown together share a display name (no --label or --model): the rows
+    # would not be told apart, so the directory's name is added.
+    qualified: bool = False
 
     @property
     def name(self) -> str:
-        return self.info.display_name() or self.path.name
+        name = self.info.display_name() or self.path.name
+        return f"{name} ({self.path.name})" if self.qualified and name != self.path.name else name
 
     def plot_run(self) -> PlotRun:
         return PlotRun(self.name, self.info.condition, self.metrics)
@@ -264,7 +270,7 @@ def report_runs(
             f"a report over several runs takes run directories (with {RUN_FILE}); "
             f"not run directories: {', '.join(not_runs)}"
         )
-    runs = [load_run(p, prices=prices) for p in paths]
+    runs = distinguishable([load_run(p, prices=prices) for p in paths])
     out.mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
     per_run = []
@@ -315,6 +321,29 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
+def mismatches(base: RunInfo, new: RunInfo) -> list[str]:
+    """What makes two runs not comparable as they stand (notes, not refusals)."""
+    notes = []
+    if base.suite_hash and new.suite_hash and base.suite_hash != new.suite_hash:
+        notes.append(
+            f"the runs used different suites or task files (suite hash {base.suite_hash[:12]} "
+            f"vs {new.suite_hash[:12]}): the comparison mixes them"
+        )
+    if base.condition == "lad" and new.condition == "baseline":
+        notes.append("the baseline given is a LAD run and the LAD one a baseline run: swapped?")
+    for what, a, b in (("time limit (s)", base.time_limit_s, new.time_limit_s),
+                       ("model", base.model, new.model)):  # fmt: skip
+        if a != b:
+            notes.append(f"the runs differ in {what}: {a} vs {b}")
+    return notes
+
+
+def distinguishable(runs: list[LoadedRun]) -> list[LoadedRun]:
+    """``runs``, those sharing a display name qualified by their directory's name."""
+    names = Counter(r.name for r in runs)
+    return [dataclasses.replace(r, qualified=True) if names[r.name] > 1 else r for r in runs]
+
+
 def compare_runs(
     base: Path,
     lad: Path,
@@ -325,8 +354,9 @@ def compare_runs(
 ) -> dict[str, Any]:
     """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` (``comparison``,
     ``base``, ``lad``) and the plots (bars side by side; radar: baseline filled, LAD dashed)."""
-    b, n = load_run(base, prices=prices), load_run(lad, prices=prices)
+    b, n = distinguishable([load_run(base, prices=prices), load_run(lad, prices=prices)])
     c = compare(b.metrics, n.metrics)
+    c.notes.extend(mismatches(b.info, n.info))
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
         "kind": "compare",
