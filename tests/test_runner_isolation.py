@@ -20,7 +20,7 @@ import pytest
 
 from agent_tools.runs import relay
 from agent_tools.runs.invocation import agent_sandbox
-from agent_tools.runs.runner import body_sha, run_benchmark
+from agent_tools.runs.runner import body_sha, run_benchmark, socket_parent
 from agent_tools.runs.workspace import relay_command
 from agent_tools.tasks import load_suite
 
@@ -39,7 +39,13 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     modes = {"refl_z": "skip", "and_swap": "session"}
     agent = f"{PY} {AGENTS / 'forging_agent.py'} '{json.dumps(modes)}'"
-    summary = await run_benchmark(options(run_dir, agent, parallel=2))
+    # Another run's socket directory, there while this run goes: its agents must not see it.
+    decoy = socket_parent() / f"run-decoy-{tmp_path.name}"
+    decoy.mkdir()
+    try:
+        summary = await run_benchmark(options(run_dir, agent, parallel=2))
+    finally:
+        decoy.rmdir()
     suite = load_suite(SUITE)
     r = {x.task: x for x in raw_lines(run_dir)}
     assert set(r) == set(modes) and len(summary.results) == 2
