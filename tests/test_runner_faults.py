@@ -148,3 +148,37 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
     assert lines[0] == first[0]  # the finished attempt was not redone
     # The interrupted attempt's orphans (agent) were swept on resume; nothing is left.
     assert attempt_processes(run_dir) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM killed the runner outright (exit 143, its socket directory left behind);
+    Ctrl-C printed two tracebacks. Now the running attempts are cancelled, their processes
+    killed, the socket directory removed, and one line says how to go on."""
+    from agent_tools.runs.runner import socket_parent
+
+    suite = suite_copy(tmp_path, ("refl_z",))
+    run_dir = tmp_path / "run"
+    argv = [str(LEANRIG), "run", "--suite", str(suite), "--agent", f"{PY} {FAULT} hang",
+            "--time-limit", "60", "--out", str(run_dir), "--quiet"]  # fmt: skip
+    before = set(socket_parent().iterdir())
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60  # poll, bounded: the agent has started
+        log = run_dir / "attempts" / "refl_z" / "1" / "agent.log"
+        while time.monotonic() < deadline and process.poll() is None and not log.exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 128 + signum, err
+    assert "Traceback" not in err, err
+    assert f"stopped by signal {int(signum)}" in err and "--resume" in err, err
+    assert set(socket_parent().iterdir()) <= before  # its socket directory is gone
+    assert attempt_processes(run_dir) == []

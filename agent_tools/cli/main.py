@@ -201,7 +201,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..runs import RunOptions, run_benchmark, summary_json
+    from ..runs import RunOptions, RunSummary, run_benchmark, summary_json
 
     # Settings left out are None here: RunOptions' defaults, or the recorded ones on --resume.
     settings = {
@@ -217,12 +217,50 @@ def _cmd_run(args: argparse.Namespace) -> int:
         agent_network=args.agent_network, quiet=args.quiet,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
+    from lsp_bridge import single_errors
+
     from ..servers import run_event_loop
 
+    interrupted: list[int] = []
+
+    async def main() -> RunSummary | None:
+        """The run, ended cleanly by SIGTERM/SIGINT: the running attempts are cancelled (their
+        agents and Lean killed, the socket directory removed) and the finished ones stay in
+        results.jsonl for `--resume`. (A signal used to kill the runner outright, leaving its
+        socket directory, or print two tracebacks for Ctrl-C.)"""
+        done: list[RunSummary] = []
+        with single_errors():
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    done.append(await run_benchmark(options))
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(_cancel_on_signal, tg.cancel_scope, interrupted)
+                tg.start_soon(run)
+        return done[0] if done else None
+
     # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`.
-    summary = run_event_loop(run_benchmark, options)
+    summary = run_event_loop(main)
+    if summary is None:
+        signum = interrupted[0] if interrupted else 2
+        where = f" --out {options.out}" if options.out else ""
+        print(f"leanrig run: stopped by signal {signum}; finished attempts are in the run's "
+              f"results.jsonl (continue with the same command{where} and --resume)",
+              file=sys.stderr)  # fmt: skip
+        return 128 + signum
     print(orjson.dumps(summary_json(summary)).decode())
     return 0
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope, seen: list[int]) -> None:
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            seen.append(int(signum))
+            scope.cancel()
+            return
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
