@@ -131,6 +131,7 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
                 break
             time.sleep(0.05)
         assert process.poll() is None, process.communicate()
+        killed = process.pid
         os.kill(process.pid, signal.SIGKILL)  # mid-run: the second attempt's agent is running
         process.communicate(timeout=30)
     finally:
@@ -146,8 +147,12 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
     lines = raw_lines(run_dir)
     assert sorted(x.task for x in lines) == ["and_swap", "refl_z", "true_intro"]
     assert lines[0] == first[0]  # the finished attempt was not redone
-    # The interrupted attempt's orphans (agent) were swept on resume; nothing is left.
+    # The interrupted attempt's orphans (agent) were swept on resume; nothing is left, the
+    # killed runner's socket directory included.
     assert attempt_processes(run_dir) == []
+    from agent_tools.runs.runner import socket_parent
+
+    assert not list(socket_parent().glob(f"run-{killed}-*"))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -233,6 +233,15 @@ def socket_parent() -> Path:
     return parent
 
 
+def sweep_socket_dirs(parent: Path) -> None:
+    """Remove the socket directories of runners that are gone (a run killed with SIGKILL
+    cannot remove its own): each is named ``run-<runner pid>-…``."""
+    for entry in parent.glob("run-*-*"):
+        pid = entry.name.split("-")[1]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def replace_file(path: Path, data: bytes) -> None:
     """Write ``data`` as a new file at ``path`` in a directory the agent could write: never
     through a link the agent left there (a ``Submission.lean`` linked to the run's
@@ -289,7 +298,9 @@ class Runner:
         # Every run's socket directory lies in one per-user parent, which each agent's sandbox
         # hides whole: an agent cannot reach another run's (or a later run's) sockets.
         self.socket_parent = socket_parent()
-        self.socket_root = Path(tempfile.mkdtemp(prefix="run-", dir=self.socket_parent))
+        sweep_socket_dirs(self.socket_parent)
+        prefix = f"run-{os.getpid()}-"
+        self.socket_root = Path(tempfile.mkdtemp(prefix=prefix, dir=self.socket_parent))
         self._sockets = 0
 
     # -- one attempt --------------------------------------------------------------------------
