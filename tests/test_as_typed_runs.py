@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from .conftest import stray_guard
-from .test_as_typed import DEMO, SUITE, leanrig, leanrig_each, sandbox_or_skip
+from .test_as_typed import DEMO, SUITE, leanrig, leanrig_each, leanrig_exe, sandbox_or_skip
 from .test_runner import attempt_processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,6 +258,16 @@ def test_report_on_a_run_s_ledger_leaves_the_run_s_report_alone(runs: Runs) -> N
     assert "belongs to the run" in done.stderr and f"leanrig report {runs.base}" in done.stderr
     assert (runs.base / "ledger-report" / "report.json").is_file()
     assert (runs.base / "report" / "report.json").read_bytes() == run_report
+
+
+def test_report_into_a_pipe_whose_reader_left_ends_quietly(runs: Runs) -> None:
+    """`leanrig report RUN | head` ended in a BrokenPipeError traceback."""
+    relative = str(runs.base.relative_to(runs.cwd.resolve()))
+    command = f"set -o pipefail; '{leanrig_exe()}' report {relative} --no-plots | true"
+    done = subprocess.run(["bash", "-c", command], cwd=runs.cwd, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 141, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
 def test_report_on_two_run_dirs_is_a_leaderboard(runs: Runs) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -412,9 +413,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # a reader that went is found here, not at the interpreter's exit
     except LeanrigError as exc:
         print(f"leanrig: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went (`leanrig report RUN | head`): no traceback, and no second error
+        # when the interpreter flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
     except BaseExceptionGroup as group:
         # A command that runs in a task group (`lsp`) raises its errors wrapped in a group.
         refused, other = group.split(LeanrigError)
