@@ -79,20 +79,26 @@ def read_usage(path: Path) -> Usage:
     """An agent's ``usage.json``; a missing, unreadable, oversized or invalid file, or one
     that is no regular file (a link, a FIFO: opening one waited for a writer for ever), is
     *unknown* usage (every field ``None``), never zero usage."""
+    data = read_agent_file(path, USAGE_MAX_BYTES + 1)
+    if data is None or len(data) > USAGE_MAX_BYTES:
+        return Usage()
+    try:
+        return Usage.model_validate_json(data)
+    except ValidationError:
+        return Usage()
+
+
+def read_agent_file(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a regular file the agent could have replaced (None: gone,
+    or not a regular file: a link, a FIFO — opening a FIFO waited for a writer for ever)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return Usage()
-    try:
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return Usage()
-            data = file.read(USAGE_MAX_BYTES + 1)
-        if len(data) > USAGE_MAX_BYTES:
-            return Usage()
-        return Usage.model_validate_json(data)
-    except (OSError, ValidationError):
-        return Usage()
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(limit)
 
 
 class TaskRef(BaseModel):

@@ -18,7 +18,6 @@ import hashlib
 import os
 import shlex
 import shutil
-import stat
 import sys
 import tempfile
 import time
@@ -54,6 +53,7 @@ from .results import (
     TaskRef,
     append_result,
     finished_attempts,
+    read_agent_file,
     read_results,
     read_run_info,
     read_usage,
@@ -255,19 +255,6 @@ def replace_file(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def read_agent_file(path: Path, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a regular file the agent could have replaced (None: gone,
-    or not a regular file: a link, a FIFO — opening a FIFO waited for a writer for ever)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return file.read(limit)
 
 
 class Runner:

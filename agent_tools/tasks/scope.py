@@ -153,11 +153,7 @@ def code_span(text: str, start: int, end: int) -> tuple[int, int]:
 def code_end(text: str, start: int, end: int) -> int:
     """Offset after the last character in ``text[start:end]`` that is neither whitespace nor
     inside a comment (``start`` if there is none)."""
-    mask = scan_text(text[start:end]).mask(COMMENT_KINDS)
-    i = end - start
-    while i > 0 and (text[start + i - 1].isspace() or mask[i - 1]):
-        i -= 1
-    return start + i
+    return code_span(text, start, end)[1]
 
 
 def check_scope(
