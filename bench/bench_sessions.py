@@ -48,17 +48,25 @@ async def sessions(rpc: RpcProcess, count: int, steps: int) -> tuple[list[float]
 
 
 def lean_trees(server_pid: int) -> dict[int, int]:
-    """pid -> RSS of every Lean server tree under the leanrig server process."""
+    """pid -> RSS of every Lean process tree under the leanrig server process: each Lean
+    server (its workers included), or each direct file worker (`lean --worker` that no Lean
+    server started)."""
     out = {}
     for child in psutil.Process(server_pid).children(recursive=True):
         try:
             cmd = child.cmdline()
-            # Only the Lean server itself (the sandbox's bwrap/prlimit carry the same argv).
-            if cmd and Path(cmd[0]).name == "lean" and "--server" in cmd:
+            # Only Lean itself (the sandbox's bwrap/prlimit carry the same argv).
+            if not cmd or Path(cmd[0]).name != "lean":
+                continue
+            if "--server" in cmd or ("--worker" in cmd and not _under_lean_server(child)):
                 out[child.pid] = tree_rss(child.pid)
         except psutil.Error:
             continue
     return out
+
+
+def _under_lean_server(proc: psutil.Process) -> bool:
+    return any("--server" in p.cmdline() for p in proc.parents())
 
 
 async def memory(rpc: RpcProcess, edits: int) -> list[dict[str, float]]:

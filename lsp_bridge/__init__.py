@@ -37,6 +37,7 @@ from .errors import (
     WorkerExited,
 )
 from .framing import decode_body, read_frames
+from .header import Header, parse_header
 from .lean_text import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -77,6 +78,7 @@ __all__ = [
     "DocumentReport",
     "ElaborationFailed",
     "FileProgress",
+    "Header",
     "Hypothesis",
     "InteractiveGoal",
     "LeanClient",
@@ -120,6 +122,7 @@ __all__ = [
     "lean_tokens",
     "minimal_edit",
     "name_parts",
+    "parse_header",
     "path_to_uri",
     "read_frames",
     "scan_text",

@@ -5,6 +5,16 @@ Responsibilities (and nothing else): the LSP lifecycle (initialize / shutdown), 
 Lean 4.31+ ``isIncremental`` streaming), the barrier that returns only when a version is fully
 elaborated, and queries (plain goals, term goals, hover, document symbols, RPC interactive goals).
 
+Two ways to reach Lean, one API: through Lean's watchdog (``lean --server``: one process that
+starts a file worker per document and relays every message), or — ``ServerCommand.
+direct_workers`` — straight to one ``lean --worker`` per document, doing the little the
+watchdog does for a client that sends no workspace requests: start the worker with
+``initialize`` + ``didOpen`` (it never answers ``initialize``), and start it again when it died
+or the document's header changed (a worker exits with code 2 on a header change; Lean's
+watchdog restarts it on the next change, and so does this client). Measured with the bootstrap
+Lean (docs/architecture.md): the relay costs ~0.5-0.9 ms and ~1.5 ms of Lean CPU per edit, and
+a process per server.
+
 It must not own pools, sessions or policy: callers decide what to open and when to give up.
 """
 
@@ -21,7 +31,7 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
@@ -31,10 +41,14 @@ from .errors import (
     ElaborationFailed,
     LeanrigError,
     RpcNeedsReconnect,
+    ServerClosed,
+    ServerDied,
+    ServerError,
     ServerStartFailed,
     WorkerCrashed,
     WorkerExited,
 )
+from .header import parse_header
 from .lean_types import (
     DocumentReport,
     FileProgress,
@@ -78,6 +92,9 @@ class ServerCommand:
     report_delay_ms: int = REPORT_DELAY_MS
     edit_delay_ms: int = 1
     incremental_diagnostics: bool = True
+    # Talk to one `lean --worker` per document instead of the watchdog (module docstring);
+    # only where ``worker_argv`` knows the worker's command.
+    direct_workers: bool = False
 
     @property
     def program(self) -> str:
@@ -90,6 +107,22 @@ class ServerCommand:
 
     def full_argv(self) -> list[str]:
         return [*self.argv, f"-Dserver.reportDelayMs={self.report_delay_ms}"]
+
+    def worker_argv(self) -> list[str] | None:
+        """The file worker's command: this command with ``lean --server`` made ``lean
+        --worker`` (what the watchdog itself runs per document: the same executable, options
+        and environment). None for ``lake serve``: Lake's watchdog gives its workers an
+        environment of its own, which has not been checked against a full toolchain here."""
+        argv = self.full_argv()
+        program = self.program
+        name = program.rsplit("/", 1)[-1]
+        if not (name == "lean" or name.startswith("lean-")):
+            return None
+        at = argv.index(program)
+        if argv[at + 1 : at + 2] != ["--server"]:
+            return None
+        argv[at + 1] = "--worker"
+        return argv
 
 
 @dataclass(slots=True)
@@ -109,6 +142,21 @@ class _Document:
     fatal: anyio.Event = field(default_factory=anyio.Event)
     # (version, trigger): the trigger fires when that version's first error or warning arrives.
     problem_watch: tuple[int, Trigger] | None = None
+
+
+@dataclass(slots=True)
+class _Worker:
+    """A direct file worker (``ServerCommand.direct_workers``) and the header it was opened
+    with: Lean's worker exits when a change alters it, so such a change starts a new one."""
+
+    transport: LspTransport
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    header: str = ""
+
+
+def header_region(text: str) -> str:
+    """``text`` up to the end of its module header (a change here restarts a file worker)."""
+    return text[: parse_header(text).end]
 
 
 def parse_symbols(result: Any, from_line: int = 0) -> list[lsp.DocumentSymbol]:
@@ -247,6 +295,12 @@ class LeanClient:
         self._tg: TaskGroup | None = None
         self._rpc_sessions: dict[str, str] = {}
         self.server_info: dict[str, Any] = {}
+        # Direct file workers (ServerCommand.direct_workers): the worker command, each open
+        # document's worker, the `initialize` parameters every worker is started with.
+        self._worker_argv: list[str] | None = None
+        self._workers: dict[str, _Worker] = {}
+        self._init_params: dict[str, Any] = {}
+        self._closed = False
 
     @classmethod
     @asynccontextmanager
@@ -254,6 +308,20 @@ class LeanClient:
         cls, command: ServerCommand, *, timeouts: Timeouts = DEFAULT_TIMEOUTS
     ) -> AsyncIterator[LeanClient]:
         client = cls(command, timeouts)
+        worker_argv = command.worker_argv() if command.direct_workers else None
+        if worker_argv is not None:
+            with single_errors():
+                async with anyio.create_task_group() as tg:
+                    client._tg = tg
+                    client._worker_argv = worker_argv
+                    client._init_params = client._initialize_params()
+                    try:
+                        yield client
+                    finally:
+                        client._closed = True
+                        # Each worker's task kills and reaps it (shielded) as it is cancelled.
+                        tg.cancel_scope.cancel()
+            return
         with single_errors():
             async with (
                 LspTransport.spawn(
@@ -283,13 +351,120 @@ class LeanClient:
 
     @property
     def pid(self) -> int:
-        return self.transport.pid
+        """The server's process id (with direct workers: the oldest live worker's)."""
+        if self._worker_argv is None:
+            return self.transport.pid
+        pids = self.pids
+        if not pids:
+            raise ServerClosed("no Lean file worker is running")
+        return pids[0]
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Every Lean process this client started (the server, or each document's worker);
+        a walk of their trees finds all the memory they hold."""
+        if self._worker_argv is None:
+            return (self.transport.pid,) if self._transport is not None else ()
+        return tuple(w.transport.pid for w in self._workers.values() if w.transport.alive)
+
+    @property
+    def direct(self) -> bool:
+        """True when this client talks to file workers directly (no watchdog)."""
+        return self._worker_argv is not None
 
     @property
     def alive(self) -> bool:
+        if self._worker_argv is not None:
+            return not self._closed  # a dead worker is restarted by the next change
         return self._transport is not None and self._transport.alive
 
-    async def _initialize(self) -> None:
+    def kill(self) -> None:
+        """Kill every Lean process of this client now (hung or over a cap)."""
+        if self._worker_argv is None:
+            self.transport.kill()
+            return
+        for worker in self._workers.values():
+            worker.transport.kill()
+
+    def _conn(self, uri: str) -> LspTransport:
+        """Where messages about ``uri`` go: the server, or the document's own worker."""
+        if self._worker_argv is None:
+            return self.transport
+        worker = self._workers.get(uri)
+        if worker is None or not worker.transport.alive:
+            raise self._worker_gone(uri, worker.transport.failure if worker else None)
+        return worker.transport
+
+    def _worker_gone(self, uri: str, cause: LeanrigError | None) -> WorkerCrashed:
+        """What a request about ``uri`` meets when its direct worker is gone: what the
+        watchdog answers then (the next change starts a new worker)."""
+        why = f": {cause.message}" if cause is not None else ""
+        return WorkerCrashed("request", -32902, f"the Lean file worker for {uri} stopped{why}")
+
+    def _worker_error(self, uri: str, error: LeanrigError) -> LeanrigError:
+        """A direct worker's death, as the watchdog would report it (a worker crash: the
+        server is fine, the next change restarts the worker); anything else unchanged."""
+        if self._worker_argv is None or self._closed:
+            return error
+        if isinstance(error, ServerDied):
+            return self._worker_gone(uri, error)
+        if isinstance(error, ServerClosed):  # stopped by us for a restart
+            return WorkerExited("request", -32901, f"the Lean file worker for {uri} restarted")
+        return error
+
+    async def _run_worker(self, uri: str, *, task_status: TaskStatus[_Worker]) -> None:
+        assert self._worker_argv is not None
+        async with LspTransport.spawn(
+            self._worker_argv,
+            cwd=self.command.cwd,
+            env=self.command.env,
+            # Looked up per message, not bound at spawn: one handler for every worker, old
+            # and new (and a test's spy on the client sees them all).
+            on_notification=lambda method, params: self._on_notification(method, params),
+            shutdown_timeout=self.timeouts.shutdown,
+            write_timeout=self.timeouts.request,
+            polite=False,
+        ) as transport:
+            worker = _Worker(transport)
+            task_status.started(worker)
+            await worker.stop.wait()
+
+    async def _start_worker(self, doc: _Document, dependency_build_mode: str = "never") -> None:
+        """A new worker for ``doc`` (its current text and version), the old one stopped."""
+        assert self._tg is not None
+        old = self._workers.pop(doc.uri, None)
+        if old is not None:
+            old.stop.set()
+        try:
+            worker: _Worker = await self._tg.start(self._run_worker, doc.uri)
+        except OSError as exc:
+            raise ServerStartFailed(
+                f"Lean file worker {self.command.program} did not start: {exc}"
+            ) from exc
+        worker.header = header_region(doc.text)
+        self._workers[doc.uri] = worker
+        text_document = {"uri": doc.uri, "languageId": "lean4", "version": doc.version,
+                         "text": doc.text}  # fmt: skip
+        await worker.transport.post(
+            [
+                {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": self._init_params},
+                {"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                 "params": {"textDocument": text_document,
+                            "dependencyBuildMode": dependency_build_mode}},
+            ]
+        )  # fmt: skip
+
+    def _needs_worker(self, doc: _Document) -> bool:
+        """With direct workers: must ``doc``'s (already updated) text go to a new worker — its
+        worker is gone, or the change touched the header?"""
+        if self._worker_argv is None:
+            return False
+        worker = self._workers.get(doc.uri)
+        if worker is None or not worker.transport.alive:
+            return True
+        return not (doc.text.startswith(worker.header) and header_region(doc.text) == worker.header)
+
+    def _initialize_params(self) -> dict[str, Any]:
         params = lsp.InitializeParams(
             process_id=os.getpid(),
             root_uri=path_to_uri(self.command.cwd),
@@ -307,7 +482,7 @@ class LeanClient:
                 ),
             ),
         )
-        raw = _converter.unstructure(params)
+        raw: dict[str, Any] = _converter.unstructure(params)
         raw["capabilities"]["lean"] = {
             "silentDiagnosticSupport": True,
             "incrementalDiagnosticSupport": self.command.incremental_diagnostics,
@@ -316,6 +491,10 @@ class LeanClient:
             "editDelay": self.command.edit_delay_ms,
             "hasWidgets": False,
         }
+        return raw
+
+    async def _initialize(self) -> None:
+        raw = self._initialize_params()
         try:
             result = await self.transport.request("initialize", raw, timeout=self.timeouts.spawn)
             await self.transport.notify("initialized", {})
@@ -385,6 +564,14 @@ class LeanClient:
             raise DocumentError(f"document {uri} is already open", path=uri)
         doc = _Document(uri, text, 1)
         self._docs[uri] = doc
+        if self._worker_argv is not None:
+            try:
+                await self._start_worker(doc, dependency_build_mode)
+            except BaseException:
+                self._docs.pop(uri, None)
+                self._stop_worker(uri)
+                raise
+            return 1
         params = {
             "textDocument": {"uri": uri, "languageId": "lean4", "version": 1, "text": text},
             "dependencyBuildMode": dependency_build_mode,
@@ -424,7 +611,16 @@ class LeanClient:
         doc = self._doc(uri)
         params = self._change_params(doc, edits)
         try:
-            await self.transport.notify("textDocument/didChange", params)
+            if self._needs_worker(doc):
+                await self._start_worker(doc)
+            else:
+                await self._conn(uri).notify("textDocument/didChange", params)
+        except ServerError as exc:
+            doc.resync = True
+            error = self._worker_error(uri, exc)
+            if error is exc:
+                raise
+            raise error from exc
         except BaseException:
             doc.resync = True  # the change may not have reached Lean
             raise
@@ -467,8 +663,15 @@ class LeanClient:
     async def close_document(self, uri: str) -> None:
         doc = self._docs.pop(uri, None)
         self._rpc_sessions.pop(uri, None)
-        if doc is not None and self.alive:
+        if self._worker_argv is not None:
+            self._stop_worker(uri)  # a worker serves one document: closing it is the end
+        elif doc is not None and self.alive:
             await self.transport.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    def _stop_worker(self, uri: str) -> None:
+        worker = self._workers.pop(uri, None)
+        if worker is not None:
+            worker.stop.set()
 
     async def wait_for(
         self, uri: str, version: int | None = None, *, timeout: float | None = None
@@ -550,9 +753,11 @@ class LeanClient:
             doc = self._doc(uri)
         else:
             doc = self._doc(uri)
-            changes.append(
-                ("textDocument/didChange", self._change_params(doc, [minimal_edit(doc.text, text)]))
-            )
+            params = self._change_params(doc, [minimal_edit(doc.text, text)])
+            if self._needs_worker(doc):
+                await self._start_worker(doc)  # the change goes as the new worker's didOpen
+            else:
+                changes.append(("textDocument/didChange", params))
         version = doc.version
         now = [q for q in queries if not q.unless_clean]
         later = [q for q in queries if q.unless_clean]
@@ -571,7 +776,7 @@ class LeanClient:
                 trigger.fire()  # open() above already had this version reported
         follow_up = FollowUp(self._requests(uri, later), trigger) if later else None
         try:
-            answers = await self.transport.exchange(
+            answers = await self._conn(uri).exchange(
                 changes,
                 [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
                  *self._requests(uri, now)],
@@ -580,6 +785,14 @@ class LeanClient:
                 on_error=on_error,
                 follow_up=follow_up,
             )  # fmt: skip
+        except ServerError as exc:
+            if changes:
+                doc.resync = True
+            error = self._worker_error(uri, exc)
+            if error is exc:
+                raise
+            self._mark_fatal(doc)
+            raise error from exc
         except BaseException:
             if changes:
                 doc.resync = True  # the change may not have reached Lean
@@ -587,6 +800,12 @@ class LeanClient:
         finally:
             if doc.problem_watch is not None and doc.problem_watch[1] is trigger:
                 doc.problem_watch = None
+        if self._worker_argv is not None:
+            answers = [
+                self._worker_error(uri, a) if isinstance(a, LeanrigError) else a for a in answers
+            ]
+            if any(isinstance(a, (WorkerCrashed, WorkerExited)) for a in answers):
+                self._mark_fatal(doc)
         barrier = answers[0]
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
@@ -658,7 +877,15 @@ class LeanClient:
         if doc.fatal.is_set():
             raise self._fatal_error(doc, method)
         try:
-            return await self.transport.request(method, params, timeout=timeout, tag=doc.uri)
+            try:
+                return await self._conn(doc.uri).request(
+                    method, params, timeout=timeout, tag=doc.uri
+                )
+            except ServerError as exc:
+                error = self._worker_error(doc.uri, exc)
+                if error is exc:
+                    raise
+                raise error from exc
         except (WorkerCrashed, WorkerExited):
             self._mark_fatal(doc)
             raise
@@ -671,8 +898,10 @@ class LeanClient:
         doc.fatal_version = doc.version
         if not doc.fatal.is_set():
             doc.fatal.set()
-            if self._transport is not None:
-                self._transport.fail_tagged(doc.uri, self._fatal_error(doc, "request"))
+            worker = self._workers.get(doc.uri)
+            transport = worker.transport if worker is not None else self._transport
+            if transport is not None:
+                transport.fail_tagged(doc.uri, self._fatal_error(doc, "request"))
 
     @staticmethod
     def _fatal_error(doc: _Document, method: str) -> ElaborationFailed:
@@ -740,7 +969,7 @@ class LeanClient:
         refs = collect_rpc_refs(result)
         session = self._rpc_sessions.get(uri)
         if refs and session is not None:
-            await self.transport.notify(
+            await self._conn(uri).notify(
                 "$/lean/rpc/release", {"uri": uri, "sessionId": session, "refs": refs}
             )
         return goals
@@ -786,11 +1015,12 @@ class LeanClient:
             await anyio.sleep(RPC_KEEPALIVE_SECONDS)
             for uri, session in list(self._rpc_sessions.items()):
                 try:
-                    await self.transport.notify(
+                    await self._conn(uri).notify(
                         "$/lean/rpc/keepAlive", {"uri": uri, "sessionId": session}
                     )
                 except Exception:
-                    return
+                    if self._worker_argv is None:
+                        return  # the server is gone
 
     def _t(self, timeout: float | None) -> float:
         return self.timeouts.request if timeout is None else timeout

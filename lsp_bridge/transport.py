@@ -123,8 +123,10 @@ class LspTransport:
         shutdown_timeout: float,
         token: str,
         write_timeout: float = 30.0,
+        polite: bool = True,
     ) -> None:
         self._process = process
+        self._polite = polite
         self._token = token
         self._write_timeout = write_timeout
         self.argv = tuple(argv)
@@ -155,9 +157,14 @@ class LspTransport:
         on_notification: NotificationHandler,
         shutdown_timeout: float = 3.0,
         write_timeout: float = 30.0,
+        polite: bool = True,
     ) -> AsyncIterator[LspTransport]:
+        """``polite``: end with LSP ``shutdown``/``exit`` (a language server); False for a peer
+        that has no such handshake (a Lean file worker: its watchdog only ever kills it)."""
         process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=PIPE)
-        transport = cls(process, argv, on_notification, shutdown_timeout, token, write_timeout)
+        transport = cls(
+            process, argv, on_notification, shutdown_timeout, token, write_timeout, polite
+        )
         log.debug("lsp.spawned", pid=process.pid, argv=list(argv))
         try:
             with single_errors():
@@ -190,7 +197,8 @@ class LspTransport:
 
     @property
     def alive(self) -> bool:
-        return self._failure is None and not self._closing
+        # (_reading: the output ended; the failure that says why may still be on its way)
+        return self._failure is None and not self._closing and self._reading
 
     @property
     def failure(self) -> ServerError | None:
@@ -220,6 +228,12 @@ class LspTransport:
     async def notify(self, method: str, params: Any) -> None:
         self._check_usable()
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def post(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Write ``messages`` as they are, in one write, tracking no answer (e.g. a Lean file
+        worker's ``initialize``, which it reads and never answers)."""
+        self._check_usable()
+        await self._write(b"".join(encode_message(m) for m in messages))
 
     async def exchange(
         self,
@@ -319,7 +333,7 @@ class LspTransport:
                 # Polite only while someone reads the answer: after a cancellation (the owner
                 # is going away) the reader is gone, and the request would wait out the whole
                 # deadline (every pool close took 2 s).
-                if self._failure is None and self._reading:
+                if self._polite and self._failure is None and self._reading:
                     try:
                         await self._request_unchecked("shutdown", None)
                         await self._send({"jsonrpc": "2.0", "method": "exit", "params": None})
@@ -329,7 +343,8 @@ class LspTransport:
                     await self._process.stdin.aclose() if self._process.stdin else None
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     pass
-                await self._process.wait()
+                if self._polite:
+                    await self._process.wait()
             await self._kill_group_async()
             with anyio.move_on_after(self._shutdown_timeout):
                 await self._process.wait()

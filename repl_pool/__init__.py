@@ -1,10 +1,11 @@
 """repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits."""
 
+from lsp_bridge import Header, parse_header
+
 from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
 from .config import PoolConfig, default_max_processes
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
-from .header import Header, parse_header
 from .oneshot import Completed, base_env, run_once, tree_rss
 from .placement import Placements, recording
 from .pool import PoolStats, ProcessStat, WarmPool

@@ -35,6 +35,9 @@ class PoolConfig:
     request_deadline: float = 60.0  # any single Lean wait inside a slot operation
     monitor_interval: float = 1.0  # health / idle / RSS checks
     timeouts: Timeouts = field(default_factory=Timeouts)
+    # Slots talk to one `lean --worker` per document, not through Lean's watchdog, where the
+    # command allows it (`lean --server`; not `lake serve`): lsp_bridge/client.py.
+    direct_workers: bool = True
 
     def __post_init__(self) -> None:
         if self.max_processes < 1:

@@ -19,19 +19,18 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from lsp_bridge import DocumentReport, LeanClient, LeanrigError, single_errors
+from lsp_bridge import DocumentReport, LeanClient, LeanrigError, parse_header, single_errors
 
 from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed
-from .header import parse_header
 from .slot import DOCUMENTS_PER_PROCESS, PoolKey, Slot, slot_fate
 
 log = structlog.get_logger("leanrig.pool")
@@ -345,10 +344,13 @@ class WarmPool:
     ) -> None:
         env = self._environments[key.environment]
         header_text = self._header_texts.get(key) or key.header + "\n"
+        command = env.server_command()
+        if self.config.direct_workers:
+            command = replace(command, direct_workers=True)
         slot = Slot(
             next(self._numbers),
             key,
-            env.server_command(),
+            command,
             header_text,
             max_documents=self.documents_per_process,
         )
@@ -367,7 +369,8 @@ class WarmPool:
                 log.info(
                     "pool.start",
                     slot=slot.number,
-                    pid=client.pid,
+                    pids=list(client.pids),
+                    direct_workers=client.direct,
                     header=key.short(),
                     ms=round((time.perf_counter() - t0) * 1000, 1),
                 )

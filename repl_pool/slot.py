@@ -201,7 +201,8 @@ class Slot:
 
     @property
     def pid(self) -> int | None:
-        return self.client.pid if self.client is not None else None
+        pids = self.client.pids if self.client is not None else ()
+        return pids[0] if pids else None
 
     @property
     def alive(self) -> bool:
@@ -217,7 +218,7 @@ class Slot:
             return self._rss_cache
         total = 0
         if self.client is not None:
-            total = tree_rss(self.client.pid)
+            total = sum(tree_rss(pid) for pid in self.client.pids)
         self._rss_checked_at, self._rss_cache = now, total
         return total
 
@@ -229,7 +230,7 @@ class Slot:
         """Kill the process tree now (hung or over cap); the pool replaces it."""
         self.mark_broken(reason)
         if self.client is not None:
-            self.client.transport.kill()
+            self.client.kill()
         self.stop_requested.set()
 
     # -- operations --------------------------------------------------------------------------

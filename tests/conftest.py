@@ -109,6 +109,18 @@ def lean_descendants(pid: int) -> list[psutil.Process]:
     return found
 
 
+def has_lean_worker(leans: list[psutil.Process]) -> bool:
+    """A Lean file worker is among ``leans`` (processing a document: the warm state, through
+    Lean's watchdog or direct)."""
+    for proc in leans:
+        try:
+            if "--worker" in proc.cmdline():
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 # Server processes kept by module-scoped fixtures: their Lean descendants are expected to live
 # on after each test; the fixture checks them at its own teardown.
 LONG_LIVED: set[int] = set()

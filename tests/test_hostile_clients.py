@@ -25,7 +25,7 @@ from agent_tools.servers import handle_message
 from agent_tools.servers.jsonrpc_server import MAX_LINE
 from agent_tools.servers.textlines import LineReader, LineTooLong
 
-from .conftest import LONG_LIVED, lean_descendants
+from .conftest import LONG_LIVED, has_lean_worker, lean_descendants
 from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process
 
 pytestmark = pytest.mark.anyio
@@ -400,9 +400,9 @@ async def test_stdio_client_that_does_not_read_is_backpressure_not_an_exit() -> 
 
 async def _warm(process: Process) -> list[psutil.Process]:
     with anyio.fail_after(60):
-        while True:  # the warm Lean server + worker (min_processes=1)
+        while True:  # the warm Lean (min_processes=1): its file worker runs
             leans = lean_descendants(process.pid)
-            if len(leans) >= 2:
+            if has_lean_worker(leans):
                 return leans
             await anyio.sleep(0.05)
 

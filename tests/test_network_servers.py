@@ -103,7 +103,7 @@ async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[
 
     import psutil
 
-    from .conftest import LONG_LIVED, lean_descendants
+    from .conftest import LONG_LIVED, has_lean_worker, lean_descendants
 
     port = free_port()
     args = (*transport, "--port", str(port)) if "--jsonrpc" in transport else ("--http", str(port))
@@ -113,7 +113,7 @@ async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[
             with anyio.fail_after(60):
                 while True:  # wait for the warm Lean process (min_processes=1)
                     leans = lean_descendants(process.pid)
-                    if len(leans) >= 2:  # server + worker
+                    if has_lean_worker(leans):  # the warm Lean's file worker runs
                         break
                     await anyio.sleep(0.1)
             os.kill(process.pid, signal.SIGTERM)

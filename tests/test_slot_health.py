@@ -83,25 +83,45 @@ def test_every_error_class_has_one_fate(error: BaseException, discard: bool, ret
 
 @dataclass
 class Attempts:
-    """What each run of an operation saw: the server pid it ran on."""
+    """What each run of an operation saw: the slot it ran on, and its (first) process."""
 
     pids: list[int] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
 
     def start(self, slot: Slot) -> int:
-        assert slot.pid is not None
-        self.pids.append(slot.pid)
+        # (None: a slot of direct workers whose every worker is down until the next change)
+        self.pids.append(slot.pid or 0)
+        self.slots.append(slot.number)
         return len(self.pids)
 
 
-@pytest.fixture
-async def pool(lean_install: LeanInstall, project: Path) -> AsyncIterator[WarmPool]:
+async def _pool(
+    lean_install: LeanInstall, project: Path, *, direct: bool
+) -> AsyncIterator[WarmPool]:
     config = PoolConfig(
         max_processes=1,
         default_header="prelude",
         request_deadline=30,
         timeouts=Timeouts(spawn=30, barrier=30, acquire=60),
+        direct_workers=direct,
     )
     async with WarmPool.open(LeanEnvironment(lean_install, project), config) as p:
+        yield p
+
+
+@pytest.fixture
+async def pool(lean_install: LeanInstall, project: Path) -> AsyncIterator[WarmPool]:
+    """Through Lean's watchdog: a server process and its file workers."""
+    async for p in _pool(lean_install, project, direct=False):
+        yield p
+
+
+@pytest.fixture(params=["watchdog", "direct"])
+async def any_pool(
+    request: pytest.FixtureRequest, lean_install: LeanInstall, project: Path
+) -> AsyncIterator[WarmPool]:
+    """Both ways to Lean: through the watchdog, and one direct `lean --worker` per document."""
+    async for p in _pool(lean_install, project, direct=request.param == "direct"):
         yield p
 
 
@@ -114,6 +134,11 @@ async def next_pid(pool: WarmPool) -> int | None:
         return slot.pid
 
 
+async def next_slot(pool: WarmPool) -> int:
+    async with pool.acquire(key_of(pool)) as slot:
+        return slot.number
+
+
 async def kill_worker(slot: Slot) -> None:
     """SIGKILL the slot's file worker once it elaborates the current version, and wait until
     it is gone (the kill really happened). Killed while it still starts up (before its first
@@ -124,13 +149,30 @@ async def kill_worker(slot: Slot) -> None:
     assert client is not None
     with anyio.fail_after(10):
         while True:
-            workers = [c for c in psutil.Process(slot.pid).children() if "--worker" in c.cmdline()]
+            if client.direct:  # the slot's processes are the workers
+                workers = [psutil.Process(pid) for pid in client.pids]
+                workers = [w for w in workers if slot.uri in " ".join(_open_uris(client, w.pid))]
+            else:
+                workers = [
+                    c for c in psutil.Process(slot.pid).children() if "--worker" in c.cmdline()
+                ]
             if workers and client.progress(slot.uri) is not None:
                 break
             await anyio.sleep(0.02)  # the worker starts on the first change
     workers[0].kill()
     _, alive = await anyio.to_thread.run_sync(lambda: psutil.wait_procs(workers, timeout=10))
     assert alive == []
+
+
+def _open_uris(client: LeanClient, pid: int) -> list[str]:
+    """The documents whose direct worker is ``pid``."""
+    return [uri for uri, w in client._workers.items() if w.transport.pid == pid]
+
+
+async def wait_gone(pid: int) -> None:
+    with anyio.fail_after(10):
+        while not process_gone(pid):
+            await anyio.sleep(0.02)
 
 
 async def good_report(slot: Slot) -> DocumentReport:
@@ -145,8 +187,9 @@ async def run(pool: WarmPool, op: Callable[[Slot], Awaitable[DocumentReport]]) -
 
 
 async def test_a_crashed_worker_keeps_the_server_and_the_step_is_retried_on_it(
-    pool: WarmPool,
+    any_pool: WarmPool,
 ) -> None:
+    pool = any_pool
     attempts = Attempts()
 
     async def op(slot: Slot) -> DocumentReport:
@@ -157,14 +200,15 @@ async def test_a_crashed_worker_keeps_the_server_and_the_step_is_retried_on_it(
         return await good_report(slot)
 
     await run(pool, op)
-    first, second = attempts.pids
-    assert first == second  # the same server: its next change restarted the worker
-    assert await next_pid(pool) == first and pool.stats().killed == 0
+    first, second = attempts.slots
+    assert first == second  # the same slot: its next change restarted the worker
+    assert await next_slot(pool) == first and pool.stats().killed == 0
 
 
 async def test_processing_stopped_keeps_the_server_and_the_step_is_retried_on_it(
-    pool: WarmPool,
+    any_pool: WarmPool,
 ) -> None:
+    pool = any_pool
     attempts = Attempts()
     seen: list[type[BaseException]] = []
 
@@ -183,8 +227,8 @@ async def test_processing_stopped_keeps_the_server_and_the_step_is_retried_on_it
 
     await run(pool, op)
     assert seen == [ElaborationFailed]
-    first, second = attempts.pids
-    assert first == second and await next_pid(pool) == first
+    first, second = attempts.slots
+    assert first == second and await next_slot(pool) == first
     assert pool.stats().killed == 0
 
 
@@ -207,7 +251,10 @@ async def test_a_dead_server_is_replaced_and_the_step_is_retried_on_a_fresh_one(
     assert process_gone(first)
 
 
-async def test_a_missed_deadline_discards_the_server_and_is_not_retried(pool: WarmPool) -> None:
+async def test_a_missed_deadline_discards_the_server_and_is_not_retried(
+    any_pool: WarmPool,
+) -> None:
+    pool = any_pool
     attempts = Attempts()
 
     async def op(slot: Slot) -> DocumentReport:
@@ -217,24 +264,27 @@ async def test_a_missed_deadline_discards_the_server_and_is_not_retried(pool: Wa
     with pytest.raises(RequestTimeout):
         await run(pool, op)
     assert len(attempts.pids) == 1
-    assert await next_pid(pool) != attempts.pids[0]
+    assert await next_slot(pool) != attempts.slots[0]
     assert pool.stats().killed == 1
+    await wait_gone(attempts.pids[0])
 
 
-async def test_an_error_answer_keeps_the_server_and_is_not_retried(pool: WarmPool) -> None:
+async def test_an_error_answer_keeps_the_server_and_is_not_retried(any_pool: WarmPool) -> None:
+    pool = any_pool
     attempts = Attempts()
 
     async def op(slot: Slot) -> DocumentReport:
         attempts.start(slot)
         assert slot.client is not None
-        await slot.client.transport.request("$/lean/noSuchMethod", {}, timeout=30)
+        await slot.client._conn(slot.uri).request("$/lean/noSuchMethod", {}, timeout=30)
         raise AssertionError("the real Lean answers an unknown method with an error")
 
     with pytest.raises(ResponseError) as info:
         await run(pool, op)
-    assert info.value.code == -32601  # method not found, from the real Lean
+    # method not found, from the real Lean (its worker, asked directly, says "unknown")
+    assert info.value.code in (-32601, -32603)
     assert len(attempts.pids) == 1
-    assert await next_pid(pool) == attempts.pids[0] and pool.stats().killed == 0
+    assert await next_slot(pool) == attempts.slots[0] and pool.stats().killed == 0
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ Header grammar (Lean 4.2x–4.3x): ``module``? ``prelude``? then ``import`` line
 ``public``/``meta`` before and ``all`` after ``import``. Whitespace, ``--`` line comments and
 (nested) ``/- -/`` block comments are insignificant. ``/--`` (a docstring) and ``/-!`` (a module
 doc command) start the first command, so they end the header. The lexing (comments, ``«»``
-names) is lsp_bridge's ``lean_text``; only the tokens of the header are read.
+names) is ``lean_text``'s; only the tokens of the header are read. Here, at the bottom, because
+the pool keys processes by it and the client restarts a direct file worker when it changes.
 
 The key ignores whitespace, comments, duplicates and the order of imports; two headers with
 different import sets never share a key.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp_bridge import TokenKind, lean_tokens
+from .lean_text import TokenKind, lean_tokens
 
 _KEYWORDS = {"module", "prelude", "import", "public", "meta", "all"}
 

@@ -1,0 +1,243 @@
+"""Direct file workers (``ServerCommand.direct_workers``): one ``lean --worker`` per document,
+no watchdog between. Against the real Lean: the same answers as through the watchdog, a header
+change and a dead worker handled as the watchdog handles them, no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from lsp_bridge import (
+    DocQuery,
+    ElaborationFailed,
+    LeanClient,
+    LeanInstall,
+    LspPos,
+    ServerCommand,
+    Severity,
+    Timeouts,
+    WorkerCrashed,
+)
+from repl_pool import LeanEnvironment, PoolConfig, WarmPool
+
+from .conftest import process_gone
+
+pytestmark = pytest.mark.anyio
+
+FAKE = Path(__file__).with_name("fake_lsp_peer.py")
+TIMEOUTS = Timeouts(barrier=30, request=30)
+
+# A benchmark-like file: module doc, two universes, a namespace, unicode names, a docstring,
+# the theorem's statement over two lines; its body is the part that changes.
+HEAD = """prelude
+/-! # Functions respect equality, in two universes -/
+universe u v
+inductive Eq {α : Sort u} (a : α) : α → Prop where
+  | refl : Eq a a
+inductive N where
+  | z : N
+  | s : N → N
+
+namespace Demo.Function
+
+/-- If `a₁ = a₂` then `φ a₁ = φ a₂`, for every `φ : α → β`. -/
+theorem congr_φ {α : Sort u} {β : Sort v} (φ : α → β) {a₁ a₂ : α} (h : @Eq α a₁ a₂) :
+    @Eq β (φ a₁) (φ a₂) :=
+  """
+TAIL = "\n\nend Demo.Function\n"
+BODIES = [
+    "@Eq.rec α a₁ (fun x _ => @Eq β (φ a₁) (φ x)) (@Eq.refl β (φ a₁)) a₂ h",  # a proof
+    "@Eq.refl β (φ a₁)",  # a type mismatch
+    "@Eq.rec α a₁ (fun x _ => @Eq β (φ a₁) (φ x)) (@Eq.refl β (φ a₁)) a₂",  # one short
+    "h₀",  # unknown identifier
+    "@Eq.rec α a₁ (fun x _ => @Eq β (φ a₁) (φ x)) (@Eq.refl β (φ a₁)) a₂ h",
+    "(",  # a parse error
+]
+
+
+def text(body: str) -> str:
+    return HEAD + body + TAIL
+
+
+def direct(command: ServerCommand) -> ServerCommand:
+    return replace(command, direct_workers=True)
+
+
+@pytest.fixture
+async def workers(server_command: ServerCommand) -> AsyncIterator[LeanClient]:
+    async with LeanClient.start(direct(server_command), timeouts=TIMEOUTS) as c:
+        assert c.direct
+        yield c
+
+
+def worker_processes(client: LeanClient) -> list[psutil.Process]:
+    return [psutil.Process(pid) for pid in client.pids]
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_the_worker_command_is_the_server_command_with_worker_in_place_of_server() -> None:
+    wrapped = ServerCommand(
+        argv=("prlimit", "--as=1", "bwrap", "--die-with-parent", "/opt/lean/bin/lean", "--server"),
+        cwd=Path("/p"),
+    )
+    assert wrapped.worker_argv() == [
+        "prlimit", "--as=1", "bwrap", "--die-with-parent", "/opt/lean/bin/lean", "--worker",
+        f"-Dserver.reportDelayMs={wrapped.report_delay_ms}",
+    ]  # fmt: skip
+    # Lake's watchdog prepares its workers' environment itself: no direct workers there.
+    lake = ServerCommand(argv=("/opt/lean/bin/lake", "serve", "--"), cwd=Path("/p"))
+    assert lake.worker_argv() is None
+    fake = ServerCommand(argv=(sys.executable, str(FAKE)), cwd=Path("/p"))
+    assert fake.worker_argv() is None
+
+
+async def test_a_command_without_a_worker_form_is_served_through_its_server(
+    tmp_path: Path,
+) -> None:
+    command = ServerCommand(argv=(sys.executable, str(FAKE)), cwd=tmp_path, direct_workers=True)
+    async with LeanClient.start(command, timeouts=TIMEOUTS) as client:
+        assert not client.direct
+        uri = (tmp_path / "A.lean").as_uri()
+        report, _ = await client.update(uri, "prelude\n")
+        assert report.status == "done"
+
+
+# -- the same answers as through the watchdog -------------------------------------------------
+
+
+async def test_direct_workers_answer_each_version_as_the_watchdog_does(
+    server_command: ServerCommand, project: Path
+) -> None:
+    uri = (project / "Congr.lean").as_uri()
+    line = HEAD.count("\n")
+    column = len(HEAD.rsplit("\n", 1)[1])
+    queries = [
+        DocQuery.symbols(0),
+        DocQuery.plain_goal(LspPos(line, column)).made_optional(),
+        DocQuery.plain_term_goal(LspPos(line, column)).made_optional(),
+    ]
+    seen: dict[bool, list[object]] = {}
+    for is_direct in (False, True):
+        command = direct(server_command) if is_direct else server_command
+        answers: list[object] = []
+        async with LeanClient.start(command, timeouts=TIMEOUTS) as client:
+            assert client.direct is is_direct
+            for body in BODIES:
+                report, (symbols, goal, term) = await client.update(uri, text(body), queries)
+                assert report.status == "done"
+                answers.append(
+                    (
+                        [(d.severity, d.range, d.message) for d in report.diagnostics],
+                        symbols,
+                        goal,
+                        term,
+                    )
+                )
+        seen[is_direct] = answers
+    assert seen[True] == seen[False]
+    errors = [[d for d in a[0] if d[0] == Severity.ERROR] for a in seen[True]]  # type: ignore[index]
+    assert errors[0] == [] and errors[4] == []  # the proof, twice
+    assert all(errors[i] for i in (1, 2, 3, 5))  # each wrong body has its errors
+
+
+async def test_one_worker_per_document_and_closing_a_document_ends_its_worker(
+    workers: LeanClient, project: Path
+) -> None:
+    a, b = (project / "A.lean").as_uri(), (project / "B.lean").as_uri()
+    await workers.update(a, text(BODIES[0]))
+    await workers.update(b, text(BODIES[1]))
+    procs = worker_processes(workers)
+    assert len(procs) == 2 and all("--worker" in p.cmdline() for p in procs)
+    assert all(p.ppid() == os.getpid() for p in procs)  # no watchdog between
+    await workers.close_document(a)
+    with anyio.fail_after(10):
+        while not process_gone(procs[0].pid):
+            await anyio.sleep(0.02)
+    assert workers.pids == (procs[1].pid,)
+
+
+async def test_closing_the_client_ends_every_worker(
+    server_command: ServerCommand, project: Path
+) -> None:
+    async with LeanClient.start(direct(server_command), timeouts=TIMEOUTS) as client:
+        for name in ("A", "B", "C"):
+            await client.update((project / f"{name}.lean").as_uri(), text(BODIES[1]))
+        pids = client.pids
+        assert len(pids) == 3
+    assert all(process_gone(pid) for pid in pids)
+
+
+# -- what the watchdog would do for us --------------------------------------------------------
+
+
+async def test_a_header_change_starts_a_new_worker_for_the_document(
+    workers: LeanClient, project: Path
+) -> None:
+    """Lean's worker exits (code 2) when a change alters the header — here a comment before
+    `prelude` moves it; the watchdog would start a new one. The client does, at once."""
+    uri = (project / "A.lean").as_uri()
+    report, _ = await workers.update(uri, text(BODIES[1]))
+    assert report.errors
+    (first,) = workers.pids
+    moved = "-- Copyright (c) 2026. Released under Apache 2.0.\n" + text(BODIES[0])
+    report, (symbols,) = await workers.update(uri, moved, [DocQuery.symbols(0)])
+    assert report.status == "done" and report.errors == ()
+    assert symbols and workers.pids != (first,)
+    assert process_gone(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+    # A change after the header keeps the (new) worker.
+    (second,) = workers.pids
+    report, _ = await workers.update(uri, moved.replace(BODIES[0], BODIES[3]))
+    assert report.errors and workers.pids == (second,)
+
+
+async def test_a_killed_worker_is_a_worker_crash_and_the_next_change_restarts_it(
+    workers: LeanClient, project: Path
+) -> None:
+    uri = (project / "A.lean").as_uri()
+    await workers.update(uri, text(BODIES[0]))
+    (pid,) = workers.pids
+    os.kill(pid, signal.SIGKILL)
+    with anyio.fail_after(10):
+        while workers.pids:
+            await anyio.sleep(0.02)
+    with pytest.raises((WorkerCrashed, ElaborationFailed)):
+        await workers.plain_goal(uri, LspPos(0, 0))
+    assert workers.alive  # as Lean's watchdog: the server is fine, the document is not
+    report, _ = await workers.update(uri, text(BODIES[1]))
+    assert report.status == "done" and report.errors
+    assert workers.pids and workers.pids[0] != pid
+
+
+# -- the pool ---------------------------------------------------------------------------------
+
+
+async def test_the_pool_serves_through_direct_workers_by_default(
+    lean_install: LeanInstall, project: Path
+) -> None:
+    config = PoolConfig(max_processes=1, default_header="prelude", timeouts=TIMEOUTS)
+    assert config.direct_workers
+    async with WarmPool.open(LeanEnvironment(lean_install, project), config) as pool:
+        key = pool.key_for(text(BODIES[0]))
+        for holder, body in (("a", BODIES[0]), ("b", BODIES[1])):
+            async with pool.acquire(key, holder=holder) as slot:
+                report = await slot.elaborate(text(body), timeout=30)
+                assert bool(report.errors) is (holder == "b")
+        assert slot.client is not None and slot.client.direct
+        processes = [psutil.Process(pid) for pid in slot.client.pids]
+        # One process per open document (the header's, taken over by "a"; "b"'s), each a
+        # worker: the watchdog's process is gone from every slot.
+        assert len(processes) == len(slot.holders()) == 2
+        assert all("--worker" in p.cmdline() for p in processes)
+        (stat,) = pool.stats().processes
+        assert stat.rss_mb > sum(p.memory_info().rss for p in processes[:1]) / 2**20 / 2
+    assert all(process_gone(p.pid) for p in processes)
