@@ -37,6 +37,7 @@ from lsprotocol.converters import get_converter
 
 from ._groups import single_errors
 from .errors import (
+    ContentModified,
     DocumentError,
     ElaborationFailed,
     LeanrigError,
@@ -384,33 +385,61 @@ class LeanClient:
             self.transport.kill()
             return
         for worker in self._workers.values():
-            worker.transport.kill()
+            if worker.transport.alive:  # (a dead one's orphans cost a /proc scan to find)
+                worker.transport.kill()
 
     def _conn(self, uri: str) -> LspTransport:
         """Where messages about ``uri`` go: the server, or the document's own worker."""
         if self._worker_argv is None:
             return self.transport
         worker = self._workers.get(uri)
-        if worker is None or not worker.transport.alive:
-            raise self._worker_gone(uri, worker.transport.failure if worker else None)
+        if worker is None:
+            raise self._worker_gone(uri, None, None)
+        if not worker.transport.alive:
+            cause = worker.transport.failure or ServerDied("its output ended")
+            raise self._worker_error(uri, cause, worker.transport)
         return worker.transport
 
-    def _worker_gone(self, uri: str, cause: LeanrigError | None) -> WorkerCrashed:
-        """What a request about ``uri`` meets when its direct worker is gone: what the
-        watchdog answers then (the next change starts a new worker)."""
-        why = f": {cause.message}" if cause is not None else ""
-        return WorkerCrashed("request", -32902, f"the Lean file worker for {uri} stopped{why}")
+    def _replaced(self, uri: str, conn: LspTransport) -> bool:
+        """Did a change give ``uri`` a new worker since ``conn`` was its connection?"""
+        if self._worker_argv is None:
+            return False
+        worker = self._workers.get(uri)
+        return worker is None or worker.transport is not conn
 
-    def _worker_error(self, uri: str, error: LeanrigError) -> LeanrigError:
-        """A direct worker's death, as the watchdog would report it (a worker crash: the
-        server is fine, the next change restarts the worker); anything else unchanged."""
+    def _worker_gone(
+        self, uri: str, cause: LeanrigError | None, transport: LspTransport | None
+    ) -> WorkerCrashed:
+        """What a request about ``uri`` meets when its direct worker is gone: what the
+        watchdog answers then (the next change starts a new worker), with the worker's exit
+        code and last words."""
+        why = f": {cause.message}" if cause is not None else ""
+        error = WorkerCrashed("request", -32902, f"the Lean file worker for {uri} stopped{why}")
+        if transport is not None:
+            error.stderr_tail = transport.stderr_tail()
+            error.returncode = transport.returncode
+        return error
+
+    def _worker_error(self, uri: str, error: LeanrigError, conn: LspTransport) -> LeanrigError:
+        """An error from the direct worker ``conn``, as the watchdog would report it: its
+        death is a worker crash (the server is fine, the next change restarts the worker) —
+        unless a change replaced it meanwhile (header change): the document changed under the
+        request. Anything else, and every error through a server, unchanged."""
         if self._worker_argv is None or self._closed:
             return error
-        if isinstance(error, ServerDied):
-            return self._worker_gone(uri, error)
-        if isinstance(error, ServerClosed):  # stopped by us for a restart
-            return WorkerExited("request", -32901, f"the Lean file worker for {uri} restarted")
-        return error
+        if not isinstance(error, (ServerDied, ServerClosed)):
+            return error
+        if self._replaced(uri, conn):
+            return ContentModified(
+                "request", -32801, f"{uri} changed: its Lean file worker was replaced"
+            )
+        if not conn.heard:  # gone before it said anything: it could not start
+            return ServerStartFailed(
+                f"Lean file worker {self.command.program} did not start: {error.message}",
+                stderr_tail=conn.stderr_tail(),
+                returncode=conn.returncode,
+            )
+        return self._worker_gone(uri, error, conn)
 
     async def _run_worker(self, uri: str, *, task_status: TaskStatus[_Worker]) -> None:
         assert self._worker_argv is not None
@@ -430,29 +459,51 @@ class LeanClient:
             await worker.stop.wait()
 
     async def _start_worker(self, doc: _Document, dependency_build_mode: str = "never") -> None:
-        """A new worker for ``doc`` (its current text and version), the old one stopped."""
+        """A new worker for ``doc`` (its current text and version), the old one stopped. The
+        worker is the document's only once it has been sent ``initialize`` and ``didOpen``:
+        interrupted before (cancelled, or it could not start), it is stopped, and the document
+        has none (the next change starts one)."""
         assert self._tg is not None
-        old = self._workers.pop(doc.uri, None)
-        if old is not None:
-            old.stop.set()
+        self._stop_worker(doc.uri)
+        worker: _Worker | None = None
         try:
-            worker: _Worker = await self._tg.start(self._run_worker, doc.uri)
-        except OSError as exc:
-            raise ServerStartFailed(
-                f"Lean file worker {self.command.program} did not start: {exc}"
-            ) from exc
+            worker = await self._tg.start(self._run_worker, doc.uri)
+            text_document = {"uri": doc.uri, "languageId": "lean4", "version": doc.version,
+                             "text": doc.text}  # fmt: skip
+            await worker.transport.post(
+                [
+                    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": self._init_params},
+                    {"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                     "params": {"textDocument": text_document,
+                                "dependencyBuildMode": dependency_build_mode}},
+                ]
+            )  # fmt: skip
+        except ServerError as exc:
+            error = await self._start_failed(exc, worker)  # (before stopping: its exit says why)
+            if worker is not None:
+                worker.stop.set()
+            raise error from exc
+        except BaseException:
+            if worker is not None:
+                worker.stop.set()
+            raise
         worker.header = header_region(doc.text)
         self._workers[doc.uri] = worker
-        text_document = {"uri": doc.uri, "languageId": "lean4", "version": doc.version,
-                         "text": doc.text}  # fmt: skip
-        await worker.transport.post(
-            [
-                {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": self._init_params},
-                {"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                 "params": {"textDocument": text_document,
-                            "dependencyBuildMode": dependency_build_mode}},
-            ]
-        )  # fmt: skip
+
+    async def _start_failed(self, exc: ServerError, worker: _Worker | None) -> ServerStartFailed:
+        """A worker that could not start, or died before it read its document: why, from its
+        exit code and stderr (waited for, within the shutdown deadline)."""
+        cause: ServerError = exc
+        if worker is not None:
+            with anyio.move_on_after(self.timeouts.shutdown):
+                await worker.transport.exited.wait()
+            cause = worker.transport.failure or exc
+        return ServerStartFailed(
+            f"Lean file worker {self.command.program} did not start: {cause.message}",
+            stderr_tail=cause.stderr_tail,
+            returncode=cause.returncode,
+        )
 
     def _needs_worker(self, doc: _Document) -> bool:
         """With direct workers: must ``doc``'s (already updated) text go to a new worker — its
@@ -610,14 +661,16 @@ class LeanClient:
         """Apply code point range edits in order (each against the text left by the previous)."""
         doc = self._doc(uri)
         params = self._change_params(doc, edits)
+        conn: LspTransport | None = None
         try:
             if self._needs_worker(doc):
                 await self._start_worker(doc)
             else:
-                await self._conn(uri).notify("textDocument/didChange", params)
+                conn = self._conn(uri)
+                await conn.notify("textDocument/didChange", params)
         except ServerError as exc:
             doc.resync = True
-            error = self._worker_error(uri, exc)
+            error = self._worker_error(uri, exc, conn) if conn is not None else exc
             if error is exc:
                 raise
             raise error from exc
@@ -775,8 +828,9 @@ class LeanClient:
             if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
                 trigger.fire()  # open() above already had this version reported
         follow_up = FollowUp(self._requests(uri, later), trigger) if later else None
+        conn = self._conn(uri)
         try:
-            answers = await self._conn(uri).exchange(
+            answers = await conn.exchange(
                 changes,
                 [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
                  *self._requests(uri, now)],
@@ -788,10 +842,11 @@ class LeanClient:
         except ServerError as exc:
             if changes:
                 doc.resync = True
-            error = self._worker_error(uri, exc)
+            error = self._worker_error(uri, exc, conn)
             if error is exc:
                 raise
-            self._mark_fatal(doc)
+            if isinstance(error, WorkerCrashed):
+                self._mark_fatal(doc)
             raise error from exc
         except BaseException:
             if changes:
@@ -802,11 +857,14 @@ class LeanClient:
                 doc.problem_watch = None
         if self._worker_argv is not None:
             answers = [
-                self._worker_error(uri, a) if isinstance(a, LeanrigError) else a for a in answers
+                self._worker_error(uri, a, conn) if isinstance(a, LeanrigError) else a
+                for a in answers
             ]
-            if any(isinstance(a, (WorkerCrashed, WorkerExited)) for a in answers):
+            if any(isinstance(a, WorkerCrashed) for a in answers):
                 self._mark_fatal(doc)
         barrier = answers[0]
+        if isinstance(barrier, ContentModified) and self._doc(uri).version != version:
+            barrier = None  # superseded (its worker replaced): reported below as wait_for does
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
             raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
         now_answers = iter(answers[1 : 1 + len(now)])
@@ -877,14 +935,17 @@ class LeanClient:
         if doc.fatal.is_set():
             raise self._fatal_error(doc, method)
         try:
+            conn = self._conn(doc.uri)
             try:
-                return await self._conn(doc.uri).request(
-                    method, params, timeout=timeout, tag=doc.uri
-                )
+                return await conn.request(method, params, timeout=timeout, tag=doc.uri)
             except ServerError as exc:
-                error = self._worker_error(doc.uri, exc)
+                error = self._worker_error(doc.uri, exc, conn)
                 if error is exc:
                     raise
+                if isinstance(error, ContentModified) and method == (
+                    "textDocument/waitForDiagnostics"
+                ):
+                    return None  # superseded: wait_for goes on with the newest version
                 raise error from exc
         except (WorkerCrashed, WorkerExited):
             self._mark_fatal(doc)
@@ -969,9 +1030,14 @@ class LeanClient:
         refs = collect_rpc_refs(result)
         session = self._rpc_sessions.get(uri)
         if refs and session is not None:
-            await self._conn(uri).notify(
-                "$/lean/rpc/release", {"uri": uri, "sessionId": session, "refs": refs}
-            )
+            try:
+                await self._conn(uri).notify(
+                    "$/lean/rpc/release", {"uri": uri, "sessionId": session, "refs": refs}
+                )
+            except (WorkerCrashed, ServerDied, ServerClosed):
+                if self._worker_argv is None:
+                    raise
+                # The worker went after answering: nothing left to release; the goals stand.
         return goals
 
     async def rpc_connect(self, uri: str) -> str:

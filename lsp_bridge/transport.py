@@ -143,6 +143,7 @@ class LspTransport:
         self._reading = True  # the read loop runs: an answer to `shutdown` can arrive
         self._stderr_done = anyio.Event()
         self.exited = anyio.Event()
+        self.heard = False  # any message read from the process yet
 
     # -- construction ---------------------------------------------------------------------
 
@@ -434,6 +435,7 @@ class LspTransport:
         try:
             async with aclosing(read_frames(stdout)) as frames:
                 async for body in frames:
+                    self.heard = True
                     message = decode_body(body)
                     if "id" in message and "method" in message:
                         await self._answer_server_request(

@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -17,18 +18,22 @@ import pytest
 
 from lsp_bridge import (
     DocQuery,
+    DocumentReport,
     ElaborationFailed,
     LeanClient,
     LeanInstall,
     LspPos,
     ServerCommand,
+    ServerStartFailed,
     Severity,
     Timeouts,
     WorkerCrashed,
 )
+from lsp_bridge.transport import LspTransport
 from repl_pool import LeanEnvironment, PoolConfig, WarmPool
 
 from .conftest import process_gone
+from .lean_snippets import ARITH, GOOD, PRELUDE, slow_theorem
 
 pytestmark = pytest.mark.anyio
 
@@ -241,3 +246,107 @@ async def test_the_pool_serves_through_direct_workers_by_default(
         (stat,) = pool.stats().processes
         assert stat.rss_mb > sum(p.memory_info().rss for p in processes[:1]) / 2**20 / 2
     assert all(process_gone(p.pid) for p in processes)
+
+
+# -- faults the review found ------------------------------------------------------------------
+
+
+def failing_lean(tmp_path: Path, lean: Path) -> tuple[ServerCommand, Path]:
+    """A `lean` that runs the real one until ``flag`` exists, then says why it cannot and
+    exits 7 (as a sandbox that refuses to set up does)."""
+    flag = tmp_path / "refuse"
+    script = tmp_path / "bin" / "lean"
+    script.parent.mkdir()
+    script.write_text(
+        f'#!/bin/sh\nif [ -e "{flag}" ]; then echo "boom: sandbox refused" >&2; exit 7; fi\n'
+        f'exec "{lean}" "$@"\n'
+    )
+    script.chmod(0o755)
+    project = tmp_path / "p"
+    project.mkdir()
+    command = ServerCommand(argv=(str(script), "--server"), cwd=project, direct_workers=True)
+    return command, flag
+
+
+@pytest.mark.parametrize("how", ["new document", "header change", "edit with header change"])
+async def test_a_worker_that_cannot_start_says_why(
+    tmp_path: Path, lean_install: LeanInstall, how: str
+) -> None:
+    """Its exit code and stderr, as a server that cannot start does (the slot is discarded:
+    ServerStartFailed) — before: a bare "server closed", or a worker crash without its
+    reason that kept the slot, depending on the path and on a race."""
+    command, flag = failing_lean(tmp_path, lean_install.lean)
+    async with LeanClient.start(command, timeouts=TIMEOUTS) as client:
+        uri = (command.cwd / "A.lean").as_uri()
+        report, _ = await client.update(uri, text(BODIES[0]))
+        assert report.status == "done"
+        flag.touch()
+
+        async def act() -> None:
+            if how == "new document":
+                other = (command.cwd / "B.lean").as_uri()
+                await client.open(other, text(BODIES[0]))  # (may be written before it exits)
+                await client.wait_for(other)
+            elif how == "header change":
+                await client.update(uri, "-- moved\n" + text(BODIES[1]))
+            else:
+                await client.change(uri, "-- moved\n" + text(BODIES[1]))
+
+        with anyio.fail_after(20), pytest.raises(ServerStartFailed) as info:
+            await act()
+        assert "boom: sandbox refused" in info.value.message
+        assert info.value.returncode == 7 and "boom" in info.value.stderr_tail
+        flag.unlink()
+        report, _ = await client.update(uri, text(BODIES[3]))  # the next change: a new worker
+        assert report.errors
+
+
+async def test_a_start_interrupted_before_the_document_reached_the_worker_leaves_no_worker(
+    workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled between starting a worker and sending it `initialize` + `didOpen`: that
+    worker is stopped, not kept for the document (its next change went to it as a
+    `didChange` it cannot read: a crash)."""
+    uri = (project / "A.lean").as_uri()
+    await workers.update(uri, text(BODIES[0]))
+    real_post = LspTransport.post
+
+    async def stalled_post(self: LspTransport, messages: Any) -> None:
+        await anyio.sleep_forever()
+
+    monkeypatch.setattr(LspTransport, "post", stalled_post)
+    with anyio.move_on_after(1.0) as scope:
+        await workers.update(uri, "-- moved\n" + text(BODIES[1]))  # a header change: restart
+    assert scope.cancelled_caught
+    monkeypatch.setattr(LspTransport, "post", real_post)
+    with anyio.fail_after(10):
+        while workers.pids:  # the interrupted worker goes
+            await anyio.sleep(0.02)
+    report, _ = await workers.update(uri, "-- moved\n" + text(BODIES[3]))
+    assert report.status == "done" and report.errors
+
+
+async def test_a_header_change_supersedes_a_version_being_waited_for(
+    workers: LeanClient, project: Path
+) -> None:
+    """As through the watchdog: the waiter hears "superseded", the change its own report.
+    Before: the replaced worker's end marked the new version fatal (a crash report)."""
+    uri = (project / "Slow.lean").as_uri()
+    await workers.open(uri, PRELUDE + ARITH + slow_theorem())
+    seen: dict[str, object] = {}
+
+    async def waiter() -> None:
+        seen["wait_for"] = await workers.wait_for(uri, timeout=30)
+
+    async def changer() -> None:
+        await anyio.sleep(0.5)
+        seen["update"], _ = await workers.update(uri, "-- moved\n" + PRELUDE + ARITH + GOOD)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            tg.start_soon(changer)
+    waited, updated = seen["wait_for"], seen["update"]
+    assert isinstance(waited, DocumentReport) and isinstance(updated, DocumentReport)
+    assert waited.status == "superseded" and waited.version == updated.version == 2
+    assert updated.status == "done" and updated.errors == ()
