@@ -85,3 +85,33 @@ def time_set_proof(
         return samples
     finally:
         client.close()
+
+
+def time_two_sessions(
+    suite: Path,
+    run_dir: Path,
+    cwd: Path,
+    tasks: tuple[str, str],
+    right: str,
+    wrong: str,
+    steps: int,
+) -> tuple[list[float], list[float]]:
+    """Two sessions on one server (``tasks``), taking turns step by step: ms per `set_proof`
+    of each (two warm-up rounds)."""
+    client = RawMcp(suite, run_dir, cwd)
+    try:
+        sids = [client.call_tool("open_task", {"task_id": t})["session_id"] for t in tasks]
+        samples: tuple[list[float], list[float]] = ([], [])
+        for i in range(steps + 2):
+            for k, sid in enumerate(sids):
+                t = time.perf_counter()
+                out = client.call_tool(
+                    "set_proof", {"session_id": sid, "body": right if i % 2 == 0 else wrong}
+                )
+                ms = (time.perf_counter() - t) * 1000
+                assert out["complete"] == (i % 2 == 0), out
+                if i >= 2:
+                    samples[k].append(ms)
+        return samples
+    finally:
+        client.close()
