@@ -115,15 +115,16 @@ class ServerCommand:
         and environment). None for ``lake serve``: Lake's watchdog gives its workers an
         environment of its own, which has not been checked against a full toolchain here."""
         argv = self.full_argv()
-        program = self.program
-        name = program.rsplit("/", 1)[-1]
-        if not (name == "lean" or name.startswith("lean-")):
-            return None
-        at = argv.index(program)
-        if argv[at + 1 : at + 2] != ["--server"]:
-            return None
-        argv[at + 1] = "--worker"
-        return argv
+        # The last `--server` right after a `lean`: a sandbox wrapper's own arguments (a bind
+        # of a directory named `lean-…`) come before the program.
+        for at in range(len(argv) - 1, 0, -1):
+            if argv[at] == "--server":
+                name = argv[at - 1].rsplit("/", 1)[-1]
+                if name != "lean" and not name.startswith("lean-"):
+                    return None
+                argv[at] = "--worker"
+                return argv
+        return None
 
 
 @dataclass(slots=True)

@@ -99,6 +99,15 @@ def test_the_worker_command_is_the_server_command_with_worker_in_place_of_server
         "prlimit", "--as=1", "bwrap", "--die-with-parent", "/opt/lean/bin/lean", "--worker",
         f"-Dserver.reportDelayMs={wrapped.report_delay_ms}",
     ]  # fmt: skip
+    # A sandbox that binds a directory named like Lean: still the program's `--server`.
+    bound = ServerCommand(
+        argv=("bwrap", "--bind", "/w/lean-bench", "/w/lean-bench", "--", "/l/lean", "--server"),
+        cwd=Path("/p"),
+    )
+    assert bound.worker_argv() == [
+        "bwrap", "--bind", "/w/lean-bench", "/w/lean-bench", "--", "/l/lean", "--worker",
+        f"-Dserver.reportDelayMs={bound.report_delay_ms}",
+    ]  # fmt: skip
     # Lake's watchdog prepares its workers' environment itself: no direct workers there.
     lake = ServerCommand(argv=("/opt/lean/bin/lake", "serve", "--"), cwd=Path("/p"))
     assert lake.worker_argv() is None
