@@ -359,3 +359,50 @@ async def test_a_header_change_supersedes_a_version_being_waited_for(
     assert isinstance(waited, DocumentReport) and isinstance(updated, DocumentReport)
     assert waited.status == "superseded" and waited.version == updated.version == 2
     assert updated.status == "done" and updated.errors == ()
+
+
+OWNER = """
+import sys
+from dataclasses import replace
+from pathlib import Path
+import anyio
+from lsp_bridge import LeanClient, find_lean
+async def main() -> None:
+    project = Path(sys.argv[1])
+    command = replace(find_lean().server_command(project), direct_workers=True)
+    async with LeanClient.start(command) as client:
+        await client.open((project / "Slow.lean").as_uri(), sys.argv[2])
+        print("PIDS", *client.pids, flush=True)
+        await anyio.sleep(300)
+anyio.run(main)
+"""
+
+
+def test_a_killed_owner_leaves_no_worker_even_a_busy_one(project: Path) -> None:
+    """No watchdog to notice: each worker ends on its own when its input ends (the owner's
+    end, however it ends), mid-elaboration too."""
+    import subprocess
+
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(project), PRELUDE + ARITH + slow_theorem()],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None
+        line = ""
+        while not line.startswith("PIDS"):  # (structlog's default output shares stdout)
+            line = owner.stdout.readline()
+            assert line, "the owner ended before it opened its document"
+        pids = [int(p) for p in line.split()[1:]]
+        assert pids
+        worker = psutil.Process(pids[0])
+        assert worker.cpu_percent(interval=0.5) > 10  # busy: the slow theorem takes minutes
+        owner.kill()
+        owner.wait(timeout=10)
+        psutil.wait_procs([worker], timeout=10)
+        assert process_gone(pids[0])
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
