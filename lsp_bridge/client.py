@@ -301,6 +301,7 @@ class LeanClient:
         # document's worker, the `initialize` parameters every worker is started with.
         self._worker_argv: list[str] | None = None
         self._workers: dict[str, _Worker] = {}
+        self._starting: dict[str, anyio.Event] = {}  # uri -> set when its worker start ends
         self._init_params: dict[str, Any] = {}
         self._closed = False
 
@@ -460,17 +461,26 @@ class LeanClient:
             await worker.stop.wait()
 
     async def _start_worker(self, doc: _Document, dependency_build_mode: str = "never") -> None:
-        """A new worker for ``doc`` (its current text and version), the old one stopped. The
+        """A new worker for ``doc`` (its text and version now), the old one stopped. The
         worker is the document's only once it has been sent ``initialize`` and ``didOpen``:
         interrupted before (cancelled, or it could not start), it is stopped, and the document
-        has none (the next change starts one)."""
+        has none (the next change starts one). While it starts, the document's requests and
+        changes wait for it (``_settled``): they are about this text or a later one."""
         assert self._tg is not None
-        self._stop_worker(doc.uri)
+        uri = doc.uri
+        # Taken now, before any wait: a change made meanwhile is sent to this worker after it.
+        text_document = {"uri": uri, "languageId": "lean4", "version": doc.version,
+                         "text": doc.text}  # fmt: skip
+        header = header_region(doc.text)
+        previous = self._starting.get(uri)
+        started = self._starting[uri] = anyio.Event()
         worker: _Worker | None = None
         try:
-            worker = await self._tg.start(self._run_worker, doc.uri)
-            text_document = {"uri": doc.uri, "languageId": "lean4", "version": doc.version,
-                             "text": doc.text}  # fmt: skip
+            if previous is not None:  # one document's starts, in order
+                with anyio.move_on_after(self.timeouts.spawn):
+                    await previous.wait()
+            self._stop_worker(uri)
+            worker = await self._tg.start(self._run_worker, uri)
             await worker.transport.post(
                 [
                     {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -489,8 +499,20 @@ class LeanClient:
             if worker is not None:
                 worker.stop.set()
             raise
-        worker.header = header_region(doc.text)
-        self._workers[doc.uri] = worker
+        finally:
+            started.set()
+            if self._starting.get(uri) is started:
+                del self._starting[uri]
+        worker.header = header
+        self._workers[uri] = worker
+
+    async def _settled(self, uri: str, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until no worker start for ``uri`` is under way."""
+        while (starting := self._starting.get(uri)) is not None:
+            with anyio.move_on_after(timeout) as scope:
+                await starting.wait()
+            if scope.cancelled_caught:
+                return
 
     async def _start_failed(self, exc: ServerError, worker: _Worker | None) -> ServerStartFailed:
         """A worker that could not start, or died before it read its document: why, from its
@@ -664,6 +686,7 @@ class LeanClient:
         params = self._change_params(doc, edits)
         conn: LspTransport | None = None
         try:
+            await self._settled(uri, self.timeouts.spawn)
             if self._needs_worker(doc):
                 await self._start_worker(doc)
             else:
@@ -802,26 +825,30 @@ class LeanClient:
         deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
         started = time.perf_counter()
         changes: list[tuple[str, Any]] = []
+
+        def remaining() -> float:
+            return max(deadline - time.monotonic(), 0.001)
+
         if uri not in self._docs:
             await self.open(uri, text)  # the first version: rare, its own write
-            doc = self._doc(uri)
+            doc, version = self._doc(uri), 1
         else:
             doc = self._doc(uri)
             params = self._change_params(doc, [minimal_edit(doc.text, text)])
+            # This call's version: a change made while a worker starts (below) is a later one,
+            # and a barrier for a version not yet sent is never answered.
+            version = doc.version
+            await self._settled(uri, remaining())
             if self._needs_worker(doc):
                 await self._start_worker(doc)  # the change goes as the new worker's didOpen
             else:
                 changes.append(("textDocument/didChange", params))
-        version = doc.version
         now = [q for q in queries if not q.unless_clean]
         later = [q for q in queries if q.unless_clean]
 
         def on_error(error: LeanrigError) -> None:
             if isinstance(error, (WorkerCrashed, WorkerExited)):
                 self._mark_fatal(doc)  # ends this document's other requests at once
-
-        def remaining() -> float:
-            return max(deadline - time.monotonic(), 0.001)
 
         trigger = Trigger()
         if later:
@@ -935,6 +962,7 @@ class LeanClient:
         """
         if doc.fatal.is_set():
             raise self._fatal_error(doc, method)
+        await self._settled(doc.uri, timeout)
         try:
             conn = self._conn(doc.uri)
             try:

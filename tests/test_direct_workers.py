@@ -406,3 +406,42 @@ def test_a_killed_owner_leaves_no_worker_even_a_busy_one(project: Path) -> None:
         owner.wait()
         if owner.stdout is not None:
             owner.stdout.close()
+
+
+async def test_requests_and_changes_during_a_worker_start_wait_for_it(
+    workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker start takes a while (here: its first write held 0.5 s); what comes for the
+    document meanwhile waits for it. Before: a request met "no worker" (a crash), and a
+    change started a second worker for the document, the first left running."""
+    uri = (project / "A.lean").as_uri()
+    await workers.update(uri, text(BODIES[0]))
+    real_post = LspTransport.post
+
+    async def slow_post(self: LspTransport, messages: Any) -> None:
+        await anyio.sleep(0.5)
+        await real_post(self, messages)
+
+    monkeypatch.setattr(LspTransport, "post", slow_post)
+    moved = "-- moved\n"
+    seen: dict[str, object] = {}
+
+    async def restart() -> None:  # a header change: a new worker
+        seen["restart"], _ = await workers.update(uri, moved + text(BODIES[1]))
+
+    async def ask() -> None:
+        await anyio.sleep(0.1)
+        seen["goal"] = await workers.plain_goal(uri, LspPos(0, 0))
+
+    async def change() -> None:
+        await anyio.sleep(0.2)
+        seen["change"] = await workers.change(uri, moved + text(BODIES[3]))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for job in (restart, ask, change):
+                tg.start_soon(job)
+    report = await workers.wait_for(uri)
+    assert report.version == seen["change"] == 3
+    assert [d.message for d in report.errors if "h₀" in d.message]  # the last text's error
+    assert len(workers.pids) == 1
