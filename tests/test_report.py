@@ -257,3 +257,58 @@ def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
     assert any("swapped" in n for n in notes), notes
     assert any("different suites" in n for n in notes), notes
     assert any("time limit" in n for n in notes), notes
+
+
+def _table_rows_keep_their_shape(md: str) -> None:
+    """Every row of every Markdown table has as many cells as its header (an escaped ``\\|``
+    is not a cell border)."""
+    import re
+
+    width = None
+    for line in md.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line))
+        if width is None:
+            width = cells
+        assert cells == width, line
+
+
+def test_labels_and_names_with_a_bar_keep_the_tables_whole(tmp_path: Path) -> None:
+    """A `|` in a label, a model name or an agent command ended its cell and shifted the
+    row (the leaderboard's rows and the run table read wrong)."""
+    from agent_tools.runs import compare_runs, report_runs
+
+    a = make_run(tmp_path / "a", "baseline", {"a": True, "b": False}, label="gpt | tools")
+    b = make_run(tmp_path / "b", "lad", {"a": True, "b": True}, label="x|y\nz")
+    info = orjson.loads((a / "run.json").read_bytes())
+    info["agent_command"] = "python agent.py | tee log"
+    (a / "run.json").write_bytes(orjson.dumps(info))
+    report_runs([a, b], tmp_path / "board")
+    compare_runs(a, b, tmp_path / "cmp")
+    for md in (tmp_path / "board").rglob("*.md"):
+        _table_rows_keep_their_shape(md.read_text())
+    _table_rows_keep_their_shape((tmp_path / "cmp" / "compare.md").read_text())
+    board = (tmp_path / "board" / "report.md").read_text()
+    assert "gpt \\| tools" in board and "x\\|y z" in board
+
+
+def test_dollars_are_written_without_an_exponent() -> None:
+    """$2.7e-05 per point read as $2.70 at a glance."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from agent_tools.runs.prices import fmt_usd
+
+    assert fmt_usd(2.7e-05) == "$0.000027" and fmt_usd(0.5) == "$0.50"
+    assert fmt_usd(1234.5) == "$1,234.50" and fmt_usd(None) == "N/A" and fmt_usd(0) == "$0.00"
+
+    @given(st.floats(min_value=1e-9, max_value=1e9))
+    def check(value: float) -> None:
+        text = fmt_usd(value)
+        assert "e" not in text and text.startswith("$")
+        shown = float(text[1:].replace(",", ""))
+        assert shown == pytest.approx(value, rel=0.01, abs=0.005)
+
+    check()

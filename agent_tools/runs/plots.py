@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import RunMetrics
+from .prices import fmt_usd
 from .report import ReportError
 
 COLORS = {"baseline": "#4477aa", "lad": "#ee6677", "human": "#228833"}
@@ -123,7 +124,7 @@ def leaderboard(runs: Sequence[PlotRun], path: Path) -> Path:
     bars = ax.barh([r.name for r in ordered], [r.metrics.score for r in ordered], color=colors)
 
     def label(m: RunMetrics) -> str:
-        usd = "N/A" if m.usd_per_point is None else f"${m.usd_per_point:.4g}"
+        usd = fmt_usd(m.usd_per_point)
         sec = "N/A" if m.seconds_per_point is None else f"{m.seconds_per_point:.1f} s"
         return f"{m.score:.1f}  ({m.completion:.1f}% done, {usd}/pt, {sec}/pt)"
 

@@ -16,6 +16,7 @@ cached count means no cached tokens. N/A is never 0.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from datetime import date
@@ -115,3 +116,18 @@ def attempt_cost(
         return NA
     usd = token_cost(prices.price(model), input_tokens, cached_input_tokens, output_tokens)
     return NA if usd is None else Cost(usd, "list_price")
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars as people write them: at least cents, and for amounts under a dollar enough
+    decimals for three significant digits — never an exponent ($2.7e-05 read as 2.7)."""
+    if value is None:
+        return "N/A"
+    if value == 0 or not math.isfinite(value):
+        return f"${value:.2f}"
+    digits = max(2, 2 - math.floor(math.log10(abs(value))))
+    text = f"{value:,.{digits}f}"
+    if digits > 2:
+        whole, _, decimals = text.partition(".")
+        text = f"{whole}.{decimals.rstrip('0').ljust(2, '0')}"
+    return f"-${text[1:]}" if text.startswith("-") else f"${text}"

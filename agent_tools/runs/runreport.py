@@ -19,7 +19,7 @@ import orjson
 
 from .metrics import Comparison, RunMetrics, compare, compute_metrics
 from .plots import PlotRun, run_plots
-from .prices import PriceSchedule
+from .prices import PriceSchedule, fmt_usd
 from .report import ReportError, write_ledger_report
 from .results import RESULTS_FILE, RUN_FILE, ResultsError, RunInfo, read_results, read_run_info
 
@@ -93,8 +93,10 @@ def fmt(value: float | None, digits: int = 1, prefix: str = "") -> str:
     return "N/A" if value is None else f"{prefix}{value:.{digits}f}"
 
 
-def fmt_usd(value: float | None) -> str:
-    return "N/A" if value is None else f"${value:.4g}"
+def cell(text: str) -> str:
+    """``text`` as one Markdown table cell: a ``|`` (in a label, a model name, an agent
+    command) would end the cell and shift the row, a line break would end the table."""
+    return " ".join(text.split("\n")).replace("|", "\\|")
 
 
 def fmt_change(value: float | None) -> str:
@@ -128,9 +130,10 @@ def render_run_markdown(run: LoadedRun) -> str:
     machine = f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB" if (
         info.machine) else "—"  # fmt: skip
     out += ["| run | |", "|---|---|",
-            f"| suite | {suite} (`{info.suite_hash[:12] or '—'}`), {info.task_count} tasks |",
-            f"| model · agent tool · condition | {info.model or '—'} · {info.agent_tool or '—'} "
-            f"· {info.condition} |",
+            f"| suite | {cell(suite)} (`{info.suite_hash[:12] or '—'}`), {info.task_count} "
+            "tasks |",
+            f"| model · agent tool · condition | {cell(info.model or '—')} · "
+            f"{cell(info.agent_tool or '—')} · {cell(info.condition)} |",
             f"| time limit · attempts · parallel | {info.time_limit_s:g} s · {info.attempts} · "
             f"{info.parallel} |",
             f"| retry policy | {info.retry_policy} |",
@@ -139,10 +142,11 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"| machine | {machine} |",
             f"| started · ended | {info.started_at.isoformat()} · "
             f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
-            f"| agent command | `{info.agent_command}` |", ""]  # fmt: skip
+            f"| agent command | `{cell(info.agent_command)}` |", ""]  # fmt: skip
     out += ["## Metrics", "", *headline(m), ""]
     out += ["## Fields", "", "| field | score | denominator (Σ difficulty) |", "|---|---:|---:|"]
-    out += [f"| {f or '—'} | {s:.1f} | {m.field_denominators[f]} |" for f, s in m.fields.items()]
+    out += [f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} |"
+            for f, s in m.fields.items()]  # fmt: skip
     out += ["", "## Attempts", ""]
     pak = ", ".join(f"pass@{k} {v:.1f}" for k, v in m.pass_at_k.items()) or "—"
     out += [f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
@@ -171,7 +175,7 @@ def render_run_markdown(run: LoadedRun) -> str:
     out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for o in m.per_task:
         out.append(
-            f"| {o.task} | {o.field or '—'} | {o.difficulty} | {o.attempts} | "
+            f"| {cell(o.task)} | {cell(o.field or '—')} | {o.difficulty} | {o.attempts} | "
             f"{o.accepted_attempts} | {fmt(o.invocation_s, 1)} | {fmt_usd(o.cost_usd)} | "
             f"{_n(o.input_tokens)} | {_n(o.cached_input_tokens)} | {_n(o.output_tokens)} |"
         )
@@ -233,17 +237,18 @@ def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
     ordered = sorted(runs, key=lambda r: -r.metrics.score)
     for i, r in enumerate(ordered, 1):
         m = r.metrics
-        out.append(f"| {i} | {r.name} | {r.info.model or '—'} | {r.info.agent_tool or '—'} | "
-                   f"{r.info.condition} | {m.score:.1f} | {m.completion:.1f}% | "
+        out.append(f"| {i} | {cell(r.name)} | {cell(r.info.model or '—')} | "
+                   f"{cell(r.info.agent_tool or '—')} | {cell(r.info.condition)} | "
+                   f"{m.score:.1f} | {m.completion:.1f}% | "
                    f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | {m.tasks} | "
                    f"{m.accepted} |")  # fmt: skip
     fields = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
     if fields:
         out += ["", "## Field scores", "", "| run | " + " | ".join(
-            f"{f or '—'} (/{runs[0].metrics.field_denominators.get(f, '?')})" for f in fields
+            f"{cell(f or '—')} (/{runs[0].metrics.field_denominators.get(f, '?')})" for f in fields
         ) + " |", "|---|" + "---:|" * len(fields)]  # fmt: skip
         for r in ordered:
-            out.append(f"| {r.name} | " + " | ".join(
+            out.append(f"| {cell(r.name)} | " + " | ".join(
                 fmt(r.metrics.fields.get(f)) for f in fields) + " |")  # fmt: skip
     notes = [f"> note ({r.name}): {n}" for r in runs for n in r.notes]
     out += ["", *notes] if notes else []
@@ -315,7 +320,9 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
     dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
     for f, d in c.fields.items():
         diff = "N/A" if d.diff_points is None else f"{d.diff_points:+.1f}"
-        out.append(f"| {f or '—'} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} |")
+        out.append(
+            f"| {cell(f or '—')} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} |"
+        )
     notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
     out += [""] + [f"> note: {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
