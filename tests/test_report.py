@@ -312,3 +312,22 @@ def test_dollars_are_written_without_an_exponent() -> None:
         assert shown == pytest.approx(value, rel=0.01, abs=0.005)
 
     check()
+
+
+def test_a_per_task_row_says_which_columns_are_per_attempt(tmp_path: Path) -> None:
+    """With several attempts a row showed the mean USD of one attempt beside the tokens of
+    all of them, unlabelled."""
+    from agent_tools.runs import AttemptResult, append_result
+
+    run = make_run(tmp_path / "r", "baseline", {"a": True}, costs={"a": 0.5})
+    append_result(run, AttemptResult.model_validate({
+        "task": "a", "field": "alg", "difficulty": 2, "attempt": 2, "accepted": False,
+        "invocation_s": 30.0, "condition": "baseline", "cost_usd": 1.5,
+        "input_tokens": 3000, "output_tokens": 300,
+    }))  # fmt: skip
+    write_report(run, tmp_path / "out", plots=False)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| invocation s / attempt | USD / attempt | input tokens |" in md
+    assert "means per attempt" in md
+    row = next(line for line in md.splitlines() if line.startswith("| a |"))
+    assert "| 20.0 | $1.00 | 4000 |" in row  # means of 10 s and 30 s, $0.5 and $1.5; 1000 + 3000

@@ -169,8 +169,12 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"| {name} | {_n(t['total'])} | {t['tasks_reporting']} | {_n(t['per_task_mean'])} |"
         )
     out += ["", "## Per task", ""]
+    if m.attempts > m.tasks - len(m.missing_tasks):  # several attempts: say which are means
+        out += ["Seconds and USD are means per attempt (as in the per-point metrics); tokens "
+                "are summed over a task's attempts (as in the totals above).", ""]  # fmt: skip
     out.append(
-        "| task | field | d | attempts | verified | invocation s | USD | input | cached | output |"
+        "| task | field | d | attempts | verified | invocation s / attempt | USD / attempt | "
+        "input tokens | cached | output |"
     )
     out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for o in m.per_task:
