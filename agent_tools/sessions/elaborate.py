@@ -25,7 +25,6 @@ from lsprotocol.types import DocumentSymbol
 from lsp_bridge import (
     DocumentReport,
     LeanDiagnostic,
-    LeanTag,
     LineIndex,
     LspPos,
     LspRange,
@@ -46,7 +45,7 @@ from ..verdict import escape_name
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
-from .session import is_complete
+from .session import is_complete, leaves_proof_open
 
 # A task file may leave helper lemmas with `sorry` (as many benchmark files do): a target
 # proved *through* one reports no error and no sorry of its own, yet depends on `sorryAx`, and
@@ -96,13 +95,7 @@ def maybe_incomplete(report: DocumentReport) -> bool:
     error, no unsolved goals and no sorry anywhere, and the version finished.)"""
     if report.status != "done" and report.status != "superseded":
         return True
-    return any(
-        d.is_error
-        or LeanTag.UNSOLVED_GOALS in d.lean_tags
-        or "declaration uses `sorry`" in d.message
-        or "declaration uses 'sorry'" in d.message
-        for d in report.diagnostics
-    )
+    return any(d.is_error or leaves_proof_open(d) for d in report.diagnostics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,20 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from lsp_bridge import DocumentReport, LeanTag, LineIndex
+from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
 
 from ..tasks import Task
 from .catalogue import StepState
+
+
+def leaves_proof_open(d: LeanDiagnostic) -> bool:
+    """Lean says the declaration it is about is not proved: unsolved goals, or a `sorry`
+    (Lean has quoted the word both ways across versions)."""
+    return (
+        LeanTag.UNSOLVED_GOALS in d.lean_tags
+        or "declaration uses `sorry`" in d.message
+        or "declaration uses 'sorry'" in d.message
+    )
 
 
 def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) -> bool:
@@ -30,11 +40,7 @@ def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) 
         if d.is_error:
             return False
         in_target = start <= index.offset_of_lsp(d.range.start) <= end
-        if in_target and (
-            LeanTag.UNSOLVED_GOALS in d.lean_tags
-            or "declaration uses `sorry`" in d.message
-            or "declaration uses 'sorry'" in d.message
-        ):
+        if in_target and leaves_proof_open(d):
             return False
     return True
 
