@@ -626,6 +626,20 @@ class LeanClient:
     def is_open(self, uri: str) -> bool:
         return uri in self._docs
 
+    def stopped(self, uri: str) -> bool:
+        """Has processing of the open document ``uri`` stopped for good (its worker crashed or
+        a fatal error; with direct workers: its worker is gone)? Its next change restarts it;
+        a query alone would fail."""
+        doc = self._docs.get(uri)
+        if doc is None:
+            return False
+        if doc.fatal.is_set():
+            return True
+        if self._worker_argv is None or uri in self._starting:
+            return False
+        worker = self._workers.get(uri)
+        return worker is None or not worker.transport.alive
+
     def _doc(self, uri: str) -> _Document:
         try:
             return self._docs[uri]

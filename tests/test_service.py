@@ -321,3 +321,33 @@ async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() ->
     step = LeanStep("text", 5.0, LspPos(3, 9), LspPos(3, 2))
     answer = await step(StubSlot())  # type: ignore[arg-type]
     assert answer.goals == [] and answer.report is report
+
+
+async def test_goals_after_the_documents_worker_crashed_restart_it(
+    service: ProofService,
+) -> None:
+    """A crashed worker is restarted by the next change, but get_goals sends none when the
+    text is unchanged: its query failed, and so did its retry. Now it re-sends the text."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    began = time.time()
+    opened = await service.open_task("and_swap")
+    sid = opened.session_id
+    await service.set_proof(sid, WRONG)
+    start = opened.body_range.start
+    before = await service.get_goals(sid, start.line + 1, 3)
+    workers = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "--worker" in p.cmdline() and p.create_time() >= began - 1
+    ]
+    assert workers
+    for worker in workers:
+        os.kill(worker.pid, signal.SIGKILL)
+    psutil.wait_procs(workers, timeout=10)
+    after = await service.get_goals(sid, start.line + 1, 3)
+    assert after.goals == before.goals and after.term_goal == before.term_goal

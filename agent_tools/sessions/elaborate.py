@@ -321,7 +321,8 @@ class Elaborator:
         async def operation(slot: Slot) -> GoalsResult:
             timer.queued(entered)
             with timer.lean():
-                if slot.text() != lean_text:
+                # (Stopped: its worker crashed; a query alone fails, on the retry too.)
+                if slot.text() != lean_text or slot.stopped():
                     await slot.elaborate(lean_text, timeout=timeout)
                 plain = await slot.plain_goal(pos, timeout=timeout)
                 term = await slot.plain_term_goal(pos, timeout=timeout)
