@@ -41,6 +41,7 @@ from .errors import (
     DocumentError,
     ElaborationFailed,
     LeanrigError,
+    RequestTimeout,
     RpcNeedsReconnect,
     ServerClosed,
     ServerDied,
@@ -464,21 +465,21 @@ class LeanClient:
         """A new worker for ``doc`` (its text and version now), the old one stopped. The
         worker is the document's only once it has been sent ``initialize`` and ``didOpen``:
         interrupted before (cancelled, or it could not start), it is stopped, and the document
-        has none (the next change starts one). While it starts, the document's requests and
-        changes wait for it (``_settled``): they are about this text or a later one."""
+        has none (the next change starts one).
+
+        Callers settle first (``_settled``) and then apply their change and call this with no
+        wait between: so a start never overlaps another of the same document, and whatever
+        comes for the document meanwhile waits for it and is about this text or a later
+        one."""
         assert self._tg is not None
         uri = doc.uri
-        # Taken now, before any wait: a change made meanwhile is sent to this worker after it.
         text_document = {"uri": uri, "languageId": "lean4", "version": doc.version,
                          "text": doc.text}  # fmt: skip
         header = header_region(doc.text)
-        previous = self._starting.get(uri)
+        assert uri not in self._starting, "a start overlapped another (callers settle first)"
         started = self._starting[uri] = anyio.Event()
         worker: _Worker | None = None
         try:
-            if previous is not None:  # one document's starts, in order
-                with anyio.move_on_after(self.timeouts.spawn):
-                    await previous.wait()
             self._stop_worker(uri)
             worker = await self._tg.start(self._run_worker, uri)
             await worker.transport.post(
@@ -501,18 +502,24 @@ class LeanClient:
             raise
         finally:
             started.set()
-            if self._starting.get(uri) is started:
-                del self._starting[uri]
+            del self._starting[uri]
+        if self._docs.get(uri) is not doc:  # closed meanwhile: the worker serves nothing
+            worker.stop.set()
+            return
         worker.header = header
         self._workers[uri] = worker
 
-    async def _settled(self, uri: str, timeout: float) -> None:
-        """Wait (at most ``timeout`` s) until no worker start for ``uri`` is under way."""
+    async def _settled(self, uri: str, timeout: float, method: str) -> None:
+        """Wait (at most ``timeout`` s) until no worker start for ``uri`` is under way; still
+        starting then: ``RequestTimeout`` for ``method`` (the worker is not known to be bad)."""
+        deadline = anyio.current_time() + timeout
+        # (None at once: no checkpoint, the caller's next steps run without a wait between.
+        # Woken, another waiter may have begun the next start: wait for that one too.)
         while (starting := self._starting.get(uri)) is not None:
-            with anyio.move_on_after(timeout) as scope:
+            with anyio.move_on_at(deadline):
                 await starting.wait()
-            if scope.cancelled_caught:
-                return
+            if anyio.current_time() >= deadline and uri in self._starting:
+                raise RequestTimeout(method, timeout)
 
     async def _start_failed(self, exc: ServerError, worker: _Worker | None) -> ServerStartFailed:
         """A worker that could not start, or died before it read its document: why, from its
@@ -626,20 +633,6 @@ class LeanClient:
     def is_open(self, uri: str) -> bool:
         return uri in self._docs
 
-    def stopped(self, uri: str) -> bool:
-        """Has processing of the open document ``uri`` stopped for good (its worker crashed or
-        a fatal error; with direct workers: its worker is gone)? Its next change restarts it;
-        a query alone would fail."""
-        doc = self._docs.get(uri)
-        if doc is None:
-            return False
-        if doc.fatal.is_set():
-            return True
-        if self._worker_argv is None or uri in self._starting:
-            return False
-        worker = self._workers.get(uri)
-        return worker is None or not worker.transport.alive
-
     def _doc(self, uri: str) -> _Document:
         try:
             return self._docs[uri]
@@ -648,6 +641,7 @@ class LeanClient:
 
     async def open(self, uri: str, text: str, *, dependency_build_mode: str = "never") -> int:
         """Open a document (its text need not exist on disk); returns its version (1)."""
+        await self._settled(uri, self.timeouts.spawn, "textDocument/didOpen")  # (closed, now)
         if uri in self._docs:
             raise DocumentError(f"document {uri} is already open", path=uri)
         doc = _Document(uri, text, 1)
@@ -691,16 +685,20 @@ class LeanClient:
 
     async def change(self, uri: str, text: str) -> int:
         """Replace the document's text; sends the minimal range edit. Returns the new version."""
+        # (The edit is computed against the text left by a worker start under way.)
+        await self._settled(uri, self.timeouts.spawn, "textDocument/didChange")
         doc = self._doc(uri)
         return await self.edit(uri, [minimal_edit(doc.text, text)])
 
     async def edit(self, uri: str, edits: Sequence[TextEdit]) -> int:
         """Apply code point range edits in order (each against the text left by the previous)."""
         doc = self._doc(uri)
+        await self._settled(uri, self.timeouts.spawn, "textDocument/didChange")
+        doc = self._doc(uri)
         params = self._change_params(doc, edits)
+        version = doc.version
         conn: LspTransport | None = None
         try:
-            await self._settled(uri, self.timeouts.spawn)
             if self._needs_worker(doc):
                 await self._start_worker(doc)
             else:
@@ -715,7 +713,7 @@ class LeanClient:
         except BaseException:
             doc.resync = True  # the change may not have reached Lean
             raise
-        return doc.version
+        return version
 
     def _change_params(self, doc: _Document, edits: Sequence[TextEdit]) -> dict[str, Any]:
         """The didChange parameters for ``edits``; the document's state moves to the new
@@ -847,12 +845,12 @@ class LeanClient:
             await self.open(uri, text)  # the first version: rare, its own write
             doc, version = self._doc(uri), 1
         else:
+            await self._settled(uri, remaining(), "textDocument/didChange")
             doc = self._doc(uri)
             params = self._change_params(doc, [minimal_edit(doc.text, text)])
             # This call's version: a change made while a worker starts (below) is a later one,
             # and a barrier for a version not yet sent is never answered.
             version = doc.version
-            await self._settled(uri, remaining())
             if self._needs_worker(doc):
                 await self._start_worker(doc)  # the change goes as the new worker's didOpen
             else:
@@ -976,7 +974,7 @@ class LeanClient:
         """
         if doc.fatal.is_set():
             raise self._fatal_error(doc, method)
-        await self._settled(doc.uri, timeout)
+        await self._settled(doc.uri, timeout, method)
         try:
             conn = self._conn(doc.uri)
             try:

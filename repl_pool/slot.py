@@ -399,13 +399,6 @@ class Slot:
         async with self._guard():
             return await self._client().wait_for(self.uri, timeout=timeout)
 
-    def stopped(self) -> bool:
-        """Has Lean stopped processing the holder's document (a crashed worker)? Sending its
-        text again restarts it; a query alone would fail."""
-        client = self._client()
-        uri = self.document_of(self.holder)
-        return uri is not None and client.stopped(uri)
-
     def text(self) -> str:
         """The text of the holder's document ("" when it has none in this process yet)."""
         client = self._client()

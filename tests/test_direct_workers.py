@@ -23,6 +23,7 @@ from lsp_bridge import (
     LeanClient,
     LeanInstall,
     LspPos,
+    RequestTimeout,
     ServerCommand,
     ServerStartFailed,
     Severity,
@@ -445,3 +446,82 @@ async def test_requests_and_changes_during_a_worker_start_wait_for_it(
     assert report.version == seen["change"] == 3
     assert [d.message for d in report.errors if "h₀" in d.message]  # the last text's error
     assert len(workers.pids) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [("-- one\n", "-- one\n", "-- three\n"), ("-- one\n", "-- two\n", "-- one\n")],
+    ids=["then a header change", "header flips back"],
+)
+async def test_three_writers_during_a_worker_start_leave_lean_with_the_last_text(
+    workers: LeanClient,
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    headers: tuple[str, str, str],
+) -> None:
+    """S's change restarts the worker (0.5 s); A's and B's changes come meanwhile, B's
+    last. Lean must end with B's text, as the client has it. Before: A's edit was computed
+    against S's text and applied to B's (Lean silently read something else), or A's
+    header-changing didChange went to a live worker (it exited: a crash)."""
+    uri = (project / "A.lean").as_uri()
+    await workers.update(uri, text(BODIES[0]))
+    real_post = LspTransport.post
+
+    async def slow_post(self: LspTransport, messages: Any) -> None:
+        await anyio.sleep(0.5)
+        await real_post(self, messages)
+
+    monkeypatch.setattr(LspTransport, "post", slow_post)
+    texts = [h + text(b) for h, b in zip(headers, (BODIES[1], BODIES[3], BODIES[2]), strict=True)]
+
+    async def writer(delay: float, new: str) -> None:
+        await anyio.sleep(delay)
+        if delay == 0:
+            await workers.update(uri, new)
+        else:
+            await workers.change(uri, new)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for delay, new in zip((0.0, 0.1, 0.2), texts, strict=True):
+                tg.start_soon(writer, delay, new)
+    monkeypatch.setattr(LspTransport, "post", real_post)
+    report = await workers.wait_for(uri)
+    assert workers.text(uri) == texts[2] and report.version == 4
+    # What Lean read is B's text: the same report as a fresh client given it.
+    async with LeanClient.start(workers.command, timeouts=TIMEOUTS) as fresh:
+        alone, _ = await fresh.update((project / "B.lean").as_uri(), texts[2])
+    assert [d.message for d in report.diagnostics] == [d.message for d in alone.diagnostics]
+    assert len(workers.pids) == 1
+
+
+async def test_a_query_whose_deadline_ends_during_a_start_times_out_and_harms_nothing(
+    workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: it met "no worker" — a crash — and marked the healthy document fatal."""
+    uri = (project / "A.lean").as_uri()
+    await workers.update(uri, text(BODIES[0]))
+    real_post = LspTransport.post
+
+    async def slow_post(self: LspTransport, messages: Any) -> None:
+        await anyio.sleep(0.5)
+        await real_post(self, messages)
+
+    monkeypatch.setattr(LspTransport, "post", slow_post)
+    seen: dict[str, object] = {}
+
+    async def restart() -> None:
+        seen["report"], _ = await workers.update(uri, "-- moved\n" + text(BODIES[3]))
+
+    async def query() -> None:
+        await anyio.sleep(0.1)
+        with pytest.raises(RequestTimeout):
+            await workers.plain_goal(uri, LspPos(0, 0), timeout=0.2)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(restart)
+            tg.start_soon(query)
+    report = seen["report"]
+    assert isinstance(report, DocumentReport) and report.status == "done" and report.errors
+    await workers.plain_goal(uri, LspPos(0, 0))  # the document is fine

@@ -117,6 +117,11 @@ async def test_sessions_spread_over_nodes_with_header_affinity(
             sessions[task] = opened.session_id
             result = await service.set_proof(opened.session_id, PROOF)
             assert result.complete, (task, result)
+            # Goals run here against the node's slot (a RemoteSlot): every slot call they
+            # make must be one it forwards (a local-only check raised AttributeError).
+            at = opened.body_range.start
+            goals = await service.get_goals(opened.session_id, at.line, at.column)
+            assert goals.line == at.line
 
         async with anyio.create_task_group() as tg:
             for task in tasks:

@@ -24,12 +24,15 @@ from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     DocumentReport,
+    ElaborationFailed,
     LeanDiagnostic,
     LineIndex,
     LspPos,
     LspRange,
     Pos,
     Severity,
+    WorkerCrashed,
+    WorkerExited,
 )
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
@@ -321,10 +324,15 @@ class Elaborator:
         async def operation(slot: Slot) -> GoalsResult:
             timer.queued(entered)
             with timer.lean():
-                # (Stopped: its worker crashed; a query alone fails, on the retry too.)
-                if slot.text() != lean_text or slot.stopped():
+                if slot.text() != lean_text:
                     await slot.elaborate(lean_text, timeout=timeout)
-                plain = await slot.plain_goal(pos, timeout=timeout)
+                try:
+                    plain = await slot.plain_goal(pos, timeout=timeout)
+                except (WorkerCrashed, WorkerExited, ElaborationFailed):
+                    # The document's worker stopped (a crash): a query alone fails, and so
+                    # would the pool's retry; the text sent again restarts it (once).
+                    await slot.elaborate(lean_text, timeout=timeout)
+                    plain = await slot.plain_goal(pos, timeout=timeout)
                 term = await slot.plain_term_goal(pos, timeout=timeout)
                 structured = await slot.interactive_goals(pos, timeout=timeout)
             return GoalsResult(
