@@ -437,11 +437,7 @@ class LeanClient:
                 "request", -32801, f"{uri} changed: its Lean file worker was replaced"
             )
         if not conn.heard:  # gone before it said anything: it could not start
-            return ServerStartFailed(
-                f"Lean file worker {self.command.program} did not start: {error.message}",
-                stderr_tail=conn.stderr_tail(),
-                returncode=conn.returncode,
-            )
+            return self._not_started(error, conn.stderr_tail(), conn.returncode)
         return self._worker_gone(uri, error, conn)
 
     async def _run_worker(self, uri: str, *, task_status: TaskStatus[_Worker]) -> None:
@@ -529,10 +525,16 @@ class LeanClient:
             with anyio.move_on_after(self.timeouts.shutdown):
                 await worker.transport.exited.wait()
             cause = worker.transport.failure or exc
+        return self._not_started(cause, cause.stderr_tail, cause.returncode)
+
+    def _not_started(
+        self, cause: LeanrigError, stderr_tail: str, returncode: int | None
+    ) -> ServerStartFailed:
+        """A file worker that could not start: why, its stderr and exit code."""
         return ServerStartFailed(
             f"Lean file worker {self.command.program} did not start: {cause.message}",
-            stderr_tail=cause.stderr_tail,
-            returncode=cause.returncode,
+            stderr_tail=stderr_tail,
+            returncode=returncode,
         )
 
     def _needs_worker(self, doc: _Document) -> bool:
@@ -543,7 +545,7 @@ class LeanClient:
         worker = self._workers.get(doc.uri)
         if worker is None or not worker.transport.alive:
             return True
-        return not (doc.text.startswith(worker.header) and header_region(doc.text) == worker.header)
+        return header_region(doc.text) != worker.header
 
     def _initialize_params(self) -> dict[str, Any]:
         params = lsp.InitializeParams(
@@ -692,7 +694,6 @@ class LeanClient:
 
     async def edit(self, uri: str, edits: Sequence[TextEdit]) -> int:
         """Apply code point range edits in order (each against the text left by the previous)."""
-        doc = self._doc(uri)
         await self._settled(uri, self.timeouts.spawn, "textDocument/didChange")
         doc = self._doc(uri)
         params = self._change_params(doc, edits)

@@ -4,6 +4,7 @@ change and a dead worker handled as the watchdog handles them, no process left b
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -86,6 +87,19 @@ async def workers(server_command: ServerCommand) -> AsyncIterator[LeanClient]:
 
 def worker_processes(client: LeanClient) -> list[psutil.Process]:
     return [psutil.Process(pid) for pid in client.pids]
+
+
+def hold_starts(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every worker start's first write (``initialize`` + ``didOpen``) waits ``seconds``
+    first: the window in which other calls meet a start under way (``monkeypatch.undo()``
+    ends it)."""
+    real_post = LspTransport.post
+
+    async def held_post(self: LspTransport, messages: Any) -> None:
+        await anyio.sleep(seconds)
+        await real_post(self, messages)
+
+    monkeypatch.setattr(LspTransport, "post", held_post)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -319,16 +333,11 @@ async def test_a_start_interrupted_before_the_document_reached_the_worker_leaves
     `didChange` it cannot read: a crash)."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
-    real_post = LspTransport.post
-
-    async def stalled_post(self: LspTransport, messages: Any) -> None:
-        await anyio.sleep_forever()
-
-    monkeypatch.setattr(LspTransport, "post", stalled_post)
+    hold_starts(monkeypatch, math.inf)
     with anyio.move_on_after(1.0) as scope:
         await workers.update(uri, "-- moved\n" + text(BODIES[1]))  # a header change: restart
     assert scope.cancelled_caught
-    monkeypatch.setattr(LspTransport, "post", real_post)
+    monkeypatch.undo()
     with anyio.fail_after(10):
         while workers.pids:  # the interrupted worker goes
             await anyio.sleep(0.02)
@@ -417,13 +426,7 @@ async def test_requests_and_changes_during_a_worker_start_wait_for_it(
     change started a second worker for the document, the first left running."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
-    real_post = LspTransport.post
-
-    async def slow_post(self: LspTransport, messages: Any) -> None:
-        await anyio.sleep(0.5)
-        await real_post(self, messages)
-
-    monkeypatch.setattr(LspTransport, "post", slow_post)
+    hold_starts(monkeypatch, 0.5)
     moved = "-- moved\n"
     seen: dict[str, object] = {}
 
@@ -465,13 +468,7 @@ async def test_three_writers_during_a_worker_start_leave_lean_with_the_last_text
     header-changing didChange went to a live worker (it exited: a crash)."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
-    real_post = LspTransport.post
-
-    async def slow_post(self: LspTransport, messages: Any) -> None:
-        await anyio.sleep(0.5)
-        await real_post(self, messages)
-
-    monkeypatch.setattr(LspTransport, "post", slow_post)
+    hold_starts(monkeypatch, 0.5)
     texts = [h + text(b) for h, b in zip(headers, (BODIES[1], BODIES[3], BODIES[2]), strict=True)]
 
     async def writer(delay: float, new: str) -> None:
@@ -485,7 +482,7 @@ async def test_three_writers_during_a_worker_start_leave_lean_with_the_last_text
         async with anyio.create_task_group() as tg:
             for delay, new in zip((0.0, 0.1, 0.2), texts, strict=True):
                 tg.start_soon(writer, delay, new)
-    monkeypatch.setattr(LspTransport, "post", real_post)
+    monkeypatch.undo()
     report = await workers.wait_for(uri)
     assert workers.text(uri) == texts[2] and report.version == 4
     # What Lean read is B's text: the same report as a fresh client given it.
@@ -501,13 +498,7 @@ async def test_a_query_whose_deadline_ends_during_a_start_times_out_and_harms_no
     """Before: it met "no worker" — a crash — and marked the healthy document fatal."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
-    real_post = LspTransport.post
-
-    async def slow_post(self: LspTransport, messages: Any) -> None:
-        await anyio.sleep(0.5)
-        await real_post(self, messages)
-
-    monkeypatch.setattr(LspTransport, "post", slow_post)
+    hold_starts(monkeypatch, 0.5)
     seen: dict[str, object] = {}
 
     async def restart() -> None:
