@@ -63,7 +63,7 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
-from .transport import FollowUp, LspTransport, Trigger, unreadable_answer
+from .transport import Conditional, LspTransport, Trigger, unreadable_answer
 
 log = structlog.get_logger("leanrig.lsp")
 _converter = get_converter()
@@ -194,17 +194,19 @@ class DocQuery:
     # An optional query's error is returned in its place instead of raised (the caller may
     # not need its answer, e.g. the goals of a proof that turned out complete).
     optional: bool = False
-    # Asked only if the version is not clean (``DocumentReport.clean``), as soon as its first
-    # error or warning is published; its answer is None for a clean version.
+    # Needed only if the version is not clean (``DocumentReport.clean``): asked with the
+    # change, but not waited for when the version turns out clean (its answer is then None).
     unless_clean: bool = False
 
     def made_optional(self) -> DocQuery:
         return DocQuery(self.method, self.parse, self.position, True, self.unless_clean)
 
     def made_unless_clean(self) -> DocQuery:
-        """This query, asked only about a version that is not clean. The goals that explain
-        an error cost Lean 1-1.5 ms per step (measured at 0 declarations): a clean version
-        skips them, and one with an error still gets them while Lean finishes it."""
+        """This query, needed only about a version that is not clean. It goes to Lean with
+        the change, so a version with an error gets it while Lean finishes the version (asked
+        on the version's first error instead, it cost a round trip after the barrier: the
+        first error of a short file comes at its end); a clean version's step does not wait
+        for it (``Conditional``)."""
         return DocQuery(self.method, self.parse, self.position, self.optional, True)
 
     @staticmethod
@@ -829,12 +831,12 @@ class LeanClient:
         """Make ``text`` the content of document ``uri`` (opened if it is not open) and wait
         until that version is fully elaborated, asking ``queries`` about the same version:
         the change, the barrier and the queries go to Lean in one write (see
-        ``LspTransport.exchange``), so the queries cost no round trip of their own — except
-        ``unless_clean`` ones, sent when the version's first error or warning arrives (or
-        after the barrier, for a version that did not finish). Returns the report (as
-        ``wait_for``) and each query's parsed answer, in order (None: an ``unless_clean``
-        query about a clean version); a failed query raises its error (after the barrier's
-        own errors)."""
+        ``LspTransport.exchange``), so the queries cost no round trip of their own;
+        ``unless_clean`` ones are waited for only if the version has an error or warning
+        (asked again after the barrier for a version that did not finish). Returns the report
+        (as ``wait_for``) and each query's parsed answer, in order (None: an
+        ``unless_clean`` query about a clean version); a failed query raises its error (after
+        the barrier's own errors)."""
         deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
         started = time.perf_counter()
         changes: list[tuple[str, Any]] = []
@@ -868,7 +870,7 @@ class LeanClient:
             doc.problem_watch = (version, trigger)
             if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
                 trigger.fire()  # open() above already had this version reported
-        follow_up = FollowUp(self._requests(uri, later), trigger) if later else None
+        conditional = Conditional(self._requests(uri, later), trigger) if later else None
         conn = self._conn(uri)
         try:
             answers = await conn.exchange(
@@ -878,7 +880,7 @@ class LeanClient:
                 timeout=remaining(),
                 tag=uri,
                 on_error=on_error,
-                follow_up=follow_up,
+                conditional=conditional,
             )  # fmt: skip
         except ServerError as exc:
             if changes:
@@ -922,17 +924,17 @@ class LeanClient:
             ]
         else:
             report = self._report(doc, version, version, started)
-            if follow_up is not None:
+            if conditional is not None:
                 if report.clean:
-                    # Not needed (asked on a first error that a later report of the version
-                    # dropped, they would explain nothing the report shows).
+                    # Not needed (waited for on a first error that a later report of the
+                    # version dropped, they would explain nothing the report shows).
                     answered = [
                         None if q.unless_clean else a
                         for q, a in zip(queries, answered, strict=True)
                     ]
-                elif not follow_up.sent:
-                    # Not sent with the others out (the version did not finish, or its first
-                    # problem came with the last answer): asked now, a round trip of their own.
+                elif not conditional.waited:
+                    # Not waited for (the version did not finish, so no problem was reported
+                    # before the barrier): asked now, a round trip of their own.
                     answered = [
                         await self._ask_again(uri, q, remaining()) if q.unless_clean else a
                         for q, a in zip(queries, answered, strict=True)

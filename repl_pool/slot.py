@@ -358,10 +358,10 @@ class Slot:
         symbols_from: int = 0,
     ) -> Elaboration:
         """``elaborate(text)`` and, about the same version, its document symbols and — unless
-        the version is clean — the goals at two positions. The symbols go to Lean with the
-        change in one write; the goals as soon as the version's first error or warning is
-        published, so neither costs a round trip after the barrier (lsp_bridge
-        ``LeanClient.update``). ``symbols_from``: only the symbols ending on or after this line
+        the version is clean — the goals at two positions. All go to Lean with the change in
+        one write, so none costs a round trip after the barrier; a clean version's step does
+        not wait for the goals (lsp_bridge ``LeanClient.update``, ``unless_clean``).
+        ``symbols_from``: only the symbols ending on or after this line
         (``parse_symbols``)."""
         client = self._client()
         async with self._guard():

@@ -5,29 +5,61 @@ Usage: python fake_lsp_peer.py MODE. It answers `initialize`, then misbehaves pe
 ContentModified, -32800 RequestCancelled, -32900 RpcNeedsReconnect): the real Lean gives those
 only in races a test cannot schedule. ``problem-with-answer`` publishes an error for the
 version a ``waitForDiagnostics`` asks about in the same write as its answer (the real Lean
-publishes it earlier, so a client's reaction to it always has time to go out there).
+publishes it earlier, so a client's reaction to it always has time to go out there), and
+first reads what the client sent without waiting for that answer.
+``goals-unanswered`` never answers ``$/lean/plainGoal`` (the real Lean always does, at once or
+once the document changes). In every mode, the request ``fake/log`` answers with what the peer
+has read so far: each message's method (and a cancelled request's id), in order, and for
+each request the methods it had answered since the last change before it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
 import sys
 
 WAIT = "textDocument/waitForDiagnostics"
 
 
-def read_message() -> dict[str, object]:
-    length = 0
+_buffer = bytearray()
+
+
+def _fill(timeout: float | None) -> bool:
+    """Read what stdin has (waiting at most ``timeout`` seconds; None: as long as it takes).
+    False: nothing came in time."""
+    if timeout is not None and not select.select([0], [], [], timeout)[0]:
+        return False
+    data = os.read(0, 65536)
+    if not data:
+        sys.exit(0)
+    _buffer.extend(data)
+    return True
+
+
+def read_message(timeout: float | None = None) -> dict[str, object] | None:
+    """The next message; None if none is complete within ``timeout`` seconds."""
     while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        if line in (b"\r\n", b"\n"):
-            break
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    return dict(json.loads(sys.stdin.buffer.read(length)))
+        end = _buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            length = 0
+            for line in bytes(_buffer[:end]).split(b"\r\n"):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            if len(_buffer) >= end + 4 + length:
+                body = bytes(_buffer[end + 4 : end + 4 + length])
+                del _buffer[: end + 4 + length]
+                return dict(json.loads(body))
+        if not _fill(timeout):
+            return None
+
+
+def next_message() -> dict[str, object]:
+    message = read_message()
+    assert message is not None
+    return message
 
 
 def send_raw(data: bytes) -> None:
@@ -44,12 +76,37 @@ def main() -> None:
     mode = sys.argv[1]
     if mode == "silent":
         while True:
-            read_message()
-    init = read_message()
+            next_message()
+    init = next_message()
     send({"jsonrpc": "2.0", "id": init["id"], "result": {"capabilities": {}}})
+    log: list[object] = []
+    answered: list[str] = []  # methods of the requests answered since the last change
+    pending: list[dict[str, object]] = []  # read ahead (problem-with-answer)
+
+    def record(msg: dict[str, object]) -> dict[str, object]:
+        method = msg.get("method")
+        params = msg.get("params")
+        if method == "$/cancelRequest" and isinstance(params, dict):
+            log.append([method, params.get("id")])
+        elif "id" in msg:
+            log.append([method, list(answered)])
+        else:
+            log.append([method])
+            if method == "textDocument/didChange":
+                answered.clear()
+        return msg
+
     while True:
-        msg = read_message()
+        msg = pending.pop(0) if pending else record(next_message())
+        method = msg.get("method")
         if "id" not in msg:
+            continue
+        if not (mode == "goals-unanswered" and method == "$/lean/plainGoal"):
+            answered.append(str(method))  # (answered below, after any read-ahead)
+        if method == "fake/log":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": log})
+            continue
+        if mode == "goals-unanswered" and method == "$/lean/plainGoal":
             continue
         if mode.startswith("error:"):
             code = int(mode.removeprefix("error:"))
@@ -66,6 +123,11 @@ def main() -> None:
         elif mode == "huge-header":
             send_raw(b"X: " + b"a" * 20000 + b"\r\n\r\n")
         elif mode == "problem-with-answer" and msg.get("method") == WAIT:
+            # What the client wrote with the barrier is read (and logged) before its answer.
+            answered.pop()  # not yet
+            while (ahead := read_message(timeout=0.3)) is not None:
+                pending.append(record(ahead))
+            answered.append(WAIT)
             params = msg["params"]
             assert isinstance(params, dict)
             error = {"range": {"start": {"line": 0, "character": 0},

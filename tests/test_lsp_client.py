@@ -208,9 +208,9 @@ async def test_queries_sent_with_the_change_answer_for_that_version(
 ) -> None:
     """Property: asked in the same write as the change (before the barrier), the symbols and
     goals are exactly what the same queries answer when asked after the barrier — never those
-    of the previous version, over any sequence of edits. Goals asked ``unless_clean`` (sent
-    on the version's first error or warning) are None exactly for a clean version, and
-    otherwise the same answers."""
+    of the previous version, over any sequence of edits. Goals asked ``unless_clean`` (not
+    waited for unless the version has an error or warning) are None exactly for a clean
+    version, and otherwise the same answers."""
     uri = uri_in(project, "Q.lean")
     if client.is_open(uri):
         await client.close_document(uri)

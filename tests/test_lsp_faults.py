@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -74,6 +75,47 @@ async def test_goals_for_a_problem_reported_with_the_last_answer_are_still_asked
                 assert not report.clean and report.errors[0].message == "fake error"
                 assert answer == PlainGoal("no_goal")  # the fake's answer: null
                 assert client.transport.pending_count == 0
+
+
+async def _fake_log(client: LeanClient) -> list[list[Any]]:
+    log = await client.transport.request("fake/log", {}, timeout=3)
+    assert isinstance(log, list)
+    return log
+
+
+async def test_goals_needed_only_for_a_problem_go_out_with_the_change(tmp_path: Path) -> None:
+    """The goals of a version that turns out to have an error were asked before the barrier
+    was answered — with the change, not in a round trip after it (FAKE peer: it answers the
+    barrier the moment it reads it, publishing the error with it)."""
+    async with LeanClient.start(fake_command("problem-with-answer", tmp_path)) as client:
+        uri = (tmp_path / "P.lean").as_uri()
+        goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
+        with anyio.fail_after(10):
+            await client.update(uri, "first", [goal])
+            report, (answer,) = await client.update(uri, "second", [goal])
+            log = await _fake_log(client)
+    assert not report.clean and answer == PlainGoal("no_goal")
+    change = log.index(["textDocument/didChange"])
+    goals = [entry for entry in log[change:] if entry[0] == "$/lean/plainGoal"]
+    assert len(goals) == 1, log
+    assert "textDocument/waitForDiagnostics" not in goals[0][1], log  # before its answer
+
+
+async def test_a_clean_version_does_not_wait_for_the_goals_asked_with_it(tmp_path: Path) -> None:
+    """A clean version's step ends at the barrier: the goals asked with the change in case of
+    an error are not waited for (FAKE peer: it never answers them), and nothing is left
+    pending."""
+    async with LeanClient.start(fake_command("goals-unanswered", tmp_path)) as client:
+        uri = (tmp_path / "C.lean").as_uri()
+        goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
+        with anyio.fail_after(10):
+            await client.update(uri, "first", [goal], timeout=5)
+            report, (answer,) = await client.update(uri, "second", [goal], timeout=5)
+            log = await _fake_log(client)
+        assert client.transport.pending_count == 0
+    assert report.clean and answer is None
+    change = log.index(["textDocument/didChange"])
+    assert "$/lean/plainGoal" in [entry[0] for entry in log[change:]], log  # sent, not awaited
 
 
 async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> None:

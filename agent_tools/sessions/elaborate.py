@@ -108,12 +108,11 @@ class LeanStep:
     the goals at ``goal_at`` / ``term_at`` (shown when the proof is incomplete).
 
     Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
-    may run it where the slot lives. The change, the barrier and the symbols query go to Lean
-    in one write, the goal queries on the version's first error or warning
-    (``Slot.elaborate_and_ask``): Lean answers them while it finishes the version, so they add
-    no round trip after the barrier (asked one after another, the symbols cost ~1 ms after it
-    on every step and the goals another 1-1.5 ms on every incomplete one), and a clean
-    version's goals are not computed at all."""
+    may run it where the slot lives. The change, the barrier, the symbols query and the goal
+    queries go to Lean in one write (``Slot.elaborate_and_ask``): Lean answers them while it
+    finishes the version, so they add no round trip after the barrier (asked one after
+    another, the symbols cost ~1 ms after it on every step and the goals another 1-1.5 ms on
+    every incomplete one), and a clean version's step does not wait for its goals."""
 
     text: str
     timeout: float
