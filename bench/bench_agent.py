@@ -11,6 +11,11 @@ The prefix sweep: 0 / 10 / 100 / 1000 preceding declarations, each with every pa
 raw floor on the document leanrig uses in prefix mode (the prefix compiled to an .olean and
 imported), and leanrig with two sessions on one `leanrig serve` (the padded task and an
 unpadded one, alternating steps: the switch must not re-elaborate the file).
+
+Within a prefix, every path but the peers' is kept open and measured in interleaved rounds
+(after a few warm-up steps each), so drift of this machine's speed during the run — ±20 % over
+minutes here — moves every row alike: run one after another, the same server's row differed by
+40 % between two prefixes. The peers run their own harnesses afterwards.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +41,8 @@ from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean
 
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
-from .raw_lsp import time_alternating_edits
-from .raw_mcp import time_set_proof, time_two_sessions
+from .raw_lsp import RawLean
+from .raw_mcp import RawMcp
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"
@@ -96,20 +103,6 @@ def texts(suite_dir: Path) -> tuple[str, str, Path]:
     return task.with_body(WRONG), task.with_body(RIGHT), lib
 
 
-def raw_floor(
-    project: Path,
-    bad: str,
-    good: str,
-    lib: Path,
-    steps: int,
-    extra: Path | None = None,
-    ask: tuple[dict[str, int], dict[str, int]] | None = None,
-) -> list[float]:
-    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
-    env = {**os.environ, "LEAN_PATH": str(lib) + (f"{os.pathsep}{extra}" if extra else "")}
-    return time_alternating_edits(argv, project, bad, good, steps, env, ask)
-
-
 def step_positions(suite_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
     """Where a leanrig step asks for goals in the task (after the wrong body's last character,
     at its first): for the raw floor that gets the same answers."""
@@ -123,93 +116,152 @@ def step_positions(suite_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
     )
 
 
-async def bridge(project: Path, bad: str, good: str, lib: Path, steps: int) -> list[float]:
+# A step's time, per row, from one variant (one kept-open server or client; two rows for two
+# sessions on one server). Variants take turns in rounds (``interleaved``).
+StepFn = Callable[[int], Awaitable[dict[str, float]]]
+WARMUP = 6  # steps per variant before measuring (a fresh server's first steps are slower)
+
+
+def body(i: int) -> str:
+    return RIGHT if i % 2 == 0 else WRONG
+
+
+def raw_variant(
+    stack: ExitStack,
+    name: str,
+    project: Path,
+    edits: tuple[str, str, Path],
+    extra: Path | None = None,
+    ask: tuple[dict[str, int], dict[str, int]] | None = None,
+) -> StepFn:
+    """The raw floor (a blocking hand-rolled client of `lean --server`), kept open, on
+    ``edits`` (bad, good, library dir)."""
+    bad, good, lib = edits
+    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
+    env = {**os.environ, "LEAN_PATH": str(lib) + (f"{os.pathsep}{extra}" if extra else "")}
+    raw = RawLean(argv, project, env)
+    stack.callback(raw.close)
+    uri = (project / "Raw.lean").as_uri()  # (each variant its own server)
+    raw.open(uri, bad)
+
+    async def step(i: int) -> dict[str, float]:
+        t = time.perf_counter()
+        raw.change(uri, good if i % 2 == 0 else bad, ask)
+        return {name: (time.perf_counter() - t) * 1000}
+
+    return step
+
+
+async def bridge_variant(
+    stack: AsyncExitStack, project: Path, bad: str, good: str, lib: Path
+) -> StepFn:
     command = find_lean().server_command(project, env={**os.environ, "LEAN_PATH": str(lib)})
-    async with LeanClient.start(command) as client:
-        uri = (project / "Bridge.lean").as_uri()
-        await client.open(uri, bad)
+    client = await stack.enter_async_context(LeanClient.start(command))
+    uri = (project / "Bridge.lean").as_uri()
+    await client.open(uri, bad)
+    await client.wait_for(uri)
+
+    async def step(i: int) -> dict[str, float]:
+        t = time.perf_counter()
+        await client.change(uri, good if i % 2 == 0 else bad)
         await client.wait_for(uri)
-        samples = []
-        for i in range(steps):
-            t = time.perf_counter()
-            await client.change(uri, good if i % 2 == 0 else bad)
-            await client.wait_for(uri)
-            samples.append((time.perf_counter() - t) * 1000)
-        return samples
+        return {"lsp_bridge (library)": (time.perf_counter() - t) * 1000}
+
+    return step
 
 
-async def leanrig_mcp(suite: Path, run_dir: Path, steps: int) -> list[float]:
+async def mcp_variant(
+    stack: AsyncExitStack,
+    suite: Path,
+    run_dir: Path,
+    rows: dict[str, str],
+    modes: dict[str, str] | None = None,
+) -> StepFn:
+    """`leanrig serve` (as users run it) driven by the official SDK's client: one session per
+    task in ``rows`` (task -> row), taking turns within a step. ``modes``: filled with each
+    task's session mode (file or prefix)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "agent_tools.cli", "serve", "--suite", str(suite), "--run-dir", str(run_dir)],
         cwd=str(ROOT),
     )
-    async with Client(params) as client:
-        opened = await client.call_tool("open_task", {"task_id": TASK})
+    client = await stack.enter_async_context(Client(params))
+    sids = {}
+    for task in rows:
+        opened = await client.call_tool("open_task", {"task_id": task})
         assert isinstance(opened.structured_content, dict)
-        sid = opened.structured_content["session_id"]
-        samples = []
-        for i in range(steps + 2):
-            body = RIGHT if i % 2 == 0 else WRONG
+        sids[task] = opened.structured_content["session_id"]
+        if modes is not None:
+            modes[task] = str(opened.structured_content["mode"])
+
+    async def step(i: int) -> dict[str, float]:
+        out = {}
+        for task, row in rows.items():
             t = time.perf_counter()
-            result = await client.call_tool("set_proof", {"session_id": sid, "body": body})
-            ms = (time.perf_counter() - t) * 1000
-            assert not result.is_error
+            result = await client.call_tool(
+                "set_proof", {"session_id": sids[task], "body": body(i)}
+            )
+            out[row] = (time.perf_counter() - t) * 1000
+            assert not result.is_error, result.content
             assert isinstance(result.structured_content, dict)
             assert result.structured_content["complete"] == (i % 2 == 0)
-            if i >= 2:  # first two: warm-up
-                samples.append(ms)
-        return samples
+        return out
+
+    return step
 
 
-async def leanrig_mcp_two_sessions(
-    suite: Path, run_dir: Path, steps: int
-) -> tuple[list[float], list[float], str]:
-    """One `leanrig serve` (as users run it), two sessions: the padded task and the unpadded
-    one, taking turns step by step. Returns (padded steps, unpadded steps, padded mode)."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "agent_tools.cli", "serve", "--suite", str(suite), "--run-dir", str(run_dir)],
-        cwd=str(ROOT),
-    )
-    async with Client(params) as client:
-        sids = {}
-        mode = ""
-        for task in (TASK, OTHER):
-            opened = await client.call_tool("open_task", {"task_id": task})
-            assert isinstance(opened.structured_content, dict)
-            sids[task] = opened.structured_content["session_id"]
-            if task == TASK:
-                mode = str(opened.structured_content["mode"])
-        samples: dict[str, list[float]] = {TASK: [], OTHER: []}
-        for i in range(steps + 2):
-            for task in (TASK, OTHER):
-                body = RIGHT if i % 2 == 0 else WRONG
-                t = time.perf_counter()
-                result = await client.call_tool(
-                    "set_proof", {"session_id": sids[task], "body": body}
-                )
-                ms = (time.perf_counter() - t) * 1000
-                assert not result.is_error, result.content
-                assert isinstance(result.structured_content, dict)
-                assert result.structured_content["complete"] == (i % 2 == 0)
-                if i >= 2:
-                    samples[task].append(ms)
-        return samples[TASK], samples[OTHER], mode
+def minimal_mcp_variant(
+    stack: ExitStack, suite: Path, run_dir: Path, rows: dict[str, str]
+) -> StepFn:
+    """The same server driven like the raw floor drives Lean: a minimal blocking client."""
+    client = RawMcp(suite, run_dir, ROOT)
+    stack.callback(client.close)
+    sids = {task: client.call_tool("open_task", {"task_id": task})["session_id"] for task in rows}
+
+    async def step(i: int) -> dict[str, float]:
+        out = {}
+        for task, row in rows.items():
+            t = time.perf_counter()
+            result = client.call_tool("set_proof", {"session_id": sids[task], "body": body(i)})
+            out[row] = (time.perf_counter() - t) * 1000
+            assert result["complete"] == (i % 2 == 0), result
+        return out
+
+    return step
 
 
-async def leanrig_jsonrpc(suite: Path, run_dir: Path, steps: int) -> list[float]:
+async def jsonrpc_variant(stack: AsyncExitStack, suite: Path, run_dir: Path) -> StepFn:
     from agent_tools.servers import jsonrpc_subprocess
 
-    async with jsonrpc_subprocess(suite, run_dir) as rpc:
-        sid = (await rpc.call("open_task", task_id=TASK))["session_id"]
-        samples = []
-        for i in range(steps + 2):
-            t = time.perf_counter()
-            await rpc.call("set_proof", session_id=sid, body=RIGHT if i % 2 == 0 else WRONG)
-            if i >= 2:
-                samples.append((time.perf_counter() - t) * 1000)
-        return samples
+    rpc = await stack.enter_async_context(jsonrpc_subprocess(suite, run_dir))
+    sid = (await rpc.call("open_task", task_id=TASK))["session_id"]
+
+    async def step(i: int) -> dict[str, float]:
+        t = time.perf_counter()
+        await rpc.call("set_proof", session_id=sid, body=body(i))
+        return {"leanrig set_proof, JSON-RPC stdio": (time.perf_counter() - t) * 1000}
+
+    return step
+
+
+async def interleaved(variants: list[StepFn], steps: int) -> dict[str, list[float]]:
+    """Each variant's ``steps`` steps, in rounds of a few steps per variant in turn (after
+    ``WARMUP`` steps each), so a machine that speeds up or slows down during the run moves
+    every row alike: the ratios between rows are what the done-when lines read."""
+    samples: dict[str, list[float]] = {}
+    for step in variants:
+        for i in range(WARMUP):
+            await step(i)
+    per_round = 4 if steps >= 8 else 2
+    done = 0
+    while done < steps:
+        n = min(per_round, steps - done)
+        for step in variants:
+            for i in range(WARMUP + done, WARMUP + done + n):
+                for row, ms in (await step(i)).items():
+                    samples.setdefault(row, []).append(ms)
+        done += n
+    return samples
 
 
 def leanclient_peer(
@@ -255,51 +307,63 @@ async def lean_lsp_mcp_peer(
         return samples
 
 
+async def measure_leanrig(
+    project: Path, suite: Path, work: Path, steps: int
+) -> dict[str, list[float]]:
+    """Every row but the peers', interleaved (``interleaved``) in one run."""
+    bad, good, lib = texts(suite)
+    floor = "raw Lean LSP (floor)"
+    same = "raw Lean LSP, same answers (floor)"
+    two = "leanrig MCP, 2 sessions on 1 server: this task ({mode} mode)"
+    modes: dict[str, str] = {}
+    with ExitStack() as sync_stack:
+        async with AsyncExitStack() as stack:
+            variants: list[StepFn] = [
+                raw_variant(sync_stack, floor, work, (bad, good, lib)),
+                # The same answers a leanrig step returns (symbols for the scope check, goals),
+                # asked the fastest way: in the change's write. What Lean itself needs for a
+                # leanrig step.
+                raw_variant(sync_stack, same, work, (bad, good, lib), ask=step_positions(suite)),
+            ]
+            prefixed = prefixed_texts(suite, lib, work / "prefix-build")
+            if prefixed is not None:
+                pbad, pgood, pdir = prefixed
+                imported = "raw Lean LSP, prefix imported"
+                variants.append(raw_variant(sync_stack, imported, work, (pbad, pgood, lib), pdir))
+            variants.append(await bridge_variant(stack, work, bad, good, lib))
+            variants.append(await mcp_variant(stack, suite, work / "runs-mcp",
+                                              {TASK: "leanrig set_proof, MCP stdio"}))  # fmt: skip
+            variants.append(minimal_mcp_variant(
+                sync_stack, suite, work / "runs-minimal",
+                {TASK: "leanrig set_proof, MCP stdio, minimal client"},
+            ))  # fmt: skip
+            variants.append(await mcp_variant(stack, suite, work / "runs-two", {
+                TASK: two, OTHER: "leanrig MCP, 2 sessions on 1 server: the other (0 decls)",
+            }, modes))  # fmt: skip
+            # The same, driven by the minimal client: the server's own figure, without the
+            # SDK client's CPU (~1.5-3 ms per call here: its validation and ~10 loop turns).
+            variants.append(minimal_mcp_variant(sync_stack, suite, work / "runs-two-minimal", {
+                TASK: "leanrig MCP, 2 sessions on 1 server, minimal client: this task",
+                OTHER: "leanrig MCP, 2 sessions on 1 server, minimal client: the other",
+            }))  # fmt: skip
+            variants.append(await jsonrpc_variant(stack, suite, work / "runs-jsonrpc"))
+            samples = await interleaved(variants, steps)
+    return {row.replace("{mode}", modes[TASK]): v for row, v in samples.items()}
+
+
 def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[str, Any]:
     suite = make_suite(project, prefix)
     bad, good, lib = texts(suite)
-    rows: dict[str, Any] = {}
     work = project / f"work-{prefix}"
     work.mkdir()
-    rows["raw Lean LSP (floor)"] = summarize(raw_floor(work, bad, good, lib, steps))
-    # The same answers a leanrig step returns (symbols for the scope check, goals), asked the
-    # fastest way: in the change's write. What Lean itself needs for a leanrig step.
-    rows["raw Lean LSP, same answers (floor)"] = summarize(
-        raw_floor(work, bad, good, lib, steps, ask=step_positions(suite))
-    )
-    prefixed = prefixed_texts(suite, lib, work / "prefix-build")
-    if prefixed is not None:
-        pbad, pgood, pdir = prefixed
-        rows["raw Lean LSP, prefix imported"] = summarize(
-            raw_floor(work, pbad, pgood, lib, steps, pdir)
-        )
-    rows["lsp_bridge (library)"] = summarize(anyio.run(bridge, work, bad, good, lib, steps))
-    rows["leanrig set_proof, MCP stdio"] = summarize(
-        anyio.run(leanrig_mcp, suite, work / "runs", steps)
-    )
-    # The same server, driven like the raw floor drives Lean: a minimal blocking client.
-    rows["leanrig set_proof, MCP stdio, minimal client"] = summarize(
-        time_set_proof(suite, work / "runs", ROOT, TASK, RIGHT, WRONG, steps)
-    )
-    padded, other, mode = anyio.run(leanrig_mcp_two_sessions, suite, work / "runs", steps)
-    rows[f"leanrig MCP, 2 sessions on 1 server: this task ({mode} mode)"] = summarize(padded)
-    rows["leanrig MCP, 2 sessions on 1 server: the other (0 decls)"] = summarize(other)
-    # The same, driven by the minimal client: the server's own figure, without the SDK
-    # client's CPU (~1.5-3 ms per call here: its validation and ~10 loop turns per call).
-    padded, other = time_two_sessions(
-        suite, work / "runs", ROOT, (TASK, OTHER), RIGHT, WRONG, steps
-    )
-    rows["leanrig MCP, 2 sessions on 1 server, minimal client: this task"] = summarize(padded)
-    rows["leanrig MCP, 2 sessions on 1 server, minimal client: the other"] = summarize(other)
-    rows["leanrig set_proof, JSON-RPC stdio"] = summarize(
-        anyio.run(leanrig_jsonrpc, suite, work / "runs", steps)
-    )
+    samples = anyio.run(measure_leanrig, project, suite, work, steps)
+    rows: dict[str, Any] = {row: summarize(v) for row, v in samples.items()}
     try:
         python: Path | None = ensure_peers()
     except (subprocess.CalledProcessError, OSError) as exc:
         notes.append(f"peers not installed ({exc}); peer rows missing")
         python = None
-    if python is not None:
+    if python is not None:  # (their own harnesses: measured after the others, not interleaved)
         peer_project = work / "peer"
         peer_project.mkdir()
         try:

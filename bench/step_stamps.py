@@ -6,7 +6,7 @@ stamp also records the server's CPU time (``time.process_time``), so each span s
 of it the server spent computing: on two cores, CPU this process spends while Lean elaborates
 is taken from Lean.
 
-    python -m bench.step_stamps [--steps N]
+    python -m bench.step_stamps [--steps N] [--idle SECONDS]
 
 The server is `leanrig serve` with a few methods wrapped to stamp (``--serve`` mode of this
 module, like bench/profiled_serve.py); the wrapping costs a few microseconds per stamp. Not in
@@ -163,6 +163,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(prog="python -m bench.step_stamps")
     parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds of idle before each step (an agent thinks between steps)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="leanrig-stamps-") as tmp:
         work = Path(tmp)
@@ -179,7 +185,12 @@ def main() -> None:
             lean.open(uri, bad)
             lean.alternate(uri, good, bad, 4)  # warm-up, as the server's steps below
             raw_cpu = CpuMeter(psutil.Process(lean.proc.pid), "raw Lean (its two processes)")
-            raw_samples = lean.alternate(uri, good, bad, args.steps)
+            raw_samples = []
+            for i in range(args.steps):
+                time.sleep(args.idle)
+                raw_samples += lean.alternate(
+                    uri, bad if i % 2 else good, good if i % 2 else bad, 1
+                )
             raw_cpu.stop(args.steps)
         finally:
             lean.close()
@@ -196,6 +207,7 @@ def main() -> None:
                                     children=False)  # fmt: skip
                     theirs = CpuMeter(server_process, "leanrig's Lean (its processes)",
                                       itself=False)  # fmt: skip
+                time.sleep(args.idle)
                 sent = time.perf_counter()
                 body = RIGHT if i % 2 == 0 else WRONG
                 server.call_tool("set_proof", {"session_id": sid, "body": body})
@@ -208,8 +220,8 @@ def main() -> None:
         spans = _spans(stamps, client)
         # The steps alternate, right body first (i = 4 is even).
         by_body = {
-            "right body (clean: no goals asked)": _spans(stamps, client[::2]),
-            "wrong body (goals asked on its error)": _spans(stamps, client[1::2]),
+            "right body (clean: goals not waited for)": _spans(stamps, client[::2]),
+            "wrong body (goals asked with the change)": _spans(stamps, client[1::2]),
         }
     print(f"## one set_proof step over MCP stdio, minimal client ({args.steps} steps, medians)")
     for title, of_body in [("all steps", spans), *by_body.items()]:
