@@ -339,6 +339,29 @@ async def test_mcp_stdio_answers_a_line_the_sdk_cannot_read() -> None:
         assert listed["id"] == 4 and "result" in listed, listed  # no reply to the notification
 
 
+async def test_mcp_stdio_replies_to_concurrent_calls_stay_whole_lines() -> None:
+    """Replies larger than a pipe write (tools/list: ~10 KB), many at once to a client that
+    reads only after its pipe filled: every line is one whole reply. The server writes each
+    reply on the task that answered it (mcp_server.LineReplies), one reply at a time; written
+    in interleaved chunks, lines would mix."""
+    async with spawn_serve("--no-sandbox") as process:
+        assert process.stdin is not None and process.stdout is not None
+        reader = BufferedByteReceiveStream(process.stdout)
+        init = {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+        await process.stdin.send(request(1, "initialize", **init))
+        with anyio.fail_after(60):
+            assert b'"id":1' in await reader.receive_until(b"\n", 2**24)
+        await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        ids = range(10, 60)
+        await process.stdin.send(b"".join(request(i, "tools/list") for i in ids))
+        await anyio.sleep(1.0)  # the replies fill the pipe (64 KB) and wait for room
+        with anyio.fail_after(60):
+            replies = [orjson.loads(await reader.receive_until(b"\n", 2**24)) for _ in ids]
+    assert sorted(r["id"] for r in replies) == list(ids)
+    assert all(len(r["result"]["tools"]) > 5 for r in replies)
+
+
 # -- stdio JSON-RPC ----------------------------------------------------------------------------
 
 

@@ -13,7 +13,10 @@ line read, write and flush in a worker thread (three thread hops per call, and G
 between the loop and the threads: the profile of a step showed them as the largest share of
 the server's own time). The descriptors are claimed as the SDK does (fdstreams.claimed_stdio):
 while serving, fd 0 reads the null device and fd 1 goes to stderr, so stray output and
-children miss the wire.
+children miss the wire. The SDK's server runs on two streams of our own (`LineMessages`,
+`LineReplies`, its documented ReadStream/WriteStream protocols), which read and write a
+line on the task that asks: its stdio transport hands every message in and out through a
+task of its own (two task switches per call).
 
 The SDK's OpenTelemetry middleware is dropped (its documented opt-out): leanrig installs no
 exporter, and a span per message is work on every call.
@@ -30,7 +33,6 @@ import anyio
 import orjson
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -43,6 +45,7 @@ from mcp_types import (
     JSONRPCError,
     TextContent,
     ToolAnnotations,
+    jsonrpc_message_adapter,
 )
 from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
@@ -146,61 +149,93 @@ class LeanrigMCP(MCPServer[Any]):
             await self.serve_lines(stdin, stdout)
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
-        """MCP over newline-delimited messages (stdio, a Unix-socket connection): the SDK's
-        stdio transport, with the lines it cannot read answered (``AnsweringUnreadable``)."""
-        async with stdio_server(stdin=lines, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
-            server = self._lowlevel_server
-            await server.run(
-                AnsweringUnreadable(read_stream, write_stream),
-                write_stream,
-                server.create_initialization_options(),
-            )
+        """MCP over newline-delimited messages (stdio, a Unix-socket connection), the lines
+        it cannot read answered (``LineMessages``)."""
+        replies = LineReplies(writer)
+        server = self._lowlevel_server
+        await server.run(
+            LineMessages(lines, replies), replies, server.create_initialization_options()
+        )
 
 
-class AnsweringUnreadable:
-    """The SDK transport's read stream, answering the lines that are no message it can read.
+class LineReplies:
+    """The SDK's write stream over newline-delimited messages: each message serialized and
+    written by the task that sends it (the SDK's stdio transport hands it to a writer task
+    instead), one message at a time. A peer that stopped reading is backpressure, as with the
+    SDK's transport; one that went away fails the send (``anyio.BrokenResourceError``), which
+    the SDK drops with a log line."""
 
-    The SDK's stdio transport passes such a line on as an exception, and the server drops it:
-    a client whose request held, say, an escaped lone surrogate (``"\\ud800"``: valid JSON
-    syntax, refused by the SDK's parser) got no reply and waited forever. Here a request gets
-    the JSON-RPC error reply, with its id when a lenient decode finds one (else null, as the
-    spec says); a notification is only logged. Everything else passes through unchanged,
-    ``last_context`` (the sender's contextvars) included."""
+    def __init__(self, writer: TextWriter) -> None:
+        self._writer = writer
+        # fast_acquire: an uncontended send (the usual case) does not yield to the loop first.
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._closed = False
 
-    def __init__(self, inner: Any, write_stream: Any) -> None:
-        self._inner = inner
-        self._write = write_stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def __aiter__(self) -> AnsweringUnreadable:
-        return self
-
-    async def __anext__(self) -> Any:
-        while True:
-            item = await self._inner.__anext__()
-            if not isinstance(item, Exception):
-                return item
-            await self._answer(item)
-
-    async def receive(self) -> Any:
-        try:
-            return await self.__anext__()
-        except StopAsyncIteration:
-            raise anyio.EndOfStream from None
+    async def send(self, message: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        async with self._lock:  # a message longer than a pipe write must not interleave
+            await self._writer.write(line)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        self._closed = True
 
-    async def __aenter__(self) -> AnsweringUnreadable:
-        await self._inner.__aenter__()
+    async def __aenter__(self) -> LineReplies:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._inner.__aexit__(*exc)
+        await self.aclose()
 
-    async def _answer(self, exc: Exception) -> None:
+
+class LineMessages:
+    """The SDK's read stream over newline-delimited messages: the next line read and parsed
+    when the SDK's dispatcher asks for it, on its task (the SDK's stdio transport reads in a
+    task of its own and passes each message on).
+
+    A line that is no message the SDK can read is answered here and skipped. (The SDK's
+    transport passes such a line on as an exception, and its server drops it: a client whose
+    request held, say, an escaped lone surrogate (``"\\ud800"``: valid JSON syntax, refused by
+    the SDK's parser) got no reply and waited forever.) A request gets the JSON-RPC error
+    reply, with its id when a lenient decode finds one (else null, as the spec says); a
+    notification is only logged."""
+
+    def __init__(self, lines: TextLines, replies: LineReplies) -> None:
+        self._lines = lines
+        self._replies = replies
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            try:
+                line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                raise anyio.EndOfStream from None
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError as exc:  # (pydantic's ValidationError is one)
+                await self._answer(exc)
+                continue
+            return SessionMessage(message)
+
+    def __aiter__(self) -> LineMessages:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self) -> LineMessages:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _answer(self, exc: ValueError) -> None:
         raw, why = _unreadable_line(exc)
         message = lenient_json(raw) if raw is not None else None
         request_id = recover_request_id(raw) if raw is not None else None
@@ -212,11 +247,11 @@ class AnsweringUnreadable:
             message=f"parse error: not a JSON-RPC message this server can read ({why[:200]}); "
             "send one JSON object per line, strings of valid Unicode",
         )
-        await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
-                                                           error=error)))  # fmt: skip
+        await self._replies.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
+                                                             error=error)))  # fmt: skip
 
 
-def _unreadable_line(exc: Exception) -> tuple[str | None, str]:
+def _unreadable_line(exc: ValueError) -> tuple[str | None, str]:
     """The line the SDK could not read (pydantic keeps it as the error's input) and why."""
     if isinstance(exc, ValidationError) and exc.errors():
         first = exc.errors()[0]
