@@ -299,10 +299,10 @@ class LspTransport:
                 if not wakeup[0].is_set():
                     break  # the deadline passed
                 wakeup[0] = anyio.Event()  # the conditions are checked again before waiting
-            late = [(rid, p) for rid, p in waiting if not p.done.is_set()]
-            if late:
-                await self._send_cancels([rid for rid, _ in late])
-                raise RequestTimeout(late[0][1].method, timeout)
+            late = [p for _, p in waiting if not p.done.is_set()]
+            if late:  # (the conditional ones too, waited for or not)
+                await self._send_cancels([rid for rid, p in asked if not p.done.is_set()])
+                raise RequestTimeout(late[0].method, timeout)
         except anyio.get_cancelled_exc_class():
             await self._send_cancels([rid for rid, p in asked if not p.done.is_set()])
             raise

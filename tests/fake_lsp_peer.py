@@ -7,10 +7,10 @@ only in races a test cannot schedule. ``problem-with-answer`` publishes an error
 version a ``waitForDiagnostics`` asks about in the same write as its answer (the real Lean
 publishes it earlier, so a client's reaction to it always has time to go out there), and
 first reads what the client sent without waiting for that answer.
-``goals-unanswered`` never answers ``$/lean/plainGoal`` (the real Lean always does, at once or
-once the document changes). In every mode, the request ``fake/log`` answers with what the peer
-has read so far: each message's method (and a cancelled request's id), in order, and for
-each request the methods it had answered since the last change before it.
+``unanswered:METHOD,…`` never answers requests for those methods (the real Lean always does,
+at once or once the document changes). In every mode, the request ``fake/log`` answers with
+what the peer has read so far: each message's method (and a cancelled request's id), in
+order, and for each request the methods it had answered since the last change before it.
 """
 
 from __future__ import annotations
@@ -101,12 +101,13 @@ def main() -> None:
         method = msg.get("method")
         if "id" not in msg:
             continue
-        if not (mode == "goals-unanswered" and method == "$/lean/plainGoal"):
+        unanswered = mode.startswith("unanswered:") and method in mode[11:].split(",")
+        if not unanswered:
             answered.append(str(method))  # (answered below, after any read-ahead)
         if method == "fake/log":
             send({"jsonrpc": "2.0", "id": msg["id"], "result": log})
             continue
-        if mode == "goals-unanswered" and method == "$/lean/plainGoal":
+        if unanswered:
             continue
         if mode.startswith("error:"):
             code = int(mode.removeprefix("error:"))

@@ -4,6 +4,8 @@ stdio client goes. Measured numbers are printed (``pytest -s``); bounds are gene
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import struct
 import sys
@@ -345,14 +347,8 @@ async def test_mcp_stdio_replies_to_concurrent_calls_stay_whole_lines() -> None:
     reply on the task that answered it (mcp_server.LineReplies), one reply at a time; written
     in interleaved chunks, lines would mix."""
     async with spawn_serve("--no-sandbox") as process:
-        assert process.stdin is not None and process.stdout is not None
-        reader = BufferedByteReceiveStream(process.stdout)
-        init = {"protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
-        await process.stdin.send(request(1, "initialize", **init))
-        with anyio.fail_after(60):
-            assert b'"id":1' in await reader.receive_until(b"\n", 2**24)
-        await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        reader = await _mcp_handshake(process)
+        assert process.stdin is not None
         ids = range(10, 60)
         await process.stdin.send(b"".join(request(i, "tools/list") for i in ids))
         await anyio.sleep(1.0)  # the replies fill the pipe (64 KB) and wait for room
@@ -360,6 +356,109 @@ async def test_mcp_stdio_replies_to_concurrent_calls_stay_whole_lines() -> None:
             replies = [orjson.loads(await reader.receive_until(b"\n", 2**24)) for _ in ids]
     assert sorted(r["id"] for r in replies) == list(ids)
     assert all(len(r["result"]["tools"]) > 5 for r in replies)
+
+
+class _HangingService(_RecordingService):
+    async def list_tasks(self) -> _Result:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+
+@asynccontextmanager
+async def _mcp_on_pipes() -> AsyncIterator[tuple[int, int, anyio.Event]]:
+    """`serve_lines` of a service whose list_tasks never returns, on a pair of pipes as stdio:
+    (client's write end, client's read end, set when the server's session ended), after the
+    handshake. The server's output end is closed when its session ends."""
+    from agent_tools.servers.fdstreams import FdReceive, FdSend
+    from agent_tools.servers.mcp_server import build_mcp
+    from agent_tools.servers.textlines import TextLines, TextWriter
+
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.set_blocking(in_r, False)
+    os.set_blocking(out_w, False)
+    ended = anyio.Event()
+    server = build_mcp(_HangingService(), "t")  # type: ignore[arg-type]
+
+    async def serve() -> None:
+        try:
+            await server.serve_lines(TextLines(FdReceive(in_r)), TextWriter(FdSend(out_w)))
+        finally:
+            os.close(out_w)
+            ended.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            init = {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+            os.write(in_w, request(1, "initialize", **init))
+            with anyio.fail_after(30):
+                await anyio.wait_readable(out_r)
+            assert b'"id":1' in os.read(out_r, 2**20)
+            os.write(in_w, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+            yield in_w, out_r, ended
+            tg.cancel_scope.cancel()
+    finally:
+        for fd in (in_r, in_w, out_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+async def test_mcp_replies_cut_off_by_the_end_of_the_input_stay_whole_lines() -> None:
+    """When the input ends, the SDK cancels the calls in flight and answers their requests
+    itself. A reply being written then (its peer slow to read) is finished first: cut short,
+    the next line ran into it, and the client lost both (found in review)."""
+    async with _mcp_on_pipes() as (to_server, from_server, ended):
+        os.write(to_server, request(5, "tools/call", name="list_tasks", arguments={}))
+        os.write(to_server, b"".join(request(i, "tools/list") for i in range(10, 30)))
+        await anyio.sleep(0.5)  # the replies fill the pipe; one waits mid-line for room
+        os.close(to_server)  # the input ends
+        received = bytearray()
+
+        def read_all() -> None:
+            while chunk := os.read(from_server, 2**16):
+                received.extend(chunk)
+
+        with anyio.fail_after(30):
+            await anyio.to_thread.run_sync(read_all)
+            await ended.wait()
+    assert received.endswith(b"\n"), bytes(received[-200:])
+    replies = [orjson.loads(line) for line in bytes(received).splitlines()]
+    assert {r["id"] for r in replies} >= {5, 10}, [r["id"] for r in replies]
+    [cancelled] = [r for r in replies if r["id"] == 5]
+    assert "error" in cancelled, cancelled
+
+
+async def test_mcp_session_ends_when_its_peer_is_gone_from_the_output() -> None:
+    """A client that closed its end of the server's output, its input still open: the first
+    reply that cannot be written ends the session (Lean work for nobody stops), as the SDK's
+    own transport did; replies are not dropped one by one for ever (found in review)."""
+    async with _mcp_on_pipes() as (to_server, from_server, ended):
+        os.close(from_server)
+        os.write(to_server, request(7, "tools/list"))
+        with anyio.fail_after(10):
+            await ended.wait()
+
+
+async def test_a_line_nested_too_deep_for_the_parser_gets_a_parse_error() -> None:
+    """JSON nested ~100,000 deep: the lenient decode that looks for the id recursed until
+    RecursionError, which ended the MCP session (the whole stdio server) instead of
+    answering (found in review). Both wires answer with a parse error and go on."""
+    deep = b'{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"a":' + b"[" * 100_000
+    line = deep + b"]" * 100_000 + b"}}\n"
+    service = _RecordingService()
+    reply = await _handle(service, line)
+    assert reply is not None and reply["error"]["code"] == -32700, reply
+    async with _mcp_on_pipes() as (to_server, from_server, _ended):
+        await anyio.to_thread.run_sync(os.write, to_server, line + request(10, "tools/list"))
+        received = bytearray()
+        with anyio.fail_after(30):
+            while received.count(b"\n") < 2:
+                await anyio.wait_readable(from_server)
+                received += os.read(from_server, 2**20)
+    first, second = (orjson.loads(x) for x in bytes(received).splitlines()[:2])
+    assert first["error"]["code"] == -32700 and second["id"] == 10, (first, second)
 
 
 # -- stdio JSON-RPC ----------------------------------------------------------------------------
@@ -499,7 +598,8 @@ async def test_stdio_client_killed_mid_request_stops_the_server() -> None:
     assert elapsed < EXIT_BOUND_S
 
 
-async def _mcp_handshake(process: Process) -> None:
+async def _mcp_handshake(process: Process) -> BufferedByteReceiveStream:
+    """MCP's initialize and initialized; the reader of the server's replies."""
     assert process.stdin is not None and process.stdout is not None
     reader = BufferedByteReceiveStream(process.stdout)
     init = {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -508,6 +608,7 @@ async def _mcp_handshake(process: Process) -> None:
     with anyio.fail_after(60):
         assert "result" in orjson.loads(await reader.receive_until(b"\n", 2**24))
     await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    return reader
     await process.stdin.send(b"\x00\xff garbage {{{\n")  # the SDK must shrug this off
     await process.stdin.send(request(2, "tools/call", name="list_tasks", arguments={}))
     with anyio.fail_after(60):

@@ -23,6 +23,7 @@ from lsp_bridge import (
     LeanNotFound,
     LspPos,
     PlainGoal,
+    RequestTimeout,
     ServerCommand,
     ServerDied,
     ServerStartFailed,
@@ -105,7 +106,7 @@ async def test_a_clean_version_does_not_wait_for_the_goals_asked_with_it(tmp_pat
     """A clean version's step ends at the barrier: the goals asked with the change in case of
     an error are not waited for (FAKE peer: it never answers them), and nothing is left
     pending."""
-    async with LeanClient.start(fake_command("goals-unanswered", tmp_path)) as client:
+    async with LeanClient.start(fake_command("unanswered:$/lean/plainGoal", tmp_path)) as client:
         uri = (tmp_path / "C.lean").as_uri()
         goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
         with anyio.fail_after(10):
@@ -116,6 +117,23 @@ async def test_a_clean_version_does_not_wait_for_the_goals_asked_with_it(tmp_pat
     assert report.clean and answer is None
     change = log.index(["textDocument/didChange"])
     assert "$/lean/plainGoal" in [entry[0] for entry in log[change:]], log  # sent, not awaited
+
+
+async def test_a_timeout_cancels_every_request_of_the_exchange(tmp_path: Path) -> None:
+    """A step past its deadline tells Lean to drop all it asked, the goals asked in case of an
+    error included (FAKE peer: it answers neither)."""
+    command = fake_command("unanswered:textDocument/waitForDiagnostics,$/lean/plainGoal", tmp_path)
+    async with LeanClient.start(command) as client:
+        uri = (tmp_path / "T.lean").as_uri()
+        goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
+        with anyio.fail_after(10), pytest.raises(RequestTimeout):
+            await client.update(uri, "first", [goal], timeout=0.5)
+        with anyio.fail_after(10):
+            log = await _fake_log(client)
+        assert client.transport.pending_count == 0
+    asked = [entry[0] for entry in log if len(entry) == 2 and entry[0] != "$/cancelRequest"]
+    assert asked[-3:] == ["textDocument/waitForDiagnostics", "$/lean/plainGoal", "fake/log"]
+    assert len([entry for entry in log if entry[0] == "$/cancelRequest"]) == 2, log
 
 
 async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> None:

@@ -87,7 +87,9 @@ def lenient_json(raw: bytes | str) -> Any:
     for parse in (orjson.loads, json.loads):
         try:
             return parse(text)
-        except ValueError:  # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors
+        # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors; the standard
+        # library's parser recurses, so a line nested ~100,000 deep is a RecursionError
+        except (ValueError, RecursionError):
             continue
     return None
 

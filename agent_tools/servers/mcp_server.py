@@ -24,7 +24,7 @@ exporter, and a span per message is work on every call.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -63,6 +63,10 @@ from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.mcp")
+
+# How long a reply may wait for its peer to read it (``LineReplies``): a stdio client that
+# takes none of a reply for this long is gone (the JSON-RPC server gives TCP clients as long).
+REPLY_WRITE_SECONDS = 30.0
 
 INSTRUCTIONS = (
     "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
@@ -150,33 +154,60 @@ class LeanrigMCP(MCPServer[Any]):
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
         """MCP over newline-delimited messages (stdio, a Unix-socket connection), the lines
-        it cannot read answered (``LineMessages``)."""
-        replies = LineReplies(writer)
-        server = self._lowlevel_server
-        await server.run(
-            LineMessages(lines, replies), replies, server.create_initialization_options()
-        )
+        it cannot read answered (``LineMessages``). Ends when the input ends, or when the
+        peer is gone from the output (``LineReplies``)."""
+        with anyio.CancelScope() as session:
+            replies = LineReplies(writer, peer_gone=session.cancel)
+            server = self._lowlevel_server
+            await server.run(
+                LineMessages(lines, replies), replies, server.create_initialization_options()
+            )
+        if session.cancelled_caught:
+            log.info("mcp.peer_gone", detail="its replies could not be written; session ended")
 
 
 class LineReplies:
     """The SDK's write stream over newline-delimited messages: each message serialized and
     written by the task that sends it (the SDK's stdio transport hands it to a writer task
-    instead), one message at a time. A peer that stopped reading is backpressure, as with the
-    SDK's transport; one that went away fails the send (``anyio.BrokenResourceError``), which
-    the SDK drops with a log line."""
+    instead), one message at a time.
 
-    def __init__(self, writer: TextWriter) -> None:
+    A line begun is finished even when its task is cancelled (the SDK cancels the handlers in
+    flight when the input ends): cut short, it would run into the next line. A peer that stopped
+    reading is backpressure, for at most ``REPLY_WRITE_SECONDS`` per reply; a peer that takes
+    nothing for that long, or whose end is closed, is gone: the send fails
+    (``anyio.BrokenResourceError``, which the SDK drops with a log line), every later one too,
+    and ``peer_gone`` is called (``serve_lines`` ends the session, as the SDK's transport did
+    when its writer failed)."""
+
+    def __init__(self, writer: TextWriter, peer_gone: Callable[[], None]) -> None:
         self._writer = writer
+        self._peer_gone = peer_gone
         # fast_acquire: an uncontended send (the usual case) does not yield to the loop first.
         self._lock = anyio.Lock(fast_acquire=True)
         self._closed = False
+        self._gone = False
 
     async def send(self, message: SessionMessage) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
         line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         async with self._lock:  # a message longer than a pipe write must not interleave
-            await self._writer.write(line)
+            if self._gone:
+                raise anyio.BrokenResourceError
+            with anyio.move_on_after(REPLY_WRITE_SECONDS, shield=True) as writing:
+                try:
+                    await self._writer.write(line)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    self._gone_now()
+                    raise
+            if writing.cancelled_caught:
+                self._gone_now()
+                raise anyio.BrokenResourceError
+
+    def _gone_now(self) -> None:
+        if not self._gone:
+            self._gone = True
+            self._peer_gone()
 
     async def aclose(self) -> None:
         self._closed = True
@@ -247,8 +278,11 @@ class LineMessages:
             message=f"parse error: not a JSON-RPC message this server can read ({why[:200]}); "
             "send one JSON object per line, strings of valid Unicode",
         )
-        await self._replies.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
-                                                             error=error)))  # fmt: skip
+        reply = SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+        try:
+            await self._replies.send(reply)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the peer is gone: the session is ending (LineReplies)
 
 
 def _unreadable_line(exc: ValueError) -> tuple[str | None, str]:
