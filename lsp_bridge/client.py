@@ -79,6 +79,11 @@ RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
 # messages); leanrig's MCP step 11.2 → 10.2-10.7 ms. Benchmarks give raw clients the same.
 REPORT_DELAY_MS = 2
 
+# After a version's fatal `fileProgress`, how long its requests may still be answered before
+# they are ended (``LeanClient._on_fatal_progress``): a live worker answers within
+# milliseconds; a crashed one, through the watchdog, never.
+FATAL_GRACE_SECONDS = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class ServerCommand:
@@ -605,7 +610,7 @@ class LeanClient:
             if doc is not None and (version is None or version == doc.version):
                 doc.progress = params
                 if any(p.get("kind") == 2 for p in params.get("processing") or ()):
-                    self._mark_fatal(doc)
+                    self._on_fatal_progress(doc)
 
     def _on_diagnostics(self, params: dict[str, Any]) -> None:
         doc = self._docs.get(params.get("uri", ""))
@@ -998,6 +1003,28 @@ class LeanClient:
             if method == "textDocument/waitForDiagnostics":
                 return None  # wait_for reports the fatal version itself
             raise
+
+    def _on_fatal_progress(self, doc: _Document) -> None:
+        """Lean reported that processing of the current version stopped for good. A worker
+        that is alive (a header that does not elaborate: a missing import) still publishes
+        the version's error and answers what was asked, after this report; one that crashed
+        is reported so by the watchdog, which then answers nothing for the document until its
+        next change. So the version is fatal at once, but the requests in flight are ended
+        only when still unanswered after ``FATAL_GRACE_SECONDS`` — with direct workers never:
+        a dead worker ends them as it exits. (Ended at once, a missing import was reported as
+        a crash: its error had not arrived yet.)"""
+        doc.fatal_version = doc.version
+        if self._worker_argv is not None or doc.fatal.is_set():
+            return
+        doc.fatal.set()  # (no new request goes to a worker the watchdog may hold for dead)
+        if self._tg is not None:
+            self._tg.start_soon(self._end_requests_after_grace, doc, doc.version)
+
+    async def _end_requests_after_grace(self, doc: _Document, version: int) -> None:
+        await anyio.sleep(FATAL_GRACE_SECONDS)
+        current = self._docs.get(doc.uri) is doc and doc.version == version
+        if current and doc.fatal.is_set() and self._transport is not None:
+            self._transport.fail_tagged(doc.uri, self._fatal_error(doc, "request"))
 
     def _mark_fatal(self, doc: _Document) -> None:
         doc.fatal_version = doc.version

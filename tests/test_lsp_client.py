@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -510,3 +511,21 @@ async def test_writing_to_a_server_that_stopped_reading_does_not_hang(
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(c.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["watchdog", "direct workers"])
+async def test_a_header_that_does_not_elaborate_is_its_error_not_a_crash(
+    server_command: ServerCommand, project: Path, direct: bool
+) -> None:
+    """A missing import (here `Init`: no `prelude`, and the bootstrap Lean has no .olean):
+    Lean reports the version fatal and then its error. Ending the barrier on the fatal report
+    answered "the worker crashed" before the error arrived (found in review); the step now
+    gets the report with the import's error, as a fatal version."""
+    command = dataclasses.replace(server_command, direct_workers=direct)
+    async with LeanClient.start(command, timeouts=Timeouts(barrier=30)) as client:
+        uri = uri_in(project, "NoInit.lean")
+        with anyio.fail_after(30):
+            for text in ("theorem a : True := trivial\n", "theorem a : True := trivial\n\n"):
+                report, _ = await client.update(uri, text, [DocQuery.symbols()])
+                assert report.status == "fatal", report
+                assert any("Init" in d.message for d in report.errors), report
