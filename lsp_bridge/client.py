@@ -79,9 +79,9 @@ RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
 # messages); leanrig's MCP step 11.2 → 10.2-10.7 ms. Benchmarks give raw clients the same.
 REPORT_DELAY_MS = 2
 
-# After a version's fatal `fileProgress`, how long its requests may still be answered before
-# they are ended (``LeanClient._on_fatal_progress``): a live worker answers within
-# milliseconds; a crashed one, through the watchdog, never.
+# After a version's fatal `fileProgress` through the watchdog, how long its requests may still
+# be answered before they are ended (``LeanClient._on_fatal_progress``): a live worker answers
+# within milliseconds; a crashed one never.
 FATAL_GRACE_SECONDS = 1.0
 
 
@@ -330,6 +330,7 @@ class LeanClient:
                         yield client
                     finally:
                         client._closed = True
+                        client._tg = None  # (nothing is started in it from here on)
                         # Each worker's task kills and reaps it (shielded) as it is cancelled.
                         tg.cancel_scope.cancel()
             return
@@ -351,6 +352,7 @@ class LeanClient:
                     await client._initialize()
                     yield client
                 finally:
+                    client._tg = None  # (the server's last words must not start tasks in it)
                     tg.cancel_scope.cancel()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -474,7 +476,8 @@ class LeanClient:
         wait between: so a start never overlaps another of the same document, and whatever
         comes for the document meanwhile waits for it and is about this text or a later
         one."""
-        assert self._tg is not None
+        if self._tg is None:
+            raise ServerClosed("the Lean client is closed")
         uri = doc.uri
         text_document = {"uri": uri, "languageId": "lean4", "version": doc.version,
                          "text": doc.text}  # fmt: skip
@@ -1007,24 +1010,21 @@ class LeanClient:
     def _on_fatal_progress(self, doc: _Document) -> None:
         """Lean reported that processing of the current version stopped for good. A worker
         that is alive (a header that does not elaborate: a missing import) still publishes
-        the version's error and answers what was asked, after this report; one that crashed
-        is reported so by the watchdog, which then answers nothing for the document until its
-        next change. So the version is fatal at once, but the requests in flight are ended
-        only when still unanswered after ``FATAL_GRACE_SECONDS`` — with direct workers never:
-        a dead worker ends them as it exits. (Ended at once, a missing import was reported as
-        a crash: its error had not arrived yet.)"""
+        the version's error and answers what is asked, after this report; one that crashed
+        is reported so by the watchdog, which then holds the document's requests until its
+        next change. So the version is fatal at once (``_report``), and only through the
+        watchdog, after ``FATAL_GRACE_SECONDS``, are its requests still unanswered ended and
+        later ones refused (``_mark_fatal``). A direct worker answers a fatal version's
+        queries; a dead one ends its requests as it exits. (Ended at once, a missing import
+        was reported as a crash: its error had not arrived yet.)"""
         doc.fatal_version = doc.version
-        if self._worker_argv is not None or doc.fatal.is_set():
-            return
-        doc.fatal.set()  # (no new request goes to a worker the watchdog may hold for dead)
-        if self._tg is not None:
-            self._tg.start_soon(self._end_requests_after_grace, doc, doc.version)
+        if self._worker_argv is None and self._tg is not None:
+            self._tg.start_soon(self._fatal_after_grace, doc, doc.version)
 
-    async def _end_requests_after_grace(self, doc: _Document, version: int) -> None:
+    async def _fatal_after_grace(self, doc: _Document, version: int) -> None:
         await anyio.sleep(FATAL_GRACE_SECONDS)
-        current = self._docs.get(doc.uri) is doc and doc.version == version
-        if current and doc.fatal.is_set() and self._transport is not None:
-            self._transport.fail_tagged(doc.uri, self._fatal_error(doc, "request"))
+        if self._docs.get(doc.uri) is doc and doc.version == version:
+            self._mark_fatal(doc)
 
     def _mark_fatal(self, doc: _Document) -> None:
         doc.fatal_version = doc.version

@@ -8,9 +8,11 @@ version a ``waitForDiagnostics`` asks about in the same write as its answer (the
 publishes it earlier, so a client's reaction to it always has time to go out there), and
 first reads what the client sent without waiting for that answer.
 ``unanswered:METHOD,…`` never answers requests for those methods (the real Lean always does,
-at once or once the document changes). In every mode, the request ``fake/log`` answers with
-what the peer has read so far: each message's method (and a cancelled request's id), in
-order, and for each request the methods it had answered since the last change before it.
+at once or once the document changes). ``fatal-at-shutdown`` reports the last opened document
+fatal when asked to shut down, then answers (a worker dying under the shutdown). In every
+mode, the request ``fake/log`` answers with what the peer has read so far: each message's
+method (and a cancelled request's id), in order, and for each request the methods it had
+answered since the last change before it.
 """
 
 from __future__ import annotations
@@ -96,11 +98,21 @@ def main() -> None:
                 answered.clear()
         return msg
 
+    opened: dict[str, object] = {}  # the last opened document
     while True:
         msg = pending.pop(0) if pending else record(next_message())
         method = msg.get("method")
+        params = msg.get("params")
+        if method == "textDocument/didOpen" and isinstance(params, dict):
+            opened = params["textDocument"]
         if "id" not in msg:
             continue
+        if mode == "fatal-at-shutdown" and method == "shutdown" and opened:
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+            document = {"uri": opened["uri"], "version": opened["version"]}
+            send({"jsonrpc": "2.0", "method": "$/lean/fileProgress",
+                  "params": {"textDocument": document,
+                             "processing": [{"range": whole, "kind": 2}]}})  # fmt: skip
         unanswered = mode.startswith("unanswered:") and method in mode[11:].split(",")
         if not unanswered:
             answered.append(str(method))  # (answered below, after any read-ahead)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import struct
 import sys
@@ -430,6 +431,37 @@ async def test_mcp_replies_cut_off_by_the_end_of_the_input_stay_whole_lines() ->
     assert "error" in cancelled, cancelled
 
 
+async def test_mcp_session_closing_on_a_peer_that_does_not_read_ends_within_a_second() -> None:
+    """The input ends while replies wait for room in a pipe nobody reads: the session ends
+    within about a second (the SDK's own bound for its closing replies). A reply begun is
+    finished rather than cut (above), but not for up to REPLY_WRITE_SECONDS: that held the
+    server's exit for ~29 s (found in review)."""
+    async with _mcp_on_pipes() as (to_server, _from_server, ended):
+        os.write(to_server, b"".join(request(i, "tools/list") for i in range(10, 60)))
+        await anyio.sleep(0.5)  # the replies fill the pipe
+        os.close(to_server)
+        with anyio.fail_after(5):
+            await ended.wait()
+
+
+async def test_serve_stopped_by_sigterm_while_a_reply_waits_exits_promptly_and_cleanly() -> None:
+    """`leanrig serve` on stdio, its client not reading, told to stop with SIGTERM: it exits
+    within seconds through its own shutdown (exit 0), not by the forced exit its SIGTERM
+    handler falls back to (143) after a reply held the session open (found in review)."""
+    async with spawn_serve("--no-sandbox") as process:
+        await _mcp_handshake(process)
+        assert process.stdin is not None
+        await process.stdin.send(b"".join(request(i, "tools/list") for i in range(10, 60)))
+        await anyio.sleep(1.0)  # the replies fill the pipe
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            returncode = await process.wait()
+        elapsed = time.monotonic() - started
+    print(f"\nSIGTERM with a reply waiting: exit {returncode} after {elapsed:.2f} s")
+    assert returncode == 0 and elapsed < 2.5, (returncode, elapsed)
+
+
 async def test_mcp_session_ends_when_its_peer_is_gone_from_the_output() -> None:
     """A client that closed its end of the server's output, its input still open: the first
     reply that cannot be written ends the session (Lean work for nobody stops), as the SDK's
@@ -599,7 +631,8 @@ async def test_stdio_client_killed_mid_request_stops_the_server() -> None:
 
 
 async def _mcp_handshake(process: Process) -> BufferedByteReceiveStream:
-    """MCP's initialize and initialized; the reader of the server's replies."""
+    """MCP's initialize and initialized, a garbage line and a tool call (the session goes
+    on); the reader of the server's replies."""
     assert process.stdin is not None and process.stdout is not None
     reader = BufferedByteReceiveStream(process.stdout)
     init = {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -608,7 +641,6 @@ async def _mcp_handshake(process: Process) -> BufferedByteReceiveStream:
     with anyio.fail_after(60):
         assert "result" in orjson.loads(await reader.receive_until(b"\n", 2**24))
     await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    return reader
     await process.stdin.send(b"\x00\xff garbage {{{\n")  # the SDK must shrug this off
     await process.stdin.send(request(2, "tools/call", name="list_tasks", arguments={}))
     with anyio.fail_after(60):
@@ -617,3 +649,4 @@ async def _mcp_handshake(process: Process) -> BufferedByteReceiveStream:
             if reply.get("id") == 2:
                 break
     assert "result" in reply and not reply["result"].get("isError"), reply
+    return reader

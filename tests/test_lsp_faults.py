@@ -13,6 +13,8 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
+import structlog.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -134,6 +136,17 @@ async def test_a_timeout_cancels_every_request_of_the_exchange(tmp_path: Path) -
     asked = [entry[0] for entry in log if len(entry) == 2 and entry[0] != "$/cancelRequest"]
     assert asked[-3:] == ["textDocument/waitForDiagnostics", "$/lean/plainGoal", "fake/log"]
     assert len([entry for entry in log if entry[0] == "$/cancelRequest"]) == 2, log
+
+
+async def test_a_fatal_report_while_the_client_closes_starts_nothing(tmp_path: Path) -> None:
+    """A document reported fatal during the server's shutdown (FAKE peer: as a watchdog would
+    for a worker dying under it): its grace timer was started in the client's task group,
+    which had already ended ("task group is not active", logged; found in review)."""
+    with structlog.testing.capture_logs() as logs:
+        async with LeanClient.start(fake_command("fatal-at-shutdown", tmp_path)) as client:
+            with anyio.fail_after(10):
+                await client.open((tmp_path / "F.lean").as_uri(), "x")
+    assert not [e for e in logs if e["event"] == "lsp.notification_handler_failed"], logs
 
 
 async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> None:

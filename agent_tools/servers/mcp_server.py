@@ -65,8 +65,10 @@ from .tools import call_tool, failure, service_tool, service_tools
 log = structlog.get_logger("leanrig.mcp")
 
 # How long a reply may wait for its peer to read it (``LineReplies``): a stdio client that
-# takes none of a reply for this long is gone (the JSON-RPC server gives TCP clients as long).
+# has not taken a whole reply in this time is gone (the JSON-RPC server gives TCP clients as
+# long); once the session is closing, as long as the SDK gives its closing replies.
 REPLY_WRITE_SECONDS = 30.0
+CLOSING_WRITE_SECONDS = 1.0
 
 INSTRUCTIONS = (
     "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
@@ -173,11 +175,12 @@ class LineReplies:
 
     A line begun is finished even when its task is cancelled (the SDK cancels the handlers in
     flight when the input ends): cut short, it would run into the next line. A peer that stopped
-    reading is backpressure, for at most ``REPLY_WRITE_SECONDS`` per reply; a peer that takes
-    nothing for that long, or whose end is closed, is gone: the send fails
-    (``anyio.BrokenResourceError``, which the SDK drops with a log line), every later one too,
-    and ``peer_gone`` is called (``serve_lines`` ends the session, as the SDK's transport did
-    when its writer failed)."""
+    reading is backpressure, for at most ``REPLY_WRITE_SECONDS`` per reply — once the input has
+    ended (``input_ended``: the session is closing), ``CLOSING_WRITE_SECONDS``, the SDK's own
+    bound for its closing replies. A reply not written whole within its bound, or one whose
+    peer closed its end, means the peer is gone: the send fails (``anyio.BrokenResourceError``,
+    which the SDK drops with a log line), every later one too, and ``peer_gone`` is called
+    (``serve_lines`` ends the session, as the SDK's transport did when its writer failed)."""
 
     def __init__(self, writer: TextWriter, peer_gone: Callable[[], None]) -> None:
         self._writer = writer
@@ -186,6 +189,17 @@ class LineReplies:
         self._lock = anyio.Lock(fast_acquire=True)
         self._closed = False
         self._gone = False
+        self._closing = False
+        self._writing: anyio.CancelScope | None = None  # the reply being written
+
+    def input_ended(self) -> None:
+        """The session is closing: a reply still being written gets at most
+        ``CLOSING_WRITE_SECONDS`` more, and so does each later one (a peer that does not read
+        must not hold the server's exit for ``REPLY_WRITE_SECONDS``)."""
+        self._closing = True
+        if self._writing is not None:
+            closing_by = anyio.current_time() + CLOSING_WRITE_SECONDS
+            self._writing.deadline = min(self._writing.deadline, closing_by)
 
     async def send(self, message: SessionMessage) -> None:
         if self._closed:
@@ -194,12 +208,16 @@ class LineReplies:
         async with self._lock:  # a message longer than a pipe write must not interleave
             if self._gone:
                 raise anyio.BrokenResourceError
-            with anyio.move_on_after(REPLY_WRITE_SECONDS, shield=True) as writing:
+            bound = CLOSING_WRITE_SECONDS if self._closing else REPLY_WRITE_SECONDS
+            with anyio.move_on_after(bound, shield=True) as writing:
+                self._writing = writing
                 try:
                     await self._writer.write(line)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     self._gone_now()
                     raise
+                finally:
+                    self._writing = None
             if writing.cancelled_caught:
                 self._gone_now()
                 raise anyio.BrokenResourceError
@@ -240,7 +258,11 @@ class LineMessages:
             try:
                 line = await self._lines.__anext__()
             except StopAsyncIteration:
+                self._replies.input_ended()
                 raise anyio.EndOfStream from None
+            except anyio.get_cancelled_exc_class():
+                self._replies.input_ended()  # the session is being cancelled (e.g. SIGTERM)
+                raise
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:  # (pydantic's ValidationError is one)
