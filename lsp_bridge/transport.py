@@ -250,8 +250,8 @@ class LspTransport:
         ``parse`` as it arrives, while Lean may still be working on the others — or the
         ``LeanrigError`` it was answered with, in order; then ``conditional``'s answers, which
         are waited for only if its trigger fired by the time the others were all in (else
-        None each). ``on_error`` hears of each error answer when it
-        arrives (e.g. a crashed worker: the caller can end the other requests at once).
+        None each). ``on_error`` hears of each error answer when it arrives (e.g. a crashed
+        worker: the caller can end the other requests at once).
 
         One write because the first frame wakes Lean: its threads then compete with this
         process for the cores, and frames sent one by one after it went out late (measured:
