@@ -814,6 +814,7 @@ class LeanClient:
         if doc.fatal_version == target:
             status = "fatal"
             if not any(d.is_error for d in diagnostics):
+                self._mark_fatal(doc)  # a crash: its other requests end, later ones are refused
                 raise WorkerCrashed(
                     "textDocument/waitForDiagnostics",
                     -32902,

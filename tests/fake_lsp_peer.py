@@ -9,7 +9,9 @@ publishes it earlier, so a client's reaction to it always has time to go out the
 first reads what the client sent without waiting for that answer.
 ``unanswered:METHOD,…`` never answers requests for those methods (the real Lean always does,
 at once or once the document changes). ``fatal-at-shutdown`` reports the last opened document
-fatal when asked to shut down, then answers (a worker dying under the shutdown). In every
+fatal when asked to shut down, then answers (a worker dying under the shutdown).
+``fatal-without-error`` reports the version a ``waitForDiagnostics`` asks about fatal, with no
+error, then answers it (what a client sees of a worker that crashed under the version). In every
 mode, the request ``fake/log`` answers with what the peer has read so far: each message's
 method (and a cancelled request's id), in order, and for each request the methods it had
 answered since the last change before it.
@@ -120,6 +122,14 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": msg["id"], "result": log})
             continue
         if unanswered:
+            continue
+        if mode == "fatal-without-error" and method == WAIT and isinstance(params, dict):
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+            document = {"uri": params["uri"], "version": params["version"]}
+            send({"jsonrpc": "2.0", "method": "$/lean/fileProgress",
+                  "params": {"textDocument": document,
+                             "processing": [{"range": whole, "kind": 2}]}})  # fmt: skip
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
             continue
         if mode.startswith("error:"):
             code = int(mode.removeprefix("error:"))

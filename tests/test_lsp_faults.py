@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from lsp_bridge import (
     DocQuery,
     DocumentError,
+    ElaborationFailed,
     LeanClient,
     LeanNotFound,
     LspPos,
@@ -30,6 +31,7 @@ from lsp_bridge import (
     ServerDied,
     ServerStartFailed,
     Timeouts,
+    WorkerCrashed,
     find_lean,
 )
 from lsp_bridge.errors import ProtocolError
@@ -147,6 +149,21 @@ async def test_a_fatal_report_while_the_client_closes_starts_nothing(tmp_path: P
             with anyio.fail_after(10):
                 await client.open((tmp_path / "F.lean").as_uri(), "x")
     assert not [e for e in logs if e["event"] == "lsp.notification_handler_failed"], logs
+
+
+async def test_after_a_crash_report_the_document_refuses_queries_at_once(tmp_path: Path) -> None:
+    """A version reported fatal with no error is a crash (WorkerCrashed); the document's next
+    query is then refused at once, typed (ElaborationFailed), not sent to a worker the
+    watchdog holds for dead — since the fatal report no longer marks the document at once
+    (a missing import), the crash verdict must (a flaky slot-health test under load; FAKE
+    peer: the crash without its race)."""
+    async with LeanClient.start(fake_command("fatal-without-error", tmp_path)) as client:
+        uri = (tmp_path / "C.lean").as_uri()
+        with anyio.fail_after(10):
+            with pytest.raises(WorkerCrashed):
+                await client.update(uri, "first")
+            with pytest.raises(ElaborationFailed):
+                await client.plain_goal(uri, LspPos(0, 0), timeout=5)
 
 
 async def test_server_requests_and_stale_answers_are_handled(tmp_path: Path) -> None:
