@@ -63,7 +63,7 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
-from .transport import Conditional, LspTransport, Trigger, unreadable_answer
+from .transport import Conditional, LspTransport, unreadable_answer
 
 log = structlog.get_logger("leanrig.lsp")
 _converter = get_converter()
@@ -148,8 +148,6 @@ class _Document:
     # Set when processing of the current version stopped for good (crash, fatal header error);
     # requests the watchdog would queue for a dead worker are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
-    # (version, trigger): the trigger fires when that version's first error or warning arrives.
-    problem_watch: tuple[int, Trigger] | None = None
 
 
 @dataclass(slots=True)
@@ -630,9 +628,6 @@ class LeanClient:
         else:
             doc.diagnostics = new
             doc.diag_version = version
-        watch = doc.problem_watch
-        if watch is not None and watch[0] == version and any(d.is_problem for d in new):
-            watch[1].fire()
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -874,12 +869,11 @@ class LeanClient:
             if isinstance(error, (WorkerCrashed, WorkerExited)):
                 self._mark_fatal(doc)  # ends this document's other requests at once
 
-        trigger = Trigger()
-        if later:
-            doc.problem_watch = (version, trigger)
-            if doc.diag_version == version and any(d.is_problem for d in doc.diagnostics):
-                trigger.fire()  # open() above already had this version reported
-        conditional = Conditional(self._requests(uri, later), trigger) if later else None
+        def has_problem() -> bool:
+            # Asked once the barrier is in: the version's diagnostics are all published.
+            return doc.diag_version == version and any(d.is_problem for d in doc.diagnostics)
+
+        conditional = Conditional(self._requests(uri, later), has_problem) if later else None
         conn = self._conn(uri)
         try:
             answers = await conn.exchange(
@@ -904,9 +898,6 @@ class LeanClient:
             if changes:
                 doc.resync = True  # the change may not have reached Lean
             raise
-        finally:
-            if doc.problem_watch is not None and doc.problem_watch[1] is trigger:
-                doc.problem_watch = None
         if self._worker_argv is not None:
             answers = [
                 self._worker_error(uri, a, conn) if isinstance(a, LeanrigError) else a
