@@ -136,10 +136,14 @@ class RawLean:
         bad: str,
         steps: int,
         ask: tuple[Position, Position] | None = None,
+        idle: float = 0.0,
     ) -> list[float]:
-        """ms per edit of the open document ``uri``: ``good``, ``bad``, ``good``, …"""
+        """ms per edit of the open document ``uri``: ``good``, ``bad``, ``good``, … (``idle``:
+        seconds of idle before each)."""
         samples = []
         for i in range(steps):
+            if idle:
+                time.sleep(idle)
             t = time.perf_counter()
             self.change(uri, good if i % 2 == 0 else bad, ask)
             samples.append((time.perf_counter() - t) * 1000)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -63,56 +62,3 @@ class RawMcp:
             self.proc.kill()
             self.proc.wait()
         self.stdout.close()
-
-
-def time_set_proof(
-    suite: Path, run_dir: Path, cwd: Path, task: str, right: str, wrong: str, steps: int
-) -> list[float]:
-    """ms per `set_proof`, alternating the right and the wrong body (two warm-up steps)."""
-    (samples,) = time_sessions(suite, run_dir, cwd, (task,), right, wrong, steps)
-    return samples
-
-
-def time_two_sessions(
-    suite: Path,
-    run_dir: Path,
-    cwd: Path,
-    tasks: tuple[str, str],
-    right: str,
-    wrong: str,
-    steps: int,
-) -> tuple[list[float], list[float]]:
-    """Two sessions on one server (``tasks``), taking turns step by step: ms per `set_proof`
-    of each (two warm-up rounds)."""
-    first, second = time_sessions(suite, run_dir, cwd, tasks, right, wrong, steps)
-    return first, second
-
-
-def time_sessions(
-    suite: Path,
-    run_dir: Path,
-    cwd: Path,
-    tasks: tuple[str, ...],
-    right: str,
-    wrong: str,
-    steps: int,
-) -> list[list[float]]:
-    """One session per task on one server, taking turns step by step, each alternating the
-    right and the wrong body: ms per `set_proof` of each (two warm-up rounds)."""
-    client = RawMcp(suite, run_dir, cwd)
-    try:
-        sids = [client.call_tool("open_task", {"task_id": t})["session_id"] for t in tasks]
-        samples: list[list[float]] = [[] for _ in tasks]
-        for i in range(steps + 2):
-            for k, sid in enumerate(sids):
-                t = time.perf_counter()
-                out = client.call_tool(
-                    "set_proof", {"session_id": sid, "body": right if i % 2 == 0 else wrong}
-                )
-                ms = (time.perf_counter() - t) * 1000
-                assert out["complete"] == (i % 2 == 0), out
-                if i >= 2:
-                    samples[k].append(ms)
-        return samples
-    finally:
-        client.close()

@@ -185,12 +185,7 @@ def main() -> None:
             lean.open(uri, bad)
             lean.alternate(uri, good, bad, 4)  # warm-up, as the server's steps below
             raw_cpu = CpuMeter(psutil.Process(lean.proc.pid), "raw Lean (its two processes)")
-            raw_samples = []
-            for i in range(args.steps):
-                time.sleep(args.idle)
-                raw_samples += lean.alternate(
-                    uri, bad if i % 2 else good, good if i % 2 else bad, 1
-                )
+            raw_samples = lean.alternate(uri, good, bad, args.steps, idle=args.idle)
             raw_cpu.stop(args.steps)
         finally:
             lean.close()

@@ -58,16 +58,16 @@ from ..sessions import (
     output_schema,
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
-from .jsonrpc_server import lenient_json, recover_request_id
+from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json, recover_request_id
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.mcp")
 
 # How long a reply may wait for its peer to read it (``LineReplies``): a stdio client that
-# has not taken a whole reply in this time is gone (the JSON-RPC server gives TCP clients as
-# long); once the session is closing, as long as the SDK gives its closing replies.
-REPLY_WRITE_SECONDS = 30.0
+# has not taken a whole reply in this time is gone (the patience the JSON-RPC server gives its
+# TCP clients); once the session is closing, as long as the SDK gives its closing replies.
+REPLY_WRITE_SECONDS = TCP_WRITE_TIMEOUT
 CLOSING_WRITE_SECONDS = 1.0
 
 INSTRUCTIONS = (
