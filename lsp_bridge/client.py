@@ -102,6 +102,9 @@ class ServerCommand:
     # Talk to one `lean --worker` per document instead of the watchdog (module docstring);
     # only where ``worker_argv`` knows the worker's command.
     direct_workers: bool = False
+    # With direct workers: end a step when Lean's reporter is known to have published the
+    # version's last diagnostics, not when it answers the barrier (``LeanClient.update``).
+    early_barrier: bool = True
 
     @property
     def program(self) -> str:
@@ -142,6 +145,12 @@ class _Document:
     diagnostics: list[LeanDiagnostic] = field(default_factory=list)
     progress: dict[str, Any] | None = None  # raw $/lean/fileProgress of the current version
     fatal_version: int = -1
+    # The early barrier (``LeanClient.update``): the version a step waits for with it, the
+    # latest version whose diagnostics are known final before Lean answers the barrier, and
+    # the version whose next diagnostics will be (reported done with none published before).
+    early_version: int = -1
+    final_version: int = -1
+    final_after_next: int = -1
     # A change may not have reached Lean (its write was cancelled or failed): the next one
     # sends the whole text.
     resync: bool = False
@@ -310,6 +319,10 @@ class LeanClient:
         self._starting: dict[str, anyio.Event] = {}  # uri -> set when its worker start ends
         self._init_params: dict[str, Any] = {}
         self._closed = False
+        # Diagnostics that came after the early barrier had ended their version's step (the
+        # rule does not hold for this Lean): counted, and the early barrier is off from then.
+        self.early_barrier_faults = 0
+        self.early_barrier_ends = 0  # steps the early barrier ended (before Lean's answer)
 
     @classmethod
     @asynccontextmanager
@@ -610,8 +623,18 @@ class LeanClient:
             version = text_doc.get("version")
             if doc is not None and (version is None or version == doc.version):
                 doc.progress = params
-                if any(p.get("kind") == 2 for p in params.get("processing") or ()):
-                    self._on_fatal_progress(doc)
+                processing = params.get("processing")
+                if processing:
+                    if any(p.get("kind") == 2 for p in processing):
+                        self._on_fatal_progress(doc)
+                elif version == doc.early_version and doc.final_version < version:
+                    # Done: Lean's reporter publishes a version's diagnostics as it goes if
+                    # it ever waited for elaboration (then they are all out by now), else once,
+                    # right after this (docs/architecture.md, "the early barrier").
+                    if doc.diag_version == version:
+                        doc.final_version = version
+                    else:
+                        doc.final_after_next = version
 
     def _on_diagnostics(self, params: dict[str, Any]) -> None:
         doc = self._docs.get(params.get("uri", ""))
@@ -628,6 +651,11 @@ class LeanClient:
         else:
             doc.diagnostics = new
             doc.diag_version = version
+        if version == doc.early_version:
+            if version == doc.final_version:
+                self._early_barrier_wrong(doc, version)
+            elif version == doc.final_after_next:
+                doc.final_version = version
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -874,6 +902,13 @@ class LeanClient:
             return doc.diag_version == version and any(d.is_problem for d in doc.diagnostics)
 
         conditional = Conditional(self._requests(uri, later), has_problem) if later else None
+        early: Callable[[], bool] | None = None
+        if changes and self._worker_argv is not None and self._early_barrier_on():
+            doc.early_version = version
+
+            def early() -> bool:
+                return doc.final_version == version
+
         conn = self._conn(uri)
         try:
             answers = await conn.exchange(
@@ -884,6 +919,7 @@ class LeanClient:
                 tag=uri,
                 on_error=on_error,
                 conditional=conditional,
+                early=early,
             )  # fmt: skip
         except ServerError as exc:
             if changes:
@@ -906,6 +942,8 @@ class LeanClient:
             if any(isinstance(a, WorkerCrashed) for a in answers):
                 self._mark_fatal(doc)
         barrier = answers[0]
+        if early is not None and barrier is None:
+            self.early_barrier_ends += 1
         if isinstance(barrier, ContentModified) and self._doc(uri).version != version:
             barrier = None  # superseded (its worker replaced): reported below as wait_for does
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
@@ -1017,6 +1055,22 @@ class LeanClient:
         await anyio.sleep(FATAL_GRACE_SECONDS)
         if self._docs.get(doc.uri) is doc and doc.version == version:
             self._mark_fatal(doc)
+
+    def _early_barrier_on(self) -> bool:
+        return self.command.early_barrier and self.early_barrier_faults == 0
+
+    def _early_barrier_wrong(self, doc: _Document, version: int) -> None:
+        """Diagnostics of ``version`` came after the early barrier had ended its step: that
+        step reported too few. Steps wait for Lean's own barrier from now on."""
+        self.early_barrier_faults += 1
+        if self.early_barrier_faults == 1:
+            log.warning(
+                "lsp.early_barrier_off",
+                uri=doc.uri,
+                version=version,
+                detail="diagnostics came after the version was reported done; "
+                "steps wait for Lean's barrier from now on",
+            )
 
     def _mark_fatal(self, doc: _Document) -> None:
         doc.fatal_version = doc.version

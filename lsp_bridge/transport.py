@@ -15,7 +15,7 @@ import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -57,13 +57,13 @@ class _Pending:
     tag: str | None = None
     parse: Parse | None = None  # applied to the result when it arrives
     on_error: Callable[[LeanrigError], None] | None = None  # told at once of an error answer
-    done: anyio.Event = field(default_factory=anyio.Event)
+    wake: Callable[[], None] | None = None  # told when it is answered (or ended)
+    finished: bool = False
     result: Any = None
     error: LeanrigError | None = None
-    wake: Callable[[], None] | None = None  # also told when done (an exchange waiting on many)
 
     def resolve(self, result: Any = None, error: LeanrigError | None = None) -> None:
-        if self.done.is_set():
+        if self.finished:
             return
         if error is None and self.parse is not None:
             try:
@@ -71,7 +71,7 @@ class _Pending:
             except Exception as exc:  # a malformed answer fails its request, not the reader
                 result, error = None, unreadable_answer(self.method, exc)
         self.result, self.error = result, error
-        self.done.set()
+        self.finished = True
         if self.wake is not None:
             self.wake()
         if error is not None and self.on_error is not None:
@@ -89,6 +89,16 @@ class Conditional:
     requests: Sequence[tuple[str, Any, Parse | None]]
     needed: Callable[[], bool]
     waited: bool = False
+
+
+def _needed(conditional: Conditional) -> bool:
+    """Asked by the reader as it resolves the last answer: a failing predicate must not
+    break the reader, and says "needed" (waiting for more is the safe side)."""
+    try:
+        return conditional.needed()
+    except Exception:
+        log.exception("lsp.conditional_failed")
+        return True
 
 
 def unreadable_answer(method: str, exc: Exception) -> ResponseError:
@@ -119,6 +129,8 @@ class LspTransport:
         self._shutdown_timeout = shutdown_timeout
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
+        # Exchanges waiting with an ``early`` predicate: asked again after every notification.
+        self._watchers: set[Callable[[], None]] = set()
         # fast_acquire: an uncontended write (the usual case) does not yield to the loop first.
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._stderr: deque[bytes] = deque()
@@ -230,6 +242,7 @@ class LspTransport:
         tag: str | None = None,
         on_error: Callable[[LeanrigError], None] | None = None,
         conditional: Conditional | None = None,
+        early: Callable[[], bool] | None = None,
     ) -> list[Any]:
         """Send ``notifications`` and then ``requests`` (method, params, parse) — and
         ``conditional``'s requests — in one write, and wait for every answer, at most
@@ -238,7 +251,9 @@ class LspTransport:
         ``LeanrigError`` it was answered with, in order; then ``conditional``'s answers, which
         are waited for only if it says they are needed once the others are all in (else
         None each). ``on_error`` hears of each error answer when it arrives (e.g. a crashed
-        worker: the caller can end the other requests at once).
+        worker: the caller can end the other requests at once). ``early``, once true, stands
+        in for the first request's answer (which is then None unless it came first); it is
+        asked after every notification the reader hands on, and on every answer.
 
         One write because the first frame wakes Lean: its threads then compete with this
         process for the cores, and frames sent one by one after it went out late (measured:
@@ -246,14 +261,28 @@ class LspTransport:
         are cancelled with ``$/cancelRequest``; a timeout raises ``RequestTimeout``.
         """
         self._check_usable()
-        wakeup = [anyio.Event()]
-
-        def wake() -> None:
-            wakeup[0].set()
-
+        # One wake-up per exchange: every answer is checked as the reader resolves it, and
+        # the caller is woken once, when all it waits for is in (waking it on each of a
+        # step's ~5 answers resumed the whole chain of coroutines above it each time).
+        ready = anyio.Event()
         asked: list[tuple[int, _Pending]] = []
-        batch = [*requests, *(conditional.requests if conditional is not None else ())]
         required = len(requests)
+        waiting = required  # how many of ``asked`` (from the start) are waited for
+
+        def check() -> None:
+            nonlocal waiting
+            if ready.is_set() or not all(p.finished for _, p in asked[1:waiting]):
+                return
+            if asked and not asked[0][1].finished and (early is None or not early()):
+                return
+            if conditional is not None and not conditional.waited and _needed(conditional):
+                conditional.waited = True  # its answers are needed too
+                waiting = len(asked)
+                if not all(p.finished for _, p in asked):
+                    return
+            ready.set()
+
+        batch = [*requests, *(conditional.requests if conditional is not None else ())]
         try:
             frames = [
                 encode_message({"jsonrpc": "2.0", "method": method, "params": params})
@@ -266,34 +295,28 @@ class LspTransport:
                         {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
                     )
                 )
-                pending = _Pending(method, tag, parse, on_error, wake=wake)
+                pending = _Pending(method, tag, parse, on_error, wake=check)
                 self._pending[request_id] = pending
                 asked.append((request_id, pending))
             # Writes have their own deadline (a stalled server is killed: a half-written frame
             # would break the stream), so they stay outside the answers' one.
             deadline = anyio.current_time() + timeout
+            if early is not None:
+                self._watchers.add(check)
             await self._write(b"".join(frames))
-            waiting = asked[:required]
-            while True:
-                if all(p.done.is_set() for _, p in waiting):
-                    if conditional is None or conditional.waited or not conditional.needed():
-                        break
-                    conditional.waited = True  # its answers are needed too
-                    waiting = asked
-                    continue
-                with anyio.move_on_at(deadline):
-                    await wakeup[0].wait()
-                if not wakeup[0].is_set():
-                    break  # the deadline passed
-                wakeup[0] = anyio.Event()  # the conditions are checked again before waiting
-            late = [p for _, p in waiting if not p.done.is_set()]
-            if late:  # (the conditional ones too, waited for or not)
-                await self._send_cancels([rid for rid, p in asked if not p.done.is_set()])
+            check()  # (answers read while the write waited for the pipe)
+            with anyio.move_on_at(deadline):
+                await ready.wait()
+            late = [p for _, p in asked[:waiting] if not p.finished]
+            if late and not ready.is_set():  # the deadline passed
+                # (the conditional ones are cancelled too, waited for or not)
+                await self._send_cancels([rid for rid, p in asked if not p.finished])
                 raise RequestTimeout(late[0].method, timeout)
         except anyio.get_cancelled_exc_class():
-            await self._send_cancels([rid for rid, p in asked if not p.done.is_set()])
+            await self._send_cancels([rid for rid, p in asked if not p.finished])
             raise
         finally:
+            self._watchers.discard(check)
             for request_id, _ in asked:
                 self._pending.pop(request_id, None)
         answers = [p.error if p.error is not None else p.result for _, p in asked[:required]]
@@ -352,13 +375,14 @@ class LspTransport:
 
     async def _request_unchecked(self, method: str, params: Any) -> Any:
         request_id = next(self._ids)
-        pending = _Pending(method)
+        answered = anyio.Event()
+        pending = _Pending(method, wake=answered.set)
         self._pending[request_id] = pending
         try:
             await self._send(
                 {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
             )
-            await pending.done.wait()
+            await answered.wait()
         finally:
             self._pending.pop(request_id, None)
         if pending.error is not None:
@@ -487,6 +511,8 @@ class LspTransport:
             method = message["method"]
             try:
                 self._on_notification(method, message.get("params"))
+                for watcher in tuple(self._watchers):
+                    watcher()
             except Exception:  # a handler bug must not kill the connection
                 log.exception("lsp.notification_handler_failed", method=method)
             return
