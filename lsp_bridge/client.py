@@ -167,11 +167,16 @@ class _Worker:
     transport: LspTransport
     stop: anyio.Event = field(default_factory=anyio.Event)
     header: str = ""
+    # The document's text before this offset is the text its header was parsed from (every
+    # change since began at or after it): a change from here on keeps the header.
+    header_read_to: int = 0
 
 
-def header_region(text: str) -> str:
-    """``text`` up to the end of its module header (a change here restarts a file worker)."""
-    return text[: parse_header(text).end]
+def header_region(text: str) -> tuple[str, int]:
+    """``text`` up to the end of its module header (a change here restarts a file worker),
+    and how far the header's parse read (``Header.read_to``)."""
+    header = parse_header(text)
+    return text[: header.end], header.read_to
 
 
 def parse_symbols(result: Any, from_line: int = 0) -> list[lsp.DocumentSymbol]:
@@ -492,7 +497,7 @@ class LeanClient:
         uri = doc.uri
         text_document = {"uri": uri, "languageId": "lean4", "version": doc.version,
                          "text": doc.text}  # fmt: skip
-        header = header_region(doc.text)
+        header, header_read_to = header_region(doc.text)
         assert uri not in self._starting, "a start overlapped another (callers settle first)"
         started = self._starting[uri] = anyio.Event()
         worker: _Worker | None = None
@@ -523,7 +528,7 @@ class LeanClient:
         if self._docs.get(uri) is not doc:  # closed meanwhile: the worker serves nothing
             worker.stop.set()
             return
-        worker.header = header
+        worker.header, worker.header_read_to = header, header_read_to
         self._workers[uri] = worker
 
     async def _settled(self, uri: str, timeout: float, method: str) -> None:
@@ -558,15 +563,20 @@ class LeanClient:
             returncode=returncode,
         )
 
-    def _needs_worker(self, doc: _Document) -> bool:
+    def _needs_worker(self, doc: _Document, unchanged: int = 0) -> bool:
         """With direct workers: must ``doc``'s (already updated) text go to a new worker — its
-        worker is gone, or the change touched the header?"""
+        worker is gone, or the change touched the header? ``unchanged``: the change kept the
+        text before this offset (a proof step's change begins far after the header: no parse
+        of the header on every step)."""
         if self._worker_argv is None:
             return False
         worker = self._workers.get(doc.uri)
         if worker is None or not worker.transport.alive:
             return True
-        return header_region(doc.text) != worker.header
+        if unchanged >= worker.header_read_to:
+            return False
+        header, worker.header_read_to = header_region(doc.text)
+        return header != worker.header
 
     def _initialize_params(self) -> dict[str, Any]:
         params = lsp.InitializeParams(
@@ -733,7 +743,7 @@ class LeanClient:
         version = doc.version
         conn: LspTransport | None = None
         try:
-            if self._needs_worker(doc):
+            if self._needs_worker(doc, min((e.start for e in edits), default=0)):
                 await self._start_worker(doc)
             else:
                 conn = self._conn(uri)
@@ -882,11 +892,12 @@ class LeanClient:
         else:
             await self._settled(uri, remaining(), "textDocument/didChange")
             doc = self._doc(uri)
-            params = self._change_params(doc, [minimal_edit(doc.text, text)])
+            edit = minimal_edit(doc.text, text)
+            params = self._change_params(doc, [edit])
             # This call's version: a change made while a worker starts (below) is a later one,
             # and a barrier for a version not yet sent is never answered.
             version = doc.version
-            if self._needs_worker(doc):
+            if self._needs_worker(doc, edit.start):
                 await self._start_worker(doc)  # the change goes as the new worker's didOpen
             else:
                 changes.append(("textDocument/didChange", params))

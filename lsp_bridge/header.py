@@ -26,6 +26,10 @@ class Header:
     prelude: bool
     imports: tuple[str, ...]  # in file order, with modifiers, e.g. "public import all Foo.Bar"
     end: int  # code point offset just after the last header token
+    # How far the parse read: the header depends only on the text before this offset (the
+    # character after the last token read, which could have extended it; past the end of
+    # the text when the text ended the header). An edit from here on keeps the header.
+    read_to: int = 0
 
     @property
     def key(self) -> str:
@@ -52,11 +56,13 @@ class _Words:
         self._tokens = lean_tokens(text)
         self._read: list[tuple[str | None, int]] = []  # (word or None, end offset)
         self.pos = 0  # index into _read
+        self.read_to = 0  # Header.read_to
 
     def word(self) -> str | None:
         """The word at the cursor (None: not an identifier, or the end of the text)."""
         if self.pos == len(self._read):
             for token in self._tokens:
+                self.read_to = token.end + 1
                 kind = token.kind
                 if kind is TokenKind.LINE_COMMENT or kind is TokenKind.BLOCK_COMMENT:
                     continue
@@ -64,6 +70,7 @@ class _Words:
                 self._read.append((token.text(self._text) if ident else None, token.end))
                 break
             else:
+                self.read_to = len(self._text) + 1
                 return None
         return self._read[self.pos][0]
 
@@ -103,4 +110,6 @@ def parse_header(text: str) -> Header:
             break
         imports.append(" ".join([*modifiers, name]))
         end = take()
-    return Header(module=module, prelude=prelude, imports=tuple(imports), end=end)
+    return Header(
+        module=module, prelude=prelude, imports=tuple(imports), end=end, read_to=words.read_to
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repl_pool import parse_header
@@ -73,3 +73,41 @@ def test_key_depends_only_on_the_import_set(mods: list[str], rnd: object) -> Non
     a = "".join(f"import {m}\n" for m in mods)
     b = "-- c\n" + "".join(f"import  {m} -- x\n" for m in shuffled)
     assert parse_header(a).key == parse_header(b).key
+
+
+# Pieces of real file openings; texts and edits made of them cross every boundary the header
+# lexer has (comments open or closed, names extended, an import appended after the last one).
+PIECES = ["prelude", "module", "import", " ", "\n", "A", "B.C", "«x y»", "-- c\n", "/-", "-/",
+          "/-- doc -/", "/-! m -/", "public", "all", "theorem t : True := trivial", "x", "im",
+          "port"]  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.sampled_from(PIECES), max_size=14).map("".join),
+    st.data(),
+)
+def test_an_edit_from_where_the_header_parse_stopped_reading_keeps_the_header(
+    text: str, data: st.DataObject
+) -> None:
+    """``Header.read_to``: what the header depends on ends there (LeanClient skips the header
+    parse for a change that begins at or after it)."""
+    header = parse_header(text)
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    inserted = data.draw(st.lists(st.sampled_from(PIECES), max_size=4).map("".join))
+    edited = text[:start] + inserted + text[end:]
+    if start >= header.read_to:
+        after = parse_header(edited)
+        assert edited[: after.end] == text[: header.end]
+        assert after.key == header.key
+
+
+def test_the_header_parse_depends_on_the_character_after_the_word_that_ended_it() -> None:
+    text = "prelude\nim\ntheorem t : True := trivial\n"
+    at = text.index("im") + 2
+    edited = text[:at] + "port A" + text[at:]
+    assert parse_header(edited).imports == ("import A",)  # the word became `import`
+    assert parse_header(text).read_to > at
+    # The text's end ends the header too: anything appended may continue it.
+    assert parse_header("prelude\nimport A").read_to > len("prelude\nimport A")
