@@ -640,7 +640,7 @@ class LeanClient:
                 elif version == doc.early_version and doc.final_version < version:
                     # Done: Lean's reporter publishes a version's diagnostics as it goes if
                     # it ever waited for elaboration (then they are all out by now), else once,
-                    # right after this (docs/architecture.md, "the early barrier").
+                    # right after this (lsp_bridge/README.md, "the early barrier").
                     if doc.diag_version == version:
                         doc.final_version = version
                     else:

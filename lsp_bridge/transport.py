@@ -269,16 +269,19 @@ class LspTransport:
         required = len(requests)
         waiting = required  # how many of ``asked`` (from the start) are waited for
 
+        def first_in() -> bool:
+            return not asked or asked[0][1].finished or (early is not None and early())
+
         def check() -> None:
             nonlocal waiting
             if ready.is_set() or not all(p.finished for _, p in asked[1:waiting]):
                 return
-            if asked and not asked[0][1].finished and (early is None or not early()):
+            if not first_in():
                 return
             if conditional is not None and not conditional.waited and _needed(conditional):
                 conditional.waited = True  # its answers are needed too
                 waiting = len(asked)
-                if not all(p.finished for _, p in asked):
+                if not all(p.finished for _, p in asked[1:]):  # (the first is in: above)
                     return
             ready.set()
 
@@ -307,7 +310,9 @@ class LspTransport:
             check()  # (answers read while the write waited for the pipe)
             with anyio.move_on_at(deadline):
                 await ready.wait()
-            late = [p for _, p in asked[:waiting] if not p.finished]
+            late = [p for _, p in asked[1:waiting] if not p.finished]
+            if not first_in():
+                late.insert(0, asked[0][1])
             if late and not ready.is_set():  # the deadline passed
                 # (the conditional ones are cancelled too, waited for or not)
                 await self._send_cancels([rid for rid, p in asked if not p.finished])
@@ -511,10 +516,13 @@ class LspTransport:
             method = message["method"]
             try:
                 self._on_notification(method, message.get("params"))
-                for watcher in tuple(self._watchers):
-                    watcher()
             except Exception:  # a handler bug must not kill the connection
                 log.exception("lsp.notification_handler_failed", method=method)
+            for watcher in tuple(self._watchers):
+                try:
+                    watcher()
+                except Exception:
+                    log.exception("lsp.exchange_check_failed", method=method)
             return
         request_id = message.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, int) else None

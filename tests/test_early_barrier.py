@@ -10,10 +10,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from lsp_bridge import DocQuery, DocumentReport, LeanClient, LspPos, ServerCommand, Timeouts
+from lsp_bridge import (
+    DocQuery,
+    DocumentReport,
+    LeanClient,
+    LspPos,
+    RequestTimeout,
+    ServerCommand,
+    Timeouts,
+)
 from lsp_bridge.client import _Document
+from lsp_bridge.transport import Conditional, LspTransport
 
 from .lean_snippets import decls, slow_theorem
 from .test_direct_workers import BODIES, HEAD, TAIL
@@ -105,3 +115,78 @@ async def test_diagnostics_after_an_early_end_turn_the_early_barrier_off(
         report, _ = await client.update(uri, HEAD + BODIES[2] + TAIL)
         assert report.status == "done" and report.diagnostics
         assert client.early_barrier_ends == 1  # that step waited for Lean's barrier
+
+
+# -- the exchange's side (a transport fed by hand: the order of answers and notifications is
+# the test's, which a real Lean does not let one choose) --------------------------------------
+
+
+class _Stdin:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    async def send(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+class _Process:
+    """What LspTransport uses of a process, for an exchange fed by hand."""
+
+    pid = 0
+    returncode = None
+
+    def __init__(self) -> None:
+        self.stdin = _Stdin()
+
+
+def _hand_fed() -> tuple[LspTransport, _Process]:
+    process = _Process()
+    transport = LspTransport(process, ["lean"], lambda method, params: None, 1.0, "token")  # type: ignore[arg-type]
+    return transport, process
+
+
+async def test_an_exchange_ends_at_the_early_moment_when_its_goals_are_already_in() -> None:
+    """A step with a problem waits for its goals too; when they came before the version's
+    last diagnostics, the step ends on those diagnostics, not on a later message."""
+    transport, _ = _hand_fed()
+    final = False
+    answers: list[Any] = []
+    goals = Conditional([("$/lean/plainGoal", {}, None)], needed=lambda: True)
+
+    async def step() -> None:
+        answers.extend(
+            await transport.exchange(
+                [],
+                [("textDocument/waitForDiagnostics", {}, None),
+                 ("textDocument/documentSymbol", {}, None)],
+                timeout=5.0, conditional=goals, early=lambda: final,
+            )
+        )  # fmt: skip
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(step)
+        await anyio.sleep(0.05)
+        _barrier, symbols, goal = sorted(transport._pending)
+        transport._dispatch({"jsonrpc": "2.0", "id": symbols, "result": []})
+        transport._dispatch({"jsonrpc": "2.0", "id": goal, "result": {"goals": ["⊢ q ∧ p"]}})
+        final = True  # the version's last diagnostics: the notification that makes it so
+        transport._dispatch({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics"})
+        with anyio.fail_after(1.0):
+            while not answers:
+                await anyio.sleep(0.005)
+    assert answers == [None, [], {"goals": ["⊢ q ∧ p"]}]
+    assert transport.pending_count == 0 and not transport._watchers
+
+
+async def test_a_timeout_after_the_early_moment_names_the_query_that_did_not_answer() -> None:
+    transport, process = _hand_fed()
+    with pytest.raises(RequestTimeout) as caught:
+        await transport.exchange(
+            [],
+            [("textDocument/waitForDiagnostics", {}, None),
+             ("textDocument/documentSymbol", {}, None)],
+            timeout=0.2, early=lambda: True,
+        )  # fmt: skip
+    assert "textDocument/documentSymbol" in str(caught.value)
+    assert b"$/cancelRequest" in b"".join(process.stdin.sent)  # what is unanswered is cancelled
+    assert transport.pending_count == 0 and not transport._watchers
