@@ -274,3 +274,11 @@ def test_the_peer_paths_of_agent_step_when_installed(tmp_path: Path) -> None:
     shutil.copytree(bench_agent.DEMO / "Demo", tmp_path / "mcp" / "Demo")
     peer = anyio.run(bench_agent.lean_lsp_mcp_peer, python, tmp_path / "mcp", bad, good, lib, 2)
     assert len(peer) == 2
+
+
+def test_the_early_barrier_diagnostic_runs_small() -> None:
+    from bench import early_barrier
+
+    result = anyio.run(early_barrier.measure, 1)
+    assert len(result["rows"]) == 8  # two files x two bodies x the two barriers
+    assert result["early_barrier_ends"] > 0 and result["early_barrier_faults"] == 0
