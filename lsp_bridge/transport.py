@@ -269,19 +269,22 @@ class LspTransport:
         required = len(requests)
         waiting = required  # how many of ``asked`` (from the start) are waited for
 
-        def first_in() -> bool:
-            return not asked or asked[0][1].finished or (early is not None and early())
+        def first_in() -> bool:  # the first request's answer (or ``early``)
+            return required == 0 or asked[0][1].finished or (early is not None and early())
+
+        def others(upto: int) -> list[tuple[int, _Pending]]:  # the rest of asked[:upto]
+            return asked[1:upto] if required else asked[:upto]
 
         def check() -> None:
             nonlocal waiting
-            if ready.is_set() or not all(p.finished for _, p in asked[1:waiting]):
+            if ready.is_set() or not all(p.finished for _, p in others(waiting)):
                 return
             if not first_in():
                 return
             if conditional is not None and not conditional.waited and _needed(conditional):
                 conditional.waited = True  # its answers are needed too
                 waiting = len(asked)
-                if not all(p.finished for _, p in asked[1:]):  # (the first is in: above)
+                if not all(p.finished for _, p in others(waiting)):
                     return
             ready.set()
 
@@ -310,7 +313,7 @@ class LspTransport:
             check()  # (answers read while the write waited for the pipe)
             with anyio.move_on_at(deadline):
                 await ready.wait()
-            late = [p for _, p in asked[1:waiting] if not p.finished]
+            late = [p for _, p in others(waiting) if not p.finished]
             if not first_in():
                 late.insert(0, asked[0][1])
             if late and not ready.is_set():  # the deadline passed

@@ -190,3 +190,28 @@ async def test_a_timeout_after_the_early_moment_names_the_query_that_did_not_ans
     assert "textDocument/documentSymbol" in str(caught.value)
     assert b"$/cancelRequest" in b"".join(process.stdin.sent)  # what is unanswered is cancelled
     assert transport.pending_count == 0 and not transport._watchers
+
+
+@pytest.mark.parametrize("needed", [True, False])
+async def test_an_exchange_of_conditional_requests_only_waits_for_them_when_needed(
+    needed: bool,
+) -> None:
+    transport, _ = _hand_fed()
+    answers: list[Any] = []
+    goals = Conditional([("$/lean/plainGoal", {}, None)], needed=lambda: needed)
+
+    async def step() -> None:
+        answers.extend(await transport.exchange([], [], timeout=5.0, conditional=goals))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(step)
+        await anyio.sleep(0.05)
+        assert bool(answers) is not needed  # needed: still waiting for the goal
+        (goal,) = transport._pending or (None,)
+        if goal is not None:
+            transport._dispatch({"jsonrpc": "2.0", "id": goal, "result": {"goals": []}})
+        with anyio.fail_after(1.0):
+            while not answers:
+                await anyio.sleep(0.005)
+    expected: list[Any] = [{"goals": []}] if needed else [None]
+    assert answers == expected
