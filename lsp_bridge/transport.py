@@ -277,9 +277,11 @@ class LspTransport:
 
         def check() -> None:
             nonlocal waiting
-            if ready.is_set() or not all(p.finished for _, p in others(waiting)):
+            # The first request first: while it is out (most of a step), this is all that
+            # runs on each of the reader's messages.
+            if ready.is_set() or not first_in():
                 return
-            if not first_in():
+            if not all(p.finished for _, p in others(waiting)):
                 return
             if conditional is not None and not conditional.waited and _needed(conditional):
                 conditional.waited = True  # its answers are needed too
@@ -521,11 +523,12 @@ class LspTransport:
                 self._on_notification(method, message.get("params"))
             except Exception:  # a handler bug must not kill the connection
                 log.exception("lsp.notification_handler_failed", method=method)
-            for watcher in tuple(self._watchers):
-                try:
-                    watcher()
-                except Exception:
-                    log.exception("lsp.exchange_check_failed", method=method)
+            if self._watchers:
+                for watcher in tuple(self._watchers):
+                    try:
+                        watcher()
+                    except Exception:
+                        log.exception("lsp.exchange_check_failed", method=method)
             return
         request_id = message.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, int) else None
