@@ -314,7 +314,8 @@ async def test_a_worker_that_cannot_start_says_why(
             elif how == "header change":
                 await client.update(uri, "-- moved\n" + text(BODIES[1]))
             else:
-                await client.change(uri, "-- moved\n" + text(BODIES[1]))
+                await client.change(uri, "-- moved\n" + text(BODIES[1]))  # (as open: above)
+                await client.wait_for(uri)
 
         with anyio.fail_after(20), pytest.raises(ServerStartFailed) as info:
             await act()
