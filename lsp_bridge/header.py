@@ -13,11 +13,13 @@ different import sets never share a key.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .lean_text import TokenKind, lean_tokens
 
 _KEYWORDS = {"module", "prelude", "import", "public", "meta", "all"}
+_SPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +28,11 @@ class Header:
     prelude: bool
     imports: tuple[str, ...]  # in file order, with modifiers, e.g. "public import all Foo.Bar"
     end: int  # code point offset just after the last header token
-    # How far the parse read: the header depends only on the text before this offset (the
-    # character after the last token read, which could have extended it; past the end of
-    # the text when the text ended the header). An edit from here on keeps the header.
+    # How far the parse read: the header depends only on the text before this offset (up to
+    # and including the first whitespace after the last token read — text joined to that
+    # token can change it: `meta.` + `X` is the name `meta.X`, `r##` + `"` a raw string;
+    # past the end of the text when the text ended the header). An edit from here on keeps
+    # the header.
     read_to: int = 0
 
     @property
@@ -62,7 +66,8 @@ class _Words:
         """The word at the cursor (None: not an identifier, or the end of the text)."""
         if self.pos == len(self._read):
             for token in self._tokens:
-                self.read_to = token.end + 1
+                space = _SPACE.search(self._text, token.end)
+                self.read_to = space.end() if space else len(self._text) + 1
                 kind = token.kind
                 if kind is TokenKind.LINE_COMMENT or kind is TokenKind.BLOCK_COMMENT:
                     continue

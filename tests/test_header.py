@@ -111,3 +111,19 @@ def test_the_header_parse_depends_on_the_character_after_the_word_that_ended_it(
     assert parse_header(text).read_to > at
     # The text's end ends the header too: anything appended may continue it.
     assert parse_header("prelude\nimport A").read_to > len("prelude\nimport A")
+
+
+def test_text_joined_to_the_last_word_read_is_part_of_what_the_header_depends_on() -> None:
+    """More than one character after it can change that word (found in review): a keyword
+    used as a name becomes a dotted name, a raw-string opener a raw string."""
+    for text, after, inserted in [
+        ("import meta.\n", "meta.", "X"),
+        ("import import.\ndef x := 1\n", "import.", "Foo"),
+        ("prelude\nimport module.", "module.", "Foo"),
+        ("import r##\n", "r##", '"'),
+    ]:
+        header = parse_header(text)
+        at = text.index(after) + len(after)
+        edited = text[:at] + inserted + text[at:]
+        assert parse_header(edited).imports != header.imports, text  # the edit matters
+        assert header.read_to > at, text  # and the header parse says so
