@@ -22,23 +22,20 @@ from typing import Any
 
 import anyio
 
-from lsp_bridge import DocQuery, LeanClient, LspPos, Timeouts, find_lean
+from lsp_bridge import PRELUDE_HEADER, DocQuery, LeanClient, LspPos, Timeouts, find_lean
 
 from .common import print_table, summarize, write_result
 
-HEAD = """prelude
-universe u v
-inductive Eq {α : Sort u} (a : α) : α → Prop where
-  | refl : Eq a a
-inductive N where
-  | z : N
-  | s : N → N
+HEAD = (
+    PRELUDE_HEADER
+    + """universe v
 
 namespace Demo
 
 theorem congr_φ {α : Sort u} {β : Sort v} (φ : α → β) {a₁ a₂ : α} (h : @Eq α a₁ a₂) :
     @Eq β (φ a₁) (φ a₂) :=
   """
+)
 TAIL = "\n\nend Demo\n"
 RIGHT = "@Eq.rec α a₁ (fun x _ => @Eq β (φ a₁) (φ x)) (@Eq.refl β (φ a₁)) a₂ h"
 WRONG = "@Eq.refl β (φ a₁)"

@@ -100,6 +100,13 @@ def main() -> None:
                 answered.clear()
         return msg
 
+    def report_fatal(uri: object, version: object) -> None:
+        """``$/lean/fileProgress``: processing of the version stopped for good."""
+        whole = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+        send({"jsonrpc": "2.0", "method": "$/lean/fileProgress",
+              "params": {"textDocument": {"uri": uri, "version": version},
+                         "processing": [{"range": whole, "kind": 2}]}})  # fmt: skip
+
     opened: dict[str, object] = {}  # the last opened document
     while True:
         msg = pending.pop(0) if pending else record(next_message())
@@ -110,11 +117,7 @@ def main() -> None:
         if "id" not in msg:
             continue
         if mode == "fatal-at-shutdown" and method == "shutdown" and opened:
-            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-            document = {"uri": opened["uri"], "version": opened["version"]}
-            send({"jsonrpc": "2.0", "method": "$/lean/fileProgress",
-                  "params": {"textDocument": document,
-                             "processing": [{"range": whole, "kind": 2}]}})  # fmt: skip
+            report_fatal(opened["uri"], opened["version"])
         unanswered = mode.startswith("unanswered:") and method in mode[11:].split(",")
         if not unanswered:
             answered.append(str(method))  # (answered below, after any read-ahead)
@@ -124,11 +127,7 @@ def main() -> None:
         if unanswered:
             continue
         if mode == "fatal-without-error" and method == WAIT and isinstance(params, dict):
-            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-            document = {"uri": params["uri"], "version": params["version"]}
-            send({"jsonrpc": "2.0", "method": "$/lean/fileProgress",
-                  "params": {"textDocument": document,
-                             "processing": [{"range": whole, "kind": 2}]}})  # fmt: skip
+            report_fatal(params["uri"], params["version"])
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
             continue
         if mode.startswith("error:"):
