@@ -135,7 +135,8 @@ async def _busy_worker(pool: WarmPool) -> tuple[int, psutil.Process]:
 async def _gone(proc: psutil.Process) -> None:
     """Wait until ``proc`` has exited: the proof that a kill happened."""
     with anyio.fail_after(10):
-        while proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+        # (conftest.process_gone: the process may be reaped between two looks at it)
+        while not process_gone(proc.pid):
             await anyio.sleep(0.02)
 
 
