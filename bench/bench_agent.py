@@ -37,11 +37,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from agent_tools.tasks import library_dir, load_suite, split_prefix
-from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean
+from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean, has_tactic_block
 
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
-from .raw_lsp import RawLean
+from .raw_lsp import GoalAsks, RawLean
 from .raw_mcp import RawMcp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,17 +103,17 @@ def texts(suite_dir: Path) -> tuple[str, str, Path]:
     return task.with_body(WRONG), task.with_body(RIGHT), lib
 
 
-def step_positions(suite_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Where a leanrig step asks for goals in the task (after the wrong body's last character,
-    at its first): for the raw floor that gets the same answers."""
+def step_positions(suite_dir: Path) -> GoalAsks:
+    """The goal query a leanrig step asks in the task, where (``LeanStep``: tactic goals
+    after the body's last character for a tactic body, else the expected type at its
+    first): for the raw floor that gets the same answers."""
     task = load_suite(suite_dir).task(TASK)
     text = task.with_body(WRONG)
     index = LineIndex(text)
     start = task.span.start + len(WRONG) - len(WRONG.lstrip())
-    return (
-        index.lsp_of_offset(task.span.start + len(WRONG)).to_json(),
-        index.lsp_of_offset(start).to_json(),
-    )
+    if has_tactic_block(WRONG):
+        return index.lsp_of_offset(task.span.start + len(WRONG)).to_json(), None
+    return None, index.lsp_of_offset(start).to_json()
 
 
 # A step's time, per row, from one variant (one kept-open server or client; two rows for two
@@ -132,7 +132,7 @@ def raw_variant(
     project: Path,
     edits: tuple[str, str, Path],
     extra: Path | None = None,
-    ask: tuple[dict[str, int], dict[str, int]] | None = None,
+    ask: GoalAsks | None = None,
 ) -> StepFn:
     """The raw floor (a blocking hand-rolled client of `lean --server`), kept open, on
     ``edits`` (bad, good, library dir)."""

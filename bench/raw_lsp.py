@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import IO, Any
 
 Position = dict[str, int]  # LSP {line, character}
+# The goal queries a leanrig step asks: (plainGoal's position, plainTermGoal's), None: not asked.
+GoalAsks = tuple[Position | None, Position | None]
 
 
 def time_alternating_edits(
@@ -24,11 +26,12 @@ def time_alternating_edits(
     good: str,
     steps: int,
     env: dict[str, str] | None = None,
-    ask: tuple[Position, Position] | None = None,
+    ask: GoalAsks | None = None,
 ) -> list[float]:
     """ms per edit → fully reported version, alternating ``good`` and ``bad`` texts. With
-    ``ask`` (goal position, term-goal position): the same answers a leanrig step gets —
-    document symbols, plain goal and term goal — asked in the same write as the change."""
+    ``ask`` (goal position, term-goal position, each None if not asked): the same answers a
+    leanrig step gets — document symbols and its goal query — asked in the same write as the
+    change."""
     raw = RawLean(argv, cwd, env)
     uri = (cwd / "Raw.lean").as_uri()
     try:
@@ -96,7 +99,7 @@ class RawLean:
         self.notify("textDocument/didOpen", {"textDocument": doc})
         self.request("textDocument/waitForDiagnostics", {"uri": uri, "version": 1})
 
-    def change(self, uri: str, text: str, ask: tuple[Position, Position] | None = None) -> None:
+    def change(self, uri: str, text: str, ask: GoalAsks | None = None) -> None:
         """Full-text change, then wait until that version is fully reported (and, with
         ``ask``, for the symbols and goals asked in the same write)."""
         self.version += 1
@@ -108,9 +111,10 @@ class RawLean:
         ]
         if ask is not None:
             td = {"uri": uri}
-            asks += [("textDocument/documentSymbol", {"textDocument": td}),
-                     ("$/lean/plainGoal", {"textDocument": td, "position": ask[0]}),
-                     ("$/lean/plainTermGoal", {"textDocument": td, "position": ask[1]})]  # fmt: skip
+            asks.append(("textDocument/documentSymbol", {"textDocument": td}))
+            for method, at in (("$/lean/plainGoal", ask[0]), ("$/lean/plainTermGoal", ask[1])):
+                if at is not None:
+                    asks.append((method, {"textDocument": td, "position": at}))
         waiting: set[Any] = set()
         for method, params in asks:
             self.next_id += 1
@@ -135,7 +139,7 @@ class RawLean:
         good: str,
         bad: str,
         steps: int,
-        ask: tuple[Position, Position] | None = None,
+        ask: GoalAsks | None = None,
         idle: float = 0.0,
     ) -> list[float]:
         """ms per edit of the open document ``uri``: ``good``, ``bad``, ``good``, … (``idle``:

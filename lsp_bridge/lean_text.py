@@ -271,3 +271,24 @@ def name_parts(name: str) -> tuple[str, ...]:
     return tuple(
         m.group(1) if m.group(1) is not None else m.group(2) for m in _NAME_PART.finditer(name)
     )
+
+
+# Tokens after which Lean elaborates a tactic block: the keyword `by`, `decreasing_by` (a
+# termination proof) and `‹`, whose notation `‹t›` is `(by assumption : t)`.
+_TACTIC_OPENERS = frozenset({"by", "decreasing_by", "‹"})
+
+
+def has_tactic_block(text: str) -> bool:
+    """Whether the code ``text`` (e.g. a proof body) opens a tactic block: a `by`,
+    `decreasing_by` or `‹` token, not in a comment or literal nor part of a longer name.
+    Without one, no tactic of the text's own runs, so no position in it has tactic goals (a
+    user's notation that expands to `by` aside)."""
+    if "by" not in text and "‹" not in text:
+        return False
+    return any(
+        token.kind in _CODE_WORDS and token.text(text) in _TACTIC_OPENERS
+        for token in lean_tokens(text)
+    )
+
+
+_CODE_WORDS = frozenset({TokenKind.IDENT, TokenKind.SYMBOL})

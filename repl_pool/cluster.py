@@ -223,8 +223,8 @@ class RemoteSlot(Slot):
         self,
         text: str,
         *,
-        goal_at: LspPos,
-        term_at: LspPos,
+        goal_at: LspPos | None,
+        term_at: LspPos | None,
         timeout: float,
         symbols_from: int = 0,
     ) -> Elaboration:

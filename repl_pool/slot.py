@@ -73,7 +73,8 @@ OPEN_COST_CHARS = 2000
 @dataclass(frozen=True, slots=True)
 class Elaboration:
     """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked
-    (the goals are None exactly when the report is clean: not asked, or their error ignored)."""
+    (a goal asked is None exactly when the report is clean: not waited for, or its error
+    ignored; one not asked is None)."""
 
     report: DocumentReport
     symbols: list[DocumentSymbol]
@@ -352,35 +353,36 @@ class Slot:
         self,
         text: str,
         *,
-        goal_at: LspPos,
-        term_at: LspPos,
+        goal_at: LspPos | None,
+        term_at: LspPos | None,
         timeout: float,
         symbols_from: int = 0,
     ) -> Elaboration:
         """``elaborate(text)`` and, about the same version, its document symbols and — unless
-        the version is clean — the goals at two positions. All go to Lean with the change in
-        one write, so none costs a round trip after the barrier; a clean version's step does
-        not wait for the goals (lsp_bridge ``LeanClient.update``, ``unless_clean``).
+        the version is clean — the tactic goals at ``goal_at`` and the expected type at
+        ``term_at`` (None: not asked; each goal query costs Lean about as much as a fifth of
+        a short step, so a caller asks the one it will show). All go to Lean with the change
+        in one write, so none costs a round trip after the barrier; a clean version's step
+        does not wait for the goals (lsp_bridge ``LeanClient.update``, ``unless_clean``).
         ``symbols_from``: only the symbols ending on or after this line
         (``parse_symbols``)."""
         client = self._client()
+        queries = [DocQuery.symbols(symbols_from)]
+        if goal_at is not None:
+            queries.append(DocQuery.plain_goal(goal_at).made_optional().made_unless_clean())
+        if term_at is not None:
+            queries.append(DocQuery.plain_term_goal(term_at).made_optional().made_unless_clean())
         async with self._guard():
             uri, _ = self._place(client, text)
             try:
-                report, (symbols, goal, term) = await client.update(
-                    uri,
-                    text,
-                    [
-                        DocQuery.symbols(symbols_from),
-                        DocQuery.plain_goal(goal_at).made_optional().made_unless_clean(),
-                        DocQuery.plain_term_goal(term_at).made_optional().made_unless_clean(),
-                    ],
-                    timeout=timeout,
-                )
+                report, answers = await client.update(uri, text, queries, timeout=timeout)
             except BaseException:
                 if not client.is_open(uri):
                     self._documents.pop(uri, None)  # as in send(): never opened
                 raise
+            symbols, *goals = answers
+            goal = goals.pop(0) if goal_at is not None else None
+            term = goals.pop(0) if term_at is not None else None
             # The goals explain a report with something in it; an error of theirs is the
             # step's then. (Asked on a first error that a later report of the version
             # dropped, they are not needed, and neither is their error.)

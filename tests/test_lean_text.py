@@ -19,6 +19,7 @@ from lsp_bridge import (
     LITERAL_KINDS,
     LeanToken,
     TokenKind,
+    has_tactic_block,
     lean_tokens,
     name_parts,
     scan_text,
@@ -507,3 +508,33 @@ def test_regression_hex_and_unicode_char_escapes_are_literals() -> None:
     # '\u03B1' were code
     text = "f '\\x41' '\\u03B1'"
     assert comment_mask(text) == [False, False, *([True] * 6), False, *([True] * 8)]
+
+
+@pytest.mark.parametrize(
+    ("body", "tactic"),
+    [
+        ("\n  by\n    intro x\n    exact x", True),
+        ("\n  ⟨by simp, h.1⟩", True),
+        ("\n  fun x => (by decide : x = x)", True),
+        ("\n  go n\ndecreasing_by simp_wf; omega", True),
+        ("\n  ‹p ∧ q›.1", True),  # `(by assumption : p ∧ q)`
+        ("\n  by", True),
+        ("\n  @And.intro q p h.2 h.1", False),
+        ("\n  h -- by symmetry", False),
+        ("\n  /- by\n  /- nested by -/ -/ h", False),
+        ('\n  f "by" \'b\' r#"by"#', False),
+        ("\n  by_cases.elim h", False),  # a name that starts with `by`
+        ("\n  Nat.by h", False),
+        ("\n  «by» h", False),
+        ("\n  nearby h", False),
+        ("", False),
+    ],
+)
+def test_a_tactic_block_is_a_by_token_in_code(body: str, tactic: bool) -> None:
+    assert has_tactic_block(body) is tactic
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\n"), max_size=60))
+def test_nothing_in_a_line_comment_opens_a_tactic_block(text: str) -> None:
+    assert not has_tactic_block(f"h -- {text}\n")
+    assert has_tactic_block(f"h -- {text}\nby")

@@ -33,6 +33,7 @@ from lsp_bridge import (
     Severity,
     WorkerCrashed,
     WorkerExited,
+    has_tactic_block,
 )
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
 
@@ -105,14 +106,20 @@ def maybe_incomplete(report: DocumentReport) -> bool:
 class LeanStep:
     """The Lean part of one step on a slot: make ``text`` the holder's document and wait for
     its report, with — about the same version — the document symbols (for the scope check) and
-    the goals at ``goal_at`` / ``term_at`` (shown when the proof is incomplete).
+    the goals to show when the proof is incomplete: for a body with a tactic block
+    (``tactic``), the tactic goals at ``goal_at``, and only if there are none the expected
+    type at ``term_at``; for a term body, that expected type.
 
     Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
     may run it where the slot lives. The change, the barrier, the symbols query and the goal
-    queries go to Lean in one write (``Slot.elaborate_and_ask``): Lean answers them while it
+    query go to Lean in one write (``Slot.elaborate_and_ask``): Lean answers them while it
     finishes the version, so they add no round trip after the barrier (asked one after
     another, the symbols cost ~1 ms after it on every step and the goals another 1-1.5 ms on
-    every incomplete one), and a clean version's step does not wait for its goals."""
+    every incomplete one), and a clean version's step does not wait for its goals. One goal
+    query, not both: each costs Lean CPU that the version's elaboration competes with on two
+    cores, whether or not its answer is shown (a short file's step took 0.14-0.75 ms longer
+    with both, four interleaved runs); the expected type of a tactic body is asked after the
+    barrier, in the step that needs it."""
 
     text: str
     timeout: float
@@ -120,6 +127,7 @@ class LeanStep:
     term_at: LspPos  # expected type: the body's first non-space character
     # The target declaration's first line: the scope check needs no earlier symbol.
     symbols_from: int = 0
+    tactic: bool = True  # the body opens a tactic block (lean_text.has_tactic_block)
     portable = True
 
     @property
@@ -132,19 +140,27 @@ class LeanStep:
     async def __call__(self, slot: Slot) -> LeanAnswer:
         started = time.perf_counter()
         done = await slot.elaborate_and_ask(
-            self.text, goal_at=self.goal_at, term_at=self.term_at, timeout=self.timeout,
+            self.text,
+            goal_at=self.goal_at if self.tactic else None,
+            term_at=None if self.tactic else self.term_at,
+            timeout=self.timeout,
             symbols_from=self.symbols_from,
-        )  # fmt: skip
+        )
         goals: list[str] | None = None
         if maybe_incomplete(done.report):
-            if done.goal is None or done.term_goal is None:
-                # Not asked: the report is clean, and only an information message looks like
-                # an incomplete proof (e.g. a trace quoting "declaration uses 'sorry'").
+            asked = done.goal if self.tactic else done.term_goal
+            term = done.term_goal
+            if asked is None:
+                # Not waited for: the report is clean, and only an information message looks
+                # like an incomplete proof (e.g. a trace quoting "declaration uses 'sorry'").
                 goals = []
-            elif done.goal.status == "goals":  # tactic goals at the end of the body
-                goals = list(done.goal.goals)
+            elif done.goal is not None and done.goal.status == "goals":
+                goals = list(done.goal.goals)  # tactic goals at the end of the body
             else:  # else the expected type at its start
-                goals = [done.term_goal.goal] if done.term_goal.status == "goal" else []
+                if term is None:  # a tactic body without goals at its end: ask now
+                    left = self.timeout - (time.perf_counter() - started)
+                    term = await slot.plain_term_goal(self.term_at, timeout=max(left, 0.001))
+                goals = [term.goal] if term.status == "goal" else []
         return LeanAnswer(done.report, done.symbols, goals, time.perf_counter() - started)
 
 
@@ -208,7 +224,10 @@ class Elaborator:
         # The scope check looks at the target and what follows it (check_scope).
         decl_at = view.lsp_to_lean(index.lsp_of_offset(task.span.decl_start))
         symbols_from = decl_at.line if decl_at is not None else 0
-        step = LeanStep(lean_text, self.step_timeout, goal_at, term_at, symbols_from)
+        step = LeanStep(
+            lean_text, self.step_timeout, goal_at, term_at, symbols_from,
+            tactic=has_tactic_block(body),
+        )  # fmt: skip
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
         try:
