@@ -280,15 +280,24 @@ _TACTIC_OPENERS = frozenset({"by", "decreasing_by", "‹"})
 
 def has_tactic_block(text: str) -> bool:
     """Whether the code ``text`` (e.g. a proof body) opens a tactic block: a `by`,
-    `decreasing_by` or `‹` token, not in a comment or literal nor part of a longer name.
-    Without one, no tactic of the text's own runs, so no position in it has tactic goals (a
-    user's notation that expands to `by` aside)."""
+    `decreasing_by` or `‹` token, not in a comment or literal nor part of a longer name —
+    or maybe one: an interpolated string (``s!"…"``, ``m!"…"``) with `by` in it, whose
+    ``{…}`` parts are code. Without one, no tactic written in the text runs, so no position
+    in it has tactic goals of its own (a notation that expands to `by`, or an auto-param
+    tactic Lean runs unwritten, aside)."""
     if "by" not in text and "‹" not in text:
         return False
-    return any(
-        token.kind in _CODE_WORDS and token.text(text) in _TACTIC_OPENERS
-        for token in lean_tokens(text)
-    )
+    for token in lean_tokens(text):
+        if token.kind in _CODE_WORDS:
+            if token.text(text) in _TACTIC_OPENERS:
+                return True
+        elif token.kind is TokenKind.STRING and _interpolated(text, token):
+            return True
+    return False
+
+
+def _interpolated(text: str, string: LeanToken) -> bool:
+    return text[string.start - 1 : string.start] == "!" and "by" in string.text(text)
 
 
 _CODE_WORDS = frozenset({TokenKind.IDENT, TokenKind.SYMBOL})

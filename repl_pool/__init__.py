@@ -12,7 +12,7 @@ from .pool import PoolStats, ProcessStat, WarmPool
 from .sandbox import SandboxPolicy, uses_namespaces
 from .sandbox import available as sandbox_tools
 from .sandbox import wrapper as sandbox_wrapper
-from .slot import Elaboration, PoolKey, Slot
+from .slot import Elaboration, PoolKey, Slot, lean_refused
 
 __all__ = [
     "Completed",
@@ -37,6 +37,7 @@ __all__ = [
     "WarmPool",
     "base_env",
     "default_max_processes",
+    "lean_refused",
     "node_of",
     "parse_header",
     "protocol_stdout",

@@ -73,8 +73,9 @@ OPEN_COST_CHARS = 2000
 @dataclass(frozen=True, slots=True)
 class Elaboration:
     """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked
-    (a goal asked is None exactly when the report is clean: not waited for, or its error
-    ignored; one not asked is None)."""
+    (a goal asked is None when the report is clean — not waited for, or its error ignored —
+    and when Lean answered its query with an error, ``lean_refused``; one not asked is
+    None)."""
 
     report: DocumentReport
     symbols: list[DocumentSymbol]
@@ -104,6 +105,7 @@ class SlotFate:
 
 
 _KEEP = "the server process is fine"
+_ANSWERED = SlotFate(False, False, f"the server answered with an error; {_KEEP}")
 # Most specific first: WorkerCrashed, ContentModified ... are ResponseErrors, which are
 # ServerErrors. The first matching class decides.
 _FATES: tuple[tuple[type[BaseException], SlotFate], ...] = (
@@ -120,7 +122,7 @@ _FATES: tuple[tuple[type[BaseException], SlotFate], ...] = (
     (RequestCancelled, SlotFate(False, True, "the server cancelled the request")),
     (RpcNeedsReconnect, SlotFate(False, True, "the RPC session was dropped")),
     # Any other answer: the server is alive and answered; asking again gives the same answer.
-    (ResponseError, SlotFate(False, False, f"the server answered with an error; {_KEEP}")),
+    (ResponseError, _ANSWERED),
     # A missed deadline: the process may be hung or stuck in a runaway elaboration. Kill it;
     # deadlines are never retried (the same work would miss the same deadline).
     (RequestTimeout, SlotFate(True, False, "missed a deadline")),
@@ -142,6 +144,13 @@ def slot_fate(error: BaseException) -> SlotFate:
         if isinstance(error, cls):
             return fate
     return _CALLER
+
+
+def lean_refused(error: BaseException) -> bool:
+    """Lean answered the request with an error of its own (its handler failed, e.g. the pretty
+    printer on a term it cannot show): the process is fine, and asking the same again gets the
+    same answer."""
+    return slot_fate(error) is _ANSWERED
 
 
 def portable_deadline(operation: object) -> float | None:
@@ -360,8 +369,9 @@ class Slot:
     ) -> Elaboration:
         """``elaborate(text)`` and, about the same version, its document symbols and — unless
         the version is clean — the tactic goals at ``goal_at`` and the expected type at
-        ``term_at`` (None: not asked; each goal query costs Lean about as much as a fifth of
-        a short step, so a caller asks the one it will show). All go to Lean with the change
+        ``term_at`` (None: not asked; each goal query costs Lean CPU that the version's
+        elaboration competes with, a few percent of a short step, so a caller asks the one it
+        will show). All go to Lean with the change
         in one write, so none costs a round trip after the barrier; a clean version's step
         does not wait for the goals (lsp_bridge ``LeanClient.update``, ``unless_clean``).
         ``symbols_from``: only the symbols ending on or after this line
@@ -383,12 +393,15 @@ class Slot:
             symbols, *goals = answers
             goal = goals.pop(0) if goal_at is not None else None
             term = goals.pop(0) if term_at is not None else None
-            # The goals explain a report with something in it; an error of theirs is the
-            # step's then. (Asked on a first error that a later report of the version
-            # dropped, they are not needed, and neither is their error.)
-            for answer in (goal, term):
-                if isinstance(answer, LeanrigError) and not report.clean:
-                    raise answer
+            # The goals explain a report with something in it; a failure of the process or
+            # worker behind them is the step's then. An error Lean answered a goal query with
+            # leaves that goal out: the version's report stands. (Asked on a first error that
+            # a later report of the version dropped, they are not needed, and neither is
+            # their error.)
+            if not report.clean:
+                for answer in (goal, term):
+                    if isinstance(answer, LeanrigError) and not lean_refused(answer):
+                        raise answer
             return Elaboration(
                 report,
                 symbols,

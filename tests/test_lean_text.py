@@ -523,6 +523,8 @@ def test_regression_hex_and_unicode_char_escapes_are_literals() -> None:
         ("\n  h -- by symmetry", False),
         ("\n  /- by\n  /- nested by -/ -/ h", False),
         ('\n  f "by" \'b\' r#"by"#', False),
+        ('\n  g s!"{by simp}"', True),  # interpolation: its `{…}` parts are code
+        ('\n  g s!"nearby {x}"', True),  # (maybe: a query more, the same goals)
         ("\n  by_cases.elim h", False),  # a name that starts with `by`
         ("\n  Nat.by h", False),
         ("\n  «by» h", False),

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema  # type: ignore[import-untyped]
 import orjson
 import pytest
@@ -336,7 +337,7 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
     tactic: bool, at_end: Any, asked: list[tuple[Any, ...]], goals: list[str]
 ) -> None:
     """Each goal query costs Lean a share of the step whether or not its answer is shown (two
-    made a short step 0.14-0.75 ms longer than one): a term body's step asks only for the expected
+    made a short step 0.13-0.45 ms longer than one): a term body's step asks only for the expected
     type at its start, a tactic body's only for the tactic goals at its end — and, only when
     there are none, for the expected type after the barrier. Each used to ask both."""
     from agent_tools.sessions.elaborate import LeanStep
@@ -387,6 +388,72 @@ async def test_tactic_and_term_bodies_show_lean_s_goals(
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(sid, body)
     assert not step.complete and step.goals == goals, (step.goals, step.diagnostics)
+
+
+async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refused() -> None:
+    """A tactic body without goals at its end asks for the expected type after the barrier
+    (review): with the barrier in the step's last moment, that query got the 1 ms left and
+    the finished step failed as a timeout; now it gets at least LATE_QUERY_SECONDS. An error
+    Lean answers it with leaves the goals out instead of failing the step."""
+    from agent_tools.sessions.elaborate import LATE_QUERY_SECONDS, LeanStep
+    from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, ResponseError, Severity
+    from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
+    from repl_pool.slot import Elaboration
+
+    at = LspPos(3, 2)
+    error = LeanDiagnostic(LspRange(at, at), Severity.ERROR, "unknown tactic")
+    report = DocumentReport("file:///T.lean", 2, 2, "done", (error,))
+    given: list[float] = []
+
+    class LateSlot:
+        def __init__(self, refuse: bool) -> None:
+            self.refuse = refuse
+
+        async def elaborate_and_ask(self, text: str, *, timeout: float, **_: Any) -> Elaboration:
+            await anyio.sleep(timeout)  # the barrier came at the end of the step's time
+            return Elaboration(report, [], PlainGoal("no_goal"), None)
+
+        async def plain_term_goal(self, pos: LspPos, *, timeout: float) -> PlainTermGoal:
+            given.append(timeout)
+            if self.refuse:
+                raise ResponseError("$/lean/plainTermGoal", -32603, "Unknown constant")
+            return PlainTermGoal("goal", "⊢ q ∧ p")
+
+    step = LeanStep("text", 0.05, at, at, tactic=True)
+    answer = await step(LateSlot(refuse=False))  # type: ignore[arg-type]
+    assert answer.goals == ["⊢ q ∧ p"]
+    assert given == [LATE_QUERY_SECONDS]
+    refused = await step(LateSlot(refuse=True))  # type: ignore[arg-type]
+    assert refused.goals == [] and refused.report is report
+
+
+async def test_a_goal_query_lean_answers_with_an_error_leaves_the_goals_out(
+    service: ProofService,
+) -> None:
+    """On the prelude-only Lean a name literal cannot be shown (`Lean.Name.mkStr1` is
+    unknown), so Lean answers the expected-type query with an error: the step failed with
+    "Lean failed: ResponseError (retry the call; the Lean process was replaced)" — neither
+    true nor useful. Now the step shows Lean's diagnostics without goals, and get_goals
+    there shows what Lean can answer."""
+    sid = (await service.open_task("and_swap")).session_id
+    step = await service.set_proof(sid, "\n  `foo")
+    assert not step.complete and step.goals == []
+    assert any("Unknown constant" in d.message for d in step.diagnostics), step.diagnostics
+    start = (await service.get_proof_state(sid)).body_range.start
+    goals = await service.get_goals(sid, start.line + 1, 3)
+    assert goals.term_goal is None and goals.goals == []
+
+
+def test_an_error_lean_answers_with_is_not_called_a_replaced_process() -> None:
+    from agent_tools.sessions.errors import agent_error
+    from lsp_bridge import ResponseError, WorkerCrashed
+
+    refused = agent_error(ResponseError("$/lean/plainGoal", -32603, "boom"))
+    assert "Lean answered with an error" in refused.message and "boom" in refused.message
+    assert refused.code == "lean_error"  # not an infrastructure failure (runs: INFRA_OUTCOMES)
+    assert refused.hint is not None and "replaced" not in refused.hint
+    crashed = agent_error(WorkerCrashed("$/lean/plainGoal", -32902, "the file worker crashed"))
+    assert crashed.hint is not None and "replaced" in crashed.hint
 
 
 async def test_goals_after_the_documents_worker_crashed_restart_it(

@@ -156,7 +156,7 @@ class ToolFailure(ToolOutput):
     """The one error shape: a stable code, what happened, what to do next."""
 
     code: str = Field(description="rejected, unknown_task, unknown_session, invalid_argument, "
-                      "timeout, busy, lean_failure or unavailable")  # fmt: skip
+                      "timeout, busy, lean_error, lean_failure or unavailable")  # fmt: skip
     message: str
     hint: str = ""
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lsprotocol.types import DocumentSymbol
 
@@ -26,16 +27,18 @@ from lsp_bridge import (
     DocumentReport,
     ElaborationFailed,
     LeanDiagnostic,
+    LeanrigError,
     LineIndex,
     LspPos,
     LspRange,
+    PlainTermGoal,
     Pos,
     Severity,
     WorkerCrashed,
     WorkerExited,
     has_tactic_block,
 )
-from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool
+from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, lean_refused
 
 from ..tasks import (
     Task,
@@ -50,6 +53,12 @@ from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete, leaves_proof_open
+
+T = TypeVar("T")
+
+# The least time a goal query asked after a step's barrier gets (``LeanStep``), whatever is
+# left of the step's own time: the version is elaborated by then, so the query is short.
+LATE_QUERY_SECONDS = 1.0
 
 # A task file may leave helper lemmas with `sorry` (as many benchmark files do): a target
 # proved *through* one reports no error and no sorry of its own, yet depends on `sorryAx`, and
@@ -108,7 +117,12 @@ class LeanStep:
     its report, with — about the same version — the document symbols (for the scope check) and
     the goals to show when the proof is incomplete: for a body with a tactic block
     (``tactic``), the tactic goals at ``goal_at``, and only if there are none the expected
-    type at ``term_at``; for a term body, that expected type.
+    type at ``term_at``; for a term body, that expected type. (The goals asking both queries
+    showed, whenever the body's tactic blocks are written in it; a tactic Lean runs without
+    a written ``by`` — an auto-param such as the bound proof of ``xs[i]``, the default
+    ``decreasing_tactic`` — could show its goals at a term body's end, which now shows the
+    expected type, and its own error states its goal.) A goal query Lean answers with an
+    error (``lean_refused``) leaves the goals out; the step's report stands.
 
     Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
     may run it where the slot lives. The change, the barrier, the symbols query and the goal
@@ -117,9 +131,9 @@ class LeanStep:
     another, the symbols cost ~1 ms after it on every step and the goals another 1-1.5 ms on
     every incomplete one), and a clean version's step does not wait for its goals. One goal
     query, not both: each costs Lean CPU that the version's elaboration competes with on two
-    cores, whether or not its answer is shown (a short file's step took 0.14-0.75 ms longer
-    with both, four interleaved runs); the expected type of a tactic body is asked after the
-    barrier, in the step that needs it."""
+    cores, whether or not its answer is shown (a short file's step took 0.13-0.45 ms longer
+    with both in three interleaved in-process runs, 0.31 ms over MCP); the expected type of a
+    tactic body is asked after the barrier, in the step that needs it."""
 
     text: str
     timeout: float
@@ -132,8 +146,9 @@ class LeanStep:
 
     @property
     def deadline(self) -> float:
-        # The answers' deadline, plus slack for what surrounds it (the write, cancelling
-        # unanswered requests on a timeout: up to 1 s each), so a pool running the step
+        # The answers' deadline, plus slack for what surrounds it (the write, a late goal
+        # query, cancelling unanswered requests on a timeout: up to 1 s each), so a pool
+        # running the step
         # elsewhere hears of a slot's timeout rather than declaring the node lost.
         return self.timeout + 10.0
 
@@ -148,20 +163,31 @@ class LeanStep:
         )
         goals: list[str] | None = None
         if maybe_incomplete(done.report):
-            asked = done.goal if self.tactic else done.term_goal
-            term = done.term_goal
-            if asked is None:
-                # Not waited for: the report is clean, and only an information message looks
-                # like an incomplete proof (e.g. a trace quoting "declaration uses 'sorry'").
+            goal, term = done.goal, done.term_goal
+            if done.report.clean:
+                # Not waited for: only an information message looks like an incomplete proof
+                # (e.g. a trace quoting "declaration uses 'sorry'").
                 goals = []
-            elif done.goal is not None and done.goal.status == "goals":
-                goals = list(done.goal.goals)  # tactic goals at the end of the body
+            elif goal is not None and goal.status == "goals":
+                goals = list(goal.goals)  # tactic goals at the end of the body
             else:  # else the expected type at its start
-                if term is None:  # a tactic body without goals at its end: ask now
-                    left = self.timeout - (time.perf_counter() - started)
-                    term = await slot.plain_term_goal(self.term_at, timeout=max(left, 0.001))
-                goals = [term.goal] if term.status == "goal" else []
+                if self.tactic:  # a tactic body without goals at its end: ask now
+                    term = await self._late_term_goal(slot, started)
+                goals = [term.goal] if term is not None and term.status == "goal" else []
         return LeanAnswer(done.report, done.symbols, goals, time.perf_counter() - started)
+
+    async def _late_term_goal(self, slot: Slot, started: float) -> PlainTermGoal | None:
+        """The expected type at the body's start, asked after the barrier: within what is
+        left of the step's time, but never less than ``LATE_QUERY_SECONDS`` (the version is
+        elaborated, so a query is short; a barrier at the end of the budget must not turn
+        the step into a timeout). None: Lean answered it with an error."""
+        left = self.timeout - (time.perf_counter() - started)
+        try:
+            return await slot.plain_term_goal(self.term_at, timeout=max(left, LATE_QUERY_SECONDS))
+        except LeanrigError as exc:
+            if lean_refused(exc):
+                return None
+            raise
 
 
 class Elaborator:
@@ -351,14 +377,16 @@ class Elaborator:
                     # would the pool's retry; the text sent again restarts it (once).
                     await slot.elaborate(lean_text, timeout=timeout)
                     plain = await slot.plain_goal(pos, timeout=timeout)
-                term = await slot.plain_term_goal(pos, timeout=timeout)
-                structured = await slot.interactive_goals(pos, timeout=timeout)
+                # The expected type and the structured goals add to the goals; an error Lean
+                # answers one of them with leaves it out (e.g. its pretty printer failed).
+                term = await _unless_refused(slot.plain_term_goal(pos, timeout=timeout))
+                structured = await _unless_refused(slot.interactive_goals(pos, timeout=timeout))
             return GoalsResult(
                 line=at.line,
                 column=at.column,
                 goals=list(plain.goals),
                 goal_status=plain.status,
-                term_goal=term.goal if term.status == "goal" else None,
+                term_goal=term.goal if term is not None and term.status == "goal" else None,
                 structured=[
                     StructuredGoal(
                         hypotheses=[
@@ -368,8 +396,18 @@ class Elaborator:
                         target=g.target,
                         user_name=g.user_name,
                     )
-                    for g in structured
+                    for g in structured or ()
                 ],
             )
 
         return await self.pool.run(key, operation, holder=holder)
+
+
+async def _unless_refused(query: Awaitable[T]) -> T | None:
+    """``query``'s answer, or None when Lean answered it with an error (``lean_refused``)."""
+    try:
+        return await query
+    except LeanrigError as exc:
+        if lean_refused(exc):
+            return None
+        raise

@@ -4,7 +4,7 @@ where lower-level failures become them — no paths, no stderr, always a next st
 from __future__ import annotations
 
 from lsp_bridge import LeanrigError, RequestTimeout
-from repl_pool import PoolBusy, PoolClosed
+from repl_pool import PoolBusy, PoolClosed, lean_refused
 
 
 class ToolError(LeanrigError):
@@ -43,6 +43,13 @@ def agent_error(exc: LeanrigError) -> ToolError:
         return ToolError("all Lean processes are busy", code="busy", hint="retry in a moment")
     if isinstance(exc, PoolClosed):
         return ToolError("the server is shutting down", code="unavailable")
+    if lean_refused(exc):
+        return ToolError(
+            f"Lean answered with an error: {exc.message}",
+            code="lean_error",
+            hint="Lean could not answer this (its process is fine and the session unchanged); "
+            "asking the same again gets the same answer, so change the proof or the position",
+        )
     return ToolError(
         f"Lean failed: {type(exc).__name__}",
         code="lean_failure",
