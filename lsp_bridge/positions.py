@@ -77,6 +77,25 @@ class LineIndex:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    @classmethod
+    def sharing(cls, base: LineIndex, upto: int, text: str) -> LineIndex:
+        """The index of ``text``, which equals ``base.text`` up to offset ``upto``: ``base``'s
+        line starts up to there are reused and only the rest of ``text`` is scanned (a proof
+        step's file differs from its task file only from the body on; a 1000-line task file
+        costs ~0.3 ms to index whole)."""
+        starts = base._starts
+        kept = starts[: bisect.bisect_right(starts, upto)]
+        # Every line break before ``upto`` is counted in ``kept`` (its start is <= upto), so
+        # the next one is at or after the last start kept.
+        find = text.find
+        index = find("\n", kept[-1])
+        while index != -1:
+            kept.append(index + 1)
+            index = find("\n", index + 1)
+        shared = cls(text)
+        shared.__dict__["_starts"] = kept  # the cached_property's slot
+        return shared
+
     @cached_property
     def _starts(self) -> list[int]:
         starts = [0]

@@ -58,3 +58,16 @@ def test_positions_past_the_end_clamp() -> None:
     index = LineIndex("ab\ncd")
     assert index.to_lsp(Pos(9, 9)) == LspPos(1, 2)
     assert index.offset_of_lsp(LspPos(5, 0)) == 5
+
+
+@given(texts, st.data())
+def test_an_index_sharing_a_prefix_equals_a_fresh_one(base: str, data: st.DataObject) -> None:
+    upto = data.draw(st.integers(0, len(base)), label="upto")
+    rest = data.draw(texts, label="rest")
+    text = base[:upto] + rest
+    shared = LineIndex.sharing(LineIndex(base), upto, text)
+    fresh = LineIndex(text)
+    assert shared.line_count == fresh.line_count
+    for offset in range(len(text) + 1):
+        assert shared.pos_of(offset) == fresh.pos_of(offset)
+        assert shared.lsp_of_offset(offset) == fresh.lsp_of_offset(offset)

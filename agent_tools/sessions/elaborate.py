@@ -89,6 +89,7 @@ def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentR
 @dataclass(frozen=True, slots=True)
 class Elaborated:
     text: str
+    index: LineIndex  # of ``text``
     report: DocumentReport
     goals: list[str]
     rejected: str | None
@@ -206,6 +207,7 @@ class Elaborator:
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
+        self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
         # task id -> does the task file leave declarations other than the target with sorry?
         self._sorry_helpers: dict[str, bool] = {}
         # task id -> errors after the body that only the blanked wrappers cause
@@ -239,7 +241,7 @@ class Elaborator:
         key = self._key(task, view, lean_text)
         probe_line = self._probe_line(task, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
-        index = LineIndex(text)
+        index = LineIndex.sharing(self._task_lines(task), body_start, text)
         first, last = code_span(text, body_start, body_end)
         if text.startswith("@", first) and first + 1 < last:
             first += 1  # Lean has no term info on the `@` of `@f x`; the application starts here
@@ -292,7 +294,14 @@ class Elaborator:
         )
         ok = rejected is None
         goals = answer.goals if ok and not complete and answer.goals is not None else []
-        return Elaborated(text, report, goals, rejected, complete and ok)
+        return Elaborated(text, index, report, goals, rejected, complete and ok)
+
+    def _task_lines(self, task: Task) -> LineIndex:
+        """The task file's line index (kept: a step's file shares it up to the body)."""
+        lines = self._lines.get(task.id)
+        if lines is None:
+            lines = self._lines[task.id] = LineIndex(task.text)
+        return lines
 
     def _lean_text(self, task: Task, view: TaskView, text: str) -> str:
         """Lean's session document for the task-file ``text``: the view's document, the

@@ -31,13 +31,12 @@ from .session import ProofSession
 _SETUP_ARTEFACT = re.compile(r"internal exception #\d+")
 
 
-def agent_diagnostics(text: str, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
-    """Diagnostics in agent coordinates (1-based line, code point column); silent ones and
-    setup artefacts dropped."""
+def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
+    """Diagnostics in agent coordinates (1-based line, code point column) of the text
+    ``index`` indexes; silent ones and setup artefacts dropped."""
     shown = [d for d in diagnostics if not d.is_silent]
     if any(d.is_error and not _SETUP_ARTEFACT.fullmatch(d.message.strip()) for d in shown):
         shown = [d for d in shown if not _SETUP_ARTEFACT.fullmatch(d.message.strip())]
-    index = LineIndex(text)
     out = []
     for d in shown:
         start, end = index.from_lsp(d.range.start), index.from_lsp(d.range.end)
@@ -64,12 +63,12 @@ def body_range(session: ProofSession) -> BodyRange:
 
 
 def step_state(
-    version: int, text: str, diagnostics: Sequence[LeanDiagnostic], goals: list[str],
+    version: int, index: LineIndex, diagnostics: Sequence[LeanDiagnostic], goals: list[str],
     complete: bool,
 ) -> StepState:  # fmt: skip
     return StepState(
         version=version,
-        diagnostics=agent_diagnostics(text, diagnostics),
+        diagnostics=agent_diagnostics(index, diagnostics),
         goals=goals,
         complete=complete,
     )

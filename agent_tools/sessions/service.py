@@ -275,7 +275,7 @@ class ProofService:
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(
             version,
-            elaborated.text,
+            elaborated.index,
             elaborated.report.diagnostics,
             elaborated.goals,
             elaborated.complete,
@@ -355,7 +355,7 @@ class ProofService:
                     index=i,
                     rejected=rejected,
                     error=failure,
-                    diagnostics=agent_diagnostics(elaborated.text, elaborated.report.diagnostics)
+                    diagnostics=agent_diagnostics(elaborated.index, elaborated.report.diagnostics)
                     if elaborated
                     else [],
                     goals=elaborated.goals if elaborated else [],
