@@ -61,7 +61,7 @@ from .lean_types import (
     ReportStatus,
     collect_rpc_refs,
 )
-from .positions import LineIndex, LspPos
+from .positions import LspPos, lsp_position
 from .timeouts import DEFAULT_TIMEOUTS, Timeouts
 from .transport import Conditional, LspTransport, unreadable_answer
 
@@ -766,12 +766,11 @@ class LeanClient:
         changes: list[dict[str, Any]] = []
         text = doc.text
         for e in edits:
-            index = LineIndex(text)
             changes.append(
                 {
                     "range": {
-                        "start": index.lsp_of_offset(e.start).to_json(),
-                        "end": index.lsp_of_offset(e.end).to_json(),
+                        "start": lsp_position(text, e.start).to_json(),
+                        "end": lsp_position(text, e.end).to_json(),
                     },
                     "text": e.text,
                 }

@@ -7,7 +7,12 @@ from hypothesis import strategies as st
 
 from lsp_bridge import LineIndex, LspPos, Pos, minimal_edit
 from lsp_bridge.client import apply_edit
-from lsp_bridge.positions import codepoint_to_utf16, utf16_len, utf16_to_codepoint
+from lsp_bridge.positions import (
+    codepoint_to_utf16,
+    lsp_position,
+    utf16_len,
+    utf16_to_codepoint,
+)
 
 # Text mixing ASCII, BMP math and non-BMP math letters (𝔽, 𝓗 are 2 UTF-16 units each).
 alphabet = st.sampled_from(list("ab :=\n∀→ℕλ𝔽𝓗𝕜\r"))
@@ -71,3 +76,11 @@ def test_an_index_sharing_a_prefix_equals_a_fresh_one(base: str, data: st.DataOb
     for offset in range(len(text) + 1):
         assert shared.pos_of(offset) == fresh.pos_of(offset)
         assert shared.lsp_of_offset(offset) == fresh.lsp_of_offset(offset)
+
+
+@given(texts, st.data())
+def test_an_lsp_position_without_an_index_equals_the_index_s(
+    text: str, data: st.DataObject
+) -> None:
+    offset = data.draw(st.integers(-2, len(text) + 2), label="offset")
+    assert lsp_position(text, offset) == LineIndex(text).lsp_of_offset(offset)
