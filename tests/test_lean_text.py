@@ -13,7 +13,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from agent_tools.tasks import code_end, comment_mask, locate_body, precheck_body, scan_trivia
+from agent_tools.tasks import (
+    code_end,
+    comment_mask,
+    locate_body,
+    precheck_body,
+    scan_trivia,
+    sorry_outside,
+)
 from lsp_bridge import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -540,3 +547,54 @@ def test_a_tactic_block_is_a_by_token_in_code(body: str, tactic: bool) -> None:
 def test_nothing_in_a_line_comment_opens_a_tactic_block(text: str) -> None:
     assert not has_tactic_block(f"h -- {text}\n")
     assert has_tactic_block(f"h -- {text}\nby")
+
+
+@pytest.mark.parametrize(
+    ("text", "uses"),
+    [
+        ("theorem a : p := sorry", True),
+        ("theorem a : p := Demo.sorryAx p true", True),
+        ("theorem a : p := by admit", True),
+        ("axiom sorryAx (α : Sort u) (synthetic : Bool) : α", False),  # a prelude declaring it
+        ("/-- the axiom behind `sorry` -/ axiom sorryAx : p", False),
+        ("theorem a : p := h -- sorry, later", False),
+        ('def s := "sorry"', False),
+        ("theorem sorry_free : p := h", False),
+    ],
+)
+def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bool) -> None:
+    assert sorry_outside(text, 0, 0) is uses
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        ("\n  aux\nwhere aux : p := h", False),
+        ("\n  go n\ntermination_by n\ndecreasing_by simp", False),
+        ("\n  /- a comment\nin column 0 -/ h", False),
+        ('\n  f "a string\ncontinued"', False),
+        ("\n  h\ntheorem evil : False := sorry", True),
+        ("\n  h\nwhere_x", True),  # a name, not the clause
+        ("\n  /- a comment -/\n#exit", True),
+    ],
+)
+def test_precheck_refuses_column_0_lines_that_start_commands(body: str, refused: bool) -> None:
+    reason = precheck_body(body)
+    assert (reason is not None and "column 0" in reason) is refused, reason
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("\n  h '", "character literal"),
+        ("\n  h\n  /-- x -/", "doc comment"),
+        ("\n  h\n  /-- x -/ -- and a comment\n", "doc comment"),
+        ("\n  aux\n  where\n  /-- the helper -/\n  aux : p := h", None),  # documents `aux`
+        ("\n  h -- it's fine", None),
+    ],
+)
+def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -> None:
+    """Found by an adversarial sweep: these were refused later with untrue reasons ("would
+    run as separate commands (e.g. #exit)", "the proof body declares `after`")."""
+    found = precheck_body(body)
+    assert (found is None) if reason is None else (found is not None and reason in found)

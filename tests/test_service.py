@@ -456,6 +456,70 @@ def test_an_error_lean_answers_with_is_not_called_a_replaced_process() -> None:
     assert crashed.hint is not None and "replaced" in crashed.hint
 
 
+AND_SWAP_PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+
+
+async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
+    service: ProofService,
+) -> None:
+    """Found by an adversarial sweep: Lean accepts `set_option debug.skipKernelTC true in …`,
+    so the step said complete, and check_proof then rejected it — an agent stops at the first
+    complete step. The step now applies the verdict's forbidden-construct check."""
+    sid = (await service.open_task("and_swap")).session_id
+    step = await service.set_proof(
+        sid, f"\n  set_option debug.skipKernelTC true in {AND_SWAP_PROOF}"
+    )
+    assert not step.complete
+    assert any("set_option debug" in d.message for d in step.diagnostics), step.diagnostics
+    verdict = await service.check_proof(sid)
+    assert not verdict.accepted
+    assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
+
+
+async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
+    tmp_path: Path,
+) -> None:
+    """Found by an adversarial sweep: only the task file was searched for `sorry`, so a proof
+    through a lemma the suite's own library leaves with `sorry` was complete in the session
+    and rejected by the verdict (it depends on sorryAx)."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    basic = suite / "Demo" / "Basic.lean"
+    cheat = (
+        "theorem Demo.cheat (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false"
+    )
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, "\n  Demo.cheat p q h")
+        assert not step.complete
+        assert any("sorryAx" in d.message for d in step.diagnostics), step.diagnostics
+        assert not (await service.check_proof(sid)).accepted
+        assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f"\n  aux\nwhere aux : And q p := {AND_SWAP_PROOF}",  # a `where` clause in column 0
+        f"\n  /- swap:\nthe two sides\n  -/\n  {AND_SWAP_PROOF}",  # a comment's line
+    ],
+)
+async def test_column_0_lines_lean_reads_as_part_of_the_proof_are_accepted(
+    service: ProofService, body: str
+) -> None:
+    """Found by an adversarial sweep: any line in column 0 was refused as "starts a new
+    command", also a `where` clause (standard style; plain `lean` compiles the file) and a line
+    inside a comment. The scope check still judges what Lean makes of them."""
+    sid = (await service.open_task("and_swap")).session_id
+    step = await service.set_proof(sid, body)
+    assert step.complete, step.diagnostics
+    assert (await service.check_proof(sid)).accepted
+
+
 async def test_goals_after_the_documents_worker_crashed_restart_it(
     service: ProofService,
 ) -> None:

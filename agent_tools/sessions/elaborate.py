@@ -48,7 +48,7 @@ from ..tasks import (
     sorry_outside,
     suffix_structure,
 )
-from ..verdict import escape_name
+from ..verdict import escape_name, forbidden_constructs
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
@@ -60,15 +60,20 @@ T = TypeVar("T")
 # left of the step's own time: the version is elaborated by then, so the query is short.
 LATE_QUERY_SECONDS = 1.0
 
-# A task file may leave helper lemmas with `sorry` (as many benchmark files do): a target
-# proved *through* one reports no error and no sorry of its own, yet depends on `sorryAx`, and
-# the verdict rejects it. For such tasks the session document ends with `#print axioms` of the
-# target (appended: no position moves), and a step whose proof depends on `sorryAx` is not
-# complete, with this warning on the target.
+# A task file (or the suite's own library) may leave helper lemmas with `sorry` (as many
+# benchmark files do): a target proved *through* one reports no error and no sorry of its own,
+# yet depends on `sorryAx`, and the verdict rejects it. For such tasks the session document
+# ends with `#print axioms` of the target (appended: no position moves), and a step whose
+# proof depends on `sorryAx` is not complete, with this warning on the target.
 SORRY_HELPER = (
     "the proof depends on `sorryAx` through a lemma it uses that is left with `sorry` (the "
     "verdict rejects that); prove it without the unproved lemmas"
 )
+
+
+# A proof Lean accepts that uses a construct the verdict forbids (verdict.FORBIDDEN) is not
+# complete either: the step says so with this warning, before the verdict would.
+FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
 
 
 def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentReport, str]:
@@ -198,14 +203,18 @@ class Elaborator:
         environment: LeanEnvironment,
         step_timeout: float,
         prefixes: PrefixModules | None = None,
+        library_sorry: bool = False,
     ) -> None:
-        """``prefixes``: prefix modules (None: every session document is the whole file)."""
+        """``prefixes``: prefix modules (None: every session document is the whole file).
+        ``library_sorry``: the suite's own library leaves something with ``sorry``, which
+        any task may prove its target through (``SORRY_HELPER``)."""
         self.pool = pool
         self.environment = environment
         self.step_timeout = step_timeout
         self.prefixes = prefixes
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
+        self.library_sorry = library_sorry
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
         self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
         # task id -> does the task file leave declarations other than the target with sorry?
@@ -279,6 +288,14 @@ class Elaborator:
         if complete and axioms is not None and "sorryAx" in axioms:
             complete = False
             report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), SORRY_HELPER)
+        if complete and (forbidden := forbidden_constructs(body)):
+            # The verdict's own check, so a session never calls complete what it rejects.
+            complete = False
+            report = _with_warning(
+                report,
+                index.lsp_of_offset(task.span.decl_start),
+                FORBIDDEN_NOTE + "; ".join(forbidden),
+            )
         lean_index = LineIndex(lean_text) if view.prefixed else index
         flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
         if task.id not in self._suffix and body == task.body:
@@ -315,7 +332,7 @@ class Elaborator:
     def _leaves_sorry(self, task: Task) -> bool:
         known = self._sorry_helpers.get(task.id)
         if known is None:
-            known = self._sorry_helpers[task.id] = sorry_outside(
+            known = self._sorry_helpers[task.id] = self.library_sorry or sorry_outside(
                 task.text, task.span.decl_start, task.span.end
             )
         return known

@@ -25,7 +25,7 @@ from lsp_bridge import LeanrigError, LineIndex, Pos
 from repl_pool import LeanEnvironment, WarmPool
 
 from ..library import LibraryError, LibraryIndex
-from ..tasks import Suite, SuiteError, precheck_body
+from ..tasks import Suite, SuiteError, library_sources, precheck_body, sorry_outside
 from ..verdict import Verifier
 from .calls import Call, Calls, locked
 from .catalogue import (
@@ -140,7 +140,11 @@ class ProofService:
             if prefix_min_commands is not None
             else None
         )
-        self.elaborator = Elaborator(pool, environment, step_timeout, prefixes)
+        library_sorry = any(
+            sorry_outside(src.read_text(encoding="utf-8"), 0, 0)
+            for _, src in library_sources(suite)
+        )
+        self.elaborator = Elaborator(pool, environment, step_timeout, prefixes, library_sorry)
         self._submission_lock = anyio.Lock()
 
     def _session_call(

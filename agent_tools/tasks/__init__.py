@@ -32,6 +32,7 @@ from .suite import (
     SuiteError,
     Task,
     library_dir,
+    library_sources,
     load_suite,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "declaration_end",
     "flatten_symbols",
     "library_dir",
+    "library_sources",
     "load_suite",
     "locate_body",
     "precheck_body",

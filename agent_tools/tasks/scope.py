@@ -28,6 +28,7 @@ from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     COMMENT_KINDS,
+    LITERAL_KINDS,
     LeanDiagnostic,
     LineIndex,
     LspPos,
@@ -107,17 +108,39 @@ def precheck_body(body: str) -> str | None:
         return "an unterminated string literal would swallow the rest of the file"
     if scan.unterminated({TokenKind.IDENT}):
         return "an unterminated `«` name would swallow the rest of the file; close it with `»`"
+    if scan.unterminated({TokenKind.CHAR}):
+        return "an unterminated character literal (`'`) is a parse error that ends the theorem"
+    docs = scan.of({TokenKind.DOC_COMMENT})
+    if docs and _only_comments(body[docs[-1].end :]):
+        return (
+            "a doc comment (`/-- … -/`) at the end of the proof documents the next declaration "
+            "instead; write `--` or `/- … -/`"
+        )
     if "\t" in body:
         code = scan.mask(COMMENT_KINDS | {TokenKind.STRING, TokenKind.RAW_STRING, TokenKind.CHAR})
         if any(ch == "\t" and not code[i] for i, ch in enumerate(body)):
             return "the proof body contains a tab, which Lean does not accept; indent with spaces"
+    literal: list[bool] | None = None  # comments and literals, computed when needed
+    offset = 0
     for i, line in enumerate(body.split("\n")):
-        if i > 0 and line and not line[0].isspace():
-            return (
-                f"line {i + 1} of the proof starts in column 0, which starts a new command; "
-                "indent every line of the proof"
-            )
+        if i > 0 and line and not line[0].isspace() and not _COLUMN0_CLAUSE.match(line):
+            if literal is None:
+                literal = scan.mask(COMMENT_KINDS | LITERAL_KINDS)
+            if not literal[offset]:
+                return (
+                    f"line {i + 1} of the proof starts in column 0, which starts a new "
+                    "command; indent every line of the proof"
+                )
+        offset += len(line) + 1
     return None
+
+
+def _only_comments(text: str) -> bool:
+    return not scan_text(text).blank(text, COMMENT_KINDS).strip()
+
+
+# Clauses of the declaration that Lean reads after its body, often written in column 0.
+_COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!?])")
 
 
 _SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
@@ -126,12 +149,18 @@ _SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
 def sorry_outside(text: str, start: int, end: int) -> bool:
     """Does ``text`` use ``sorry`` (``sorryAx``, ``admit``) outside ``[start, end)`` — a helper
     lemma left unproved that a proof could depend on? Lexical, so it may say yes for a name
-    that only looks like one: the caller only does extra work then."""
+    that only looks like one: the caller only does extra work then. A name right after
+    ``axiom`` (a prelude library declaring ``sorryAx`` itself) is declared, not used."""
+    declared = False
     for token in lean_tokens(text):
-        if token.kind is TokenKind.IDENT and not start <= token.start < end:
-            parts = name_parts(token.text(text))
+        if token.kind in COMMENT_KINDS:
+            continue
+        word = token.text(text)
+        if token.kind is TokenKind.IDENT and not declared and not start <= token.start < end:
+            parts = name_parts(word)
             if parts and parts[-1] in _SORRY_WORDS:
                 return True
+        declared = token.kind is TokenKind.IDENT and word == "axiom"
     return False
 
 

@@ -245,18 +245,25 @@ def _describe(exc: ValidationError, raw: dict[str, object]) -> str:
 # -- the prelude library ---------------------------------------------------------------------
 
 
-def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
-    """Build (once per content hash) the suite's own prelude library; its ``LEAN_PATH`` dir."""
-    if not suite.spec.library:
-        return None
-    digest = hashlib.sha256(f"{install.lean}@{install.githash}".encode())
+def library_sources(suite: Suite) -> list[tuple[str, Path]]:
+    """The suite's own library modules (``library = [...]``) and their source files."""
     sources = []
     for module in suite.spec.library:
         src = suite.root / (module.replace(".", "/") + ".lean")
         if not src.exists():
             raise SuiteError(f"library module {module}: {src} does not exist")
-        digest.update(module.encode() + b"\0" + src.read_bytes())
         sources.append((module, src))
+    return sources
+
+
+def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
+    """Build (once per content hash) the suite's own prelude library; its ``LEAN_PATH`` dir."""
+    if not suite.spec.library:
+        return None
+    digest = hashlib.sha256(f"{install.lean}@{install.githash}".encode())
+    sources = library_sources(suite)
+    for module, src in sources:
+        digest.update(module.encode() + b"\0" + src.read_bytes())
     out = cache_root() / "suites" / f"{suite.name}-{digest.hexdigest()[:16]}"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:
