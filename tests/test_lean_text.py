@@ -586,7 +586,10 @@ def test_precheck_refuses_column_0_lines_that_start_commands(body: str, refused:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        ("\n  h '", "character literal"),
+        # `×'`, `Σ'`, `''`: notations, not char literals (review: refused while valid)
+        ("\n  (⟨h.1, h.2⟩ : p ×' q).1", None),
+        ("\n  (⟨0, rfl⟩ : Σ' n, n = 0)", None),
+        ("\n  Set.image f '' s", None),
         ("\n  h\n  /-- x -/", "doc comment"),
         ("\n  h\n  /-- x -/ -- and a comment\n", "doc comment"),
         ("\n  aux\n  where\n  /-- the helper -/\n  aux : p := h", None),  # documents `aux`
@@ -594,7 +597,7 @@ def test_precheck_refuses_column_0_lines_that_start_commands(body: str, refused:
     ],
 )
 def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -> None:
-    """Found by an adversarial sweep: these were refused later with untrue reasons ("would
-    run as separate commands (e.g. #exit)", "the proof body declares `after`")."""
+    """Found by an adversarial sweep: a trailing doc comment was refused later with an untrue
+    reason ("the proof body declares `after`")."""
     found = precheck_body(body)
     assert (found is None) if reason is None else (found is not None and reason in found)

@@ -108,8 +108,6 @@ def precheck_body(body: str) -> str | None:
         return "an unterminated string literal would swallow the rest of the file"
     if scan.unterminated({TokenKind.IDENT}):
         return "an unterminated `«` name would swallow the rest of the file; close it with `»`"
-    if scan.unterminated({TokenKind.CHAR}):
-        return "an unterminated character literal (`'`) is a parse error that ends the theorem"
     docs = scan.of({TokenKind.DOC_COMMENT})
     if docs and _only_comments(body[docs[-1].end :]):
         return (
