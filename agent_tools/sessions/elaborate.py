@@ -154,8 +154,8 @@ class LeanStep:
     def deadline(self) -> float:
         # The answers' deadline, plus slack for what surrounds it (the write, a late goal
         # query, cancelling unanswered requests on a timeout: up to 1 s each), so a pool
-        # running the step
-        # elsewhere hears of a slot's timeout rather than declaring the node lost.
+        # running the step elsewhere hears of a slot's timeout rather than declaring the node
+        # lost.
         return self.timeout + 10.0
 
     async def __call__(self, slot: Slot) -> LeanAnswer:
@@ -188,12 +188,8 @@ class LeanStep:
         elaborated, so a query is short; a barrier at the end of the budget must not turn
         the step into a timeout). None: Lean answered it with an error."""
         left = self.timeout - (time.perf_counter() - started)
-        try:
-            return await slot.plain_term_goal(self.term_at, timeout=max(left, LATE_QUERY_SECONDS))
-        except LeanrigError as exc:
-            if lean_refused(exc):
-                return None
-            raise
+        timeout = max(left, LATE_QUERY_SECONDS)
+        return await _unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
 
 
 class Elaborator:

@@ -114,11 +114,11 @@ def precheck_body(body: str) -> str | None:
             "a doc comment (`/-- … -/`) at the end of the proof documents the next declaration "
             "instead; write `--` or `/- … -/`"
         )
+    literal: list[bool] | None = None  # in comments and literals? computed when needed
     if "\t" in body:
-        code = scan.mask(COMMENT_KINDS | {TokenKind.STRING, TokenKind.RAW_STRING, TokenKind.CHAR})
-        if any(ch == "\t" and not code[i] for i, ch in enumerate(body)):
+        literal = scan.mask(COMMENT_KINDS | LITERAL_KINDS)
+        if any(ch == "\t" and not literal[i] for i, ch in enumerate(body)):
             return "the proof body contains a tab, which Lean does not accept; indent with spaces"
-    literal: list[bool] | None = None  # comments and literals, computed when needed
     offset = 0
     for i, line in enumerate(body.split("\n")):
         if i > 0 and line and not line[0].isspace() and not _COLUMN0_CLAUSE.match(line):
