@@ -9,13 +9,17 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_tools.tasks import Limits, Suite, Task, library_dir, load_suite
 from agent_tools.verdict import Verifier, forbidden_constructs, parse_axioms, parse_check
+from agent_tools.verdict.verifier import FORBIDDEN, _forbidden_in_code
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
@@ -461,3 +465,39 @@ def test_forbidden_constructs_see_through_escapes_and_whitespace(body: str) -> N
     """An escaped name or extra whitespace is the same construct to Lean (found by review:
     `set_option «debug».skipKernelTC` passed the text search)."""
     assert forbidden_constructs(body), body
+
+
+def _escaped(word: str, draw: Any) -> str:
+    """``word`` as Lean may spell it: any dotted part of an identifier in «»."""
+    if not word or not (word[0].isalpha() or word[0] == "_"):
+        return word
+    parts = word.split(".")
+    return ".".join(f"«{p}»" if p and draw(st.booleans()) else p for p in parts)
+
+
+@st.composite
+def _bodies(draw: Any) -> str:
+    """Bodies made of forbidden constructs (words escaped or not, any whitespace, sometimes
+    cut short or in a comment or string) and noise."""
+    out = []
+    for _ in range(draw(st.integers(0, 4))):
+        construct = draw(st.sampled_from([*FORBIDDEN, "set_option debug.skipKernelTC"]))
+        words = [w for w in construct.split(" ")]
+        if words[0].startswith("#"):
+            words = ["#" + _escaped(words[0][1:], draw)]
+        else:
+            words = [_escaped(w, draw) for w in words]
+        text = draw(st.sampled_from([" ", "\n  ", "  "])).join(words)
+        cut = draw(st.integers(0, len(text)))
+        text = draw(st.sampled_from([text, text[:cut], f"-- {text}\n", f'"{text}"', f"x{text}"]))
+        noise = draw(st.sampled_from(["", " h", "\n", " by ", " /- c -/ ", "'"]))
+        out.append(text + noise)
+    return "".join(out)
+
+
+@given(_bodies())
+@settings(max_examples=500, deadline=None)
+def test_forbidden_constructs_prefilter_finds_what_the_full_scan_finds(body: str) -> None:
+    """Only constructs whose words occur in the body are scanned for (a session checks every
+    complete step): the same reasons as scanning for all of them."""
+    assert forbidden_constructs(body) == _forbidden_in_code(body, FORBIDDEN)

@@ -31,7 +31,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,14 +168,24 @@ def forbidden_constructs(body: str) -> list[str]:
 
     Two views, either one suffices to reject: the masked text (any whitespace between the words
     of a construct) and Lean's tokens with ``«»``-escaped names resolved, so that
-    ``set_option «debug».skipKernelTC`` or ``«native_decide»`` cannot slip past the text."""
+    ``set_option «debug».skipKernelTC`` or ``«native_decide»`` cannot slip past the text.
+
+    Only the constructs whose every word occurs in the body, guillemets dropped, are looked
+    for (either view needs those characters): a session runs this on every complete step, and
+    the two views cost 0.25-0.5 ms for a short body."""
+    plain = body.replace("«", "").replace("»", "")
+    candidates = [c for c in FORBIDDEN if all(word in plain for word in c.split(" "))]
+    return _forbidden_in_code(body, candidates) if candidates else []
+
+
+def _forbidden_in_code(body: str, constructs: Iterable[str]) -> list[str]:
     mask = scan_trivia(body).mask
     code = "".join(" " if mask[i] else ch for i, ch in enumerate(body))
     words = _code_words(body)
     found = []
-    for construct, why in FORBIDDEN.items():
+    for construct in constructs:
         if _FORBIDDEN_TEXT[construct].search(code) or _has_words(words, construct):
-            found.append(f"forbidden construct in the proof: {why}")
+            found.append(f"forbidden construct in the proof: {FORBIDDEN[construct]}")
     return found
 
 
