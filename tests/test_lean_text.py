@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from agent_tools.tasks import (
+    axioms_declared,
     code_end,
     comment_mask,
     locate_body,
@@ -564,6 +565,20 @@ def test_nothing_in_a_line_comment_opens_a_tactic_block(text: str) -> None:
 )
 def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bool) -> None:
     assert sorry_outside(text, 0, 0) is uses
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("axiom sorryAx (α : Sort u) (synthetic : Bool) : α", ["sorryAx"]),
+        ("namespace Demo\n/-- doc -/\nprivate axiom «my ax» : False\nend Demo", ["my ax"]),
+        ("axiom Demo.swap (p q : Prop) : p → q\naxiom b : True", ["Demo.swap", "b"]),
+        ("-- axiom c : False\ntheorem axiom_free : p := h", []),
+        ('def s := "axiom d : False"', []),
+    ],
+)
+def test_axioms_declared_lists_the_names_after_axiom_in_code(text: str, names: list[str]) -> None:
+    assert axioms_declared(text) == names
 
 
 @pytest.mark.parametrize(

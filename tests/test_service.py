@@ -501,6 +501,31 @@ async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
         assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
 
 
+async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
+    tmp_path: Path,
+) -> None:
+    """Found by review: an axiom the suite's library declares outside the allow-list let the
+    step say complete while check_proof rejected the proof (it uses that axiom). The step now
+    probes `#print axioms` for such suites, and names the axiom."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    basic = suite / "Demo" / "Basic.lean"
+    cheat = "axiom Demo.swapAx (p q : Prop) (h : And p q) : And q p"
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, "\n  Demo.swapAx p q h")
+        assert not step.complete
+        assert any("Demo.swapAx" in d.message for d in step.diagnostics), step.diagnostics
+        verdict = await service.check_proof(sid)
+        assert not verdict.accepted
+        assert any("Demo.swapAx" in r for r in verdict.reasons), verdict.reasons
+        assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
+
+
 @pytest.mark.parametrize(
     "body",
     [

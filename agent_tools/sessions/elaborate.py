@@ -42,13 +42,14 @@ from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, lean_refused
 
 from ..tasks import (
     Task,
+    axioms_declared,
     check_scope,
     code_span,
     flatten_symbols,
     sorry_outside,
     suffix_structure,
 )
-from ..verdict import escape_name, forbidden_constructs
+from ..verdict import axioms_outside, escape_name, forbidden_constructs, parse_axioms
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
@@ -70,18 +71,26 @@ SORRY_HELPER = (
     "verdict rejects that); prove it without the unproved lemmas"
 )
 
+# Likewise an axiom the task file or the suite's library declares outside the suite's
+# allow-list: a target proved through it reports nothing, and the verdict rejects it. Such
+# tasks get the same `#print axioms` probe (``sorryAx``, which a prelude library declares
+# itself, is covered by Lean's own "declaration uses 'sorry'" and by SORRY_HELPER).
+AXIOM_HELPER = (
+    "not complete: the proof depends on axioms outside the suite's allow-list (check_proof "
+    "rejects that): "
+)
+
 
 # A proof Lean accepts that uses a construct the verdict forbids (verdict.FORBIDDEN) is not
 # complete either: the step says so with this warning, before the verdict would.
 FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
 
 
-def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentReport, str]:
-    """Lean's report without the appended ``#print axioms``, and that command's answer."""
-    ours = [d for d in report.diagnostics if d.range.start.line >= probe_line]
+def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentReport, list[str]]:
+    """Lean's report without the appended ``#print axioms``, and that command's messages."""
+    ours = [d.message for d in report.diagnostics if d.range.start.line >= probe_line]
     kept = tuple(d for d in report.diagnostics if d.range.start.line < probe_line)
-    answer = " ".join(d.message for d in ours)
-    return dataclasses.replace(report, diagnostics=kept), answer
+    return dataclasses.replace(report, diagnostics=kept), ours
 
 
 def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
@@ -200,6 +209,8 @@ class Elaborator:
         step_timeout: float,
         prefixes: PrefixModules | None = None,
         library_sorry: bool = False,
+        library_axioms: Sequence[str] = (),
+        allowed_axioms: Sequence[str] = (),
     ) -> None:
         """``prefixes``: prefix modules (None: every session document is the whole file).
         ``library_sorry``: the suite's own library leaves something with ``sorry``, which
@@ -211,10 +222,13 @@ class Elaborator:
         self._views: dict[str, TaskView] = {}
         self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self.library_sorry = library_sorry
+        self.library_axioms = tuple(library_axioms)
+        self.allowed_axioms = tuple(allowed_axioms)
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
         self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
-        # task id -> does the task file leave declarations other than the target with sorry?
-        self._sorry_helpers: dict[str, bool] = {}
+        # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
+        # saying so (SORRY_HELPER, AXIOM_HELPER)?
+        self._probed: dict[str, bool] = {}
         # task id -> errors after the body that only the blanked wrappers cause
         self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
@@ -281,9 +295,20 @@ class Elaborator:
         if task.wrappers:
             report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
-        if complete and axioms is not None and "sorryAx" in axioms:
-            complete = False
-            report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), SORRY_HELPER)
+        if complete and axioms is not None:
+            used = parse_axioms([{"data": m} for m in axioms], task.spec.theorem)
+            extra = axioms_outside(used or (), self.allowed_axioms)
+            if any("sorryAx" in m for m in axioms):
+                complete = False
+                report = _with_warning(
+                    report, index.lsp_of_offset(task.span.decl_start), SORRY_HELPER
+                )
+            elif extra:
+                complete = False
+                report = _with_warning(
+                    report, index.lsp_of_offset(task.span.decl_start),
+                    AXIOM_HELPER + ", ".join(extra),
+                )  # fmt: skip
         if complete and (forbidden := forbidden_constructs(body)):
             # The verdict's own check, so a session never calls complete what it rejects.
             complete = False
@@ -321,21 +346,38 @@ class Elaborator:
         wrappers unwrapped, and — once the task is known to leave other declarations with
         ``sorry`` — ``#print axioms`` of the target appended (``SORRY_HELPER``)."""
         lean_text = view.to_lean(task.unwrapped(text))
-        if self._leaves_sorry(task):
+        if self._probed_task(task):
             lean_text += f"\n\n#print axioms _root_.{escape_name(task.spec.theorem)}\n"
         return lean_text
 
-    def _leaves_sorry(self, task: Task) -> bool:
-        known = self._sorry_helpers.get(task.id)
+    def _probed_task(self, task: Task) -> bool:
+        """Does the task's session document end with the ``#print axioms`` probe: could a
+        proof depend on ``sorryAx`` (a lemma left with ``sorry``) or on an axiom outside the
+        allow-list (one the task file or the library declares) without an error saying so?"""
+        known = self._probed.get(task.id)
         if known is None:
-            known = self._sorry_helpers[task.id] = self.library_sorry or sorry_outside(
-                task.text, task.span.decl_start, task.span.end
+            start, end = task.span.decl_start, task.span.end
+            known = self._probed[task.id] = (
+                self.library_sorry
+                or sorry_outside(task.text, start, end)
+                or self._unlisted([*self.library_axioms, *axioms_declared(task.text, start, end)])
             )
         return known
 
+    def _unlisted(self, declared: Sequence[str]) -> bool:
+        """Is one of the ``declared`` axiom names (as written: no namespace) possibly outside
+        the allow-list? Compared by the last part, so that a name declared inside a
+        ``namespace`` matches its allowed full name."""
+        allowed = {name.rsplit(".", 1)[-1] for name in self.allowed_axioms}
+        return any(
+            name.rsplit(".", 1)[-1] not in allowed
+            for name in declared
+            if name.rsplit(".", 1)[-1] != "sorryAx"
+        )
+
     def _probe_line(self, task: Task, lean_text: str) -> int | None:
         """The document line of the appended ``#print axioms`` (None: none appended)."""
-        if not self._leaves_sorry(task):
+        if not self._probed_task(task):
             return None
         return lean_text.rstrip("\n").count("\n")
 

@@ -25,7 +25,14 @@ from lsp_bridge import LeanrigError, LineIndex, Pos
 from repl_pool import LeanEnvironment, WarmPool
 
 from ..library import LibraryError, LibraryIndex
-from ..tasks import Suite, SuiteError, library_sources, precheck_body, sorry_outside
+from ..tasks import (
+    Suite,
+    SuiteError,
+    axioms_declared,
+    library_sources,
+    precheck_body,
+    sorry_outside,
+)
 from ..verdict import Verifier
 from .calls import Call, Calls, locked
 from .catalogue import (
@@ -140,11 +147,13 @@ class ProofService:
             if prefix_min_commands is not None
             else None
         )
-        library_sorry = any(
-            sorry_outside(src.read_text(encoding="utf-8"), 0, 0)
-            for _, src in library_sources(suite)
-        )
-        self.elaborator = Elaborator(pool, environment, step_timeout, prefixes, library_sorry)
+        own_library = [src.read_text(encoding="utf-8") for _, src in library_sources(suite)]
+        self.elaborator = Elaborator(
+            pool, environment, step_timeout, prefixes,
+            library_sorry=any(sorry_outside(text, 0, 0) for text in own_library),
+            library_axioms=[name for text in own_library for name in axioms_declared(text)],
+            allowed_axioms=suite.spec.axioms,
+        )  # fmt: skip
         self._submission_lock = anyio.Lock()
 
     def _session_call(

@@ -16,6 +16,7 @@ from .prefix import (
 from .scope import (
     MAX_BODY_BYTES,
     Symbol,
+    axioms_declared,
     check_scope,
     code_end,
     code_span,
@@ -50,6 +51,7 @@ __all__ = [
     "Symbol",
     "Task",
     "all_wrappers",
+    "axioms_declared",
     "check_command",
     "check_scope",
     "code_end",

@@ -162,6 +162,21 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
     return False
 
 
+def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
+    """The names ``text`` declares with ``axiom`` outside ``[start, end)``, as written
+    (escapes resolved; no namespace prefix: lexical, like ``sorry_outside``)."""
+    names = []
+    declaring = False
+    for token in lean_tokens(text):
+        if token.kind in COMMENT_KINDS:
+            continue
+        word = token.text(text)
+        if declaring and token.kind is TokenKind.IDENT and not start <= token.start < end:
+            names.append(".".join(name_parts(word)))
+        declaring = token.kind is TokenKind.IDENT and word == "axiom"
+    return names
+
+
 def code_span(text: str, start: int, end: int) -> tuple[int, int]:
     """(first, last): the offset of the first character in ``text[start:end]`` that is neither
     whitespace nor inside a comment, and the offset after the last such one (``start, start``

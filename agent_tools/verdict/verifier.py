@@ -232,6 +232,13 @@ def _has_words(words: list[str], construct: str) -> bool:
     return False
 
 
+def axioms_outside(axioms: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    """The axioms the verdict rejects as outside the allow-list (``sorryAx`` is rejected as an
+    incomplete proof instead)."""
+    permitted = set(allowed)
+    return [a for a in axioms if a not in permitted and a != "sorryAx"]
+
+
 def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...] | None:
     """The axioms ``#print axioms theorem`` lists (as Lean prints them), or None if no message
     answers it."""
@@ -576,8 +583,7 @@ class Verifier:
             )
         if "sorryAx" in axioms:
             reasons.append("the proof depends on sorryAx (an incomplete proof)")
-        allowed = set(self.suite.spec.axioms)
-        extra = [a for a in axioms if a not in allowed and a != "sorryAx"]
+        extra = axioms_outside(axioms, self.suite.spec.axioms)
         if extra:
             reasons.append(f"the proof uses axioms outside the allow-list: {', '.join(extra)}")
         return reasons
