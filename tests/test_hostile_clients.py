@@ -21,11 +21,11 @@ import anyio
 import orjson
 import psutil
 import pytest
-from anyio.abc import Process, SocketAttribute, SocketStream
+from anyio.abc import ByteReceiveStream, Process, SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.servers import handle_message
-from agent_tools.servers.jsonrpc_server import MAX_LINE
+from agent_tools.servers.jsonrpc_server import MAX_LINE, serve_stream
 from agent_tools.servers.textlines import LineReader, LineTooLong
 
 from .conftest import LONG_LIVED, has_lean_worker, lean_descendants
@@ -650,3 +650,32 @@ async def _mcp_handshake(process: Process) -> BufferedByteReceiveStream:
                 break
     assert "result" in reply and not reply["result"].get("isError"), reply
     return reader
+
+
+class _OneChunk(ByteReceiveStream):
+    def __init__(self, data: bytes) -> None:
+        self._data = [data]
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self._data:
+            raise anyio.EndOfStream
+        return self._data.pop()
+
+    async def aclose(self) -> None:
+        self._data = []
+
+
+@pytest.mark.parametrize("rid", [b"18446744073709551616", b"-9223372036854775809", b"2.5"])
+async def test_a_reply_carries_the_request_s_id_exactly(rid: bytes) -> None:
+    """Found by an adversarial sweep: an integer id beyond 64 bits came back as a float
+    (1.8446744073709552e+19), which no client matches to its request."""
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    line = b'{"jsonrpc": "2.0", "id": %s, "method": "list_tasks"}\n' % rid
+    with anyio.fail_after(10):
+        await serve_stream(_RecordingService(), _OneChunk(line), send)  # type: ignore[arg-type]
+    assert len(sent) == 1
+    assert b'"id":' + rid + b"," in sent[0].replace(b": ", b":"), sent

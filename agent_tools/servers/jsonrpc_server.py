@@ -19,7 +19,7 @@ import itertools
 import json
 import socket
 from collections.abc import Awaitable, Callable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from typing import Any
 
 import anyio
@@ -63,9 +63,18 @@ def _recover_id(msg: Any) -> Any:
 def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     """The message, or the parse-error reply (keeping the id when a lenient decode finds one)."""
     try:
-        return orjson.loads(raw), None
+        msg = orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
+    else:
+        if isinstance(msg, dict) and isinstance(msg.get("id"), float):
+            # orjson reads an integer id beyond 64 bits as a float: its reply would carry
+            # another number. The standard library reads it exactly (``dump_reply`` writes it).
+            with suppress(ValueError, RecursionError):
+                exact = json.loads(raw)
+                if isinstance(exact, dict) and isinstance(exact.get("id"), int):
+                    msg["id"] = exact["id"]
+        return msg, None
     return None, _error(
         recover_request_id(raw),
         -32700,
@@ -141,6 +150,22 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
+def dump_reply(payload: dict[str, Any], client: str) -> bytes:
+    """One reply line. An integer beyond 64 bits (an id the client chose) is written by the
+    standard library, which orjson refuses; anything else unserializable is a bug, answered
+    as an internal error."""
+    try:
+        return orjson.dumps(payload) + b"\n"
+    except TypeError:
+        pass
+    try:
+        return json.dumps(payload, ensure_ascii=False, allow_nan=False).encode() + b"\n"
+    except (TypeError, ValueError):
+        log.exception("jsonrpc.unserializable_reply", client=client)
+        rid = payload.get("id")
+        return json.dumps(_error(rid, -32603, "internal error")).encode() + b"\n"
+
+
 async def serve_stream(
     service: ProofService,
     receive: ByteReceiveStream,
@@ -166,11 +191,7 @@ async def serve_stream(
             async def reply(payload: dict[str, Any] | None) -> None:
                 if payload is None:
                     return
-                try:
-                    data = orjson.dumps(payload) + b"\n"
-                except TypeError:
-                    log.exception("jsonrpc.unserializable_reply", client=client)
-                    data = orjson.dumps(_error(payload.get("id"), -32603, "internal error")) + b"\n"
+                data = dump_reply(payload, client)
                 try:
                     async with write_lock:
                         with anyio.fail_after(write_timeout) if write_timeout else nullcontext():
