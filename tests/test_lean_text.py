@@ -588,6 +588,9 @@ def test_axioms_declared_lists_the_names_after_axiom_in_code(text: str, names: l
         ("\n  go n\ntermination_by n\ndecreasing_by simp", False),
         ("\n  /- a comment\nin column 0 -/ h", False),
         ('\n  f "a string\ncontinued"', False),
+        ("\n  (f\n    h\n)", False),  # a closing bracket: no command starts with one
+        ("\n  fun\n| .a => h\n| .b => h", False),
+        ("\n  ⟨h.2,\n    h.1\n⟩", False),
         ("\n  h\ntheorem evil : False := sorry", True),
         ("\n  h\nwhere_x", True),  # a name, not the clause
         ("\n  /- a comment -/\n#exit", True),

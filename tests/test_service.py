@@ -530,6 +530,7 @@ async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     "body",
     [
         f"\n  aux\nwhere aux : And q p := {AND_SWAP_PROOF}",  # a `where` clause in column 0
+        f"\n  ({AND_SWAP_PROOF}\n)",  # a closing bracket in column 0
         f"\n  /- swap:\nthe two sides\n  -/\n  {AND_SWAP_PROOF}",  # a comment's line
     ],
 )

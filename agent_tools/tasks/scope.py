@@ -137,8 +137,10 @@ def _only_comments(text: str) -> bool:
     return not scan_text(text).blank(text, COMMENT_KINDS).strip()
 
 
-# Clauses of the declaration that Lean reads after its body, often written in column 0.
-_COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!?])")
+# What a column-0 line may start with: the clauses of the declaration that Lean reads after
+# its body (often written in column 0), and tokens no command starts with — a closing
+# bracket, a `|` alternative, a `,` (a term's layout, e.g. an argument list closed in column 0).
+_COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!?])|[)\]}⟩⦄|,]")
 
 
 _SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
