@@ -526,6 +526,41 @@ async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
         assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
 
 
+async def test_a_complete_step_near_the_verdict_s_time_limit_says_it_may_time_out(
+    tmp_path: Path,
+) -> None:
+    """Found by an adversarial sweep: a proof the session finished in 33 s was complete, and
+    the verdict (its stages each within the suite's 60 s, elaborating the whole file again on
+    cores they share) timed out. A complete step that took more than half the verdict's limit
+    now says so. Here the limit is 5 ms, so every step is over it: the verdict times out."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    spec = suite / "suite.toml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(
+        text.replace('library = ["Demo.Basic"]\n', 'library = ["Demo.Basic"]\n'
+                     "limits = { wall_seconds = 0.005 }\n", 1),
+        encoding="utf-8",
+    )  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")
+        assert step.complete
+        assert any("may time out" in d.message for d in step.diagnostics), step.diagnostics
+        verdict = await service.check_proof(sid)
+        assert not verdict.accepted
+        assert any("0.005 s" in r for r in verdict.reasons), verdict.reasons
+
+
+async def test_a_quick_complete_step_has_no_time_warning(service: ProofService) -> None:
+    sid = (await service.open_task("and_swap")).session_id
+    step = await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")
+    assert step.complete and step.diagnostics == [], step.diagnostics
+
+
 @pytest.mark.parametrize(
     "body",
     [

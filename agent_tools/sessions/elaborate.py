@@ -81,6 +81,17 @@ AXIOM_HELPER = (
 )
 
 
+# A complete step that took Lean more than this share of the verdict's time limit gets a warning
+# (SLOW_NOTE): the verdict elaborates the whole file again, in fresh processes that compete
+# for the cores, each stage within the suite's ``limits.wall_seconds`` — and a step's time is
+# only what Lean re-elaborated for it, so the verdict's is longer.
+SLOW_SHARE = 0.5
+SLOW_NOTE = (
+    "complete, but Lean took {took:.1f} s for this step; check_proof elaborates the whole file "
+    "again in fresh processes, each stage within {limit:g} s (the suite's limit), and may time "
+    "out there: a faster proof is safer"
+)
+
 # A proof Lean accepts that uses a construct the verdict forbids (verdict.FORBIDDEN) is not
 # complete either: the step says so with this warning, before the verdict would.
 FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
@@ -211,6 +222,7 @@ class Elaborator:
         library_sorry: bool = False,
         library_axioms: Sequence[str] = (),
         allowed_axioms: Sequence[str] = (),
+        verdict_seconds: float | None = None,
     ) -> None:
         """``prefixes``: prefix modules (None: every session document is the whole file).
         ``library_sorry``: the suite's own library leaves something with ``sorry``, which
@@ -224,6 +236,7 @@ class Elaborator:
         self.library_sorry = library_sorry
         self.library_axioms = tuple(library_axioms)
         self.allowed_axioms = tuple(allowed_axioms)
+        self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
         self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
         # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
@@ -317,6 +330,12 @@ class Elaborator:
                 index.lsp_of_offset(task.span.decl_start),
                 FORBIDDEN_NOTE + "; ".join(forbidden),
             )
+        slow = (
+            self.verdict_seconds is not None and answer.lean_s > SLOW_SHARE * self.verdict_seconds
+        )
+        if complete and slow:
+            note = SLOW_NOTE.format(took=answer.lean_s, limit=self.verdict_seconds)
+            report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), note)
         lean_index = LineIndex(lean_text) if view.prefixed else index
         flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
         if task.id not in self._suffix and body == task.body:

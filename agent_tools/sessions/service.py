@@ -153,6 +153,7 @@ class ProofService:
             library_sorry=any(sorry_outside(text, 0, 0) for text in own_library),
             library_axioms=[name for text in own_library for name in axioms_declared(text)],
             allowed_axioms=suite.spec.axioms,
+            verdict_seconds=suite.spec.limits.wall_seconds,
         )  # fmt: skip
         self._submission_lock = anyio.Lock()
 
