@@ -6,6 +6,7 @@ from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_s
 from .config import PoolConfig, default_max_processes
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
+from .goals import GoalsAnswer, goals_in, unless_refused
 from .oneshot import Completed, base_env, run_once, tree_rss
 from .placement import Placements, recording
 from .pool import PoolStats, ProcessStat, WarmPool
@@ -17,6 +18,7 @@ from .slot import Elaboration, PoolKey, Slot, lean_refused
 __all__ = [
     "Completed",
     "Elaboration",
+    "GoalsAnswer",
     "Header",
     "LeanEnvironment",
     "NoNodes",
@@ -37,6 +39,7 @@ __all__ = [
     "WarmPool",
     "base_env",
     "default_max_processes",
+    "goals_in",
     "lean_refused",
     "node_of",
     "parse_header",
@@ -46,5 +49,6 @@ __all__ = [
     "sandbox_tools",
     "sandbox_wrapper",
     "tree_rss",
+    "unless_refused",
     "uses_namespaces",
 ]

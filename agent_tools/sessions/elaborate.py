@@ -17,28 +17,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     DocumentReport,
-    ElaborationFailed,
     LeanDiagnostic,
-    LeanrigError,
     LineIndex,
     LspPos,
     LspRange,
     PlainTermGoal,
     Pos,
     Severity,
-    WorkerCrashed,
-    WorkerExited,
     has_tactic_block,
 )
-from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, lean_refused
+from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in, unless_refused
 
 from ..tasks import (
     Task,
@@ -54,8 +49,6 @@ from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete, leaves_proof_open
-
-T = TypeVar("T")
 
 # The least time a goal query asked after a step's barrier gets (``LeanStep``), whatever is
 # left of the step's own time: the version is elaborated by then, so the query is short.
@@ -209,7 +202,7 @@ class LeanStep:
         the step into a timeout). None: Lean answered it with an error."""
         left = self.timeout - (time.perf_counter() - started)
         timeout = max(left, LATE_QUERY_SECONDS)
-        return await _unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
+        return await unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
 
 
 class Elaborator:
@@ -451,19 +444,8 @@ class Elaborator:
         async def operation(slot: Slot) -> GoalsResult:
             timer.queued(entered)
             with timer.lean():
-                if slot.text() != lean_text:
-                    await slot.elaborate(lean_text, timeout=timeout)
-                try:
-                    plain = await slot.plain_goal(pos, timeout=timeout)
-                except (WorkerCrashed, WorkerExited, ElaborationFailed):
-                    # The document's worker stopped (a crash): a query alone fails, and so
-                    # would the pool's retry; the text sent again restarts it (once).
-                    await slot.elaborate(lean_text, timeout=timeout)
-                    plain = await slot.plain_goal(pos, timeout=timeout)
-                # The expected type and the structured goals add to the goals; an error Lean
-                # answers one of them with leaves it out (e.g. its pretty printer failed).
-                term = await _unless_refused(slot.plain_term_goal(pos, timeout=timeout))
-                structured = await _unless_refused(slot.interactive_goals(pos, timeout=timeout))
+                answer = await goals_in(slot, lean_text, pos, timeout=timeout)
+            plain, term, structured = answer.plain, answer.term, answer.structured
             return GoalsResult(
                 line=at.line,
                 column=at.column,
@@ -484,13 +466,3 @@ class Elaborator:
             )
 
         return await self.pool.run(key, operation, holder=holder)
-
-
-async def _unless_refused(query: Awaitable[T]) -> T | None:
-    """``query``'s answer, or None when Lean answered it with an error (``lean_refused``)."""
-    try:
-        return await query
-    except LeanrigError as exc:
-        if lean_refused(exc):
-            return None
-        raise
