@@ -571,7 +571,13 @@ def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bo
     ("text", "names"),
     [
         ("axiom sorryAx (α : Sort u) (synthetic : Bool) : α", ["sorryAx"]),
-        ("namespace Demo\n/-- doc -/\nprivate axiom «my ax» : False\nend Demo", ["my ax"]),
+        ("namespace Demo\n/-- doc -/\nprivate axiom «my ax» : False\nend Demo", ["Demo.«my ax»"]),
+        # found by review: full names (`Demo.sound` is not `Quot.sound`); unsafe ones left out
+        (
+            "unsafe axiom lcErased : Type\nnamespace A.B\nsection S\naxiom x : T\nend S\n"
+            "mutual\nend\naxiom _root_.y : T\nend A.B\naxiom z : T",
+            ["A.B.x", "y", "z"],
+        ),
         ("axiom Demo.swap (p q : Prop) : p → q\naxiom b : True", ["Demo.swap", "b"]),
         ("-- axiom c : False\ntheorem axiom_free : p := h", []),
         ('def s := "axiom d : False"', []),

@@ -561,6 +561,36 @@ async def test_a_quick_complete_step_has_no_time_warning(service: ProofService) 
     assert step.complete and step.diagnostics == [], step.diagnostics
 
 
+async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
+    tmp_path: Path,
+) -> None:
+    """Found by review: declared axioms were compared with the allow-list by their last part,
+    so `Demo.sound` passed as `Quot.sound` (no probe: complete, and check_proof rejected it);
+    and the demo suite was probed on every step for its `unsafe axiom lcErased`, which no
+    theorem can use."""
+    import shutil
+
+    async with open_service(
+        ServeOptions(suite=DEMO, run_dir=tmp_path / "demo-runs", sandbox=False)
+    ) as service:
+        assert not any(service.elaborator._probed_task(t) for t in service.suite.tasks.values())
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    basic = suite / "Demo" / "Basic.lean"
+    cheat = "namespace Demo\naxiom sound (p q : Prop) (h : And p q) : And q p\nend Demo"
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, "\n  Demo.sound p q h")
+        verdict = await service.check_proof(sid)
+        assert not verdict.accepted
+        assert any("Demo.sound" in r for r in verdict.reasons), verdict.reasons
+        assert not step.complete
+        assert any("Demo.sound" in d.message for d in step.diagnostics), step.diagnostics
+        assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
+
+
 @pytest.mark.parametrize(
     "body",
     [

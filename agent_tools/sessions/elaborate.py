@@ -32,6 +32,7 @@ from lsp_bridge import (
     Pos,
     Severity,
     has_tactic_block,
+    name_parts,
 )
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in, unless_refused
 
@@ -377,14 +378,13 @@ class Elaborator:
         return known
 
     def _unlisted(self, declared: Sequence[str]) -> bool:
-        """Is one of the ``declared`` axiom names (as written: no namespace) possibly outside
-        the allow-list? Compared by the last part, so that a name declared inside a
-        ``namespace`` matches its allowed full name."""
-        allowed = {name.rsplit(".", 1)[-1] for name in self.allowed_axioms}
+        """Is one of the ``declared`` axioms (full names, ``axioms_declared``) outside the
+        allow-list? Compared by full name, as the verdict does: ``Demo.sound`` is not
+        ``Quot.sound``. The root ``sorryAx`` is left to SORRY_HELPER."""
+        allowed = {name_parts(name) for name in self.allowed_axioms}
         return any(
-            name.rsplit(".", 1)[-1] not in allowed
+            name_parts(name) not in allowed and name_parts(name) != ("sorryAx",)
             for name in declared
-            if name.rsplit(".", 1)[-1] != "sorryAx"
         )
 
     def _probe_line(self, task: Task, lean_text: str) -> int | None:

@@ -165,18 +165,37 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
 
 
 def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
-    """The names ``text`` declares with ``axiom`` outside ``[start, end)``, as written
-    (escapes resolved; no namespace prefix: lexical, like ``sorry_outside``)."""
-    names = []
-    declaring = False
+    """The full names ``text`` declares with ``axiom`` outside ``[start, end)``: the enclosing
+    ``namespace``s prefixed (lexically: ``namespace``/``section``/``mutual`` … ``end``), a
+    ``_root_.`` prefix dropped, a part that needs it escaped (``A.«my ax»``, as Lean prints
+    it). An ``unsafe axiom`` is left out: no theorem can depend on one (the kernel refuses)."""
+    names: list[str] = []
+    scopes: list[tuple[str, ...]] = []  # per open namespace/section/mutual: its name parts
+    previous = following = ""  # the code words before the current one
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
             continue
         word = token.text(text)
-        if declaring and token.kind is TokenKind.IDENT and not start <= token.start < end:
-            names.append(".".join(name_parts(word)))
-        declaring = token.kind is TokenKind.IDENT and word == "axiom"
+        outside = not start <= token.start < end
+        ident = token.kind is TokenKind.IDENT
+        if outside and ident and following == "axiom" and previous != "unsafe":
+            parts = name_parts(word)
+            if parts and parts[0] == "_root_":
+                parts = parts[1:]
+            else:
+                parts = tuple(p for scope in scopes for p in scope) + parts
+            names.append(".".join(p if _PLAIN_PART.fullmatch(p) else f"«{p}»" for p in parts))
+        elif outside and ident and following == "namespace":
+            scopes.append(name_parts(word))
+        elif outside and ident and word in ("section", "mutual") and following != "end":
+            scopes.append(())
+        elif outside and ident and word == "end" and scopes:
+            scopes.pop()
+        previous, following = following, (word if ident else "")
     return names
+
+
+_PLAIN_PART = re.compile(r"[^\s.«»]+")
 
 
 def code_span(text: str, start: int, end: int) -> tuple[int, int]:
