@@ -5,6 +5,7 @@ stdio client goes. Measured numbers are printed (``pytest -s``); bounds are gene
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -679,3 +680,31 @@ async def test_a_reply_carries_the_request_s_id_exactly(rid: bytes) -> None:
         await serve_stream(_RecordingService(), _OneChunk(line), send)  # type: ignore[arg-type]
     assert len(sent) == 1
     assert b'"id":' + rid + b"," in sent[0].replace(b": ", b":"), sent
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "rid"),
+    [
+        # invalid UTF-8: the lenient decode (orjson first) read the id as a float
+        (b'{"jsonrpc": "2.0", "id": 18446744073709551616, "method": "x", "p": "\xff"}\n',
+         -32700, b"18446744073709551616"),
+        # an id the standard library recovers with a lone surrogate: the parse error, escaped
+        (b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "list_tasks"}\n', -32700, b'"\\ud800"'),
+    ],
+)  # fmt: skip
+async def test_an_error_reply_carries_the_request_s_id_exactly(
+    line: bytes, code: int, rid: bytes
+) -> None:
+    """Found by review: the parse-error path still answered 2^64 as 1.8446744073709552e+19,
+    and an id with a lone surrogate got "internal error" (written as UTF-8, which it is not)
+    instead of its parse error."""
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    with anyio.fail_after(10):
+        await serve_stream(_RecordingService(), _OneChunk(line), send)  # type: ignore[arg-type]
+    assert len(sent) == 1
+    assert b'"id":' + rid + b"," in sent[0].replace(b": ", b":"), sent
+    assert json.loads(sent[0])["error"]["code"] == code, sent

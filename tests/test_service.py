@@ -326,20 +326,26 @@ async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() ->
 
 
 @pytest.mark.parametrize(
-    ("tactic", "at_end", "asked", "goals"),
+    ("tactic", "at_end", "known", "asked", "goals"),
     [
-        (False, None, [("ask", None, "start")], ["⊢ q ∧ p"]),
-        (True, "goals", [("ask", "end", None)], ["⊢ q"]),
-        (True, "no_goal", [("ask", "end", None), ("term goal", "start")], ["⊢ q ∧ p"]),
+        (False, None, None, [("ask", None, "start")], ["⊢ q ∧ p"]),
+        (True, "goals", None, [("ask", "end", None)], ["⊢ q"]),
+        (True, "no_goal", None, [("ask", "end", None), ("term goal", "start")], ["⊢ q ∧ p"]),
+        # the whole body's expected type known from an earlier step: not asked again
+        (False, None, "⊢ known", [("ask", None, None)], ["⊢ known"]),
+        (True, "goals", "⊢ known", [("ask", "end", None)], ["⊢ q"]),
+        (True, "no_goal", "⊢ known", [("ask", "end", None)], ["⊢ known"]),
     ],
 )
 async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
-    tactic: bool, at_end: Any, asked: list[tuple[Any, ...]], goals: list[str]
+    tactic: bool, at_end: Any, known: str | None, asked: list[tuple[Any, ...]], goals: list[str]
 ) -> None:
     """Each goal query costs Lean a share of the step whether or not its answer is shown (two
     made a short step 0.13-0.45 ms longer than one): a term body's step asks only for the expected
     type at its start, a tactic body's only for the tactic goals at its end — and, only when
-    there are none, for the expected type after the barrier. Each used to ask both."""
+    there are none, for the expected type after the barrier. Each used to ask both. Once the
+    whole body's expected type is known (it is the same for every body of a task), it is not
+    asked for again."""
     from agent_tools.sessions.elaborate import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
@@ -349,7 +355,7 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
     name = {start: "start", end: "end", None: None}
     error = LeanDiagnostic(LspRange(start, end), Severity.ERROR, "unsolved goals")
     report = DocumentReport("file:///T.lean", 2, 2, "done", (error,))
-    term = PlainTermGoal("goal", "⊢ q ∧ p")
+    term = PlainTermGoal("goal", "⊢ q ∧ p", LspRange(start, end))  # the whole body's
     calls: list[tuple[Any, ...]] = []
 
     class RecordingSlot:
@@ -365,7 +371,7 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
             calls.append(("term goal", name[pos]))
             return term
 
-    step = LeanStep("text", 5.0, end, start, tactic=tactic)
+    step = LeanStep("text", 5.0, end, start, tactic=tactic, expected=known)
     answer = await step(RecordingSlot())  # type: ignore[arg-type]
     assert calls == asked
     assert answer.goals == goals
@@ -379,7 +385,12 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
         ("\n  fun x => by", [AND_SWAP_GOAL]),
         ("\n  @And.intro q p h.2 h.2", [AND_SWAP_GOAL]),  # a term body: the expected type
         ("\n  h -- by symmetry", [AND_SWAP_GOAL]),
-        ("\n  by exact h", []),  # `exact` is unknown to the prelude-only Lean
+        ("\n  by exact h", [AND_SWAP_GOAL]),  # `exact` is unknown here: no goals at the end
+        # Lean's expected type there is not the whole body's (review): the task's is shown
+        ("\n  (fun (x : And p q) => x) h", [AND_SWAP_GOAL]),  # was `And p q → And p q`
+        ("\n  And.intro h h", [AND_SWAP_GOAL]),  # failed at the top: was nothing
+        ("\n  foo h", [AND_SWAP_GOAL]),  # an unknown identifier: was nothing
+        ("\n  (@And.intro q p) h.2 h.1.1", [AND_SWAP_GOAL]),  # was `q → p → And q p`
     ],
 )
 async def test_tactic_and_term_bodies_show_lean_s_goals(
@@ -417,7 +428,7 @@ async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refu
             given.append(timeout)
             if self.refuse:
                 raise ResponseError("$/lean/plainTermGoal", -32603, "Unknown constant")
-            return PlainTermGoal("goal", "⊢ q ∧ p")
+            return PlainTermGoal("goal", "⊢ q ∧ p", LspRange(at, at))  # the whole body's
 
     step = LeanStep("text", 0.05, at, at, tactic=True)
     answer = await step(LateSlot(refuse=False))  # type: ignore[arg-type]
@@ -437,7 +448,8 @@ async def test_a_goal_query_lean_answers_with_an_error_leaves_the_goals_out(
     there shows what Lean can answer."""
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(sid, "\n  `foo")
-    assert not step.complete and step.goals == []
+    # The whole body's expected type, known since open_task's step: not asked again.
+    assert not step.complete and step.goals == [AND_SWAP_GOAL]
     assert any("Unknown constant" in d.message for d in step.diagnostics), step.diagnostics
     start = (await service.get_proof_state(sid)).body_range.start
     goals = await service.get_goals(sid, start.line + 1, 3)

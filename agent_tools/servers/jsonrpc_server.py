@@ -68,18 +68,26 @@ def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
         pass
     else:
         if isinstance(msg, dict) and isinstance(msg.get("id"), float):
-            # orjson reads an integer id beyond 64 bits as a float: its reply would carry
-            # another number. The standard library reads it exactly (``dump_reply`` writes it).
-            with suppress(ValueError, RecursionError):
-                exact = json.loads(raw)
-                if isinstance(exact, dict) and isinstance(exact.get("id"), int):
-                    msg["id"] = exact["id"]
+            msg["id"] = _exact_id(msg["id"], raw)
         return msg, None
+    rid = recover_request_id(raw)
+    if isinstance(rid, float):  # the lenient decode is orjson's first
+        rid = _exact_id(rid, raw.decode("utf-8", "replace"))
     return None, _error(
-        recover_request_id(raw),
+        rid,
         -32700,
         "parse error: not JSON (one JSON object per line, strings of valid Unicode)",
     )
+
+
+def _exact_id(rid: float, raw: bytes | str) -> Any:
+    """orjson reads an integer id beyond 64 bits as a float: its reply would carry another
+    number. The standard library reads it exactly (``dump_reply`` writes it)."""
+    with suppress(ValueError, RecursionError):
+        exact = json.loads(raw)
+        if isinstance(exact, dict) and isinstance(exact.get("id"), int):
+            return exact["id"]
+    return rid
 
 
 def recover_request_id(raw: bytes | str) -> Any:
@@ -159,7 +167,8 @@ def dump_reply(payload: dict[str, Any], client: str) -> bytes:
     except TypeError:
         pass
     try:
-        return json.dumps(payload, ensure_ascii=False, allow_nan=False).encode() + b"\n"
+        # ASCII: a lone surrogate (an id the standard library recovered) is written escaped
+        return json.dumps(payload, allow_nan=False).encode() + b"\n"
     except (TypeError, ValueError):
         log.exception("jsonrpc.unserializable_reply", client=client)
         rid = payload.get("id")

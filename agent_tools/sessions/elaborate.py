@@ -31,7 +31,9 @@ from lsp_bridge import (
     PlainTermGoal,
     Pos,
     Severity,
+    TokenKind,
     has_tactic_block,
+    lean_tokens,
     name_parts,
 )
 from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in, unless_refused
@@ -121,6 +123,8 @@ class LeanAnswer:
     symbols: list[DocumentSymbol]
     goals: list[str] | None  # None: not asked (Lean reported nothing that could be incomplete)
     lean_s: float  # seconds spent on Lean inside the operation (where it ran)
+    # The expected type of the whole body, when this step learned it from Lean (``LeanStep``).
+    expected: str | None = None
 
 
 def maybe_incomplete(report: DocumentReport) -> bool:
@@ -144,6 +148,13 @@ class LeanStep:
     expected type, and its own error states its goal.) A goal query Lean answers with an
     error (``lean_refused``) leaves the goals out; the step's report stands.
 
+    The expected type shown is the whole body's — the theorem's statement with its binders as
+    hypotheses, the same for every body of a task, since only the body changes. Once a step
+    has learned it (``expected``: an answer that ``covers_body``), later steps show it without
+    asking: a term body's step asks no goal query at all, a tactic body without goals at its
+    end no late one. (Lean answers at the body's start with the innermost term there: for
+    ``(fun x => x) h`` the function's own type, for a body that failed at the top nothing.)
+
     Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
     may run it where the slot lives. The change, the barrier, the symbols query and the goal
     query go to Lean in one write (``Slot.elaborate_and_ask``): Lean answers them while it
@@ -162,6 +173,11 @@ class LeanStep:
     # The target declaration's first line: the scope check needs no earlier symbol.
     symbols_from: int = 0
     tactic: bool = True  # the body opens a tactic block (lean_text.has_tactic_block)
+    # The end of the identifier the body starts with (None: it starts otherwise): Lean
+    # answers an expected type asked there with that identifier's range and the type
+    # expected of the application it heads (``covers_body``).
+    head_end: LspPos | None = None
+    expected: str | None = None  # the whole body's expected type, if an earlier step learned it
     portable = True
 
     @property
@@ -177,11 +193,12 @@ class LeanStep:
         done = await slot.elaborate_and_ask(
             self.text,
             goal_at=self.goal_at if self.tactic else None,
-            term_at=None if self.tactic else self.term_at,
+            term_at=None if self.tactic or self.expected is not None else self.term_at,
             timeout=self.timeout,
             symbols_from=self.symbols_from,
         )
         goals: list[str] | None = None
+        learned: str | None = None
         if maybe_incomplete(done.report):
             goal, term = done.goal, done.term_goal
             if done.report.clean:
@@ -190,11 +207,30 @@ class LeanStep:
                 goals = []
             elif goal is not None and goal.status == "goals":
                 goals = list(goal.goals)  # tactic goals at the end of the body
-            else:  # else the expected type at its start
+            elif self.expected is not None:  # else the whole body's expected type
+                goals = [self.expected]
+            else:  # not known yet: Lean's at the body's start, if it is the whole body's
                 if self.tactic:  # a tactic body without goals at its end: ask now
                     term = await self._late_term_goal(slot, started)
-                goals = [term.goal] if term is not None and term.status == "goal" else []
-        return LeanAnswer(done.report, done.symbols, goals, time.perf_counter() - started)
+                if term is not None and term.status == "goal" and self.covers_body(term):
+                    learned = term.goal
+                goals = [learned] if learned is not None else []
+        took = time.perf_counter() - started
+        return LeanAnswer(done.report, done.symbols, goals, took, learned)
+
+    def covers_body(self, term: PlainTermGoal) -> bool:
+        """Is ``term`` the expected type of the whole body? Lean answers with the innermost
+        term at the position that is not the function of an application: for ``(fun x => x)
+        h`` that is the parenthesized function (its own type), and for a body that failed to
+        elaborate at the top (``And.intro h h`` with a type error) nothing. The whole body's
+        answer has a range reaching the body's end, or the range of the identifier the body
+        starts with (``@And.intro q p hq hp``: Lean's range is ``And.intro``)."""
+        if term.range is None:
+            return False
+        start, end = term.range.start, term.range.end
+        if (end.line, end.character) >= (self.goal_at.line, self.goal_at.character):
+            return True
+        return start == self.term_at and end == self.head_end
 
     async def _late_term_goal(self, slot: Slot, started: float) -> PlainTermGoal | None:
         """The expected type at the body's start, asked after the barrier: within what is
@@ -233,6 +269,8 @@ class Elaborator:
         self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
         self._keys: dict[str, PoolKey] = {}  # task id -> pool key
         self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
+        # task id -> the expected type of the whole body (LeanStep.covers_body)
+        self._expected: dict[str, str] = {}
         # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
         # saying so (SORRY_HELPER, AXIOM_HELPER)?
         self._probed: dict[str, bool] = {}
@@ -275,12 +313,18 @@ class Elaborator:
         term_at = view.lsp_to_lean(index.lsp_of_offset(first))
         assert goal_at is not None  # the body is after the cut
         assert term_at is not None
+        head = next(lean_tokens(text, first), None) if first < last else None
+        head_end = (
+            view.lsp_to_lean(index.lsp_of_offset(head.end))
+            if head is not None and head.kind is TokenKind.IDENT and head.end <= last
+            else None
+        )
         # The scope check looks at the target and what follows it (check_scope).
         decl_at = view.lsp_to_lean(index.lsp_of_offset(task.span.decl_start))
         symbols_from = decl_at.line if decl_at is not None else 0
         step = LeanStep(
             lean_text, self.step_timeout, goal_at, term_at, symbols_from,
-            tactic=has_tactic_block(body),
+            tactic=has_tactic_block(body), head_end=head_end, expected=self._expected.get(task.id),
         )  # fmt: skip
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
@@ -345,6 +389,8 @@ class Elaborator:
         )
         ok = rejected is None
         goals = answer.goals if ok and not complete and answer.goals is not None else []
+        if answer.expected is not None:
+            self._expected[task.id] = answer.expected  # only the body changes: so it stays
         return Elaborated(text, index, report, goals, rejected, complete and ok)
 
     def _task_lines(self, task: Task) -> LineIndex:
