@@ -173,9 +173,9 @@ class LeanStep:
     # The target declaration's first line: the scope check needs no earlier symbol.
     symbols_from: int = 0
     tactic: bool = True  # the body opens a tactic block (lean_text.has_tactic_block)
-    # The end of the identifier the body starts with (None: it starts otherwise): Lean
-    # answers an expected type asked there with that identifier's range and the type
-    # expected of the application it heads (``covers_body``).
+    # The end of the identifier an explicit application ``@f x`` starts with (None: the body
+    # starts otherwise): Lean answers an expected type asked at ``f`` with the range of ``f``
+    # and the type expected of the application (``covers_body``).
     head_end: LspPos | None = None
     expected: str | None = None  # the whole body's expected type, if an earlier step learned it
     portable = True
@@ -223,8 +223,8 @@ class LeanStep:
         term at the position that is not the function of an application: for ``(fun x => x)
         h`` that is the parenthesized function (its own type), and for a body that failed to
         elaborate at the top (``And.intro h h`` with a type error) nothing. The whole body's
-        answer has a range reaching the body's end, or the range of the identifier the body
-        starts with (``@And.intro q p hq hp``: Lean's range is ``And.intro``)."""
+        answer has a range reaching the body's end, or that of the head of an explicit
+        application (``@And.intro q p hq hp``: Lean's range is ``And.intro``)."""
         if term.range is None:
             return False
         start, end = term.range.start, term.range.end
@@ -307,13 +307,17 @@ class Elaborator:
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex.sharing(self._task_lines(task), body_start, text)
         first, last = code_span(text, body_start, body_end)
-        if text.startswith("@", first) and first + 1 < last:
+        explicit = text.startswith("@", first) and first + 1 < last
+        if explicit:
             first += 1  # Lean has no term info on the `@` of `@f x`; the application starts here
         goal_at = view.lsp_to_lean(index.lsp_of_offset(last))
         term_at = view.lsp_to_lean(index.lsp_of_offset(first))
         assert goal_at is not None  # the body is after the cut
         assert term_at is not None
-        head = next(lean_tokens(text, first), None) if first < last else None
+        # `@f x`: Lean's answer at `f` has the range of `f` (``LeanStep.covers_body``). Not
+        # for a body starting with a plain identifier: that may be an operand (`h ▸ e`), whose
+        # answer at the start is its own type.
+        head = next(lean_tokens(text, first), None) if explicit else None
         head_end = (
             view.lsp_to_lean(index.lsp_of_offset(head.end))
             if head is not None and head.kind is TokenKind.IDENT and head.end <= last
