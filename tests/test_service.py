@@ -513,6 +513,34 @@ async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
         assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
 
 
+async def test_a_target_named_like_sorryax_is_complete_when_it_does_not_use_it(
+    tmp_path: Path,
+) -> None:
+    """Found by review: the `#print axioms` probe's answer was searched for the substring
+    "sorryAx", and that answer names the target: a correct proof of `Demo.sorryAxFree.main`,
+    in a suite whose library leaves a lemma with `sorry` (so the probe runs), was never
+    complete. The probe is now judged on the axiom names Lean lists."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    for path in (suite / "suite.toml", suite / "Demo" / "AndSwap.lean"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("Demo.AndSwap", "Demo.sorryAxFree"), encoding="utf-8")
+    basic = suite / "Demo" / "Basic.lean"
+    cheat = "theorem Demo.cheat (p : Prop) : p :=\n  sorryAx p Bool.false"
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")
+        assert step.complete, step.diagnostics
+        assert (await service.check_proof(sid)).accepted
+        through = await service.set_proof(sid, "\n  Demo.cheat (And q p)")
+        assert not through.complete
+        assert any("sorryAx" in d.message for d in through.diagnostics), through.diagnostics
+
+
 async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     tmp_path: Path,
 ) -> None:

@@ -76,6 +76,12 @@ AXIOM_HELPER = (
     "rejects that): "
 )
 
+# The probe's answer could not be read (no `#print axioms` message names the target): the
+# session cannot tell, so it does not say complete; the verdict decides.
+PROBE_UNREAD = (
+    "not complete: Lean's `#print axioms` answer for the target could not be read, so the "
+    "axioms this proof depends on are unknown; check_proof decides"
+)
 
 # A complete step that took Lean more than this share of the verdict's time limit gets a warning
 # (SLOW_NOTE): the verdict elaborates the whole file again, in fresh processes that compete
@@ -98,6 +104,20 @@ def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentRepor
     ours = [d.message for d in report.diagnostics if d.range.start.line >= probe_line]
     kept = tuple(d for d in report.diagnostics if d.range.start.line < probe_line)
     return dataclasses.replace(report, diagnostics=kept), ours
+
+
+def probe_objection(messages: Sequence[str], theorem: str, allowed: Sequence[str]) -> str | None:
+    """Why a step Lean reported clean is still not complete, from the appended ``#print
+    axioms`` probe's ``messages`` (None: nothing against it). Judged on the names Lean lists,
+    as the verdict does (a theorem or axiom whose name merely contains ``sorryAx`` is not
+    ``sorryAx``); an answer that cannot be read is not taken as clean (PROBE_UNREAD)."""
+    used = parse_axioms([{"data": m} for m in messages], theorem)
+    if used is None:
+        return PROBE_UNREAD
+    if any(name_parts(name) == ("sorryAx",) for name in used):
+        return SORRY_HELPER
+    extra = axioms_outside(used, allowed)
+    return AXIOM_HELPER + ", ".join(extra) if extra else None
 
 
 def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
@@ -351,19 +371,10 @@ class Elaborator:
             report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
         if complete and axioms is not None:
-            used = parse_axioms([{"data": m} for m in axioms], task.spec.theorem)
-            extra = axioms_outside(used or (), self.allowed_axioms)
-            if any("sorryAx" in m for m in axioms):
+            objection = probe_objection(axioms, task.spec.theorem, self.allowed_axioms)
+            if objection is not None:
                 complete = False
-                report = _with_warning(
-                    report, index.lsp_of_offset(task.span.decl_start), SORRY_HELPER
-                )
-            elif extra:
-                complete = False
-                report = _with_warning(
-                    report, index.lsp_of_offset(task.span.decl_start),
-                    AXIOM_HELPER + ", ".join(extra),
-                )  # fmt: skip
+                report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), objection)
         if complete and (forbidden := forbidden_constructs(body)):
             # The verdict's own check, so a session never calls complete what it rejects.
             complete = False
