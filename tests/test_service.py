@@ -541,6 +541,34 @@ async def test_a_target_named_like_sorryax_is_complete_when_it_does_not_use_it(
         assert any("sorryAx" in d.message for d in through.diagnostics), through.diagnostics
 
 
+async def test_a_proof_naming_an_axiom_of_lean_s_own_library_is_not_complete(
+    tmp_path: Path,
+) -> None:
+    """Found by review: only axioms the task file or the suite's library declares were looked
+    for, so with a full toolchain a body using `Lean.ofReduceBool` (declared by Init, which is
+    not scanned) was complete and check_proof rejected it. The prelude Lean has no Init: the
+    suite's library declares the axiom here, and the session is told it declares none, as
+    with Init's."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    basic = suite / "Demo" / "Basic.lean"
+    cheat = "axiom Lean.ofReduceBool (p : Prop) : p"
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        service.elaborator.library_axioms = ()
+        sid = (await service.open_task("and_swap")).session_id
+        step = await service.set_proof(sid, "\n  Lean.ofReduceBool (And q p)")
+        assert not step.complete
+        assert any("Lean.ofReduceBool" in d.message for d in step.diagnostics), step.diagnostics
+        verdict = await service.check_proof(sid)
+        assert not verdict.accepted
+        assert any("Lean.ofReduceBool" in r for r in verdict.reasons), verdict.reasons
+        assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
+
+
 async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     tmp_path: Path,
 ) -> None:

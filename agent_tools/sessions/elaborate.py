@@ -76,6 +76,13 @@ AXIOM_HELPER = (
     "rejects that): "
 )
 
+# Lean's own library declares axioms beyond the usual allow-list that a body can name (not
+# declared in the task file or the suite's library, so not found there): `Lean.ofReduceBool` is
+# what `native_decide` leaves, `Lean.ofReduceNat` its Nat twin, `Lean.trustCompiler` what
+# compiler-trusting tactics leave. A session document whose text names one outside the
+# allow-list gets the probe for that step (AXIOM_HELPER then names it).
+INIT_AXIOMS = ("Lean.ofReduceBool", "Lean.ofReduceNat", "Lean.trustCompiler")
+
 # The probe's answer could not be read (no `#print axioms` message names the target): the
 # session cannot tell, so it does not say complete; the verdict decides.
 PROBE_UNREAD = (
@@ -293,7 +300,8 @@ class Elaborator:
         self._expected: dict[str, str] = {}
         # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
         # saying so (SORRY_HELPER, AXIOM_HELPER)?
-        self._probed: dict[str, bool] = {}
+        self._probed_tasks: dict[str, bool] = {}
+        self._init_words: tuple[str, ...] | None = None  # INIT_AXIOMS outside the allow-list
         # task id -> errors after the body that only the blanked wrappers cause
         self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
@@ -323,7 +331,7 @@ class Elaborator:
         text = task.with_body(body)
         lean_text = self._lean_text(task, view, text)
         key = self._key(task, view, lean_text)
-        probe_line = self._probe_line(task, lean_text)
+        probe_line = self._probe_line(task, text, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex.sharing(self._task_lines(task), body_start, text)
         first, last = code_span(text, body_start, body_end)
@@ -420,7 +428,7 @@ class Elaborator:
         wrappers unwrapped, and — once the task is known to leave other declarations with
         ``sorry`` — ``#print axioms`` of the target appended (``SORRY_HELPER``)."""
         lean_text = view.to_lean(task.unwrapped(text))
-        if self._probed_task(task):
+        if self._probed(task, text):
             lean_text += f"\n\n#print axioms _root_.{escape_name(task.spec.theorem)}\n"
         return lean_text
 
@@ -428,10 +436,10 @@ class Elaborator:
         """Does the task's session document end with the ``#print axioms`` probe: could a
         proof depend on ``sorryAx`` (a lemma left with ``sorry``) or on an axiom outside the
         allow-list (one the task file or the library declares) without an error saying so?"""
-        known = self._probed.get(task.id)
+        known = self._probed_tasks.get(task.id)
         if known is None:
             start, end = task.span.decl_start, task.span.end
-            known = self._probed[task.id] = (
+            known = self._probed_tasks[task.id] = (
                 self.library_sorry
                 or sorry_outside(task.text, start, end)
                 or self._unlisted([*self.library_axioms, *axioms_declared(task.text, start, end)])
@@ -448,9 +456,23 @@ class Elaborator:
             for name in declared
         )
 
-    def _probe_line(self, task: Task, lean_text: str) -> int | None:
+    def _probed(self, task: Task, text: str) -> bool:
+        """Does the session document for the task-file ``text`` end with the probe: the task
+        is probed, or the text names one of Lean's own axioms outside the allow-list
+        (INIT_AXIOMS; a text search, so a mention in a comment costs a probe, no more)."""
+        if self._probed_task(task):
+            return True
+        words = self._init_words
+        if words is None:
+            allowed = {name_parts(name) for name in self.allowed_axioms}
+            words = self._init_words = tuple(
+                name_parts(name)[-1] for name in INIT_AXIOMS if name_parts(name) not in allowed
+            )
+        return any(word in text for word in words)
+
+    def _probe_line(self, task: Task, text: str, lean_text: str) -> int | None:
         """The document line of the appended ``#print axioms`` (None: none appended)."""
-        if not self._probed_task(task):
+        if not self._probed(task, text):
             return None
         return lean_text.rstrip("\n").count("\n")
 
