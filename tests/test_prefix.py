@@ -85,6 +85,36 @@ def test_private_declarations_and_local_notation_are_not_replayed() -> None:
     assert "notation" not in split.context
 
 
+@pytest.mark.parametrize(
+    ("before", "local"),
+    [
+        ("private def hidden : N := N.z\n", True),
+        ("private theorem helper (p : Prop) (h : p) : p :=\n  h\n", True),
+        ('local notation "Z" => N.z\n', True),
+        ("@[local reducible] def r : N := N.z\n", True),
+        ("attribute [local irreducible] N.add\n", True),
+        ("attribute [-reducible] N.add\n", True),
+        ("attribute [ -reducible ] N.add\n", True),
+        ("seal N.add\n", True),
+        ("def localize : N := N.z\ndef privately : N := N.z\n", False),
+        ("-- a private note\n/- local -/\ndef x : N := N.z\n", False),
+        ("attribute [reducible] N.add\n", False),
+        ("def y : N := N.z -- [-1]\n", False),
+        ("open Foo\nnamespace Bar\nend Bar\n", False),
+    ],
+)
+def test_module_local_commands_of_the_prefix_are_listed(before: str, local: bool) -> None:
+    """A body may use what a module-local command declares or sets (a private helper, an
+    attribute that holds only in this file), which the prefix module's import loses: the
+    caller keeps such tasks in the whole file (sessions.prefix)."""
+    text = task_file(before=before)
+    split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)
+    assert split is not None
+    assert bool(split.module_local) is local, split.module_local
+    if local:
+        assert all(entry in text for entry in split.module_local)
+
+
 # -- positions ------------------------------------------------------------------------------------
 
 
@@ -205,6 +235,12 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             "let_statement": task_file(count=3).replace(
                 ": And q p :=\n", ": let r := And q p; r :=\n"
             ),
+            "private_helper": task_file(before=PRIVATE_HELPER),
+            "local_irreducible": task_file(before="attribute [local irreducible] N.add\n").replace(
+                "(p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false",
+                "(p q : Prop) (h : And p q) (n : N) : @Eq N (N.add n N.z) n :=\n"
+                "  sorryAx (@Eq N (N.add n N.z) n) Bool.false",
+            ),
             "helper": task_file(before=HELPER, count=3),
             "helper_big": task_file(before=HELPER, count=60),
             "leaky": leaky_task(3),
@@ -269,6 +305,37 @@ async def test_a_let_in_the_statement_is_not_taken_for_the_body(service: ProofSe
     done = await service.set_proof(opened.session_id, RIGHT)
     assert done.complete, done.diagnostics
     assert (await service.check_proof(opened.session_id)).accepted
+
+
+PRIVATE_HELPER = (
+    "private theorem swap (p q : Prop) (h : And p q) : And q p :=\n"
+    "  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h\n"
+)
+
+
+async def test_a_private_helper_of_a_long_prefix_is_usable(service: ProofService) -> None:
+    """Found by the session-12 sweep: the prefix was imported (Lean confirmed the statement with
+    the placeholder body, which uses no helper), and a private name does not cross an import:
+    the honest `swap p q h` was "Unknown identifier" in the session and accepted by
+    check_proof. A prefix with module-local commands now stays in the file."""
+    opened = await service.open_task("private_helper")
+    assert opened.mode == "file" and "module-local" in opened.mode_reason, opened.mode_reason
+    done = await service.set_proof(opened.session_id, "\n  swap p q h")
+    assert done.complete, done.diagnostics
+    assert (await service.check_proof(opened.session_id)).accepted
+
+
+async def test_a_local_attribute_of_a_long_prefix_holds_in_the_session(
+    service: ProofService,
+) -> None:
+    """Found by the session-12 sweep: `attribute [local irreducible] N.add` did not cross the
+    prefix module's import, so `@Eq.refl N n` was complete in the session (N.add unfolds) and
+    check_proof rejected it (type mismatch)."""
+    opened = await service.open_task("local_irreducible")
+    assert opened.mode == "file", opened.mode_reason
+    step = await service.set_proof(opened.session_id, "\n  @Eq.refl N n")
+    assert not (await service.check_proof(opened.session_id)).accepted
+    assert not step.complete, step.diagnostics
 
 
 @pytest.mark.parametrize(("task_id", "mode"), [("helper", "file"), ("helper_big", "prefix")])

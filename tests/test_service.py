@@ -471,6 +471,27 @@ def test_an_error_lean_answers_with_is_not_called_a_replaced_process() -> None:
 AND_SWAP_PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "\n  let s := sorryAx\n  s (And q p) Bool.false",
+        "\n  let s := @sorryAx (And q p)\n  s Bool.true",
+        "\n  (fun (f : (α : Prop) → Bool → α) => f (And q p) Bool.false) sorryAx",
+    ],
+)
+async def test_a_sorry_lean_names_by_its_term_is_not_complete(
+    service: ProofService, body: str
+) -> None:
+    """Found by the session-12 sweep: for a `sorryAx` not applied in place, Lean 4.35 warns
+    "declaration uses `sorryAx`" or "declaration uses `sorryAx (And q p)`" (the sorry term
+    itself); only "declaration uses `sorry`" was read as a sorry, so the step said complete
+    and check_proof rejected the proof (it depends on sorryAx)."""
+    sid = (await service.open_task("and_swap")).session_id
+    step = await service.set_proof(sid, body)
+    assert not step.complete, step.diagnostics
+    assert not (await service.check_proof(sid)).accepted
+
+
 async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
     service: ProofService,
 ) -> None:

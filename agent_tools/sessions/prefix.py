@@ -198,6 +198,14 @@ class PrefixModules:
                 f"{split.commands} commands before the target (a prefix module pays off from "
                 f"{self.min_commands})",
             )
+        if split.module_local:
+            # Lean's check below sees the placeholder body only, which need not use them.
+            shown = "; ".join(split.module_local[:2])
+            more = "; …" if len(split.module_local) > 2 else ""
+            return TaskView.whole_file(
+                self.environment,
+                f"the prefix has module-local commands (not kept by an import): {shown}{more}",
+            )
         # One decision per (task, prefix content, environment): the directory is per
         # environment, the module name is the prefix's digest, the task's text is hashed in.
         key = hashlib.sha256(f"{task.spec.theorem}\0{task.text}".encode()).hexdigest()[:16]

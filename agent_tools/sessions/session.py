@@ -9,6 +9,7 @@ slot (preferring the one it used last, whose document still has this session's t
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -19,15 +20,17 @@ from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
 from ..tasks import Task
 from .catalogue import StepState
 
+# Lean's sorry warning: "declaration uses 'sorry'" (older), m!"declaration uses `{s}`" (4.2x+),
+# where ``s`` is the sorry term found: `sorry`, but for a `sorryAx` not applied in place (bound
+# by a `let`, passed as an argument) the term itself ("declaration uses `sorryAx (And q p)`").
+_USES_SORRY = re.compile(r"declaration uses (?:'sorry'|`)")
+
 
 def leaves_proof_open(d: LeanDiagnostic) -> bool:
     """Lean says the declaration it is about is not proved: unsolved goals, or a `sorry`
-    (Lean has quoted the word both ways across versions)."""
-    return (
-        LeanTag.UNSOLVED_GOALS in d.lean_tags
-        or "declaration uses `sorry`" in d.message
-        or "declaration uses 'sorry'" in d.message
-    )
+    (Lean has quoted it both ways across versions, and names a `sorryAx` not applied in
+    place by its term)."""
+    return LeanTag.UNSOLVED_GOALS in d.lean_tags or _USES_SORRY.search(d.message) is not None
 
 
 def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) -> bool:

@@ -8,11 +8,16 @@ cost follows the number of commands in the document, not the size of the environ
 
 File-scoped context does not cross an import. Re-established here, in file order: ``namespace``,
 ``section`` (also ``noncomputable section``), ``end``, ``open``, ``universe``, ``variable``,
-``set_option``. Not re-established (a statement that needs them elaborates differently, and the
-caller's Lean check falls back to the whole file): ``private`` declarations (their names are
-module-local), ``local``/``scoped`` notation, instances and attributes, ``open … in`` and other
-``… in`` commands (they scope a single command only). The ``… in`` commands wrapping the target
-itself are part of the target's command: the cut comes before them (``scope_wrappers``).
+``set_option``. Not re-established: ``open … in`` and other ``… in`` commands (they scope a
+single command only; a statement that needs them elaborates differently, and the caller's Lean
+check falls back to the whole file). Module-local commands cannot be re-established and are
+listed (``PrefixSplit.module_local``): ``private`` declarations (their names are module-local),
+``local`` notation, instances and attributes, erased attributes (``attribute [-simp] f``),
+``seal``/``unseal``. A *body* may depend on them (a private helper, an ``irreducible`` that
+holds only in the file) where the target's statement does not, so the caller's check of the
+statement cannot see it: a prefix with any of them is not used. The ``… in`` commands wrapping
+the target itself are part of the target's command: the cut comes before them
+(``scope_wrappers``).
 
 Whether the split is *used* is not decided here: the caller must let Lean confirm that the
 target's statement elaborates to the same type and universe parameters both ways.
@@ -24,9 +29,10 @@ strings, ``«»`` names) is lsp_bridge's ``lean_text``.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
-from lsp_bridge import TokenKind, lean_tokens, name_parts
+from lsp_bridge import COMMENT_KINDS, LITERAL_KINDS, TokenKind, lean_tokens, name_parts, scan_text
 from repl_pool import Header
 
 _CONTEXT = {"namespace", "section", "end", "open", "universe", "universes", "variable",
@@ -60,6 +66,12 @@ class PrefixSplit:
     module_text: str  # the prefix module: the file up to ``cut``
     context: str  # re-established scoping commands, each ending with a line break
     digest: str  # of the module text (names the module)
+    # The prefix's module-local commands (`private` declarations, `local` attributes,
+    # notations and instances, `seal`/`unseal`), each as its first line: they do not cross an
+    # import, so a *body* may elaborate differently with the prefix imported (a private helper
+    # unknown, an `attribute [local irreducible]` gone), which the caller's check of the
+    # target's statement with the placeholder body cannot see.
+    module_local: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -227,6 +239,30 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
         module_text=module_text,
         context="".join(context),
         digest=digest,
+        module_local=tuple(
+            text[c.start : c.end].split("\n", 1)[0][:80] for c in prefix if _module_local(text, c)
+        ),
+    )
+
+
+_LOCAL_WORDS = {"private", "local"}  # keywords: never an identifier in a term
+_LOCAL_COMMANDS = {"seal", "unseal"}  # `attribute [local irreducible]` / `[local semireducible]`
+_ERASED_ATTRIBUTE = re.compile(r"\[[^\]]*(?<![\w'.])-\s*[\w«]")  # `attribute [-simp] f`
+
+
+def _module_local(text: str, cmd: Command) -> bool:
+    """Does ``cmd`` declare or set something that stays in its module (``private``, ``local``
+    anywhere in it, attributes included: ``@[local simp]``, ``attribute [local …]``,
+    ``local notation``; an erased attribute ``attribute [-simp] f``; ``seal``/``unseal``)?"""
+    if cmd.keyword in _LOCAL_COMMANDS or not _LOCAL_WORDS.isdisjoint(cmd.words):
+        return True
+    command = text[cmd.start : cmd.end]
+    if "@[" not in command and cmd.keyword != "attribute":
+        return False
+    # In attributes too (``Command.words`` leaves out what is inside ``@[…]``).
+    code = scan_text(command).blank(command, COMMENT_KINDS | LITERAL_KINDS)
+    return bool(_LOCAL_WORDS & set(re.findall(r"[\w']+", code))) or (
+        cmd.keyword == "attribute" and _ERASED_ATTRIBUTE.search(code) is not None
     )
 
 
