@@ -590,6 +590,54 @@ async def test_a_proof_naming_an_axiom_of_lean_s_own_library_is_not_complete(
         assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
 
 
+EXIT_TASK = """prelude
+import Demo.Basic
+
+namespace Bx
+
+axiom cheat : False
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+def after : N := N.z
+
+end Bx
+
+#exit
+
+this is never read
+"""
+
+
+async def test_a_probed_task_file_ending_in_exit_can_be_completed(tmp_path: Path) -> None:
+    """Found by the session-12 sweep: a task file that declares an axiom outside the allow-list
+    (so the session's document gets the `#print axioms` probe) and stops with `#exit`: the
+    probe was appended after the `#exit`, Lean never ran it, and every step, the right proof
+    too, was "not complete: … could not be read" while check_proof accepted. The probe now
+    goes before the `#exit`."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "Exit.lean").write_text(EXIT_TASK, encoding="utf-8")
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "exit"\nfile = "Demo/Exit.lean"\ntheorem = "Bx.main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("exit")).session_id
+        done = await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")
+        assert done.complete, done.diagnostics
+        assert done.diagnostics == []
+        assert (await service.check_proof(sid)).accepted
+        cheat = await service.set_proof(sid, "\n  @False.rec (fun _ => And q p) cheat")
+        assert not cheat.complete
+        assert any("Bx.cheat" in d.message for d in cheat.diagnostics), cheat.diagnostics
+        wrong = await service.set_proof(sid, "\n  h")
+        assert not wrong.complete and wrong.diagnostics[0].line == 9, wrong.diagnostics
+
+
 async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     tmp_path: Path,
 ) -> None:

@@ -43,6 +43,7 @@ from ..tasks import (
     axioms_declared,
     check_scope,
     code_span,
+    commands,
     flatten_symbols,
     sorry_outside,
     suffix_structure,
@@ -302,6 +303,7 @@ class Elaborator:
         # saying so (SORRY_HELPER, AXIOM_HELPER)?
         self._probed_tasks: dict[str, bool] = {}
         self._init_words: tuple[str, ...] | None = None  # INIT_AXIOMS outside the allow-list
+        self._exits: dict[str, int | None] = {}  # task id -> a `#exit` after the target
         # task id -> errors after the body that only the blanked wrappers cause
         self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
@@ -329,9 +331,8 @@ class Elaborator:
         """Elaborate the task with ``body`` on a warm slot: report, scope verdict, goals."""
         view = self._views.get(task.id) or await self.view(task)
         text = task.with_body(body)
-        lean_text = self._lean_text(task, view, text)
+        lean_text, probe_line = self._lean_document(task, view, text)
         key = self._key(task, view, lean_text)
-        probe_line = self._probe_line(task, text, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex.sharing(self._task_lines(task), body_start, text)
         first, last = code_span(text, body_start, body_end)
@@ -425,12 +426,35 @@ class Elaborator:
 
     def _lean_text(self, task: Task, view: TaskView, text: str) -> str:
         """Lean's session document for the task-file ``text``: the view's document, the
-        wrappers unwrapped, and — once the task is known to leave other declarations with
-        ``sorry`` — ``#print axioms`` of the target appended (``SORRY_HELPER``)."""
+        wrappers unwrapped, and — for a probed step (``_probed``) — ``#print axioms`` of the
+        target appended (``SORRY_HELPER``)."""
+        return self._lean_document(task, view, text)[0]
+
+    def _lean_document(self, task: Task, view: TaskView, text: str) -> tuple[str, int | None]:
+        """``_lean_text`` and the line of its probe (None: not probed). The probe is appended,
+        so no position moves — or, in a task file that stops with ``#exit`` after the target,
+        inserted right before that ``#exit`` (nothing after it is elaborated, so nothing
+        after it is reported either)."""
         lean_text = view.to_lean(task.unwrapped(text))
-        if self._probed(task, text):
-            lean_text += f"\n\n#print axioms _root_.{escape_name(task.spec.theorem)}\n"
-        return lean_text
+        if not self._probed(task, text):
+            return lean_text, None
+        probe = f"#print axioms _root_.{escape_name(task.spec.theorem)}\n"
+        exit_at = self._exit_at(task)
+        if exit_at is None:
+            lean_text = lean_text + "\n\n" + probe
+            return lean_text, lean_text.rstrip("\n").count("\n")
+        # The text after the body is the task file's in every view: count from the end.
+        at = len(lean_text) - (len(task.text) - exit_at)
+        return lean_text[:at] + probe + "\n" + lean_text[at:], lean_text.count("\n", 0, at)
+
+    def _exit_at(self, task: Task) -> int | None:
+        """The task file's offset of a column-0 ``#exit`` after the target (None: none)."""
+        if task.id not in self._exits:
+            after = commands(task.text, task.span.end, len(task.text))
+            self._exits[task.id] = next(
+                (c.start for c in after if task.text.startswith("#exit", c.start)), None
+            )
+        return self._exits[task.id]
 
     def _probed_task(self, task: Task) -> bool:
         """Does the task's session document end with the ``#print axioms`` probe: could a
@@ -469,12 +493,6 @@ class Elaborator:
                 name_parts(name)[-1] for name in INIT_AXIOMS if name_parts(name) not in allowed
             )
         return any(word in text for word in words)
-
-    def _probe_line(self, task: Task, text: str, lean_text: str) -> int | None:
-        """The document line of the appended ``#print axioms`` (None: none appended)."""
-        if not self._probed(task, text):
-            return None
-        return lean_text.rstrip("\n").count("\n")
 
     def _without_scope_artifacts(
         self,
