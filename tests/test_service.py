@@ -638,6 +638,41 @@ async def test_a_probed_task_file_ending_in_exit_can_be_completed(tmp_path: Path
         assert not wrong.complete and wrong.diagnostics[0].line == 9, wrong.diagnostics
 
 
+LAST_COMMAND_TASK = """prelude
+import Demo.Basic
+
+theorem helper (p : Prop) : p := sorryAx p Bool.false
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+"""
+
+
+async def test_a_parse_error_at_the_end_of_a_probed_file_names_no_hidden_command(
+    tmp_path: Path,
+) -> None:
+    """Found by the session-12 sweep: in a probed task file whose target is the last command,
+    a body with an unclosed parenthesis got "unexpected token '#print'; expected …", naming
+    the session's own probe, which the agent cannot see (check_proof: "unexpected end of
+    input"). The message now reads as for the task file."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "Last.lean").write_text(LAST_COMMAND_TASK, encoding="utf-8")
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "last"\nfile = "Demo/Last.lean"\ntheorem = "main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("last")).session_id
+        step = await service.set_proof(sid, f"\n  ({AND_SWAP_PROOF}")
+        messages = [d.message for d in step.diagnostics]
+        assert not step.complete
+        assert not any("#print" in m for m in messages), messages
+        assert any(m.startswith("unexpected end of input") for m in messages), messages
+
+
 async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     tmp_path: Path,
 ) -> None:

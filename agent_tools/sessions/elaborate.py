@@ -107,11 +107,24 @@ SLOW_NOTE = (
 FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
 
 
-def _split_probe(report: DocumentReport, probe_line: int) -> tuple[DocumentReport, list[str]]:
-    """Lean's report without the appended ``#print axioms``, and that command's messages."""
+def _split_probe(
+    report: DocumentReport, probe_line: int, displaced: str
+) -> tuple[DocumentReport, list[str]]:
+    """Lean's report without the appended ``#print axioms``, and that command's messages.
+    A parse error that ran into the probe names it ("unexpected token '#print'"), a command
+    the agent cannot see: it names what the task file has there instead (``displaced``)."""
     ours = [d.message for d in report.diagnostics if d.range.start.line >= probe_line]
-    kept = tuple(d for d in report.diagnostics if d.range.start.line < probe_line)
+    kept = tuple(
+        dataclasses.replace(d, message=d.message.replace(_PROBE_TOKEN, displaced))
+        if _PROBE_TOKEN in d.message
+        else d
+        for d in report.diagnostics
+        if d.range.start.line < probe_line
+    )
     return dataclasses.replace(report, diagnostics=kept), ours
+
+
+_PROBE_TOKEN = "unexpected token '#print'"
 
 
 def probe_objection(messages: Sequence[str], theorem: str, allowed: Sequence[str]) -> str | None:
@@ -374,7 +387,12 @@ class Elaborator:
                 timer.lean_intervals.append((lean_from, now))
         lean_report, axioms = answer.report, None
         if probe_line is not None:
-            lean_report, axioms = _split_probe(lean_report, probe_line)
+            displaced = (
+                "unexpected end of input"
+                if self._exit_at(task) is None
+                else "unexpected token '#exit'"
+            )
+            lean_report, axioms = _split_probe(lean_report, probe_line, displaced)
         report = view.report_from_lean(lean_report)
         if task.wrappers:
             report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
