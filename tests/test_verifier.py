@@ -501,3 +501,52 @@ def test_forbidden_constructs_prefilter_finds_what_the_full_scan_finds(body: str
     """Only constructs whose words occur in the body are scanned for (a session checks every
     complete step): the same reasons as scanning for all of them."""
     assert forbidden_constructs(body) == _forbidden_in_code(body, FORBIDDEN)
+
+
+BROKEN_WRAPPED = """prelude
+import Demo.Basic
+
+namespace Demo
+
+theorem helperAx (p : Prop) (h : p) : p := h
+
+end Demo
+
+namespace W
+
+open Demo in
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+theorem after (p : Prop) (h : p) : p := helperAx p h
+
+end W
+"""
+
+
+async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Path) -> None:
+    """Found by the session-12 sweep: a task file that does not compile by itself (a later
+    declaration uses a name only the target's `open Demo in` brings into scope) got every
+    proof rejected with "compilation failed: Unknown identifier `helperAx`", which reads as
+    the proof's fault. The reason now says where the error is: here outside the proof body,
+    in the task file's own text; for a wrong proof, in the body."""
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", suite_dir)
+    (suite_dir / "Demo" / "W.lean").write_text(BROKEN_WRAPPED, encoding="utf-8")
+    with (suite_dir / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "w"\nfile = "Demo/W.lean"\ntheorem = "W.main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    suite = load_suite(suite_dir)
+    verifier = verifier_for(suite)
+    task = suite.task("w")
+    proof = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+    verdict = await verifier.verify(task, task.with_body(proof))
+    assert not verdict.accepted
+    assert any(
+        r.startswith("compilation failed at 16:") and "outside the proof body" in r
+        and "helperAx" in r for r in verdict.reasons
+    ), verdict.reasons  # fmt: skip
+    wrong = await verifier.verify(task, task.with_body("\n  h"))
+    assert any(
+        r.startswith("compilation failed at 14:2 (in the proof body)") for r in wrong.reasons
+    ), wrong.reasons

@@ -46,6 +46,7 @@ from lsp_bridge import (
     LeanInstall,
     LeanrigError,
     LineIndex,
+    Pos,
     Timeouts,
     TokenKind,
     lean_tokens,
@@ -248,6 +249,26 @@ def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...
             continue
         return _split_names(match["list"]) if match["list"] is not None else ()
     return None
+
+
+def compile_failure(error: dict[str, Any], text: str, body_start: int, body_end: int) -> str:
+    """The verdict's reason for Lean's first ``error`` (a ``--json`` message) compiling the
+    submission ``text``: its position, and whether it is in the proof body
+    ``[body_start, body_end]`` or in the task file's own text — an error there means the proof
+    changed how the rest reads, or the task file itself does not compile (a suite to fix)."""
+    message = str(error.get("data", "")).splitlines()[0] if error.get("data") else "(no message)"
+    pos = error.get("pos")
+    if not isinstance(pos, dict) or not isinstance(pos.get("line"), int):
+        return f"compilation failed: {message}"
+    line, column = pos["line"], pos.get("column", 0)
+    offset = LineIndex(text).offset_of(Pos(line, (column if isinstance(column, int) else 0) + 1))
+    where = (
+        "in the proof body"
+        if body_start <= offset <= body_end
+        else "outside the proof body, in the task file's own text: the proof changed how the "
+        "rest of the file reads, or the task file does not compile without it"
+    )
+    return f"compilation failed at {line}:{column} ({where}): {message}"
 
 
 def _absolute_temp_dir(prefix: str, root: Path | None) -> Path:
@@ -517,10 +538,10 @@ class Verifier:
         messages = parse_json_messages(compiled.stdout)
         errors = [m for m in messages if m.get("severity") == "error"]
         if compiled.returncode != 0 or errors:
-            first = (
-                str(errors[0].get("data", "")).splitlines()[0] if errors else compiled.stderr[-200:]
-            )
-            raise _Rejected(f"compilation failed: {first}")
+            if not errors:
+                raise _Rejected(f"compilation failed: {compiled.stderr[-200:]}")
+            body_end = len(text) - (len(task.text) - task.span.end)
+            raise _Rejected(compile_failure(errors[0], text, task.span.start, body_end))
         theorem = task.spec.theorem
         name = escape_name(theorem)
         lines = [
