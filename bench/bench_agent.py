@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from agent_tools.tasks import library_dir, load_suite, split_prefix
 from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean, has_tactic_block
@@ -292,7 +292,17 @@ async def lean_lsp_mcp_peer(
     params = StdioServerParameters(
         command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(project)
     )
-    async with Client(params) as client:
+    # The peer's own log (rich-formatted, with an asyncio traceback at its exit) goes to a
+    # file, not between this benchmark's tables.
+    with (project / "lean-lsp-mcp.stderr.log").open("w") as errlog:
+        return await _lean_lsp_mcp_steps(Client(stdio_client(params, errlog=errlog)), target,
+                                         bad, good, steps)  # fmt: skip
+
+
+async def _lean_lsp_mcp_steps(
+    connection: Client, target: Path, bad: str, good: str, steps: int
+) -> list[float]:
+    async with connection as client:
         first = await client.call_tool("lean_diagnostic_messages", {"file_path": str(target)})
         assert not first.is_error, first.content
         samples = []
