@@ -492,6 +492,17 @@ async def test_a_sorry_lean_names_by_its_term_is_not_complete(
     assert not (await service.check_proof(sid)).accepted
 
 
+async def test_a_hypothesis_named_extern_is_a_proof_like_any_other(service: ProofService) -> None:
+    """Found by the session-12 sweep: the forbidden-construct check matched the bare word
+    `extern` (an attribute), so a correct proof binding a hypothesis named `extern` was
+    refused by the session and rejected by the verdict."""
+    sid = (await service.open_task("and_swap")).session_id
+    body = "\n  @And.rec p q (fun _ => And q p) (fun extern hq => @And.intro q p hq extern) h"
+    step = await service.set_proof(sid, body)
+    assert step.complete, step.diagnostics
+    assert (await service.check_proof(sid)).accepted
+
+
 async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
     service: ProofService,
 ) -> None:

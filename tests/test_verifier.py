@@ -382,6 +382,24 @@ def test_forbidden_constructs_ignore_comments_and_strings() -> None:
     assert forbidden_constructs("unsafeCast x") == []
 
 
+@pytest.mark.parametrize(
+    ("body", "forbidden"),
+    [
+        ("@And.rec p q (fun _ => And q p) (fun extern hq => @And.intro q p hq extern) h", False),
+        ("fun implemented_by => implemented_by", False),
+        ("[extern, h]", False),
+        ('aux\nwhere\n  @[extern "c_aux"] aux : N := N.z', True),
+        ("aux\nwhere\n  @[inline, «implemented_by» f] aux : N := N.z", True),
+        ("aux\nwhere\n  @ [simp, extern] aux : N := N.z", True),
+        ("h\n@[implemented_by x] def y := 1", True),
+    ],
+)
+def test_attribute_constructs_are_forbidden_only_as_attributes(body: str, forbidden: bool) -> None:
+    """Found by the session-12 sweep: `extern` is an attribute, and elsewhere an ordinary name;
+    `fun extern hq => …` (a correct proof) was rejected by the session and the verdict."""
+    assert bool(forbidden_constructs(body)) is forbidden, forbidden_constructs(body)
+
+
 SANDBOX_HELPER = """
 import socket, sys
 target, port = sys.argv[1], int(sys.argv[2])

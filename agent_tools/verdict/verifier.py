@@ -185,9 +185,38 @@ def _forbidden_in_code(body: str, constructs: Iterable[str]) -> list[str]:
     words = _code_words(body)
     found = []
     for construct in constructs:
-        if _FORBIDDEN_TEXT[construct].search(code) or _has_words(words, construct):
+        if construct in ATTRIBUTE_ONLY:
+            hit = construct in _attribute_words(words)
+        else:
+            hit = _FORBIDDEN_TEXT[construct].search(code) is not None or _has_words(
+                words, construct
+            )
+        if hit:
             found.append(f"forbidden construct in the proof: {FORBIDDEN[construct]}")
     return found
+
+
+# Constructs that are attributes: they act only inside `@[…]` (or `attribute […]`); anywhere
+# else the word is an ordinary identifier (`fun extern h => …` is a proof like any other).
+ATTRIBUTE_ONLY = frozenset({"extern", "implemented_by"})
+
+
+def _attribute_words(words: list[str]) -> set[str]:
+    """The identifiers inside attribute brackets: ``@[…]`` (also written ``@ […]``) and
+    ``attribute […]``, nested brackets included."""
+    inside: set[str] = set()
+    depth = 0
+    for i, word in enumerate(words):
+        if depth:
+            if word == "[":
+                depth += 1
+            elif word == "]":
+                depth -= 1
+            else:
+                inside.add(word)
+        elif word == "[" and i > 0 and words[i - 1] in ("@", "attribute"):
+            depth = 1
+    return inside
 
 
 def _forbidden_text(construct: str) -> re.Pattern[str]:
