@@ -16,6 +16,7 @@ round trip. The scope check, the completeness verdict and the timers stay here.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
+    COMMENT_KINDS,
     DocumentReport,
     LeanDiagnostic,
     LineIndex,
@@ -42,8 +44,9 @@ from ..tasks import (
     Task,
     axioms_declared,
     check_scope,
+    code_end,
     code_span,
-    commands,
+    exit_after,
     flatten_symbols,
     sorry_outside,
     suffix_structure,
@@ -83,6 +86,10 @@ AXIOM_HELPER = (
 # compiler-trusting tactics leave. A session document whose text names one outside the
 # allow-list gets the probe for that step (AXIOM_HELPER then names it).
 INIT_AXIOMS = ("Lean.ofReduceBool", "Lean.ofReduceNat", "Lean.trustCompiler")
+# Tactics that leave them without naming them (`native_decide` is forbidden outright, but
+# `decide +native` / `decide (config := {native := true})` is the same tactic, and `bv_decide`
+# checks its certificate by `Lean.ofReduceBool`): their words in the text probe too.
+NATIVE_WORDS = ("native", "bv_decide")
 
 # The probe's answer could not be read (no `#print axioms` message names the target): the
 # session cannot tell, so it does not say complete; the verdict decides.
@@ -108,15 +115,15 @@ FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
 
 
 def _split_probe(
-    report: DocumentReport, probe_line: int, displaced: str
+    report: DocumentReport, probe_line: int, displaced: str | None
 ) -> tuple[DocumentReport, list[str]]:
     """Lean's report without the appended ``#print axioms``, and that command's messages.
-    A parse error that ran into the probe names it ("unexpected token '#print'"), a command
+    A parse error that ran into the probe names it ("unexpected token 'set_option'"), a command
     the agent cannot see: it names what the task file has there instead (``displaced``)."""
     ours = [d.message for d in report.diagnostics if d.range.start.line >= probe_line]
     kept = tuple(
         dataclasses.replace(d, message=d.message.replace(_PROBE_TOKEN, displaced))
-        if _PROBE_TOKEN in d.message
+        if displaced is not None and _PROBE_TOKEN in d.message
         else d
         for d in report.diagnostics
         if d.range.start.line < probe_line
@@ -124,7 +131,7 @@ def _split_probe(
     return dataclasses.replace(report, diagnostics=kept), ours
 
 
-_PROBE_TOKEN = "unexpected token '#print'"
+_PROBE_TOKEN = "unexpected token 'set_option'"  # the probe's first token
 
 
 def probe_objection(messages: Sequence[str], theorem: str, allowed: Sequence[str]) -> str | None:
@@ -139,6 +146,35 @@ def probe_objection(messages: Sequence[str], theorem: str, allowed: Sequence[str
         return SORRY_HELPER
     extra = axioms_outside(used, allowed)
     return AXIOM_HELPER + ", ".join(extra) if extra else None
+
+
+_OPEN, _CLOSE = "([{⟨⦃", ")]}⟩⦄"
+_NOT_ARGUMENTS = frozenset({"fun", "at", "with", "then", "else", "from", "in", "do", "matches"})
+
+
+def _only_arguments(text: str, start: int, end: int) -> bool:
+    """Is ``text[start:end]`` (after the head of ``@f …``) nothing but arguments of ``f``:
+    outside brackets, only identifiers (``h.1`` too), literals and ``@``? Anything else (an
+    operator such as ``▸``, ``|>.``, ``=``; a ``fun``) may make ``@f …`` an operand."""
+    depth, previous = 0, start
+    for token in lean_tokens(text, start):
+        if token.start >= end:
+            break
+        if token.kind in COMMENT_KINDS:
+            continue
+        piece = token.text(text)
+        if piece in _OPEN:
+            depth += 1
+        elif piece in _CLOSE:
+            depth -= 1
+        elif depth == 0:
+            if token.kind is TokenKind.IDENT and piece in _NOT_ARGUMENTS:
+                return False
+            dot = piece == "." and token.start == previous  # a projection: `h.1`
+            if token.kind is TokenKind.SYMBOL and piece != "@" and not dot:
+                return False
+        previous = token.end
+    return True
 
 
 def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
@@ -315,8 +351,11 @@ class Elaborator:
         # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
         # saying so (SORRY_HELPER, AXIOM_HELPER)?
         self._probed_tasks: dict[str, bool] = {}
-        self._init_words: tuple[str, ...] | None = None  # INIT_AXIOMS outside the allow-list
+        # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
+        self._init_pattern: re.Pattern[str] | None = None
+        self._init_outside: dict[str, bool] = {}  # task id -> in the task file's own text?
         self._exits: dict[str, int | None] = {}  # task id -> a `#exit` after the target
+        self._displacing: dict[str, str | None] = {}  # task id -> ``_displaced``
         # task id -> errors after the body that only the blanked wrappers cause
         self._artifacts: dict[str, set[tuple[str, int]]] = {}
 
@@ -359,10 +398,15 @@ class Elaborator:
         # `@f x`: Lean's answer at `f` has the range of `f` (``LeanStep.covers_body``). Not
         # for a body starting with a plain identifier: that may be an operand (`h ▸ e`), whose
         # answer at the start is its own type.
+        # Nor when the application may itself be an operand (`@f x ▸ e`, `@f x |>.g`): Lean
+        # elaborates it without an expected type and answers at `f` with `f`'s own type.
         head = next(lean_tokens(text, first), None) if explicit else None
         head_end = (
             view.lsp_to_lean(index.lsp_of_offset(head.end))
-            if head is not None and head.kind is TokenKind.IDENT and head.end <= last
+            if head is not None
+            and head.kind is TokenKind.IDENT
+            and head.end <= last
+            and _only_arguments(text, head.end, last)
             else None
         )
         # The scope check looks at the target and what follows it (check_scope).
@@ -387,12 +431,7 @@ class Elaborator:
                 timer.lean_intervals.append((lean_from, now))
         lean_report, axioms = answer.report, None
         if probe_line is not None:
-            displaced = (
-                "unexpected end of input"
-                if self._exit_at(task) is None
-                else "unexpected token '#exit'"
-            )
-            lean_report, axioms = _split_probe(lean_report, probe_line, displaced)
+            lean_report, axioms = _split_probe(lean_report, probe_line, self._displaced(task))
         report = view.report_from_lean(lean_report)
         if task.wrappers:
             report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
@@ -456,22 +495,41 @@ class Elaborator:
         lean_text = view.to_lean(task.unwrapped(text))
         if not self._probed(task, text):
             return lean_text, None
-        probe = f"#print axioms _root_.{escape_name(task.spec.theorem)}\n"
+        # Full names: `#print axioms` prints them relative to the namespaces open where it runs
+        # (`[choice]` after `open Classical`), and they are compared with the allow-list.
+        probe = (
+            "set_option pp.fullNames true in\n"
+            f"#print axioms _root_.{escape_name(task.spec.theorem)}\n"
+        )
         exit_at = self._exit_at(task)
         if exit_at is None:
             lean_text = lean_text + "\n\n" + probe
             return lean_text, lean_text.rstrip("\n").count("\n")
-        # The text after the body is the task file's in every view: count from the end.
+        # The text after the body is the task file's in every view: count from the end. The
+        # probe gets a line of its own (the `#exit` may follow other text on its line).
         at = len(lean_text) - (len(task.text) - exit_at)
-        return lean_text[:at] + probe + "\n" + lean_text[at:], lean_text.count("\n", 0, at)
+        return lean_text[:at] + "\n" + probe + lean_text[at:], lean_text.count("\n", 0, at) + 1
+
+    def _displaced(self, task: Task) -> str | None:
+        """What a parse error running into the probe names in the task file: the end of
+        input, or its `#exit`. None: the task file has code between the target and the probe
+        (`end Bx`, or a `set_option` command of its own), which such an error names."""
+        if task.id not in self._displacing:
+            exit_at = self._exit_at(task)
+            stop = len(task.text) if exit_at is None else exit_at
+            self._displacing[task.id] = (
+                None
+                if code_end(task.text, task.span.end, stop) > task.span.end
+                else "unexpected end of input"
+                if exit_at is None
+                else "unexpected token '#exit'"
+            )
+        return self._displacing[task.id]
 
     def _exit_at(self, task: Task) -> int | None:
-        """The task file's offset of a column-0 ``#exit`` after the target (None: none)."""
+        """The task file's offset of an ``#exit`` after the target (None: none)."""
         if task.id not in self._exits:
-            after = commands(task.text, task.span.end, len(task.text))
-            self._exits[task.id] = next(
-                (c.start for c in after if task.text.startswith("#exit", c.start)), None
-            )
+            self._exits[task.id] = exit_after(task.text, task.span.end)
         return self._exits[task.id]
 
     def _probed_task(self, task: Task) -> bool:
@@ -501,16 +559,36 @@ class Elaborator:
     def _probed(self, task: Task, text: str) -> bool:
         """Does the session document for the task-file ``text`` end with the probe: the task
         is probed, or the text names one of Lean's own axioms outside the allow-list
-        (INIT_AXIOMS; a text search, so a mention in a comment costs a probe, no more)."""
+        (INIT_AXIOMS), or a tactic that leaves one (NATIVE_WORDS). A text search, so a
+        mention in a comment costs a probe, no more; the task file's own text is searched
+        once, a step's body on every step."""
         if self._probed_task(task):
             return True
-        words = self._init_words
-        if words is None:
+        pattern = self._init_pattern
+        if pattern is None:
             allowed = {name_parts(name) for name in self.allowed_axioms}
-            words = self._init_words = tuple(
-                name_parts(name)[-1] for name in INIT_AXIOMS if name_parts(name) not in allowed
+            names = [
+                re.escape(name_parts(name)[-1])
+                for name in INIT_AXIOMS
+                if name_parts(name) not in allowed
+            ]
+            words = "|".join(re.escape(word) for word in NATIVE_WORDS)
+            pattern = self._init_pattern = (
+                re.compile("|".join(names) + rf"|(?<![\w'.])(?:{words})(?![\w'])")
+                if names
+                else re.compile(r"(?!)")  # every one allowed: nothing to look for
             )
-        return any(word in text for word in words)
+        outside = self._init_outside.get(task.id)
+        if outside is None:
+            start, end = task.span.start, task.span.end
+            outside = self._init_outside[task.id] = (
+                pattern.search(task.text, 0, start) is not None
+                or pattern.search(task.text, end) is not None
+            )
+        if outside:
+            return True
+        body_end = len(text) - (len(task.text) - task.span.end)
+        return pattern.search(text, task.span.start, body_end) is not None
 
     def _without_scope_artifacts(
         self,

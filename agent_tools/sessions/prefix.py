@@ -46,7 +46,7 @@ import structlog
 from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root
 from repl_pool import LeanEnvironment, SandboxPolicy, run_once, sandbox_wrapper
 
-from ..tasks import PrefixSplit, Symbol, Task, check_command, split_prefix
+from ..tasks import PrefixSplit, Symbol, Task, check_command, exit_after, split_prefix
 from ..verdict import Statement, parse_check
 
 log = structlog.get_logger("leanrig.prefix")
@@ -265,7 +265,16 @@ class PrefixModules:
             # Both as sessions see them (a wrapped target's `in` blanked in each), so a
             # difference is the prefix module's doing, not the wrappers' scope.
             unwrapped = task.unwrapped(task.text)
-            texts = {"file": unwrapped + probe, "prefix": view.to_lean(unwrapped) + probe}
+            # Before a `#exit` after the target, where there is one (Lean never reads past it).
+            exit_at = exit_after(task.text, task.span.end)
+
+            def probed(document: str) -> str:
+                if exit_at is None:
+                    return document + probe
+                at = len(document) - (len(task.text) - exit_at)
+                return document[:at] + probe + document[at:]
+
+            texts = {"file": probed(unwrapped), "prefix": probed(view.to_lean(unwrapped))}
             answers: dict[str, tuple[int | None, list[dict[str, Any]], str]] = {}
 
             async def one(name: str) -> None:

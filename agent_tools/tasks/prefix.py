@@ -266,6 +266,21 @@ def _module_local(text: str, cmd: Command) -> bool:
     )
 
 
+def exit_after(text: str, start: int) -> int | None:
+    """Offset of the first ``#exit`` command in ``text[start:]`` (None: none), comments and
+    literals skipped, wherever it stands on its line: Lean stops at an indented ``#exit`` or one
+    after another command on the same line too, so what is meant to run must go before it."""
+    hash_at = -1
+    for token in lean_tokens(text, start):
+        if token.kind in COMMENT_KINDS:
+            continue
+        ident = token.kind is TokenKind.IDENT
+        if ident and hash_at >= 0 and token.start == hash_at + 1 and token.text(text) == "exit":
+            return hash_at
+        hash_at = token.start if token.kind is TokenKind.SYMBOL and text[token.start] == "#" else -1
+    return None
+
+
 def check_command(theorem: str) -> str:
     """Commands that print the target's statement fully explicitly (``#check @T`` under
     ``pp.all``, the verifier's query), wherever they are appended (``_root_``: from any

@@ -1,0 +1,248 @@
+"""The session's `#print axioms` probe and expected-type learning against the real bootstrap
+Lean: problems a review (session 12) confirmed, each a test that failed before its fix —
+`#exit` in every form, full axiom names whatever the file opens, tactics that leave Lean's own
+axioms unnamed, an explicit application used as an operand."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent_tools.servers import ServeOptions, open_service
+from agent_tools.sessions import ProofService
+from agent_tools.sessions.elaborate import Elaborator
+from agent_tools.tasks import load_suite
+
+pytestmark = pytest.mark.anyio
+DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
+AND_SWAP_GOAL = "p q : Prop\nh : And p q\n⊢ And q p"
+PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+
+
+def _padding(count: int) -> str:
+    return "".join(f"def d{i} : N := N.s N.z\n" for i in range(count))
+
+
+def _exit_task(count: int, tail: str, newline: str = "\n") -> str:
+    """A probed task file (it declares an axiom outside the allow-list) that stops with
+    ``#exit`` somewhere after the target (``tail``), ``count`` commands before the target."""
+    text = (
+        "prelude\nimport Demo.Basic\n\nnamespace Bx\n\naxiom cheat : False\n\n"
+        + _padding(count)
+        + "theorem main (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false\n"
+        + tail
+    )
+    return text.replace("\n", newline)
+
+
+EXIT_TASKS = {
+    # `#exit` indented: Lean stops there as well (the probe went after it: never run)
+    "indented": _exit_task(3, "\nend Bx\n  #exit\nnever read\n"),
+    # `#exit` after another command on its line
+    "same_line": _exit_task(3, "\nend Bx #exit\nnever read\n"),
+    # a prefix module (47 commands before the target) and a `#exit`: the prefix check's
+    # `#check` was appended after the `#exit`, so such a file never got the prefix mode
+    "prefix": _exit_task(45, "\nend Bx\n\n#exit\n\nnever read\n"),
+    "prefix_tight": _exit_task(45, "#exit"),  # right after the target, no newline at EOF
+    "prefix_crlf": _exit_task(45, "\nend Bx\n\n#exit\n\nnever read\n", newline="\r\n"),
+}
+
+
+@pytest.fixture
+async def exit_service(tmp_path: Path) -> AsyncIterator[ProofService]:
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        for task_id, text in EXIT_TASKS.items():
+            (suite / "Demo" / f"X_{task_id}.lean").write_bytes(text.encode())
+            toml.write(f'\n[[tasks]]\nid = "{task_id}"\nfile = "Demo/X_{task_id}.lean"\n'
+                       'theorem = "Bx.main"\ndifficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        yield service
+
+
+@pytest.mark.parametrize(
+    ("task_id", "mode", "error_line"),
+    [("indented", "file", 12), ("same_line", "file", 12), ("prefix", "prefix", 54),
+     ("prefix_tight", "prefix", 54), ("prefix_crlf", "prefix", 54)],
+)  # fmt: skip
+async def test_a_probed_file_with_exit_after_the_target_completes_in_every_form(
+    exit_service: ProofService, task_id: str, mode: str, error_line: int
+) -> None:
+    """What happened: an `#exit` not in column 0 was not seen, the `#print axioms` probe went
+    after it and Lean never ran it: the right proof was "not complete: … could not be read"
+    while check_proof accepted. A task file with any `#exit` after the target never used the
+    prefix module (its check appended `#check` after the `#exit`: "statement could not be
+    read back"). What should: the probe (and the prefix check) go before the `#exit`
+    wherever it stands; positions, the displaced parse error and the axiom warning as in the
+    plain file."""
+    service = exit_service
+    opened = await service.open_task(task_id)
+    assert opened.mode == mode, opened.mode_reason
+    sid = opened.session_id
+    done = await service.set_proof(sid, f"\n  {PROOF}")
+    assert done.complete, done.diagnostics
+    assert (await service.check_proof(sid)).accepted
+    cheat = await service.set_proof(sid, "\n  @False.rec (fun _ => And q p) cheat")
+    assert not cheat.complete
+    assert any("Bx.cheat" in d.message for d in cheat.diagnostics), cheat.diagnostics
+    wrong = await service.set_proof(sid, "\n  h")
+    assert not wrong.complete and wrong.diagnostics[0].line == error_line, wrong.diagnostics
+    unclosed = await service.set_proof(sid, f"\n  ({PROOF}")
+    messages = [d.message for d in unclosed.diagnostics]
+    assert not unclosed.complete and not any("#print" in m for m in messages), messages
+    if task_id == "prefix_tight":
+        assert any(m.startswith("unexpected token '#exit'") for m in messages), messages
+
+
+def test_exit_after_finds_the_command_wherever_it_stands() -> None:
+    from agent_tools.tasks import exit_after
+
+    text = 'theorem t : T := x\n/- #exit -/ -- #exit\ndef s := "#exit"\n#exitfoo\nend A  #exit\n'
+    assert exit_after(text, 0) == text.index("  #exit") + 2
+    assert exit_after("theorem t : T := x\n#exit", 0) == len("theorem t : T := x\n")
+    assert exit_after("def a := x\n-- #exit\n", 0) is None
+
+
+@pytest.mark.parametrize(
+    "operand", ["@And.intro q p ▸ h", "@And.intro p q |>.rec", "@And.intro q p h.2 h.1 ▸ h"]
+)
+async def test_an_explicit_application_used_as_an_operand_teaches_no_expected_type(
+    tmp_path: Path, operand: str
+) -> None:
+    """What happened: `@f x ▸ e` (or `@f x |>.g`) starts with an explicit application that is
+    an operand: Lean elaborates it without an expected type and answers at `f` with `f`'s own
+    type (`∀ {a b : Prop}, a → b → And a b`) and `f`'s range, which `covers_body`'s head rule
+    took for the whole body's expected type; it was shown as the goal and, when it was the
+    task's first incomplete step (the task file's own body taught nothing), learned for the
+    task, so every later step (`h`) showed it too. What should: the head rule only for a body
+    that is nothing but the application (its arguments), the task's statement shown."""
+    # A task file whose own body teaches nothing (it is complete: no goal is asked), so the
+    # first incomplete step's answer is the one learned.
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    swap = suite / "Demo" / "AndSwap.lean"
+    swap.write_text(
+        swap.read_text(encoding="utf-8").replace("sorryAx (And q p) Bool.false", PROOF),
+        encoding="utf-8",
+    )
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        assert "and_swap" not in service.elaborator._expected
+        first = await service.set_proof(sid, f"\n  {operand}")
+        assert not first.complete
+        assert all("∀" not in g for g in first.goals), first.goals
+        later = await service.set_proof(sid, "\n  h")
+        assert later.goals == [AND_SWAP_GOAL]
+        # a whole explicit application still teaches it
+        whole = await service.set_proof(sid, "\n  @And.intro q p h h")
+        assert whole.goals == [AND_SWAP_GOAL]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["\n  by decide +native", "\n  by decide (config := {native := true})", "\n  by bv_decide"],
+)
+def test_tactics_that_leave_lean_s_own_axioms_unnamed_get_the_probe(body: str) -> None:
+    """What happened: the INIT_AXIOMS probe (3173dea) is decided by the axiom's name in the
+    text, and `native_decide` is forbidden; but `decide +native` (the same tactic: Lean 4.35
+    has it, "Cannot simultaneously set both `+kernel` and `+native`") and `bv_decide` leave
+    `Lean.ofReduceBool` without naming it: with a full toolchain such a step was complete
+    (no probe) and check_proof rejected it (an axiom outside the allow-list). What should:
+    such a step is probed (and the probe then names the axiom)."""
+    task = load_suite(DEMO).task("and_swap")
+    elaborator = Elaborator(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        1.0,
+        allowed_axioms=["propext", "Classical.choice", "Quot.sound"],
+    )
+    assert not elaborator._probed(task, task.with_body("\n  h"))  # nothing to look for
+    # a word, not a substring: `Alternative` (common in Mathlib files) is no native tactic
+    assert not elaborator._probed(task, task.with_body("\n  -- an alternative proof\n  h"))
+    assert elaborator._probed(task, task.with_body(body))
+
+
+OPEN_TASK = """prelude
+import Demo.Basic
+
+axiom Classical.choice (p : Prop) : p
+
+theorem helper (p : Prop) : p := sorryAx p Bool.false
+
+open Classical
+
+namespace Bx
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+"""
+
+
+@pytest.mark.parametrize("tail", ["\nend Bx\n", "", "\nend Bx\n\n#exit\n"])
+async def test_the_probe_reads_axiom_names_in_full_whatever_the_file_opens(
+    tmp_path: Path, tail: str
+) -> None:
+    """What happened: `#print axioms` prints the axioms' names relative to the namespaces open
+    where it runs (measured: after `open Classical`, `[choice]`; in `namespace Bx`, `[cheat]`
+    for `Bx.cheat`). The session's probe runs at the end of the file (or before its `#exit`),
+    under the file's `open`s and unclosed namespaces, and `probe_objection` compares the names
+    with the allow-list: a proof through the allowed `Classical.choice` in a probed file with
+    `open Classical` (usual in Mathlib-style files) was never complete ("axioms outside the
+    allow-list: choice"), and check_proof accepted it. What should: the probe prints full
+    names (`set_option pp.fullNames true in`), as the verdict's own query does."""
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "Open.lean").write_text(OPEN_TASK + tail, encoding="utf-8")
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "open"\nfile = "Demo/Open.lean"\ntheorem = "Bx.main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("open")).session_id
+        step = await service.set_proof(sid, "\n  Classical.choice (And q p)")
+        assert step.complete, step.diagnostics
+        assert (await service.check_proof(sid)).accepted
+        through = await service.set_proof(sid, "\n  helper (And q p)")
+        assert not through.complete
+        unclosed = await service.set_proof(sid, f"\n  ({PROOF}")
+        messages = [d.message for d in unclosed.diagnostics]
+        assert not any("#print" in m or "set_option" in m for m in messages), messages
+
+
+SET_OPTION_AFTER = """prelude
+import Demo.Basic
+
+theorem helper (p : Prop) : p := sorryAx p Bool.false
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+set_option pp.all true
+"""
+
+
+async def test_a_parse_error_naming_the_task_file_s_own_command_is_left_as_lean_said(
+    tmp_path: Path,
+) -> None:
+    """The probe now starts with `set_option` (full names): a parse error that names a
+    `set_option` command of the task file itself must not be rewritten as the probe's
+    ("unexpected end of input" where the file goes on)."""
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "SetOpt.lean").write_text(SET_OPTION_AFTER, encoding="utf-8")
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "setopt"\nfile = "Demo/SetOpt.lean"\ntheorem = "main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("setopt")).session_id
+        unclosed = await service.set_proof(sid, f"\n  ({PROOF}")
+        messages = [d.message for d in unclosed.diagnostics]
+        assert any(m.startswith("unexpected token 'set_option'") for m in messages), messages
+        assert (await service.set_proof(sid, f"\n  {PROOF}")).complete
