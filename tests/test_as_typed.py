@@ -353,6 +353,37 @@ def test_check_with_a_relative_submission(cwd: Path) -> None:
     assert json.loads(done.stdout)["accepted"] is False
 
 
+def test_a_wrong_suite_path_is_exit_2_and_says_what_to_pass(cwd: Path) -> None:
+    """`--suite DIR/suite.toml` (the file, not its directory), a directory named suite.toml or a
+    suite.toml that is not UTF-8 ended in a traceback — `check` with exit 1, which means
+    "rejected"; a missing directory was told to "fix suite.toml"."""
+    (cwd / "Submission.lean").write_text("prelude\n")
+    (cwd / "dir_toml" / "suite.toml").mkdir(parents=True)
+    (cwd / "latin1").mkdir()
+    (cwd / "latin1" / "suite.toml").write_bytes(b'name = "d\xe9mo"\n')
+    cases = {
+        f"{SUITE}/suite.toml": f"pass the directory that holds suite.toml: {cwd / SUITE}",
+        "lean_project/suites/nosuch": "no such suite directory",
+        "dir_toml": "cannot read",
+        "latin1": "is not UTF-8",
+    }
+    done = leanrig_each(
+        *[("check", "--suite", s, "--task", "and_swap", "Submission.lean") for s in cases],
+        cwd=cwd,
+    )
+    for (suite, expected), result in zip(cases.items(), done, strict=True):
+        assert result.returncode == 2, (suite, result.stderr)
+        assert "Traceback" not in result.stderr and expected in result.stderr, result.stderr
+
+
+def test_an_unknown_task_id_on_the_command_line_lists_the_suite_s_ids(cwd: Path) -> None:
+    """`check`/`edit` have no list_tasks to call, which is what the hint told them to do."""
+    (cwd / "Submission.lean").write_text("prelude\n")
+    done = leanrig("check", "--suite", SUITE, "--task", "and-swap", "Submission.lean", cwd=cwd)
+    assert done.returncode == 2, done.stderr
+    assert "unknown task 'and-swap'" in done.stderr and "and_swap" in done.stderr, done.stderr
+
+
 def test_doctor_json(cwd: Path) -> None:
     done, plain = leanrig_each(("doctor", "--json"), ("doctor",), cwd=cwd)
     assert done.returncode == 0, done.stdout + done.stderr

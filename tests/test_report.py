@@ -199,6 +199,17 @@ def test_a_run_dir_without_results_or_run_json_is_a_clear_error(
         report_runs([tmp_path / "empty", tmp_path / "l.jsonl"], tmp_path / "out")
 
 
+def test_serve_s_own_run_directory_points_at_its_ledger(tmp_path: Path) -> None:
+    """`leanrig serve` writes runs/<timestamp>/ledger.jsonl; `leanrig report runs/<timestamp>`
+    was told to pass a directory written by `leanrig run`, not the ledger it has."""
+    served = tmp_path / "runs" / "20260101-000000"
+    served.mkdir(parents=True)
+    (served / "ledger.jsonl").write_bytes(entry("open_task", 5.0, session="s", task="a"))
+    with pytest.raises(ReportError) as info:
+        write_report(served, tmp_path / "out")
+    assert f"pass {served / 'ledger.jsonl'}" in info.value.hint
+
+
 def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
     from agent_tools.runs import report_runs
 

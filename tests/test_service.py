@@ -817,3 +817,11 @@ async def test_goals_after_the_documents_worker_crashed_restart_it(
     psutil.wait_procs(workers, timeout=10)
     after = await service.get_goals(sid, start.line + 1, 3)
     assert after.goals == before.goals and after.term_goal == before.term_goal
+
+
+async def test_the_mode_reason_counts_in_english(service: ProofService) -> None:
+    """Found by the session-12 users' sweep: the demo's tasks said "1 commands before the
+    target"."""
+    opened = await service.open_task("and_swap")
+    assert opened.mode == "file"
+    assert opened.mode_reason.startswith("1 command before the target "), opened.mode_reason

@@ -566,5 +566,42 @@ async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Pa
     ), verdict.reasons  # fmt: skip
     wrong = await verifier.verify(task, task.with_body("\n  h"))
     assert any(
-        r.startswith("compilation failed at 14:2 (in the proof body)") for r in wrong.reasons
+        r.startswith("compilation failed at 14:3 (in the proof body)") for r in wrong.reasons
     ), wrong.reasons
+
+
+BROKEN_PLAIN = """prelude
+import Demo.Basic
+
+namespace P
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+theorem after (p : Prop) (h : p) : p := missingLemma p h
+
+end P
+"""
+
+
+async def test_a_parse_stage_error_also_says_whether_it_is_in_the_proof_body(
+    tmp_path: Path,
+) -> None:
+    """The same for a target without `… in` wrappers, whose errors the parse stage reports
+    first: "Lean reports 1 error(s); first at 9:41: Unknown identifier" read as the proof's
+    fault for a task file that does not compile by itself."""
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", suite_dir)
+    (suite_dir / "Demo" / "P.lean").write_text(BROKEN_PLAIN, encoding="utf-8")
+    with (suite_dir / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "p"\nfile = "Demo/P.lean"\ntheorem = "P.main"\n'
+                   'difficulty = 1\n')  # fmt: skip
+    suite = load_suite(suite_dir)
+    verifier = verifier_for(suite)
+    task = suite.task("p")
+    proof = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+    verdict = await verifier.verify(task, task.with_body(proof))
+    assert not verdict.accepted
+    assert "error(s); first at 9:41 (outside the proof body" in verdict.reasons[0], verdict.reasons
+    wrong = await verifier.verify(task, task.with_body("\n  h"))
+    assert "first at 7:3 (in the proof body)" in wrong.reasons[0], wrong.reasons

@@ -57,6 +57,11 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
     try:
         info = read_run_info(run_dir)
     except ResultsError as exc:
+        ledger = run_dir / "ledger.jsonl"
+        if ledger.is_file() and not (run_dir / "run.json").exists():
+            # `leanrig serve`'s own run directory (runs/<timestamp>/): a ledger, no run.
+            hint = f"a `leanrig serve` directory has a ledger, not a run: pass {ledger}"
+            raise ReportError(exc.message, hint=hint) from None
         raise ReportError(exc.message, hint=RUN_HINT) from None
     read = read_results(run_dir)
     if not read.results:

@@ -195,7 +195,8 @@ class PrefixModules:
         if split.commands < self.min_commands:
             return TaskView.whole_file(
                 self.environment,
-                f"{split.commands} commands before the target (a prefix module pays off from "
+                f"{split.commands} command{'' if split.commands == 1 else 's'} before the target "
+                "(a prefix module pays off from "
                 f"{self.min_commands})",
             )
         if split.module_local:

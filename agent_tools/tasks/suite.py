@@ -148,17 +148,45 @@ class Suite:
         except KeyError:
             raise SuiteError(
                 f"unknown task {task_id[:100]!r}" + ("…" if len(task_id) > 100 else ""),
-                hint="call list_tasks for the valid task ids",
+                hint=_known_ids(list(self.tasks)),
             ) from None
+
+
+def _known_ids(ids: list[str], shown: int = 12) -> str:
+    """The hint for an unknown task id: the suite's ids (a user of `leanrig check`/`edit`/`lsp`
+    has no list_tasks to call)."""
+    listed = ", ".join(ids[:shown]) + (f", … ({len(ids)} in all)" if len(ids) > shown else "")
+    return f"use one of the suite's task ids: {listed} (list_tasks lists them)"
 
 
 def load_suite(root: Path) -> Suite:
     root = root.resolve()
     manifest = root / "suite.toml"
+    if root.is_file():
+        raise SuiteError(
+            f"{root} is a file; a suite is a directory",
+            hint=f"pass the directory that holds suite.toml: {root.parent}"
+            if root.name == "suite.toml"
+            else "pass the suite's directory (the one that holds suite.toml)",
+        )
+    if not root.exists():
+        raise SuiteError(
+            f"no such suite directory: {root}",
+            hint="pass the suite's directory (the one that holds suite.toml), e.g. "
+            "lean_project/suites/demo in a leanrig checkout",
+        )
     try:
         raw = tomllib.loads(manifest.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SuiteError(f"no suite.toml in {root}") from None
+        raise SuiteError(
+            f"no suite.toml in {root}",
+            hint="pass the suite's directory (the one that holds suite.toml), "
+            "or write a suite.toml there (docs/suite-format.md)",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{manifest} is not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    except OSError as exc:
+        raise SuiteError(f"cannot read {manifest}: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{manifest}: invalid TOML: {exc}") from exc
     try:
@@ -178,6 +206,8 @@ def load_suite(root: Path) -> Suite:
             raise SuiteError(f"task {t.id}: file {t.file} does not exist") from None
         except UnicodeDecodeError as exc:
             raise SuiteError(f"task {t.id}: file {t.file} is not UTF-8") from exc
+        except OSError as exc:
+            raise SuiteError(f"task {t.id}: cannot read {t.file}: {exc.strerror or exc}") from exc
         if text.startswith("\ufeff"):
             raise SuiteError(
                 f"task {t.id}: file {t.file} starts with a UTF-8 byte order mark, which Lean "

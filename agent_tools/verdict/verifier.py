@@ -289,15 +289,21 @@ def compile_failure(error: dict[str, Any], text: str, body_start: int, body_end:
     pos = error.get("pos")
     if not isinstance(pos, dict) or not isinstance(pos.get("line"), int):
         return f"compilation failed: {message}"
-    line, column = pos["line"], pos.get("column", 0)
-    offset = LineIndex(text).offset_of(Pos(line, (column if isinstance(column, int) else 0) + 1))
-    where = (
-        "in the proof body"
-        if body_start <= offset <= body_end
-        else "outside the proof body, in the task file's own text: the proof changed how the "
+    # Lean's column is 0-based; the verdict's positions are 1-based, as the agent's are.
+    column = pos.get("column", 0)
+    at = Pos(pos["line"], (column if isinstance(column, int) else 0) + 1)
+    where = error_place(LineIndex(text).offset_of(at), body_start, body_end)
+    return f"compilation failed at {at.line}:{at.column} ({where}): {message}"
+
+
+def error_place(offset: int, body_start: int, body_end: int) -> str:
+    """Whether an error at ``offset`` of a submission is the proof's or the task file's."""
+    if body_start <= offset <= body_end:
+        return "in the proof body"
+    return (
+        "outside the proof body, in the task file's own text: the proof changed how the "
         "rest of the file reads, or the task file does not compile without it"
     )
-    return f"compilation failed at {line}:{column} ({where}): {message}"
 
 
 def _absolute_temp_dir(prefix: str, root: Path | None) -> Path:
@@ -506,10 +512,12 @@ class Verifier:
             first = errors[0] if errors else None
             where = index.from_lsp(first.range.start) if first else None
             msg = first.message.splitlines()[0] if first else "processing stopped"
-            raise _Rejected(
-                f"Lean reports {len(errors)} error(s)"
-                + (f"; first at {where.line}:{where.column}: {msg}" if where else f": {msg}")
-            )
+            at = f": {msg}"
+            if where is not None:
+                start = task.span.start
+                place = error_place(index.offset_of(where), start, start + len(body))
+                at = f"; first at {where.line}:{where.column} ({place}): {msg}"
+            raise _Rejected(f"Lean reports {len(errors)} error(s){at}")
         start = task.span.start
         end = start + len(body)
         original_index = LineIndex(task.text)
