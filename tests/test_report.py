@@ -80,7 +80,10 @@ def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -
     assert len(read_ledger(tmp_path / "l.jsonl").entries) == 3
 
 
-def test_benchmark_metrics_score_completion_and_seconds_per_point(tmp_path: Path) -> None:
+def test_a_ledger_report_counts_accepted_tasks_and_calls_it_no_score(tmp_path: Path) -> None:
+    """Found by the session-12 users' sweep: a ledger's report said "score 1 of 2 …
+    seconds per score point", numbers that mean something else in docs/runs.md (a
+    difficulty-weighted score over the suite), which a ledger cannot compute."""
     ledger = tmp_path / "l.jsonl"
 
     def at(second: int, **kw: object) -> bytes:
@@ -97,12 +100,15 @@ def test_benchmark_metrics_score_completion_and_seconds_per_point(tmp_path: Path
         + at(8, tool="check_proof", session="b", task="t2", accepted=False)
     )
     b = write_report(ledger, tmp_path / "out", plots=False)["benchmark"]
-    assert b["attempted"] == 2 and b["score"] == 1 and b["completion"] == 0.5
+    assert b["attempted"] == 2 and b["accepted"] == 1 and b["accepted_share"] == 0.5
     assert b["tasks"]["t1"]["time_to_accept_s"] == 10.0
     assert b["tasks"]["t2"]["accepted"] is False
     assert b["wall_s"] == 20.0  # 12 s closed + 8 s first-to-last for the unclosed session
-    assert b["seconds_per_score_point"] == 20.0
-    assert "score 1 of 2" in (tmp_path / "out" / "report.md").read_text()
+    assert b["seconds_per_accepted_task"] == 20.0
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "accepted 1 of 2 tasks attempted (50.0%)" in markdown
+    assert "seconds per accepted task: 20.0" in markdown
+    assert "score 1" not in markdown and "per score point:" not in markdown
 
 
 # -- run directories: `leanrig report RUN_DIR...` and `leanrig compare BASE LAD` ----------------

@@ -119,8 +119,10 @@ def _ts(entry: dict[str, Any]) -> float | None:
 
 
 def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Time-cost metrics of a benchmark run: which tasks got an accepted verdict (the score),
-    completion (accepted / attempted), invocation wall-clock, and seconds per score point.
+    """Time-cost figures of a ledger: which tasks got an accepted verdict, the share of the
+    attempted tasks accepted, invocation wall-clock, and seconds per accepted task. Not the
+    benchmark's score (difficulty-weighted over the suite, docs/runs.md): a ledger knows
+    neither difficulties nor the suite's other tasks; `leanrig report RUN_DIR` has it.
 
     A session's wall-clock is its `close_session` figure, or first-to-last entry when it was
     never closed; time-to-accept runs from `open_task` to the first accepted `check_proof`.
@@ -160,13 +162,13 @@ def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
             tta = round(s["accepted_at"] - s["first"], 3)
             if t["time_to_accept_s"] is None or tta < t["time_to_accept_s"]:
                 t["time_to_accept_s"] = tta
-    score = sum(1 for t in tasks.values() if t["accepted"])
+    accepted = sum(1 for t in tasks.values() if t["accepted"])
     return {
         "attempted": len(tasks),
-        "score": score,
-        "completion": round(score / len(tasks), 4) if tasks else 0.0,
+        "accepted": accepted,
+        "accepted_share": round(accepted / len(tasks), 4) if tasks else 0.0,
         "wall_s": round(total_wall_s, 3),
-        "seconds_per_score_point": round(total_wall_s / score, 3) if score else None,
+        "seconds_per_accepted_task": round(total_wall_s / accepted, 3) if accepted else None,
         "tasks": dict(sorted(tasks.items())),
     }
 
@@ -175,11 +177,13 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
     out = ["# leanrig ledger report", "", f"source: `{source}`", ""]
     out += [f"> note: {n}" for n in notes] + ([""] if notes else [])
     b = summary["benchmark"]
-    spp = b["seconds_per_score_point"]
-    out += ["## Benchmark metrics", "",
-            f"score {b['score']} of {b['attempted']} tasks attempted (completion "
-            f"{b['completion']:.1%}); invocation wall-clock {b['wall_s']:.1f} s; "
-            f"seconds per score point: {spp if spp is not None else '—'}", "",
+    spa = b["seconds_per_accepted_task"]
+    out += ["## Tasks", "",
+            f"accepted {b['accepted']} of {b['attempted']} tasks attempted "
+            f"({b['accepted_share']:.1%}); invocation wall-clock {b['wall_s']:.1f} s; "
+            f"seconds per accepted task: {spa if spa is not None else '—'}. The benchmark's "
+            "score (difficulty-weighted over the suite) and seconds per score point are in "
+            "`leanrig report RUN_DIR` of a `leanrig run`.", "",
             "| task | sessions | accepted | time to accept s | wall s |",
             "|---|---:|---|---:|---:|"]  # fmt: skip
     for task, t in b["tasks"].items():
