@@ -74,3 +74,31 @@ def test_a_deleted_venv_leaves_other_launchers_working(
     again = bootstrap.ensure_bootstrap(install=False)
     assert again.lean == mine.lean
     assert again.built is False  # reused, still working
+
+
+def test_every_command_line_option_is_in_the_cli_docs() -> None:
+    """Found by the session-12 users' sweep: `serve --ray` was in `--help` and nowhere in
+    docs/cli.md."""
+    import argparse
+    import re
+
+    from agent_tools.cli.main import build_parser
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text("utf-8")
+
+    def options(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += options(sub, f"{path} {name}".strip())
+            else:
+                found += [(path, o) for o in action.option_strings if o.startswith("--")]
+        return found
+
+    undocumented = [
+        (command, option)
+        for command, option in options(build_parser(), "")
+        if option != "--help" and not re.search(rf"(?<![\w-]){option}(?![\w-])", docs)
+    ]
+    assert undocumented == []
