@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
+import structlog
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
@@ -59,7 +60,13 @@ from lsp_bridge import (
 from .errors import PoolError, SlotBroken
 from .oneshot import tree_rss
 
+log = structlog.get_logger("leanrig.slot")
+
 SlotState = Literal["starting", "idle", "busy", "stopping"]
+
+# How long closing an abandoned document may take (Slot._abandon): with direct workers it is
+# a signal to the worker; behind a server, one notification on its pipe.
+ABANDON_SECONDS = 1.0
 
 # Documents (so Lean workers, ~100 MB each with the bootstrap Lean; a full toolchain's workers
 # map the same .olean files) one server process keeps open for different holders.
@@ -258,12 +265,34 @@ class Slot:
         return fate
 
     @asynccontextmanager
-    async def _guard(self) -> AsyncIterator[None]:
+    async def _guard(self, *, abandon_on_cancel: bool = False) -> AsyncIterator[None]:
+        """Judge an error on this slot. ``abandon_on_cancel``: the operation puts text in the
+        holder's document or waits for it; if it is cancelled (an agent's cancel, a client
+        gone, shutdown), nothing will wait for that version, and a runaway one would go on
+        using a core and memory until the next change: the document is closed (``_abandon``)."""
         try:
             yield
+        except anyio.get_cancelled_exc_class():
+            if abandon_on_cancel:
+                await self._abandon()
+            raise
         except Exception as exc:
             self.judge(exc)
             raise
+
+    async def _abandon(self) -> None:
+        """Close the current document (its worker stops elaborating); the holder's next
+        operation opens a fresh one. Shielded and bounded: it runs while being cancelled."""
+        uri, client = self.uri, self.client
+        self._documents.pop(uri, None)
+        if client is None or not client.is_open(uri):
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDON_SECONDS):
+            try:
+                await client.close_document(uri)
+            except LeanrigError:
+                pass  # the process is gone or going: nothing left to stop
+        log.info("slot.document_abandoned", slot=self.number, uri=uri)
 
     async def elaborate(self, text: str, *, timeout: float) -> DocumentReport:
         """Make ``text`` the slot document's content and wait until it is fully elaborated."""
@@ -345,7 +374,7 @@ class Slot:
         """Make ``text`` the content of the holder's document without waiting (queries may
         follow at once: Lean answers them for this version)."""
         client = self._client()
-        async with self._guard():
+        async with self._guard(abandon_on_cancel=True):
             uri, new = self._place(client, text)
             if new:
                 try:
@@ -382,7 +411,7 @@ class Slot:
             queries.append(DocQuery.plain_goal(goal_at).made_optional().made_unless_clean())
         if term_at is not None:
             queries.append(DocQuery.plain_term_goal(term_at).made_optional().made_unless_clean())
-        async with self._guard():
+        async with self._guard(abandon_on_cancel=True):
             uri, _ = self._place(client, text)
             try:
                 report, answers = await client.update(uri, text, queries, timeout=timeout)
@@ -411,7 +440,7 @@ class Slot:
 
     async def wait(self, *, timeout: float) -> DocumentReport:
         """The barrier: the current version fully elaborated, with its diagnostics."""
-        async with self._guard():
+        async with self._guard(abandon_on_cancel=True):
             return await self._client().wait_for(self.uri, timeout=timeout)
 
     def text(self) -> str:

@@ -1,0 +1,127 @@
+"""A cancelled step (an MCP client's `notifications/cancelled`) leaves no Lean process
+elaborating it: `leanrig serve` as users run it (a subprocess from a temp working directory,
+default options, the demo suite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import psutil
+
+from tests.rpc_client import DEMO, ROOT
+
+# A step whose elaboration runs away (measured: > 60 s, > 1 GB; the step timeout kills it).
+RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" * 100_000
+
+
+class Stdio:
+    """A `leanrig serve` subprocess spoken to line by line, every read with a deadline."""
+
+    def __init__(self, *extra: str) -> None:
+        self.cwd = tempfile.mkdtemp(prefix="leanrig-wire12-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=self.cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        self.buf = b""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, rid: Any, timeout: float = 60) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        end = time.monotonic() + timeout
+        while True:
+            while b"\n" not in self.buf:
+                ready, _, _ = select.select([self.proc.stdout], [], [], end - time.monotonic())
+                if not ready:
+                    raise TimeoutError(f"no reply to {rid!r} within {timeout} s")
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert chunk, "server closed its output"
+                self.buf += chunk
+            line, self.buf = self.buf.split(b"\n", 1)
+            msg = json.loads(line)
+            if msg.get("id") == rid:
+                return msg
+
+    def call_tool(self, rid: Any, name: str, **args: Any) -> None:
+        self.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                   "params": {"name": name, "arguments": args}})  # fmt: skip
+
+    def lean_cpu(self, seconds: float = 1.0) -> float:
+        """CPU percent of the busiest `lean` descendant over ``seconds``."""
+        procs = [p for p in psutil.Process(self.proc.pid).children(recursive=True)
+                 if p.name() == "lean"]  # fmt: skip
+        for p in procs:
+            p.cpu_percent(None)
+        time.sleep(seconds)
+        busiest = 0.0
+        for p in procs:
+            try:
+                busiest = max(busiest, p.cpu_percent(None))
+            except psutil.NoSuchProcess:
+                pass
+        return busiest
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        finally:
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+
+
+def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
+    """What happens: an MCP client sends `notifications/cancelled` for an in-flight
+    `set_proof` whose elaboration runs away. The call ends (the SDK drops it) and the session
+    stays usable, but the Lean worker holding the session's document goes on elaborating the
+    cancelled text at 60-100% of a core, growing past 1 GB, with no deadline (watched for
+    40 s after the cancel; nothing bounds it until the session's next edit), while
+    `server_status` shows its slot `idle`. Cancellation is a BaseException, so `Pool.run`'s
+    `slot.judge` (which kills a slot that missed a deadline) never sees it.
+    What should happen (found by the session-12 wire sweep): a cancelled step leaves no Lean
+    process busy. The slot now closes the cancelled step's document (its worker stops); the
+    session's next step opens a fresh one."""
+    server = Stdio()
+    try:
+        server.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "wire12", "version": "0"}}})  # fmt: skip
+        server.reply("init", 60)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.call_tool(1, "open_task", task_id="and_swap")
+        sid = server.reply(1, 60)["result"]["structuredContent"]["session_id"]
+        server.call_tool(2, "set_proof", session_id=sid, body=RUNAWAY)
+        time.sleep(2.0)
+        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 2, "reason": "user"}})  # fmt: skip
+        # The session stays usable (this part holds today).
+        server.call_tool(3, "get_proof_state", session_id=sid)
+        assert not server.reply(3, 10)["result"].get("isError")
+        deadline = time.monotonic() + 20
+        cpu = server.lean_cpu()
+        while cpu > 30 and time.monotonic() < deadline:
+            cpu = server.lean_cpu()
+        assert cpu <= 30, f"a Lean process still elaborates the cancelled step ({cpu:.0f}% CPU)"
+        # The session's next step opens a fresh document and goes on from its last version.
+        right = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+        server.call_tool(4, "set_proof", session_id=sid, body=right)
+        step = server.reply(4, 60)["result"]["structuredContent"]
+        assert step["complete"] and step["version"] == 2, step
+    finally:
+        server.close()
