@@ -50,7 +50,7 @@ class Stdio:
                 assert chunk, "server closed its output"
                 self.buf += chunk
             line, self.buf = self.buf.split(b"\n", 1)
-            msg = json.loads(line)
+            msg: dict[str, Any] = json.loads(line)
             if msg.get("id") == rid:
                 return msg
 
