@@ -144,18 +144,28 @@ async def run_lsp(
         attempt=attempt, send_editor=editor_out,
         timeouts=options.timeouts,
     )  # fmt: skip
+    async def final_verdict() -> None:
+        """The editor left: its last valid body gets the verdict, as an agent's final one."""
+        if attempt.opened_at is None or attempt.written:
+            return
+        attempt.stop_clock()
+        requested = time.perf_counter()
+        proxy.record_done()
+        text = proxy.lean_text
+        with anyio.move_on_after(options.timeouts.verdict):
+            verdict = await verifier.verify(task, proxy.scope.submission(text))
+            attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
+
     try:
         await proxy.run(editor_in)
-        if attempt.opened_at is not None and not attempt.written:
-            attempt.stop_clock()
-            # The editor left: its last valid body gets the verdict, as an agent's final one.
-            requested = time.perf_counter()
-            proxy.record_done()
-            text = proxy.lean_text
-            with anyio.move_on_after(options.timeouts.verdict):
-                verdict = await verifier.verify(task, proxy.scope.submission(text))
-                attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
+        await final_verdict()
         return attempt.write()
+    except anyio.get_cancelled_exc_class():
+        # A signal (an editor may stop its server with SIGTERM rather than `exit`): the
+        # attempt still gets its verdict, bounded as always; a second signal ends the process.
+        with anyio.CancelScope(shield=True):
+            await final_verdict()
+        raise
     finally:
-        attempt.write()  # cancelled (signal): the line still says what happened
+        attempt.write()  # the line says what happened, whatever happened
         ledger.close()

@@ -158,6 +158,10 @@ class EditorProxy:
         # The task file as Lean has it (the last text in scope) and leanrig's own diagnostics.
         self._task_uri: str | None = None
         self._lean_text: str = task.text
+        # The editor's last text inside the task's scope (sent to Lean, or a held body), and
+        # what a revert restores: an edit outside the body is undone, not the held typing.
+        self._scoped_text: str = task.text
+        self._revert_target: str = task.text
         self._lean_version: int | None = None
         self._lean_diags: list[dict[str, Any]] = []
         self._lean_diag_version: int | None = None
@@ -416,6 +420,8 @@ class EditorProxy:
                 self._initialize = message
             elif method == "shutdown":
                 self._shutdown = True
+            elif method == "textDocument/waitForDiagnostics":
+                body = self._waitable(body, params)
             self._client_requests[rid] = method
             await self._to_lean(body)
             return
@@ -427,6 +433,20 @@ class EditorProxy:
         elif method == "exit":
             self._exit = True
         await self._to_lean(body)
+
+    def _waitable(self, body: bytes, params: Any) -> bytes:
+        """A ``waitForDiagnostics`` for a task-file version Lean never got (a held body: Lean
+        still has its last valid version) asks for the version Lean has: Lean would answer
+        only when a later version arrives, so the request would hang until the human makes
+        the body valid again."""
+        if not isinstance(params, dict) or not self._is_task_uri(str(params.get("uri", ""))):
+            return body
+        version, lean = params.get("version"), self._lean_version
+        if not isinstance(version, int) or lean is None or version <= lean:
+            return body
+        message = orjson.loads(body)
+        message["params"] = {**params, "version": lean}
+        return orjson.dumps(message)
 
     async def _text_sync(self, method: str, body: bytes, params: dict[str, Any]) -> None:
         doc_params = params.get("textDocument") or {}
@@ -481,6 +501,8 @@ class EditorProxy:
         self._opened.set()
         decision = self.scope.decide(doc.text)
         refused = self.attempt.timed_out and doc.text != self._lean_text
+        if decision.outcome in ("ok", "held") and not refused:
+            self._scoped_text = doc.text
         if decision.outcome == "ok" and not refused:
             self._lean_text, self._lean_version = doc.text, doc.version
             self._forwarded(doc.version, received)
@@ -497,6 +519,8 @@ class EditorProxy:
     async def _task_change(self, doc: _Doc, before: str, body: bytes, received: float) -> None:
         decision = self.scope.decide(doc.text)
         refused = self.attempt.timed_out and doc.text != self._lean_text
+        if decision.outcome in ("ok", "held") and not refused:
+            self._scoped_text = doc.text
         self._scope_changed.set()
         self._scope_changed = anyio.Event()
         if decision.outcome != "ok" or refused:
@@ -542,9 +566,12 @@ class EditorProxy:
             return
         message = TIME_UP_MESSAGE if time_up else OUTSIDE_MESSAGE
         self.attempt.rejected(doc.version, "time limit" if time_up else "outside the proof body")
-        start, end_lean, _ = changed_span(self._lean_text, doc.text)
+        # Time up: back to what Lean has (nothing typed since counts); else the last text in
+        # scope, a held body included.
+        target = self._revert_target = self._lean_text if time_up else self._scoped_text
+        start, end_target, _ = changed_span(target, doc.text)
         self._extra_diags["outside"] = diagnostic(
-            message, _lsp_range(LineIndex(self._lean_text), start, max(end_lean, start))
+            message, _lsp_range(LineIndex(target), start, max(end_target, start))
         )
         self._revert_tries = 0
         await self._publish_merged()
@@ -554,7 +581,7 @@ class EditorProxy:
         rid = f"{ID_PREFIX}{next(self._ids)}"
         self._revert_id = rid
         self._revert_tries += 1
-        edit = replace_edit(doc.text, self._lean_text)
+        edit = replace_edit(doc.text, self._revert_target)
         await self._to_editor_json({"jsonrpc": "2.0", "id": rid, "method": "workspace/applyEdit",
                                     "params": {"label": "leanrig: only the proof body may change",
                                                "edit": {"documentChanges": [{"textDocument": {
@@ -573,11 +600,12 @@ class EditorProxy:
         doc = self._docs.get(self._task_uri or "")
         if doc is None:
             return
-        if applied and doc.text != self._lean_text:
+        target = self._revert_target
+        if applied and doc.text != target:
             with anyio.move_on_after(self.timeouts.revert):
-                while doc.text != self._lean_text and self._revert_id == rid:
+                while doc.text != target and self._revert_id == rid:
                     await self._scope_changed.wait()
-        if self._revert_id != rid or doc.text == self._lean_text:
+        if self._revert_id != rid or doc.text == target:
             return
         if self._revert_tries < 3:
             await self._send_revert(doc)

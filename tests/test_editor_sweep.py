@@ -1,0 +1,171 @@
+"""`leanrig lsp` (the editor path) driven as an editor does: raw JSON-RPC frames over its stdio,
+started from a temporary working directory with relative paths and default options. Problems
+the session-12 editor sweep found, each a test that failed before its fix: a held body kept
+through a revert, SIGTERM still recording the attempt, waitForDiagnostics on a held version."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agent_tools.editor import TaskScope
+from agent_tools.tasks import load_suite
+from lsp_bridge import LineIndex
+
+from .test_as_typed import DEADLINE, DEMO, SUITE, leanrig_exe, sandbox_or_skip
+from .test_editor_proxy import Editor, lines
+
+pytestmark = pytest.mark.anyio
+
+TASK = "refl_z"
+RIGHT = "\n  @Eq.refl N N.z"
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    return tmp_path
+
+
+@asynccontextmanager
+async def lsp(cwd: Path, *args: str, task: str = TASK) -> AsyncIterator[Editor]:
+    """`leanrig lsp --suite SUITE --task TASK --workspace ws ARGS`; the caller ends it."""
+    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", task, "--workspace", "ws",
+            *args]  # fmt: skip
+    with (cwd / "lsp.stderr").open("wb") as stderr:
+        process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
+    assert process.stdout is not None
+    editor = Editor(process, BufferedByteReceiveStream(process.stdout))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(editor.reader)
+            yield editor
+            tg.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+async def leave(editor: Editor) -> int:
+    await editor.request("shutdown", None)
+    await editor.send({"method": "exit", "params": None})
+    assert editor.process.stdin is not None
+    await editor.process.stdin.aclose()
+    with anyio.fail_after(DEADLINE):
+        return await editor.process.wait()
+
+
+def task_of(cwd: Path, task: str = TASK) -> tuple[Path, TaskScope]:
+    t = load_suite(cwd / SUITE).task(task)
+    return cwd / "ws" / t.spec.file, TaskScope(t)
+
+
+def rng(text: str, start: int, end: int) -> dict[str, Any]:
+    index = LineIndex(text)
+    return {
+        "start": index.lsp_of_offset(start).to_json(),
+        "end": index.lsp_of_offset(end).to_json(),
+    }
+
+
+async def opened(editor: Editor, cwd: Path, task: str = TASK) -> tuple[str, TaskScope, str]:
+    path, scope = task_of(cwd, task)
+    await editor.initialize(cwd / "ws")
+    text = scope.task.text
+    uri = await editor.open(path.resolve(), text)
+    await editor.diagnostics_for(uri, 1)
+    return uri, scope, text
+
+
+async def settle(editor: Editor, uri: str, quiet: float = 1.0) -> None:
+    """Wait until no frame has arrived from the proxy for ``quiet`` seconds (deadline 30 s)."""
+    with anyio.fail_after(30):
+        while True:
+            with anyio.move_on_after(quiet) as scope:
+                await editor.changed.wait()
+            if scope.cancelled_caught:
+                return
+
+
+# -- held bodies, signals, barriers ------------------------------------------------------------
+
+
+async def test_an_outside_edit_while_the_body_is_held_does_not_erase_the_typed_body(
+    cwd: Path,
+) -> None:
+    """What happens: the human is mid-typing (an unterminated `/-` in the proof: the body is
+    "held", Lean keeps version 1) and then an accidental keystroke lands outside the body. The
+    proxy's revert (`workspace/applyEdit`) restores *Lean's* text, so everything typed since
+    the last valid body (here ` /- my long proof`) is deleted from the editor as well.
+    What should happen: the revert undoes only the edit outside the body: the editor goes back
+    to its last in-scope text (the held body stays; it is still not sent to Lean)."""
+    async with lsp(cwd) as e:
+        uri, scope, text = await opened(e, cwd)
+        end = scope.task.span.end
+        await e.change(uri, [{"range": rng(text, end, end), "text": " /- my long proof"}])
+        await e.wait(lambda: any("not sent to Lean" in d["message"] for d in e.published(uri)))
+        held = e.texts[uri]
+        i = held.index("theorem main")
+        await e.change(uri, [{"range": rng(held, i, i), "text": "x"}])
+        await e.wait(lambda: "xtheorem" not in e.texts[uri])
+        await settle(e, uri)
+        assert e.texts[uri] == held
+        assert await leave(e) == 0
+
+
+async def test_sigterm_still_records_the_last_valid_body_and_its_verdict(cwd: Path) -> None:
+    """What happens: the human typed a correct proof (Lean: no errors) and the editor stops
+    the server with SIGTERM (Neovim force-stops its clients this way when `exit` is not
+    followed by a quick exit, e.g. while the final verdict runs; a window manager or a
+    killed terminal does the same). The proxy exits 0 and leaves no Lean process, but the
+    results.jsonl line says `accepted: false`, reasons `["no verdict"]`, and `final_body_sha`
+    is the hash of the empty string: the attempt's body is lost.
+    What should happen: the same line as after `shutdown`/`exit` or EOF: the last valid body
+    gets its final verdict (bounded), or at the least the line records that body."""
+    async with lsp(cwd) as e:
+        uri, scope, _ = await opened(e, cwd)
+        version = await e.set_text(uri, scope.task.with_body(RIGHT))
+        await e.diagnostics_for(uri, version)
+        kids = [c.pid for c in psutil.Process(e.process.pid).children(recursive=True)]
+        e.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(DEADLINE):
+            assert await e.process.wait() == 0
+    alive = [k for k in kids if psutil.pid_exists(k) and psutil.Process(k).status() != "zombie"]
+    assert alive == []
+    (result,) = lines(cwd / "ws" / "run" / "results.jsonl")
+    from agent_tools.editor.attempt import body_sha
+
+    assert result["final_body_sha"] == body_sha(RIGHT.rstrip())
+    assert result["accepted"] is True, result["reasons"]
+
+
+async def test_wait_for_diagnostics_on_a_held_version_is_answered(cwd: Path) -> None:
+    """What happens: while the body is held (not sent to Lean: an unterminated comment), the
+    editor's `textDocument/waitForDiagnostics` for its current version is forwarded as it is;
+    Lean never sees that version, so the request is never answered (until the human makes the
+    body valid again) — a client waiting on it (tests, scripted editors, the infoview's
+    barriers) hangs.
+    What should happen: the proxy answers it (or forwards it with the version Lean has), as
+    it does for a reverted version, whose echo Lean does get."""
+    async with lsp(cwd) as e:
+        uri, scope, text = await opened(e, cwd)
+        end = scope.task.span.end
+        version = await e.change(uri, [{"range": rng(text, end, end), "text": " /- typing"}])
+        response = await e.request(
+            "textDocument/waitForDiagnostics", {"uri": uri, "version": version}, timeout=15
+        )
+        assert "error" not in response
+        assert await leave(e) == 0
