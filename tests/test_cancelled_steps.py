@@ -125,3 +125,69 @@ def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
         assert step["complete"] and step["version"] == 2, step
     finally:
         server.close()
+
+
+def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
+    """Found by the session-12 wire sweep: a JSON-RPC TCP client that resets its connection
+    (not a half-close: it can read no reply) during a runaway step was treated like one that
+    ended its input, whose calls in flight are answered: the step ran on at ~100 % CPU, past
+    1 GB, until its 60 s deadline. A reset now cancels the client's calls (and so stops the
+    step's Lean work)."""
+    import socket
+    import struct
+
+    from .test_network_servers import free_port
+
+    port = free_port()
+    cwd = tempfile.mkdtemp(prefix="leanrig-reset-")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--jsonrpc",
+         "--port", str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.1)
+        reader = conn.makefile("rb")
+
+        def call(rid: int, name: str, **args: Any) -> dict[str, Any]:
+            request = {"jsonrpc": "2.0", "id": rid, "method": name, "params": args}
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            reply: dict[str, Any] = json.loads(reader.readline())
+            return reply
+
+        sid = call(1, "open_task", task_id="and_swap")["result"]["session_id"]
+        request = {"jsonrpc": "2.0", "id": 2, "method": "set_proof",
+                   "params": {"session_id": sid, "body": RUNAWAY}}  # fmt: skip
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        time.sleep(2.0)
+        reader.close()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # a reset
+        lean = [p for p in psutil.Process(server.pid).children(recursive=True)
+                if p.name() == "lean"]  # fmt: skip
+        for p in lean:
+            p.cpu_percent(None)
+        busiest = 100.0
+        end = time.monotonic() + 15
+        while busiest > 30 and time.monotonic() < end:
+            time.sleep(1.0)
+            busiest = 0.0
+            for p in lean:
+                try:
+                    busiest = max(busiest, p.cpu_percent(None))
+                except psutil.NoSuchProcess:
+                    pass
+        assert busiest <= 30, (
+            f"a Lean process still elaborates the reset client's step ({busiest:.0f}%)"
+        )
+    finally:
+        server.terminate()
+        server.wait(20)

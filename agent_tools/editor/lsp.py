@@ -144,6 +144,7 @@ async def run_lsp(
         attempt=attempt, send_editor=editor_out,
         timeouts=options.timeouts,
     )  # fmt: skip
+
     async def final_verdict() -> None:
         """The editor left: its last valid body gets the verdict, as an agent's final one."""
         if attempt.opened_at is None or attempt.written:

@@ -186,9 +186,10 @@ async def serve_stream(
     """Serve one client until it is done or gone, then close its sessions.
 
     At the end of its input the calls in flight are answered first (a half-closed client may
-    still read), unless ``peer_gone`` says it has gone. A reply that cannot be written (peer
-    reset, closed pipe, or no progress for ``write_timeout`` seconds) ends the connection and
-    cancels its calls. Nothing raised by this client escapes.
+    still read), unless the input ended in an error (a reset) or ``peer_gone`` says it has
+    gone. A reply that cannot be written (peer reset, closed pipe, or no progress for
+    ``write_timeout`` seconds) ends the connection and cancels its calls. Nothing raised by
+    this client escapes.
     """
     client = f"jsonrpc-{next(_clients)}"
     reader = LineReader(receive, MAX_LINE)
@@ -238,8 +239,12 @@ async def serve_stream(
                     slots.release()
                     continue
                 tg.start_soon(handle, line)
-            if peer_gone is not None and peer_gone():
-                log.info("jsonrpc.client_gone", client=client, error="hangup")
+            if reader.broken or (peer_gone is not None and peer_gone()):
+                # Reset or hung up, not half-closed: no reply can reach it, so its calls in
+                # flight are cancelled now rather than answered into the void (a runaway step
+                # would run to its deadline).
+                log.info("jsonrpc.client_gone", client=client,
+                         error="reset" if reader.broken else "hangup")  # fmt: skip
                 tg.cancel_scope.cancel()
     finally:
         with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):

@@ -42,6 +42,9 @@ class LineReader:
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf known to hold no newline
         self._eof = False
+        # The stream ended in an error (a connection reset), not a clean end: the peer can
+        # read no more replies either.
+        self.broken = False
 
     async def receive_line(self) -> bytes | None:
         """The next line without its newline; None at the end of the stream."""
@@ -66,8 +69,10 @@ class LineReader:
                 break
             try:
                 self._buf += await self._stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except anyio.EndOfStream:
                 self._eof = True
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._eof = self.broken = True
         # the end of the stream: a last line without its newline still counts
         line, skipping_last = bytes(self._buf), skipping
         self._buf.clear()
