@@ -825,3 +825,47 @@ async def test_the_mode_reason_counts_in_english(service: ProofService) -> None:
     opened = await service.open_task("and_swap")
     assert opened.mode == "file"
     assert opened.mode_reason.startswith("1 command before the target "), opened.mode_reason
+
+
+BROKEN_TASK = """prelude
+import Demo.Basic
+
+namespace Broken
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+def after : N := notDefinedAnywhere
+
+end Broken
+"""
+
+
+async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path: Path) -> None:
+    """Found by the session-12 users' sweep: a task file that does not compile outside the
+    proof body loaded without complaint, and every attempt on it failed with Lean's error and
+    nothing saying it is the suite's. open_task now says so, once, where the first error is."""
+    import shutil
+
+    from agent_tools.sessions.elaborate import TASK_FILE_ERRORS
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "Broken.lean").write_text(BROKEN_TASK, encoding="utf-8")
+    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[[tasks]]\nid = "broken"\nfile = "Demo/Broken.lean"\n'
+                   'theorem = "Broken.main"\ndifficulty = 1\n')  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        opened = await service.open_task("broken")
+        warnings = [d for d in opened.diagnostics if d.message == TASK_FILE_ERRORS]
+        assert len(warnings) == 1 and warnings[0].line == 9, opened.diagnostics
+        step = await service.set_proof(opened.session_id, f"\n  {AND_SWAP_PROOF}")
+        assert not step.complete
+        assert not any(d.message == TASK_FILE_ERRORS for d in step.diagnostics)
+    async with open_service(
+        ServeOptions(suite=DEMO, run_dir=tmp_path / "demo-runs", sandbox=False)
+    ) as demo:
+        for task_id in demo.suite.tasks:
+            opened = await demo.open_task(task_id)
+            assert not any(d.message == TASK_FILE_ERRORS for d in opened.diagnostics), task_id

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
@@ -56,6 +57,8 @@ from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete, leaves_proof_open
+
+log = structlog.get_logger("leanrig.elaborate")
 
 # The least time a goal query asked after a step's barrier gets (``LeanStep``), whatever is
 # left of the step's own time: the version is elaborated by then, so the query is short.
@@ -96,6 +99,12 @@ NATIVE_WORDS = ("native", "bv_decide")
 PROBE_UNREAD = (
     "not complete: Lean's `#print axioms` answer for the target could not be read, so the "
     "axioms this proof depends on are unknown; check_proof decides"
+)
+
+# The task file itself has errors outside the proof body (``_with_task_file_errors``).
+TASK_FILE_ERRORS = (
+    "the task file itself has errors outside the proof body (above): no proof can be accepted "
+    "until the suite is fixed; tell the suite's author"
 )
 
 # A complete step that took Lean more than this share of the verdict's time limit gets a warning
@@ -175,6 +184,23 @@ def _only_arguments(text: str, start: int, end: int) -> bool:
                 return False
         previous = token.end
     return True
+
+
+def _with_task_file_errors(
+    report: DocumentReport, index: LineIndex, body_start: int, body_end: int
+) -> DocumentReport:
+    """The untouched task with errors outside its proof body (a statement that does not
+    elaborate, a later declaration that does not compile): no proof can be accepted, and the
+    errors are the suite's, not the agent's. Said once, where the first one is."""
+    outside = [
+        d
+        for d in report.diagnostics
+        if d.is_error and not body_start <= index.offset_of_lsp(d.range.start) <= body_end
+    ]
+    if not outside:
+        return report
+    log.warning("task.errors_outside_body", first=outside[0].message[:200], count=len(outside))
+    return _with_warning(report, outside[0].range.start, TASK_FILE_ERRORS)
 
 
 def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
@@ -472,6 +498,8 @@ class Elaborator:
         goals = answer.goals if ok and not complete and answer.goals is not None else []
         if answer.expected is not None:
             self._expected[task.id] = answer.expected  # only the body changes: so it stays
+        if body == task.body:
+            report = _with_task_file_errors(report, index, body_start, body_end)
         return Elaborated(text, index, report, goals, rejected, complete and ok)
 
     def _task_lines(self, task: Task) -> LineIndex:
