@@ -441,8 +441,12 @@ class EditorProxy:
         the body valid again."""
         if not isinstance(params, dict) or not self._is_task_uri(str(params.get("uri", ""))):
             return body
+        doc = self._docs.get(str(params.get("uri", "")))
         version, lean = params.get("version"), self._lean_version
-        if not isinstance(version, int) or lean is None or version <= lean:
+        # Only a version the editor has sent: one it has not is Lean's to wait for.
+        if not isinstance(version, int) or lean is None or doc is None:
+            return body
+        if not lean < version <= doc.version:
             return body
         message = orjson.loads(body)
         message["params"] = {**params, "version": lean}

@@ -280,19 +280,32 @@ def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...
     return None
 
 
-def compile_failure(error: dict[str, Any], text: str, body_start: int, body_end: int) -> str:
-    """The verdict's reason for Lean's first ``error`` (a ``--json`` message) compiling the
-    submission ``text``: its position, and whether it is in the proof body
-    ``[body_start, body_end]`` or in the task file's own text — an error there means the proof
-    changed how the rest reads, or the task file itself does not compile (a suite to fix)."""
+def compile_failure(errors: list[dict[str, Any]], text: str, body_start: int, body_end: int) -> str:
+    """The verdict's reason for Lean's ``errors`` (``--json`` messages, at least one) compiling
+    the submission ``text``: the proof body's first error if it has one, else Lean's first;
+    its position, and whether it is in the proof body ``[body_start, body_end]`` or in the
+    task file's own text — an error there means the proof changed how the rest reads, or the
+    task file itself does not compile (a suite to fix)."""
+    index = LineIndex(text)
+
+    def position(error: dict[str, Any]) -> Pos | None:
+        pos = error.get("pos")
+        if not isinstance(pos, dict) or not isinstance(pos.get("line"), int):
+            return None
+        # Lean's column is 0-based; the verdict's positions are 1-based, as the agent's are.
+        column = pos.get("column", 0)
+        return Pos(pos["line"], (column if isinstance(column, int) else 0) + 1)
+
+    def in_body(error: dict[str, Any]) -> bool:
+        at = position(error)
+        return at is not None and body_start <= index.offset_of(at) <= body_end
+
+    error = next((e for e in errors if in_body(e)), errors[0])
     message = str(error.get("data", "")).splitlines()[0] if error.get("data") else "(no message)"
-    pos = error.get("pos")
-    if not isinstance(pos, dict) or not isinstance(pos.get("line"), int):
+    at = position(error)
+    if at is None:
         return f"compilation failed: {message}"
-    # Lean's column is 0-based; the verdict's positions are 1-based, as the agent's are.
-    column = pos.get("column", 0)
-    at = Pos(pos["line"], (column if isinstance(column, int) else 0) + 1)
-    where = error_place(LineIndex(text).offset_of(at), body_start, body_end)
+    where = error_place(index.offset_of(at), body_start, body_end)
     return f"compilation failed at {at.line}:{at.column} ({where}): {message}"
 
 
@@ -509,13 +522,18 @@ class Verifier:
         # stage judges the submission itself.
         errors = [d for d in report.diagnostics if d.is_error and not task.wrappers]
         if report.status == "fatal" or errors:
-            first = errors[0] if errors else None
+            # The proof's own first, if it has one (the order Lean reports in depends on which
+            # of its threads finishes first); else the first Lean reported.
+            start, end = task.span.start, task.span.start + len(body)
+            first = next(
+                (d for d in errors if start <= index.offset_of_lsp(d.range.start) <= end),
+                errors[0] if errors else None,
+            )
             where = index.from_lsp(first.range.start) if first else None
             msg = first.message.splitlines()[0] if first else "processing stopped"
             at = f": {msg}"
             if where is not None:
-                start = task.span.start
-                place = error_place(index.offset_of(where), start, start + len(body))
+                place = error_place(index.offset_of(where), start, end)
                 at = f"; first at {where.line}:{where.column} ({place}): {msg}"
             raise _Rejected(f"Lean reports {len(errors)} error(s){at}")
         start = task.span.start
@@ -578,7 +596,7 @@ class Verifier:
             if not errors:
                 raise _Rejected(f"compilation failed: {compiled.stderr[-200:]}")
             body_end = len(text) - (len(task.text) - task.span.end)
-            raise _Rejected(compile_failure(errors[0], text, task.span.start, body_end))
+            raise _Rejected(compile_failure(errors, text, task.span.start, body_end))
         theorem = task.spec.theorem
         name = escape_name(theorem)
         lines = [
