@@ -206,6 +206,8 @@ async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None
     assert done.returncode == 0, done.stderr
     report = json.loads((run / "report" / "report.json").read_text())
     assert (report["kind"], report["accepted"]) == ("run", 1)
+    # A human run has no end: the report does not call it interrupted (users' sweep).
+    assert "no end time" not in (run / "report" / "report.md").read_text()
 
 
 async def test_lsp_run_dir_and_time_limit(cwd: Path) -> None:

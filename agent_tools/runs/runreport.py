@@ -81,7 +81,9 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             f"results cover {metrics.tasks} of {info.task_count} tasks (run.json lists no "
             "inventory, so the score is over the tasks with results)"
         )
-    if info.ended_at is None:
+    # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
+    # end, and saying so would read as an error in every human baseline's report.
+    if info.ended_at is None and info.condition != "human":
         notes.append("run.json has no end time: the run was interrupted or is still running")
     if metrics.cost_tasks < metrics.tasks:
         notes.append(
