@@ -49,6 +49,7 @@ from ..tasks import (
     code_span,
     exit_after,
     flatten_symbols,
+    insert_before_exit,
     sorry_outside,
     suffix_structure,
 )
@@ -533,10 +534,9 @@ class Elaborator:
         if exit_at is None:
             lean_text = lean_text + "\n\n" + probe
             return lean_text, lean_text.rstrip("\n").count("\n")
-        # The text after the body is the task file's in every view: count from the end. The
-        # probe gets a line of its own (the `#exit` may follow other text on its line).
-        at = len(lean_text) - (len(task.text) - exit_at)
-        return lean_text[:at] + "\n" + probe + lean_text[at:], lean_text.count("\n", 0, at) + 1
+        # The probe gets a line of its own (the `#exit` may follow other text on its line).
+        probed, at = insert_before_exit(lean_text, task.text, exit_at, "\n" + probe)
+        return probed, lean_text.count("\n", 0, at) + 1
 
     def _displaced(self, task: Task) -> str | None:
         """What a parse error running into the probe names in the task file: the end of

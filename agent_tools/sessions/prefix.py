@@ -46,7 +46,15 @@ import structlog
 from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root
 from repl_pool import LeanEnvironment, SandboxPolicy, run_once, sandbox_wrapper
 
-from ..tasks import PrefixSplit, Symbol, Task, check_command, exit_after, split_prefix
+from ..tasks import (
+    PrefixSplit,
+    Symbol,
+    Task,
+    check_command,
+    exit_after,
+    insert_before_exit,
+    split_prefix,
+)
 from ..verdict import Statement, parse_check
 
 log = structlog.get_logger("leanrig.prefix")
@@ -272,8 +280,7 @@ class PrefixModules:
             def probed(document: str) -> str:
                 if exit_at is None:
                     return document + probe
-                at = len(document) - (len(task.text) - exit_at)
-                return document[:at] + probe + document[at:]
+                return insert_before_exit(document, task.text, exit_at, probe)[0]
 
             texts = {"file": probed(unwrapped), "prefix": probed(view.to_lean(unwrapped))}
             answers: dict[str, tuple[int | None, list[dict[str, Any]], str]] = {}

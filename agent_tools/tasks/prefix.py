@@ -281,6 +281,14 @@ def exit_after(text: str, start: int) -> int | None:
     return None
 
 
+def insert_before_exit(document: str, text: str, exit_at: int, insert: str) -> tuple[str, int]:
+    """``document`` (a session document of the task file ``text``, whose text after the body is
+    the task file's in every view) with ``insert`` right before the ``#exit`` at ``exit_at``
+    of ``text`` (``exit_after``), and the offset where it went in."""
+    at = len(document) - (len(text) - exit_at)
+    return document[:at] + insert + document[at:], at
+
+
 def check_command(theorem: str) -> str:
     """Commands that print the target's statement fully explicitly (``#check @T`` under
     ``pp.all``, the verifier's query), wherever they are appended (``_root_``: from any
