@@ -21,6 +21,22 @@ from tests.rpc_client import DEMO, ROOT
 RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" * 100_000
 
 
+def busiest_lean_cpu(server_pid: int, seconds: float = 1.0) -> float:
+    """CPU percent of the busiest `lean` descendant of ``server_pid`` over ``seconds``."""
+    procs = [p for p in psutil.Process(server_pid).children(recursive=True)
+             if p.name() == "lean"]  # fmt: skip
+    for p in procs:
+        p.cpu_percent(None)
+    time.sleep(seconds)
+    busiest = 0.0
+    for p in procs:
+        try:
+            busiest = max(busiest, p.cpu_percent(None))
+        except psutil.NoSuchProcess:
+            pass
+    return busiest
+
+
 class Stdio:
     """A `leanrig serve` subprocess spoken to line by line, every read with a deadline."""
 
@@ -59,19 +75,7 @@ class Stdio:
                    "params": {"name": name, "arguments": args}})  # fmt: skip
 
     def lean_cpu(self, seconds: float = 1.0) -> float:
-        """CPU percent of the busiest `lean` descendant over ``seconds``."""
-        procs = [p for p in psutil.Process(self.proc.pid).children(recursive=True)
-                 if p.name() == "lean"]  # fmt: skip
-        for p in procs:
-            p.cpu_percent(None)
-        time.sleep(seconds)
-        busiest = 0.0
-        for p in procs:
-            try:
-                busiest = max(busiest, p.cpu_percent(None))
-            except psutil.NoSuchProcess:
-                pass
-        return busiest
+        return busiest_lean_cpu(self.proc.pid, seconds)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -171,20 +175,10 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
         reader.close()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         conn.close()  # a reset
-        lean = [p for p in psutil.Process(server.pid).children(recursive=True)
-                if p.name() == "lean"]  # fmt: skip
-        for p in lean:
-            p.cpu_percent(None)
-        busiest = 100.0
+        busiest = busiest_lean_cpu(server.pid)
         end = time.monotonic() + 15
         while busiest > 30 and time.monotonic() < end:
-            time.sleep(1.0)
-            busiest = 0.0
-            for p in lean:
-                try:
-                    busiest = max(busiest, p.cpu_percent(None))
-                except psutil.NoSuchProcess:
-                    pass
+            busiest = busiest_lean_cpu(server.pid)
         assert busiest <= 30, (
             f"a Lean process still elaborates the reset client's step ({busiest:.0f}%)"
         )

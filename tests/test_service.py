@@ -26,6 +26,8 @@ from agent_tools.servers import (
 from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, output_schema
 from agent_tools.sessions.catalogue import ToolOutput
 
+from .suites import demo_with_tasks
+
 pytestmark = pytest.mark.anyio
 DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
 AND_SWAP_GOAL = "p q : Prop\nh : And p q\n⊢ And q p"
@@ -627,14 +629,8 @@ async def test_a_probed_task_file_ending_in_exit_can_be_completed(tmp_path: Path
     probe was appended after the `#exit`, Lean never ran it, and every step, the right proof
     too, was "not complete: … could not be read" while check_proof accepted. The probe now
     goes before the `#exit`."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    (suite / "Demo" / "Exit.lean").write_text(EXIT_TASK, encoding="utf-8")
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "exit"\nfile = "Demo/Exit.lean"\ntheorem = "Bx.main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(tmp_path / "suite", {"exit": ("Exit.lean", "Bx.main", EXIT_TASK)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("exit")).session_id
@@ -666,14 +662,8 @@ async def test_a_parse_error_at_the_end_of_a_probed_file_names_no_hidden_command
     a body with an unclosed parenthesis got "unexpected token '#print'; expected …", naming
     the session's own probe, which the agent cannot see (check_proof: "unexpected end of
     input"). The message now reads as for the task file."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    (suite / "Demo" / "Last.lean").write_text(LAST_COMMAND_TASK, encoding="utf-8")
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "last"\nfile = "Demo/Last.lean"\ntheorem = "main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(tmp_path / "suite", {"last": ("Last.lean", "main", LAST_COMMAND_TASK)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("last")).session_id
@@ -845,16 +835,12 @@ async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path
     """Found by the session-12 users' sweep: a task file that does not compile outside the
     proof body loaded without complaint, and every attempt on it failed with Lean's error and
     nothing saying it is the suite's. open_task now says so, once, where the first error is."""
-    import shutil
 
     from agent_tools.sessions.elaborate import TASK_FILE_ERRORS
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    (suite / "Demo" / "Broken.lean").write_text(BROKEN_TASK, encoding="utf-8")
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "broken"\nfile = "Demo/Broken.lean"\n'
-                   'theorem = "Broken.main"\ndifficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"broken": ("Broken.lean", "Broken.main", BROKEN_TASK)}
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         opened = await service.open_task("broken")

@@ -16,14 +16,13 @@ from agent_tools.sessions import ProofService
 from agent_tools.sessions.elaborate import Elaborator
 from agent_tools.tasks import load_suite
 
+from .suites import demo_with_tasks
+from .test_prefix import padding
+
 pytestmark = pytest.mark.anyio
 DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
 AND_SWAP_GOAL = "p q : Prop\nh : And p q\n⊢ And q p"
 PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
-
-
-def _padding(count: int) -> str:
-    return "".join(f"def d{i} : N := N.s N.z\n" for i in range(count))
 
 
 def _exit_task(count: int, tail: str, newline: str = "\n") -> str:
@@ -31,7 +30,7 @@ def _exit_task(count: int, tail: str, newline: str = "\n") -> str:
     ``#exit`` somewhere after the target (``tail``), ``count`` commands before the target."""
     text = (
         "prelude\nimport Demo.Basic\n\nnamespace Bx\n\naxiom cheat : False\n\n"
-        + _padding(count)
+        + padding(count)
         + "theorem main (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false\n"
         + tail
     )
@@ -53,13 +52,10 @@ EXIT_TASKS = {
 
 @pytest.fixture
 async def exit_service(tmp_path: Path) -> AsyncIterator[ProofService]:
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        for task_id, text in EXIT_TASKS.items():
-            (suite / "Demo" / f"X_{task_id}.lean").write_bytes(text.encode())
-            toml.write(f'\n[[tasks]]\nid = "{task_id}"\nfile = "Demo/X_{task_id}.lean"\n'
-                       'theorem = "Bx.main"\ndifficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(
+        tmp_path / "suite",
+        {task_id: (f"X_{task_id}.lean", "Bx.main", text) for task_id, text in EXIT_TASKS.items()},
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         yield service
@@ -196,12 +192,9 @@ async def test_the_probe_reads_axiom_names_in_full_whatever_the_file_opens(
     `open Classical` (usual in Mathlib-style files) was never complete ("axioms outside the
     allow-list: choice"), and check_proof accepted it. What should: the probe prints full
     names (`set_option pp.fullNames true in`), as the verdict's own query does."""
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    (suite / "Demo" / "Open.lean").write_text(OPEN_TASK + tail, encoding="utf-8")
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "open"\nfile = "Demo/Open.lean"\ntheorem = "Bx.main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"open": ("Open.lean", "Bx.main", OPEN_TASK + tail)}
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("open")).session_id
@@ -233,12 +226,9 @@ async def test_a_parse_error_naming_the_task_file_s_own_command_is_left_as_lean_
     """The probe now starts with `set_option` (full names): a parse error that names a
     `set_option` command of the task file itself must not be rewritten as the probe's
     ("unexpected end of input" where the file goes on)."""
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    (suite / "Demo" / "SetOpt.lean").write_text(SET_OPTION_AFTER, encoding="utf-8")
-    with (suite / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "setopt"\nfile = "Demo/SetOpt.lean"\ntheorem = "main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"setopt": ("SetOpt.lean", "main", SET_OPTION_AFTER)}
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("setopt")).session_id

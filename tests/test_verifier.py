@@ -24,6 +24,7 @@ from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
 from .exploits import CORPUS
+from .suites import demo_with_tasks
 
 pytestmark = pytest.mark.anyio
 HERE = Path(__file__).parent
@@ -548,12 +549,7 @@ async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Pa
     proof rejected with "compilation failed: Unknown identifier `helperAx`", which reads as
     the proof's fault. The reason now says where the error is: here outside the proof body,
     in the task file's own text; for a wrong proof, in the body."""
-    suite_dir = tmp_path / "suite"
-    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", suite_dir)
-    (suite_dir / "Demo" / "W.lean").write_text(BROKEN_WRAPPED, encoding="utf-8")
-    with (suite_dir / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "w"\nfile = "Demo/W.lean"\ntheorem = "W.main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite_dir = demo_with_tasks(tmp_path / "suite", {"w": ("W.lean", "W.main", BROKEN_WRAPPED)})
     suite = load_suite(suite_dir)
     verifier = verifier_for(suite)
     task = suite.task("w")
@@ -590,12 +586,7 @@ async def test_a_parse_stage_error_also_says_whether_it_is_in_the_proof_body(
     """The same for a target without `… in` wrappers, whose errors the parse stage reports
     first: "Lean reports 1 error(s); first at 9:41: Unknown identifier" read as the proof's
     fault for a task file that does not compile by itself."""
-    suite_dir = tmp_path / "suite"
-    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", suite_dir)
-    (suite_dir / "Demo" / "P.lean").write_text(BROKEN_PLAIN, encoding="utf-8")
-    with (suite_dir / "suite.toml").open("a", encoding="utf-8") as toml:
-        toml.write('\n[[tasks]]\nid = "p"\nfile = "Demo/P.lean"\ntheorem = "P.main"\n'
-                   'difficulty = 1\n')  # fmt: skip
+    suite_dir = demo_with_tasks(tmp_path / "suite", {"p": ("P.lean", "P.main", BROKEN_PLAIN)})
     suite = load_suite(suite_dir)
     verifier = verifier_for(suite)
     task = suite.task("p")

@@ -1,0 +1,21 @@
+"""Test suites made from the demo suite: a copy with extra tasks (task files as real benchmark
+files are: namespaces, unicode, CRLF, `#exit`, broken ones)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
+
+
+def demo_with_tasks(root: Path, tasks: dict[str, tuple[str, str, str]]) -> Path:
+    """A copy of the demo suite at ``root`` plus ``tasks``: id -> (file name under Demo/,
+    theorem, text; written byte for byte, so CRLF stays)."""
+    shutil.copytree(DEMO, root)
+    with (root / "suite.toml").open("a", encoding="utf-8") as toml:
+        for task_id, (name, theorem, text) in tasks.items():
+            (root / "Demo" / name).write_bytes(text.encode())
+            toml.write(f'\n[[tasks]]\nid = "{task_id}"\nfile = "Demo/{name}"\n'
+                       f'theorem = "{theorem}"\ndifficulty = 1\n')  # fmt: skip
+    return root
