@@ -384,6 +384,15 @@ def test_an_unknown_task_id_on_the_command_line_lists_the_suite_s_ids(cwd: Path)
     assert "unknown task 'and-swap'" in done.stderr and "and_swap" in done.stderr, done.stderr
 
 
+def test_serving_an_unknown_task_makes_nothing_on_disk(cwd: Path) -> None:
+    """`leanrig serve --task nope` said so, but left an empty run directory (and a status
+    file) under ./runs."""
+    done = leanrig("serve", "--suite", SUITE, "--task", "and-swap", cwd=cwd)
+    assert done.returncode == 2, done.stderr
+    assert "unknown task 'and-swap'" in done.stderr and "and_swap" in done.stderr, done.stderr
+    assert not (cwd / "runs").exists(), sorted((cwd / "runs").rglob("*"))
+
+
 def test_doctor_json(cwd: Path) -> None:
     done, plain = leanrig_each(("doctor", "--json"), ("doctor",), cwd=cwd)
     assert done.returncode == 0, done.stdout + done.stderr

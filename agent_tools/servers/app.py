@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import orjson
 import structlog
 
 from lsp_bridge import Timeouts, find_lean
@@ -56,9 +55,8 @@ class ServeOptions:
     sandbox: bool = True
     lean: str | None = None
     # Serve only this task (one `leanrig run` attempt). The server then also keeps, in
-    # RUN_DIR itself, ``submission-<pid>.json`` (the last accepted body of any session) and
-    # ``serve-<pid>.json`` (``state``: serving → stopped on a clean exit, failed on an error;
-    # left at serving when the process was killed) — what `leanrig run` reads afterwards.
+    # RUN_DIR itself, ``submission-<pid>.json`` (the last accepted body of any session): the
+    # attempt's submission, which `leanrig run` reads afterwards.
     task: str | None = None
     # Run the pool on a Ray cluster: "auto" (RAY_ADDRESS or a cluster started on this
     # machine) or an address (host:port, ray://...). Needs the `ray` extra; docs/scale-out.md.
@@ -80,6 +78,8 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     # Reading the suite, finding Lean (may run `elan`, may build the bootstrap) and compiling
     # the suite's library are blocking: off the event loop.
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
+    if options.task is not None:
+        suite.task(options.task)  # unknown: a SuiteError before anything is made on disk
     install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
@@ -121,7 +121,6 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
              sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox
              else "off")  # fmt: skip
     bound = absolute(options.run_dir) if options.task is not None else None
-    state = "failed"
     try:
         async with _open_pool(environment, config, options.ray) as pool:
             service = ProofService(
@@ -130,19 +129,11 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
                 submission=bound / f"submission-{os.getpid()}.json" if bound else None,
                 library=lad,
             )  # fmt: skip
-            if bound is not None:
-                _write_status(bound, options.task, "serving")
             yield service
-            state = "stopped"
-    except anyio.get_cancelled_exc_class():
-        state = "stopped"  # a signal (SIGTERM/SIGINT) shut the server down
-        raise
     finally:
         ledger.close()
         if lad is not None:
             lad.close()
-        if bound is not None:
-            _write_status(bound, options.task, state)
 
 
 @asynccontextmanager
@@ -160,11 +151,3 @@ async def _open_pool(
     with protocol_stdout():
         async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:
             yield cluster
-
-
-def _write_status(run_dir: Path, task: str | None, state: str) -> None:
-    """``RUN_DIR/serve-<pid>.json`` of a task-bound server (temp file + rename)."""
-    path = run_dir / f"serve-{os.getpid()}.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"v": 1, "pid": os.getpid(), "task": task, "state": state}))
-    os.replace(tmp, path)
