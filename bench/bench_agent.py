@@ -3,7 +3,8 @@ Lean and the same demo task, in one run:
 
 - raw LSP floor (blocking hand-rolled client, full-text change + waitForDiagnostics);
 - lsp_bridge (leanrig's client library);
-- leanrig `set_proof` over MCP stdio (official SDK client) and over JSON-RPC stdio;
+- leanrig `set_proof` over MCP stdio (the official Python SDK's client; a minimal blocking
+  client; the official TypeScript SDK's client under Node.js, ts_mcp.py) and over JSON-RPC stdio;
 - leanclient's async client (peer venv);
 - lean-lsp-mcp over MCP stdio: write the file, then `lean_diagnostic_messages` (peer venv).
 
@@ -43,6 +44,7 @@ from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
 from .raw_lsp import GoalAsks, RawLean
 from .raw_mcp import RawMcp
+from .ts_mcp import TsClientUnavailable, TsMcp
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"
@@ -52,6 +54,10 @@ RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp)
 
 
 OTHER = "and_swap_0"  # the second session's task: the same theorem, nothing before it
+TS_TWO = "leanrig MCP, 2 sessions on 1 server, TypeScript SDK client"
+# Steps before the TypeScript client's are counted: its first calls run before V8 has
+# compiled the SDK's code (without them, a 12-step run's p95 was 3-4x its median here).
+TS_WARMUP = 30
 
 
 def make_suite(root: Path, prefix: int) -> Path:
@@ -230,6 +236,29 @@ def minimal_mcp_variant(
     return step
 
 
+def ts_mcp_variant(stack: ExitStack, suite: Path, run_dir: Path, rows: dict[str, str]) -> StepFn:
+    """The same server under the official TypeScript SDK's client (Node.js: what Node-based
+    agent harnesses use), its own wall time per call (ts_mcp.py)."""
+    client = TsMcp(suite, run_dir, ROOT)
+    stack.callback(client.close)
+    sids = {task: client.call_tool("open_task", {"task_id": task})[0]["session_id"]
+            for task in rows}  # fmt: skip
+    for i in range(TS_WARMUP):  # Node compiles the SDK's hot code after a few dozen calls
+        for sid in sids.values():
+            client.call_tool("set_proof", {"session_id": sid, "body": body(i)})
+
+    async def step(i: int) -> dict[str, float]:
+        out = {}
+        for task, row in rows.items():
+            result, out[row] = client.call_tool(
+                "set_proof", {"session_id": sids[task], "body": body(i)}
+            )
+            assert result["complete"] == (i % 2 == 0), result
+        return out
+
+    return step
+
+
 async def jsonrpc_variant(stack: AsyncExitStack, suite: Path, run_dir: Path) -> StepFn:
     from agent_tools.servers import jsonrpc_subprocess
 
@@ -318,7 +347,7 @@ async def _lean_lsp_mcp_steps(
 
 
 async def measure_leanrig(
-    project: Path, suite: Path, work: Path, steps: int
+    project: Path, suite: Path, work: Path, steps: int, notes: list[str]
 ) -> dict[str, list[float]]:
     """Every row but the peers', interleaved (``interleaved``) in one run."""
     bad, good, lib = texts(suite)
@@ -356,6 +385,13 @@ async def measure_leanrig(
                 TASK: "leanrig MCP, 2 sessions on 1 server, minimal client: this task",
                 OTHER: "leanrig MCP, 2 sessions on 1 server, minimal client: the other",
             }))  # fmt: skip
+            try:
+                variants.append(ts_mcp_variant(sync_stack, suite, work / "runs-two-ts", {
+                    TASK: f"{TS_TWO}: this task", OTHER: f"{TS_TWO}: the other",
+                }))  # fmt: skip
+            except TsClientUnavailable as exc:
+                if str(exc) not in notes:
+                    notes.append(f"TypeScript SDK client rows missing: {exc}")
             variants.append(await jsonrpc_variant(stack, suite, work / "runs-jsonrpc"))
             samples = await interleaved(variants, steps)
     return {row.replace("{mode}", modes[TASK]): v for row, v in samples.items()}
@@ -366,7 +402,7 @@ def measure(project: Path, prefix: int, steps: int, notes: list[str]) -> dict[st
     bad, good, lib = texts(suite)
     work = project / f"work-{prefix}"
     work.mkdir()
-    samples = anyio.run(measure_leanrig, project, suite, work, steps)
+    samples = anyio.run(measure_leanrig, project, suite, work, steps, notes)
     rows: dict[str, Any] = {row: summarize(v) for row, v in samples.items()}
     try:
         python: Path | None = ensure_peers()
@@ -425,6 +461,15 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
         "leanrig_mcp_vs_raw_same_answers": round(
             mcp / med("raw Lean LSP, same answers (floor)"), 2
         ),
+        **(
+            {
+                "leanrig_mcp_two_sessions_ts_client_vs_raw": round(
+                    med(f"{TS_TWO}: this task") / med("raw Lean LSP (floor)"), 2
+                )
+            }
+            if f"{TS_TWO}: this task" in rows
+            else {}
+        ),
         "raw_same_answers_vs_raw": round(
             med("raw Lean LSP, same answers (floor)") / med("raw Lean LSP (floor)"), 2
         ),
@@ -448,8 +493,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     ratios: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="leanrig-bench-agent-") as tmp:
         for prefix in prefixes:
+            # At 1000 declarations each raw step takes ~130 ms of both cores, and the rows
+            # measured after it in a round run while its Lean finishes: 10 steps gave
+            # leanrig's own 1000-vs-0 ratio 1.0 in one run and 1.33 in the next.
             rows = measure(
-                Path(tmp), prefix, steps if prefix < 1000 else max(10, steps // 4), notes
+                Path(tmp), prefix, steps if prefix < 1000 else max(10, steps // 2), notes
             )
             results[f"prefix {prefix}"] = rows
             ratios[f"prefix {prefix}"] = ratios_of(rows)
@@ -478,6 +526,16 @@ def run(quick: bool = False) -> dict[str, Any]:
                 med(0, mini) / med(0, "raw Lean LSP (floor)"), 2
             ),
         }
+        if any(k.startswith(TS_TWO) for k in results["prefix 0"]):
+            # The same three under the official TypeScript SDK's client.
+            ts = f"{TS_TWO}: this"
+            ratios["done_when"] |= {
+                "ts_client_mcp_1000_vs_mcp_0": round(med(1000, ts) / med(0, ts), 2),
+                "ts_client_mcp_1000_vs_raw_1000": round(
+                    med(1000, ts) / med(1000, "raw Lean LSP (floor)"), 2
+                ),
+                "ts_client_mcp_0_vs_raw_0": round(med(0, ts) / med(0, "raw Lean LSP (floor)"), 2),
+            }
         print("done when:", ratios["done_when"])
     for note in notes:
         print("note:", note)

@@ -4,16 +4,19 @@ registered in bench/__main__.py, and the summary step `make bench` ends with."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from agent_tools.runs import percentile
 from bench import bench_lsp
 from bench.__main__ import render_summary
 from bench.common import summarize
+from bench.ts_mcp import TsClientUnavailable
 
 
 def test_statistics_helpers() -> None:
@@ -160,11 +163,16 @@ def smoke_agent_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
     def no_peers() -> Path:  # peers come from PyPI: test_bench_peers runs them when installed
         raise OSError("peers are not installed by the test suite")
 
+    def no_ts_client(*_args: object) -> None:  # from npm: test_ts_client_path runs it
+        raise TsClientUnavailable("not installed by the test suite")
+
     monkeypatch.setattr(bench_agent, "ensure_peers", no_peers)
+    monkeypatch.setattr(bench_agent, "TsMcp", no_ts_client)
     notes: list[str] = []
     rows = bench_agent.measure(tmp_path, 2, 2, notes)
     _samples(rows)
     assert any("peers not installed" in n for n in notes), notes
+    assert any("TypeScript SDK client rows missing" in n for n in notes), notes
     return {"results": {"prefix 2": rows}, "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}
 
 
@@ -274,6 +282,28 @@ def test_the_peer_paths_of_agent_step_when_installed(tmp_path: Path) -> None:
     shutil.copytree(bench_agent.DEMO / "Demo", tmp_path / "mcp" / "Demo")
     peer = anyio.run(bench_agent.lean_lsp_mcp_peer, python, tmp_path / "mcp", bad, good, lib, 2)
     assert len(peer) == 2
+
+
+def test_the_typescript_client_path_of_agent_step_when_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import bench_agent
+    from bench.ts_mcp import CLIENT, SDK, sdk_version
+
+    installed = CLIENT / "node_modules" / SDK / "package.json"
+    if not installed.exists() or orjson.loads(installed.read_bytes())["version"] != sdk_version():
+        pytest.skip(
+            "the TypeScript SDK client is not installed; `make bench` installs it from npm "
+            "into bench/ts_client, the test suite does not"
+        )
+    monkeypatch.setattr(bench_agent, "TS_WARMUP", 1)
+    suite = bench_agent.make_suite(tmp_path, 0)
+    with ExitStack() as stack:
+        step = bench_agent.ts_mcp_variant(stack, suite, tmp_path / "runs", {
+            bench_agent.TASK: "this", bench_agent.OTHER: "other",
+        })  # fmt: skip
+        rows = [anyio.run(step, i) for i in range(2)]  # a proof, then a wrong body
+    assert all(set(r) == {"this", "other"} and min(r.values()) > 0 for r in rows), rows
 
 
 def test_the_early_barrier_diagnostic_runs_small() -> None:
