@@ -746,7 +746,8 @@ async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
     async with open_service(
         ServeOptions(suite=DEMO, run_dir=tmp_path / "demo-runs", sandbox=False)
     ) as service:
-        assert not any(service.elaborator._probed_task(t) for t in service.suite.tasks.values())
+        for task in service.suite.tasks.values():
+            assert not (await service.elaborator.memo(task)).probed, task.id
     suite = tmp_path / "suite"
     shutil.copytree(DEMO, suite)
     basic = suite / "Demo" / "Basic.lean"

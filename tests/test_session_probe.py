@@ -9,6 +9,7 @@ import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agent_tools.servers import ServeOptions, open_service
@@ -129,7 +130,8 @@ async def test_an_explicit_application_used_as_an_operand_teaches_no_expected_ty
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
-        assert "and_swap" not in service.elaborator._expected
+        task = service.suite.task("and_swap")
+        assert (await service.elaborator.memo(task)).expected is None
         first = await service.set_proof(sid, f"\n  {operand}")
         assert not first.complete
         assert all("∀" not in g for g in first.goals), first.goals
@@ -158,10 +160,11 @@ def test_tactics_that_leave_lean_s_own_axioms_unnamed_get_the_probe(body: str) -
         1.0,
         allowed_axioms=["propext", "Classical.choice", "Quot.sound"],
     )
-    assert not elaborator._probed(task, task.with_body("\n  h"))  # nothing to look for
+    memo = anyio.run(elaborator.memo, task)
+    assert not elaborator._probed(task, memo, task.with_body("\n  h"))  # nothing to look for
     # a word, not a substring: `Alternative` (common in Mathlib files) is no native tactic
-    assert not elaborator._probed(task, task.with_body("\n  -- an alternative proof\n  h"))
-    assert elaborator._probed(task, task.with_body(body))
+    assert not elaborator._probed(task, memo, task.with_body("\n  -- an alternative proof\n  h"))
+    assert elaborator._probed(task, memo, task.with_body(body))
 
 
 OPEN_TASK = """prelude

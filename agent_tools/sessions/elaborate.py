@@ -346,6 +346,73 @@ class LeanStep:
         return await unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
 
 
+def _init_pattern(allowed_axioms: Sequence[str]) -> re.Pattern[str]:
+    """What makes a step probed by its text (``Elaborator._probed``): a name of INIT_AXIOMS
+    outside the allow-list, or a word of NATIVE_WORDS."""
+    allowed = {name_parts(name) for name in allowed_axioms}
+    names = [re.escape(name_parts(n)[-1]) for n in INIT_AXIOMS if name_parts(n) not in allowed]
+    if not names:
+        return re.compile(r"(?!)")  # every one allowed: nothing to look for
+    words = "|".join(re.escape(word) for word in NATIVE_WORDS)
+    return re.compile("|".join(names) + rf"|(?<![\w'.])(?:{words})(?![\w'])")
+
+
+def _without_scope_artifacts(
+    task: Task,
+    memo: TaskMemo,
+    body: str,
+    report: DocumentReport,
+    index: LineIndex,
+    body_end: int,
+    text_len: int,
+) -> DocumentReport:
+    """A wrapped target's session document has its ``… in`` blanked (tasks.scope_wrappers),
+    so the wrappers' scope runs on over the commands after the body, where Lean may then
+    report errors the task file does not have (an ``open`` making a later name ambiguous).
+    Those are the errors after the body that the untouched task shows too (same message,
+    same place counted from the end, learned in ``memo``): dropped, so they neither show nor
+    block ``complete``. The verdict judges the submission itself."""
+
+    def after_body(d: LeanDiagnostic) -> tuple[str, int] | None:
+        offset = index.offset_of_lsp(d.range.start)
+        return (d.message, text_len - offset) if d.is_error and offset >= body_end else None
+
+    if memo.artifacts is None:
+        if body != task.body:
+            return report
+        memo.artifacts = {key for d in report.diagnostics if (key := after_body(d)) is not None}
+    if not memo.artifacts:
+        return report
+    kept = tuple(d for d in report.diagnostics if after_body(d) not in memo.artifacts)
+    return dataclasses.replace(report, diagnostics=kept)
+
+
+@dataclass(slots=True)
+class TaskMemo:
+    """What the elaborator keeps of one task: decided once from its file (only the body
+    changes), or learned from a step and true for every later one."""
+
+    view: TaskView  # how the session document maps to the task file
+    lines: LineIndex  # the task file's (a step's file shares it up to the body)
+    exit_at: int | None  # the offset of an ``#exit`` after the target
+    # What a parse error running into the probe names in the task file: the end of input,
+    # or its `#exit`. None: the task file has code between the target and the probe (`end
+    # Bx`, or a `set_option` command of its own), which such an error names.
+    displaced: str | None
+    # Could a proof reach sorryAx or an axiom outside the allow-list without saying so
+    # (SORRY_HELPER, AXIOM_HELPER)?
+    probed: bool
+    # Does the task file name INIT_AXIOMS or NATIVE_WORDS outside the body (``_probed``)?
+    init_outside: bool
+    key: PoolKey | None = None  # the pool key, from the first session document
+    # Learned: Lean's parse after the body of the untouched task (check_scope) ...
+    suffix: list[str] | None = None
+    # ... the expected type of the whole body (LeanStep.covers_body) ...
+    expected: str | None = None
+    # ... and the errors after the body that only the blanked wrappers cause.
+    artifacts: set[tuple[str, int]] | None = None
+
+
 class Elaborator:
     def __init__(
         self,
@@ -365,55 +432,70 @@ class Elaborator:
         self.environment = environment
         self.step_timeout = step_timeout
         self.prefixes = prefixes
-        self._views: dict[str, TaskView] = {}
-        self._suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self.library_sorry = library_sorry
         self.library_axioms = tuple(library_axioms)
         self.allowed_axioms = tuple(allowed_axioms)
         self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
-        self._keys: dict[str, PoolKey] = {}  # task id -> pool key
-        self._lines: dict[str, LineIndex] = {}  # task id -> the task file's line index
-        # task id -> the expected type of the whole body (LeanStep.covers_body)
-        self._expected: dict[str, str] = {}
-        # task id -> could a proof reach sorryAx or an axiom outside the allow-list without
-        # saying so (SORRY_HELPER, AXIOM_HELPER)?
-        self._probed_tasks: dict[str, bool] = {}
+        self._memos: dict[str, TaskMemo] = {}  # task id -> what is known of it
         # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
-        self._init_pattern: re.Pattern[str] | None = None
-        self._init_outside: dict[str, bool] = {}  # task id -> in the task file's own text?
-        self._exits: dict[str, int | None] = {}  # task id -> a `#exit` after the target
-        self._displacing: dict[str, str | None] = {}  # task id -> ``_displaced``
-        # task id -> errors after the body that only the blanked wrappers cause
-        self._artifacts: dict[str, set[tuple[str, int]]] = {}
+        self._init_pattern = _init_pattern(self.allowed_axioms)
 
     async def view(self, task: Task) -> TaskView:
         """How the task's session document maps to the task file (decided once per task)."""
-        view = self._views.get(task.id)
-        if view is None:
-            if self.prefixes is None:
-                view = TaskView.whole_file(self.environment, "prefix modules are off")
-            else:
-                view = await self.prefixes.view(task)
-            self._views[task.id] = view
-        return view
+        return (await self.memo(task)).view
 
-    def _key(self, task: Task, view: TaskView, lean_text: str) -> PoolKey:
+    async def memo(self, task: Task) -> TaskMemo:
+        """What is known of ``task`` (made on its first use)."""
+        memo = self._memos.get(task.id)
+        if memo is not None:
+            return memo
+        if self.prefixes is None:
+            view = TaskView.whole_file(self.environment, "prefix modules are off")
+        else:
+            view = await self.prefixes.view(task)
+        start, end = task.span.decl_start, task.span.end
+        exit_at = exit_after(task.text, end)
+        stop = len(task.text) if exit_at is None else exit_at
+        made = TaskMemo(
+            view=view,
+            lines=LineIndex(task.text),
+            exit_at=exit_at,
+            displaced=(
+                None
+                if code_end(task.text, end, stop) > end
+                else "unexpected end of input"
+                if exit_at is None
+                else "unexpected token '#exit'"
+            ),
+            probed=(
+                self.library_sorry
+                or sorry_outside(task.text, start, end)
+                or self._unlisted([*self.library_axioms, *axioms_declared(task.text, start, end)])
+            ),
+            init_outside=(
+                self._init_pattern.search(task.text, 0, task.span.start) is not None
+                or self._init_pattern.search(task.text, end) is not None
+            ),
+        )
+        return self._memos.setdefault(task.id, made)  # (a concurrent first use made one too)
+
+    def _key(self, memo: TaskMemo, lean_text: str) -> PoolKey:
         """The task's pool key (the header never changes: only the body is edited)."""
-        key = self._keys.get(task.id)
-        if key is None:
-            key = self._keys[task.id] = self.pool.key_for(lean_text, view.environment)
-        return key
+        if memo.key is None:
+            memo.key = self.pool.key_for(lean_text, memo.view.environment)
+        return memo.key
 
     async def elaborate(
         self, task: Task, body: str, timers: Sequence[StepTimer], holder: str | None
     ) -> Elaborated:
         """Elaborate the task with ``body`` on a warm slot: report, scope verdict, goals."""
-        view = self._views.get(task.id) or await self.view(task)
+        memo = self._memos.get(task.id) or await self.memo(task)
+        view = memo.view
         text = task.with_body(body)
-        lean_text, probe_line = self._lean_document(task, view, text)
-        key = self._key(task, view, lean_text)
+        lean_text, probe_line = self._lean_document(task, memo, text)
+        key = self._key(memo, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
-        index = LineIndex.sharing(self._task_lines(task), body_start, text)
+        index = LineIndex.sharing(memo.lines, body_start, text)
         first, last = code_span(text, body_start, body_end)
         explicit = text.startswith("@", first) and first + 1 < last
         if explicit:
@@ -441,7 +523,7 @@ class Elaborator:
         symbols_from = decl_at.line if decl_at is not None else 0
         step = LeanStep(
             lean_text, self.step_timeout, goal_at, term_at, symbols_from,
-            tactic=has_tactic_block(body), head_end=head_end, expected=self._expected.get(task.id),
+            tactic=has_tactic_block(body), head_end=head_end, expected=memo.expected,
         )  # fmt: skip
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
@@ -458,10 +540,10 @@ class Elaborator:
                 timer.lean_intervals.append((lean_from, now))
         lean_report, axioms = answer.report, None
         if probe_line is not None:
-            lean_report, axioms = _split_probe(lean_report, probe_line, self._displaced(task))
+            lean_report, axioms = _split_probe(lean_report, probe_line, memo.displaced)
         report = view.report_from_lean(lean_report)
         if task.wrappers:
-            report = self._without_scope_artifacts(task, body, report, index, body_end, len(text))
+            report = _without_scope_artifacts(task, memo, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
         if complete and axioms is not None:
             objection = probe_objection(axioms, task.spec.theorem, self.allowed_axioms)
@@ -484,45 +566,34 @@ class Elaborator:
             report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), note)
         lean_index = LineIndex(lean_text) if view.prefixed else index
         flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
-        if task.id not in self._suffix and body == task.body:
-            self._suffix[task.id] = suffix_structure(flat, body_end, len(text))
+        if memo.suffix is None and body == task.body:
+            memo.suffix = suffix_structure(flat, body_end, len(text))
         rejected = check_scope(
             text=text,
             body_start=body_start,
             body_end=body_end,
             decl_start=task.span.decl_start,
             symbols=flat,
-            expected_suffix=self._suffix.get(task.id, []),
+            expected_suffix=memo.suffix or [],
             diagnostics=report.diagnostics,
         )
         ok = rejected is None
         goals = answer.goals if ok and not complete and answer.goals is not None else []
         if answer.expected is not None:
-            self._expected[task.id] = answer.expected  # only the body changes: so it stays
+            memo.expected = answer.expected  # only the body changes: so it stays
         if body == task.body:
             report = _with_task_file_errors(report, index, body_start, body_end)
         return Elaborated(text, index, report, goals, rejected, complete and ok)
 
-    def _task_lines(self, task: Task) -> LineIndex:
-        """The task file's line index (kept: a step's file shares it up to the body)."""
-        lines = self._lines.get(task.id)
-        if lines is None:
-            lines = self._lines[task.id] = LineIndex(task.text)
-        return lines
-
-    def _lean_text(self, task: Task, view: TaskView, text: str) -> str:
-        """Lean's session document for the task-file ``text``: the view's document, the
-        wrappers unwrapped, and — for a probed step (``_probed``) — ``#print axioms`` of the
-        target appended (``SORRY_HELPER``)."""
-        return self._lean_document(task, view, text)[0]
-
-    def _lean_document(self, task: Task, view: TaskView, text: str) -> tuple[str, int | None]:
-        """``_lean_text`` and the line of its probe (None: not probed). The probe is appended,
-        so no position moves — or, in a task file that stops with ``#exit`` after the target,
-        inserted right before that ``#exit`` (nothing after it is elaborated, so nothing
-        after it is reported either)."""
-        lean_text = view.to_lean(task.unwrapped(text))
-        if not self._probed(task, text):
+    def _lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
+        """Lean's session document for the task-file ``text`` — the view's document, the
+        wrappers unwrapped, and for a probed step (``_probed``) ``#print axioms`` of the
+        target (``SORRY_HELPER``) — and the line of its probe (None: not probed). The probe
+        is appended, so no position moves — or, in a task file that stops with ``#exit``
+        after the target, inserted right before that ``#exit`` (nothing after it is
+        elaborated, so nothing after it is reported either)."""
+        lean_text = memo.view.to_lean(task.unwrapped(text))
+        if not self._probed(task, memo, text):
             return lean_text, None
         # Full names: `#print axioms` prints them relative to the namespaces open where it runs
         # (`[choice]` after `open Classical`), and they are compared with the allow-list.
@@ -530,49 +601,12 @@ class Elaborator:
             "set_option pp.fullNames true in\n"
             f"#print axioms _root_.{escape_name(task.spec.theorem)}\n"
         )
-        exit_at = self._exit_at(task)
-        if exit_at is None:
+        if memo.exit_at is None:
             lean_text = lean_text + "\n\n" + probe
             return lean_text, lean_text.rstrip("\n").count("\n")
         # The probe gets a line of its own (the `#exit` may follow other text on its line).
-        probed, at = insert_before_exit(lean_text, task.text, exit_at, "\n" + probe)
+        probed, at = insert_before_exit(lean_text, task.text, memo.exit_at, "\n" + probe)
         return probed, lean_text.count("\n", 0, at) + 1
-
-    def _displaced(self, task: Task) -> str | None:
-        """What a parse error running into the probe names in the task file: the end of
-        input, or its `#exit`. None: the task file has code between the target and the probe
-        (`end Bx`, or a `set_option` command of its own), which such an error names."""
-        if task.id not in self._displacing:
-            exit_at = self._exit_at(task)
-            stop = len(task.text) if exit_at is None else exit_at
-            self._displacing[task.id] = (
-                None
-                if code_end(task.text, task.span.end, stop) > task.span.end
-                else "unexpected end of input"
-                if exit_at is None
-                else "unexpected token '#exit'"
-            )
-        return self._displacing[task.id]
-
-    def _exit_at(self, task: Task) -> int | None:
-        """The task file's offset of an ``#exit`` after the target (None: none)."""
-        if task.id not in self._exits:
-            self._exits[task.id] = exit_after(task.text, task.span.end)
-        return self._exits[task.id]
-
-    def _probed_task(self, task: Task) -> bool:
-        """Does the task's session document end with the ``#print axioms`` probe: could a
-        proof depend on ``sorryAx`` (a lemma left with ``sorry``) or on an axiom outside the
-        allow-list (one the task file or the library declares) without an error saying so?"""
-        known = self._probed_tasks.get(task.id)
-        if known is None:
-            start, end = task.span.decl_start, task.span.end
-            known = self._probed_tasks[task.id] = (
-                self.library_sorry
-                or sorry_outside(task.text, start, end)
-                or self._unlisted([*self.library_axioms, *axioms_declared(task.text, start, end)])
-            )
-        return known
 
     def _unlisted(self, declared: Sequence[str]) -> bool:
         """Is one of the ``declared`` axioms (full names, ``axioms_declared``) outside the
@@ -584,71 +618,16 @@ class Elaborator:
             for name in declared
         )
 
-    def _probed(self, task: Task, text: str) -> bool:
+    def _probed(self, task: Task, memo: TaskMemo, text: str) -> bool:
         """Does the session document for the task-file ``text`` end with the probe: the task
-        is probed, or the text names one of Lean's own axioms outside the allow-list
-        (INIT_AXIOMS), or a tactic that leaves one (NATIVE_WORDS). A text search, so a
-        mention in a comment costs a probe, no more; the task file's own text is searched
-        once, a step's body on every step."""
-        if self._probed_task(task):
-            return True
-        pattern = self._init_pattern
-        if pattern is None:
-            allowed = {name_parts(name) for name in self.allowed_axioms}
-            names = [
-                re.escape(name_parts(name)[-1])
-                for name in INIT_AXIOMS
-                if name_parts(name) not in allowed
-            ]
-            words = "|".join(re.escape(word) for word in NATIVE_WORDS)
-            pattern = self._init_pattern = (
-                re.compile("|".join(names) + rf"|(?<![\w'.])(?:{words})(?![\w'])")
-                if names
-                else re.compile(r"(?!)")  # every one allowed: nothing to look for
-            )
-        outside = self._init_outside.get(task.id)
-        if outside is None:
-            start, end = task.span.start, task.span.end
-            outside = self._init_outside[task.id] = (
-                pattern.search(task.text, 0, start) is not None
-                or pattern.search(task.text, end) is not None
-            )
-        if outside:
+        is probed (``TaskMemo.probed``), or the text names one of Lean's own axioms outside
+        the allow-list (INIT_AXIOMS), or a tactic that leaves one (NATIVE_WORDS). A text
+        search, so a mention in a comment costs a probe, no more; the task file's own text
+        is searched once, a step's body on every step."""
+        if memo.probed or memo.init_outside:
             return True
         body_end = len(text) - (len(task.text) - task.span.end)
-        return pattern.search(text, task.span.start, body_end) is not None
-
-    def _without_scope_artifacts(
-        self,
-        task: Task,
-        body: str,
-        report: DocumentReport,
-        index: LineIndex,
-        body_end: int,
-        text_len: int,
-    ) -> DocumentReport:
-        """A wrapped target's session document has its ``… in`` blanked (tasks.scope_wrappers),
-        so the wrappers' scope runs on over the commands after the body, where Lean may then
-        report errors the task file does not have (an ``open`` making a later name ambiguous).
-        Those are the errors after the body that the untouched task shows too (same message,
-        same place counted from the end): dropped, so they neither show nor block
-        ``complete``. The verdict judges the submission itself."""
-
-        def after_body(d: LeanDiagnostic) -> tuple[str, int] | None:
-            offset = index.offset_of_lsp(d.range.start)
-            return (d.message, text_len - offset) if d.is_error and offset >= body_end else None
-
-        artifacts = self._artifacts.get(task.id)
-        if artifacts is None:
-            if body != task.body:
-                return report
-            artifacts = self._artifacts[task.id] = {
-                key for d in report.diagnostics if (key := after_body(d)) is not None
-            }
-        if not artifacts:
-            return report
-        kept = tuple(d for d in report.diagnostics if after_body(d) not in artifacts)
-        return dataclasses.replace(report, diagnostics=kept)
+        return self._init_pattern.search(text, task.span.start, body_end) is not None
 
     async def goals_at(
         self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str | None
@@ -656,13 +635,13 @@ class Elaborator:
         """Plain, term and structured goals at ``at`` (1-based line, code point column). With
         the prefix compiled, a position before the target command has no goals to show (that
         part of the file is not in the session's document)."""
-        view = self._views.get(task.id) or await self.view(task)
-        pos = view.lsp_to_lean(LineIndex(text).to_lsp(at))
+        memo = self._memos.get(task.id) or await self.memo(task)
+        pos = memo.view.lsp_to_lean(LineIndex(text).to_lsp(at))
         if pos is None:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
                                term_goal=None, structured=[])  # fmt: skip
-        lean_text = self._lean_text(task, view, text)
-        key = self._key(task, view, lean_text)
+        lean_text = self._lean_document(task, memo, text)[0]
+        key = self._key(memo, lean_text)
         entered = time.perf_counter()
         timeout = self.step_timeout
 
