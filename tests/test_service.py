@@ -771,6 +771,9 @@ async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
         f"\n  aux\nwhere aux : And q p := {AND_SWAP_PROOF}",  # a `where` clause in column 0
         f"\n  ({AND_SWAP_PROOF}\n)",  # a closing bracket in column 0
         f"\n  /- swap:\nthe two sides\n  -/\n  {AND_SWAP_PROOF}",  # a comment's line
+        # a `where` clause's declarations in column 0, one with a doc comment
+        f"\n  aux₂\nwhere\n/-- the swap -/\naux : And q p := {AND_SWAP_PROOF}\n"
+        "aux₂ : And q p := aux",
     ],
 )
 async def test_column_0_lines_lean_reads_as_part_of_the_proof_are_accepted(
@@ -783,6 +786,24 @@ async def test_column_0_lines_lean_reads_as_part_of_the_proof_are_accepted(
     step = await service.set_proof(sid, body)
     assert step.complete, step.diagnostics
     assert (await service.check_proof(sid)).accepted
+
+
+async def test_a_command_after_a_where_clause_in_column_0_is_rejected_by_lean_s_parse(
+    service: ProofService,
+) -> None:
+    """Column-0 lines after `where` reach Lean (its declarations may stand there): a command
+    among them is then Lean's to find, and the scope check refuses the edit."""
+    sid = (await service.open_task("and_swap")).session_id
+    evil = "theorem evil (r : Prop) (hr : r) : r := hr"
+    for body in (
+        f"\n  aux\nwhere\naux : And q p := {AND_SWAP_PROOF}\n{evil}",
+        f"\n  aux\nwhere\naux : And q p := {AND_SWAP_PROOF}\n#exit",
+    ):
+        with pytest.raises(ToolError) as refused:
+            await service.set_proof(sid, body)
+        assert refused.value.code == "rejected", refused.value
+        assert "column 0" not in str(refused.value), refused.value  # Lean judged it
+    assert (await service.check_proof(sid)).reasons  # still the task's own body
 
 
 async def test_goals_after_the_documents_worker_crashed_restart_it(

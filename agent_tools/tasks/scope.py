@@ -121,10 +121,15 @@ def precheck_body(body: str) -> str | None:
             return "the proof body contains a tab, which Lean does not accept; indent with spaces"
     offset = 0
     for i, line in enumerate(body.split("\n")):
-        if i > 0 and line and not line[0].isspace() and not _COLUMN0_CLAUSE.match(line):
+        if i > 0 and line and not line[0].isspace():
             if literal is None:
                 literal = scan.mask(COMMENT_KINDS | LITERAL_KINDS)
-            if not literal[offset]:
+            if not literal[offset] and _WHERE.match(line):
+                # The `where` clause's declarations may stand in column 0 too (Lean reads
+                # them up to the next command keyword): from here on Lean's parse judges
+                # (check_scope), as for any body.
+                return None
+            if not literal[offset] and not _COLUMN0_CLAUSE.match(line):
                 return (
                     f"line {i + 1} of the proof starts in column 0, which starts a new "
                     "command; indent every line of the proof"
@@ -140,6 +145,7 @@ def _only_comments(text: str) -> bool:
 # What a column-0 line may start with: the clauses of the declaration that Lean reads after
 # its body (often written in column 0), and tokens no command starts with — a closing
 # bracket, a `|` alternative, a `,` (a term's layout, e.g. an argument list closed in column 0).
+_WHERE = re.compile(r"where(?![\w'!?])")
 _COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!?])|[)\]}⟩⦄|,]")
 
 
