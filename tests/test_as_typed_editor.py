@@ -30,7 +30,9 @@ from .test_as_typed import (
     leanrig,
     leanrig_each,
     leanrig_exe,
-    sandbox_or_skip,
+)
+from .test_as_typed import (
+    cwd as cwd,  # the fixture: the demo suite at its README path
 )
 from .test_editor_proxy import Editor, body_edit, errors, lines
 
@@ -39,14 +41,6 @@ pytestmark = pytest.mark.anyio
 TASK = "and_swap"
 PROOF = "\n  " + json.loads((DEMO.parent.parent.parent / "tests" /
                              "demo_reference_proofs.json").read_text())[TASK]  # fmt: skip
-
-
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    """A user's working directory with the demo suite at its README path."""
-    sandbox_or_skip()
-    shutil.copytree(DEMO, tmp_path / SUITE)
-    return tmp_path
 
 
 @asynccontextmanager

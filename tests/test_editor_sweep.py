@@ -6,7 +6,6 @@ through a revert, SIGTERM still recording the attempt, waitForDiagnostics on a h
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,20 +21,16 @@ from agent_tools.editor import TaskScope
 from agent_tools.tasks import load_suite
 from lsp_bridge import LineIndex
 
-from .test_as_typed import DEADLINE, DEMO, SUITE, leanrig_exe, sandbox_or_skip
+from .test_as_typed import DEADLINE, SUITE, leanrig_exe
+from .test_as_typed import (
+    cwd as cwd,  # the fixture: the demo suite at its README path
+)
 from .test_editor_proxy import Editor, lines
 
 pytestmark = pytest.mark.anyio
 
 TASK = "refl_z"
 RIGHT = "\n  @Eq.refl N N.z"
-
-
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    sandbox_or_skip()
-    shutil.copytree(DEMO, tmp_path / SUITE)
-    return tmp_path
 
 
 @asynccontextmanager
