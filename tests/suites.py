@@ -1,5 +1,5 @@
 """Test suites made from the demo suite: a copy with extra tasks (task files as real benchmark
-files are: namespaces, unicode, CRLF, `#exit`, broken ones)."""
+files are: namespaces, unicode, CRLF, `#exit`, broken ones), or with more in its library."""
 
 from __future__ import annotations
 
@@ -18,4 +18,13 @@ def demo_with_tasks(root: Path, tasks: dict[str, tuple[str, str, str]]) -> Path:
             (root / "Demo" / name).write_bytes(text.encode())
             toml.write(f'\n[[tasks]]\nid = "{task_id}"\nfile = "Demo/{name}"\n'
                        f'theorem = "{theorem}"\ndifficulty = 1\n')  # fmt: skip
+    return root
+
+
+def demo_with_library(root: Path, extra: str) -> Path:
+    """A copy of the demo suite at ``root`` whose library (``Demo/Basic.lean``) ends with
+    ``extra`` (e.g. an axiom, or a lemma left with ``sorry``)."""
+    shutil.copytree(DEMO, root)
+    basic = root / "Demo" / "Basic.lean"
+    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + extra + "\n", encoding="utf-8")
     return root

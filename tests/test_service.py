@@ -26,7 +26,7 @@ from agent_tools.servers import (
 from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, output_schema
 from agent_tools.sessions.catalogue import ToolOutput
 
-from .suites import demo_with_tasks
+from .suites import demo_with_library, demo_with_tasks
 
 pytestmark = pytest.mark.anyio
 DEMO = Path(__file__).resolve().parent.parent / "lean_project" / "suites" / "demo"
@@ -528,15 +528,11 @@ async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
     """Found by an adversarial sweep: only the task file was searched for `sorry`, so a proof
     through a lemma the suite's own library leaves with `sorry` was complete in the session
     and rejected by the verdict (it depends on sorryAx)."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    basic = suite / "Demo" / "Basic.lean"
     cheat = (
         "theorem Demo.cheat (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false"
     )
-    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    suite = demo_with_library(tmp_path / "suite", cheat)
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
@@ -554,16 +550,12 @@ async def test_a_target_named_like_sorryax_is_complete_when_it_does_not_use_it(
     "sorryAx", and that answer names the target: a correct proof of `Demo.sorryAxFree.main`,
     in a suite whose library leaves a lemma with `sorry` (so the probe runs), was never
     complete. The probe is now judged on the axiom names Lean lists."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
+    cheat = "theorem Demo.cheat (p : Prop) : p :=\n  sorryAx p Bool.false"
+    suite = demo_with_library(tmp_path / "suite", cheat)
     for path in (suite / "suite.toml", suite / "Demo" / "AndSwap.lean"):
         text = path.read_text(encoding="utf-8")
         path.write_text(text.replace("Demo.AndSwap", "Demo.sorryAxFree"), encoding="utf-8")
-    basic = suite / "Demo" / "Basic.lean"
-    cheat = "theorem Demo.cheat (p : Prop) : p :=\n  sorryAx p Bool.false"
-    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
@@ -583,13 +575,9 @@ async def test_a_proof_naming_an_axiom_of_lean_s_own_library_is_not_complete(
     not scanned) was complete and check_proof rejected it. The prelude Lean has no Init: the
     suite's library declares the axiom here, and the session is told it declares none, as
     with Init's."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    basic = suite / "Demo" / "Basic.lean"
     cheat = "axiom Lean.ofReduceBool (p : Prop) : p"
-    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    suite = demo_with_library(tmp_path / "suite", cheat)
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         service.elaborator.library_axioms = ()
@@ -680,13 +668,9 @@ async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     """Found by review: an axiom the suite's library declares outside the allow-list let the
     step say complete while check_proof rejected the proof (it uses that axiom). The step now
     probes `#print axioms` for such suites, and names the axiom."""
-    import shutil
 
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    basic = suite / "Demo" / "Basic.lean"
     cheat = "axiom Demo.swapAx (p q : Prop) (h : And p q) : And q p"
-    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    suite = demo_with_library(tmp_path / "suite", cheat)
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
@@ -741,18 +725,14 @@ async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
     so `Demo.sound` passed as `Quot.sound` (no probe: complete, and check_proof rejected it);
     and the demo suite was probed on every step for its `unsafe axiom lcErased`, which no
     theorem can use."""
-    import shutil
 
     async with open_service(
         ServeOptions(suite=DEMO, run_dir=tmp_path / "demo-runs", sandbox=False)
     ) as service:
         for task in service.suite.tasks.values():
             assert not (await service.elaborator.memo(task)).probed, task.id
-    suite = tmp_path / "suite"
-    shutil.copytree(DEMO, suite)
-    basic = suite / "Demo" / "Basic.lean"
     cheat = "namespace Demo\naxiom sound (p q : Prop) (h : And p q) : And q p\nend Demo"
-    basic.write_text(basic.read_text(encoding="utf-8") + "\n" + cheat + "\n", encoding="utf-8")
+    suite = demo_with_library(tmp_path / "suite", cheat)
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
