@@ -833,6 +833,53 @@ end Broken
 """
 
 
+WRAPPED_BROKEN_TASK = """prelude
+import Demo.Basic
+
+namespace Outer
+def helper : N := N.z
+end Outer
+
+open Outer in
+/-- The swap, with `helper` in scope for this theorem only. -/
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+def after : N := helper
+"""
+
+
+async def test_a_task_file_broken_only_as_written_is_never_complete(tmp_path: Path) -> None:
+    """What happened: the target's `open … in` is unwrapped in the session's document (so Lean
+    lists the target), which opened `Outer` for the rest of the file too: `def after` used
+    `helper` unqualified, an error in the file as written, and no step showed it. A right
+    proof was complete; check_proof rejected it (the task file does not compile). What should:
+    such a task says so on every step and no step is complete."""
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"wrapped": ("Wrapped.lean", "main", WRAPPED_BROKEN_TASK)}
+    )
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    said = "the task file as written has an error outside the proof body"
+    async with open_service(options) as service:
+        opened = await service.open_task("wrapped")
+        assert any(d.message.startswith(said) for d in opened.diagnostics), opened.diagnostics
+        step = await service.set_proof(opened.session_id, f"\n  {AND_SWAP_PROOF}")
+        assert not step.complete
+        warned = [d.message for d in step.diagnostics if d.message.startswith(said)]
+        assert len(warned) == 1 and "line 13" in warned[0] and "helper" in warned[0], warned
+        assert not (await service.check_proof(opened.session_id)).accepted
+    # The same file, not broken: complete and accepted, nothing said.
+    fixed = WRAPPED_BROKEN_TASK.replace("def after : N := helper", "def after : N := Outer.helper")
+    suite = demo_with_tasks(tmp_path / "fixed", {"wrapped": ("Wrapped.lean", "main", fixed)})
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs-fixed", sandbox=False)
+    async with open_service(options) as service:
+        opened = await service.open_task("wrapped")
+        step = await service.set_proof(opened.session_id, f"\n  {AND_SWAP_PROOF}")
+        assert step.complete, step.diagnostics
+        assert not any(d.message.startswith(said) for d in step.diagnostics)
+        assert (await service.check_proof(opened.session_id)).accepted
+
+
 async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path: Path) -> None:
     """Found by the session-12 users' sweep: a task file that does not compile outside the
     proof body loaded without complaint, and every attempt on it failed with Lean's error and

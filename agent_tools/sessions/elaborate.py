@@ -28,6 +28,7 @@ from lsp_bridge import (
     COMMENT_KINDS,
     DocumentReport,
     LeanDiagnostic,
+    LeanrigError,
     LineIndex,
     LspPos,
     LspRange,
@@ -106,6 +107,15 @@ PROBE_UNREAD = (
 TASK_FILE_ERRORS = (
     "the task file itself has errors outside the proof body (above): no proof can be accepted "
     "until the suite is fixed; tell the suite's author"
+)
+
+# A target under `… in` wrappers: the session's document has their `in` blanked (their scope
+# runs on over the rest of the file), so errors that only the file as written has — a later
+# declaration using a name the `open … in` opened for the target alone — show in no step.
+# The file as written is elaborated once (``WrittenFile``), and such errors are said here.
+WRITTEN_FILE_ERRORS = (
+    "the task file as written has an error outside the proof body (line {line}: {message}): "
+    "no proof can be accepted until the suite is fixed; tell the suite's author"
 )
 
 # A complete step that took Lean more than this share of the verdict's time limit gets a warning
@@ -346,6 +356,23 @@ class LeanStep:
         return await unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
 
 
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """Elaborate ``text`` (a task file as written, wrappers and all) on the slot: its report.
+    Portable, like LeanStep."""
+
+    text: str
+    timeout: float
+    portable = True
+
+    @property
+    def deadline(self) -> float:
+        return self.timeout + 10.0
+
+    async def __call__(self, slot: Slot) -> DocumentReport:
+        return await slot.elaborate(self.text, timeout=self.timeout)
+
+
 def _init_pattern(allowed_axioms: Sequence[str]) -> re.Pattern[str]:
     """What makes a step probed by its text (``Elaborator._probed``): a name of INIT_AXIOMS
     outside the allow-list, or a word of NATIVE_WORDS."""
@@ -409,8 +436,11 @@ class TaskMemo:
     suffix: list[str] | None = None
     # ... the expected type of the whole body (LeanStep.covers_body) ...
     expected: str | None = None
-    # ... and the errors after the body that only the blanked wrappers cause.
+    # ... the errors after the body that only the blanked wrappers cause ...
     artifacts: set[tuple[str, int]] | None = None
+    # ... and, for a wrapped target, the first error outside the body of the file as written
+    # (WRITTEN_FILE_ERRORS; "" when it has none).
+    written_error: str | None = None
 
 
 class Elaborator:
@@ -545,6 +575,13 @@ class Elaborator:
         if task.wrappers:
             report = _without_scope_artifacts(task, memo, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
+        if task.wrappers:
+            if memo.written_error is None:
+                memo.written_error = await self._written_error(task, memo, key, timers, holder)
+            if memo.written_error:
+                complete = False
+                at = index.lsp_of_offset(task.span.decl_start)
+                report = _with_warning(report, at, memo.written_error)
         if complete and axioms is not None:
             objection = probe_objection(axioms, task.spec.theorem, self.allowed_axioms)
             if objection is not None:
@@ -584,6 +621,37 @@ class Elaborator:
         if body == task.body:
             report = _with_task_file_errors(report, index, body_start, body_end)
         return Elaborated(text, index, report, goals, rejected, complete and ok)
+
+    async def _written_error(
+        self,
+        task: Task,
+        memo: TaskMemo,
+        key: PoolKey,
+        timers: Sequence[StepTimer],
+        holder: str | None,
+    ) -> str:
+        """WRITTEN_FILE_ERRORS for the first error outside the body of the task file as
+        written (its wrappers' `in` kept), "" when it has none — or when Lean could not say
+        (the verdict still judges the file as written)."""
+        written = WrittenFile(memo.view.to_lean(task.text), self.step_timeout)
+        entered = time.perf_counter()
+        try:
+            lean_report = await self.pool.run(key, written, holder=holder)
+        except LeanrigError as exc:
+            log.warning("task.written_file_unread", task=task.id, error=str(exc)[:200])
+            return ""
+        finally:
+            for timer in timers:
+                timer.lean_intervals.append((entered, time.perf_counter()))
+        report = memo.view.report_from_lean(lean_report)
+        start, end = task.span.start, task.span.end
+        for d in report.diagnostics:
+            if d.is_error and not start <= memo.lines.offset_of_lsp(d.range.start) <= end:
+                log.warning("task.errors_outside_body_as_written", task=task.id,
+                            first=d.message[:200])  # fmt: skip
+                message = d.message.strip().splitlines()[0][:200] if d.message.strip() else ""
+                return WRITTEN_FILE_ERRORS.format(line=d.range.start.line + 1, message=message)
+        return ""
 
     def _lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
         """Lean's session document for the task-file ``text`` — the view's document, the
