@@ -353,6 +353,30 @@ def test_check_with_a_relative_submission(cwd: Path) -> None:
     assert json.loads(done.stdout)["accepted"] is False
 
 
+def test_check_judges_the_line_ends_lean_reads(cwd: Path) -> None:
+    """Found by the session-13 users' sweep: `leanrig check` read the submission with Python's
+    universal newlines, so a lone carriage return (which Lean refuses: "isolated carriage
+    returns are not allowed") was judged as a line break, and a file `lean` rejects was
+    ACCEPTED. CRLF line ends, which Lean reads as LF, stay accepted."""
+    task = (cwd / SUITE / "Demo" / "AndSwap.lean").read_text()
+    solved = task.replace("sorryAx (And q p) Bool.false", PROOF.strip())
+    files = {
+        "Crlf.lean": solved.replace("\n", "\r\n"),
+        "CrOutside.lean": solved.replace("\n\n", "\n\r", 1),
+        "CrInside.lean": solved.replace("\n  @And.rec", "\r  @And.rec", 1),
+    }
+    for name, text in files.items():
+        assert text != solved, name
+        (cwd / name).write_bytes(text.encode())
+    done = leanrig_each(
+        *[("check", "--suite", SUITE, "--task", "and_swap", name) for name in files], cwd=cwd
+    )
+    codes = {name: d.returncode for name, d in zip(files, done, strict=True)}
+    assert codes == {"Crlf.lean": 0, "CrOutside.lean": 1, "CrInside.lean": 1}, [
+        d.stdout + d.stderr for d in done
+    ]
+
+
 def test_a_wrong_suite_path_is_exit_2_and_says_what_to_pass(cwd: Path) -> None:
     """`--suite DIR/suite.toml` (the file, not its directory), a directory named suite.toml or a
     suite.toml that is not UTF-8 ended in a traceback — `check` with exit 1, which means

@@ -139,7 +139,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     suite = load_suite(Path(args.suite).absolute())
     task = suite.task(args.task)
     try:
-        submission = Path(args.submission).absolute().read_text(encoding="utf-8")
+        # The bytes as they are: Python's universal newlines would make a lone carriage
+        # return (an error to Lean) a line break. The verifier reads CRLF as Lean does.
+        submission = Path(args.submission).absolute().read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"leanrig: cannot read {args.submission}: {exc}", file=sys.stderr)
         return 2

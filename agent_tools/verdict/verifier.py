@@ -364,7 +364,11 @@ class Verifier:
     # -- public -------------------------------------------------------------------------------
 
     async def verify(self, task: Task, submission: str) -> Verdict:
+        """The verdict on ``submission``, the task file's whole text as submitted. Its CRLF
+        line ends are read as LF, as Lean reads them (a lone carriage return stays: Lean
+        refuses it, and so does the verdict)."""
         started = time.perf_counter()
+        submission = submission.replace("\r\n", "\n")
         stages: dict[str, float] = {}
         axioms: tuple[str, ...] = ()
         try:
