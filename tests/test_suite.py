@@ -76,6 +76,11 @@ def task_toml(**over: object) -> str:
             {"A.lean": "mutual\ntheorem a.b : True :=\n  trivial\nend\n"},
             "t1: theorem a.b is inside a `mutual` block",
         ),
+        (
+            task_toml(),
+            {"A.lean": "@[simp] private theorem a.b : True :=\n  trivial\n"},
+            "t1: theorem a.b is private",
+        ),
     ],
 )
 def test_invalid_suites_are_rejected_naming_the_task(

@@ -189,6 +189,13 @@ def locate_body(text: str, theorem: str) -> BodySpan:
         # Lean's document symbols leave declarations in `mutual` out: the scope check would
         # reject every edit.
         raise LocateError(f"theorem {theorem} is inside a `mutual` block (not supported)")
+    if "private" in re.sub(_ATTRS, " ", m.group(0)).split():
+        # The verdict names the target from a module of its own, where a private declaration
+        # has no name: every submission would be rejected.
+        raise LocateError(
+            f"theorem {theorem} is private: the verdict cannot name it from another module "
+            "(drop `private`)"
+        )
     depth = 0
     binders = 0  # `let`/`have` in the statement whose `:=` is still to come
     i = m.end()

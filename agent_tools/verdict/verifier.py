@@ -616,7 +616,9 @@ class Verifier:
         answered = await self._run([lean, "--json", str(query)], work, build, limits.wall_seconds)
         answers = parse_json_messages(answered.stdout)
         if answered.returncode != 0:
-            raise _Rejected(f"the trusted query failed: {answers[:1] or answered.stderr[-200:]}")
+            said = next((str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
+                        answered.stderr[-200:])  # fmt: skip
+            raise _Rejected(f"the trusted query of the compiled submission failed: {said[:300]}")
 
         def answer_at(line: int) -> list[dict[str, Any]]:
             return [
