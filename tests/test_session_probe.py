@@ -118,13 +118,15 @@ async def test_an_explicit_application_used_as_an_operand_teaches_no_expected_ty
     task's first incomplete step (the task file's own body taught nothing), learned for the
     task, so every later step (`h`) showed it too. What should: the head rule only for a body
     that is nothing but the application (its arguments), the task's statement shown."""
-    # A task file whose own body teaches nothing (it is complete: no goal is asked), so the
-    # first incomplete step's answer is the one learned.
+    # A task file whose own body teaches nothing (Lean's answer at its start is the identity
+    # function's own type), so the first incomplete step's answer is the one learned.
     suite = tmp_path / "suite"
     shutil.copytree(DEMO, suite)
     swap = suite / "Demo" / "AndSwap.lean"
     swap.write_text(
-        swap.read_text(encoding="utf-8").replace("sorryAx (And q p) Bool.false", PROOF),
+        swap.read_text(encoding="utf-8").replace(
+            "sorryAx (And q p) Bool.false", "(fun x => x) (sorryAx (And q p) Bool.false)"
+        ),
         encoding="utf-8",
     )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)

@@ -49,7 +49,7 @@ def write_suite(tmp: Path, toml: str, files: dict[str, str]) -> Path:
     return tmp
 
 
-GOOD_FILE = "theorem a.b : True :=\n  trivial\n"
+GOOD_FILE = "theorem a.b : True :=\n  sorry\n"
 
 
 def task_toml(**over: object) -> str:
@@ -73,13 +73,18 @@ def task_toml(**over: object) -> str:
         (task_toml(file='"../x.lean"'), {}, "outside the suite directory"),
         (
             task_toml(),
-            {"A.lean": "mutual\ntheorem a.b : True :=\n  trivial\nend\n"},
+            {"A.lean": "mutual\ntheorem a.b : True :=\n  sorry\nend\n"},
             "t1: theorem a.b is inside a `mutual` block",
         ),
         (
             task_toml(),
-            {"A.lean": "@[simp] private theorem a.b : True :=\n  trivial\n"},
+            {"A.lean": "@[simp] private theorem a.b : True :=\n  sorry\n"},
             "t1: theorem a.b is private",
+        ),
+        (
+            task_toml(),
+            {"A.lean": "theorem a.b : True :=\n  trivial -- sorry\n"},
+            "t1: the placeholder proof of a.b in A.lean does not use sorry",
         ),
     ],
 )
@@ -146,7 +151,7 @@ def test_a_theorem_keyword_not_starting_its_line_is_named_as_the_reason() -> Non
 
 def test_a_placeholder_body_that_fails_the_prechecks_is_refused_at_load(tmp_path: Path) -> None:
     """A tab-indented placeholder loaded, then failed in Lean ("tabs are not allowed")."""
-    tabbed = GOOD_FILE.replace("\n  trivial", "\n\ttrivial")
+    tabbed = GOOD_FILE.replace("\n  sorry", "\n\tsorry")
     with pytest.raises(SuiteError, match=r"placeholder proof of a\.b .* tab"):
         load_suite(write_suite(tmp_path, task_toml(), {"A.lean": tabbed}))
 

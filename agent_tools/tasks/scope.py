@@ -152,6 +152,11 @@ _COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!
 _SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
 
 
+def uses_sorry(text: str) -> bool:
+    """Does ``text`` (a proof body) use ``sorry`` (``sorryAx``, ``admit``)? Lexical."""
+    return sorry_outside(text, 0, 0)
+
+
 def sorry_outside(text: str, start: int, end: int) -> bool:
     """Does ``text`` use ``sorry`` (``sorryAx``, ``admit``) outside ``[start, end)`` — a helper
     lemma left unproved that a proof could depend on? Lexical, so it may say yes for a name

@@ -25,7 +25,7 @@ from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
 from .locate import BodySpan, LocateError, locate_body
 from .prefix import scope_wrappers, unwrap
-from .scope import precheck_body
+from .scope import precheck_body, uses_sorry
 
 DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 
@@ -222,6 +222,13 @@ def load_suite(root: Path) -> Suite:
             raise SuiteError(
                 f"task {t.id}: the placeholder proof of {t.theorem} in {t.file} fails the checks "
                 f"every body must pass: {problem}"
+            )
+        if not uses_sorry(span.body(text)):
+            # A placeholder that proves the theorem would be accepted untouched: an attempt
+            # that only opened the task would score it.
+            raise SuiteError(
+                f"task {t.id}: the placeholder proof of {t.theorem} in {t.file} does not use "
+                "sorry: write `sorry` (`sorryAx T Bool.false` in a prelude suite) as its body"
             )
         header = parse_header(text)
         wrappers = scope_wrappers(text, header.end, span.decl_start)
