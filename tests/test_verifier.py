@@ -17,9 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_tools.tasks import Limits, Suite, Task, library_dir, load_suite
+from agent_tools.tasks import (
+    Limits,
+    Suite,
+    Task,
+    declaration_start,
+    library_dir,
+    load_suite,
+)
 from agent_tools.verdict import Verifier, forbidden_constructs, parse_axioms, parse_check
-from agent_tools.verdict.verifier import FORBIDDEN, _forbidden_in_code
+from agent_tools.verdict.verifier import FORBIDDEN, _forbidden_in_code, compile_failure
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
@@ -564,6 +571,35 @@ async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Pa
     assert any(
         r.startswith("compilation failed at 14:3 (in the proof body)") for r in wrong.reasons
     ), wrong.reasons
+
+
+async def test_an_error_lean_reports_on_the_declaration_is_said_to_be_the_proof_s(
+    tmp_path: Path,
+) -> None:
+    """Found by the session-13 users' sweep: a body that makes the theorem recursive
+    (`main p q h`) fails with Lean's termination error at the theorem's name, before the
+    body; the reason said "outside the proof body, in the task file's own text: … or the task
+    file does not compile without it", blaming the suite for the proof's error."""
+    verifier = verifier_for(DEMO)
+    task = DEMO.task("and_swap")
+    verdict = await verifier.verify(task, task.with_body("\n  main p q h"))
+    assert not verdict.accepted
+    assert any(
+        "7:9 (in the target theorem's declaration, before the body" in r for r in verdict.reasons
+    ), verdict.reasons
+    assert not any("task file's own text" in r for r in verdict.reasons), verdict.reasons
+
+
+def test_the_declaration_starts_at_its_doc_comment() -> None:
+    text = "def a := 1\n/- plain -/\n/-- doc -/\ntheorem t : T :=\n  x\n"
+    assert declaration_start(text, text.index("theorem")) == text.index("/-- doc")
+    plain = "def a := 1\n/-- doc of a -/ def b := 2\n/- plain -/\ntheorem t : T :=\n  x\n"
+    assert declaration_start(plain, plain.index("theorem")) == plain.index("theorem")
+    errors = [{"severity": "error", "pos": {"line": 3, "column": 0}, "data": "bad\nmore"}]
+    reason = compile_failure(errors, text, text.index(":=\n") + 2, len(text) - 1,
+                             declaration_start(text, text.index("theorem")))  # fmt: skip
+    assert reason.startswith("compilation failed at 3:1 (in the target theorem's declaration")
+    assert reason.endswith(": bad")
 
 
 BROKEN_PLAIN = """prelude

@@ -2,7 +2,15 @@
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
-from .locate import BodySpan, LocateError, comment_mask, declaration_end, locate_body, scan_trivia
+from .locate import (
+    BodySpan,
+    LocateError,
+    comment_mask,
+    declaration_end,
+    declaration_start,
+    locate_body,
+    scan_trivia,
+)
 from .prefix import (
     Command,
     PrefixSplit,
@@ -61,6 +69,7 @@ __all__ = [
     "commands",
     "comment_mask",
     "declaration_end",
+    "declaration_start",
     "exit_after",
     "flatten_symbols",
     "insert_before_exit",

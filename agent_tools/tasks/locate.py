@@ -104,6 +104,16 @@ def _scopes(text: str, opaque: list[bool]) -> list[tuple[int, str, str]]:
     return out
 
 
+def declaration_start(text: str, decl_start: int) -> int:
+    """Where Lean's syntax of the declaration at ``decl_start`` (``BodySpan.decl_start``)
+    begins: at its doc comment when one comes right before it (Lean reports some errors of the
+    whole declaration there), else at ``decl_start``."""
+    docs = scan_text(text[:decl_start]).of({TokenKind.DOC_COMMENT})
+    if docs and docs[-1].terminated and not text[docs[-1].end : decl_start].strip():
+        return docs[-1].start
+    return decl_start
+
+
 def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> int:
     """Offset just after the last non-whitespace character of the command containing
     ``start``: the next line starting in column 0 (code or a comment that starts there) ends it.

@@ -58,6 +58,7 @@ from ..tasks import (
     Suite,
     Task,
     check_scope,
+    declaration_start,
     flatten_symbols,
     precheck_body,
     scan_trivia,
@@ -280,12 +281,16 @@ def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...
     return None
 
 
-def compile_failure(errors: list[dict[str, Any]], text: str, body_start: int, body_end: int) -> str:
+def compile_failure(
+    errors: list[dict[str, Any]], text: str, body_start: int, body_end: int, declaration: int
+) -> str:
     """The verdict's reason for Lean's ``errors`` (``--json`` messages, at least one) compiling
     the submission ``text``: the proof body's first error if it has one, else Lean's first;
     its position, and whether it is in the proof body ``[body_start, body_end]`` or in the
     task file's own text — an error there means the proof changed how the rest reads, or the
-    task file itself does not compile (a suite to fix)."""
+    task file itself does not compile (a suite to fix) — or in the target's declaration before
+    the body (from ``declaration``, ``tasks.declaration_start``), where Lean reports some of a
+    proof's errors."""
     index = LineIndex(text)
 
     def position(error: dict[str, Any]) -> Pos | None:
@@ -305,14 +310,21 @@ def compile_failure(errors: list[dict[str, Any]], text: str, body_start: int, bo
     at = position(error)
     if at is None:
         return f"compilation failed: {message}"
-    where = error_place(index.offset_of(at), body_start, body_end)
+    where = error_place(index.offset_of(at), body_start, body_end, declaration)
     return f"compilation failed at {at.line}:{at.column} ({where}): {message}"
 
 
-def error_place(offset: int, body_start: int, body_end: int) -> str:
-    """Whether an error at ``offset`` of a submission is the proof's or the task file's."""
+def error_place(offset: int, body_start: int, body_end: int, declaration: int) -> str:
+    """Whether an error at ``offset`` of a submission is the proof's, the target
+    declaration's (``declaration``: where its syntax starts, ``tasks.declaration_start``) or
+    the task file's."""
     if body_start <= offset <= body_end:
         return "in the proof body"
+    if declaration <= offset < body_start:
+        return (
+            "in the target theorem's declaration, before the body: Lean reports some errors of "
+            "a proof there, e.g. a recursive proof's failed termination"
+        )
     return (
         "outside the proof body, in the task file's own text: the proof changed how the "
         "rest of the file reads, or the task file does not compile without it"
@@ -537,7 +549,10 @@ class Verifier:
             msg = first.message.splitlines()[0] if first else "processing stopped"
             at = f": {msg}"
             if where is not None:
-                place = error_place(index.offset_of(where), start, end)
+                place = error_place(
+                    index.offset_of(where), start, end,
+                    declaration_start(task.text, task.span.decl_start),
+                )  # fmt: skip
                 at = f"; first at {where.line}:{where.column} ({place}): {msg}"
             raise _Rejected(f"Lean reports {len(errors)} error(s){at}")
         start = task.span.start
@@ -600,7 +615,8 @@ class Verifier:
             if not errors:
                 raise _Rejected(f"compilation failed: {compiled.stderr[-200:]}")
             body_end = len(text) - (len(task.text) - task.span.end)
-            raise _Rejected(compile_failure(errors, text, task.span.start, body_end))
+            declaration = declaration_start(task.text, task.span.decl_start)
+            raise _Rejected(compile_failure(errors, text, task.span.start, body_end, declaration))
         theorem = task.spec.theorem
         name = escape_name(theorem)
         lines = [
