@@ -786,6 +786,30 @@ async def test_a_command_after_a_where_clause_in_column_0_is_rejected_by_lean_s_
     assert (await service.check_proof(sid)).reasons  # still the task's own body
 
 
+async def test_a_rejected_edit_says_what_to_do_and_which_version_stays(
+    service: ProofService,
+) -> None:
+    """Found by the session-13 users' sweep: every rejection's hint was "the session stays at
+    its previous version" — no action, and not which version; some reasons (a NUL, an
+    unterminated string, Lean's parse ending the theorem) said what was wrong, not what to
+    do."""
+    sid = (await service.open_task("and_swap")).session_id
+    await service.set_proof(sid, WRONG)  # version 2
+    cases = {
+        "\n  h\x00": "remove it",
+        '\n  h "open': 'close it with `"`',
+        f"\n  {AND_SWAP_PROOF} #exit": "or an unterminated comment or string; remove it",
+        f"\n  {AND_SWAP_PROOF}\n  set_option pp.all true": "separate commands (e.g.",
+    }
+    for body, action in cases.items():
+        with pytest.raises(ToolError) as refused:
+            await service.set_proof(sid, body)
+        assert refused.value.code == "rejected", refused.value
+        assert action in str(refused.value), refused.value
+        assert refused.value.hint.endswith("the session stays at version 2"), refused.value.hint
+    assert (await service.get_proof_state(sid)).version == 2
+
+
 async def test_goals_after_the_documents_worker_crashed_restart_it(
     service: ProofService,
 ) -> None:

@@ -254,14 +254,19 @@ class ProofService:
         call.extra["body_sha"] = body_sha(body)
         reason = precheck_body(body)
         if reason is not None:
-            raise ToolError(f"edit rejected: {reason}", code="rejected",
-                            hint="the session stays at its previous version")  # fmt: skip
+            raise ToolError(
+                f"edit rejected: {reason}",
+                code="rejected",
+                hint=f"send the body again, mended as this says; the session stays at version "
+                f"{session.version}",
+            )
         elaborated = await self.elaborator.elaborate(session.task, body, [call.timer], session.id)
         if elaborated.rejected is not None:
             raise ToolError(
                 f"edit rejected: {elaborated.rejected}",
                 code="rejected",
-                hint="only the proof body may change; the session stays at its previous version",
+                hint="keep the edit inside the proof (only the proof body may change: no "
+                f"commands or declarations in it); the session stays at version {session.version}",
             )
         session.body = body
         session.text = elaborated.text

@@ -89,23 +89,23 @@ def flatten_symbols(symbols: Iterable[DocumentSymbol], index: LineIndex) -> list
 def precheck_body(body: str) -> str | None:
     """Why ``body`` cannot be a proof body, decided from its text alone (None: fine)."""
     if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-        return "the proof body is over 1 MB"
+        return "the proof body is over 1 MB; shorten it"
     if "\x00" in body:
-        return "the proof body contains a NUL character"
+        return "the proof body contains a NUL character; remove it"
     if "\r" in body.replace("\r\n", ""):
         return (
             "the proof body contains a carriage return not followed by a line feed, which Lean "
-            "does not accept"
+            "does not accept; end lines with LF (or CRLF)"
         )
     try:
         body.encode("utf-8")
     except UnicodeEncodeError:
-        return "the proof body is not valid Unicode (lone surrogate)"
+        return "the proof body is not valid Unicode (a lone surrogate); remove it"
     scan = scan_text(body)
     if scan.unterminated(COMMENT_KINDS):
         return "an unterminated `/-` comment would swallow the rest of the file; close it with `-/`"
     if scan.unterminated({TokenKind.STRING, TokenKind.RAW_STRING}):
-        return "an unterminated string literal would swallow the rest of the file"
+        return 'an unterminated string would swallow the rest of the file; close it with `"`'
     if scan.unterminated({TokenKind.IDENT}):
         return "an unterminated `«` name would swallow the rest of the file; close it with `»`"
     docs = scan.of({TokenKind.DOC_COMMENT})
@@ -262,8 +262,8 @@ def check_scope(
         )
     if suffix_structure(symbols, body_end, len(text)) != sorted(expected_suffix):
         return (
-            "the edit changes how Lean reads the rest of the file (an `end`, `#exit` or an "
-            "unterminated comment or string in the proof?)"
+            "the edit changes how Lean reads the rest of the file: the body holds a command "
+            "(`end`, `#exit`, `namespace`, …) or an unterminated comment or string; remove it"
         )
     if target.end < last:
         # A syntax error in the body ends the declaration early (`h ]`: Lean's parse stops at
@@ -280,6 +280,6 @@ def check_scope(
             return (
                 f"Lean's parse ends the theorem at {pos.line}:{pos.column}, before the end of the "
                 "proof body; the text after it would run as separate commands "
-                "(e.g. #exit, end, set_option, attribute)"
+                "(e.g. #exit, end, set_option, attribute): remove them"
             )
     return None
