@@ -228,6 +228,20 @@ def test_run_bad_arguments_and_suite_exit_2(runs: Runs) -> None:
     assert not list(runs.cwd.glob("refused-*/results.jsonl"))
 
 
+def test_a_run_whose_agent_never_starts_says_so(runs: Runs) -> None:
+    """Found by the session-13 users' sweep: an agent command with a relative path (`--plan
+    plan.json`: the agent runs in each attempt's workspace) failed every attempt before its
+    first tool call, and the run ended with exit 0 and `"accepted": 0`, saying nothing."""
+    (runs.cwd / "plan.json").write_text("{}")
+    command = f"{shlex.quote(str(leanrig_exe()))} agent scripted --plan plan.json"
+    done = leanrig("run", "--suite", SUITE, "--agent", command, "--out", "never-ran",
+                   cwd=runs.cwd)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["accepted"] == 0
+    assert "every attempt's agent exited with an error" in done.stderr, done.stderr
+    assert "give it absolute paths" in done.stderr
+
+
 # -- leanrig report RUN_DIR --------------------------------------------------------------------
 
 

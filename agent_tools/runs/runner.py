@@ -117,6 +117,14 @@ class RunSummary:
     def accepted(self) -> int:
         return sum(r.accepted for r in self.results)
 
+    @property
+    def agent_never_ran(self) -> bool:
+        """Did every attempt's agent exit with an error before calling any tool (a command
+        that cannot start in the attempt's workspace: a relative path, a missing program)?"""
+        return bool(self.results) and all(
+            r.tool_calls == 0 and r.exit_code not in (0, None) for r in self.results
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
