@@ -810,6 +810,22 @@ async def test_a_rejected_edit_says_what_to_do_and_which_version_stays(
     assert (await service.get_proof_state(sid)).version == 2
 
 
+async def test_a_goal_position_off_its_line_says_how_long_the_line_is(
+    service: ProofService,
+) -> None:
+    """Found by the session-13 users' sweep: a column past the end of an existing (e.g.
+    empty) line was "position L:C is outside the file", with the file's line range as hint."""
+    opened = await service.open_task("and_swap")
+    text = (await service.get_proof_state(opened.session_id)).text
+    empty = text.split("\n").index("") + 1  # an empty line of the task file
+    with pytest.raises(ToolError) as off:
+        await service.get_goals(opened.session_id, empty, 3)
+    assert str(off.value).startswith(f"column 3 is outside line {empty}, which has 0 char")
+    assert off.value.hint is not None and "1..1" in off.value.hint, off.value.hint
+    with pytest.raises(ToolError, match="line 999 is outside the file"):
+        await service.get_goals(opened.session_id, 999, 1)
+
+
 async def test_goals_after_the_documents_worker_crashed_restart_it(
     service: ProofService,
 ) -> None:

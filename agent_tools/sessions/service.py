@@ -310,14 +310,19 @@ class ProofService:
             session = call.open_session
             async with self._locked(session):
                 index = LineIndex(session.text)
-                if (
-                    not 1 <= line <= index.line_count
-                    or not 1 <= column <= len(index.line(line - 1)) + 1
-                ):
+                if not 1 <= line <= index.line_count:
                     raise ToolError(
-                        f"position {line}:{column} is outside the file",
+                        f"line {line} is outside the file",
                         code="invalid_argument",
                         hint=f"lines are 1..{index.line_count}; columns are 1-based code points",
+                    )
+                width = len(index.line(line - 1))
+                if not 1 <= column <= width + 1:
+                    raise ToolError(
+                        f"column {column} is outside line {line}, which has {width} characters",
+                        code="invalid_argument",
+                        hint=f"columns of line {line} are 1..{width + 1}: 1-based code points, "
+                        f"{width + 1} is the line's end",
                     )
                 return await self.elaborator.goals_at(
                     session.task, session.text, Pos(line, column), call.timer, session.id
