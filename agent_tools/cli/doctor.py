@@ -20,9 +20,12 @@ from repl_pool import Slot, sandbox_tools
 
 from ..servers import ServeOptions, open_service
 
-SMOKE_THEOREM = "theorem smoke : @Eq N N.z N.z :=\n  @Eq.refl N N.z\n"
-SMOKE_TEXT = PRELUDE_HEADER + SMOKE_THEOREM
-SMOKE_GOAL_AT = LspPos(PRELUDE_HEADER.count("\n") + 1, 2)  # on the proof term
+# The task file, as a suite's: its placeholder uses sorry (prelude: the axiom is declared here,
+# as the demo library does); the smoke test elaborates and verifies it with the proof.
+SMOKE_PREAMBLE = PRELUDE_HEADER + "axiom sorryAx (α : Sort u) (synthetic : N) : α\n"
+SMOKE_TASK = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  sorryAx (@Eq N N.z N.z) N.z\n"
+SMOKE_TEXT = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  @Eq.refl N N.z\n"
+SMOKE_GOAL_AT = LspPos(SMOKE_PREAMBLE.count("\n") + 1, 2)  # on the proof term
 SMOKE_SUITE = """\
 name = "doctor"
 version = "1"
@@ -62,7 +65,7 @@ async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
         suite_dir = Path(tmp) / "suite"
         suite_dir.mkdir()
         (suite_dir / "suite.toml").write_text(SMOKE_SUITE, encoding="utf-8")
-        (suite_dir / "Smoke.lean").write_text(SMOKE_TEXT, encoding="utf-8")
+        (suite_dir / "Smoke.lean").write_text(SMOKE_TASK, encoding="utf-8")
         options = ServeOptions(
             suite=suite_dir, run_dir=Path(tmp) / "runs", max_processes=1, lean=str(install.lean)
         )
