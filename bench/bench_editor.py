@@ -13,13 +13,15 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from lsp_bridge import PRELUDE_HEADER, REPORT_DELAY_MS, find_lean
+from lsp_bridge import PRELUDE_HEADER, PRELUDE_SORRY, REPORT_DELAY_MS, find_lean
 
 from .common import print_table, summarize, write_result
 from .raw_lsp import time_alternating_edits
 
+HEADER = PRELUDE_HEADER + PRELUDE_SORRY  # (every variant's file starts so)
 GOOD = "theorem foo : @Eq N N.z N.z := @Eq.refl N N.z\n"
 BAD = "theorem foo : @Eq N N.z N.z := @Eq.refl N N.s\n"
+PLACEHOLDER = "theorem foo : @Eq N N.z N.z := sorryAx (@Eq N N.z N.z) N.z\n"  # the task file's
 SUITE_TOML = """name = "bench-editor"
 lean = "prelude"
 
@@ -31,11 +33,11 @@ difficulty = 1
 """
 
 
-def _suite(root: Path, text: str) -> Path:
+def _suite(root: Path) -> Path:
     suite = root / "suite"
     suite.mkdir()
     (suite / "suite.toml").write_text(SUITE_TOML)
-    (suite / "Raw.lean").write_text(text)
+    (suite / "Raw.lean").write_text(HEADER + PLACEHOLDER)
     return suite
 
 
@@ -46,11 +48,11 @@ def proxy_argv(suite: Path, workspace: Path, run_dir: Path, *extra: str) -> list
 
 def run(quick: bool = False) -> dict[str, Any]:
     steps = 20 if quick else 200
-    bad, good = PRELUDE_HEADER + BAD, PRELUDE_HEADER + GOOD
+    bad, good = HEADER + BAD, HEADER + GOOD
     rows: dict[str, dict[str, float]] = {}
     with TemporaryDirectory(prefix="leanrig-bench-editor-") as tmp:
         root = Path(tmp)
-        suite = _suite(root, bad)
+        suite = _suite(root)
         direct = root / "direct"
         direct.mkdir()
         lean = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]

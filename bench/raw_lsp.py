@@ -59,10 +59,16 @@ class RawLean:
         self.proc, self.stdin, self.stdout = piped(argv, cwd, env)
         self.next_id = 0
         self.version = 0
-        self.request("initialize", {"processId": os.getpid(), "rootUri": cwd.as_uri(),
-                                    "capabilities": {},
-                                    "initializationOptions": {"editDelay": 1}})  # fmt: skip
-        self.notify("initialized", {})
+        try:
+            self.request("initialize", {"processId": os.getpid(), "rootUri": cwd.as_uri(),
+                                        "capabilities": {},
+                                        "initializationOptions": {"editDelay": 1}})  # fmt: skip
+            self.notify("initialized", {})
+        except BaseException:
+            # A server that did not start leaves no process behind (a zombie child of the
+            # benchmark's process broke the next test that listed its children).
+            self.close()
+            raise
 
     def _send(self, msg: dict[str, Any]) -> None:
         body = json.dumps(msg).encode()

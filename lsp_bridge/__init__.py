@@ -5,7 +5,7 @@ identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
 """
 
 from ._groups import single_errors
-from .bootstrap import PRELUDE_HEADER, cache_root, ensure_bootstrap
+from .bootstrap import PRELUDE_HEADER, PRELUDE_SORRY, cache_root, ensure_bootstrap
 from .client import (
     REPORT_DELAY_MS,
     DocQuery,
@@ -71,6 +71,7 @@ __all__ = [
     "DEFAULT_TIMEOUTS",
     "LITERAL_KINDS",
     "PRELUDE_HEADER",
+    "PRELUDE_SORRY",
     "REPORT_DELAY_MS",
     "BootstrapError",
     "ContentModified",

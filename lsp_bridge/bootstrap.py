@@ -42,6 +42,10 @@ inductive N where
   | s : N → N
 """
 
+# What a prelude task file's placeholder proof (`sorryAx T …`) needs declared: with no Init,
+# the file declares the axiom itself (the demo library does too). After PRELUDE_HEADER.
+PRELUDE_SORRY = "axiom sorryAx (α : Sort u) (synthetic : N) : α\n"
+
 LAUNCHER_C = """\
 extern int lean_main(int, char **);
 int main(int argc, char **argv) { return lean_main(argc, argv); }

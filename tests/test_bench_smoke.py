@@ -199,10 +199,9 @@ def smoke_editor(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     from bench import bench_editor
     from bench.raw_lsp import time_alternating_edits
     from lsp_bridge import find_lean
-    from lsp_bridge.bootstrap import PRELUDE_HEADER
 
-    bad, good = PRELUDE_HEADER + bench_editor.BAD, PRELUDE_HEADER + bench_editor.GOOD
-    suite = bench_editor._suite(tmp_path, bad)
+    bad, good = bench_editor.HEADER + bench_editor.BAD, bench_editor.HEADER + bench_editor.GOOD
+    suite = bench_editor._suite(tmp_path)
     direct = tmp_path / "direct"
     # The proxy without the sandbox is the same code with a flag (tests/test_editor_proxy.py):
     # left out here, each proxy start costs seconds on a loaded machine.

@@ -841,8 +841,15 @@ async def test_goals_after_the_documents_worker_crashed_restart_it(
     await service.set_proof(sid, WRONG)
     start = opened.body_range.start
     before = await service.get_goals(sid, start.line + 1, 3)
+
     # This service's pool: its document workers are this process's own children.
-    workers = [p for p in psutil.Process().children() if "--worker" in p.cmdline()]
+    def is_worker(p: psutil.Process) -> bool:
+        try:
+            return "--worker" in p.cmdline()
+        except psutil.Error:  # gone, or a zombie another test left
+            return False
+
+    workers = [p for p in psutil.Process().children() if is_worker(p)]
     assert workers
     for worker in workers:
         os.kill(worker.pid, signal.SIGKILL)

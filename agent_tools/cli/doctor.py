@@ -15,14 +15,14 @@ from pathlib import Path
 
 import anyio
 
-from lsp_bridge import PRELUDE_HEADER, LeanInstall, LeanrigError, LspPos, find_lean
+from lsp_bridge import PRELUDE_HEADER, PRELUDE_SORRY, LeanInstall, LeanrigError, LspPos, find_lean
 from repl_pool import Slot, sandbox_tools
 
 from ..servers import ServeOptions, open_service
 
-# The task file, as a suite's: its placeholder uses sorry (prelude: the axiom is declared here,
-# as the demo library does); the smoke test elaborates and verifies it with the proof.
-SMOKE_PREAMBLE = PRELUDE_HEADER + "axiom sorryAx (α : Sort u) (synthetic : N) : α\n"
+# The task file, as a suite's: its placeholder uses sorry (PRELUDE_SORRY); the smoke test
+# elaborates and verifies it with the proof.
+SMOKE_PREAMBLE = PRELUDE_HEADER + PRELUDE_SORRY
 SMOKE_TASK = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  sorryAx (@Eq N N.z N.z) N.z\n"
 SMOKE_TEXT = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  @Eq.refl N N.z\n"
 SMOKE_GOAL_AT = LspPos(SMOKE_PREAMBLE.count("\n") + 1, 2)  # on the proof term
