@@ -23,10 +23,14 @@ RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" *
 
 def busiest_lean_cpu(server_pid: int, seconds: float = 1.0) -> float:
     """CPU percent of the busiest `lean` descendant of ``server_pid`` over ``seconds``."""
-    procs = [p for p in psutil.Process(server_pid).children(recursive=True)
-             if p.name() == "lean"]  # fmt: skip
-    for p in procs:
-        p.cpu_percent(None)
+    procs = []
+    for p in psutil.Process(server_pid).children(recursive=True):
+        try:  # a child may exit meanwhile (a Lean worker the pool replaced)
+            if p.name() == "lean":
+                p.cpu_percent(None)
+                procs.append(p)
+        except psutil.NoSuchProcess:
+            pass
     time.sleep(seconds)
     busiest = 0.0
     for p in procs:
