@@ -183,6 +183,8 @@ async def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(rpc: Rpc
     with pytest.raises(RpcError) as info:
         await rpc.call("no_such_method")
     assert info.value.code == -32601
+    # what to do next, as every other error says it (found by the session-13 users' sweep)
+    assert "set_proof" in info.value.data["methods"] and "methods" in info.value.data["hint"]
     sid = (await rpc.call("open_task", task_id="true_intro"))["session_id"]
     with pytest.raises(RpcError) as info:
         await rpc.call("set_proof", session_id=sid, body="\n  " + "a" * (1024 * 1024 + 1))

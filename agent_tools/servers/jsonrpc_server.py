@@ -140,7 +140,8 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
     spec = service_tool(service, method)
     if spec is None:
         methods = sorted(t.name for t in service_tools(service))
-        return _error(rid, -32601, f"unknown method {method!r}", {"methods": methods})
+        hint = "call one of the methods in data.methods (the MCP tool names)"
+        return _error(rid, -32601, f"unknown method {method!r}", {"methods": methods, "hint": hint})
     try:
         result = await call_tool(service, spec, msg.get("params"), client)
     except InvalidArguments as exc:  # before ToolError: it is one
