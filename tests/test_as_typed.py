@@ -364,6 +364,8 @@ def test_check_judges_the_line_ends_lean_reads(cwd: Path) -> None:
         "Crlf.lean": solved.replace("\n", "\r\n"),
         "CrOutside.lean": solved.replace("\n\n", "\n\r", 1),
         "CrInside.lean": solved.replace("\n  @And.rec", "\r  @And.rec", 1),
+        # a CR before a CRLF: read as CRLF once normalized, still a lone CR to Lean
+        "CrCrLf.lean": solved.replace("\n  @And.rec", "\r\r\n  @And.rec", 1),
     }
     for name, text in files.items():
         assert text != solved, name
@@ -372,7 +374,7 @@ def test_check_judges_the_line_ends_lean_reads(cwd: Path) -> None:
         *[("check", "--suite", SUITE, "--task", "and_swap", name) for name in files], cwd=cwd
     )
     codes = {name: d.returncode for name, d in zip(files, done, strict=True)}
-    assert codes == {"Crlf.lean": 0, "CrOutside.lean": 1, "CrInside.lean": 1}, [
+    assert codes == {"Crlf.lean": 0, "CrOutside.lean": 1, "CrInside.lean": 1, "CrCrLf.lean": 1}, [
         d.stdout + d.stderr for d in done
     ]
 

@@ -314,6 +314,24 @@ def compile_failure(
     return f"compilation failed at {at.line}:{at.column} ({where}): {message}"
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def _as_lean_reads(submission: str) -> str:
+    """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
+    feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
+    are not allowed"; the verdict everywhere, as a session refuses one in a body). Checked on
+    the text as submitted: normalizing first made ``\r\r\n`` a CRLF."""
+    lone = _LONE_CR.search(submission)
+    if lone is not None:
+        pos = LineIndex(submission).pos_of(lone.start())
+        raise _Rejected(
+            f"the file has a carriage return not followed by a line feed at {pos.line}:"
+            f"{pos.column}, which Lean does not accept"
+        )
+    return submission.replace("\r\n", "\n")
+
+
 def error_place(offset: int, body_start: int, body_end: int, declaration: int) -> str:
     """Whether an error at ``offset`` of a submission is the proof's, the target
     declaration's (``declaration``: where its syntax starts, ``tasks.declaration_start``) or
@@ -377,13 +395,13 @@ class Verifier:
 
     async def verify(self, task: Task, submission: str) -> Verdict:
         """The verdict on ``submission``, the task file's whole text as submitted. Its CRLF
-        line ends are read as LF, as Lean reads them (a lone carriage return stays: Lean
-        refuses it, and so does the verdict)."""
+        line ends are read as LF, as Lean reads them; a lone carriage return is refused
+        (``_as_lean_reads``)."""
         started = time.perf_counter()
-        submission = submission.replace("\r\n", "\n")
         stages: dict[str, float] = {}
         axioms: tuple[str, ...] = ()
         try:
+            submission = _as_lean_reads(submission)
             body = self._structure(task, submission)
             stages["structure"] = (time.perf_counter() - started) * 1000
             await self._project_lean_path()  # Lake suites: asked once, before the stages share it
