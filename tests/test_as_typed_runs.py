@@ -240,6 +240,11 @@ def test_a_run_whose_agent_never_starts_says_so(runs: Runs) -> None:
     assert json.loads(done.stdout)["accepted"] == 0
     assert "every attempt's agent exited with an error" in done.stderr, done.stderr
     assert "give it absolute paths" in done.stderr
+    # Agents that ran out of time before a tool call did start: nothing to say about paths.
+    slow = leanrig("run", "--suite", SUITE, "--agent", "sleep 30", "--time-limit", "1",
+                   "--out", "timed-out", cwd=runs.cwd)  # fmt: skip
+    assert slow.returncode == 0, slow.stderr
+    assert "every attempt's agent" not in slow.stderr, slow.stderr
 
 
 # -- leanrig report RUN_DIR --------------------------------------------------------------------

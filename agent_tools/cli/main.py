@@ -254,11 +254,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 128 + signum
     print(orjson.dumps(summary_json(summary)).decode())
     if summary.agent_never_ran:
-        codes = sorted({r.exit_code for r in summary.results if r.exit_code is not None})
-        print(f"leanrig run: every attempt's agent exited with an error (exit code "
-              f"{', '.join(map(str, codes))}) before calling a tool; see "
-              f"{summary.run_dir}/attempts/*/*/agent.log. The agent command runs in each "
-              "attempt's workspace: give it absolute paths", file=sys.stderr)  # fmt: skip
+        codes = sorted({str(r.exit_code) for r in summary.results if r.exit_code is not None})
+        how = f"exited with an error (exit code {', '.join(codes)})" if codes else "did not start"
+        print(f"leanrig run: every attempt's agent {how} before calling a tool; see "
+              f"{summary.run_dir}/attempts/*/*/agent.log and the log's run.agent_start_failed. "
+              "The agent command runs in each attempt's workspace: give it absolute paths",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -119,10 +119,11 @@ class RunSummary:
 
     @property
     def agent_never_ran(self) -> bool:
-        """Did every attempt's agent exit with an error before calling any tool (a command
-        that cannot start in the attempt's workspace: a relative path, a missing program)?"""
+        """Did every attempt's agent fail before calling any tool — exit with an error, or not
+        start at all (no exit code) — rather than run out of time (a command that cannot run in
+        the attempt's workspace: a relative path, a missing program)?"""
         return bool(self.results) and all(
-            r.tool_calls == 0 and r.exit_code not in (0, None) for r in self.results
+            r.tool_calls == 0 and not r.timed_out and r.exit_code != 0 for r in self.results
         )
 
 
