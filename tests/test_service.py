@@ -927,6 +927,37 @@ async def test_a_task_file_broken_only_as_written_is_never_complete(tmp_path: Pa
         assert (await service.check_proof(opened.session_id)).accepted
 
 
+async def test_the_file_as_written_is_asked_again_when_lean_could_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: a failure of the one elaboration of the file as written (a busy pool,
+    a timeout) was kept as "no errors" for the service's life, so the broken file's right
+    proof was complete again. A later step asks again."""
+    from agent_tools.sessions import elaborate
+    from lsp_bridge import LeanrigError
+
+    real = elaborate.WrittenFile.__call__
+    failures = [LeanrigError("Lean did not answer in time")]
+
+    async def flaky(self: elaborate.WrittenFile, slot: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(self, slot)
+
+    monkeypatch.setattr(elaborate.WrittenFile, "__call__", flaky)
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"wrapped": ("Wrapped.lean", "main", WRAPPED_BROKEN_TASK)}
+    )
+    said = "the task file as written has an error outside the proof body"
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        opened = await service.open_task("wrapped")
+        assert not any(d.message.startswith(said) for d in opened.diagnostics)  # not known
+        step = await service.set_proof(opened.session_id, f"\n  {AND_SWAP_PROOF}")
+        assert not step.complete
+        assert any(d.message.startswith(said) for d in step.diagnostics), step.diagnostics
+
+
 async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path: Path) -> None:
     """Found by the session-12 users' sweep: a task file that does not compile outside the
     proof body loaded without complaint, and every attempt on it failed with Lean's error and

@@ -118,6 +118,8 @@ WRITTEN_FILE_ERRORS = (
     "no proof can be accepted until the suite is fixed; tell the suite's author"
 )
 
+WRITTEN_TRIES = 3  # steps that ask for the file as written before the session stops asking
+
 # A complete step that took Lean more than this share of the verdict's time limit gets a warning
 # (SLOW_NOTE): the verdict elaborates the whole file again, in fresh processes that compete
 # for the cores, each stage within the suite's ``limits.wall_seconds`` — and a step's time is
@@ -439,8 +441,9 @@ class TaskMemo:
     # ... the errors after the body that only the blanked wrappers cause ...
     artifacts: set[tuple[str, int]] | None = None
     # ... and, for a wrapped target, the first error outside the body of the file as written
-    # (WRITTEN_FILE_ERRORS; "" when it has none).
+    # (WRITTEN_FILE_ERRORS; "" when it has none; None: not known yet, after written_tries).
     written_error: str | None = None
+    written_tries: int = 0
 
 
 class Elaborator:
@@ -576,7 +579,8 @@ class Elaborator:
             report = _without_scope_artifacts(task, memo, body, report, index, body_end, len(text))
         complete = is_complete(report, index, task.span.decl_start, body_end)
         if task.wrappers:
-            if memo.written_error is None:
+            if memo.written_error is None and memo.written_tries < WRITTEN_TRIES:
+                memo.written_tries += 1
                 memo.written_error = await self._written_error(task, memo, key, timers, holder)
             if memo.written_error:
                 complete = False
@@ -629,17 +633,18 @@ class Elaborator:
         key: PoolKey,
         timers: Sequence[StepTimer],
         holder: str | None,
-    ) -> str:
+    ) -> str | None:
         """WRITTEN_FILE_ERRORS for the first error outside the body of the task file as
-        written (its wrappers' `in` kept), "" when it has none — or when Lean could not say
-        (the verdict still judges the file as written)."""
+        written (its wrappers' `in` kept), "" when it has none, None when Lean could not say
+        (a busy pool, a timeout: a later step asks again, up to WRITTEN_TRIES times; the
+        verdict judges the file as written in any case)."""
         written = WrittenFile(memo.view.to_lean(task.text), self.step_timeout)
         entered = time.perf_counter()
         try:
             lean_report = await self.pool.run(key, written, holder=holder)
         except LeanrigError as exc:
             log.warning("task.written_file_unread", task=task.id, error=str(exc)[:200])
-            return ""
+            return None
         finally:
             for timer in timers:
                 timer.lean_intervals.append((entered, time.perf_counter()))
