@@ -21,7 +21,7 @@ from agent_tools.tasks import (
     Limits,
     Suite,
     Task,
-    declaration_start,
+    declaration_head,
     library_dir,
     load_suite,
 )
@@ -585,21 +585,30 @@ async def test_an_error_lean_reports_on_the_declaration_is_said_to_be_the_proof_
     verdict = await verifier.verify(task, task.with_body("\n  main p q h"))
     assert not verdict.accepted
     assert any(
-        "7:9 (in the target theorem's declaration, before the body" in r for r in verdict.reasons
+        "7:9 (on the target theorem's declaration, not its statement" in r for r in verdict.reasons
     ), verdict.reasons
     assert not any("task file's own text" in r for r in verdict.reasons), verdict.reasons
 
 
-def test_the_declaration_starts_at_its_doc_comment() -> None:
-    text = "def a := 1\n/- plain -/\n/-- doc -/\ntheorem t : T :=\n  x\n"
-    assert declaration_start(text, text.index("theorem")) == text.index("/-- doc")
+def test_the_declaration_s_own_errors_are_told_from_its_statement_s() -> None:
+    """Lean reports a recursive proof's failed termination at the theorem's name, an error of
+    the whole declaration at its doc comment: the proof's. An error in the statement (found
+    by review: it was the proof's too) is the task file's."""
+    text = "def a := 1\n/- plain -/\n/-- doc -/\ntheorem t (h : T) : T :=\n  x\n"
+    head = declaration_head(text, text.index("theorem"))
+    assert head == (text.index("/-- doc"), text.index(" (h"))
     plain = "def a := 1\n/-- doc of a -/ def b := 2\n/- plain -/\ntheorem t : T :=\n  x\n"
-    assert declaration_start(plain, plain.index("theorem")) == plain.index("theorem")
-    errors = [{"severity": "error", "pos": {"line": 3, "column": 0}, "data": "bad\nmore"}]
-    reason = compile_failure(errors, text, text.index(":=\n") + 2, len(text) - 1,
-                             declaration_start(text, text.index("theorem")))  # fmt: skip
-    assert reason.startswith("compilation failed at 3:1 (in the target theorem's declaration")
-    assert reason.endswith(": bad")
+    assert declaration_head(plain, plain.index("theorem"))[0] == plain.index("theorem")
+    body = (text.index(":=\n") + 2, len(text) - 1)
+
+    def reason(line: int, column: int) -> str:
+        errors = [{"severity": "error", "pos": {"line": line, "column": column}, "data": "bad"}]
+        return compile_failure(errors, text, *body, head)
+
+    assert reason(3, 0).startswith("compilation failed at 3:1 (on the target theorem's decl")
+    assert reason(4, 8).startswith("compilation failed at 4:9 (on the target theorem's decl")
+    assert "task file's own text" in reason(4, 11)  # `h : T`: the statement
+    assert reason(5, 2).endswith("(in the proof body): bad")
 
 
 BROKEN_PLAIN = """prelude

@@ -7,7 +7,7 @@ from .locate import (
     LocateError,
     comment_mask,
     declaration_end,
-    declaration_start,
+    declaration_head,
     locate_body,
     scan_trivia,
 )
@@ -69,7 +69,7 @@ __all__ = [
     "commands",
     "comment_mask",
     "declaration_end",
-    "declaration_start",
+    "declaration_head",
     "exit_after",
     "flatten_symbols",
     "insert_before_exit",

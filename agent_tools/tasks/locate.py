@@ -104,14 +104,17 @@ def _scopes(text: str, opaque: list[bool]) -> list[tuple[int, str, str]]:
     return out
 
 
-def declaration_start(text: str, decl_start: int) -> int:
-    """Where Lean's syntax of the declaration at ``decl_start`` (``BodySpan.decl_start``)
-    begins: at its doc comment when one comes right before it (Lean reports some errors of the
-    whole declaration there), else at ``decl_start``."""
+def declaration_head(text: str, decl_start: int) -> tuple[int, int]:
+    """Where Lean reports an error of the whole declaration at ``decl_start``
+    (``BodySpan.decl_start``) rather than of its statement: from its doc comment, when one
+    comes right before it, else from ``decl_start``, to the end of its name."""
+    start = decl_start
     docs = scan_text(text[:decl_start]).of({TokenKind.DOC_COMMENT})
     if docs and docs[-1].terminated and not text[docs[-1].end : decl_start].strip():
-        return docs[-1].start
-    return decl_start
+        start = docs[-1].start
+    m = _DECL_RE.match(text, decl_start)
+    end = m.end() + len(_word_at(text, m.end())) if m is not None else decl_start
+    return start, end
 
 
 def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> int:

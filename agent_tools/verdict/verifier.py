@@ -58,7 +58,7 @@ from ..tasks import (
     Suite,
     Task,
     check_scope,
-    declaration_start,
+    declaration_head,
     flatten_symbols,
     precheck_body,
     scan_trivia,
@@ -282,15 +282,19 @@ def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...
 
 
 def compile_failure(
-    errors: list[dict[str, Any]], text: str, body_start: int, body_end: int, declaration: int
+    errors: list[dict[str, Any]],
+    text: str,
+    body_start: int,
+    body_end: int,
+    declaration: tuple[int, int],
 ) -> str:
     """The verdict's reason for Lean's ``errors`` (``--json`` messages, at least one) compiling
     the submission ``text``: the proof body's first error if it has one, else Lean's first;
     its position, and whether it is in the proof body ``[body_start, body_end]`` or in the
     task file's own text — an error there means the proof changed how the rest reads, or the
-    task file itself does not compile (a suite to fix) — or in the target's declaration before
-    the body (from ``declaration``, ``tasks.declaration_start``), where Lean reports some of a
-    proof's errors."""
+    task file itself does not compile (a suite to fix) — or on the target's declaration itself
+    (``declaration``: its doc comment to its name, ``tasks.declaration_head``), where Lean
+    reports some of a proof's errors."""
     index = LineIndex(text)
 
     def position(error: dict[str, Any]) -> Pos | None:
@@ -332,16 +336,16 @@ def _as_lean_reads(submission: str) -> str:
     return submission.replace("\r\n", "\n")
 
 
-def error_place(offset: int, body_start: int, body_end: int, declaration: int) -> str:
-    """Whether an error at ``offset`` of a submission is the proof's, the target
-    declaration's (``declaration``: where its syntax starts, ``tasks.declaration_start``) or
-    the task file's."""
+def error_place(offset: int, body_start: int, body_end: int, declaration: tuple[int, int]) -> str:
+    """Whether an error at ``offset`` of a submission is the proof's — in its body, or on the
+    target's declaration itself (``declaration``: ``tasks.declaration_head``), where Lean puts
+    e.g. a recursive proof's failed termination — or the task file's (its statement included)."""
     if body_start <= offset <= body_end:
         return "in the proof body"
-    if declaration <= offset < body_start:
+    if declaration[0] <= offset <= declaration[1]:
         return (
-            "in the target theorem's declaration, before the body: Lean reports some errors of "
-            "a proof there, e.g. a recursive proof's failed termination"
+            "on the target theorem's declaration, not its statement: Lean reports some errors "
+            "of a proof there, e.g. a recursive proof's failed termination"
         )
     return (
         "outside the proof body, in the task file's own text: the proof changed how the "
@@ -569,7 +573,7 @@ class Verifier:
             if where is not None:
                 place = error_place(
                     index.offset_of(where), start, end,
-                    declaration_start(task.text, task.span.decl_start),
+                    declaration_head(task.text, task.span.decl_start),
                 )  # fmt: skip
                 at = f"; first at {where.line}:{where.column} ({place}): {msg}"
             raise _Rejected(f"Lean reports {len(errors)} error(s){at}")
@@ -633,7 +637,7 @@ class Verifier:
             if not errors:
                 raise _Rejected(f"compilation failed: {compiled.stderr[-200:]}")
             body_end = len(text) - (len(task.text) - task.span.end)
-            declaration = declaration_start(task.text, task.span.decl_start)
+            declaration = declaration_head(task.text, task.span.decl_start)
             raise _Rejected(compile_failure(errors, text, task.span.start, body_end, declaration))
         theorem = task.spec.theorem
         name = escape_name(theorem)
