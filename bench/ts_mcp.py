@@ -37,12 +37,21 @@ def ensure_ts_client() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         raise TsClientUnavailable("node and npm are not on PATH")
-    installed = CLIENT / "node_modules" / SDK / "package.json"
-    if not installed.exists() or json.loads(installed.read_text())["version"] != sdk_version():
-        done = subprocess.run(
-            [npm, "ci", "--silent", "--no-audit", "--no-fund"], cwd=CLIENT,
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+    # npm writes node_modules/.package-lock.json last: an interrupted install has none.
+    installed = CLIENT / "node_modules" / ".package-lock.json"
+    sdk = CLIENT / "node_modules" / SDK / "package.json"
+    if (
+        not installed.exists()
+        or not sdk.exists()
+        or json.loads(sdk.read_text())["version"] != sdk_version()
+    ):
+        try:
+            done = subprocess.run(
+                [npm, "ci", "--silent", "--no-audit", "--no-fund", "--ignore-scripts"],
+                cwd=CLIENT, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            raise TsClientUnavailable("npm ci took over 600 s") from exc
         if done.returncode != 0:
             raise TsClientUnavailable(f"npm ci failed: {done.stderr.strip()[-300:]}")
     return Path(node)
@@ -56,7 +65,11 @@ class TsMcp:
         node = ensure_ts_client()
         argv = [str(node), str(CLIENT / "driver.mjs"), *serve_argv(suite, run_dir)]
         self.proc, self.stdin, self.stdout = piped(argv, cwd)
-        self._read()  # {"ready": true}: connected and initialized
+        try:
+            self._read()  # {"ready": true}: connected and initialized
+        except (EOFError, RuntimeError, ValueError) as exc:
+            self.close()  # no process left behind (nor a zombie)
+            raise TsClientUnavailable(f"the TypeScript client did not start: {exc}") from exc
 
     def _read(self) -> dict[str, Any]:
         line = self.stdout.readline()
@@ -75,7 +88,10 @@ class TsMcp:
         return dict(reply["structured"]), float(reply["ms"])
 
     def close(self) -> None:
-        self.stdin.close()  # the driver closes its client, whose server exits on EOF
+        try:
+            self.stdin.close()  # the driver closes its client, whose server exits on EOF
+        except BrokenPipeError:
+            pass  # the driver is gone already
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -303,6 +303,11 @@ def test_the_typescript_client_path_of_agent_step_when_installed(
         })  # fmt: skip
         rows = [anyio.run(step, i) for i in range(2)]  # a proof, then a wrong body
     assert all(set(r) == {"this", "other"} and min(r.values()) > 0 for r in rows), rows
+    # A server that does not start: the row is missing (noted), nothing is left running.
+    from bench.ts_mcp import TsClientUnavailable, TsMcp
+
+    with pytest.raises(TsClientUnavailable):
+        TsMcp(tmp_path / "no-such-suite", tmp_path / "runs-none", tmp_path)
 
 
 def test_the_early_barrier_diagnostic_runs_small() -> None:

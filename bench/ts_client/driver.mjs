@@ -3,7 +3,8 @@
 // each way: {"name", "arguments"} in; {"ms", "cpu_ms", "structured", "is_error"} out.
 // "ms" is the wall time of the SDK's callTool, measured here, as the Python rows measure
 // theirs: the bench's own pipe to this process is outside it.
-// argv: the server's command and arguments. The server's stderr goes to ours.
+// argv: the server's command and arguments. The server's stderr goes to ours (which
+// bench/ts_mcp.py discards, as it does the Python rows' servers').
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
