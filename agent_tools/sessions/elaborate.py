@@ -469,23 +469,29 @@ class Elaborator:
         self.library_axioms = tuple(library_axioms)
         self.allowed_axioms = tuple(allowed_axioms)
         self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
+        self._views: dict[str, TaskView] = {}  # task id -> its view (TaskMemo.view)
         self._memos: dict[str, TaskMemo] = {}  # task id -> what is known of it
         # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
         self._init_pattern = _init_pattern(self.allowed_axioms)
 
     async def view(self, task: Task) -> TaskView:
-        """How the task's session document maps to the task file (decided once per task)."""
-        return (await self.memo(task)).view
+        """How the task's session document maps to the task file (decided once per task; the
+        Lean work of a task's first use, which open_task times as such)."""
+        view = self._views.get(task.id)
+        if view is None:
+            if self.prefixes is None:
+                view = TaskView.whole_file(self.environment, "prefix modules are off")
+            else:
+                view = await self.prefixes.view(task)
+            view = self._views.setdefault(task.id, view)
+        return view
 
     async def memo(self, task: Task) -> TaskMemo:
-        """What is known of ``task`` (made on its first use)."""
+        """What is known of ``task`` (made on its first use: its view, then text scans)."""
         memo = self._memos.get(task.id)
         if memo is not None:
             return memo
-        if self.prefixes is None:
-            view = TaskView.whole_file(self.environment, "prefix modules are off")
-        else:
-            view = await self.prefixes.view(task)
+        view = await self.view(task)
         start, end = task.span.decl_start, task.span.end
         exit_at = exit_after(task.text, end)
         stop = len(task.text) if exit_at is None else exit_at
