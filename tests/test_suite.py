@@ -86,6 +86,16 @@ def task_toml(**over: object) -> str:
             {"A.lean": "theorem a.b : True :=\n  trivial -- sorry\n"},
             "t1: the placeholder proof of a.b in A.lean does not use sorry",
         ),
+        (
+            task_toml(),
+            {"A.lean": "module\n\ntheorem a.b : True :=\n  sorry\n"},
+            "t1: theorem a.b in A.lean is not public",
+        ),
+        (
+            task_toml(),
+            {"A.lean": "module\n\npublic section\nend\n\ntheorem a.b : True :=\n  sorry\n"},
+            "t1: theorem a.b in A.lean is not public",
+        ),
     ],
 )
 def test_invalid_suites_are_rejected_naming_the_task(
@@ -94,6 +104,22 @@ def test_invalid_suites_are_rejected_naming_the_task(
     with pytest.raises(SuiteError) as info:
         load_suite(write_suite(tmp_path, toml, files))
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "module\n\npublic theorem a.b : True :=\n  sorry\n",
+        "module\n\n@[expose] public section\n\ntheorem a.b : True :=\n  sorry\n\nend\n",
+        "module\n\nnamespace a\npublic section\ntheorem b : True :=\n  sorry\nend\nend a\n",
+        "theorem a.b : True :=\n  sorry\n",  # no module system: public already
+    ],
+)
+def test_a_public_target_of_the_module_system_loads(tmp_path: Path, text: str) -> None:
+    """Found by review: in a `module` file a theorem not marked `public` (nor in a `public
+    section`) is private to importers, so the verdict could not name it and rejected every
+    submission; such a task is now refused when the suite loads, and these load."""
+    assert load_suite(write_suite(tmp_path, task_toml(), {"A.lean": text})).task("t1")
 
 
 def test_a_missing_suite_toml_is_a_clear_error(tmp_path: Path) -> None:

@@ -164,6 +164,27 @@ def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> s
     return ""
 
 
+def is_public(text: str, decl_start: int) -> bool:
+    """Is the declaration at ``decl_start`` public in a file of Lean's module system (whose
+    declarations are private unless marked): ``public theorem``, or inside a ``public
+    section`` still open there? Lexical, as locate_body reads scopes."""
+    m = _DECL_RE.match(text, decl_start)
+    if m is not None and "public" in re.sub(_ATTRS, " ", m.group(0)).split():
+        return True
+    opaque = scan_text(text).mask(_OPAQUE)
+    stack: list[bool] = []  # per open scope component: a public section?
+    for at, keyword, name in _scopes(text, opaque):
+        if at >= decl_start:
+            break
+        parts = name_parts(name) or ("",)
+        if keyword != "end":
+            public = keyword == "section" and "public" in text[at : text.find("\n", at)].split()
+            stack += [public] * len(parts)
+        else:
+            del stack[max(0, len(stack) - len(parts)) :]
+    return any(stack)
+
+
 def locate_body(text: str, theorem: str) -> BodySpan:
     """Find the proof body of ``theorem`` (fully qualified) in ``text``."""
     opaque = scan_text(text).mask(_OPAQUE)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lsp_bridge import LeanInstall, LeanrigError, cache_root
 from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
-from .locate import BodySpan, LocateError, locate_body
+from .locate import BodySpan, LocateError, is_public, locate_body
 from .prefix import scope_wrappers, unwrap
 from .scope import precheck_body, uses_sorry
 
@@ -228,9 +228,17 @@ def load_suite(root: Path) -> Suite:
             # that only opened the task would score it.
             raise SuiteError(
                 f"task {t.id}: the placeholder proof of {t.theorem} in {t.file} does not use "
-                "sorry: write `sorry` (`sorryAx T Bool.false` in a prelude suite) as its body"
+                "sorry: write `sorry` as its body (in a prelude suite, `sorryAx T …` with the "
+                "axiom declared)"
             )
         header = parse_header(text)
+        if header.module and not is_public(text, span.decl_start):
+            # As for a private target: the verdict names it from a module of its own.
+            raise SuiteError(
+                f"task {t.id}: theorem {t.theorem} in {t.file} is not public in a file of the "
+                "module system (`module` header): the verdict cannot name it from another "
+                "module (mark it `public`, or put it in a `public section`)"
+            )
         wrappers = scope_wrappers(text, header.end, span.decl_start)
         tasks[t.id] = Task(t, path, text, span, header, wrappers)
     suite = Suite(root, spec, tasks)
