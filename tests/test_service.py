@@ -958,6 +958,41 @@ async def test_the_file_as_written_is_asked_again_when_lean_could_not_answer(
         assert any(d.message.startswith(said) for d in step.diagnostics), step.diagnostics
 
 
+SLY_TASK = f"""prelude
+import Demo.Basic
+
+namespace Sly
+
+theorem swap.sorry (p q : Prop) (h : And p q) : And q p :=
+  {AND_SWAP_PROOF}
+
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  swap.sorry p q h
+
+end Sly
+"""
+
+
+async def test_a_placeholder_that_proves_the_theorem_is_no_one_s_proof(tmp_path: Path) -> None:
+    """Found by review: the suite's placeholder rule is lexical, so a placeholder that mentions
+    sorry and proves the theorem without it (here a lemma named `swap.sorry`; with Mathlib,
+    `by first | rfl | sorry`) loads; the task untouched was complete and accepted, so an
+    attempt that only opened it scored. Neither the session nor the verdict takes it now; a
+    proof the agent writes still is."""
+    suite = demo_with_tasks(tmp_path / "suite", {"sly": ("Sly.lean", "Sly.main", SLY_TASK)})
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        opened = await service.open_task("sly")
+        assert not opened.complete
+        assert any("placeholder already proves" in d.message for d in opened.diagnostics)
+        verdict = await service.check_proof(opened.session_id)
+        assert not verdict.accepted
+        assert any("placeholder already proves" in r for r in verdict.reasons), verdict.reasons
+        step = await service.set_proof(opened.session_id, f"\n  {AND_SWAP_PROOF}")
+        assert step.complete, step.diagnostics
+        assert (await service.check_proof(opened.session_id)).accepted
+
+
 async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path: Path) -> None:
     """Found by the session-12 users' sweep: a task file that does not compile outside the
     proof body loaded without complaint, and every attempt on it failed with Lean's error and

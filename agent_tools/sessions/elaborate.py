@@ -54,7 +54,13 @@ from ..tasks import (
     sorry_outside,
     suffix_structure,
 )
-from ..verdict import axioms_outside, escape_name, forbidden_constructs, parse_axioms
+from ..verdict import (
+    PLACEHOLDER_PROVES,
+    axioms_outside,
+    escape_name,
+    forbidden_constructs,
+    parse_axioms,
+)
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
@@ -630,6 +636,10 @@ class Elaborator:
             memo.expected = answer.expected  # only the body changes: so it stays
         if body == task.body:
             report = _with_task_file_errors(report, index, body_start, body_end)
+            if complete and ok:  # the verdict's own rule (PLACEHOLDER_PROVES)
+                complete = False
+                at = index.lsp_of_offset(task.span.decl_start)
+                report = _with_warning(report, at, PLACEHOLDER_PROVES)
         return Elaborated(text, index, report, goals, rejected, complete and ok)
 
     async def _written_error(

@@ -3,6 +3,7 @@ Lean processes. Uses tasks; knows nothing of sessions or servers."""
 
 from .verifier import (
     FORBIDDEN,
+    PLACEHOLDER_PROVES,
     Statement,
     Verdict,
     Verifier,
@@ -15,6 +16,7 @@ from .verifier import (
 
 __all__ = [
     "FORBIDDEN",
+    "PLACEHOLDER_PROVES",
     "Statement",
     "Verdict",
     "Verifier",

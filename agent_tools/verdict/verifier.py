@@ -318,6 +318,13 @@ def compile_failure(
     return f"compilation failed at {at.line}:{at.column} ({where}): {message}"
 
 
+# A suite whose placeholder proves the theorem (one that mentions sorry without depending on
+# it: the suite's load-time rule is lexical): the task file unchanged is no one's proof.
+PLACEHOLDER_PROVES = (
+    "the proof body is the task's placeholder, unchanged, and the placeholder already proves "
+    "the theorem: the suite is broken (tell its author); no attempt is scored for it"
+)
+
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
@@ -444,6 +451,8 @@ class Verifier:
                     t = time.perf_counter()
                     reasons = await self._replay(work)
                     stages["leanchecker"] = (time.perf_counter() - t) * 1000
+                if not reasons and body == task.body:
+                    reasons = [PLACEHOLDER_PROVES]
                 if reasons:
                     raise _Rejected(*reasons)
         except _Rejected as rejected:
