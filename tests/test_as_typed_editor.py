@@ -44,11 +44,10 @@ PROOF = "\n  " + json.loads((DEMO.parent.parent.parent / "tests" /
 
 
 @asynccontextmanager
-async def lsp(cwd: Path, *args: str) -> AsyncIterator[Editor]:
-    """`leanrig lsp --suite lean_project/suites/demo --task and_swap ARGS` as an editor starts
-    it; on exit the editor leaves politely (shutdown, exit, stdin closed) and the server must
-    exit 0 by itself."""
-    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", TASK, *args]
+async def lsp_session(cwd: Path, *args: str, task: str = TASK) -> AsyncIterator[Editor]:
+    """`leanrig lsp --suite lean_project/suites/demo --task TASK ARGS` as an editor starts it,
+    its messages read meanwhile; whatever is still running at the end is killed."""
+    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", task, *args]
     with (cwd / "lsp.stderr").open("wb") as stderr:
         process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
     assert process.stdout is not None
@@ -57,19 +56,32 @@ async def lsp(cwd: Path, *args: str) -> AsyncIterator[Editor]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(editor.reader)
             yield editor
-            await editor.request("shutdown", None)
-            await editor.send({"method": "exit", "params": None})
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with anyio.fail_after(DEADLINE):
-                code = await process.wait()
-            assert code == 0, (cwd / "lsp.stderr").read_text()[-3000:]
             tg.cancel_scope.cancel()
     finally:
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
         with anyio.CancelScope(shield=True):
             await process.aclose()
+
+
+async def leave(editor: Editor) -> int:
+    """The editor leaves politely (shutdown, exit, stdin closed): the server's exit code."""
+    await editor.request("shutdown", None)
+    await editor.send({"method": "exit", "params": None})
+    assert editor.process.stdin is not None
+    await editor.process.stdin.aclose()
+    with anyio.fail_after(DEADLINE):
+        return await editor.process.wait()
+
+
+@asynccontextmanager
+async def lsp(cwd: Path, *args: str) -> AsyncIterator[Editor]:
+    """``lsp_session`` of the demo's and_swap; on exit the editor leaves politely and the
+    server must exit 0 by itself."""
+    async with lsp_session(cwd, *args) as editor:
+        yield editor
+        code = await leave(editor)
+        assert code == 0, (cwd / "lsp.stderr").read_text()[-3000:]
 
 
 def task_text() -> tuple[str, TaskScope, str]:

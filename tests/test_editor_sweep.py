@@ -5,26 +5,24 @@ through a revert, SIGTERM still recording the attempt, waitForDiagnostics on a h
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import psutil
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.editor import TaskScope
 from agent_tools.tasks import load_suite
 from lsp_bridge import LineIndex
 
-from .test_as_typed import DEADLINE, SUITE, leanrig_exe
+from .test_as_typed import DEADLINE, SUITE
 from .test_as_typed import (
     cwd as cwd,  # the fixture: the demo suite at its README path
 )
+from .test_as_typed_editor import leave, lsp_session
 from .test_editor_proxy import Editor, lines
 
 pytestmark = pytest.mark.anyio
@@ -33,34 +31,9 @@ TASK = "refl_z"
 RIGHT = "\n  @Eq.refl N N.z"
 
 
-@asynccontextmanager
-async def lsp(cwd: Path, *args: str, task: str = TASK) -> AsyncIterator[Editor]:
+def lsp(cwd: Path, *args: str, task: str = TASK) -> AbstractAsyncContextManager[Editor]:
     """`leanrig lsp --suite SUITE --task TASK --workspace ws ARGS`; the caller ends it."""
-    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", task, "--workspace", "ws",
-            *args]  # fmt: skip
-    with (cwd / "lsp.stderr").open("wb") as stderr:
-        process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
-    assert process.stdout is not None
-    editor = Editor(process, BufferedByteReceiveStream(process.stdout))
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(editor.reader)
-            yield editor
-            tg.cancel_scope.cancel()
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
-
-
-async def leave(editor: Editor) -> int:
-    await editor.request("shutdown", None)
-    await editor.send({"method": "exit", "params": None})
-    assert editor.process.stdin is not None
-    await editor.process.stdin.aclose()
-    with anyio.fail_after(DEADLINE):
-        return await editor.process.wait()
+    return lsp_session(cwd, "--workspace", "ws", *args, task=task)
 
 
 def task_of(cwd: Path, task: str = TASK) -> tuple[Path, TaskScope]:
