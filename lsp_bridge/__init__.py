@@ -46,6 +46,7 @@ from .lean_text import (
     TokenKind,
     has_tactic_block,
     lean_tokens,
+    lone_carriage_return,
     name_parts,
     scan_text,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "kill_tree",
     "kill_tree_async",
     "lean_tokens",
+    "lone_carriage_return",
     "minimal_edit",
     "name_parts",
     "parse_header",

@@ -265,6 +265,16 @@ def scan_text(text: str) -> TextScan:
     return TextScan(n, tuple(spans))
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def lone_carriage_return(text: str) -> int | None:
+    """The offset of the first carriage return not followed by a line feed (Lean refuses one:
+    "isolated carriage returns are not allowed"), or None."""
+    m = _LONE_CR.search(text)
+    return m.start() if m is not None else None
+
+
 def name_parts(name: str) -> tuple[str, ...]:
     """The components of a (dotted, possibly ``«»``-escaped) Lean name as written:
     ``Foo.«a.b c».bar`` → ``("Foo", "a.b c", "bar")``."""

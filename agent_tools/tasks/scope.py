@@ -34,6 +34,7 @@ from lsp_bridge import (
     LspPos,
     TokenKind,
     lean_tokens,
+    lone_carriage_return,
     name_parts,
     scan_text,
 )
@@ -92,7 +93,7 @@ def precheck_body(body: str) -> str | None:
         return "the proof body is over 1 MB; shorten it"
     if "\x00" in body:
         return "the proof body contains a NUL character; remove it"
-    if "\r" in body.replace("\r\n", ""):
+    if lone_carriage_return(body) is not None:
         return (
             "the proof body contains a carriage return not followed by a line feed, which Lean "
             "does not accept; end lines with LF (or CRLF)"

@@ -50,6 +50,7 @@ from lsp_bridge import (
     Timeouts,
     TokenKind,
     lean_tokens,
+    lone_carriage_return,
     name_parts,
 )
 from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
@@ -325,17 +326,15 @@ PLACEHOLDER_PROVES = (
     "the theorem: the suite is broken (tell its author); no attempt is scored for it"
 )
 
-_LONE_CR = re.compile(r"\r(?!\n)")
-
 
 def _as_lean_reads(submission: str) -> str:
     """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
     feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
     are not allowed"; the verdict everywhere, as a session refuses one in a body). Checked on
     the text as submitted: normalizing first made ``\r\r\n`` a CRLF."""
-    lone = _LONE_CR.search(submission)
+    lone = lone_carriage_return(submission)
     if lone is not None:
-        pos = LineIndex(submission).pos_of(lone.start())
+        pos = LineIndex(submission).pos_of(lone)
         raise _Rejected(
             f"the file has a carriage return not followed by a line feed at {pos.line}:"
             f"{pos.column}, which Lean does not accept"
