@@ -211,15 +211,22 @@ def _with_task_file_errors(
     """The untouched task with errors outside its proof body (a statement that does not
     elaborate, a later declaration that does not compile): no proof can be accepted, and the
     errors are the suite's, not the agent's. Said once, where the first one is."""
-    outside = [
-        d
-        for d in report.diagnostics
-        if d.is_error and not body_start <= index.offset_of_lsp(d.range.start) <= body_end
-    ]
+    outside = _errors_outside(report, index, body_start, body_end)
     if not outside:
         return report
     log.warning("task.errors_outside_body", first=outside[0].message[:200], count=len(outside))
     return _with_warning(report, outside[0].range.start, TASK_FILE_ERRORS)
+
+
+def _errors_outside(
+    report: DocumentReport, index: LineIndex, body_start: int, body_end: int
+) -> list[LeanDiagnostic]:
+    """``report``'s errors outside the proof body ``[body_start, body_end]``, in its order."""
+    return [
+        d
+        for d in report.diagnostics
+        if d.is_error and not body_start <= index.offset_of_lsp(d.range.start) <= body_end
+    ]
 
 
 def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
@@ -665,14 +672,14 @@ class Elaborator:
             for timer in timers:
                 timer.lean_intervals.append((entered, time.perf_counter()))
         report = memo.view.report_from_lean(lean_report)
-        start, end = task.span.start, task.span.end
-        for d in report.diagnostics:
-            if d.is_error and not start <= memo.lines.offset_of_lsp(d.range.start) <= end:
-                log.warning("task.errors_outside_body_as_written", task=task.id,
-                            first=d.message[:200])  # fmt: skip
-                message = d.message.strip().splitlines()[0][:200] if d.message.strip() else ""
-                return WRITTEN_FILE_ERRORS.format(line=d.range.start.line + 1, message=message)
-        return ""
+        outside = _errors_outside(report, memo.lines, task.span.start, task.span.end)
+        if not outside:
+            return ""
+        first = outside[0]
+        log.warning("task.errors_outside_body_as_written", task=task.id,
+                    first=first.message[:200])  # fmt: skip
+        message = first.message.strip().splitlines()[0][:200] if first.message.strip() else ""
+        return WRITTEN_FILE_ERRORS.format(line=first.range.start.line + 1, message=message)
 
     def _lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
         """Lean's session document for the task-file ``text`` — the view's document, the
