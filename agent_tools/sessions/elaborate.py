@@ -185,23 +185,24 @@ def _only_arguments(text: str, start: int, end: int) -> bool:
     outside brackets, only identifiers (``h.1`` too), literals and ``@``? Anything else (an
     operator such as ``▸``, ``|>.``, ``=``; a ``fun``) may make ``@f …`` an operand."""
     depth, previous = 0, start
-    for token in lean_tokens(text, start):
-        if token.start >= end:
+    ident, symbol = TokenKind.IDENT, TokenKind.SYMBOL
+    for kind, begin, finish, _ in lean_tokens(text, start):
+        if begin >= end:
             break
-        if token.kind in COMMENT_KINDS:
+        if kind in COMMENT_KINDS:
             continue
-        piece = token.text(text)
+        piece = text[begin:finish]
         if piece in _OPEN:
             depth += 1
         elif piece in _CLOSE:
             depth -= 1
         elif depth == 0:
-            if token.kind is TokenKind.IDENT and piece in _NOT_ARGUMENTS:
+            if kind is ident and piece in _NOT_ARGUMENTS:
                 return False
-            dot = piece == "." and token.start == previous  # a projection: `h.1`
-            if token.kind is TokenKind.SYMBOL and piece != "@" and not dot:
+            dot = piece == "." and begin == previous  # a projection: `h.1`
+            if kind is symbol and piece != "@" and not dot:
                 return False
-        previous = token.end
+        previous = finish
     return True
 
 
