@@ -265,6 +265,13 @@ def maybe_incomplete(report: DocumentReport) -> bool:
     return any(d.is_error or leaves_proof_open(d) for d in report.diagnostics)
 
 
+# A portable operation's deadline past its answers' own (``timeout``): slack for what surrounds
+# them (the write, a late goal query, cancelling unanswered requests on a timeout: up to 1 s
+# each), so a pool running it elsewhere hears of a slot's timeout rather than declaring the
+# node lost.
+DEADLINE_SLACK = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class LeanStep:
     """The Lean part of one step on a slot: make ``text`` the holder's document and wait for
@@ -312,11 +319,7 @@ class LeanStep:
 
     @property
     def deadline(self) -> float:
-        # The answers' deadline, plus slack for what surrounds it (the write, a late goal
-        # query, cancelling unanswered requests on a timeout: up to 1 s each), so a pool
-        # running the step elsewhere hears of a slot's timeout rather than declaring the node
-        # lost.
-        return self.timeout + 10.0
+        return self.timeout + DEADLINE_SLACK
 
     async def __call__(self, slot: Slot) -> LeanAnswer:
         started = time.perf_counter()
@@ -383,7 +386,7 @@ class WrittenFile:
 
     @property
     def deadline(self) -> float:
-        return self.timeout + 10.0
+        return self.timeout + DEADLINE_SLACK
 
     async def __call__(self, slot: Slot) -> DocumentReport:
         return await slot.elaborate(self.text, timeout=self.timeout)
