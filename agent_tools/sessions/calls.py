@@ -109,6 +109,20 @@ class Calls:
 async def locked(session: ProofSession, wait: float) -> AsyncIterator[None]:
     """Serialize calls on ``session``; waits at most ``wait`` seconds for the previous one."""
     try:
+        # Free (the usual case): taken without a deadline's cancel scope (~11 µs per call).
+        session.lock.acquire_nowait()
+    except anyio.WouldBlock:
+        await _wait_for_lock(session, wait)
+    try:
+        if session.closed:
+            raise ToolError("the session was closed", code="unknown_session")
+        yield
+    finally:
+        session.lock.release()
+
+
+async def _wait_for_lock(session: ProofSession, wait: float) -> None:
+    try:
         with anyio.fail_after(wait):
             await session.lock.acquire()
     except TimeoutError:
@@ -117,9 +131,3 @@ async def locked(session: ProofSession, wait: float) -> AsyncIterator[None]:
             code="busy",
             hint="calls on one session run one at a time; retry when the previous returns",
         ) from None
-    try:
-        if session.closed:
-            raise ToolError("the session was closed", code="unknown_session")
-        yield
-    finally:
-        session.lock.release()
