@@ -101,11 +101,11 @@ def prefixed_texts(suite_dir: Path, lib: Path, out: Path) -> tuple[str, str, Pat
     return bad, good, out
 
 
-def texts(suite_dir: Path) -> tuple[str, str, Path]:
+def texts(suite_dir: Path, task_id: str = TASK) -> tuple[str, str, Path]:
     suite = load_suite(suite_dir)
     lib = library_dir(suite, find_lean())
     assert lib is not None
-    task = suite.task(TASK)
+    task = suite.task(task_id)
     return task.with_body(WRONG), task.with_body(RIGHT), lib
 
 
@@ -154,6 +154,38 @@ def raw_variant(
         t = time.perf_counter()
         raw.change(uri, good if i % 2 == 0 else bad, ask)
         return {name: (time.perf_counter() - t) * 1000}
+
+    return step
+
+
+RAW_TWO = "raw Lean LSP, 2 documents on 1 server"
+
+
+def raw_two_variant(
+    stack: ExitStack, project: Path, this: tuple[str, str], other: tuple[str, str], lib: Path
+) -> StepFn:
+    """The raw floor with two documents open on one `lean --server` (a file worker each, as
+    leanrig's two sessions have), edited in turns — ``this`` task's (bad, good) texts, then
+    ``other``'s: what switching between two workers costs Lean itself (a worker idle for a
+    step answers slower than one edited back to back), beside the two-session rows."""
+    argv = [str(find_lean().lean), "--server", f"-Dserver.reportDelayMs={REPORT_DELAY_MS}"]
+    raw = RawLean(argv, project, {**os.environ, "LEAN_PATH": str(lib)})
+    stack.callback(raw.close)
+    docs = {
+        f"{RAW_TWO}: this task": ((project / "RawThis.lean").as_uri(), this),
+        f"{RAW_TWO}: the other": ((project / "RawOther.lean").as_uri(), other),
+    }
+    for uri, (bad, _good) in docs.values():
+        raw.open(uri, bad)
+
+    async def step(i: int) -> dict[str, float]:
+        out = {}
+        for row, (uri, (bad, good)) in docs.items():
+            t = time.perf_counter()
+            # (RawLean's one version counter serves both: each document's still increases.)
+            raw.change(uri, good if i % 2 == 0 else bad)
+            out[row] = (time.perf_counter() - t) * 1000
+        return out
 
     return step
 
@@ -369,6 +401,9 @@ async def measure_leanrig(
                 pbad, pgood, pdir = prefixed
                 imported = "raw Lean LSP, prefix imported"
                 variants.append(raw_variant(sync_stack, imported, work, (pbad, pgood, lib), pdir))
+            variants.append(raw_two_variant(
+                sync_stack, work, (bad, good), texts(suite, OTHER)[:2], lib
+            ))  # fmt: skip
             variants.append(await bridge_variant(stack, work, bad, good, lib))
             variants.append(await mcp_variant(stack, suite, work / "runs-mcp",
                                               {TASK: "leanrig set_proof, MCP stdio"}))  # fmt: skip
@@ -469,6 +504,13 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
             }
             if f"{TS_TWO}: this task" in rows
             else {}
+        ),
+        # The two-session row against raw Lean switching between two documents likewise.
+        "leanrig_mcp_two_sessions_vs_raw_two_documents": round(
+            float(two["median_ms"]) / med(f"{RAW_TWO}: this task"), 2
+        ),
+        "raw_two_documents_vs_raw": round(
+            med(f"{RAW_TWO}: this task") / med("raw Lean LSP (floor)"), 2
         ),
         "raw_same_answers_vs_raw": round(
             med("raw Lean LSP, same answers (floor)") / med("raw Lean LSP (floor)"), 2
