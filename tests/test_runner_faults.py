@@ -155,13 +155,20 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
     assert not list(socket_parent().glob(f"run-{killed}-*"))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    ("signum", "repeats"), [(signal.SIGTERM, 1), (signal.SIGINT, 1), (signal.SIGINT, 4)]
+)
 def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
-    tmp_path: Path, signum: signal.Signals
+    tmp_path: Path, signum: signal.Signals, repeats: int
 ) -> None:
     """SIGTERM killed the runner outright (exit 143, its socket directory left behind);
     Ctrl-C printed two tracebacks. Now the running attempts are cancelled, their processes
-    killed, the socket directory removed, and one line says how to go on."""
+    killed, the socket directory removed, and one line says how to go on.
+
+    Found by a users' sweep: a second Ctrl-C while the first one's cleanup ran (an impatient
+    user; `timeout` passing its own SIGINT on) met Python's default handler: a
+    KeyboardInterrupt traceback and no resume line, or a runner hung for good with a sandboxed
+    Lean left behind. Later signals are now absorbed until the stop has finished."""
     from agent_tools.runs.runner import socket_parent
 
     suite = suite_copy(tmp_path, ("refl_z",))
@@ -177,7 +184,9 @@ def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
             time.sleep(0.05)
         time.sleep(0.5)
         assert process.poll() is None, process.communicate()
-        process.send_signal(signum)
+        for _ in range(repeats):
+            process.send_signal(signum)
+            time.sleep(0.02)
         _, err = process.communicate(timeout=60)
     finally:
         process.kill()

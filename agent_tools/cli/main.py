@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ import orjson
 
 from lsp_bridge import LeanrigError, ensure_bootstrap
 
+from ..servers import ignore_stop_signals, on_first, stop_signals
 from .logs import configure_logging
 
 if TYPE_CHECKING:
@@ -68,15 +70,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     stdio = args.port is None and args.http is None
 
     async def main() -> None:
-        async with open_service(options) as service, anyio.create_task_group() as tg:
-            tg.start_soon(_shutdown_on_signal, service, tg.cancel_scope)
-            await run(service)
-            if stdio:
-                # The client closed stdin: it is gone (MCP's stdio shutdown) and waits for
-                # this process to exit; nothing in a Lean process is worth keeping, so kill
-                # the trees now.
-                service.pool.kill_all("stdio client gone")
-            tg.cancel_scope.cancel()
+        with stop_signals() as signals:
+            async with open_service(options) as service, anyio.create_task_group() as tg:
+                tg.start_soon(on_first, signals, partial(_shut_down, service, tg.cancel_scope))
+                await run(service)
+                if stdio:
+                    # The client closed stdin: it is gone (MCP's stdio shutdown) and waits for
+                    # this process to exit; nothing in a Lean process is worth keeping, so kill
+                    # the trees now.
+                    service.pool.kill_all("stdio client gone")
+                tg.cancel_scope.cancel()
 
     async def run(service: ProofService) -> None:
         if args.jsonrpc:
@@ -99,6 +102,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # Ray): no child ever inherits it (servers/fdstreams.py).
     with claimed_stdio() if stdio else nullcontext(None) as wire:
         run_event_loop(main)
+    ignore_stop_signals()  # stopped or done: what is left is exiting
     # Everything is shut down (Lean trees killed, ledger closed, replies written). What is
     # left is the interpreter's final garbage collections over every imported module's
     # objects: ~0.4 s on a loaded 2-core machine, which a stdio client waits for. Those
@@ -111,21 +115,17 @@ def _announce_port(port: int) -> None:
     print(f"leanrig: JSON-RPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
 
 
-async def _shutdown_on_signal(service: ProofService, scope: anyio.CancelScope) -> None:
+def _shut_down(service: ProofService, scope: anyio.CancelScope, signum: int) -> None:
     """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
     cancel the server. A thread blocked reading stdin can delay the exit: bounded by a timer."""
     import os
-    import signal
     import threading
 
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            service.pool.kill_all(f"signal {signum}")
-            timer = threading.Timer(3.0, os._exit, (128 + int(signum),))
-            timer.daemon = True
-            timer.start()
-            scope.cancel()
-            return
+    service.pool.kill_all(f"signal {signum}")
+    timer = threading.Timer(3.0, os._exit, (128 + signum,))
+    timer.daemon = True
+    timer.start()
+    scope.cancel()
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -232,19 +232,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
         results.jsonl for `--resume`. (A signal used to kill the runner outright, leaving its
         socket directory, or print two tracebacks for Ctrl-C.)"""
         done: list[RunSummary] = []
-        with single_errors():
+        with single_errors(), stop_signals() as signals:
             async with anyio.create_task_group() as tg:
 
                 async def run() -> None:
                     done.append(await run_benchmark(options))
                     tg.cancel_scope.cancel()
 
-                tg.start_soon(_cancel_on_signal, tg.cancel_scope, interrupted)
+                def stop(signum: int) -> None:
+                    interrupted.append(signum)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(on_first, signals, stop)
                 tg.start_soon(run)
         return done[0] if done else None
 
     # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`.
     summary = run_event_loop(main)
+    ignore_stop_signals()  # stopped or done: what is left is saying so
     if summary is None:
         signum = interrupted[0] if interrupted else 2
         where = f" --out {options.out}" if options.out else ""
@@ -261,16 +266,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
               "The agent command runs in each attempt's workspace: give it absolute paths",
               file=sys.stderr)  # fmt: skip
     return 0
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope, seen: list[int]) -> None:
-    import signal
-
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            seen.append(int(signum))
-            scope.cancel()
-            return
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 from pathlib import Path
 
 import anyio
 
-from ..servers import run_event_loop
+from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
 from .lsp import LspOptions, run_lsp
 from .workspace import EditOptions, prepare_workspace
 
@@ -73,17 +72,12 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     )
 
     async def main() -> None:
-        async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(on_signal)
-            await run_lsp(options)
-            tg.cancel_scope.cancel()
+        with stop_signals() as signals:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
+                await run_lsp(options)
+                tg.cancel_scope.cancel()
 
     run_event_loop(main)
+    ignore_stop_signals()  # stopped or done: what is left is exiting
     return 0

@@ -17,6 +17,7 @@ from .eventloop import run as run_event_loop
 from .fdstreams import FdReceive, FdSend, claimed_stdio
 from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
 from .mcp_server import build_mcp, package_version
+from .signals import ignore_stop_signals, on_first, stop_signals
 from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
 from .tools import (
     TOOL_BY_NAME,
@@ -46,8 +47,10 @@ __all__ = [
     "claimed_stdio",
     "failure",
     "handle_message",
+    "ignore_stop_signals",
     "jsonrpc_subprocess",
     "mcp_subprocess",
+    "on_first",
     "open_service",
     "package_version",
     "run_event_loop",
@@ -61,5 +64,6 @@ __all__ = [
     "service_tool",
     "service_tools",
     "stop_process",
+    "stop_signals",
     "validate_params",
 ]
