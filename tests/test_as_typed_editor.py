@@ -161,6 +161,59 @@ def test_edit_options_json(cwd: Path) -> None:
     assert Path(paths["task_file"]).read_text() == task_text()[0]
 
 
+def test_edit_again_keeps_the_task_file_the_human_edited(cwd: Path) -> None:
+    """Found by a users' sweep: running `leanrig edit` again (to read the instructions again)
+    wrote the task file afresh over the human's proof in progress."""
+    assert leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd).returncode == 0
+    text, _, file = task_text()
+    task_file = cwd / f"leanrig-{TASK}" / file
+    edited = text.replace("sorryAx (And q p) Bool.false", "And.intro (And.right h) h.1")
+    assert edited != text
+    task_file.write_text(edited)
+    again = leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd)
+    assert again.returncode == 0, again.stderr
+    assert task_file.read_text() == edited
+    assert "kept as it was: delete it to start over" in again.stdout
+
+
+def test_a_human_run_directory_takes_attempts_of_one_run_only(cwd: Path) -> None:
+    """Found by a users' sweep: a human run directory took an attempt on another suite
+    silently (run.json is written by the first attempt), and the report's metrics counted
+    the second suite's tasks under the first one's name; a second time limit was not recorded
+    either. Such an attempt is refused, by `edit` before it writes anything and by `lsp`."""
+    other = cwd / "other-suite"
+    shutil.copytree(cwd / SUITE, other)
+    manifest = other / "suite.toml"
+    manifest.write_text(manifest.read_text().replace('version = "', 'version = "9', 1))
+    first = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
+                    "--workspace", "first", cwd=cwd)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+
+    async def one_attempt() -> None:  # run.json is written when an attempt starts
+        async with lsp(cwd, "--workspace", "first", "--run-dir", "human-run") as editor:
+            await editor.initialize(cwd / "first")
+
+    anyio.run(one_attempt)
+    assert (cwd / "human-run" / "run.json").exists()
+    refused = [
+        ("edit", "--suite", "other-suite", "--task", TASK, "--run-dir", "human-run",
+         "--workspace", "second"),
+        ("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
+         "--workspace", "third", "--time-limit", "600"),
+        ("lsp", "--suite", "other-suite", "--task", TASK, "--run-dir", "human-run",
+         "--workspace", "second"),
+    ]  # fmt: skip
+    for done in leanrig_each(*refused, cwd=cwd):
+        assert done.returncode == 2, (done.args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert "run directory" in done.stderr and "another --run-dir" in done.stderr, done.stderr
+    assert not (cwd / "second").exists() and not (cwd / "third").exists()
+    # The same suite and limit: another attempt of the same run.
+    again = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
+                    "--workspace", "fourth", cwd=cwd)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+
+
 def test_edit_and_lsp_refuse_bad_arguments(cwd: Path) -> None:
     commands = [
         ("edit", "--suite", SUITE, "--task", "no_such_task"),
@@ -213,7 +266,12 @@ async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None
     report = json.loads((run / "report" / "report.json").read_text())
     assert (report["kind"], report["accepted"]) == ("run", 1)
     # A human run has no end: the report does not call it interrupted (users' sweep).
-    assert "no end time" not in (run / "report" / "report.md").read_text()
+    markdown = (run / "report" / "report.md").read_text()
+    assert "no end time" not in markdown
+    # No --time-limit: none applied, and none is recorded; a human attempt is not retried
+    # (the report said "time limit 1800 s" and the runner's retry policy: users' sweep).
+    assert "| time limit · attempts · parallel | none · 1 · 1 |" in markdown, markdown
+    assert "| retry policy | none: a human attempt is never retried |" in markdown, markdown
 
 
 async def test_lsp_run_dir_and_time_limit(cwd: Path) -> None:

@@ -55,6 +55,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
         print(json.dumps({"workspace": str(workspace.root), "task_file": str(workspace.task_file),
                           "shim_dir": str(workspace.shim_dir), "run_dir": str(workspace.run_dir),
                           "lsp_command": list(workspace.lsp_command),
+                          "kept_task_file": workspace.kept_task_file,
                           "files": {k: str(v) for k, v in workspace.files.items()}}))  # fmt: skip
     else:
         print(workspace.instructions())

@@ -10,7 +10,6 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,13 @@ from anyio.abc import ByteReceiveStream
 from lsp_bridge import find_lean
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
-from ..runs import RUN_FILE, Machine, RunInfo, TaskRef, write_run_info
-from ..servers import FdReceive, FdSend, claimed_stdio, package_version
+from ..servers import FdReceive, FdSend, claimed_stdio
 from ..sessions import Ledger
-from ..tasks import Suite, SuiteError, library_dir, load_suite
+from ..tasks import SuiteError, library_dir, load_suite
 from ..verdict import Verifier
 from .attempt import Attempt
 from .proxy import EditorProxy, ProxyTimeouts
+from .rundir import check_run_dir, ensure_run_info
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")
@@ -63,33 +62,6 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     return env
 
 
-def ensure_run_info(
-    run_dir: Path, suite: Suite, lean_version: str, options: LspOptions, sandbox: str
-) -> None:
-    """A human run directory gets a ``run.json`` (condition human, the suite's whole
-    inventory) the first time an attempt runs in it, so `leanrig report RUN_DIR` reads it."""
-    if (run_dir / RUN_FILE).exists():
-        return
-    import psutil
-
-    tasks = [TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
-             for t in suite.tasks.values()]  # fmt: skip
-    write_run_info(
-        run_dir,
-        RunInfo(
-            suite_name=suite.name, suite_version=suite.spec.version,
-            suite_hash=suite.content_hash(),
-            task_count=len(tasks), tasks=tasks, condition="human", agent_tool="editor",
-            # RunInfo needs a positive limit: without --time-limit, the run protocol's default.
-            time_limit_s=options.time_limit or 1800.0,
-            leanrig_version=package_version(), lean_version=lean_version, sandbox=sandbox,
-            machine=Machine(cores=os.cpu_count() or 1,
-                            memory_bytes=psutil.virtual_memory().total),
-            started_at=datetime.now(UTC), agent_command="leanrig lsp (a human in an editor)",
-        ),
-    )  # fmt: skip
-
-
 async def run_lsp(
     options: LspOptions,
     *,
@@ -109,6 +81,7 @@ async def run_lsp(
             )
     suite = load_suite(options.suite)
     task = suite.task(options.task)
+    check_run_dir(options.resolved_run_dir(), suite, options.time_limit)  # before any write
     install = find_lean(suite.root, explicit=options.lean)
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
@@ -136,7 +109,7 @@ async def run_lsp(
         sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
     )  # fmt: skip
     sandbox = ("bwrap" if uses_namespaces(policy) else "rlimits") if options.sandbox else "none"
-    ensure_run_info(run_dir, suite, install.version, options, sandbox)
+    ensure_run_info(run_dir, suite, install.version, options.time_limit, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
     attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
     proxy = EditorProxy(

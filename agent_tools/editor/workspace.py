@@ -24,6 +24,7 @@ from pathlib import Path
 from lsp_bridge import LeanInstall, find_lean
 
 from ..tasks import load_suite
+from .rundir import check_run_dir
 
 SHIM_VAR = "LEANRIG_SHIM_DIR"
 
@@ -48,13 +49,15 @@ class Workspace:
     run_dir: Path
     lsp_command: tuple[str, ...]
     files: dict[str, Path]  # what was written, by editor/purpose
+    kept_task_file: bool = False  # prepared again: the task file was left as it was
 
     def instructions(self) -> str:
         cmd = ", ".join(json.dumps(a) for a in self.lsp_command)
         return "\n".join(
             [
                 f"workspace: {self.root}",
-                f"task file: {self.task_file}",
+                f"task file: {self.task_file}"
+                + (" (kept as it was: delete it to start over)" if self.kept_task_file else ""),
                 f"results:   {self.run_dir / 'results.jsonl'} (ledger: ledger.jsonl beside it)",
                 "",
                 "VS Code (vscode-lean4): open the workspace folder; .vscode/settings.json puts "
@@ -117,9 +120,13 @@ def prepare_workspace(options: EditOptions) -> Workspace:
     install = find_lean(suite.root, explicit=options.lean)
     root = (options.workspace or Path(f"leanrig-{task.id}")).resolve()
     run_dir = (options.run_dir or root / "run").resolve()
+    check_run_dir(run_dir, suite, options.time_limit)  # before anything is written
     task_path = (root / task.spec.file).resolve()
     task_path.parent.mkdir(parents=True, exist_ok=True)
-    task_path.write_text(task.text, encoding="utf-8")
+    # A workspace prepared again keeps the task file as the human left it (their proof so far).
+    kept = task_path.exists()
+    if not kept:
+        task_path.write_text(task.text, encoding="utf-8")
     hidden = root / ".leanrig"
     shim_dir = hidden / "bin"
     shim_dir.mkdir(parents=True, exist_ok=True)
@@ -201,4 +208,4 @@ def prepare_workspace(options: EditOptions) -> Workspace:
                     "lean": str(install.lean), "lsp_command": lsp}, indent=2) + "\n",
         encoding="utf-8",
     )  # fmt: skip
-    return Workspace(root, task_path, shim_dir, run_dir, tuple(lsp), files)
+    return Workspace(root, task_path, shim_dir, run_dir, tuple(lsp), files, kept)

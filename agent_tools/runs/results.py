@@ -165,7 +165,7 @@ class RunInfo(BaseModel):
     model: str | None = None
     agent_tool: str | None = None
     condition: Condition = "baseline"
-    time_limit_s: float = Field(gt=0)
+    time_limit_s: float | None = Field(gt=0, description="None: no limit (a human attempt)")
     attempts: int = Field(default=1, ge=1)
     parallel: int = Field(default=1, ge=1)
     retry_policy: str = "an infrastructure failure is retried once"

@@ -134,6 +134,7 @@ def render_run_markdown(run: LoadedRun) -> str:
     out = [f"# leanrig run report: {run.name}", "", f"source: `{run.path}`", ""]
     out += [f"> note: {n}" for n in run.notes] + ([""] if run.notes else [])
     suite = " ".join(x for x in (info.suite_name, info.suite_version) if x)
+    limit = f"{info.time_limit_s:g} s" if info.time_limit_s is not None else "none"
     machine = f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB" if (
         info.machine) else "—"  # fmt: skip
     out += ["| run | |", "|---|---|",
@@ -141,8 +142,7 @@ def render_run_markdown(run: LoadedRun) -> str:
             "tasks |",
             f"| model · agent tool · condition | {cell(info.model or '—')} · "
             f"{cell(info.agent_tool or '—')} · {cell(info.condition)} |",
-            f"| time limit · attempts · parallel | {info.time_limit_s:g} s · {info.attempts} · "
-            f"{info.parallel} |",
+            f"| time limit · attempts · parallel | {limit} · {info.attempts} · {info.parallel} |",
             f"| retry policy | {info.retry_policy} |",
             f"| leanrig · Lean · sandbox | {info.leanrig_version or '—'} · "
             f"{info.lean_version or '—'} · {info.sandbox or '—'} |",

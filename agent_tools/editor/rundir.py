@@ -1,0 +1,80 @@
+"""A human run directory's ``run.json``: written by its first attempt, checked by every later
+one, so `leanrig report` reads the attempts in it as one run.
+
+Attempts of one run share a suite (its content hash) and a time limit; a run directory of
+another suite, another limit or an agents' run is refused with what to do instead. (Attempts
+on another suite were once appended silently: the report's header named the first suite
+while its metrics counted the other's tasks too.) Without ``--time-limit`` a human attempt has
+none, and run.json says so.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..runs import RUN_FILE, Machine, ResultsError, RunInfo, TaskRef, read_run_info, write_run_info
+from ..servers import package_version
+from ..tasks import Suite, SuiteError
+
+HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
+
+
+def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None:
+    """Refuse (``SuiteError``) to add a human attempt on ``suite`` with ``time_limit`` to a
+    run directory whose run.json describes another run. Nothing to check in a new one."""
+    if not (run_dir / RUN_FILE).exists():
+        return
+    try:
+        info = read_run_info(run_dir)
+    except ResultsError as exc:
+        raise SuiteError(f"{exc}; give this attempt another --run-dir") from None
+    if info.condition != "human":
+        why = f"it holds a `leanrig run` ({info.condition}), not attempts in an editor"
+    elif info.suite_hash and info.suite_hash != suite.content_hash():
+        why = (
+            f"its attempts are on suite {info.suite_name} {info.suite_version} (hash "
+            f"{info.suite_hash[:12]}), this one on {suite.name} {suite.spec.version} (hash "
+            f"{suite.content_hash()[:12]}): a report would mix the two"
+        )
+    elif info.time_limit_s != time_limit:
+
+        def limit(value: float | None) -> str:
+            return f"{value:g} s" if value is not None else "none"
+
+        why = (
+            f"its attempts had the time limit {limit(info.time_limit_s)}, this one "
+            f"{limit(time_limit)}"
+        )
+    else:
+        return
+    raise SuiteError(f"run directory {run_dir}: {why}; give this attempt another --run-dir")
+
+
+def ensure_run_info(
+    run_dir: Path, suite: Suite, lean_version: str, time_limit: float | None, sandbox: str
+) -> None:
+    """The run directory's run.json (condition human, the suite's whole inventory), written
+    by the first attempt in it; a later attempt must belong to the same run
+    (``check_run_dir``)."""
+    if (run_dir / RUN_FILE).exists():
+        check_run_dir(run_dir, suite, time_limit)
+        return
+    import psutil
+
+    tasks = [TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
+             for t in suite.tasks.values()]  # fmt: skip
+    write_run_info(
+        run_dir,
+        RunInfo(
+            suite_name=suite.name, suite_version=suite.spec.version,
+            suite_hash=suite.content_hash(),
+            task_count=len(tasks), tasks=tasks, condition="human", agent_tool="editor",
+            time_limit_s=time_limit, retry_policy=HUMAN_RETRY_POLICY,
+            leanrig_version=package_version(), lean_version=lean_version, sandbox=sandbox,
+            machine=Machine(cores=os.cpu_count() or 1,
+                            memory_bytes=psutil.virtual_memory().total),
+            started_at=datetime.now(UTC), agent_command="leanrig lsp (a human in an editor)",
+        ),
+    )  # fmt: skip
