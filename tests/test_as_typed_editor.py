@@ -257,8 +257,14 @@ async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None
     (result,) = lines(run / "results.jsonl")
     assert (result["task"], result["accepted"], result["condition"]) == (TASK, True, "human")
     assert result["timed_out"] is False and result["invocation_s"] > 0
-    tools = {e["tool"] for e in lines(run / "ledger.jsonl")}
-    assert {"open_task", "edit", "check_proof", "close_session"} <= tools
+    ledger = lines(run / "ledger.jsonl")
+    assert {"open_task", "edit", "check_proof", "close_session"} <= {e["tool"] for e in ledger}
+    # The accepted version's edit line, its check and the result name one body (users' sweep:
+    # the edit lines hashed the body with the blank lines after it, the others without).
+    (check,) = [e for e in ledger if e["tool"] == "check_proof"]
+    last_edit = max((e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"),
+                    key=lambda e: e["version"])  # fmt: skip
+    assert last_edit["body_sha"] == check["body_sha"] == result["final_body_sha"], ledger
 
     # `leanrig report` on the human attempt's run directory.
     done = leanrig("report", "attempt/run", "--no-plots", cwd=cwd)

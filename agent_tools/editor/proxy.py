@@ -701,7 +701,9 @@ class EditorProxy:
             return
         version, fatal, at, errors = self._done
         self._done = None
-        body = self.scope.body_of(self._lean_text) or ""
+        # Hashed as a submission has it (no blank lines after it), as check_proof's and the
+        # result's are: one body, one sha in the ledger and results.jsonl.
+        body = (self.scope.body_of(self._lean_text) or "").rstrip()
         self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
 
     def _track_progress(self, params: dict[str, Any]) -> None:
