@@ -19,7 +19,7 @@ def no_stray_lean() -> None:
 
 def entry(tool: str, total: float, queue: float = 0.0, lean: float = 0.0, **kw: object) -> bytes:
     fields = {"v": 1, "ts": "2026-01-01T00:00:00Z", "tool": tool, "total_ms": total}
-    fields.update(queue_ms=queue, lean_ms=lean, outcome="ok", **kw)
+    fields.update({"queue_ms": queue, "lean_ms": lean, "outcome": "ok", **kw})
     return orjson.dumps(fields) + b"\n"
 
 
@@ -40,6 +40,25 @@ def test_per_tool_statistics_and_overhead(tmp_path: Path) -> None:
     assert summary["slowest"][0]["total_ms"] == 40.0 and summary["slowest"][0]["body_sha"] == "abc"
     for name in ("report.md", "report.json", "latency_per_tool.png", "time_breakdown.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> None:
+    """Found by a users' sweep: a human attempt's refused edits (recorded at 0 ms) were timed
+    with the elaborated ones, and the edit row's median was 0.0 ms."""
+    ledger = tmp_path / "l.jsonl"
+    lines = [entry("edit", t, lean=t - 1.0, session="h", task="a") for t in (4.0, 40.0, 158.0)]
+    lines += [entry("edit", 0.0, session="h", task="a", outcome="rejected")] * 5
+    lines.append(entry("get_goals", 0.0, session="h", task="a", outcome="rejected"))
+    ledger.write_bytes(b"".join(lines))
+    summary = write_report(ledger, tmp_path / "out")
+    edit = summary["tools"]["edit"]
+    assert edit["count"] == 3 and edit["total_ms"]["median"] == 40.0
+    assert "get_goals" not in summary["tools"]
+    assert summary["refused"] == {"edit": 5, "get_goals": 1}
+    assert (
+        "Refused before Lean ran (rejected; not in the times above): edit 5, get_goals 1."
+        in (tmp_path / "out" / "report.md").read_text()
+    )
 
 
 def test_truncated_and_mixed_version_ledgers_are_read_with_notes(tmp_path: Path) -> None:

@@ -77,14 +77,18 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     sessions: dict[str, dict[str, Any]] = {}
     tasks: dict[str, list[float]] = defaultdict(list)
     steps: list[dict[str, Any]] = []
+    refused: dict[str, int] = defaultdict(int)
     for e in entries_list:
         total = float(e.get("total_ms", 0.0))
         queue = float(e.get("queue_ms", 0.0))
         lean = float(e.get("lean_ms", 0.0))
         phases = {"total_ms": total, "queue_ms": queue, "lean_ms": lean,
                   "overhead_ms": max(0.0, total - queue - lean)}  # fmt: skip
-        for name, value in phases.items():
-            by_tool[e["tool"]][name].append(value)
+        if _refused(e):
+            refused[e["tool"]] += 1
+        else:
+            for name, value in phases.items():
+                by_tool[e["tool"]][name].append(value)
         sid = e.get("session")
         if sid:
             s = sessions.setdefault(sid, {"task": e.get("task"), "calls": 0, "busy_ms": 0.0})
@@ -102,6 +106,7 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
     return {
         "tools": tools,
+        "refused": dict(sorted(refused.items())),
         "sessions": sessions,
         "tasks": {
             t: {"invocations": len(v), "wall_ms": _stats(v)} for t, v in sorted(tasks.items())
@@ -109,6 +114,13 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "slowest": sorted(steps, key=lambda s: -s["total_ms"])[:10],
         "benchmark": benchmark_metrics(entries_list),
     }
+
+
+def _refused(entry: dict[str, Any]) -> bool:
+    """A call refused before Lean ran (a rejected edit): counted apart, not timed with the
+    calls that ran (a human attempt's refused edits are recorded at 0 ms, and made the edit
+    row's median 0)."""
+    return entry.get("outcome") == "rejected"
 
 
 def _ts(entry: dict[str, Any]) -> float | None:
@@ -201,6 +213,9 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
             f"{s['total_ms']['max']} | {s['queue_ms']['median']} | {s['lean_ms']['median']} | "
             f"{s['overhead_ms']['median']} | {s['overhead_ms']['p95']} |"
         )
+    if summary["refused"]:
+        refused = ", ".join(f"{tool} {n}" for tool, n in summary["refused"].items())
+        out += ["", f"Refused before Lean ran (rejected; not in the times above): {refused}."]
     out += ["", "## Per task: invocation wall-clock (open → close, ms)", "",
             "| task | invocations | median | p95 | max |", "|---|---:|---:|---:|---:|"]  # fmt: skip
     for task, t in summary["tasks"].items():
@@ -231,7 +246,10 @@ def render_plots(summary: dict[str, Any], entries: list[dict[str, Any]], out: Pa
     paths = []
     tools = list(summary["tools"])
     fig, ax = plt.subplots(figsize=(8, 4))
-    data = [[float(e.get("total_ms", 0.0)) for e in entries if e["tool"] == t] for t in tools]
+    data = [
+        [float(e.get("total_ms", 0.0)) for e in entries if e["tool"] == t and not _refused(e)]
+        for t in tools
+    ]
     ax.boxplot(data, tick_labels=tools, showfliers=True)
     ax.set_yscale("log")
     ax.set_ylabel("total ms (log)")
