@@ -600,6 +600,34 @@ async def test_lean_crash_gives_an_error_and_restarts_with_the_document(
     assert errors(await editor.diagnostics_for(uri, version))
 
 
+async def test_a_crashed_file_worker_is_said_recorded_and_restarted_by_the_next_edit(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Found by a users' sweep: when the task file's `lean --worker` died (the watchdog
+    lives on), the editor got only Lean's fatal progress — no message, no ledger line, the
+    attempt's counts unchanged. docs/human-baselines.md: Lean crashing is reported."""
+    run = tmp_path / "run"
+    async with start_editor(workspace, run) as editor:
+        await editor.initialize(workspace)
+        path, text, scope = task_setup(workspace)
+        uri = await editor.open(path, text)
+        await editor.diagnostics_for(uri, 1)
+        server = lean_server_under(editor.process.pid)
+        (worker,) = [c for c in server.children(recursive=True) if "--worker" in c.cmdline()]
+        worker.kill()
+        shown = await editor.wait(
+            lambda: [n for n in editor.notifications if n["method"] == "window/showMessage"
+                     and "worker crashed" in n["params"]["message"]]
+        )  # fmt: skip
+        assert "next edit" in shown[0]["params"]["message"]
+        version = await editor.change(uri, body_edit(text, scope, WRONG))
+        assert errors(await editor.diagnostics_for(uri, version))  # a new worker answers
+    ledger = lines(run / "ledger.jsonl")
+    assert [e["version"] for e in ledger if e["tool"] == "lean_worker"] == [1], ledger
+    (closing,) = [e for e in ledger if e["tool"] == "close_session"]
+    assert closing["worker_stops"] == 1 and closing["lean_restarts"] == 0
+
+
 async def test_editor_disconnecting_mid_request_leaves_no_lean(
     workspace: Path, tmp_path: Path
 ) -> None:

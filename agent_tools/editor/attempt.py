@@ -60,6 +60,7 @@ class Attempt:
     rejected_edits: int = 0
     checks: int = 0
     lean_restarts: int = 0
+    worker_stops: int = 0
     lean_ms: float = 0.0
     written: bool = False
     _pending: dict[int, _Pending] = field(default_factory=dict)
@@ -149,6 +150,13 @@ class Attempt:
         self.lean_restarts += 1
         self._pending.clear()
 
+    def worker_stopped(self, version: int) -> None:
+        """Lean's worker for the task file stopped (crashed, killed) at ``version``."""
+        self.worker_stops += 1
+        self.ledger.record(session=self.id, task=self.task.id, tool="lean_worker", queue_ms=0.0,
+                           lean_ms=0.0, total_ms=0.0, outcome="stopped",
+                           version=version)  # fmt: skip
+
     # -- verdicts and the result line ---------------------------------------------------------
 
     def checked(self, verdict: Verdict, body: str, *, requested: float) -> None:
@@ -206,7 +214,8 @@ class Attempt:
                            session_wall_ms=self.wall_s() * 1000, accepted=result.accepted,
                            condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
                            versions=self.versions, rejected_edits=self.rejected_edits,
-                           lean_restarts=self.lean_restarts)  # fmt: skip
+                           lean_restarts=self.lean_restarts,
+                           worker_stops=self.worker_stops)  # fmt: skip
         return result.model_dump(mode="json")
 
     def _attempt_number(self) -> int:

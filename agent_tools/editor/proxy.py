@@ -167,6 +167,7 @@ class EditorProxy:
         self._lean_diag_version: int | None = None
         # (version, fatal, when, errors): finished by Lean, its ledger line not yet written
         self._done: tuple[int, bool, float, int] | None = None
+        self._stop_shown: int | None = None  # the version whose worker stop was shown
         self._extra_diags: dict[str, dict[str, Any]] = {}  # kind -> diagnostic
         self._scope_changed = anyio.Event()
         self._revert_id: str | None = None
@@ -674,7 +675,17 @@ class EditorProxy:
             and isinstance(params, dict)
             and (params.get("textDocument") or {}).get("uri") == self._task_uri
         ):
-            self._track_progress(params)
+            stopped = self._track_progress(params)
+            if stopped is not None and stopped != self._stop_shown:
+                # Lean's watchdog says only this (a fatal progress over the file) when the
+                # task file's worker dies; it starts a new one at the next change.
+                self._stop_shown = stopped
+                self.attempt.worker_stopped(stopped)
+                await self._show(
+                    "leanrig: Lean stopped processing the task file (its worker crashed or was "
+                    "killed); your next edit starts it again",
+                    2,
+                )
 
     def _track_diagnostics(self, params: dict[str, Any]) -> None:
         version = params.get("version")
@@ -706,16 +717,20 @@ class EditorProxy:
         body = (self.scope.body_of(self._lean_text) or "").rstrip()
         self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
 
-    def _track_progress(self, params: dict[str, Any]) -> None:
+    def _track_progress(self, params: dict[str, Any]) -> int | None:
+        """Time the version Lean says it finished; the version if Lean says it stopped
+        processing it for good (a fatal progress), else None."""
         processing = params.get("processing") or []
         version = (params.get("textDocument") or {}).get("version")
         fatal = any(isinstance(p, dict) and p.get("kind") == 2 for p in processing)
         if (processing and not fatal) or not isinstance(version, int):
-            return
+            return None
         if self._done is not None and self._done[0] == version:
-            return  # Lean may say "done" twice for a version: the first one times it
+            # Lean may say "done" twice for a version: the first one times it
+            return version if fatal else None
         self.record_done()
         self._done = (version, fatal, time.perf_counter(), self._lean_errors(version))
+        return version if fatal else None
 
     def _lean_errors(self, version: int) -> int:
         """Errors Lean has reported so far for ``version`` of the task file."""
