@@ -219,13 +219,16 @@ def test_run_bad_arguments_and_suite_exit_2(runs: Runs) -> None:
     cases = {
         "no-such-agent-program": ("--suite", SUITE, "--agent", "no-such-agent-program"),
         "nowhere": ("--suite", "nowhere", "--agent", agent("solve")),
+        "missing.toml": ("--suite", SUITE, "--agent", agent("solve"), "--prices", "missing.toml"),
     }
     commands = [("run", *args, "--out", f"refused-{i}") for i, args in enumerate(cases.values())]
     for needle, done in zip(cases, leanrig_each(*commands, cwd=runs.cwd), strict=True):
         assert done.returncode == 2, (done.args, done.stdout, done.stderr)
         assert needle in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
-    assert not list(runs.cwd.glob("refused-*/results.jsonl"))
+    # Refused before anything is written (users' sweep: a missing --prices file left the
+    # run directory and its scratch/ behind).
+    assert not list(runs.cwd.glob("refused-*")), list(runs.cwd.glob("refused-*/**"))
 
 
 def test_a_run_whose_agent_never_starts_says_so(runs: Runs) -> None:

@@ -543,6 +543,8 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     """Run ``options.agent`` over the suite; returns when every attempt has its line."""
     if options.attempts < 1 or options.parallel < 1 or options.time_limit <= 0:
         raise RunError("--attempts and --parallel must be >= 1 and --time-limit > 0")
+    if options.prices is not None:  # read before anything is written (the run dir, scratch)
+        await anyio.to_thread.run_sync(load_prices, options.prices)
     t_start = time.perf_counter()
     run_dir = (options.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
     started_at = datetime.now(UTC)
