@@ -209,6 +209,20 @@ def test_run_dir_report_marks_gaps_and_na(tmp_path: Path) -> None:
     assert "N/A" in md and "note:" in md
 
 
+def test_a_run_and_a_ledger_together_are_refused_with_a_hint_that_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a users' sweep: the refusal ended with the ledger error's generic hint ("pass
+    a ledger written by `leanrig serve`") right after saying a ledger was not accepted."""
+    run = make_run(tmp_path / "r", "baseline", {"a": True})
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_bytes(entry("set_proof", 5.0, session="s", task="a"))
+    assert main(["report", str(run), str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert "not run directories" in err and "pass a ledger written by" not in err, err
+    assert "leanrig report LEDGER" in err, err
+
+
 def test_a_run_dir_without_results_or_run_json_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,6 +307,14 @@ def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
     assert any("swapped" in n for n in notes), notes
     assert any("different suites" in n for n in notes), notes
     assert any("time limit" in n for n in notes), notes
+    # Found by a users' sweep: two baseline runs compared, or a baseline that scored 0 (every
+    # change N/A), said nothing.
+    zero = make_run(tmp_path / "zero", "baseline", {"a": False, "b": False})
+    notes = compare_runs(zero, runs[1], tmp_path / "cmp2", plots=False)["comparison"]["notes"]
+    assert any("both runs are baseline runs" in n for n in notes), notes
+    assert any("baseline scored 0" in n and "N/A" in n for n in notes), notes
+    md = (tmp_path / "cmp2" / "compare.md").read_text()
+    assert "baseline scored 0" in md
 
 
 def _table_rows_keep_their_shape(md: str) -> None:

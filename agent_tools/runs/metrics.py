@@ -305,6 +305,11 @@ def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
             "the runs' field denominators differ (different suites or inventories): "
             f"{base.field_denominators} vs {lad.field_denominators}"
         )
+    if not base.score:
+        notes.append(
+            "the baseline scored 0: relative changes from it are N/A (no change from zero "
+            "is a percentage); the points are in the table"
+        )
     return Comparison(
         score=_change(base.score, lad.score),
         completion=_change(base.completion, lad.completion),

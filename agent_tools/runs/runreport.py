@@ -284,7 +284,9 @@ def report_runs(
     if not_runs:
         raise ReportError(
             f"a report over several runs takes run directories (with {RUN_FILE}); "
-            f"not run directories: {', '.join(not_runs)}"
+            f"not run directories: {', '.join(not_runs)}",
+            hint="report a ledger on its own (`leanrig report LEDGER`), or give only run "
+            "directories for a leaderboard",
         )
     runs = distinguishable([load_run(p, prices=prices) for p in paths])
     out.mkdir(parents=True, exist_ok=True)
@@ -349,6 +351,11 @@ def mismatches(base: RunInfo, new: RunInfo) -> list[str]:
         )
     if base.condition == "lad" and new.condition == "baseline":
         notes.append("the baseline given is a LAD run and the LAD one a baseline run: swapped?")
+    elif base.condition == new.condition:
+        notes.append(
+            f"both runs are {base.condition} runs: the comparison is of two {base.condition} "
+            "runs, not of baseline and library access"
+        )
     for what, a, b in (("time limit (s)", base.time_limit_s, new.time_limit_s),
                        ("model", base.model, new.model)):  # fmt: skip
         if a != b:
