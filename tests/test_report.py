@@ -209,6 +209,24 @@ def test_run_dir_report_marks_gaps_and_na(tmp_path: Path) -> None:
     assert "N/A" in md and "note:" in md
 
 
+def test_a_run_with_attempts_missing_says_so(tmp_path: Path) -> None:
+    """Found by a users' sweep: a run of 2 attempts per task whose tasks had only their first
+    said nothing (pass@2 and the rates were over what was there, silently)."""
+    from agent_tools.runs import AttemptResult, append_result
+    from agent_tools.runs.results import read_run_info, write_run_info
+
+    run = make_run(tmp_path / "r", "baseline", {"a": True, "b": False, "c": True, "d": False})
+    write_run_info(run, read_run_info(run).model_copy(update={"attempts": 2}))
+    append_result(run, AttemptResult.model_validate({
+        "task": "b", "field": "alg", "difficulty": 6, "attempt": 2, "accepted": True,
+        "invocation_s": 10.0, "condition": "baseline"}))  # fmt: skip
+    summary = write_report(run, tmp_path / "out", plots=False)
+    (note,) = [n for n in summary["notes"] if "fewer than" in n]
+    assert "3 task(s)" in note and "a (1 of 2), c (1 of 2), d (1 of 2)" in note, note
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| tasks accepted |" in md and "| attempts accepted after timeout |" in md
+
+
 def test_a_run_and_a_ledger_together_are_refused_with_a_hint_that_fits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

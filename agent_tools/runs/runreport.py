@@ -21,7 +21,15 @@ from .metrics import Comparison, RunMetrics, compare, compute_metrics
 from .plots import PlotRun, run_plots
 from .prices import PriceSchedule, fmt_usd
 from .report import ReportError, write_ledger_report
-from .results import RESULTS_FILE, RUN_FILE, ResultsError, RunInfo, read_results, read_run_info
+from .results import (
+    RESULTS_FILE,
+    RUN_FILE,
+    AttemptResult,
+    ResultsError,
+    RunInfo,
+    read_results,
+    read_run_info,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,14 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             f"results cover {metrics.tasks} of {info.task_count} tasks (run.json lists no "
             "inventory, so the score is over the tasks with results)"
         )
+    if info.condition != "human" and info.attempts > 1:
+        short = _short_of_attempts(read.results, info.attempts)
+        if short:
+            notes.append(
+                f"{len(short)} task(s) have fewer than the run's {info.attempts} attempts "
+                f"(interrupted? `leanrig run --resume` adds them): {', '.join(short)}; pass@k "
+                "and the per-attempt rates are over the attempts present"
+            )
     # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
     # end, and saying so would read as an error in every human baseline's report.
     if info.ended_at is None and info.condition != "human":
@@ -91,6 +107,16 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             "USD per point is over those"
         )
     return LoadedRun(run_dir, info, metrics, notes)
+
+
+def _short_of_attempts(results: Sequence[AttemptResult], attempts: int) -> list[str]:
+    """The tasks with results but fewer than ``attempts`` distinct attempts, as ``task (k of
+    n)``."""
+    made: dict[str, set[int]] = {}
+    for r in results:
+        made.setdefault(r.task, set()).add(r.attempt)
+    return [f"{task} ({len(done)} of {attempts})" for task, done in sorted(made.items())
+            if len(done) < attempts]  # fmt: skip
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -120,8 +146,8 @@ def _slug(text: str) -> str:
 
 def headline(m: RunMetrics) -> list[str]:
     return [
-        "| score | completion | tasks | accepted | s / point | USD / point | "
-        "accepted after timeout |",
+        "| score | completion | tasks | tasks accepted | s / point | USD / point | "
+        "attempts accepted after timeout |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {m.score:.1f} | {m.completion:.1f}% | {m.tasks} | {m.accepted} | "
         f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | "
