@@ -400,6 +400,14 @@ def test_forbidden_constructs_ignore_comments_and_strings() -> None:
         ("aux\nwhere\n  @[inline, «implemented_by» f] aux : N := N.z", True),
         ("aux\nwhere\n  @ [simp, extern] aux : N := N.z", True),
         ("h\n@[implemented_by x] def y := 1", True),
+        # Attributes a proof's helpers may carry, and any other (session-14 red-team sweep).
+        ("aux\nwhere\n  @[simp, reducible] aux : N := N.z", False),
+        ("aux\nwhere\n  @[local simp] aux : N := N.z", False),
+        ("aux\nwhere\n  @[init] aux : N := N.z", True),
+        ("aux\nwhere\n  @[simp, «init» g] aux : N := N.z", True),
+        ("aux\nwhere\n  @[scoped macro Lean.Parser.Term.app] aux : N := N.z", True),
+        ("let rec @[instance 10] aux : N := N.z; aux", True),
+        ("f [a, b] -- @[init]", False),
     ],
 )
 def test_attribute_constructs_are_forbidden_only_as_attributes(body: str, forbidden: bool) -> None:

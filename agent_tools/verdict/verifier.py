@@ -172,13 +172,66 @@ def forbidden_constructs(body: str) -> list[str]:
     Two views, either one suffices to reject: the masked text (any whitespace between the words
     of a construct) and Lean's tokens with ``«»``-escaped names resolved, so that
     ``set_option «debug».skipKernelTC`` or ``«native_decide»`` cannot slip past the text.
+    And an attribute on the body's own declarations (a ``where`` helper's ``@[…]``) must be
+    one of ``BODY_ATTRIBUTES``.
 
     Only the constructs whose every word occurs in the body, guillemets dropped, are looked
     for (either view needs those characters): a session runs this on every complete step, and
     the two views cost 0.25-0.5 ms for a short body."""
     plain = body.replace("«", "").replace("»", "")
     candidates = [c for c in FORBIDDEN if all(word in plain for word in c.split(" "))]
-    return _forbidden_in_code(body, candidates) if candidates else []
+    found = _forbidden_in_code(body, candidates) if candidates else []
+    if "[" in body and ("@" in body or "attribute" in plain):
+        found += _unlisted_attributes(body)
+    return found
+
+
+# Attributes a proof's own declarations (its `where` helpers) may carry: hints to the
+# elaborator, simp and the compiler, which run no code of the proof's and leave the trusted
+# query's `#check` and `#print axioms` as they are. Any other attribute may: `@[init]` runs its
+# helper whenever the compiled submission is imported — in the verdict's query, where it could
+# print the query's expected answers itself and exit (found by a red-team sweep) —,
+# `@[command_elab]`/`@[macro]`/`@[term_elab]` change how the query's commands elaborate.
+BODY_ATTRIBUTES = frozenset({
+    "simp", "reducible", "irreducible", "semireducible", "inline", "noinline", "always_inline",
+    "specialize", "nospecialize", "match_pattern", "ext", "norm_cast", "grind",
+})  # fmt: skip
+
+
+def _unlisted_attributes(body: str) -> list[str]:
+    names = _attribute_names(_code_words(body))
+    return [
+        f"forbidden construct in the proof: attribute `{name}` (a proof's helpers may carry "
+        f"only {', '.join(sorted(BODY_ATTRIBUTES))}: other attributes can run code when the "
+        "proof is imported or change how later commands elaborate)"
+        for name in dict.fromkeys(names)
+        if name not in BODY_ATTRIBUTES and name not in ATTRIBUTE_ONLY
+    ]
+
+
+def _attribute_names(words: list[str]) -> list[str]:
+    """The attribute of each instance inside ``@[…]`` / ``attribute […]``: the first word
+    after ``[`` or a top-level ``,``, past ``local`` / ``scoped`` (``@[local simp, init f]``
+    → ``simp``, ``init``); a bracket or symbol there names itself (never on the list)."""
+    names: list[str] = []
+    depth = 0
+    expect = False  # the next word names an attribute
+    for i, word in enumerate(words):
+        if depth:
+            if expect and word in ("local", "scoped"):
+                continue
+            if expect:
+                names.append(word)
+                expect = False
+            if word == "[":
+                depth += 1
+            elif word == "]":
+                depth -= 1
+            elif word == "," and depth == 1:
+                expect = True
+        elif word == "[" and i > 0 and words[i - 1] in ("@", "attribute"):
+            depth, expect = 1, True
+    return names
 
 
 def _forbidden_in_code(body: str, constructs: Iterable[str]) -> list[str]:
