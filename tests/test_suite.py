@@ -231,6 +231,10 @@ def test_prechecks_reject_what_text_alone_decides() -> None:
     # Lean refuses tabs between tokens ("tabs are not allowed"), not in comments or strings.
     assert "tab" in (precheck_body("\n\ttrivial") or "")
     assert precheck_body('\n  trivial -- a\ttab\n  /- \t -/ "\t"') is None
+    # A line break inside a «» name is not a column-0 line (red-team sweep: Lean accepts
+    # `fun («x⏎y» : True) => …`; the precheck rejected it as a new command).
+    assert precheck_body("\n  (fun («x\ny» : True) => h) True.intro") is None
+    assert "column 0" in (precheck_body("\n  «x»\ny") or "")
 
 
 has_toolchain = shutil.which("lake") is not None and shutil.which("elan") is not None

@@ -115,16 +115,18 @@ def precheck_body(body: str) -> str | None:
             "a doc comment (`/-- … -/`) at the end of the proof documents the next declaration "
             "instead; write `--` or `/- … -/`"
         )
-    literal: list[bool] | None = None  # in comments and literals? computed when needed
+    # In comments, literals or «» names (a line break may stand in any of them)? When needed.
+    literal: list[bool] | None = None
+    opaque = COMMENT_KINDS | LITERAL_KINDS | {TokenKind.IDENT}
     if "\t" in body:
-        literal = scan.mask(COMMENT_KINDS | LITERAL_KINDS)
+        literal = scan.mask(opaque)
         if any(ch == "\t" and not literal[i] for i, ch in enumerate(body)):
             return "the proof body contains a tab, which Lean does not accept; indent with spaces"
     offset = 0
     for i, line in enumerate(body.split("\n")):
         if i > 0 and line and not line[0].isspace():
             if literal is None:
-                literal = scan.mask(COMMENT_KINDS | LITERAL_KINDS)
+                literal = scan.mask(opaque)
             if not literal[offset] and _WHERE.match(line):
                 # The `where` clause's declarations may stand in column 0 too (Lean reads
                 # them up to the next command keyword): from here on Lean's parse judges
