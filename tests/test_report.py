@@ -49,11 +49,14 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     lines = [entry("edit", t, lean=t - 1.0, session="h", task="a") for t in (4.0, 40.0, 158.0)]
     lines += [entry("edit", 0.0, session="h", task="a", outcome="rejected")] * 5
     lines.append(entry("get_goals", 0.0, session="h", task="a", outcome="rejected"))
+    # Rejected after Lean elaborated it (the scope check reads Lean's parse): it ran (review).
+    lines.append(entry("set_proof", 11.8, lean=11.3, session="a", task="a", outcome="rejected"))
     ledger.write_bytes(b"".join(lines))
     summary = write_report(ledger, tmp_path / "out")
     edit = summary["tools"]["edit"]
     assert edit["count"] == 3 and edit["total_ms"]["median"] == 40.0
     assert "get_goals" not in summary["tools"]
+    assert summary["tools"]["set_proof"]["count"] == 1
     assert summary["refused"] == {"edit": 5, "get_goals": 1}
     assert (
         "Refused before Lean ran (rejected; not in the times above): edit 5, get_goals 1."

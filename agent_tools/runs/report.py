@@ -117,10 +117,11 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _refused(entry: dict[str, Any]) -> bool:
-    """A call refused before Lean ran (a rejected edit): counted apart, not timed with the
-    calls that ran (a human attempt's refused edits are recorded at 0 ms, and made the edit
-    row's median 0)."""
-    return entry.get("outcome") == "rejected"
+    """A call refused before Lean ran (a rejected edit with no Lean time): counted apart, not
+    timed with the calls that ran (a human attempt's refused edits are recorded at 0 ms, and
+    made the edit row's median 0). A body rejected after Lean elaborated it (the scope check
+    reads Lean's parse) ran, and is timed."""
+    return entry.get("outcome") == "rejected" and not entry.get("lean_ms")
 
 
 def _ts(entry: dict[str, Any]) -> float | None:
