@@ -170,6 +170,12 @@ class LspTransport:
                     transport._start_loops(tg)
                     try:
                         yield transport
+                    except BaseException:
+                        # The owner is going away (cancelled, failed): no polite handshake,
+                        # which would wait for a server that may never answer (one still
+                        # starting: a stopped `serve` waited out its forced exit and left it).
+                        transport._polite = False
+                        raise
                     finally:
                         await transport.aclose()
                         tg.cancel_scope.cancel()

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from subprocess import DEVNULL, PIPE
 from typing import Any
 
@@ -461,6 +462,51 @@ async def test_serve_stopped_by_sigterm_while_a_reply_waits_exits_promptly_and_c
         elapsed = time.monotonic() - started
     print(f"\nSIGTERM with a reply waiting: exit {returncode} after {elapsed:.2f} s")
     assert returncode == 0 and elapsed < 2.5, (returncode, elapsed)
+
+
+async def test_serve_stopped_by_sigterm_while_it_starts_exits_promptly(tmp_path: Path) -> None:
+    """Found in review: SIGTERM while `leanrig serve` was still starting (its Lean processes
+    warming) waited until the start had finished — with a Lean that does not come up, until
+    the spawn deadline (60 s). The start is now cancelled at once and leaves no Lean behind."""
+    from lsp_bridge import find_lean
+
+    slow = tmp_path / "lean"
+    slow.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --server "*|*" --worker "*) sleep 120 ;; esac\n'
+        f'exec {find_lean().lean} "$@"\n'
+    )
+    slow.chmod(0o755)
+    # --lad with a fresh cache: the start indexes the suite's library with a Lean server
+    # (which sleeps here) before the service is open.
+    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--lad",
+            "--run-dir", str(tmp_path / "runs"), "--no-sandbox"]  # fmt: skip
+    env = {**os.environ, "LEANRIG_LEAN": str(slow), "LEANRIG_CACHE": str(tmp_path / "cache")}
+    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=DEVNULL, cwd=ROOT,
+                                       env=env, start_new_session=True)  # fmt: skip
+    try:
+
+        def starting() -> list[psutil.Process]:
+            tree = psutil.Process(process.pid).children(recursive=True)
+            return [p for p in tree if {"--server", "--worker"} & set(p.cmdline())]
+
+        with anyio.fail_after(60):
+            while not starting():
+                await anyio.sleep(0.05)
+        await anyio.sleep(0.5)
+        children = psutil.Process(process.pid).children(recursive=True)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            await process.wait()
+        elapsed = time.monotonic() - started
+        assert elapsed < 5, elapsed
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, alive
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.aclose()
 
 
 async def test_mcp_session_ends_when_its_peer_is_gone_from_the_output() -> None:

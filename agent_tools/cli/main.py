@@ -70,15 +70,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     stdio = args.port is None and args.http is None
 
     async def main() -> None:
+        opened: list[ProofService] = []  # the service, once open (a signal may come before)
         with stop_signals() as signals:
-            async with open_service(options) as service, anyio.create_task_group() as tg:
-                tg.start_soon(on_first, signals, partial(_shut_down, service, tg.cancel_scope))
-                await run(service)
-                if stdio:
-                    # The client closed stdin: it is gone (MCP's stdio shutdown) and waits for
-                    # this process to exit; nothing in a Lean process is worth keeping, so kill
-                    # the trees now.
-                    service.pool.kill_all("stdio client gone")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(on_first, signals, partial(_shut_down, opened, tg.cancel_scope))
+                async with open_service(options) as service:
+                    opened.append(service)
+                    await run(service)
+                    if stdio:
+                        # The client closed stdin: it is gone (MCP's stdio shutdown) and waits
+                        # for this process to exit; nothing in a Lean process is worth keeping,
+                        # so kill the trees now.
+                        service.pool.kill_all("stdio client gone")
                 tg.cancel_scope.cancel()
 
     async def run(service: ProofService) -> None:
@@ -115,13 +118,16 @@ def _announce_port(port: int) -> None:
     print(f"leanrig: JSON-RPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
 
 
-def _shut_down(service: ProofService, scope: anyio.CancelScope, signum: int) -> None:
+def _shut_down(opened: list[ProofService], scope: anyio.CancelScope, signum: int) -> None:
     """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
-    cancel the server. A thread blocked reading stdin can delay the exit: bounded by a timer."""
+    cancel the server — or its start, if the service is not open yet (a slow start, e.g. Lean
+    processes warming, is cancelled: what it started is closed on the way out). A thread
+    blocked reading stdin can delay the exit: bounded by a timer."""
     import os
     import threading
 
-    service.pool.kill_all(f"signal {signum}")
+    for service in opened:
+        service.pool.kill_all(f"signal {signum}")
     timer = threading.Timer(3.0, os._exit, (128 + signum,))
     timer.daemon = True
     timer.start()
