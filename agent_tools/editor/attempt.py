@@ -22,12 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from ..runs import AttemptResult, Condition, append_result, read_results
 from ..sessions import Ledger
 from ..tasks import Task
 from ..verdict import Verdict
 
 CONDITION: Condition = "human"
+
+log = structlog.get_logger("leanrig.editor")
 
 
 def body_sha(body: str) -> str:
@@ -151,11 +155,11 @@ class Attempt:
         self._pending.clear()
 
     def worker_stopped(self, version: int) -> None:
-        """Lean's worker for the task file stopped (crashed, killed) at ``version``."""
+        """Lean's worker for the task file stopped (crashed, killed) at ``version``: counted
+        for the closing ledger line (not a call: no line of its own, whose 0 ms would count
+        in the report's timings)."""
         self.worker_stops += 1
-        self.ledger.record(session=self.id, task=self.task.id, tool="lean_worker", queue_ms=0.0,
-                           lean_ms=0.0, total_ms=0.0, outcome="stopped",
-                           version=version)  # fmt: skip
+        log.warning("lean.worker_stopped", task=self.task.id, version=version)
 
     # -- verdicts and the result line ---------------------------------------------------------
 

@@ -37,6 +37,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 import orjson
+import psutil
 import structlog
 from anyio.abc import ByteReceiveStream, Process, TaskStatus
 
@@ -676,9 +677,11 @@ class EditorProxy:
             and (params.get("textDocument") or {}).get("uri") == self._task_uri
         ):
             stopped = self._track_progress(params)
-            if stopped is not None and stopped != self._stop_shown:
+            if stopped is not None and stopped != self._stop_shown and not self._worker_alive():
                 # Lean's watchdog says only this (a fatal progress over the file) when the
-                # task file's worker dies; it starts a new one at the next change.
+                # task file's worker dies, and starts a new one at the next change. (A header
+                # Lean cannot import says the same, its worker alive: Lean's own diagnostics
+                # explain that.)
                 self._stop_shown = stopped
                 self.attempt.worker_stopped(stopped)
                 await self._show(
@@ -716,6 +719,21 @@ class EditorProxy:
         # result's are: one body, one sha in the ledger and results.jsonl.
         body = (self.scope.body_of(self._lean_text) or "").rstrip()
         self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
+
+    def _worker_alive(self) -> bool:
+        """Is a Lean file worker for the task file running (``lean --worker URI`` under the
+        server)? True when it cannot be told (then nothing is said)."""
+        lean = self._lean
+        if lean is None or self._task_uri is None:
+            return True
+        try:
+            tree = psutil.Process(lean.process.pid).children(recursive=True)
+            return any(
+                "--worker" in argv and self._task_uri in argv
+                for argv in (p.cmdline() for p in tree if p.is_running())
+            )
+        except psutil.Error:
+            return True
 
     def _track_progress(self, params: dict[str, Any]) -> int | None:
         """Time the version Lean says it finished; the version if Lean says it stopped
