@@ -207,11 +207,38 @@ def test_a_human_run_directory_takes_attempts_of_one_run_only(cwd: Path) -> None
         assert done.returncode == 2, (done.args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         assert "run directory" in done.stderr and "another --run-dir" in done.stderr, done.stderr
+        assert "suite.toml" not in done.stderr, done.stderr  # (review: a suite error's hint)
     assert not (cwd / "second").exists() and not (cwd / "third").exists()
+    # An agents' run directory is no human one, and a human one is not resumed as a run.
+    info = json.loads((cwd / "human-run" / "run.json").read_text())
+    assert info["condition"] == "human" and info["time_limit_s"] is None
+    resumed = leanrig("run", "--suite", SUITE, "--out", "human-run", "--resume", "--agent",
+                      info["agent_command"], cwd=cwd)  # fmt: skip
+    assert resumed.returncode == 2 and "human attempts" in resumed.stderr, resumed.stderr
     # The same suite and limit: another attempt of the same run.
     again = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
                     "--workspace", "fourth", cwd=cwd)  # fmt: skip
     assert again.returncode == 0, again.stderr
+    # A limit is compared exactly as given (review: `edit` compared 1234567.0 with what the
+    # shim had passed on as 1.23457e+06), and a directory from before run.json recorded "no
+    # limit" (1800 s and the runner's retry policy) takes attempts without one.
+    limited = ("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "limited",
+               "--time-limit", "1234567", "--json")  # fmt: skip
+    exact = leanrig(*limited, "--workspace", "fifth", cwd=cwd)
+    assert exact.returncode == 0, exact.stderr
+    # The editor's server, as the shim starts it (it writes run.json; no editor: it ends).
+    shim = json.loads(exact.stdout)["lsp_command"]
+    subprocess.run(shim, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                   check=True)  # fmt: skip
+    assert json.loads((cwd / "limited" / "run.json").read_text())["time_limit_s"] == 1234567
+    next_one = leanrig(*limited, "--workspace", "seventh", cwd=cwd)
+    assert next_one.returncode == 0, next_one.stderr
+    legacy = {**info, "time_limit_s": 1800.0,
+              "retry_policy": "an infrastructure failure is retried once"}  # fmt: skip
+    (cwd / "human-run" / "run.json").write_text(json.dumps(legacy))
+    old_dir = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
+                      "--workspace", "sixth", cwd=cwd)  # fmt: skip
+    assert old_dir.returncode == 0, old_dir.stderr
 
 
 def test_edit_and_lsp_refuse_bad_arguments(cwd: Path) -> None:

@@ -136,7 +136,8 @@ async def run_lsp(
         return attempt.write()
     except anyio.get_cancelled_exc_class():
         # A signal (an editor may stop its server with SIGTERM rather than `exit`): the
-        # attempt still gets its verdict, bounded as always; a second signal ends the process.
+        # attempt still gets its verdict, bounded as always (later signals wait for it too:
+        # servers/signals.py; SIGKILL does not, and the attempt then has no result line).
         with anyio.CancelScope(shield=True):
             await final_verdict()
         raise

@@ -14,11 +14,25 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..runs import RUN_FILE, Machine, ResultsError, RunInfo, TaskRef, read_run_info, write_run_info
+from ..runs import (
+    RUN_FILE,
+    Machine,
+    ResultsError,
+    RunInfo,
+    TaskRef,
+    read_run_info,
+    time_limit_text,
+    write_run_info,
+)
 from ..servers import package_version
 from ..tasks import Suite, SuiteError
 
 HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
+# Before the run directory was checked, run.json recorded this limit for human attempts made
+# without --time-limit (and the runner's retry policy): what such a directory's limit was is
+# not known, so it is not compared.
+LEGACY_HUMAN_LIMIT = 1800.0
+NEXT = "give this attempt another --run-dir"
 
 
 def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None:
@@ -29,7 +43,8 @@ def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None
     try:
         info = read_run_info(run_dir)
     except ResultsError as exc:
-        raise SuiteError(f"{exc}; give this attempt another --run-dir") from None
+        raise SuiteError(exc.message, hint=NEXT) from None
+    legacy = info.retry_policy != HUMAN_RETRY_POLICY and info.time_limit_s == LEGACY_HUMAN_LIMIT
     if info.condition != "human":
         why = f"it holds a `leanrig run` ({info.condition}), not attempts in an editor"
     elif info.suite_hash and info.suite_hash != suite.content_hash():
@@ -38,18 +53,14 @@ def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None
             f"{info.suite_hash[:12]}), this one on {suite.name} {suite.spec.version} (hash "
             f"{suite.content_hash()[:12]}): a report would mix the two"
         )
-    elif info.time_limit_s != time_limit:
-
-        def limit(value: float | None) -> str:
-            return f"{value:g} s" if value is not None else "none"
-
+    elif info.time_limit_s != time_limit and not legacy:
         why = (
-            f"its attempts had the time limit {limit(info.time_limit_s)}, this one "
-            f"{limit(time_limit)}"
+            f"its attempts had the time limit {time_limit_text(info.time_limit_s)}, this one "
+            f"{time_limit_text(time_limit)}"
         )
     else:
         return
-    raise SuiteError(f"run directory {run_dir}: {why}; give this attempt another --run-dir")
+    raise SuiteError(f"run directory {run_dir}: {why}", hint=NEXT)
 
 
 def ensure_run_info(

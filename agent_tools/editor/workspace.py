@@ -135,7 +135,7 @@ def prepare_workspace(options: EditOptions) -> Workspace:
     lsp = [options.python, "-m", "agent_tools.editor", "lsp", "--suite", str(suite.root),
            "--task", task.id, "--workspace", str(root), "--run-dir", str(run_dir)]  # fmt: skip
     if options.time_limit is not None:
-        lsp += ["--time-limit", f"{options.time_limit:g}"]
+        lsp += ["--time-limit", repr(options.time_limit)]  # exact: run.json compares it
     if not options.sandbox:
         lsp.append("--no-sandbox")
     files: dict[str, Path] = {}

@@ -57,6 +57,7 @@ from .results import (
     read_results,
     read_run_info,
     read_usage,
+    time_limit_text,
     write_run_info,
 )
 from .runner import RunError, RunOptions, RunSummary, run_benchmark, summary_json
@@ -114,6 +115,7 @@ __all__ = [
     "summarize",
     "summary_json",
     "task_outcomes",
+    "time_limit_text",
     "token_cost",
     "weighted_score",
     "write_ledger_report",

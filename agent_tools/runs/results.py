@@ -184,6 +184,11 @@ class RunInfo(BaseModel):
         return " · ".join(x for x in (self.model, self.agent_tool, self.condition) if x)
 
 
+def time_limit_text(seconds: float | None) -> str:
+    """A run's time limit as reports say it: ``1800 s``, or ``none`` (a human attempt)."""
+    return f"{seconds:g} s" if seconds is not None else "none"
+
+
 def write_run_info(run_dir: Path, info: RunInfo) -> Path:
     """Write ``run.json`` atomically (temp file + rename)."""
     run_dir.mkdir(parents=True, exist_ok=True)

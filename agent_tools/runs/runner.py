@@ -555,6 +555,12 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
             previous = await anyio.to_thread.run_sync(read_run_info, run_dir)
         except LeanrigError as exc:
             raise RunError(f"--resume: {exc}", hint="resume a run directory") from None
+        if previous.condition == "human":
+            raise RunError(
+                f"--resume: {run_dir} holds human attempts made in an editor (leanrig lsp), "
+                "not a leanrig run",
+                hint="resume the directory of a leanrig run (its --out)",
+            )
         options = resumed(options, previous)
         started_at = previous.started_at
         done = finished_attempts(read_results(run_dir).results)

@@ -29,6 +29,7 @@ from .results import (
     RunInfo,
     read_results,
     read_run_info,
+    time_limit_text,
 )
 
 
@@ -160,7 +161,7 @@ def render_run_markdown(run: LoadedRun) -> str:
     out = [f"# leanrig run report: {run.name}", "", f"source: `{run.path}`", ""]
     out += [f"> note: {n}" for n in run.notes] + ([""] if run.notes else [])
     suite = " ".join(x for x in (info.suite_name, info.suite_version) if x)
-    limit = f"{info.time_limit_s:g} s" if info.time_limit_s is not None else "none"
+    limit = time_limit_text(info.time_limit_s)
     machine = f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB" if (
         info.machine) else "—"  # fmt: skip
     out += ["| run | |", "|---|---|",
@@ -269,7 +270,7 @@ def write_report(
 def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
     out = ["# leanrig leaderboard", "",
            "| # | run | model | agent tool | condition | score | completion | s / point | "
-           "USD / point | tasks | accepted |",
+           "USD / point | tasks | tasks accepted |",
            "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     ordered = sorted(runs, key=lambda r: -r.metrics.score)
     for i, r in enumerate(ordered, 1):
@@ -382,10 +383,13 @@ def mismatches(base: RunInfo, new: RunInfo) -> list[str]:
             f"both runs are {base.condition} runs: the comparison is of two {base.condition} "
             "runs, not of baseline and library access"
         )
-    for what, a, b in (("time limit (s)", base.time_limit_s, new.time_limit_s),
-                       ("model", base.model, new.model)):  # fmt: skip
-        if a != b:
-            notes.append(f"the runs differ in {what}: {a} vs {b}")
+    if base.time_limit_s != new.time_limit_s:
+        notes.append(
+            f"the runs differ in time limit: {time_limit_text(base.time_limit_s)} vs "
+            f"{time_limit_text(new.time_limit_s)}"
+        )
+    if base.model != new.model:
+        notes.append(f"the runs differ in model: {base.model} vs {new.model}")
     return notes
 
 
