@@ -135,7 +135,9 @@ def prepare_workspace(options: EditOptions) -> Workspace:
     lsp = [options.python, "-m", "agent_tools.editor", "lsp", "--suite", str(suite.root),
            "--task", task.id, "--workspace", str(root), "--run-dir", str(run_dir)]  # fmt: skip
     if options.time_limit is not None:
-        lsp += ["--time-limit", repr(options.time_limit)]  # exact: run.json compares it
+        limit = options.time_limit
+        # Exact (run.json compares it), as the user wrote a whole number of seconds.
+        lsp += ["--time-limit", str(int(limit)) if limit.is_integer() else repr(limit)]
     if not options.sandbox:
         lsp.append("--no-sandbox")
     files: dict[str, Path] = {}
