@@ -176,14 +176,24 @@ def forbidden_constructs(body: str) -> list[str]:
     one of ``BODY_ATTRIBUTES``.
 
     Only the constructs whose every word occurs in the body, guillemets dropped, are looked
-    for (either view needs those characters): a session runs this on every complete step, and
-    the two views cost 0.25-0.5 ms for a short body."""
+    for (either view needs those characters), and attributes only where a `[` follows `@` or
+    `attribute`: a session runs this on every complete step, and the two views cost
+    0.25-0.5 ms for a short body."""
     plain = body.replace("«", "").replace("»", "")
     candidates = [c for c in FORBIDDEN if all(word in plain for word in c.split(" "))]
-    found = _forbidden_in_code(body, candidates) if candidates else []
-    if "[" in body and ("@" in body or "attribute" in plain):
-        found += _unlisted_attributes(body)
-    return found
+    attributed = "[" in body and ("@" in body or "attribute" in plain)
+    if not candidates and not attributed:
+        return []
+    words = _code_words(body)  # lexed once, for both
+    names, inside = _attributes(words)
+    found = _forbidden_in_code(body, candidates, words, inside) if candidates else []
+    return found + [
+        f"forbidden construct in the proof: attribute `{name}` (a proof's helpers may carry "
+        f"only {', '.join(sorted(BODY_ATTRIBUTES))}: other attributes can run code when the "
+        "proof is imported or change how later commands elaborate)"
+        for name in dict.fromkeys(names)
+        if name not in BODY_ATTRIBUTES and name not in ATTRIBUTE_ONLY
+    ]
 
 
 # Attributes a proof's own declarations (its `where` helpers) may carry: hints to the
@@ -198,50 +208,24 @@ BODY_ATTRIBUTES = frozenset({
 })  # fmt: skip
 
 
-def _unlisted_attributes(body: str) -> list[str]:
-    names = _attribute_names(_code_words(body))
-    return [
-        f"forbidden construct in the proof: attribute `{name}` (a proof's helpers may carry "
-        f"only {', '.join(sorted(BODY_ATTRIBUTES))}: other attributes can run code when the "
-        "proof is imported or change how later commands elaborate)"
-        for name in dict.fromkeys(names)
-        if name not in BODY_ATTRIBUTES and name not in ATTRIBUTE_ONLY
-    ]
-
-
-def _attribute_names(words: list[str]) -> list[str]:
-    """The attribute of each instance inside ``@[…]`` / ``attribute […]``: the first word
-    after ``[`` or a top-level ``,``, past ``local`` / ``scoped`` (``@[local simp, init f]``
-    → ``simp``, ``init``); a bracket or symbol there names itself (never on the list)."""
-    names: list[str] = []
-    depth = 0
-    expect = False  # the next word names an attribute
-    for i, word in enumerate(words):
-        if depth:
-            if expect and word in ("local", "scoped"):
-                continue
-            if expect:
-                names.append(word)
-                expect = False
-            if word == "[":
-                depth += 1
-            elif word == "]":
-                depth -= 1
-            elif word == "," and depth == 1:
-                expect = True
-        elif word == "[" and i > 0 and words[i - 1] in ("@", "attribute"):
-            depth, expect = 1, True
-    return names
-
-
-def _forbidden_in_code(body: str, constructs: Iterable[str]) -> list[str]:
+def _forbidden_in_code(
+    body: str,
+    constructs: Iterable[str],
+    words: list[str] | None = None,
+    in_attributes: set[str] | None = None,
+) -> list[str]:
+    """The reasons for ``constructs`` (``words``, ``in_attributes``: the body's, when the
+    caller has them already)."""
+    if words is None:
+        words = _code_words(body)
+    if in_attributes is None:
+        in_attributes = _attributes(words)[1]
     mask = scan_trivia(body).mask
     code = "".join(" " if mask[i] else ch for i, ch in enumerate(body))
-    words = _code_words(body)
     found = []
     for construct in constructs:
         if construct in ATTRIBUTE_ONLY:
-            hit = construct in _attribute_words(words)
+            hit = construct in in_attributes
         else:
             hit = _FORBIDDEN_TEXT[construct].search(code) is not None or _has_words(
                 words, construct
@@ -256,22 +240,30 @@ def _forbidden_in_code(body: str, constructs: Iterable[str]) -> list[str]:
 ATTRIBUTE_ONLY = frozenset({"extern", "implemented_by"})
 
 
-def _attribute_words(words: list[str]) -> set[str]:
-    """The identifiers inside attribute brackets: ``@[…]`` (also written ``@ […]``) and
-    ``attribute […]``, nested brackets included."""
+def _attributes(words: list[str]) -> tuple[list[str], set[str]]:
+    """Inside attribute brackets — ``@[…]`` (also written ``@ […]``) and ``attribute […]``,
+    nested brackets included —: the attribute of each instance (the first word after ``[`` or
+    a top-level ``,``, past ``local`` / ``scoped``: ``@[local simp, init f]`` → ``simp``,
+    ``init``; a bracket or symbol there names itself, never on the list), and every word."""
+    names: list[str] = []
     inside: set[str] = set()
     depth = 0
+    expect = False  # the next word names an attribute
     for i, word in enumerate(words):
         if depth:
+            if expect and word not in ("local", "scoped"):
+                names.append(word)
+                expect = False
             if word == "[":
                 depth += 1
             elif word == "]":
                 depth -= 1
             else:
                 inside.add(word)
+                expect = expect or (word == "," and depth == 1)
         elif word == "[" and i > 0 and words[i - 1] in ("@", "attribute"):
-            depth = 1
-    return inside
+            depth, expect = 1, True
+    return names, inside
 
 
 def _forbidden_text(construct: str) -> re.Pattern[str]:
