@@ -47,11 +47,11 @@ def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None
     legacy = info.retry_policy != HUMAN_RETRY_POLICY and info.time_limit_s == LEGACY_HUMAN_LIMIT
     if info.condition != "human":
         why = f"it holds a `leanrig run` ({info.condition}), not attempts in an editor"
-    elif info.suite_hash and info.suite_hash != suite.content_hash():
+    elif info.suite_hash and info.suite_hash != (digest := suite.content_hash()):
         why = (
             f"its attempts are on suite {info.suite_name} {info.suite_version} (hash "
             f"{info.suite_hash[:12]}), this one on {suite.name} {suite.spec.version} (hash "
-            f"{suite.content_hash()[:12]}): a report would mix the two"
+            f"{digest[:12]}): a report would mix the two"
         )
     elif info.time_limit_s != time_limit and not legacy:
         why = (
