@@ -9,6 +9,8 @@ import sys
 import orjson
 import structlog
 
+from lsp_bridge import LeanrigError
+
 from .commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
 
 
@@ -40,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except LeanrigError as exc:  # a refusal: its message and next step, no traceback
+        print(f"leanrig: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,13 +1,19 @@
-"""One human attempt at one task: its clock, its ledger lines and its ``results.jsonl`` line.
+"""One human attempt at one task: its clock, its ledger lines, its ``results.jsonl`` line, and
+its state on disk (``RUN_DIR/attempt-state/<task>.json``), so that one attempt per task survives the
+editor: a restart of the server, a crash, a closed editor or laptop.
 
-The clock starts at the editor's first open of the task file and stops at the first accepted
-verdict (the command's arrival, so the verdict's own time is excluded, as for agents), at the
-time limit, or when the editor goes away. Ledger lines use the agent sessions' schema
-(``sessions.Ledger``): one per version Lean elaborated (``tool="edit"``: ``queue_ms`` from the
-editor's change to leanrig forwarding it, ``lean_ms`` from forwarding to Lean's final
-``$/lean/fileProgress`` for that version, ``errors``), one per refused edit
-(``outcome="rejected"``), one per verdict (``tool="check_proof"``) and a closing line with
-``session_wall_ms``.
+The clock is the wall clock (it runs while the machine sleeps, and across processes). It starts
+when the editor first connects to `leanrig lsp` for the task (``initialize``: before any file is
+open, so no Lean work in the proxy precedes it) and stops at the first accepted verdict (the
+command's arrival, so the verdict's own time is excluded, as for agents) or at the time limit.
+Closing the editor does not stop it: the next `leanrig lsp` for the task resumes the attempt,
+with the time away counted (``AttemptState``); an attempt that is over refuses another start.
+Ledger lines use the agent sessions' schema (``sessions.Ledger``), one session per attempt: one
+per version Lean elaborated (``tool="edit"``: ``queue_ms`` from the editor's change to leanrig
+forwarding it, ``lean_ms`` from forwarding to Lean's final ``$/lean/fileProgress`` for that
+version, ``errors``), one per refused edit (``outcome="rejected"``), one per verdict
+(``tool="check_proof"``), and an ``open_task`` and a ``close_session`` (``session_wall_ms``) per
+editor connection.
 
 It must not talk LSP or start processes: the proxy calls it.
 """
@@ -20,11 +26,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import orjson
 import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..runs import AttemptResult, Condition, append_result, read_results
+from ..runs import (
+    ATTEMPT_STATE,
+    AttemptResult,
+    Condition,
+    append_result,
+    read_results,
+    replace_file,
+)
 from ..sessions import Ledger
 from ..tasks import Task
 from ..verdict import Verdict
@@ -38,9 +53,66 @@ def body_sha(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
+class AttemptState(BaseModel):
+    """What a later `leanrig lsp` for the task needs to go on with the attempt: the clock's
+    start and end, the last body Lean elaborated, the verdicts, the counts."""
+
+    model_config = ConfigDict(extra="forbid")
+    v: Literal[1] = 1
+    task: str
+    attempt: int = Field(ge=1)
+    session: str  # the attempt's ledger session
+    time_limit_s: float | None
+    started_at: datetime
+    start_wall: float  # time.time() at the start
+    end_wall: float | None = None  # accepted (the request's arrival) or out of time
+    timed_out: bool = False
+    accepted: bool = False
+    body: str | None = None  # the last body Lean elaborated (None: the task's own)
+    verdict: dict[str, Any] | None = None
+    verdict_body: str | None = None  # the body the verdict judged
+    versions: int = 0
+    rejected_edits: int = 0
+    checks: int = 0
+    lean_ms: float = 0.0
+    lean_restarts: int = 0
+    worker_stops: int = 0
+    connections: int = 0  # editor connections (`leanrig lsp` starts) so far
+    changed_before_open: bool = False  # the first open's body was not the task's own
+
+    @property
+    def over(self) -> bool:
+        """Accepted, or out of time with the verdict on its last body."""
+        return self.accepted or (self.timed_out and self.verdict is not None)
+
+
+def state_path(run_dir: Path, task_id: str) -> Path:
+    return run_dir / ATTEMPT_STATE / f"{task_id}.json"
+
+
+def read_state(run_dir: Path, task_id: str) -> AttemptState | None:
+    """The task's attempt state in ``run_dir`` (None: no attempt has started, or the file is
+    unreadable: then ``AttemptStateError``)."""
+    path = state_path(run_dir, task_id)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return AttemptState.model_validate(orjson.loads(data))
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        raise AttemptStateError(f"{path} is unreadable ({str(exc)[:200]})") from None
+
+
+class AttemptStateError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass(slots=True)
 class _Pending:
-    received: float  # the editor's change arrived
+    received: float  # the editor's change arrived (perf_counter)
     forwarded: float  # sent to Lean
 
 
@@ -50,59 +122,115 @@ class Attempt:
     ledger: Ledger
     results: Path  # RUN_DIR/results.jsonl
     time_limit: float | None = None
-    id: str = field(default_factory=lambda: secrets.token_hex(16))
-    opened_at: float | None = None  # perf_counter of the first open
-    started_at: datetime | None = None
-    ended_at: float | None = None
+    # The attempt's state so far (a resumed attempt: read from its file; None: a new one,
+    # made at ``open``).
+    state: AttemptState | None = None
     editor: dict[str, Any] = field(default_factory=dict)
     edit_delay_ms: int | None = None
-    accepted: bool = False
-    timed_out: bool = False
-    verdict: dict[str, Any] | None = None
-    body: str = ""
-    versions: int = 0
-    rejected_edits: int = 0
-    checks: int = 0
-    lean_restarts: int = 0
-    worker_stops: int = 0
-    lean_ms: float = 0.0
+    opened_task: bool = False  # this connection has opened the task file
     written: bool = False
+    _connection_wall: float | None = None  # this connection's start (time.time())
     _pending: dict[int, _Pending] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return state_path(self.results.parent, self.task.id)
+
+    @property
+    def id(self) -> str:
+        return self.state.session if self.state is not None else ""
+
+    @property
+    def opened(self) -> bool:
+        return self.state is not None and self._connection_wall is not None
+
+    @property
+    def resumed(self) -> bool:
+        return self.state is not None and self.state.connections > 1
+
+    def _save(self) -> None:
+        if self.state is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(self.path, orjson.dumps(self.state.model_dump(mode="json")))
 
     # -- the clock -------------------------------------------------------------------------
 
     @property
     def over(self) -> bool:
         """The attempt's time is fixed (accepted or out of time): edits no longer count."""
-        return self.ended_at is not None
+        return self.state is not None and self.state.end_wall is not None
+
+    @property
+    def accepted(self) -> bool:
+        return self.state is not None and self.state.accepted
+
+    @property
+    def timed_out(self) -> bool:
+        return self.state is not None and self.state.timed_out
+
+    @property
+    def body(self) -> str | None:
+        """The last body Lean elaborated in this attempt (None: none yet)."""
+        return self.state.body if self.state is not None else None
 
     def open(self, editor: dict[str, Any], edit_delay_ms: int | None) -> None:
-        if self.opened_at is not None:
+        """The editor connected: the attempt starts (or goes on, resumed)."""
+        if self._connection_wall is not None:
             return
-        self.opened_at = time.perf_counter()
-        self.started_at = datetime.now(UTC)
+        now = time.time()
+        self._connection_wall = now
         self.editor, self.edit_delay_ms = editor, edit_delay_ms
+        if self.state is None:
+            self.state = AttemptState(
+                task=self.task.id, attempt=self._attempt_number(), session=secrets.token_hex(16),
+                time_limit_s=self.time_limit, started_at=datetime.fromtimestamp(now, UTC),
+                start_wall=now,
+            )  # fmt: skip
+        self.state.connections += 1
+        self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="open_task", queue_ms=0.0,
                            lean_ms=0.0, total_ms=0.0, outcome="ok", condition=CONDITION,
-                           editor=editor or None, edit_delay_ms=edit_delay_ms)  # fmt: skip
+                           editor=editor or None, edit_delay_ms=edit_delay_ms,
+                           connection=self.state.connections,
+                           attempt_s=round(self.wall_s(), 3))  # fmt: skip
+
+    def task_opened(self, body: str | None) -> None:
+        """The editor opened the task file with ``body`` (None: out of scope). A first open,
+        before any version of the attempt, whose body is not the task's own means work done
+        before the clock started; it is recorded (the result's notes)."""
+        if self.state is None or self.opened_task:
+            return
+        self.opened_task = True
+        first = self.state.connections == 1 and self.state.versions == 0
+        if first and body is not None and body.rstrip() != self.task.body.rstrip():
+            self.state.changed_before_open = True
+            self._save()
 
     def deadline(self) -> float | None:
-        """perf_counter time at which the limit runs out (None: no limit or not opened)."""
-        if self.time_limit is None or self.opened_at is None:
+        """Wall-clock time at which the limit runs out (None: no limit or not started)."""
+        if self.time_limit is None or self.state is None:
             return None
-        return self.opened_at + self.time_limit
+        return self.state.start_wall + self.time_limit
 
     def wall_s(self) -> float:
-        if self.opened_at is None:
+        if self.state is None:
             return 0.0
-        end = self.ended_at if self.ended_at is not None else time.perf_counter()
-        return end - self.opened_at
+        end = self.state.end_wall if self.state.end_wall is not None else time.time()
+        return max(0.0, end - self.state.start_wall)
 
     def stop_clock(self, *, timed_out: bool = False) -> None:
-        if self.ended_at is None:
-            deadline = self.deadline()
-            self.ended_at = deadline if timed_out and deadline is not None else time.perf_counter()
-            self.timed_out = timed_out
+        """Out of time (``timed_out``: the clock stops at the deadline), or a final stop."""
+        if self.state is None or self.state.end_wall is not None:
+            return
+        deadline = self.deadline()
+        self.state.end_wall = deadline if timed_out and deadline is not None else time.time()
+        self.state.timed_out = timed_out
+        self._save()
+
+    def out_of_time(self) -> bool:
+        deadline = self.deadline()
+        return deadline is not None and time.time() >= deadline
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -131,9 +259,13 @@ class Attempt:
         pending = self._pending.pop(version)
         now = at if at is not None else time.perf_counter()
         lean_ms = (now - pending.forwarded) * 1000
-        self.lean_ms += lean_ms
-        if outcome != "superseded":
-            self.versions += 1
+        if self.state is not None:
+            self.state.lean_ms += lean_ms
+            if outcome != "superseded":
+                self.state.versions += 1
+            if body is not None and not self.over:
+                self.state.body = body
+            self._save()
         extra: dict[str, Any] = {"version": version}
         if errors is not None:
             extra["errors"] = errors
@@ -145,37 +277,55 @@ class Attempt:
                            outcome=outcome, **extra)  # fmt: skip
 
     def rejected(self, version: int, reason: str) -> None:
-        self.rejected_edits += 1
+        if self.state is not None:
+            self.state.rejected_edits += 1
+            self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="edit", queue_ms=0.0,
                            lean_ms=0.0, total_ms=0.0, outcome="rejected", version=version,
                            reason=reason)  # fmt: skip
 
     def lean_restarted(self) -> None:
-        self.lean_restarts += 1
+        if self.state is not None:
+            self.state.lean_restarts += 1
+            self._save()
         self._pending.clear()
 
     def worker_stopped(self, version: int) -> None:
         """Lean's worker for the task file stopped (crashed, killed) at ``version``: counted
         for the closing ledger line (not a call: no line of its own, whose 0 ms would count
         in the report's timings)."""
-        self.worker_stops += 1
+        if self.state is not None:
+            self.state.worker_stops += 1
+            self._save()
         log.warning("lean.worker_stopped", task=self.task.id, version=version)
 
     # -- verdicts and the result line ---------------------------------------------------------
 
+    def judged(self, body: str) -> bool:
+        """Has ``body`` had its verdict in this attempt already (the last one)?"""
+        return self.state is not None and self.state.verdict_body == body
+
     def checked(self, verdict: Verdict, body: str, *, requested: float) -> None:
-        """A verdict on ``body`` that was asked for at ``requested`` (perf_counter)."""
-        self.checks += 1
-        if not self.over or self.verdict is None or verdict.accepted:
-            self.verdict, self.body = verdict.to_json(), body
-        if verdict.accepted and not self.over:
-            self.accepted = True
-            self.ended_at = requested
-        if verdict.accepted and self.timed_out:
-            self.accepted = True  # a correct final body counts, as for agents after a timeout
+        """A verdict on ``body`` that was asked for at ``requested`` (wall clock)."""
+        state = self.state
+        if state is None:
+            return
+        state.checks += 1
+        deadline = self.deadline()
+        in_time = deadline is None or requested <= deadline
+        if state.end_wall is None or state.verdict is None or verdict.accepted:
+            state.verdict, state.verdict_body = verdict.to_json(), body
+        if verdict.accepted and in_time and not state.accepted:
+            # Asked for in time: the clock stops at the request, even if the limit ran out
+            # while the verdict ran (the timer stopped it at the deadline meanwhile).
+            state.accepted, state.timed_out = True, False
+            state.end_wall = requested if state.end_wall is None else min(state.end_wall, requested)
+        elif verdict.accepted and state.timed_out:
+            state.accepted = True  # a correct final body counts, as for agents after a timeout
+        self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="check_proof", queue_ms=0.0,
                            lean_ms=verdict.elapsed_ms,
-                           total_ms=(time.perf_counter() - requested) * 1000,
+                           total_ms=(time.time() - requested) * 1000,
                            outcome="ok", accepted=verdict.accepted,
                            body_sha=body_sha(body))  # fmt: skip
 
@@ -185,41 +335,62 @@ class Attempt:
         The editor (name and version from ``initialize``) stands where an agent run records its
         agent tool; human-only facts (``editDelay``, versions, refused edits, Lean restarts) are
         in the ledger's closing line."""
-        spec = self.task.spec
-        verdict = self.verdict or {}
+        assert self.state is not None
+        state, spec = self.state, self.task.spec
+        verdict = state.verdict or {}
         editor = " ".join(
             str(v) for v in (self.editor.get("name"), self.editor.get("version")) if v
         )
         elapsed = verdict.get("elapsed_ms")
+        reasons = list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"]
+        notes = []
+        if state.connections > 1:
+            notes.append(
+                f"the editor connected {state.connections} times; the clock ran from the first "
+                "(time away included)"
+            )
+        if state.changed_before_open:
+            notes.append(
+                "the task file was first opened with a proof already in it (written before the "
+                "clock started)"
+            )
+        if state.verdict_body is not None:
+            body = state.verdict_body
+        else:
+            body = state.body if state.body is not None else self.task.body.rstrip()
         return AttemptResult(
             task=spec.id, field=spec.field, difficulty=spec.difficulty,
-            attempt=self._attempt_number(), accepted=bool(verdict.get("accepted", False)),
-            reasons=list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"],
-            invocation_s=round(self.wall_s(), 3), timed_out=self.timed_out,
-            tool_calls=self.versions + self.checks, lean_s=round(self.lean_ms / 1000, 3),
-            final_body_sha=body_sha(self.body), condition=CONDITION,
+            attempt=state.attempt, accepted=bool(verdict.get("accepted", False)),
+            reasons=reasons,
+            invocation_s=round(self.wall_s(), 3), timed_out=state.timed_out,
+            tool_calls=state.versions + state.checks, lean_s=round(state.lean_ms / 1000, 3),
+            final_body_sha=body_sha(body), condition=CONDITION,
             agent_tool=editor or "editor",
             verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
-            started_at=self.started_at,
+            started_at=state.started_at, notes=notes,
         )  # fmt: skip
 
     def write(self) -> dict[str, Any] | None:
-        """Append the result line (once) and the closing ledger line; None if never opened."""
-        if self.written or self.opened_at is None:
+        """Append the result line and the closing ledger line, once per connection (or, for
+        an attempt that ran out of time while no editor was connected, once); None if the
+        attempt never started."""
+        if self.written or self.state is None:
             return None
         self.written = True
-        if self.ended_at is None:
-            self.ended_at = time.perf_counter()
+        self._save()
         result = self.result()
         self.results.parent.mkdir(parents=True, exist_ok=True)
         append_result(self.results.parent, result)
+        state = self.state
         self.ledger.record(session=self.id, task=self.task.id, tool="close_session",
                            queue_ms=0.0, lean_ms=0.0, total_ms=0.0, outcome="ok",
                            session_wall_ms=self.wall_s() * 1000, accepted=result.accepted,
                            condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
-                           versions=self.versions, rejected_edits=self.rejected_edits,
-                           lean_restarts=self.lean_restarts,
-                           worker_stops=self.worker_stops)  # fmt: skip
+                           versions=state.versions, rejected_edits=state.rejected_edits,
+                           lean_restarts=state.lean_restarts, worker_stops=state.worker_stops,
+                           connection=state.connections, over=state.over,
+                           connection_wall_ms=None if self._connection_wall is None
+                           else (time.time() - self._connection_wall) * 1000)  # fmt: skip
         return result.model_dump(mode="json")
 
     def _attempt_number(self) -> int:

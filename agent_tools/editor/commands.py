@@ -9,6 +9,8 @@ from pathlib import Path
 
 import anyio
 
+from lsp_bridge import LeanrigError
+
 from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
 from .lsp import LspOptions, run_lsp
 from .workspace import EditOptions, prepare_workspace
@@ -21,7 +23,8 @@ def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", help="where results.jsonl and the ledger go "
                         "(default: WORKSPACE/run)")  # fmt: skip
     parser.add_argument("--time-limit", type=float, metavar="S",
-                        help="seconds from the first open; then edits are refused and the "
+                        help="seconds from the editor's first connection (wall clock, the "
+                        "same for every start of the attempt); then edits are refused and the "
                         "verdict runs")  # fmt: skip
     parser.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     # Editors append their own server arguments (a root folder, -D options): ignored, so a
@@ -74,10 +77,19 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         with stop_signals() as signals:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
-                await run_lsp(options)
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
+                    await run_lsp(options)
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # A refusal (a LeanrigError: exit 2 with its message) out of the group, so
+                # either entry (`leanrig lsp`, `python -m agent_tools.editor lsp`) says it.
+                refused, other = group.split(LeanrigError)
+                if refused is None or other is not None or len(refused.exceptions) != 1:
+                    raise
+                leaf = refused.exceptions[0]
+                raise leaf from leaf.__cause__
 
     run_event_loop(main)
     ignore_stop_signals()  # stopped or done: what is left is exiting

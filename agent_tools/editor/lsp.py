@@ -20,13 +20,14 @@ from anyio.abc import ByteReceiveStream
 from lsp_bridge import find_lean
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
+from ..runs import read_results, time_limit_text
 from ..servers import FdReceive, FdSend, claimed_stdio
 from ..sessions import Ledger
-from ..tasks import SuiteError, library_dir, load_suite
+from ..tasks import SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
-from .attempt import Attempt
+from .attempt import Attempt, AttemptState, AttemptStateError, read_state
 from .proxy import EditorProxy, ProxyTimeouts
-from .rundir import check_run_dir, ensure_run_info
+from .rundir import NEXT, check_run_dir, ensure_run_info
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")
@@ -62,6 +63,55 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     return env
 
 
+def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> AttemptState | None:
+    """The task's attempt in ``run_dir`` to resume (None: a new one). A run gives each task
+    one attempt: one that is over (accepted, or out of time with its verdict) is refused, as
+    is a task with a result line from before attempts were resumable."""
+    try:
+        state = read_state(run_dir, task.id)
+    except AttemptStateError as exc:
+        raise SuiteError(exc.message, hint=NEXT) from None
+    if state is None:
+        if any(r.task == task.id for r in read_results(run_dir).results):
+            raise SuiteError(
+                f"task {task.id} already has an attempt in {run_dir} (results.jsonl): a run "
+                "gives each task one attempt",
+                hint=NEXT,
+            )
+        return None
+    if state.over:
+        how = (
+            f"accepted after {state.end_wall - state.start_wall:.1f} s"
+            if state.accepted and state.end_wall is not None
+            else "out of time"
+        )
+        raise SuiteError(
+            f"task {task.id}'s attempt in {run_dir} is over ({how}): a run gives each task one "
+            "attempt",
+            hint=NEXT,
+        )
+    if state.time_limit_s != time_limit:
+        raise SuiteError(
+            f"task {task.id}'s attempt in {run_dir} has the time limit "
+            f"{time_limit_text(state.time_limit_s)}, this start {time_limit_text(time_limit)}",
+            hint="start it with the attempt's own --time-limit",
+        )
+    return state
+
+
+async def _out_of_time(attempt: Attempt, verifier: Verifier, seconds: float) -> None:
+    attempt.stop_clock(timed_out=True)
+    deadline = attempt.deadline()
+    assert deadline is not None
+    task = attempt.task
+    body = attempt.body if attempt.body is not None else task.body.rstrip()
+    if not attempt.judged(body):
+        with anyio.move_on_after(seconds):
+            verdict = await verifier.verify(task, task.with_body(body))
+            attempt.checked(verdict, body, requested=deadline)
+    attempt.write()
+
+
 async def run_lsp(
     options: LspOptions,
     *,
@@ -82,6 +132,7 @@ async def run_lsp(
     suite = load_suite(options.suite)
     task = suite.task(options.task)
     check_run_dir(options.resolved_run_dir(), suite, options.time_limit)  # before any write
+    state = attempt_state(options.resolved_run_dir(), task, options.time_limit)
     install = find_lean(suite.root, explicit=options.lean)
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
@@ -97,6 +148,10 @@ async def run_lsp(
     run_dir = options.resolved_run_dir()
     scratch = run_dir / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
+    # The verdict's own directories are not in the editor's Lean's writable scratch: code a
+    # document runs there (`#eval` on a full toolchain) must not reach a verdict's files.
+    verify_root = run_dir / "verify"
+    verify_root.mkdir(parents=True, exist_ok=True)
     policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
     if options.sandbox and not uses_namespaces(policy):
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
@@ -105,13 +160,28 @@ async def run_lsp(
         wrapper=sandbox_wrapper(policy) if options.sandbox else (),
     )  # fmt: skip
     verifier = Verifier(
-        suite, install, library=library, work_root=scratch,
+        suite, install, library=library, work_root=verify_root,
         sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
     )  # fmt: skip
     sandbox = ("bwrap" if uses_namespaces(policy) else "rlimits") if options.sandbox else "none"
     ensure_run_info(run_dir, suite, install.version, options.time_limit, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
-    attempt = Attempt(task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit)
+    attempt = Attempt(
+        task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit, state=state
+    )
+    if state is not None and attempt.out_of_time():
+        # Resumed after the limit ran out while no editor was connected: the attempt's last
+        # body gets its verdict, and the attempt is over.
+        try:
+            await _out_of_time(attempt, verifier, options.timeouts.verdict)
+        finally:
+            ledger.close()
+        verdict = "accepted" if attempt.accepted else "not accepted"
+        raise SuiteError(
+            f"task {task.id}: the time limit ({options.time_limit:g} s) ran out while the editor "
+            f"was closed; the attempt's last proof got its verdict: {verdict}",
+            hint=f"the attempt is over (its line is in {run_dir / 'results.jsonl'}); {NEXT}",
+        )
     proxy = EditorProxy(
         task=task, task_path=path, environment=environment, verifier=verifier,
         attempt=attempt, send_editor=editor_out,
@@ -119,13 +189,18 @@ async def run_lsp(
     )  # fmt: skip
 
     async def final_verdict() -> None:
-        """The editor left: its last valid body gets the verdict, as an agent's final one."""
-        if attempt.opened_at is None or attempt.written:
+        """The editor left: its last valid body gets the verdict, as an agent's final one
+        (not again when it had one). The attempt is not over: the next connection resumes
+        it, and the result line written now is replaced by the next one's."""
+        if not attempt.opened or attempt.written or attempt.accepted:
             return
-        attempt.stop_clock()
-        requested = time.perf_counter()
+        requested = time.time()
         proxy.record_done()
         text = proxy.lean_text
+        if attempt.judged(proxy.scope.final_body(text)):
+            return
+        # (An editor may kill its server soon after `exit` — VS Code after 2 s —: then the
+        # attempt has no line, its state stays, and the report says so; see ATTEMPT_STATE.)
         with anyio.move_on_after(options.timeouts.verdict):
             verdict = await verifier.verify(task, proxy.scope.submission(text))
             attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)

@@ -69,6 +69,8 @@ log = structlog.get_logger("leanrig.editor")
 
 CHECK_COMMAND = "leanrig.checkProof"
 ID_PREFIX = "leanrig:"
+# The time-limit timer's longest sleep between looks at the wall clock.
+TIME_LIMIT_POLL = 1.0
 TIME_UP_MESSAGE = "leanrig: the time limit is over; edits are no longer sent to Lean"
 INTERNAL_ERROR = -32603
 STDERR_TAIL = 16 * 1024
@@ -176,6 +178,8 @@ class EditorProxy:
         self._opened = anyio.Event()
         self._accepted_sent = False
         self.restarts = 0
+        self._checks_running = 0
+        self._checks_done = anyio.Event()
 
     @property
     def lean_text(self) -> str:
@@ -420,6 +424,7 @@ class EditorProxy:
                 return
             if method == "initialize":
                 self._initialize = message
+                self._start_attempt(params)
             elif method == "shutdown":
                 self._shutdown = True
             elif method == "textDocument/waitForDiagnostics":
@@ -496,16 +501,27 @@ class EditorProxy:
             )
         return known
 
+    def _start_attempt(self, params: Any) -> None:
+        """The editor connected (``initialize``): the attempt's clock starts, or goes on."""
+        init = params if isinstance(params, dict) else {}
+        options = init.get("initializationOptions") or {}
+        delay = options.get("editDelay") if isinstance(options, dict) else None
+        client = init.get("clientInfo")
+        self.attempt.open(
+            client if isinstance(client, dict) else {}, delay if isinstance(delay, int) else None
+        )
+        self._opened.set()
+
     async def _task_open(
         self, doc: _Doc, params: dict[str, Any], body: bytes, received: float
     ) -> None:
         self._task_uri = doc.uri
-        init = (self._initialize or {}).get("params") or {}
-        options = init.get("initializationOptions") or {}
-        delay = options.get("editDelay") if isinstance(options, dict) else None
-        self.attempt.open(init.get("clientInfo") or {}, delay if isinstance(delay, int) else None)
-        self._opened.set()
+        if not self.attempt.opened:  # no `initialize` first: the clock starts here
+            self._start_attempt(None)
         decision = self.scope.decide(doc.text)
+        self.attempt.task_opened(
+            self.scope.final_body(doc.text) if decision.outcome == "ok" else None
+        )
         refused = self.attempt.timed_out and doc.text != self._lean_text
         if decision.outcome in ("ok", "held") and not refused:
             self._scoped_text = doc.text
@@ -770,11 +786,20 @@ class EditorProxy:
 
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
         """The verdict on the text Lean has (the last valid body); shown to the editor too."""
-        requested = time.perf_counter()
+        requested = time.time()  # the attempt's clock (attempt.py)
         self.record_done()
         text = self._lean_text
-        with anyio.fail_after(self.timeouts.verdict):
-            verdict: Verdict = await self.verifier.verify(self.task, self.scope.submission(text))
+        self._checks_running += 1
+        try:
+            with anyio.fail_after(self.timeouts.verdict):
+                verdict: Verdict = await self.verifier.verify(
+                    self.task, self.scope.submission(text)
+                )
+        finally:
+            self._checks_running -= 1
+            if not self._checks_running:
+                self._checks_done.set()
+                self._checks_done = anyio.Event()
         self.attempt.checked(verdict, self.scope.final_body(text), requested=requested)
         result = {**verdict.to_json(), "version": self._lean_version,
                   "attempt_s": round(self.attempt.wall_s(), 3),
@@ -795,10 +820,20 @@ class EditorProxy:
         deadline = self.attempt.deadline()
         if deadline is None:
             return
-        await anyio.sleep(max(0.0, deadline - time.perf_counter()))  # a timer, not a sync point
+        # The wall clock, polled: a monotonic sleep stops while the machine is suspended, and
+        # the attempt's clock does not (a closed laptop is time spent).
+        while True:  # (a sleep polling a clock, not a wait for an event)
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            await anyio.sleep(min(left, TIME_LIMIT_POLL))
         if self.attempt.over:
             return
         self.attempt.stop_clock(timed_out=True)
+        while self._checks_running:  # asked for in time: it may still stop the clock there
+            await self._checks_done.wait()
+        if self.attempt.accepted:
+            return
         await self._show("leanrig: the time limit is over; checking your last valid proof", 2)
         try:
             await self.check(requested_by_editor=False)

@@ -38,6 +38,7 @@ from .report import (
     write_ledger_report,
 )
 from .results import (
+    ATTEMPT_STATE,
     RESULTS_FILE,
     RESULTS_SCHEMA,
     RUN_FILE,
@@ -60,10 +61,18 @@ from .results import (
     time_limit_text,
     write_run_info,
 )
-from .runner import RunError, RunOptions, RunSummary, run_benchmark, summary_json
+from .runner import (
+    RunError,
+    RunOptions,
+    RunSummary,
+    replace_file,
+    run_benchmark,
+    summary_json,
+)
 from .runreport import compare_runs, load_run, report_runs, write_report
 
 __all__ = [
+    "ATTEMPT_STATE",
     "RESULTS_FILE",
     "RESULTS_SCHEMA",
     "RUN_FILE",
@@ -108,6 +117,7 @@ __all__ = [
     "read_run_info",
     "read_usage",
     "relative_change",
+    "replace_file",
     "report_runs",
     "run_benchmark",
     "run_scripted_agent",

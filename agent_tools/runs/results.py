@@ -42,6 +42,9 @@ RUN_SCHEMA: Final = 1
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 USAGE_FILE = "usage.json"
+# A human run directory's attempts in progress (`leanrig lsp`): one state file per task,
+# ``<task>.json``, which the next editor connection resumes (editor/attempt.py).
+ATTEMPT_STATE = "attempt-state"
 
 Condition = Literal["baseline", "lad", "human"]
 

@@ -22,6 +22,7 @@ from .plots import PlotRun, run_plots
 from .prices import PriceSchedule, fmt_usd
 from .report import ReportError, write_ledger_report
 from .results import (
+    ATTEMPT_STATE,
     RESULTS_FILE,
     RUN_FILE,
     AttemptResult,
@@ -75,7 +76,13 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
     read = read_results(run_dir)
     if not read.results:
         why = "; ".join(read.notes()) or f"{RESULTS_FILE} is missing or empty"
-        raise ReportError(f"{run_dir} has no usable results ({why})", hint=RUN_HINT)
+        hint = RUN_HINT
+        if info.condition == "human":
+            hint = "; ".join(_unfinished_attempts(run_dir, [])) or (
+                "a human run directory gets its results from `leanrig lsp` (the editor): "
+                "attempt a task first"
+            )
+        raise ReportError(f"{run_dir} has no usable results ({why})", hint=hint)
     metrics = compute_metrics(
         read.results, inventory=info.tasks, prices=prices or info.prices, model=info.model
     )
@@ -98,6 +105,8 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
                 f"(interrupted? `leanrig run --resume` adds them): {', '.join(short)}; pass@k "
                 "and the per-attempt rates are over the attempts present"
             )
+    if info.condition == "human":
+        notes.extend(_unfinished_attempts(run_dir, read.results))
     # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
     # end, and saying so would read as an error in every human baseline's report.
     if info.ended_at is None and info.condition != "human":
@@ -108,6 +117,22 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             "USD per point is over those"
         )
     return LoadedRun(run_dir, info, metrics, notes)
+
+
+def _unfinished_attempts(run_dir: Path, results: Sequence[AttemptResult]) -> list[str]:
+    """A note naming the human attempts that started (a state file in ATTEMPT_STATE) but have
+    no result line: an editor that stopped its server before the final verdict ended (VS
+    Code kills it 2 s after asking it to stop), a killed `leanrig lsp`, or one still open."""
+    have = {r.task for r in results}
+    started = sorted(p.stem for p in (run_dir / ATTEMPT_STATE).glob("*.json"))
+    missing = [task for task in started if task not in have]
+    if not missing:
+        return []
+    return [
+        f"{len(missing)} attempt(s) started in an editor have no result yet and count as not "
+        f"accepted: {', '.join(missing)} (the editor stopped leanrig before the verdict ended, "
+        "or is still open); open the task in the editor again to resume and finish it"
+    ]
 
 
 def _short_of_attempts(results: Sequence[AttemptResult], attempts: int) -> list[str]:

@@ -90,7 +90,12 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
     run_dir = absolute(options.run_dir) / time.strftime("%Y%m%d-%H%M%S")
     scratch = run_dir / "scratch"
+    # The verdict's directories are not in the sessions' Lean's writable scratch: code a
+    # body runs while a session elaborates it (a tactic on a full toolchain) must not reach
+    # the files of a verdict in progress.
+    verify_root = run_dir / "verify"
     await anyio.to_thread.run_sync(lambda: scratch.mkdir(parents=True, exist_ok=True))
+    await anyio.to_thread.run_sync(lambda: verify_root.mkdir(parents=True, exist_ok=True))
     policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
     if options.sandbox and not uses_namespaces(policy):
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
@@ -115,7 +120,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     ledger = Ledger(absolute(options.ledger) if options.ledger else run_dir / "ledger.jsonl")
     verifier = Verifier(
         suite, install, library=library, sandbox=policy if options.sandbox else
-        SandboxPolicy(use_bwrap=False), work_root=scratch,
+        SandboxPolicy(use_bwrap=False), work_root=verify_root,
     )  # fmt: skip
     log.info("serve.opened", suite=str(suite.root), run_dir=str(run_dir), lean=str(install.lean),
              sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox

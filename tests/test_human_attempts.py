@@ -1,0 +1,242 @@
+"""One human attempt per task, whatever the editor does: a restart of the server, a killed
+`leanrig lsp`, a closed editor, a verdict asked for just before the limit. Found by a red team
+driving `leanrig lsp` as an editor: each of these once gave a better measured result than the
+attempt earned (a fresh clock at every restart, a killed attempt erased, work before the clock
+started) or a worse one (an accepted verdict recorded as out of time). The real (bootstrap)
+Lean, `leanrig lsp` as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_tools.runs import load_run, read_results
+
+from .test_editor_proxy import (
+    DEADLINE,
+    RIGHT,
+    ROOT,
+    TASK,
+    WRONG,
+    Editor,
+    body_edit,
+    errors,
+    lines,
+    lsp_argv,
+    start_editor,
+    task_setup,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return tmp_path / "ws"
+
+
+async def _check(editor: Editor, uri: str) -> dict[str, object]:
+    response = await editor.request(
+        "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+    )
+    return dict(response["result"])
+
+
+async def _prove(editor: Editor, workspace: Path, body: str) -> str:
+    """initialize, open the task file, set ``body``; the task's uri."""
+    await editor.initialize(workspace)
+    path, text, scope = task_setup(workspace)
+    uri = await editor.open(path, text)
+    await editor.diagnostics_for(uri, 1)
+    version = await editor.change(uri, body_edit(text, scope, body))
+    diags = await editor.diagnostics_for(uri, version)
+    assert bool(errors(diags)) == (body == WRONG), diags
+    return uri
+
+
+async def _run(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run ``argv`` with no input: its exit code and stderr."""
+    with anyio.fail_after(DEADLINE):
+        done = await anyio.run_process(argv, cwd=cwd, stdin=subprocess.DEVNULL, check=False)
+    return done.returncode, done.stderr.decode()
+
+
+async def _lsp(workspace: Path, run: Path, *extra: str) -> tuple[int, str]:
+    """`leanrig lsp` started and given no input (an editor that leaves at once)."""
+    return await _run(lsp_argv(workspace, run, *extra), ROOT)
+
+
+async def test_a_restart_resumes_the_attempt_with_its_clock(
+    workspace: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    started = time.time()
+    async with start_editor(workspace, run) as editor:
+        await _prove(editor, workspace, WRONG)
+    gap = 1.0
+    await anyio.sleep(gap)  # the editor closed: the clock runs on
+    async with start_editor(workspace, run) as editor:
+        uri = await _prove(editor, workspace, RIGHT)
+        verdict = await _check(editor, uri)
+        asked = time.time()
+        assert verdict["accepted"] is True, verdict
+    results = read_results(run).results
+    assert [(r.task, r.attempt) for r in results] == [(TASK, 1)]  # one attempt, not two
+    (result,) = results
+    assert result.accepted
+    # From the first connection (not the second one's start) to the request.
+    assert gap < result.invocation_s <= asked - started
+    assert any("connected 2 times" in note for note in result.notes), result.notes
+    sessions = {e["session"] for e in lines(run / "ledger.jsonl")}
+    assert len(sessions) == 1  # one attempt, one ledger session
+    # Over: a third start is refused (exit 2, what happened, what to do).
+    code, stderr = await _lsp(workspace, run)
+    assert code == 2, stderr
+    assert "is over (accepted after" in stderr and "--run-dir" in stderr
+    assert len(read_results(run).results) == 1
+
+
+async def test_a_killed_lsp_leaves_its_attempt_to_resume_and_the_report_says_so(
+    workspace: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    started = time.time()
+    async with start_editor(workspace, run) as editor:
+        await _prove(editor, workspace, WRONG)
+        os.killpg(editor.process.pid, signal.SIGKILL)
+        await editor.process.wait()
+    assert not (run / "results.jsonl").exists()  # no verdict, no line...
+    code, stderr = await _run(
+        [sys.executable, "-m", "agent_tools.cli", "report", str(run), "--no-plots"], tmp_path
+    )
+    assert code == 2
+    assert "no result yet" in stderr and "editor again" in stderr, stderr
+    assert "leanrig run" not in stderr  # (it said: pass a `leanrig run` directory)
+    # ... but the attempt is not erased: the next start goes on with it.
+    second = time.time()
+    async with start_editor(workspace, run) as editor:
+        uri = await _prove(editor, workspace, RIGHT)
+        assert (await _check(editor, uri))["accepted"] is True
+        asked = time.time()
+    (result,) = read_results(run).results
+    assert result.attempt == 1 and result.accepted
+    # More than the second connection alone (it began at attempt 1 with a fresh clock).
+    assert asked - second < result.invocation_s <= asked - started
+    ledger = lines(run / "ledger.jsonl")
+    opened = [e for e in ledger if e["tool"] == "open_task"]
+    assert [e["connection"] for e in opened] == [1, 2]
+    assert opened[1]["attempt_s"] > 0  # the second connection began with time on the clock
+
+
+async def test_the_clock_starts_when_the_editor_connects_not_when_it_opens_the_file(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Work in another document of the proxy, before opening the task file, was free."""
+    run = tmp_path / "run"
+    async with start_editor(workspace, run) as editor:
+        await editor.initialize(workspace)
+        connected = time.time()
+        await anyio.sleep(1.0)
+        path, _, scope = task_setup(workspace)
+        # Opened with the proof already in it (written before).
+        uri = await editor.open(path, scope.task.with_body(RIGHT))
+        assert errors(await editor.diagnostics_for(uri, 1)) == []
+        verdict = await _check(editor, uri)
+        assert verdict["accepted"] is True, verdict
+    (result,) = read_results(run).results
+    assert result.invocation_s >= 1.0 and result.invocation_s <= time.time() - connected + 1
+    assert any("opened with a proof already in it" in note for note in result.notes)
+
+
+async def test_a_limit_that_ran_out_while_the_editor_was_closed_ends_the_attempt(
+    workspace: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    limit = 3.0
+    async with start_editor(workspace, run, "--time-limit", str(limit)) as editor:
+        await _prove(editor, workspace, RIGHT)  # proved, never checked, editor closed
+    before = read_results(run).results
+    assert [r.timed_out for r in before] == [False]  # the line at close: not out of time yet
+    # (The closing verdict accepted it: an accepted attempt is over.)
+    assert before[0].accepted and before[0].invocation_s < limit
+
+    run2, ws2 = tmp_path / "run2", tmp_path / "ws2"
+    async with start_editor(ws2, run2, "--time-limit", str(limit)) as editor:
+        await editor.initialize(ws2)
+        path, text, scope = task_setup(ws2)
+        uri = await editor.open(path, text)
+        await editor.diagnostics_for(uri, 1)
+        version = await editor.change(uri, body_edit(text, scope, WRONG))
+        await editor.diagnostics_for(uri, version)
+        # Closed before the limit: the closing verdict rejects the wrong proof.
+    (line,) = read_results(run2).results
+    assert not line.accepted and not line.timed_out
+    await anyio.sleep(limit)
+    code, stderr = await _lsp(ws2, run2, "--time-limit", str(limit))
+    assert code == 2, stderr
+    assert "ran out while the editor was closed" in stderr
+    (final,) = read_results(run2).results  # the same attempt, its line replaced
+    assert final.timed_out and not final.accepted
+    assert final.invocation_s == pytest.approx(limit, abs=0.01)
+    code, stderr = await _lsp(ws2, run2, "--time-limit", str(limit))
+    assert code == 2 and "is over (out of time)" in stderr
+
+
+async def test_a_verdict_asked_for_in_time_stops_the_clock_at_the_request(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The verdict (~1 s here, the first one longer) finishing after the limit: the attempt
+    was recorded as out of time, and the timer ran a second verdict."""
+    run = tmp_path / "run"
+    limit = 4.0
+    async with start_editor(workspace, run, "--time-limit", str(limit)) as editor:
+        await editor.initialize(workspace)
+        connected = time.time()
+        path, _, scope = task_setup(workspace)
+        uri = await editor.open(path, scope.task.with_body(RIGHT))
+        await editor.diagnostics_for(uri, 1)
+        await anyio.sleep(max(0.0, connected + limit - 0.3 - time.time()))
+        verdict = await _check(editor, uri)
+        assert verdict["accepted"] is True and verdict["timed_out"] is False, verdict
+        await anyio.sleep(0.5)  # past the limit: the timer has nothing left to do
+    (result,) = read_results(run).results
+    assert result.accepted and not result.timed_out and result.invocation_s < limit
+    checks = [e for e in lines(run / "ledger.jsonl") if e["tool"] == "check_proof"]
+    assert len(checks) == 1  # no second verdict from the timer
+    loaded = load_run(run)
+    assert loaded.metrics.accepted == 1 and loaded.metrics.accepted_after_timeout == 0
+
+
+def _writable(wrapper: tuple[str, ...]) -> list[Path]:
+    """The paths a sandbox wrapper (bwrap argv) lets its process write."""
+    return [Path(wrapper[i + 1]) for i, a in enumerate(wrapper) if a == "--bind"]
+
+
+async def test_the_verdicts_files_are_outside_what_the_sessions_lean_may_write(
+    tmp_path: Path,
+) -> None:
+    """A red team's finding (full toolchains): the verifier worked in the scratch directory
+    the sessions' sandboxed Lean may write, so code a body runs while a session elaborates
+    it could rewrite the files of a verdict in progress."""
+    from agent_tools.servers import ServeOptions, open_service
+
+    from .test_as_typed import sandbox_or_skip
+
+    sandbox_or_skip()
+    options = ServeOptions(suite=ROOT / "lean_project" / "suites" / "demo", run_dir=tmp_path,
+                           max_processes=1)  # fmt: skip
+    async with open_service(options) as service:
+        writable = _writable(service.environment.wrapper)
+        root = service.verifier.work_root
+    assert writable and root is not None
+    assert not any(root.is_relative_to(w) or w.is_relative_to(root) for w in writable), (
+        root,
+        writable,
+    )
