@@ -649,3 +649,31 @@ async def test_a_parse_stage_error_also_says_whether_it_is_in_the_proof_body(
     assert "error(s); first at 9:41 (outside the proof body" in verdict.reasons[0], verdict.reasons
     wrong = await verifier.verify(task, task.with_body("\n  h"))
     assert "first at 7:3 (in the proof body)" in wrong.reasons[0], wrong.reasons
+
+
+PRIVATE_IN_STATEMENT = """prelude
+import Exploit.Basic
+
+namespace Exploit.Ünï
+
+private def same.{v} {β : Sort v} (b : β) : β := b
+
+/-- The statement names a private declaration of the task file. -/
+theorem «symm ∀».{w} {α : Sort w} {a b : α} (h : @Eq α a b) : @Eq α (same b) a :=
+  sorryAx (@Eq α (same b) a) Bool.false
+
+end Exploit.Ünï
+"""
+
+
+async def test_a_statement_naming_a_private_declaration_is_judged_the_same(
+    tmp_path: Path,
+) -> None:
+    """Lean's private names carry the module's: the untouched task (compiled as
+    LeanrigOriginal) and the submission (LeanrigSubmission) printed different statements, so
+    every proof of such a task was rejected while its steps said complete (a red-team sweep's
+    benchmark-like suite)."""
+    verifier, task = exploit_suite_with(tmp_path, "private", PRIVATE_IN_STATEMENT)
+    verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
+    assert verdict.accepted, verdict.reasons
+    assert not (await verifier.verify(task, task.text)).accepted

@@ -156,14 +156,21 @@ def _split_names(listing: str) -> tuple[str, ...]:
     return tuple(n for n in names if n)
 
 
-def parse_check(data: str, theorem: str) -> Statement | None:
+def parse_check(data: str, theorem: str, module: str | None = None) -> Statement | None:
     """The statement in ``#check @theorem``'s answer (pp.all), or None if the answer is not
-    about ``theorem``."""
+    about ``theorem``. ``module``: the compiled module the answer is about, whose name Lean
+    puts into its private names (``_private.LeanrigSubmission.0.N.two``): left out, so a
+    statement naming a private declaration of the task file reads the same from the
+    submission and from the untouched task, compiled under two names (a red-team sweep:
+    every proof of such a task was rejected, "elaborated types differ")."""
     match = _CHECK_RE.fullmatch(data.strip())
     if match is None or name_parts(match["name"]) != name_parts(theorem):
         return None
     levels = tuple(level.strip() for level in (match["levels"] or "").split(",") if level.strip())
-    return Statement(universes=levels, type=match["type"])
+    statement = match["type"]
+    if module is not None:
+        statement = statement.replace(f"_private.{module}.0.", "_private.0.")
+    return Statement(universes=levels, type=statement)
 
 
 def forbidden_constructs(body: str) -> list[str]:
@@ -719,7 +726,9 @@ class Verifier:
 
         # Exactly one answer per query line, about the target: anything else is not trusted.
         checked = answer_at(check_line)
-        statement = parse_check(str(checked[0].get("data", "")), theorem) if checked else None
+        statement = (
+            parse_check(str(checked[0].get("data", "")), theorem, module) if checked else None
+        )
         axioms = parse_axioms(answer_at(axioms_line), theorem)
         if len(checked) != 1 or statement is None or axioms is None:
             raise _Rejected("the trusted query did not find the target theorem")
