@@ -212,31 +212,3 @@ async def test_a_verdict_asked_for_in_time_stops_the_clock_at_the_request(
     assert len(checks) == 1  # no second verdict from the timer
     loaded = load_run(run)
     assert loaded.metrics.accepted == 1 and loaded.metrics.accepted_after_timeout == 0
-
-
-def _writable(wrapper: tuple[str, ...]) -> list[Path]:
-    """The paths a sandbox wrapper (bwrap argv) lets its process write."""
-    return [Path(wrapper[i + 1]) for i, a in enumerate(wrapper) if a == "--bind"]
-
-
-async def test_the_verdicts_files_are_outside_what_the_sessions_lean_may_write(
-    tmp_path: Path,
-) -> None:
-    """A red team's finding (full toolchains): the verifier worked in the scratch directory
-    the sessions' sandboxed Lean may write, so code a body runs while a session elaborates
-    it could rewrite the files of a verdict in progress."""
-    from agent_tools.servers import ServeOptions, open_service
-
-    from .test_as_typed import sandbox_or_skip
-
-    sandbox_or_skip()
-    options = ServeOptions(suite=ROOT / "lean_project" / "suites" / "demo", run_dir=tmp_path,
-                           max_processes=1)  # fmt: skip
-    async with open_service(options) as service:
-        writable = _writable(service.environment.wrapper)
-        root = service.verifier.work_root
-    assert writable and root is not None
-    assert not any(root.is_relative_to(w) or w.is_relative_to(root) for w in writable), (
-        root,
-        writable,
-    )

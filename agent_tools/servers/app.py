@@ -73,6 +73,24 @@ class ServeOptions:
             object.__setattr__(self, "ledger", absolute(self.ledger))
 
 
+def claim_run_dir(parent: Path) -> Path:
+    """A new directory ``parent/<timestamp>`` of this server's own (``-2``, ``-3``, … after
+    the timestamp when another server took it: two servers started in the same second with
+    one ``--run-dir`` shared it, their ledgers merged and their scratch shared)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 10_000):
+        path = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise SuiteError(
+        f"{parent} has no free run directory for {stamp}", hint="use another --run-dir"
+    )
+
+
 @asynccontextmanager
 async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     # Reading the suite, finding Lean (may run `elan`, may build the bootstrap) and compiling
@@ -88,7 +106,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
             hint='install elan and a toolchain, or serve a `lean = "prelude"` suite',
         )
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
-    run_dir = absolute(options.run_dir) / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = await anyio.to_thread.run_sync(claim_run_dir, absolute(options.run_dir))
     scratch = run_dir / "scratch"
     # The verdict's directories are not in the sessions' Lean's writable scratch: code a
     # body runs while a session elaborates it (a tactic on a full toolchain) must not reach
