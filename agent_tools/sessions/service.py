@@ -107,6 +107,11 @@ def short(value: str, limit: int = 100) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+# A try_proofs call's whole Lean budget, in step timeouts: one slow candidate gets its full
+# step, a batch of them no more than this in all (candidates left are answered `timeout`).
+TRY_TIMEOUTS = 2
+
+
 class ProofService:
     def __init__(
         self,
@@ -390,9 +395,34 @@ class ProofService:
                     elapsed_ms=round(elapsed, 2),
                 )
 
-            async with anyio.create_task_group() as tg:
-                for i, body in enumerate(bodies):
-                    tg.start_soon(one, i, body)
+            # At most as many candidates in the pool's queue at once as it has processes, so
+            # another session's step waits behind one round of them, not behind all (16 slow
+            # candidates held a second client's step 40.7 s, a red-team sweep measured); and
+            # the call's Lean work is bounded by TRY_TIMEOUTS step timeouts in all.
+            parallel = anyio.CapacityLimiter(max(1, self.pool.config.max_processes))
+            budget = TRY_TIMEOUTS * self.step_timeout
+
+            async def limited(i: int, body: str) -> None:
+                async with parallel:
+                    await one(i, body)
+
+            with anyio.move_on_after(budget):
+                async with anyio.create_task_group() as tg:
+                    for i, body in enumerate(bodies):
+                        tg.start_soon(limited, i, body)
+            for i in range(len(bodies)):
+                if results[i] is None:
+                    results[i] = Candidate(
+                        index=i, rejected=None, diagnostics=[], goals=[], complete=False,
+                        elapsed_ms=0.0,
+                        error=ToolFailure(
+                            code="timeout",
+                            message=f"not tried: the call's time ({budget:g} s, "
+                            f"{TRY_TIMEOUTS} step timeouts) ran out first",
+                            hint="send fewer candidates, or faster ones (each is elaborated "
+                            "in full)",
+                        ),
+                    )  # fmt: skip
             call.extra["candidates"] = [t.model_dump() for t in per_candidate if t is not None]
             return TryProofsResult(
                 results=[r for r in results if r is not None],

@@ -1,0 +1,73 @@
+"""`try_proofs` with slow candidates: the call's Lean work is bounded (TRY_TIMEOUTS step
+timeouts), and another session's step waits behind one round of candidates, not all of them.
+A red-team sweep of the servers: 16 slow candidates took 41.5 s with `--step-timeout 5`, and
+a second client's trivial `set_proof` waited 40.7 s behind them. The real (bootstrap) Lean:
+each slow candidate makes Lean compute for far longer than the step timeout."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_tools.servers import ServeOptions, open_service
+from agent_tools.sessions.catalogue import TryProofsResult
+from agent_tools.sessions.service import TRY_TIMEOUTS
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "lean_project" / "suites" / "demo"
+STEP = 2.0
+
+pytestmark = pytest.mark.anyio
+
+
+def slow_body() -> str:
+    """A term whose check makes Lean unfold 2^20-sized numerals (tens of seconds here)."""
+    mul = "(fun (m n : N) => @N.rec (fun _ => N) N.z (fun _ r => N.add r m) n)"
+    two = "(N.s (N.s N.z))"
+    power = f"(fun (m n : N) => @N.rec (fun _ => N) (N.s N.z) (fun _ r => {mul} r m) n)"
+    ten = f"(N.add ({mul} {two} {two}) (N.add ({mul} {two} {two}) {two}))"
+    big = f"({power} {two} (N.add {ten} {ten}))"
+    return (
+        "\n  set_option maxHeartbeats 0 in\n  set_option maxRecDepth 100000000 in\n"
+        f"  (fun (_x : @Eq N {big} (N.s {big})) => sorryAx (And q p) Bool.false)"
+        f" (@Eq.refl N {big})"
+    )
+
+
+RIGHT = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
+
+
+async def test_slow_candidates_are_bounded_and_leave_the_pool_to_other_sessions(
+    tmp_path: Path,
+) -> None:
+    options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1, step_timeout=STEP,
+                           sandbox=False)  # fmt: skip
+    async with open_service(options) as service:
+        tried = (await service.open_task("and_swap")).session_id
+        other = (await service.open_task("and_swap")).session_id
+        outcome: list[tuple[float, TryProofsResult]] = []
+
+        async def try_slow() -> None:
+            started = time.perf_counter()
+            result = await service.try_proofs(tried, [slow_body()] * 6)
+            outcome.append((time.perf_counter() - started, result))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(try_slow)
+                await anyio.sleep(0.5)  # the candidates hold the one process
+                started = time.perf_counter()
+                step = await service.set_proof(other, RIGHT)
+                waited = time.perf_counter() - started
+    assert step.complete
+    # Behind at most one candidate (STEP) and a restart of the process it ran on.
+    assert waited < 2 * STEP, waited
+    ((took, result),) = outcome
+    assert took < TRY_TIMEOUTS * STEP + STEP, took  # (six candidates: 6 * STEP before)
+    codes = [c.error.code if c.error is not None else None for c in result.results]
+    assert [c.index for c in result.results] == list(range(6))
+    assert set(codes) <= {"timeout"} and codes.count("timeout") == 6, codes
+    assert not any(c.complete for c in result.results)
