@@ -754,3 +754,51 @@ async def test_an_error_reply_carries_the_request_s_id_exactly(
     assert len(sent) == 1
     assert b'"id":' + rid + b"," in sent[0].replace(b": ", b":"), sent
     assert json.loads(sent[0])["error"]["code"] == code, sent
+
+
+async def test_mcp_stdio_answers_requests_it_cannot_take_with_their_id() -> None:
+    """A red-team sweep: ids MCP does not allow (an object, a boolean, an array, 1.5) made the
+    SDK read the request as a notification and drop it (no reply: the client hung);
+    `"jsonrpc": "1.0"` or array params got -32700 "parse error" with id null though the JSON
+    was valid and its id readable; invalid UTF-8 inside a string was decoded with U+FFFD and
+    the altered body elaborated (JSON-RPC answers -32700)."""
+    async with spawn_serve("--no-sandbox") as process:
+        reader = await _mcp_handshake(process)
+        assert process.stdin is not None
+
+        async def exchange(data: bytes) -> dict[str, Any]:
+            assert process.stdin is not None
+            await process.stdin.send(data)
+            with anyio.fail_after(60):
+                reply: dict[str, Any] = orjson.loads(await reader.receive_until(b"\n", 2**24))
+            return reply
+
+        tail = b'"method":"tools/call","params":{"name":"list_tasks","arguments":{}}}\n'
+        for rid in (b'{"a":1}', b"true", b"[1]", b"1.5"):
+            reply = await exchange(b'{"jsonrpc":"2.0","id":' + rid + b"," + tail)
+            assert reply["id"] is None and reply["error"]["code"] == -32600, (rid, reply)
+        old = await exchange(b'{"jsonrpc":"1.0","id":7,' + tail)
+        assert old["id"] == 7 and old["error"]["code"] == -32600, old
+        listed = b'{"jsonrpc":"2.0","id":8,"method":"tools/list","params":[]}\n'
+        array = await exchange(listed)
+        assert array["id"] == 8 and array["error"]["code"] == -32600, array
+        opened = await exchange(
+            b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"open_task",'
+            b'"arguments":{"task_id":"and_swap"}}}\n'
+        )
+        sid = opened["result"]["structuredContent"]["session_id"].encode()
+        before = await exchange(
+            b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"get_proof_state",'
+            b'"arguments":{"session_id":"' + sid + b'"}}}\n'
+        )
+        bad = await exchange(
+            b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"set_proof",'
+            b'"arguments":{"session_id":"' + sid + b'","body":"\\n  h\xff\xfe"}}}\n'
+        )
+        assert bad["id"] == 10 and bad["error"]["code"] == -32700, bad
+        state = await exchange(
+            b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"get_proof_state",'
+            b'"arguments":{"session_id":"' + sid + b'"}}}\n'
+        )
+        version = before["result"]["structuredContent"]["version"]
+        assert state["result"]["structuredContent"]["version"] == version, state  # no new one

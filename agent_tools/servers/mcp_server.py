@@ -38,11 +38,13 @@ from mcp.shared.message import SessionMessage
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     PARSE_ERROR,
     CallToolResult,
     ErrorData,
     InputRequiredResult,
     JSONRPCError,
+    JSONRPCNotification,
     TextContent,
     ToolAnnotations,
     jsonrpc_message_adapter,
@@ -58,7 +60,7 @@ from ..sessions import (
     output_schema,
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
-from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json, recover_request_id
+from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 
@@ -263,11 +265,21 @@ class LineMessages:
             except anyio.get_cancelled_exc_class():
                 self._replies.input_ended()  # the session is being cancelled (e.g. SIGTERM)
                 raise
+            if self._lines.last_invalid:
+                await self._answer(line, "the line is not valid UTF-8", parse=True)
+                continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:  # (pydantic's ValidationError is one)
-                await self._answer(exc)
+                await self._answer(line, _why(exc))
                 continue
+            if isinstance(message, JSONRPCNotification) and '"id"' in line:
+                # An id the SDK cannot take (an object, a boolean, an array, 1.5) made the
+                # request read as a notification, which it drops: the client waited forever.
+                raw = lenient_json(line)
+                if isinstance(raw, dict) and "id" in raw:
+                    await self._answer(line, "the id must be a string or an integer")
+                    continue
             return SessionMessage(message)
 
     def __aiter__(self) -> LineMessages:
@@ -288,18 +300,27 @@ class LineMessages:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _answer(self, exc: ValueError) -> None:
-        raw, why = _unreadable_line(exc)
-        message = lenient_json(raw) if raw is not None else None
-        request_id = recover_request_id(raw) if raw is not None else None
+    async def _answer(self, line: str, why: str, *, parse: bool = False) -> None:
+        """The error reply to a ``line`` the SDK cannot take: -32700 when it is no JSON,
+        -32600 when it is JSON but no message the SDK reads (with the line's id when it is
+        one MCP allows: a client matching replies by id would wait forever for null)."""
+        message = lenient_json(line)
+        request_id = _recover_id(message)
         log.warning("mcp.unreadable_message", id=request_id, error=why[:200])
         if isinstance(message, dict) and "method" in message and "id" not in message:
             return  # a notification: JSON-RPC never answers one
-        error = ErrorData(
-            code=PARSE_ERROR,
-            message=f"parse error: not a JSON-RPC message this server can read ({why[:200]}); "
-            "send one JSON object per line, strings of valid Unicode",
-        )
+        if parse or not _strict_json(line):  # (as the JSON-RPC wire judges it: orjson)
+            error = ErrorData(
+                code=PARSE_ERROR,
+                message=f"parse error: not a JSON-RPC message this server can read ({why[:200]})"
+                "; send one JSON object per line, strings of valid Unicode",
+            )
+        else:
+            error = ErrorData(
+                code=INVALID_REQUEST,
+                message=f"invalid request: {why[:200]}; send a JSON-RPC 2.0 request "
+                '(`"jsonrpc": "2.0"`, a string or integer `id`, a `method`, object `params`)',
+            )
         reply = SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
         try:
             await self._replies.send(reply)
@@ -307,13 +328,30 @@ class LineMessages:
             pass  # the peer is gone: the session is ending (LineReplies)
 
 
-def _unreadable_line(exc: ValueError) -> tuple[str | None, str]:
-    """The line the SDK could not read (pydantic keeps it as the error's input) and why."""
+def _why(exc: ValueError) -> str:
+    """Why the SDK could not read a line (pydantic's first error)."""
     if isinstance(exc, ValidationError) and exc.errors():
         first = exc.errors()[0]
-        raw = first.get("input")
-        return (raw if isinstance(raw, str) else None), str(first.get("msg", exc))
-    return None, str(exc)
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first.get('msg', exc)}" if where else str(first.get("msg", exc))
+    return str(exc)
+
+
+def _strict_json(line: str) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _recover_id(message: Any) -> str | int | None:
+    """The id of a message we cannot serve when MCP allows it (a string or an integer)."""
+    if isinstance(message, dict):
+        rid = message.get("id")
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            return rid
+    return None
 
 
 @asynccontextmanager

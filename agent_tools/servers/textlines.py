@@ -90,6 +90,7 @@ class TextLines:
     def __init__(self, receive: ByteReceiveStream, max_line: int | None = None) -> None:
         limit = max_line if max_line is not None else sys.maxsize
         self._lines = LineReader(receive, limit, skip_oversized=False)
+        self.last_invalid = False  # the last line was not valid UTF-8
 
     def __aiter__(self) -> TextLines:
         return self
@@ -102,7 +103,14 @@ class TextLines:
             raise StopAsyncIteration from None
         if line is None:
             raise StopAsyncIteration
-        return line.decode("utf-8", "replace") + "\n"
+        try:
+            self.last_invalid = False
+            return line.decode("utf-8") + "\n"
+        except UnicodeDecodeError:
+            # As the SDK decodes (replacement characters), and said: a reader that must not
+            # serve an altered message (MCP: a body with U+FFFD where bytes were) refuses it.
+            self.last_invalid = True
+            return line.decode("utf-8", "replace") + "\n"
 
 
 class TextWriter:
