@@ -72,6 +72,9 @@ class Calls:
         except ToolError as exc:
             outcome = "rejected" if exc.code == "rejected" else f"error:{exc.code}"
             raise
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"  # (the client cancelled or went; the server is stopping)
+            raise
         except BaseException as exc:
             outcome = f"error:{type(exc).__name__}"
             raise

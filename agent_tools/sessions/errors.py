@@ -35,7 +35,9 @@ def agent_error(exc: LeanrigError) -> ToolError:
         return exc
     if isinstance(exc, RequestTimeout):
         return ToolError(
-            f"Lean did not finish within {exc.seconds:g} s",
+            # (The time left of the step's deadline when Lean was asked: 4.99991 s said
+            # nothing a 5 s limit would not.)
+            f"Lean did not finish within {round(exc.seconds, 1):g} s",
             code="timeout",
             hint="the proof step is too expensive; simplify it (the session is unchanged)",
         )

@@ -1,4 +1,4 @@
-"""`try_proofs` with slow candidates: the call's Lean work is bounded (TRY_TIMEOUTS step
+"""Slow steps. `try_proofs` with slow candidates: the call's Lean work is bounded (TRY_TIMEOUTS step
 timeouts), and another session's step waits behind one round of candidates, not all of them.
 A red-team sweep of the servers: 16 slow candidates took 41.5 s with `--step-timeout 5`, and
 a second client's trivial `set_proof` waited 40.7 s behind them. The real (bootstrap) Lean:
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from agent_tools.servers import ServeOptions, open_service
@@ -71,3 +72,27 @@ async def test_slow_candidates_are_bounded_and_leave_the_pool_to_other_sessions(
     assert [c.index for c in result.results] == list(range(6))
     assert set(codes) <= {"timeout"} and codes.count("timeout") == 6, codes
     assert not any(c.complete for c in result.results)
+
+
+async def test_a_slow_step_times_out_at_its_limit_and_a_cancelled_one_is_recorded_so(
+    tmp_path: Path,
+) -> None:
+    """The timeout said the time left of the step's deadline ("within 4.99991 s" for a 5 s
+    limit); a cancelled call's ledger line said `error:CancelledError`, no documented
+    outcome (a red-team sweep)."""
+    from agent_tools.sessions import ToolError
+
+    options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1, step_timeout=STEP,
+                           sandbox=False)  # fmt: skip
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_swap")).session_id
+        with pytest.raises(ToolError) as timed_out:
+            await service.set_proof(sid, slow_body())
+        with anyio.move_on_after(0.5):
+            await service.set_proof(sid, slow_body())
+        ledger = service.ledger.path
+    assert timed_out.value.code == "timeout"
+    assert f"within {STEP:g} s" in timed_out.value.message, timed_out.value.message
+    lines = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
+    outcomes = [e["outcome"] for e in lines if e["tool"] == "set_proof"]
+    assert outcomes == ["error:timeout", "cancelled"], outcomes
