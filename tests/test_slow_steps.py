@@ -96,3 +96,21 @@ async def test_a_slow_step_times_out_at_its_limit_and_a_cancelled_one_is_recorde
     lines = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
     outcomes = [e["outcome"] for e in lines if e["tool"] == "set_proof"]
     assert outcomes == ["error:timeout", "cancelled"], outcomes
+
+
+async def test_a_client_may_hold_a_bounded_number_of_open_sessions(tmp_path: Path) -> None:
+    """Without a bound one client grew the server by its sessions' texts and bodies (a
+    red-team sweep: 100 sessions with 1 MB bodies took it from 92 to 291 MB)."""
+    from agent_tools.sessions import ToolError
+    from agent_tools.sessions.service import MAX_SESSIONS_PER_CLIENT
+
+    options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1, sandbox=False)
+    async with open_service(options) as service:
+        opened = [(await service.open_task("refl_z", "a")).session_id
+                  for _ in range(MAX_SESSIONS_PER_CLIENT)]  # fmt: skip
+        with pytest.raises(ToolError) as refused:
+            await service.open_task("refl_z", "a")
+        assert refused.value.code == "busy" and "close_session" in refused.value.hint
+        await service.open_task("refl_z", "b")  # another client is not affected
+        await service.close_session(opened[0], "a")
+        await service.open_task("refl_z", "a")  # room again

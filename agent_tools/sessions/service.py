@@ -107,6 +107,11 @@ def short(value: str, limit: int = 100) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+# Open sessions per client (connection): each holds its task's text and its body (up to 1 MB)
+# and, in Lean, a document; without a bound one client grew the server by ~2 MB per session
+# (a red-team sweep: 100 sessions with 1 MB bodies, 92 → 291 MB).
+MAX_SESSIONS_PER_CLIENT = 64
+
 # A try_proofs call's whole Lean budget, in step timeouts: one slow candidate gets its full
 # step, a batch of them no more than this in all (candidates left are answered `timeout`).
 TRY_TIMEOUTS = 2
@@ -199,6 +204,13 @@ class ProofService:
                 task = self.suite.task(task_id)
             except SuiteError as exc:
                 raise ToolError(exc.message, code="unknown_task", hint=exc.hint) from exc
+            mine = sum(1 for s in self.sessions.values() if s.client == client)
+            if mine >= MAX_SESSIONS_PER_CLIENT:
+                raise ToolError(
+                    f"this connection has {mine} open sessions, the most it may have",
+                    code="busy",
+                    hint="close_session the sessions you no longer need, then open_task again",
+                )
             session = ProofSession(
                 id=secrets.token_hex(16), task=task, client=client, text=task.text, body=task.body
             )
