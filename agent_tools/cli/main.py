@@ -54,6 +54,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ..servers import ServeOptions, claimed_stdio, open_service, run_event_loop
+    from ..sessions import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS
 
     options = ServeOptions(
         suite=Path(args.suite),
@@ -65,6 +66,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         task=args.task,
         ray=args.ray,
         condition="lad" if args.lad else args.condition,
+        sessions_per_client=SHARED_CLIENT_SESSIONS
+        if args.http is not None
+        else MAX_SESSIONS_PER_CLIENT,
     )
 
     stdio = args.port is None and args.http is None

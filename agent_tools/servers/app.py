@@ -31,7 +31,7 @@ from repl_pool import (
 )
 
 from ..library import LibraryIndex, open_library
-from ..sessions import Ledger, ProofService
+from ..sessions import MAX_SESSIONS_PER_CLIENT, Ledger, ProofService
 from ..tasks import SuiteError, library_dir, load_suite
 from ..verdict import Verifier
 
@@ -65,6 +65,8 @@ class ServeOptions:
     # content hash; a file that does not elaborate fails the start) and `search_library` /
     # `read_library` are served. "baseline": neither exists.
     condition: Literal["baseline", "lad"] = "baseline"
+    # Open sessions per client (ProofService): streamable HTTP serves its clients as one.
+    sessions_per_client: int = MAX_SESSIONS_PER_CLIENT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -150,7 +152,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
                 suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout,
                 task=options.task,
                 submission=bound / f"submission-{os.getpid()}.json" if bound else None,
-                library=lad,
+                library=lad, sessions_per_client=options.sessions_per_client,
             )  # fmt: skip
             yield service
     finally:

@@ -20,7 +20,7 @@ from .catalogue import (
 )
 from .errors import InvalidArguments, ToolError, agent_error
 from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
-from .service import ProofService
+from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
 from .session import ProofSession
 
 __all__ = [
@@ -28,6 +28,8 @@ __all__ = [
     "LEDGER_SCHEMA",
     "LIBRARY_TOOLS",
     "MAX_CANDIDATES",
+    "MAX_SESSIONS_PER_CLIENT",
+    "SHARED_CLIENT_SESSIONS",
     "TOOLS",
     "TOOL_BY_NAME",
     "InvalidArguments",

@@ -111,6 +111,7 @@ def short(value: str, limit: int = 100) -> str:
 # and, in Lean, a document; without a bound one client grew the server by ~2 MB per session
 # (a red-team sweep: 100 sessions with 1 MB bodies, 92 → 291 MB).
 MAX_SESSIONS_PER_CLIENT = 64
+SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one client here)
 
 # A try_proofs call's whole Lean budget, in step timeouts: one slow candidate gets its full
 # step, a batch of them no more than this in all (candidates left are answered `timeout`).
@@ -131,8 +132,11 @@ class ProofService:
         submission: Path | None = None,
         prefix_min_commands: int | None = MIN_PREFIX_COMMANDS,
         library: LibraryIndex | None = None,
+        sessions_per_client: int = MAX_SESSIONS_PER_CLIENT,
     ) -> None:
-        """``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
+        """``sessions_per_client``: open sessions a client may hold (streamable HTTP, whose
+        protocol is stateless, serves all its clients as one: they get a larger bound).
+        ``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
         ``submission``: a JSON file rewritten (atomically) with the session's text after every
         accepted edit and every open — the attempt's final submission for `leanrig run`.
         ``prefix_min_commands``: compile the part of a task file before its target into a
@@ -150,6 +154,7 @@ class ProofService:
         self.ledger = ledger
         self.step_timeout = step_timeout
         self.library = library
+        self.sessions_per_client = sessions_per_client
         self.sessions: dict[str, ProofSession] = {}
         self.calls = Calls(ledger, self.sessions)
         prefixes = (
@@ -205,7 +210,7 @@ class ProofService:
             except SuiteError as exc:
                 raise ToolError(exc.message, code="unknown_task", hint=exc.hint) from exc
             mine = sum(1 for s in self.sessions.values() if s.client == client)
-            if mine >= MAX_SESSIONS_PER_CLIENT:
+            if mine >= self.sessions_per_client:
                 raise ToolError(
                     f"this connection has {mine} open sessions, the most it may have",
                     code="busy",
