@@ -677,3 +677,23 @@ async def test_a_statement_naming_a_private_declaration_is_judged_the_same(
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
     assert not (await verifier.verify(task, task.text)).accepted
+
+
+async def test_a_difference_after_the_body_is_placed_where_it_is(
+    exploit_verifier: Verifier,
+) -> None:
+    """`leanrig check` named the body's start as the "first difference" when the text after
+    the body was tampered with (a declaration appended, one deleted): a red-team sweep."""
+    task = EXPLOITS.task("true")
+    tampered = task.with_body("\n  True.intro").replace(
+        "theorem after : True := True.intro", "theorem after : True := sorryAx True Bool.false"
+    )
+    line = tampered[: tampered.index("theorem after")].count("\n") + 1
+    verdict = await exploit_verifier.verify(task, tampered)
+    assert not verdict.accepted
+    (reason,) = [r for r in verdict.reasons if "outside the proof body differs" in r]
+    assert f"after the proof body: last difference near {line}:" in reason, reason
+    appended = task.with_body("\n  True.intro") + "\naxiom cheat : False\n"
+    verdict = await exploit_verifier.verify(task, appended)
+    last = appended.rstrip("\n").count("\n") + 1
+    assert any(f"last difference near {last}:" in r for r in verdict.reasons), verdict.reasons

@@ -523,11 +523,15 @@ class Verifier:
             index = LineIndex(submission)
             limit = min(len(submission), len(prefix))
             first = next((i for i in range(limit) if submission[i] != prefix[i]), limit)
-            pos = index.pos_of(first)
-            raise _Rejected(
-                f"text outside the proof body differs from the task file (first difference near "
-                f"{pos.line}:{pos.column})"
-            )
+            if first < len(prefix):
+                pos = index.pos_of(first)
+                where = f"first difference near {pos.line}:{pos.column}"
+            else:  # the text before the body is the task's: the difference is after it
+                room = min(len(submission) - len(prefix), len(suffix))
+                same = next((k for k in range(room) if submission[-1 - k] != suffix[-1 - k]), room)
+                pos = index.pos_of(max(len(prefix), len(submission) - same - 1))
+                where = f"after the proof body: last difference near {pos.line}:{pos.column}"
+            raise _Rejected(f"text outside the proof body differs from the task file ({where})")
         body = submission[len(prefix) : len(submission) - len(suffix)]
         reasons = [r for r in [precheck_body(body)] if r] + forbidden_constructs(body)
         if reasons:
