@@ -141,9 +141,13 @@ async def test_serial_run_solves_two_tasks_and_reports(tmp_path: Path) -> None:
         socket = Path(config["args"][3])
         assert socket.is_absolute() and not socket.parent.exists()
         assert list(config["env"]) == [ATTEMPT_TOKEN_VAR]
-    # The run's ledger has every attempt's calls.
-    ledger = (run_dir / "ledger.jsonl").read_bytes().splitlines()
-    assert len(ledger) == sum(r.tool_calls for r in results.values())
+    # The run's ledger has every attempt's calls, and the server's own closing lines for the
+    # sessions the agent left open (no calls of the agent's).
+    ledger = [orjson.loads(x) for x in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
+    agents = [e for e in ledger if e.get("closed_by") != "server"]
+    assert len(agents) == sum(r.tool_calls for r in results.values())
+    closed = {e["session"] for e in ledger if e["tool"] == "close_session"}
+    assert closed == {e["session"] for e in ledger if e["tool"] == "open_task"}
     report = write_report(run_dir, tmp_path / "report", plots=False)
     assert report["tasks"] == 2 and report["accepted"] == 2 and report["score"] == 100.0
 

@@ -59,3 +59,19 @@ async def test_servers_started_in_the_same_second_get_their_own_run_directories(
         ours = {first.ledger.path.parent, second.ledger.path.parent}
     assert len(ours) == 2 and not ours & set(taken), (ours, taken)
     assert all(list(path.iterdir()) == [path / "scratch"] for path in taken)
+
+
+async def test_sessions_left_open_get_their_closing_line_when_the_service_ends(
+    tmp_path: Path,
+) -> None:
+    """MCP never closed a session (stdio's end, HTTP): the ledger had no close_session line,
+    so no session wall time (a red-team sweep); JSON-RPC closes a client's sessions itself."""
+    import orjson
+
+    async with open_service(ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1)) as s:
+        sid = (await s.open_task("refl_z", "mcp")).session_id
+        ledger = s.ledger.path
+    lines = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
+    (closed,) = [e for e in lines if e["tool"] == "close_session"]
+    assert closed["session"] == sid and closed["session_wall_ms"] > 0
+    assert closed["closed_by"] == "server"  # no call of the client's (the runner's count)

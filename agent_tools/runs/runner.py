@@ -460,7 +460,7 @@ class Runner:
                 continue
             if not isinstance(entry, dict):
                 continue
-            calls += 1
+            calls += entry.get("closed_by") != "server"  # (the server's own closing lines)
             lean = entry.get("lean_ms")
             if isinstance(lean, int | float):
                 lean_ms += lean

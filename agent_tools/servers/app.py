@@ -75,6 +75,9 @@ class ServeOptions:
             object.__setattr__(self, "ledger", absolute(self.ledger))
 
 
+CLOSE_SECONDS = 5.0  # closing the sessions left open when the service ends
+
+
 def claim_run_dir(parent: Path) -> Path:
     """A new directory ``parent/<timestamp>`` of this server's own (``-2``, ``-3``, … after
     the timestamp when another server took it: two servers started in the same second with
@@ -154,7 +157,13 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
                 submission=bound / f"submission-{os.getpid()}.json" if bound else None,
                 library=lad, sessions_per_client=options.sessions_per_client,
             )  # fmt: skip
-            yield service
+            try:
+                yield service
+            finally:
+                # Every session gets its closing ledger line (its wall time), also on wires
+                # that never close sessions themselves (MCP: stdio's end, HTTP).
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
+                    await service.close_all()
     finally:
         ledger.close()
         if lad is not None:

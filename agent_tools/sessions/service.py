@@ -460,9 +460,15 @@ class ProofService:
             session = call.open_session
             return timings(session, self.ledger.totals(session.id))
 
-    async def close_session(self, session_id: str, client: str = "local") -> CloseResult:
+    async def close_session(
+        self, session_id: str, client: str = "local", *, by_server: bool = False
+    ) -> CloseResult:
+        """``by_server``: the service is ending, no client asked (the ledger line says so,
+        and is no tool call of the client's)."""
         async with self._session_call("close_session", session_id, client) as call:
             session = call.open_session
+            if by_server:
+                call.extra["closed_by"] = "server"
             async with self._locked(session):
                 session.closed = True
                 self.sessions.pop(session.id, None)
@@ -470,6 +476,16 @@ class ProofService:
                 result = CloseResult(closed=True, session_wall_ms=round(session.wall_ms(), 1))
         self.ledger.forget(session.id)  # after the close_session line is written
         return result
+
+    async def close_all(self) -> None:
+        """Close every open session (the service is ending): each gets its close_session
+        ledger line. A session busy in a call is waited for at most a moment."""
+        for sid, session in list(self.sessions.items()):
+            with anyio.move_on_after(1.0):
+                try:
+                    await self.close_session(sid, session.client, by_server=True)
+                except ToolError:
+                    pass  # closed meanwhile, or busy past the moment
 
     def _library(self) -> LibraryIndex:
         if self.library is None:
