@@ -51,6 +51,7 @@ from .lean_text import (
     scan_text,
 )
 from .lean_types import (
+    SETUP_ARTEFACT_NOTE,
     DocumentReport,
     FileProgress,
     Hypothesis,
@@ -61,6 +62,7 @@ from .lean_types import (
     PlainGoal,
     PlainTermGoal,
     Severity,
+    without_setup_artefacts,
 )
 from .positions import LineIndex, LspPos, Pos
 from .proctree import kill_tree, kill_tree_async, spawn_marked
@@ -74,6 +76,7 @@ __all__ = [
     "PRELUDE_HEADER",
     "PRELUDE_SORRY",
     "REPORT_DELAY_MS",
+    "SETUP_ARTEFACT_NOTE",
     "BootstrapError",
     "ContentModified",
     "DocQuery",
@@ -133,4 +136,5 @@ __all__ = [
     "scan_text",
     "single_errors",
     "spawn_marked",
+    "without_setup_artefacts",
 ]

@@ -7,6 +7,8 @@ lsprotocol's generic ``Diagnostic`` would drop. Standard LSP messages use lsprot
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Literal
@@ -55,6 +57,14 @@ class LeanDiagnostic:
         return self.severity == Severity.ERROR
 
     @property
+    def is_setup_artefact(self) -> bool:
+        """Lean 4.35 elaborates theorem bodies asynchronously (`Elab.async`); on the
+        prelude-only bootstrap a body that fails to elaborate also makes that path log
+        "internal exception #3" at the start of the declaration (measured: absent with
+        `-DElab.async=false`, and for `def`). It says nothing about the proof."""
+        return self.is_error and _SETUP_ARTEFACT.fullmatch(self.message.strip()) is not None
+
+    @property
     def is_problem(self) -> bool:
         """An error or a warning (e.g. `declaration uses 'sorry'`): a version with one is
         not clean (``DocumentReport.clean``)."""
@@ -73,6 +83,25 @@ class LeanDiagnostic:
             is_silent=bool(data.get("isSilent", False)),
             lean_tags=tuple(int(t) for t in data.get("leanTags") or ()),
         )
+
+
+_SETUP_ARTEFACT = re.compile(r"internal exception #\d+")
+
+# Said beside a setup artefact that is all Lean reported: a proof that failed to elaborate
+# with no message of its own (on the bootstrap, e.g. `sorry`: it needs Init).
+SETUP_ARTEFACT_NOTE = (
+    "the proof failed to elaborate and Lean said no more (on the prelude-only bootstrap Lean "
+    "this is its 'internal exception #3'; `sorry` is one such proof: it needs Init — write "
+    "`sorryAx T Bool.false` for a placeholder)"
+)
+
+
+def without_setup_artefacts(diagnostics: Sequence[LeanDiagnostic]) -> list[LeanDiagnostic]:
+    """``diagnostics`` without the setup artefacts (``is_setup_artefact``) when a real error is
+    reported beside them; all of them otherwise (then the artefact is the only sign)."""
+    if any(d.is_error and not d.is_setup_artefact for d in diagnostics):
+        return [d for d in diagnostics if not d.is_setup_artefact]
+    return list(diagnostics)
 
 
 def _message_text(message: Any) -> str:

@@ -98,6 +98,11 @@ async def test_a_failing_body_shows_its_error_and_no_internal_exception(
         candidates = await service.try_proofs(sid, [WRONG])
         assert not any("internal exception" in d.message for d in candidates.results[0].diagnostics)
         await service.close_session(sid)
+    # Alone (`sorry` needs Init: Lean says only that), the artefact says what it means.
+    sid = (await service.open_task("and_swap")).session_id
+    alone = await service.set_proof(sid, "\n  sorry")
+    (only,) = [d.message for d in alone.diagnostics if d.severity == "error"]
+    assert "internal exception" in only and "sorryAx T Bool.false" in only, only
 
 
 async def test_bodies_as_agents_write_them_get_lean_s_answer_not_a_refusal(

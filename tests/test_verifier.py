@@ -697,3 +697,19 @@ async def test_a_difference_after_the_body_is_placed_where_it_is(
     verdict = await exploit_verifier.verify(task, appended)
     last = appended.rstrip("\n").count("\n") + 1
     assert any(f"last difference near {last}:" in r for r in verdict.reasons), verdict.reasons
+
+
+async def test_the_bootstraps_setup_artefact_is_not_counted_and_alone_is_explained() -> None:
+    """The verdict counted the bootstrap's "internal exception #3" beside a real error ("Lean
+    reports 2 error(s)" where a step showed one), and for a body that is only `sorry` (which
+    needs Init) said nothing but that artefact, with a hint about recursive proofs (a
+    red-team sweep)."""
+    suite = load_suite(ROOT / "lean_project" / "suites" / "demo")
+    verifier, task = verifier_for(suite), suite.task("and_swap")
+    wrong = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
+    verdict = await verifier.verify(task, task.with_body(wrong))
+    assert not verdict.accepted
+    assert any("Lean reports 1 error(s)" in r for r in verdict.reasons), verdict.reasons
+    verdict = await verifier.verify(task, task.with_body("\n  sorry"))
+    assert not verdict.accepted
+    assert any("`sorry` is one such proof" in r for r in verdict.reasons), verdict.reasons

@@ -4,10 +4,9 @@ No Lean calls, no ledger writes."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from lsp_bridge import LeanDiagnostic, LineIndex
+from lsp_bridge import SETUP_ARTEFACT_NOTE, LeanDiagnostic, LineIndex, without_setup_artefacts
 from repl_pool import PoolStats, RayPool, WarmPool
 
 from .catalogue import (
@@ -24,19 +23,11 @@ from .catalogue import (
 from .ledger import SessionTotals
 from .session import ProofSession
 
-# Lean 4.35 elaborates theorem bodies asynchronously (`Elab.async`); on the prelude-only
-# bootstrap, a body that fails to elaborate also makes that path log "internal exception #3" at
-# the start of the declaration (measured: absent with `-DElab.async=false`, and for `def`). It
-# says nothing about the proof, so it is dropped whenever a real error is reported beside it.
-_SETUP_ARTEFACT = re.compile(r"internal exception #\d+")
-
 
 def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
     """Diagnostics in agent coordinates (1-based line, code point column) of the text
     ``index`` indexes; silent ones and setup artefacts dropped."""
-    shown = [d for d in diagnostics if not d.is_silent]
-    if any(d.is_error and not _SETUP_ARTEFACT.fullmatch(d.message.strip()) for d in shown):
-        shown = [d for d in shown if not _SETUP_ARTEFACT.fullmatch(d.message.strip())]
+    shown = without_setup_artefacts([d for d in diagnostics if not d.is_silent])
     out = []
     for d in shown:
         start, end = index.from_lsp(d.range.start), index.from_lsp(d.range.end)
@@ -47,7 +38,8 @@ def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -
                 column=start.column,
                 end_line=end.line,
                 end_column=end.column,
-                message=d.message,
+                # The artefact alone: what it means, and what to do.
+                message=f"{d.message}: {SETUP_ARTEFACT_NOTE}" if d.is_setup_artefact else d.message,
             )
         )
     return out

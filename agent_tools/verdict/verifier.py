@@ -42,6 +42,7 @@ import orjson
 
 from lsp_bridge import (
     COMMENT_KINDS,
+    SETUP_ARTEFACT_NOTE,
     LeanClient,
     LeanInstall,
     LeanrigError,
@@ -52,6 +53,7 @@ from lsp_bridge import (
     lean_tokens,
     lone_carriage_return,
     name_parts,
+    without_setup_artefacts,
 )
 from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
 
@@ -622,7 +624,8 @@ class Verifier:
         # Errors are judged here unless the target is wrapped: unwrapped, the wrappers' scope
         # runs on over the rest of the file, which may then read differently; the compile
         # stage judges the submission itself.
-        errors = [d for d in report.diagnostics if d.is_error and not task.wrappers]
+        diagnostics = without_setup_artefacts(report.diagnostics)
+        errors = [d for d in diagnostics if d.is_error and not task.wrappers]
         if report.status == "fatal" or errors:
             # The proof's own first, if it has one (the order Lean reports in depends on which
             # of its threads finishes first); else the first Lean reported.
@@ -633,6 +636,8 @@ class Verifier:
             )
             where = index.from_lsp(first.range.start) if first else None
             msg = first.message.splitlines()[0] if first else "processing stopped"
+            if first is not None and first.is_setup_artefact:
+                msg = f"{msg}: {SETUP_ARTEFACT_NOTE}"
             at = f": {msg}"
             if where is not None:
                 place = error_place(
