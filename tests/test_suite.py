@@ -87,6 +87,13 @@ def task_toml(**over: object) -> str:
             "t1: the placeholder proof of a.b in A.lean does not use sorry",
         ),
         (
+            # Lean core's style: `where` in column 0. The body ends before it, and the sorry
+            # in the helper does not count; the message said only "does not use sorry".
+            task_toml(),
+            {"A.lean": "theorem a.b : True :=\n  go\nwhere\n  go : True := sorry\n"},
+            "sorry (its `where` clause, which starts in column 0, is not part of the body",
+        ),
+        (
             task_toml(),
             {"A.lean": "module\n\ntheorem a.b : True :=\n  sorry\n"},
             "t1: theorem a.b in A.lean is not public",

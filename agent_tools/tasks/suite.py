@@ -226,10 +226,18 @@ def load_suite(root: Path) -> Suite:
         if not uses_sorry(span.body(text)):
             # A placeholder that proves the theorem would be accepted untouched: an attempt
             # that only opened the task would score it.
+            after = text[span.end :]
+            where = (
+                " (its `where` clause, which starts in column 0, is not part of the body an "
+                "attempt edits: the sorry there does not count; put the helpers' sorry in the "
+                "body, or indent the `where`)"
+                if after.lstrip("\n").startswith("where") and uses_sorry(after)
+                else ""
+            )
             raise SuiteError(
                 f"task {t.id}: the placeholder proof of {t.theorem} in {t.file} does not use "
-                "sorry: write `sorry` as its body (in a prelude suite, `sorryAx T …` with the "
-                "axiom declared)"
+                f"sorry{where}: write `sorry` as its body (in a prelude suite, `sorryAx T …` "
+                "with the axiom declared)"
             )
         header = parse_header(text)
         if header.module and not is_public(text, span.decl_start):
