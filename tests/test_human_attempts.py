@@ -23,6 +23,7 @@ from .test_editor_proxy import (
     DEADLINE,
     RIGHT,
     ROOT,
+    SUITE,
     TASK,
     WRONG,
     Editor,
@@ -101,6 +102,14 @@ async def test_a_restart_resumes_the_attempt_with_its_clock(
     assert code == 2, stderr
     assert "is over (accepted after" in stderr and "--run-dir" in stderr
     assert len(read_results(run).results) == 1
+    # `leanrig edit` for another attempt into it is refused too, before writing anything.
+    fresh = workspace.parent / "ws-again"
+    code, stderr = await _run(
+        [sys.executable, "-m", "agent_tools.editor", "edit", "--suite", str(SUITE), "--task",
+         TASK, "--workspace", str(fresh), "--run-dir", str(run)], ROOT,
+    )  # fmt: skip
+    assert code == 2 and "is over" in stderr, stderr
+    assert not fresh.exists()
 
 
 async def test_a_killed_lsp_leaves_its_attempt_to_resume_and_the_report_says_so(

@@ -20,14 +20,13 @@ from anyio.abc import ByteReceiveStream
 from lsp_bridge import find_lean
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
-from ..runs import read_results, time_limit_text
 from ..servers import FdReceive, FdSend, claimed_stdio
 from ..sessions import Ledger
-from ..tasks import SuiteError, Task, library_dir, load_suite
+from ..tasks import SuiteError, library_dir, load_suite
 from ..verdict import Verifier
-from .attempt import Attempt, AttemptState, AttemptStateError, read_state
+from .attempt import Attempt
 from .proxy import EditorProxy, ProxyTimeouts
-from .rundir import NEXT, check_run_dir, ensure_run_info
+from .rundir import NEXT, attempt_state, check_run_dir, ensure_run_info
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")
@@ -61,42 +60,6 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     if library is not None:
         env["LEAN_PATH"] = str(library)
     return env
-
-
-def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> AttemptState | None:
-    """The task's attempt in ``run_dir`` to resume (None: a new one). A run gives each task
-    one attempt: one that is over (accepted, or out of time with its verdict) is refused, as
-    is a task with a result line from before attempts were resumable."""
-    try:
-        state = read_state(run_dir, task.id)
-    except AttemptStateError as exc:
-        raise SuiteError(exc.message, hint=NEXT) from None
-    if state is None:
-        if any(r.task == task.id for r in read_results(run_dir).results):
-            raise SuiteError(
-                f"task {task.id} already has an attempt in {run_dir} (results.jsonl): a run "
-                "gives each task one attempt",
-                hint=NEXT,
-            )
-        return None
-    if state.over:
-        how = (
-            f"accepted after {state.end_wall - state.start_wall:.1f} s"
-            if state.accepted and state.end_wall is not None
-            else "out of time"
-        )
-        raise SuiteError(
-            f"task {task.id}'s attempt in {run_dir} is over ({how}): a run gives each task one "
-            "attempt",
-            hint=NEXT,
-        )
-    if state.time_limit_s != time_limit:
-        raise SuiteError(
-            f"task {task.id}'s attempt in {run_dir} has the time limit "
-            f"{time_limit_text(state.time_limit_s)}, this start {time_limit_text(time_limit)}",
-            hint="start it with the attempt's own --time-limit",
-        )
-    return state
 
 
 async def _out_of_time(attempt: Attempt, verifier: Verifier, seconds: float) -> None:

@@ -5,7 +5,8 @@ Attempts of one run share a suite (its content hash) and a time limit; a run dir
 another suite, another limit or an agents' run is refused with what to do instead. (Attempts
 on another suite were once appended silently: the report's header named the first suite
 while its metrics counted the other's tasks too.) Without ``--time-limit`` a human attempt has
-none, and run.json says so.
+none, and run.json says so. A run gives each task one attempt (``attempt_state``): `edit`
+and `lsp` refuse a task whose attempt is over, and `lsp` resumes one that is not.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from ..runs import (
     ResultsError,
     RunInfo,
     TaskRef,
+    read_results,
     read_run_info,
     time_limit_text,
     write_run_info,
 )
 from ..servers import package_version
-from ..tasks import Suite, SuiteError
+from ..tasks import Suite, SuiteError, Task
+from .attempt import AttemptState, AttemptStateError, read_state
 
 HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
 # Before the run directory was checked, run.json recorded this limit for human attempts made
@@ -89,3 +92,39 @@ def ensure_run_info(
             started_at=datetime.now(UTC), agent_command="leanrig lsp (a human in an editor)",
         ),
     )  # fmt: skip
+
+
+def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> AttemptState | None:
+    """The task's attempt in ``run_dir`` to resume (None: a new one). A run gives each task
+    one attempt: one that is over (accepted, or out of time with its verdict) is refused, as
+    is a task with a result line from before attempts were resumable."""
+    try:
+        state = read_state(run_dir, task.id)
+    except AttemptStateError as exc:
+        raise SuiteError(exc.message, hint=NEXT) from None
+    if state is None:
+        if any(r.task == task.id for r in read_results(run_dir).results):
+            raise SuiteError(
+                f"task {task.id} already has an attempt in {run_dir} (results.jsonl): a run "
+                "gives each task one attempt",
+                hint=NEXT,
+            )
+        return None
+    if state.over:
+        how = (
+            f"accepted after {state.end_wall - state.start_wall:.1f} s"
+            if state.accepted and state.end_wall is not None
+            else "out of time"
+        )
+        raise SuiteError(
+            f"task {task.id}'s attempt in {run_dir} is over ({how}): a run gives each task one "
+            "attempt",
+            hint=NEXT,
+        )
+    if state.time_limit_s != time_limit:
+        raise SuiteError(
+            f"task {task.id}'s attempt in {run_dir} has the time limit "
+            f"{time_limit_text(state.time_limit_s)}, this start {time_limit_text(time_limit)}",
+            hint="start it with the attempt's own --time-limit",
+        )
+    return state

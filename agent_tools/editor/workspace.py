@@ -24,7 +24,7 @@ from pathlib import Path
 from lsp_bridge import LeanInstall, find_lean
 
 from ..tasks import load_suite
-from .rundir import check_run_dir
+from .rundir import attempt_state, check_run_dir
 
 SHIM_VAR = "LEANRIG_SHIM_DIR"
 
@@ -121,6 +121,7 @@ def prepare_workspace(options: EditOptions) -> Workspace:
     root = (options.workspace or Path(f"leanrig-{task.id}")).resolve()
     run_dir = (options.run_dir or root / "run").resolve()
     check_run_dir(run_dir, suite, options.time_limit)  # before anything is written
+    attempt_state(run_dir, task, options.time_limit)  # an attempt that is over: refused too
     task_path = (root / task.spec.file).resolve()
     task_path.parent.mkdir(parents=True, exist_ok=True)
     # A workspace prepared again keeps the task file as the human left it (their proof so far).
