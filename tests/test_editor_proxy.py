@@ -486,6 +486,11 @@ async def test_check_proof_accepts_and_writes_ledger_and_result(
     assert result["invocation_s"] > 0
     assert read_results(run).results[0].accepted  # the runs layer reads the line back
     assert read_run_info(run).condition == "human"
+    # The connection's closing ledger line comes when the editor leaves.
+    await editor.request("shutdown", None)
+    await editor.send({"method": "exit", "params": None})
+    with anyio.fail_after(DEADLINE):
+        await editor.process.wait()
     ledger = lines(run / "ledger.jsonl")
     (closing,) = [e for e in ledger if e["tool"] == "close_session"]
     assert closing["edit_delay_ms"] == 1

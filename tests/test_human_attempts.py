@@ -206,8 +206,8 @@ async def test_a_verdict_asked_for_in_time_stops_the_clock_at_the_request(
     run = tmp_path / "run"
     limit = 4.0
     async with start_editor(workspace, run, "--time-limit", str(limit)) as editor:
+        connected = time.time()  # (before: the server's clock starts when it reads this)
         await editor.initialize(workspace)
-        connected = time.time()
         path, _, scope = task_setup(workspace)
         uri = await editor.open(path, scope.task.with_body(RIGHT))
         await editor.diagnostics_for(uri, 1)

@@ -410,3 +410,22 @@ def test_a_per_task_row_says_which_columns_are_per_attempt(tmp_path: Path) -> No
     assert "means per attempt" in md
     row = next(line for line in md.splitlines() if line.startswith("| a |"))
     assert "| 20.0 | $1.00 | 4000 |" in row  # means of 10 s and 30 s, $0.5 and $1.5; 1000 + 3000
+
+
+def test_a_resumed_attempts_session_is_one_invocation_with_its_last_wall_time() -> None:
+    """A human attempt resumed by a second editor connection has two close_session lines in
+    one session, the second with the attempt's whole wall time: the ledger report counted two
+    invocations over both values (a review)."""
+    from agent_tools.runs import summarize
+
+    line = {"v": 1, "ts": "2026-12-02T00:00:00+00:00", "session": "s1", "task": "t",
+            "queue_ms": 0.0, "lean_ms": 0.0, "total_ms": 0.0, "outcome": "ok"}  # fmt: skip
+    entries = [
+        {**line, "tool": "open_task"},
+        {**line, "tool": "close_session", "session_wall_ms": 1000.0},
+        {**line, "tool": "open_task"},
+        {**line, "tool": "close_session", "session_wall_ms": 5000.0},
+    ]
+    summary = summarize(entries)
+    assert summary["tasks"]["t"]["invocations"] == 1
+    assert summary["tasks"]["t"]["wall_ms"]["median"] == 5000.0

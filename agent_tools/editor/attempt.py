@@ -68,7 +68,7 @@ class AttemptState(BaseModel):
     end_wall: float | None = None  # accepted (the request's arrival) or out of time
     timed_out: bool = False
     accepted: bool = False
-    body: str | None = None  # the last body Lean elaborated (None: the task's own)
+    body: str  # the last body Lean elaborated (at first the task's own), as submitted
     verdict: dict[str, Any] | None = None
     verdict_body: str | None = None  # the body the verdict judged
     versions: int = 0
@@ -79,11 +79,66 @@ class AttemptState(BaseModel):
     worker_stops: int = 0
     connections: int = 0  # editor connections (`leanrig lsp` starts) so far
     changed_before_open: bool = False  # the first open's body was not the task's own
+    editor: str = "editor"  # the last connection's editor (name and version)
+
+    @property
+    def judged(self) -> bool:
+        """Has the last body had its verdict?"""
+        return self.verdict is not None and self.verdict_body == self.body
 
     @property
     def over(self) -> bool:
         """Accepted, or out of time with the verdict on its last body."""
-        return self.accepted or (self.timed_out and self.verdict is not None)
+        return self.accepted or (self.timed_out and self.judged)
+
+
+def result_of(task: Task, state: AttemptState) -> AttemptResult:
+    """The attempt as a ``results.jsonl`` line (the runs layer's model, condition human): the
+    verdict on its last judged body. The editor (name and version from ``initialize``) stands
+    where an agent run records its agent tool; human-only facts (``editDelay``, versions,
+    refused edits, Lean restarts) are in the ledger's closing lines."""
+    spec, verdict = task.spec, state.verdict or {}
+    elapsed = verdict.get("elapsed_ms")
+    end = state.end_wall if state.end_wall is not None else time.time()
+    notes = []
+    if state.connections > 1:
+        notes.append(
+            f"the editor connected {state.connections} times; the clock ran from the first "
+            "(time away included)"
+        )
+    if state.changed_before_open:
+        notes.append(
+            "the task file was first opened with a proof already in it (written before the "
+            "clock started)"
+        )
+    body = state.verdict_body if state.verdict_body is not None else state.body
+    return AttemptResult(
+        task=spec.id, field=spec.field, difficulty=spec.difficulty, attempt=state.attempt,
+        accepted=state.accepted,
+        reasons=list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"],
+        invocation_s=round(max(0.0, end - state.start_wall), 3), timed_out=state.timed_out,
+        tool_calls=state.versions + state.checks, lean_s=round(state.lean_ms / 1000, 3),
+        final_body_sha=body_sha(body), condition=CONDITION, agent_tool=state.editor,
+        verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
+        started_at=state.started_at, notes=notes,
+    )  # fmt: skip
+
+
+def repair_line(run_dir: Path, task: Task, state: AttemptState) -> bool:
+    """Append the attempt's line when results.jsonl's last one for it says otherwise (the
+    process was killed between saving the state and writing the line); True if appended."""
+    mine = [r for r in read_results(run_dir).results
+            if r.task == task.id and r.attempt == state.attempt]  # fmt: skip
+    want = result_of(task, state)
+    last = mine[-1] if mine else None
+    if last is not None and (last.accepted, last.timed_out, last.final_body_sha) == (
+        want.accepted,
+        want.timed_out,
+        want.final_body_sha,
+    ):
+        return False
+    append_result(run_dir, want)
+    return True
 
 
 def state_path(run_dir: Path, task_id: str) -> Path:
@@ -128,7 +183,8 @@ class Attempt:
     editor: dict[str, Any] = field(default_factory=dict)
     edit_delay_ms: int | None = None
     opened_task: bool = False  # this connection has opened the task file
-    written: bool = False
+    closed: bool = False  # this connection's closing lines are written
+    _last_line: AttemptResult | None = None
     _connection_wall: float | None = None  # this connection's start (time.time())
     _pending: dict[int, _Pending] = field(default_factory=dict)
 
@@ -170,9 +226,9 @@ class Attempt:
         return self.state is not None and self.state.timed_out
 
     @property
-    def body(self) -> str | None:
-        """The last body Lean elaborated in this attempt (None: none yet)."""
-        return self.state.body if self.state is not None else None
+    def body(self) -> str:
+        """The last body Lean elaborated in this attempt (at first the task's own)."""
+        return self.state.body if self.state is not None else self.task.body.rstrip()
 
     def open(self, editor: dict[str, Any], edit_delay_ms: int | None) -> None:
         """The editor connected: the attempt starts (or goes on, resumed)."""
@@ -185,9 +241,11 @@ class Attempt:
             self.state = AttemptState(
                 task=self.task.id, attempt=self._attempt_number(), session=secrets.token_hex(16),
                 time_limit_s=self.time_limit, started_at=datetime.fromtimestamp(now, UTC),
-                start_wall=now,
+                start_wall=now, body=self.task.body.rstrip(),
             )  # fmt: skip
         self.state.connections += 1
+        named = " ".join(str(v) for v in (editor.get("name"), editor.get("version")) if v)
+        self.state.editor = named or "editor"
         self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="open_task", queue_ms=0.0,
                            lean_ms=0.0, total_ms=0.0, outcome="ok", condition=CONDITION,
@@ -231,6 +289,13 @@ class Attempt:
     def out_of_time(self) -> bool:
         deadline = self.deadline()
         return deadline is not None and time.time() >= deadline
+
+    def expire(self) -> bool:
+        """Stop the clock at the deadline if it has passed (whoever notices first: the timer,
+        an edit, a verdict's request); whether the attempt is out of time."""
+        if self.out_of_time() and not self.over:
+            self.stop_clock(timed_out=True)
+        return self.timed_out
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -313,15 +378,20 @@ class Attempt:
         state.checks += 1
         deadline = self.deadline()
         in_time = deadline is None or requested <= deadline
-        if state.end_wall is None or state.verdict is None or verdict.accepted:
+        if not state.accepted or verdict.accepted:  # an accepted verdict is never replaced
             state.verdict, state.verdict_body = verdict.to_json(), body
-        if verdict.accepted and in_time and not state.accepted:
-            # Asked for in time: the clock stops at the request, even if the limit ran out
-            # while the verdict ran (the timer stopped it at the deadline meanwhile).
-            state.accepted, state.timed_out = True, False
-            state.end_wall = requested if state.end_wall is None else min(state.end_wall, requested)
-        elif verdict.accepted and state.timed_out:
-            state.accepted = True  # a correct final body counts, as for agents after a timeout
+        if verdict.accepted and not state.accepted:
+            state.accepted = True
+            if in_time:
+                # The clock stops at the request, even if the limit ran out while the
+                # verdict ran (the timer stopped it at the deadline meanwhile).
+                state.timed_out = False
+                state.end_wall = (
+                    requested if state.end_wall is None else min(state.end_wall, requested)
+                )
+            else:  # asked for after the limit: accepted after the timeout, as for agents
+                state.timed_out = True
+                state.end_wall = deadline if state.end_wall is None else state.end_wall
         self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="check_proof", queue_ms=0.0,
                            lean_ms=verdict.elapsed_ms,
@@ -330,68 +400,40 @@ class Attempt:
                            body_sha=body_sha(body))  # fmt: skip
 
     def result(self) -> AttemptResult:
-        """This attempt as a ``results.jsonl`` line (the runs layer's model, condition human).
-
-        The editor (name and version from ``initialize``) stands where an agent run records its
-        agent tool; human-only facts (``editDelay``, versions, refused edits, Lean restarts) are
-        in the ledger's closing line."""
         assert self.state is not None
-        state, spec = self.state, self.task.spec
-        verdict = state.verdict or {}
-        editor = " ".join(
-            str(v) for v in (self.editor.get("name"), self.editor.get("version")) if v
-        )
-        elapsed = verdict.get("elapsed_ms")
-        reasons = list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"]
-        notes = []
-        if state.connections > 1:
-            notes.append(
-                f"the editor connected {state.connections} times; the clock ran from the first "
-                "(time away included)"
-            )
-        if state.changed_before_open:
-            notes.append(
-                "the task file was first opened with a proof already in it (written before the "
-                "clock started)"
-            )
-        if state.verdict_body is not None:
-            body = state.verdict_body
-        else:
-            body = state.body if state.body is not None else self.task.body.rstrip()
-        return AttemptResult(
-            task=spec.id, field=spec.field, difficulty=spec.difficulty,
-            attempt=state.attempt, accepted=bool(verdict.get("accepted", False)),
-            reasons=reasons,
-            invocation_s=round(self.wall_s(), 3), timed_out=state.timed_out,
-            tool_calls=state.versions + state.checks, lean_s=round(state.lean_ms / 1000, 3),
-            final_body_sha=body_sha(body), condition=CONDITION,
-            agent_tool=editor or "editor",
-            verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
-            started_at=state.started_at, notes=notes,
-        )  # fmt: skip
+        return result_of(self.task, self.state)
 
-    def write(self) -> dict[str, Any] | None:
-        """Append the result line and the closing ledger line, once per connection (or, for
-        an attempt that ran out of time while no editor was connected, once); None if the
-        attempt never started."""
-        if self.written or self.state is None:
+    def write_result(self) -> dict[str, Any] | None:
+        """Append the attempt's line unless the last one written says the same (the last
+        line of an attempt counts); None if the attempt never started."""
+        if self.state is None:
             return None
-        self.written = True
-        self._save()
         result = self.result()
-        self.results.parent.mkdir(parents=True, exist_ok=True)
-        append_result(self.results.parent, result)
+        if result != self._last_line:
+            self.results.parent.mkdir(parents=True, exist_ok=True)
+            append_result(self.results.parent, result)
+            self._last_line = result
+        return result.model_dump(mode="json")
+
+    def close(self) -> dict[str, Any] | None:
+        """The connection ends: the attempt's line and this connection's closing ledger line
+        (once); None if the attempt never started."""
+        if self.closed or self.state is None:
+            return None
+        self.closed = True
+        self._save()
+        line = self.write_result()
         state = self.state
         self.ledger.record(session=self.id, task=self.task.id, tool="close_session",
                            queue_ms=0.0, lean_ms=0.0, total_ms=0.0, outcome="ok",
-                           session_wall_ms=self.wall_s() * 1000, accepted=result.accepted,
+                           session_wall_ms=self.wall_s() * 1000, accepted=state.accepted,
                            condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
                            versions=state.versions, rejected_edits=state.rejected_edits,
                            lean_restarts=state.lean_restarts, worker_stops=state.worker_stops,
                            connection=state.connections, over=state.over,
                            connection_wall_ms=None if self._connection_wall is None
                            else (time.time() - self._connection_wall) * 1000)  # fmt: skip
-        return result.model_dump(mode="json")
+        return line
 
     def _attempt_number(self) -> int:
         if not self.results.exists():

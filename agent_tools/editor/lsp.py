@@ -22,11 +22,11 @@ from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_name
 
 from ..servers import FdReceive, FdSend, claimed_stdio
 from ..sessions import Ledger
-from ..tasks import SuiteError, library_dir, load_suite
+from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
 from .attempt import Attempt
 from .proxy import EditorProxy, ProxyTimeouts
-from .rundir import NEXT, attempt_state, check_run_dir, ensure_run_info
+from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")
@@ -63,16 +63,14 @@ def _lean_env(library: Path | None) -> dict[str, str]:
 
 
 async def _out_of_time(attempt: Attempt, verifier: Verifier, seconds: float) -> None:
-    attempt.stop_clock(timed_out=True)
-    deadline = attempt.deadline()
-    assert deadline is not None
-    task = attempt.task
-    body = attempt.body if attempt.body is not None else task.body.rstrip()
+    attempt.expire()
+    task, body = attempt.task, attempt.body
     if not attempt.judged(body):
+        requested = time.time()  # after the limit: an acceptance is one after the timeout
         with anyio.move_on_after(seconds):
             verdict = await verifier.verify(task, task.with_body(body))
-            attempt.checked(verdict, body, requested=deadline)
-    attempt.write()
+            attempt.checked(verdict, body, requested=requested)
+    attempt.close()
 
 
 async def run_lsp(
@@ -82,7 +80,7 @@ async def run_lsp(
     editor_out: Callable[[bytes], Awaitable[None]] | None = None,
 ) -> dict[str, Any] | None:
     """Serve one editor on stdio (or the given streams) until it leaves; returns the attempt's
-    ``results.jsonl`` line (None if the task file was never opened)."""
+    ``results.jsonl`` line (None if the editor never connected)."""
     if editor_in is None or editor_out is None:
         # The wire off fds 0 and 1 before anything starts a process (the suite library's build,
         # Lean, the verdict's Lean runs): no child inherits it (servers/fdstreams.py).
@@ -94,8 +92,23 @@ async def run_lsp(
             )
     suite = load_suite(options.suite)
     task = suite.task(options.task)
-    check_run_dir(options.resolved_run_dir(), suite, options.time_limit)  # before any write
-    state = attempt_state(options.resolved_run_dir(), task, options.time_limit)
+    run_dir = options.resolved_run_dir()
+    check_run_dir(run_dir, suite, options.time_limit)  # before any write
+    # One connection at a time per attempt (an editor's restart may start the next server
+    # while the last one still gives its closing verdict): each rewrites the attempt's state.
+    async with attempt_lock(run_dir, task.id):
+        return await _serve(options, suite, task, run_dir, editor_in, editor_out)
+
+
+async def _serve(
+    options: LspOptions,
+    suite: Suite,
+    task: Task,
+    run_dir: Path,
+    editor_in: ByteReceiveStream,
+    editor_out: Callable[[bytes], Awaitable[None]],
+) -> dict[str, Any] | None:
+    state = attempt_state(run_dir, task, options.time_limit)
     install = find_lean(suite.root, explicit=options.lean)
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
@@ -108,7 +121,6 @@ async def run_lsp(
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(task.text, encoding="utf-8")
-    run_dir = options.resolved_run_dir()
     scratch = run_dir / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     # The verdict's own directories are not in the editor's Lean's writable scratch: code a
@@ -139,10 +151,16 @@ async def run_lsp(
             await _out_of_time(attempt, verifier, options.timeouts.verdict)
         finally:
             ledger.close()
-        verdict = "accepted" if attempt.accepted else "not accepted"
+        limit = f"task {task.id}: the time limit ({options.time_limit:g} s) ran out while the "
+        if not attempt.judged(attempt.body):
+            raise SuiteError(
+                limit + "editor was closed, and the verdict on the attempt's last proof did not "
+                "finish",
+                hint="start it again to retry that verdict",
+            )
+        verdict = "accepted (after the limit)" if attempt.accepted else "not accepted"
         raise SuiteError(
-            f"task {task.id}: the time limit ({options.time_limit:g} s) ran out while the editor "
-            f"was closed; the attempt's last proof got its verdict: {verdict}",
+            limit + f"editor was closed; the attempt's last proof got its verdict: {verdict}",
             hint=f"the attempt is over (its line is in {run_dir / 'results.jsonl'}); {NEXT}",
         )
     proxy = EditorProxy(
@@ -155,8 +173,9 @@ async def run_lsp(
         """The editor left: its last valid body gets the verdict, as an agent's final one
         (not again when it had one). The attempt is not over: the next connection resumes
         it, and the result line written now is replaced by the next one's."""
-        if not attempt.opened or attempt.written or attempt.accepted:
+        if not attempt.opened or attempt.closed or attempt.accepted:
             return
+        attempt.expire()  # the limit ran out meanwhile: the clock stops there
         requested = time.time()
         proxy.record_done()
         text = proxy.lean_text
@@ -171,7 +190,7 @@ async def run_lsp(
     try:
         await proxy.run(editor_in)
         await final_verdict()
-        return attempt.write()
+        return attempt.close()
     except anyio.get_cancelled_exc_class():
         # A signal (an editor may stop its server with SIGTERM rather than `exit`): the
         # attempt still gets its verdict, bounded as always (later signals wait for it too:
@@ -180,5 +199,5 @@ async def run_lsp(
             await final_verdict()
         raise
     finally:
-        attempt.write()  # the line says what happened, whatever happened
+        attempt.close()  # the line says what happened, whatever happened
         ledger.close()

@@ -522,7 +522,7 @@ class EditorProxy:
         self.attempt.task_opened(
             self.scope.final_body(doc.text) if decision.outcome == "ok" else None
         )
-        refused = self.attempt.timed_out and doc.text != self._lean_text
+        refused = self.attempt.expire() and doc.text != self._lean_text
         if decision.outcome in ("ok", "held") and not refused:
             self._scoped_text = doc.text
         if decision.outcome == "ok" and not refused:
@@ -540,7 +540,7 @@ class EditorProxy:
 
     async def _task_change(self, doc: _Doc, before: str, body: bytes, received: float) -> None:
         decision = self.scope.decide(doc.text)
-        refused = self.attempt.timed_out and doc.text != self._lean_text
+        refused = self.attempt.expire() and doc.text != self._lean_text
         if decision.outcome in ("ok", "held") and not refused:
             self._scoped_text = doc.text
         self._scope_changed.set()
@@ -787,6 +787,7 @@ class EditorProxy:
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
         """The verdict on the text Lean has (the last valid body); shown to the editor too."""
         requested = time.time()  # the attempt's clock (attempt.py)
+        self.attempt.expire()  # a request after the limit is one, whether the timer saw it or not
         self.record_done()
         text = self._lean_text
         self._checks_running += 1
@@ -804,8 +805,8 @@ class EditorProxy:
         result = {**verdict.to_json(), "version": self._lean_version,
                   "attempt_s": round(self.attempt.wall_s(), 3),
                   "timed_out": self.attempt.timed_out}  # fmt: skip
-        if verdict.accepted or self.attempt.timed_out:
-            self.attempt.write()  # the attempt is over: its line is final
+        if self.attempt.accepted or self.attempt.timed_out:
+            self.attempt.write_result()  # the attempt's line as it stands (a later one replaces it)
         if verdict.accepted:
             await self._show(
                 f"leanrig: ACCEPTED — {self.task.id} proved in {self.attempt.wall_s():.1f} s", 3
@@ -829,10 +830,13 @@ class EditorProxy:
             await anyio.sleep(min(left, TIME_LIMIT_POLL))
         if self.attempt.over:
             return
-        self.attempt.stop_clock(timed_out=True)
+        self.attempt.expire()
         while self._checks_running:  # asked for in time: it may still stop the clock there
             await self._checks_done.wait()
         if self.attempt.accepted:
+            return
+        if self.attempt.judged(self.scope.final_body(self._lean_text)):
+            self.attempt.write_result()  # the last body's verdict is in: no second one
             return
         await self._show("leanrig: the time limit is over; checking your last valid proof", 2)
         try:

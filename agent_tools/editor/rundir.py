@@ -11,11 +11,17 @@ and `lsp` refuse a task whose attempt is over, and `lsp` resumes one that is not
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
+
 from ..runs import (
+    ATTEMPT_STATE,
     RUN_FILE,
     Machine,
     ResultsError,
@@ -28,7 +34,7 @@ from ..runs import (
 )
 from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task
-from .attempt import AttemptState, AttemptStateError, read_state
+from .attempt import AttemptState, AttemptStateError, read_state, repair_line
 
 HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
 # Before the run directory was checked, run.json recorded this limit for human attempts made
@@ -111,6 +117,7 @@ def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> Attemp
             )
         return None
     if state.over:
+        repair_line(run_dir, task, state)  # (killed between saving the state and its line)
         how = (
             f"accepted after {state.end_wall - state.start_wall:.1f} s"
             if state.accepted and state.end_wall is not None
@@ -128,3 +135,40 @@ def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> Attemp
             hint="start it with the attempt's own --time-limit",
         )
     return state
+
+
+# How long a start waits for another `leanrig lsp` on the same attempt to finish (an editor's
+# restart: the last server's closing verdict, ~1 s on the demo suite), then refuses.
+LOCK_WAIT_SECONDS = 15.0
+
+
+@asynccontextmanager
+async def attempt_lock(run_dir: Path, task_id: str) -> AsyncIterator[None]:
+    """The attempt's lock (``attempt-state/<task>.lock``, an exclusive ``flock`` held while
+    the block runs): waits up to LOCK_WAIT_SECONDS for another holder, then refuses
+    (``SuiteError``) naming it."""
+    path = run_dir / ATTEMPT_STATE / f"{task_id}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        with anyio.move_on_after(LOCK_WAIT_SECONDS):
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await anyio.sleep(0.1)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise SuiteError(
+                f"task {task_id}'s attempt in {run_dir} is open in another editor (leanrig lsp "
+                f"pid {holder})",
+                hint="close that editor (or its server) first; an attempt has one editor at a time",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)

@@ -95,11 +95,13 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
             s["calls"] += 1
             s["busy_ms"] = round(s["busy_ms"] + total, 2)
             if "session_wall_ms" in e:
-                s["wall_ms"] = e["session_wall_ms"]
-                tasks[str(e.get("task"))].append(float(e["session_wall_ms"]))
+                s["wall_ms"] = e["session_wall_ms"]  # (a resumed human attempt: its last)
         steps.append({"tool": e["tool"], "task": e.get("task"), "session": sid,
                       "total_ms": total, "body_sha": e.get("body_sha"), "ts": e.get("ts"),
                       "outcome": e.get("outcome")})  # fmt: skip
+    for s in sessions.values():
+        if "wall_ms" in s:
+            tasks[str(s["task"])].append(float(s["wall_ms"]))
     tools = {
         tool: {"count": len(ph["total_ms"]), **{name: _stats(ph[name]) for name in PHASES}}
         for tool, ph in sorted(by_tool.items())

@@ -234,7 +234,10 @@ class ResultsRead(LinesRead):
     def notes(self) -> list[str]:
         notes = self.skip_notes("results")
         if self.replaced:
-            notes.append(f"{self.replaced} attempt line(s) were replaced by later lines (retry)")
+            notes.append(
+                f"{self.replaced} attempt line(s) were replaced by later lines of the same "
+                "attempt (a retry; in a human run, a resumed attempt)"
+            )
         return notes
 
 

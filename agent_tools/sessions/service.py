@@ -394,7 +394,10 @@ class ProofService:
                         failure = ToolFailure(code=err.code, message=err.message, hint=err.hint)
                     else:
                         rejected = elaborated.rejected
-                call.timer.absorb(timer)
+                    finally:
+                        call.timer.absorb(timer)  # also when the call's budget cut it short
+                else:
+                    call.timer.absorb(timer)
                 elapsed = timer.total_ms()
                 per_candidate[i] = CandidateTiming(
                     index=i, queue_ms=round(timer.queue_ms, 3), lean_ms=round(timer.lean_ms, 3),

@@ -1,0 +1,117 @@
+"""A human attempt's clock, verdicts and state without Lean (verdicts made up): the cases a
+review of the resumable attempts found wrong — a verdict after the limit that never replaced an
+earlier one, an attempt called over whose last body was never judged, an acceptance after the
+limit recorded as in time, a state saved as over with no line for it, two `leanrig lsp` on one
+attempt overwriting each other's state."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_tools.editor import rundir
+from agent_tools.editor.attempt import Attempt
+from agent_tools.editor.rundir import attempt_lock, attempt_state
+from agent_tools.runs import read_results
+from agent_tools.sessions import Ledger
+from agent_tools.tasks import SuiteError, Task, load_suite
+from agent_tools.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = load_suite(ROOT / "lean_project" / "suites" / "demo").task("refl_z")
+LIMIT = 0.3
+
+pytestmark = pytest.mark.anyio
+
+
+def verdict(accepted: bool, why: str = "") -> Verdict:
+    return Verdict(accepted, () if accepted else (why,), (), 12.0, "4.35.0")
+
+
+def attempt(run: Path, task: Task = TASK, limit: float | None = LIMIT) -> Attempt:
+    a = Attempt(task, Ledger(run / "ledger.jsonl"), run / "results.jsonl", time_limit=limit,
+                state=attempt_state(run, task, limit))  # fmt: skip
+    a.open({"name": "t", "version": "1"}, None)
+    return a
+
+
+def edited(a: Attempt, version: int, body: str) -> None:
+    a.forwarded(version, time.perf_counter())
+    a.elaborated(version, errors=1, fatal=False, body=body)
+
+
+def test_after_the_limit_the_last_bodys_verdict_is_the_attempts(tmp_path: Path) -> None:
+    a = attempt(tmp_path)
+    a.checked(verdict(False, "A wrong"), "A", requested=time.time())
+    edited(a, 2, "B")
+    time.sleep(LIMIT)
+    assert a.expire()
+    assert a.state is not None and not a.state.over  # B was never judged: not over yet
+    assert attempt_state(tmp_path, TASK, LIMIT) is not None  # a start would judge it
+    a.checked(verdict(False, "B wrong"), "B", requested=time.time())
+    assert a.state.over
+    line = a.result()
+    assert line.reasons == ["B wrong"] and line.timed_out and not line.accepted
+
+
+def test_accepted_after_the_limit_is_after_the_timeout_and_a_later_line_replaces(
+    tmp_path: Path,
+) -> None:
+    a = attempt(tmp_path)
+    edited(a, 2, "B")
+    time.sleep(LIMIT)
+    a.expire()
+    a.checked(verdict(False, "not yet"), "A", requested=time.time() - 1.0)  # asked in time
+    a.write_result()
+    a.checked(verdict(True), "B", requested=time.time())  # asked after the limit
+    a.write_result()
+    (line,) = read_results(tmp_path).results  # the last line of the attempt counts
+    assert line.accepted and line.timed_out
+    assert line.invocation_s == pytest.approx(LIMIT, abs=0.01)
+
+
+def test_accepted_when_asked_in_time_stops_the_clock_at_the_request(tmp_path: Path) -> None:
+    a = attempt(tmp_path)
+    asked = time.time()
+    time.sleep(LIMIT)
+    a.expire()  # the timer, while the verdict ran
+    a.checked(verdict(True), TASK.body.rstrip(), requested=asked)
+    line = a.result()
+    assert line.accepted and not line.timed_out and line.invocation_s < LIMIT
+
+
+def test_a_state_saved_over_without_its_line_gets_the_line_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    a = attempt(tmp_path, limit=None)
+    a.checked(verdict(True), "B", requested=time.time())  # saved; killed before the line
+    assert not (tmp_path / "results.jsonl").exists()
+    with pytest.raises(SuiteError, match="is over"):
+        attempt_state(tmp_path, TASK, None)
+    (line,) = read_results(tmp_path).results
+    assert line.accepted and line.task == TASK.id
+
+
+async def test_one_connection_at_a_time_per_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rundir, "LOCK_WAIT_SECONDS", 0.3)
+    async with attempt_lock(tmp_path, TASK.id):
+        with pytest.raises(SuiteError, match=f"open in another editor .*pid {os.getpid()}"):
+            async with attempt_lock(tmp_path, TASK.id):
+                pass
+    async with attempt_lock(tmp_path, TASK.id):  # released: the next start goes on
+        pass
+
+    async def restart() -> None:  # the next server waits for the last one's closing verdict
+        async with attempt_lock(tmp_path, TASK.id):
+            pass
+
+    monkeypatch.setattr(rundir, "LOCK_WAIT_SECONDS", 5.0)
+    async with anyio.create_task_group() as tg, attempt_lock(tmp_path, TASK.id):
+        tg.start_soon(restart)
+        await anyio.sleep(0.3)
