@@ -45,7 +45,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 test: lint typecheck unit
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from subprocess import DEVNULL, PIPE
 from typing import Any
@@ -314,6 +315,17 @@ async def test_tcp_flood_without_reading_is_bounded_and_freed(tcp: TcpServer) ->
 # -- stdio MCP -----------------------------------------------------------------------------------
 
 
+async def _exchange(
+    process: Process, reader: BufferedByteReceiveStream, data: bytes
+) -> dict[str, Any]:
+    """Send ``data`` to a server on stdio; its next reply line."""
+    assert process.stdin is not None
+    await process.stdin.send(data)
+    with anyio.fail_after(60):
+        reply: dict[str, Any] = orjson.loads(await reader.receive_until(b"\n", 2**24))
+    return reply
+
+
 async def test_mcp_stdio_answers_a_line_the_sdk_cannot_read() -> None:
     """The SDK's transport passes an unreadable line on as an exception and its server drops
     it: a request holding an escaped lone surrogate got no reply, and its client waited for
@@ -322,13 +334,7 @@ async def test_mcp_stdio_answers_a_line_the_sdk_cannot_read() -> None:
     async with spawn_serve("--no-sandbox") as process:
         assert process.stdin is not None and process.stdout is not None
         reader = BufferedByteReceiveStream(process.stdout)
-
-        async def exchange(data: bytes) -> dict[str, Any]:
-            assert process.stdin is not None
-            await process.stdin.send(data)
-            with anyio.fail_after(60):
-                reply: dict[str, Any] = orjson.loads(await reader.receive_until(b"\n", 2**24))
-            return reply
+        exchange = partial(_exchange, process, reader)
 
         init = {"protocolVersion": "2025-06-18", "capabilities": {},
                 "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
@@ -763,15 +769,7 @@ async def test_mcp_stdio_answers_requests_it_cannot_take_with_their_id() -> None
     was valid and its id readable; invalid UTF-8 inside a string was decoded with U+FFFD and
     the altered body elaborated (JSON-RPC answers -32700)."""
     async with spawn_serve("--no-sandbox") as process:
-        reader = await _mcp_handshake(process)
-        assert process.stdin is not None
-
-        async def exchange(data: bytes) -> dict[str, Any]:
-            assert process.stdin is not None
-            await process.stdin.send(data)
-            with anyio.fail_after(60):
-                reply: dict[str, Any] = orjson.loads(await reader.receive_until(b"\n", 2**24))
-            return reply
+        exchange = partial(_exchange, process, await _mcp_handshake(process))
 
         tail = b'"method":"tools/call","params":{"name":"list_tasks","arguments":{}}}\n'
         for rid in (b'{"a":1}', b"true", b"[1]", b"1.5"):
