@@ -2,21 +2,16 @@
 
 LSP transport, Lean extensions, positions, Lean's lexical syntax (comments, literals,
 identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
+
+The LSP client's names (``client``: it imports lsprotocol's types, ~0.5 s here) load on first
+use (PEP 562), so what needs only errors, positions or text scanning does not pay for them.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._groups import single_errors
 from .bootstrap import PRELUDE_HEADER, PRELUDE_SORRY, cache_root, ensure_bootstrap
-from .client import (
-    REPORT_DELAY_MS,
-    DocQuery,
-    LeanClient,
-    ServerCommand,
-    TextEdit,
-    apply_edit,
-    common_prefix,
-    minimal_edit,
-    path_to_uri,
-)
 from .errors import (
     BootstrapError,
     ContentModified,
@@ -66,8 +61,34 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos, Pos
 from .proctree import kill_tree, kill_tree_async, spawn_marked
-from .timeouts import DEFAULT_TIMEOUTS, Timeouts
+from .timeouts import DEFAULT_TIMEOUTS, REPORT_DELAY_MS, Timeouts
 from .toolchain import LeanInstall, find_lean
+
+if TYPE_CHECKING:
+    from .client import (
+        DocQuery,
+        LeanClient,
+        ServerCommand,
+        TextEdit,
+        apply_edit,
+        common_prefix,
+        minimal_edit,
+        path_to_uri,
+    )
+
+_CLIENT = frozenset(
+    {"DocQuery", "LeanClient", "ServerCommand", "TextEdit", "apply_edit",
+     "common_prefix", "minimal_edit", "path_to_uri"}
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _CLIENT:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".client", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "COMMENT_KINDS",

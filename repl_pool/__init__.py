@@ -1,19 +1,76 @@
-"""repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits."""
+"""repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits.
+
+Names load on first use (PEP 562): a part used alone (a model, an error) must not import the
+rest (Lean's LSP types, the MCP SDK: ~1 s here).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from lsp_bridge import Header, parse_header
 
-from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
-from .config import PoolConfig, default_max_processes
-from .environment import LeanEnvironment
-from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
-from .goals import GoalsAnswer, goals_in, unless_refused
-from .oneshot import Completed, base_env, run_once, tree_rss
-from .placement import Placements, recording
-from .pool import PoolStats, ProcessStat, WarmPool
-from .sandbox import SandboxPolicy, uses_namespaces
-from .sandbox import available as sandbox_tools
-from .sandbox import wrapper as sandbox_wrapper
-from .slot import Elaboration, PoolKey, Slot, lean_refused
+if TYPE_CHECKING:
+    from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
+    from .config import PoolConfig, default_max_processes
+    from .environment import LeanEnvironment
+    from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
+    from .goals import GoalsAnswer, goals_in, unless_refused
+    from .oneshot import Completed, base_env, run_once, tree_rss
+    from .placement import Placements, recording
+    from .pool import PoolStats, ProcessStat, WarmPool
+    from .sandbox import SandboxPolicy, uses_namespaces
+    from .sandbox import available as sandbox_tools
+    from .sandbox import wrapper as sandbox_wrapper
+    from .slot import Elaboration, PoolKey, Slot, lean_refused
+
+# name -> (submodule, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "Completed": ("oneshot", "Completed"),
+    "Elaboration": ("slot", "Elaboration"),
+    "GoalsAnswer": ("goals", "GoalsAnswer"),
+    "LeanEnvironment": ("environment", "LeanEnvironment"),
+    "NoNodes": ("cluster", "NoNodes"),
+    "NodeLost": ("cluster", "NodeLost"),
+    "Placements": ("placement", "Placements"),
+    "PoolBusy": ("errors", "PoolBusy"),
+    "PoolClosed": ("errors", "PoolClosed"),
+    "PoolConfig": ("config", "PoolConfig"),
+    "PoolError": ("errors", "PoolError"),
+    "PoolKey": ("slot", "PoolKey"),
+    "PoolStats": ("pool", "PoolStats"),
+    "ProcessStat": ("pool", "ProcessStat"),
+    "RayOptions": ("cluster", "RayOptions"),
+    "RayPool": ("cluster", "RayPool"),
+    "SandboxPolicy": ("sandbox", "SandboxPolicy"),
+    "Slot": ("slot", "Slot"),
+    "SlotBroken": ("errors", "SlotBroken"),
+    "WarmPool": ("pool", "WarmPool"),
+    "base_env": ("oneshot", "base_env"),
+    "default_max_processes": ("config", "default_max_processes"),
+    "goals_in": ("goals", "goals_in"),
+    "lean_refused": ("slot", "lean_refused"),
+    "node_of": ("cluster", "node_of"),
+    "protocol_stdout": ("cluster", "protocol_stdout"),
+    "recording": ("placement", "recording"),
+    "run_once": ("oneshot", "run_once"),
+    "sandbox_tools": ("sandbox", "available"),
+    "sandbox_wrapper": ("sandbox", "wrapper"),
+    "tree_rss": ("oneshot", "tree_rss"),
+    "unless_refused": ("goals", "unless_refused"),
+    "uses_namespaces": ("sandbox", "uses_namespaces"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Completed",

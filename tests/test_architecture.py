@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,12 +126,15 @@ def test_layer_checker_sees_a_violation(tmp_path: Path) -> None:
 def test_public_names_are_exactly_all(package: str) -> None:
     module = importlib.import_module(package)
     exported = set(module.__all__)
-    public = {n for n in vars(module) if not n.startswith("_")} - {
-        name for name in vars(module) if isinstance(vars(module)[name], type(module))
-    }
-    assert exported == public
-    for name in exported:
+    for name in exported:  # (also loads the names a package loads on first use, PEP 562)
         assert getattr(module, name) is not None
+    lazy_machinery = {"TYPE_CHECKING", "Any", "annotations"}
+    public = (
+        {n for n in vars(module) if not n.startswith("_")}
+        - lazy_machinery
+        - {name for name in vars(module) if isinstance(vars(module)[name], type(module))}
+    )
+    assert exported == public
 
 
 def _absolute_imports(path: Path) -> set[str]:
@@ -156,3 +161,22 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
                 f"{path.relative_to(ROOT)} imports {module}; use the package's public names"
             )
             assert top != "tests", f"{path.relative_to(ROOT)} imports the test suite ({module})"
+
+
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        ("agent_tools.cli.main", ("mcp", "lsprotocol")),  # `leanrig --help`, every command
+        ("agent_tools.runs.runreport", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
+        ("agent_tools.editor.lsp", ("mcp",)),  # `leanrig lsp`: no MCP at all
+        ("agent_tools.runs.agent_search", ("lsprotocol",)),  # an agent: an MCP client only
+    ],
+)
+def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...]) -> None:
+    """Package `__init__`s load their names on first use: `leanrig --help` took 2.4 s here,
+    importing the MCP SDK (~1 s) and lsprotocol's types (~0.5 s) it never used; `leanrig lsp`
+    and every agent process paid for the MCP SDK or Lean's LSP types they do not need."""
+    code = f"import sys, {module}; print(sorted(m for m in {absent!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout

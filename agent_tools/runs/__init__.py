@@ -2,74 +2,157 @@
 workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
 (run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
 ledgers, runs and baseline-vs-LAD comparisons; and the agents leanrig ships (`leanrig agent
-scripted|search`, docs/agents.md)."""
+scripted|search`, docs/agents.md).
 
-from .agent_scripted import replay as run_scripted_agent
-from .agent_search import search as run_search_agent
-from .metrics import (
-    Change,
-    Comparison,
-    FieldDiff,
-    RunMetrics,
-    TaskOutcome,
-    compare,
-    compute_metrics,
-    pass_at_k,
-    per_point,
-    relative_change,
-    task_outcomes,
-    weighted_score,
-)
-from .prices import (
-    Cost,
-    ModelPrice,
-    PriceSchedule,
-    PricesError,
-    attempt_cost,
-    load_prices,
-    token_cost,
-)
-from .report import (
-    ReportError,
-    benchmark_metrics,
-    percentile,
-    read_ledger,
-    summarize,
-    write_ledger_report,
-)
-from .results import (
-    ATTEMPT_STATE,
-    RESULTS_FILE,
-    RESULTS_SCHEMA,
-    RUN_FILE,
-    RUN_SCHEMA,
-    USAGE_FILE,
-    AttemptResult,
-    Condition,
-    Machine,
-    ResultsError,
-    ResultsRead,
-    RunInfo,
-    TaskRef,
-    Usage,
-    append_result,
-    finished_attempts,
-    parse_results,
-    read_results,
-    read_run_info,
-    read_usage,
-    time_limit_text,
-    write_run_info,
-)
-from .runner import (
-    RunError,
-    RunOptions,
-    RunSummary,
-    replace_file,
-    run_benchmark,
-    summary_json,
-)
-from .runreport import compare_runs, load_run, report_runs, write_report
+Names load on first use (PEP 562): the report of a run must not import the runner's servers and
+the MCP SDK (~1 s here), nor an agent the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent_scripted import replay as run_scripted_agent
+    from .agent_search import search as run_search_agent
+    from .metrics import (
+        Change,
+        Comparison,
+        FieldDiff,
+        RunMetrics,
+        TaskOutcome,
+        compare,
+        compute_metrics,
+        pass_at_k,
+        per_point,
+        relative_change,
+        task_outcomes,
+        weighted_score,
+    )
+    from .prices import (
+        Cost,
+        ModelPrice,
+        PriceSchedule,
+        PricesError,
+        attempt_cost,
+        load_prices,
+        token_cost,
+    )
+    from .report import (
+        ReportError,
+        benchmark_metrics,
+        percentile,
+        read_ledger,
+        summarize,
+        write_ledger_report,
+    )
+    from .results import (
+        ATTEMPT_STATE,
+        RESULTS_FILE,
+        RESULTS_SCHEMA,
+        RUN_FILE,
+        RUN_SCHEMA,
+        USAGE_FILE,
+        AttemptResult,
+        Condition,
+        Machine,
+        ResultsError,
+        ResultsRead,
+        RunInfo,
+        TaskRef,
+        Usage,
+        append_result,
+        finished_attempts,
+        parse_results,
+        read_results,
+        read_run_info,
+        read_usage,
+        replace_file,
+        time_limit_text,
+        write_run_info,
+    )
+    from .runner import (
+        RunError,
+        RunOptions,
+        RunSummary,
+        run_benchmark,
+        summary_json,
+    )
+    from .runreport import compare_runs, load_run, report_runs, write_report
+
+# name -> (submodule, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "ATTEMPT_STATE": ("results", "ATTEMPT_STATE"),
+    "AttemptResult": ("results", "AttemptResult"),
+    "Change": ("metrics", "Change"),
+    "Comparison": ("metrics", "Comparison"),
+    "Condition": ("results", "Condition"),
+    "Cost": ("prices", "Cost"),
+    "FieldDiff": ("metrics", "FieldDiff"),
+    "Machine": ("results", "Machine"),
+    "ModelPrice": ("prices", "ModelPrice"),
+    "PriceSchedule": ("prices", "PriceSchedule"),
+    "PricesError": ("prices", "PricesError"),
+    "RESULTS_FILE": ("results", "RESULTS_FILE"),
+    "RESULTS_SCHEMA": ("results", "RESULTS_SCHEMA"),
+    "RUN_FILE": ("results", "RUN_FILE"),
+    "RUN_SCHEMA": ("results", "RUN_SCHEMA"),
+    "ReportError": ("report", "ReportError"),
+    "ResultsError": ("results", "ResultsError"),
+    "ResultsRead": ("results", "ResultsRead"),
+    "RunError": ("runner", "RunError"),
+    "RunInfo": ("results", "RunInfo"),
+    "RunMetrics": ("metrics", "RunMetrics"),
+    "RunOptions": ("runner", "RunOptions"),
+    "RunSummary": ("runner", "RunSummary"),
+    "TaskOutcome": ("metrics", "TaskOutcome"),
+    "TaskRef": ("results", "TaskRef"),
+    "USAGE_FILE": ("results", "USAGE_FILE"),
+    "Usage": ("results", "Usage"),
+    "append_result": ("results", "append_result"),
+    "attempt_cost": ("prices", "attempt_cost"),
+    "benchmark_metrics": ("report", "benchmark_metrics"),
+    "compare": ("metrics", "compare"),
+    "compare_runs": ("runreport", "compare_runs"),
+    "compute_metrics": ("metrics", "compute_metrics"),
+    "finished_attempts": ("results", "finished_attempts"),
+    "load_prices": ("prices", "load_prices"),
+    "load_run": ("runreport", "load_run"),
+    "parse_results": ("results", "parse_results"),
+    "pass_at_k": ("metrics", "pass_at_k"),
+    "per_point": ("metrics", "per_point"),
+    "percentile": ("report", "percentile"),
+    "read_ledger": ("report", "read_ledger"),
+    "read_results": ("results", "read_results"),
+    "read_run_info": ("results", "read_run_info"),
+    "read_usage": ("results", "read_usage"),
+    "relative_change": ("metrics", "relative_change"),
+    "replace_file": ("results", "replace_file"),
+    "report_runs": ("runreport", "report_runs"),
+    "run_benchmark": ("runner", "run_benchmark"),
+    "run_scripted_agent": ("agent_scripted", "replay"),
+    "run_search_agent": ("agent_search", "search"),
+    "summarize": ("report", "summarize"),
+    "summary_json": ("runner", "summary_json"),
+    "task_outcomes": ("metrics", "task_outcomes"),
+    "time_limit_text": ("results", "time_limit_text"),
+    "token_cost": ("prices", "token_cost"),
+    "weighted_score": ("metrics", "weighted_score"),
+    "write_ledger_report": ("report", "write_ledger_report"),
+    "write_report": ("runreport", "write_report"),
+    "write_run_info": ("results", "write_run_info"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ATTEMPT_STATE",

@@ -57,6 +57,7 @@ from .results import (
     read_results,
     read_run_info,
     read_usage,
+    replace_file,
     write_run_info,
 )
 from .workspace import ATTEMPT_TOKEN_VAR, SOCKET_FILE, Workspace, agent_argv, create_workspace
@@ -249,21 +250,6 @@ def sweep_socket_dirs(parent: Path) -> None:
         pid = entry.name.split("-")[1]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` as a new file at ``path`` in a directory the agent could write: never
-    through a link the agent left there (a ``Submission.lean`` linked to the run's
-    results.jsonl made the runner overwrite it with a forged line)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)  # replaces a link itself, never its target
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class Runner:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -63,6 +62,7 @@ from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
+from .version import package_version
 
 log = structlog.get_logger("leanrig.mcp")
 
@@ -80,13 +80,6 @@ LIBRARY_INSTRUCTIONS = (
     " search_library and read_library consult a verified library; tasks do not import it, so "
     "adapt a lemma's proof (read_library) rather than naming the lemma."
 )
-
-
-def package_version() -> str:
-    try:
-        return version("leanrig")
-    except PackageNotFoundError:  # running from a source tree without installing
-        return "0+unknown"
 
 
 def describe(tool: ToolDef) -> MCPTool:

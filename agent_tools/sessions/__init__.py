@@ -1,27 +1,75 @@
 """sessions: proof sessions on warm Lean slots — the service behind every tool, the typed tool
 catalogue it answers with, edit scoping per step, and the wall-clock ledger. Uses tasks,
-verdict and library."""
+verdict and library.
 
-from .catalogue import (
-    ALL_TOOLS,
-    LIBRARY_TOOLS,
-    MAX_CANDIDATES,
-    TOOL_BY_NAME,
-    TOOLS,
-    LedgerEntry,
-    ToolDef,
-    ToolFailure,
-    ToolInput,
-    ToolOutput,
-    input_schema,
-    output_schema,
-    parse_input,
-    tools_for,
-)
-from .errors import InvalidArguments, ToolError, agent_error
-from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
-from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
-from .session import ProofSession
+Names load on first use (PEP 562): a part used alone (a model, an error) must not import the
+rest (Lean's LSP types, the MCP SDK: ~1 s here).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalogue import (
+        ALL_TOOLS,
+        LIBRARY_TOOLS,
+        MAX_CANDIDATES,
+        TOOL_BY_NAME,
+        TOOLS,
+        LedgerEntry,
+        ToolDef,
+        ToolFailure,
+        ToolInput,
+        ToolOutput,
+        input_schema,
+        output_schema,
+        parse_input,
+        tools_for,
+    )
+    from .errors import InvalidArguments, ToolError, agent_error
+    from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
+    from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
+    from .session import ProofSession
+
+# name -> (submodule, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "ALL_TOOLS": ("catalogue", "ALL_TOOLS"),
+    "InvalidArguments": ("errors", "InvalidArguments"),
+    "LEDGER_SCHEMA": ("ledger", "LEDGER_SCHEMA"),
+    "LIBRARY_TOOLS": ("catalogue", "LIBRARY_TOOLS"),
+    "Ledger": ("ledger", "Ledger"),
+    "LedgerEntry": ("catalogue", "LedgerEntry"),
+    "MAX_CANDIDATES": ("catalogue", "MAX_CANDIDATES"),
+    "MAX_SESSIONS_PER_CLIENT": ("service", "MAX_SESSIONS_PER_CLIENT"),
+    "ProofService": ("service", "ProofService"),
+    "ProofSession": ("session", "ProofSession"),
+    "SHARED_CLIENT_SESSIONS": ("service", "SHARED_CLIENT_SESSIONS"),
+    "StepTimer": ("ledger", "StepTimer"),
+    "TOOLS": ("catalogue", "TOOLS"),
+    "TOOL_BY_NAME": ("catalogue", "TOOL_BY_NAME"),
+    "ToolDef": ("catalogue", "ToolDef"),
+    "ToolError": ("errors", "ToolError"),
+    "ToolFailure": ("catalogue", "ToolFailure"),
+    "ToolInput": ("catalogue", "ToolInput"),
+    "ToolOutput": ("catalogue", "ToolOutput"),
+    "agent_error": ("errors", "agent_error"),
+    "input_schema": ("catalogue", "input_schema"),
+    "output_schema": ("catalogue", "output_schema"),
+    "parse_input": ("catalogue", "parse_input"),
+    "tools_for": ("catalogue", "tools_for"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALL_TOOLS",

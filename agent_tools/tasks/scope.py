@@ -23,8 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-
-from lsprotocol.types import DocumentSymbol
+from typing import TYPE_CHECKING
 
 from lsp_bridge import (
     COMMENT_KINDS,
@@ -38,6 +37,9 @@ from lsp_bridge import (
     name_parts,
     scan_text,
 )
+
+if TYPE_CHECKING:  # (lsprotocol's types: ~0.5 s to import; only annotations need them)
+    from lsprotocol.types import DocumentSymbol
 
 MAX_BODY_BYTES = 1024 * 1024
 
