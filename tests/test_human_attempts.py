@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from agent_tools.runs import load_run, read_results
@@ -74,6 +76,20 @@ async def _lsp(workspace: Path, run: Path, *extra: str) -> tuple[int, str]:
     return await _run(lsp_argv(workspace, run, *extra), ROOT)
 
 
+async def _lsp_initialize(workspace: Path, run: Path) -> tuple[int, dict[str, Any], str]:
+    """`leanrig lsp` as an editor starts it: its exit code, its answer to `initialize`, its
+    stderr."""
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"processId": None, "rootUri": workspace.as_uri(),
+                                    "capabilities": {}}})  # fmt: skip
+    data = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    with anyio.fail_after(DEADLINE):
+        done = await anyio.run_process(lsp_argv(workspace, run), cwd=ROOT, input=data,
+                                       check=False)  # fmt: skip
+    rest = done.stdout.partition(b"\r\n\r\n")[2]
+    return done.returncode, dict(orjson.loads(rest)), done.stderr.decode()
+
+
 async def test_a_restart_resumes_the_attempt_with_its_clock(
     workspace: Path, tmp_path: Path
 ) -> None:
@@ -102,6 +118,12 @@ async def test_a_restart_resumes_the_attempt_with_its_clock(
     assert code == 2, stderr
     assert "is over (accepted after" in stderr and "--run-dir" in stderr
     assert len(read_results(run).results) == 1
+    # An editor starting it gets the refusal as `initialize`'s error, which it shows (the exit
+    # code alone read as a crash: VS Code restarted it 5 times, the reason in an output
+    # channel).
+    code, answer, stderr = await _lsp_initialize(workspace, run)
+    assert code == 2 and answer["id"] == 1, (answer, stderr)
+    assert "is over" in answer["error"]["message"] and answer["error"]["data"] == {"retry": False}
     # `leanrig edit` for another attempt into it is refused too, before writing anything.
     fresh = workspace.parent / "ws-again"
     code, stderr = await _run(

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 from anyio.abc import ByteReceiveStream
 
-from lsp_bridge import find_lean
+from lsp_bridge import LeanrigError, decode_body, find_lean, read_frames
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
 from ..servers import FdReceive, FdSend, claimed_stdio
@@ -25,7 +26,7 @@ from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
 from .attempt import Attempt
-from .proxy import EditorProxy, ProxyTimeouts
+from .proxy import EditorProxy, ProxyTimeouts, frame
 from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
@@ -90,14 +91,45 @@ async def run_lsp(
                 editor_in=editor_in or FdReceive(editor_fd),
                 editor_out=editor_out or FdSend(out_fd, options.timeouts.write),
             )
-    suite = load_suite(options.suite)
-    task = suite.task(options.task)
-    run_dir = options.resolved_run_dir()
-    check_run_dir(run_dir, suite, options.time_limit)  # before any write
-    # One connection at a time per attempt (an editor's restart may start the next server
-    # while the last one still gives its closing verdict): each rewrites the attempt's state.
-    async with attempt_lock(run_dir, task.id):
-        return await _serve(options, suite, task, run_dir, editor_in, editor_out)
+    try:
+        suite = load_suite(options.suite)
+        task = suite.task(options.task)
+        run_dir = options.resolved_run_dir()
+        check_run_dir(run_dir, suite, options.time_limit)  # before any write
+        # One connection at a time per attempt (an editor's restart may start the next
+        # server while the last one still gives its closing verdict): each rewrites the
+        # attempt's state.
+        async with attempt_lock(run_dir, task.id):
+            return await _serve(options, suite, task, run_dir, editor_in, editor_out)
+    except SuiteError as exc:
+        await _refuse_editor(editor_in, editor_out, exc)
+        raise
+
+
+# How long a refusing `leanrig lsp` waits for the editor's `initialize` to answer it.
+REFUSE_WAIT_SECONDS = 10.0
+
+
+async def _refuse_editor(
+    editor_in: ByteReceiveStream,
+    editor_out: Callable[[bytes], Awaitable[None]],
+    refusal: SuiteError,
+) -> None:
+    """Say a refusal (an attempt that is over, another editor on it, a suite error) to the
+    editor as its `initialize`'s error, which editors show (VS Code: a notification; the exit
+    code alone read as a crash, restarted 5 times, the reason only in an output channel)."""
+    with anyio.move_on_after(REFUSE_WAIT_SECONDS):
+        try:
+            async for body in read_frames(editor_in):
+                message = decode_body(body)
+                if message.get("method") == "initialize" and "id" in message:
+                    text = f"leanrig: {refusal}"
+                    error = {"code": -32603, "message": text, "data": {"retry": False}}
+                    reply = orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error})
+                    await editor_out(frame(reply))
+                    return
+        except (LeanrigError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return  # the editor is gone or speaks no LSP: the exit code and stderr say it
 
 
 async def _serve(
