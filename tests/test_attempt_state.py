@@ -115,3 +115,16 @@ async def test_one_connection_at_a_time_per_attempt(
     async with anyio.create_task_group() as tg, attempt_lock(tmp_path, TASK.id):
         tg.start_soon(restart)
         await anyio.sleep(0.3)
+
+
+def test_an_accepted_attempts_line_is_written_once(tmp_path: Path) -> None:
+    """After the accepted verdict's line, a version Lean still elaborated (Neovim sends the
+    buffer again) changed the counters, and the connection's close appended a second line
+    for the same attempt (seen in a fresh clone's Neovim test)."""
+    a = attempt(tmp_path, limit=None)
+    a.checked(verdict(True), "B", requested=time.time())
+    a.write_result()
+    edited(a, 2, "B")  # after the end: in the ledger, no new result
+    a.close()
+    lines = (tmp_path / "results.jsonl").read_bytes().splitlines()
+    assert len(lines) == 1, lines

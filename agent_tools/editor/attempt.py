@@ -124,6 +124,11 @@ def result_of(task: Task, state: AttemptState) -> AttemptResult:
     )  # fmt: skip
 
 
+def _outcome(result: AttemptResult) -> tuple[object, ...]:
+    return (result.accepted, result.timed_out, result.final_body_sha, tuple(result.reasons),
+            result.invocation_s)  # fmt: skip
+
+
 def repair_line(run_dir: Path, task: Task, state: AttemptState) -> bool:
     """Append the attempt's line when results.jsonl's last one for it says otherwise (the
     process was killed between saving the state and writing the line); True if appended."""
@@ -405,11 +410,15 @@ class Attempt:
 
     def write_result(self) -> dict[str, Any] | None:
         """Append the attempt's line unless the last one written says the same (the last
-        line of an attempt counts); None if the attempt never started."""
+        line of an attempt counts; once the attempt is over, only a changed outcome makes a
+        new line — what the editor does after its end, a version Lean still elaborates,
+        changes no result); None if the attempt never started."""
         if self.state is None:
             return None
         result = self.result()
-        if result != self._last_line:
+        last = self._last_line
+        settled = last is not None and self.state.over and _outcome(last) == _outcome(result)
+        if result != last and not settled:
             self.results.parent.mkdir(parents=True, exist_ok=True)
             append_result(self.results.parent, result)
             self._last_line = result
