@@ -7,8 +7,7 @@ The LSP client's names (``client``: it imports lsprotocol's types, ~0.5 s here) 
 use (PEP 562), so what needs only errors, positions or text scanning does not pay for them.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._groups import single_errors
 from .bootstrap import PRELUDE_HEADER, PRELUDE_SORRY, cache_root, ensure_bootstrap
@@ -33,6 +32,7 @@ from .errors import (
 )
 from .framing import decode_body, read_frames
 from .header import Header, parse_header
+from .lazy import lazy_attributes
 from .lean_text import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -76,18 +76,20 @@ if TYPE_CHECKING:
         path_to_uri,
     )
 
-_CLIENT = frozenset(
-    {"DocQuery", "LeanClient", "ServerCommand", "TextEdit", "apply_edit",
-     "common_prefix", "minimal_edit", "path_to_uri"}
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _CLIENT:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".client", __name__), name)
-    globals()[name] = value
-    return value
+_LAZY = {
+    name: ("client", name)
+    for name in (
+        "DocQuery",
+        "LeanClient",
+        "ServerCommand",
+        "TextEdit",
+        "apply_edit",
+        "common_prefix",
+        "minimal_edit",
+        "path_to_uri",
+    )
+}
+__getattr__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
@@ -147,6 +149,7 @@ __all__ = [
     "has_tactic_block",
     "kill_tree",
     "kill_tree_async",
+    "lazy_attributes",
     "lean_tokens",
     "lone_carriage_return",
     "minimal_edit",

@@ -8,8 +8,9 @@ rest (Lean's LSP types, the MCP SDK: ~1 s here).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from .catalogue import (
@@ -62,13 +63,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
