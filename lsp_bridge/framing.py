@@ -49,6 +49,20 @@ def parse_content_length(header: bytes) -> int:
     return length
 
 
+# Lean's file workers send the references index (``$/lean/ileanInfoUpdate``, ``…Final``, and
+# ``ileanHeaderSetupInfo``) for the watchdog's cross-file references; nothing here reads it. It
+# is the largest traffic of a step (two messages of ~2 KB per edit of a one-theorem file,
+# growing with the file), so it is dropped before it is decoded. Lean writes a message's keys
+# in order (``jsonrpc``, ``method``, ``params``) with no spaces; a body written otherwise is
+# decoded and dispatched like any other (the handlers ignore these methods).
+_UNREAD_PREFIX = b'{"jsonrpc":"2.0","method":"$/lean/ilean'
+
+
+def unread_notification(body: bytes) -> bool:
+    """Is ``body`` a notification the client never reads (Lean's references index)?"""
+    return body.startswith(_UNREAD_PREFIX)
+
+
 def decode_body(body: bytes) -> dict[str, Any]:
     try:
         message = orjson.loads(body)

@@ -35,7 +35,7 @@ from .errors import (
     ServerError,
     response_error,
 )
-from .framing import decode_body, encode_message, read_frames
+from .framing import decode_body, encode_message, read_frames, unread_notification
 from .proctree import kill_tree, kill_tree_async, spawn_marked
 
 log = structlog.get_logger("leanrig.lsp")
@@ -461,6 +461,8 @@ class LspTransport:
             async with aclosing(read_frames(stdout)) as frames:
                 async for body in frames:
                     self.heard = True
+                    if unread_notification(body):
+                        continue
                     message = decode_body(body)
                     if "id" in message and "method" in message:
                         await self._answer_server_request(

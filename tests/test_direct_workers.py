@@ -31,6 +31,8 @@ from lsp_bridge import (
     Timeouts,
     WorkerCrashed,
 )
+from lsp_bridge import transport as transport_module
+from lsp_bridge.framing import unread_notification
 from lsp_bridge.transport import LspTransport
 from repl_pool import LeanEnvironment, PoolConfig, WarmPool
 
@@ -177,6 +179,53 @@ async def test_direct_workers_answer_each_version_as_the_watchdog_does(
     errors = [[d for d in a[0] if d[0] == Severity.ERROR] for a in seen[True]]  # type: ignore[index]
     assert errors[0] == [] and errors[4] == []  # the proof, twice
     assert all(errors[i] for i in (1, 2, 3, 5))  # each wrong body has its errors
+
+
+async def test_the_references_index_lean_sends_is_dropped_unread(
+    workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lean's workers send the references index (``$/lean/ileanInfo…``, the largest messages
+    of a step) for a watchdog; the client drops it before decoding it, and what it does read
+    (diagnostics, progress, answers) is unchanged."""
+    dropped: list[bytes] = []
+    dispatched: list[str] = []
+    real_unread, real_dispatch = unread_notification, LspTransport._dispatch
+
+    def unread(body: bytes) -> bool:
+        if real_unread(body):
+            dropped.append(body)
+            return True
+        return False
+
+    def dispatch(self: LspTransport, message: dict[str, Any]) -> None:
+        dispatched.append(str(message.get("method", "(answer)")))
+        real_dispatch(self, message)
+
+    monkeypatch.setattr(transport_module, "unread_notification", unread)
+    monkeypatch.setattr(LspTransport, "_dispatch", dispatch)
+    uri = (project / "Congr.lean").as_uri()
+    for body in BODIES[:2]:
+        report = (await workers.update(uri, text(body)))[0]
+        assert report.status == "done"
+    assert not report.clean and report.diagnostics  # the type mismatch, read as before
+    assert dropped, "Lean sent no references index in the form the client drops"
+    assert all(b'"method":"$/lean/ilean' in body for body in dropped)
+    assert not [m for m in dispatched if "ilean" in m]
+    assert "$/lean/fileProgress" in dispatched
+    assert "textDocument/publishDiagnostics" in dispatched
+
+
+def test_only_leans_references_index_is_dropped_unread() -> None:
+    assert unread_notification(b'{"jsonrpc":"2.0","method":"$/lean/ileanInfoFinal","params":{}}')
+    assert unread_notification(b'{"jsonrpc":"2.0","method":"$/lean/ileanInfoUpdate","params":{}}')
+    for kept in (
+        b'{"jsonrpc":"2.0","method":"textDocument/publishDiagnostics","params":{}}',
+        b'{"jsonrpc":"2.0","method":"$/lean/fileProgress","params":{}}',
+        b'{"id":3,"jsonrpc":"2.0","method":"$/lean/ileanInfoFinal","params":{}}',  # a request
+        b'{"id":3,"jsonrpc":"2.0","result":"$/lean/ileanInfoFinal"}',
+        b'{"jsonrpc": "2.0", "method": "$/lean/ileanInfoFinal"}',  # spaced: decoded as before
+    ):
+        assert not unread_notification(kept)
 
 
 async def test_one_worker_per_document_and_closing_a_document_ends_its_worker(
