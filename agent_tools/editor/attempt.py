@@ -38,9 +38,8 @@ from ..runs import (
     Condition,
     append_result,
     read_results,
-    replace_file,
 )
-from ..sessions import Ledger
+from ..sessions import Ledger, replace_file
 from ..tasks import Task
 from ..verdict import Verdict
 

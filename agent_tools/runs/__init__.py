@@ -69,7 +69,6 @@ if TYPE_CHECKING:
         read_results,
         read_run_info,
         read_usage,
-        replace_file,
         time_limit_text,
         write_run_info,
     )
@@ -129,7 +128,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "read_run_info": ("results", "read_run_info"),
     "read_usage": ("results", "read_usage"),
     "relative_change": ("metrics", "relative_change"),
-    "replace_file": ("results", "replace_file"),
     "report_runs": ("runreport", "report_runs"),
     "run_benchmark": ("runner", "run_benchmark"),
     "run_scripted_agent": ("agent_scripted", "replay"),
@@ -195,7 +193,6 @@ __all__ = [
     "read_run_info",
     "read_usage",
     "relative_change",
-    "replace_file",
     "report_runs",
     "run_benchmark",
     "run_scripted_agent",

@@ -276,18 +276,3 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "file"
     return f"{where}: {err['msg']}"
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` as a new file at ``path`` in a directory the agent could write: never
-    through a link the agent left there (a ``Submission.lean`` linked to the run's
-    results.jsonl made the runner overwrite it with a forged line)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)  # replaces a link itself, never its target
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

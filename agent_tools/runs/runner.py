@@ -38,6 +38,7 @@ from repl_pool import SandboxPolicy, uses_namespaces
 
 from ..library import prepare_library
 from ..servers import ServeOptions, package_version
+from ..sessions import replace_file
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .attempt_server import AttemptServer, ServiceFactory
@@ -57,7 +58,6 @@ from .results import (
     read_results,
     read_run_info,
     read_usage,
-    replace_file,
     write_run_info,
 )
 from .workspace import ATTEMPT_TOKEN_VAR, SOCKET_FILE, Workspace, agent_argv, create_workspace

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         tools_for,
     )
     from .errors import InvalidArguments, ToolError, agent_error
+    from .files import replace_file
     from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
     from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
     from .session import ProofSession
@@ -59,6 +60,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "input_schema": ("catalogue", "input_schema"),
     "output_schema": ("catalogue", "output_schema"),
     "parse_input": ("catalogue", "parse_input"),
+    "replace_file": ("files", "replace_file"),
     "tools_for": ("catalogue", "tools_for"),
 }
 
@@ -90,5 +92,6 @@ __all__ = [
     "input_schema",
     "output_schema",
     "parse_input",
+    "replace_file",
     "tools_for",
 ]

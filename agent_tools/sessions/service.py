@@ -10,7 +10,6 @@ replies.py (result building), errors.py (error translation).
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 import time
 from contextlib import AbstractAsyncContextManager
@@ -59,6 +58,7 @@ from .catalogue import (
 )
 from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error
+from .files import replace_file
 from .ledger import Ledger, StepTimer
 from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
 from .replies import (
@@ -72,19 +72,6 @@ from .replies import (
 from .session import ProofSession, body_sha
 
 log = structlog.get_logger("leanrig.tools")
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """``path`` now holds ``data``, atomically (a temp file beside it, then a rename)."""
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def as_lean_reads(body: str) -> str:
@@ -314,7 +301,7 @@ class ProofService:
                   "ts_ns": time.time_ns()}  # fmt: skip
         data = orjson.dumps(record)
         async with self._submission_lock:  # sessions' records never interleave their renames
-            await anyio.to_thread.run_sync(_replace_file, self.submission, data)
+            await anyio.to_thread.run_sync(replace_file, self.submission, data)
 
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(
