@@ -800,3 +800,36 @@ async def test_mcp_stdio_answers_requests_it_cannot_take_with_their_id() -> None
         )
         version = before["result"]["structuredContent"]["version"]
         assert state["result"]["structuredContent"]["version"] == version, state  # no new one
+
+
+async def test_mcp_tool_call_with_params_the_sdk_cannot_read_says_what_to_send(
+    tmp_path: Path,
+) -> None:
+    """A red-team sweep: `tools/call` with arguments that are not an object (a list, a
+    string, a number) got -32602 "Invalid request parameters" with empty data — nothing an
+    agent can act on — and no ledger line. Now the error names what is wrong and what to
+    send, the call gets its ledger line, and the session goes on."""
+    ledger = tmp_path / "ledger.jsonl"
+    async with spawn_serve("--no-sandbox", "--ledger", str(ledger)) as process:
+        exchange = partial(_exchange, process, await _mcp_handshake(process))
+        for rid, arguments in ((20, b"[1,2]"), (21, b'"and_swap"'), (22, b"5")):
+            reply = await exchange(
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"open_task",'
+                b'"arguments":%s}}\n' % (rid, arguments)
+            )
+            assert reply["id"] == rid and reply["error"]["code"] == -32602, reply
+            message = reply["error"]["message"]
+            assert "arguments must be a JSON object" in message and "inputSchema" in message
+        nameless = await exchange(
+            b'{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":5}}\n'
+        )
+        assert nameless["error"]["code"] == -32602, nameless
+        assert "`name`" in nameless["error"]["message"], nameless
+        opened = await exchange(
+            b'{"jsonrpc":"2.0","id":24,"method":"tools/call","params":{"name":"open_task",'
+            b'"arguments":{"task_id":"and_swap"}}}\n'
+        )
+        assert not opened["result"].get("isError"), opened
+    lines = [orjson.loads(line) for line in ledger.read_bytes().splitlines()]
+    refused = [e for e in lines if e["tool"] == "open_task" and e["outcome"] != "ok"]
+    assert [e["outcome"] for e in refused] == ["error:invalid_argument"] * 3, lines

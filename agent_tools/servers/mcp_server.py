@@ -19,18 +19,20 @@ line on the task that asks: its stdio transport hands every message in and out t
 task of its own (two task switches per call).
 
 The SDK's OpenTelemetry middleware is dropped (its documented opt-out): leanrig installs no
-exporter, and a span per message is work on every call.
+exporter, and a span per message is work on every call. One middleware of our own
+(`ExplainedParams`) says what is wrong with a `tools/call` whose params the SDK cannot read.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import orjson
 import structlog
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -52,6 +54,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from ..sessions import (
+    InvalidArguments,
     ProofService,
     ToolDef,
     ToolError,
@@ -111,7 +114,7 @@ class LeanrigMCP(MCPServer[Any]):
         # dropping it from the list as the way to opt out.
         self.middleware[:] = [
             m for m in self.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
-        ]
+        ] + [ExplainedParams(self)]
         # The service's tools: the library tools only in the LAD condition.
         self._listed = [describe(t) for t in service_tools(service)]
 
@@ -161,6 +164,46 @@ class LeanrigMCP(MCPServer[Any]):
             )
         if session.cancelled_caught:
             log.info("mcp.peer_gone", detail="its replies could not be written; session ended")
+
+
+class ExplainedParams:
+    """The SDK answers a `tools/call` whose params it cannot read (arguments that are not an
+    object, a name that is not a string) with -32602 "Invalid request parameters" and nothing
+    more, and the call never reaches the tool, so the ledger did not hear of it either. This
+    middleware (the SDK's documented place to observe a request's failure) says what is wrong
+    and what to send instead, as the JSON-RPC wire does, and records the call's ledger line
+    when it names a tool this server serves. Other requests' errors pass unchanged."""
+
+    def __init__(self, server: LeanrigMCP) -> None:
+        self._server = server
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            if ctx.method != "tools/call" or ctx.request_id is None:
+                raise
+            params: Mapping[str, Any] = ctx.params if isinstance(ctx.params, Mapping) else {}
+            name, arguments = params.get("name"), params.get("arguments")
+            service = self._server.service
+            if not isinstance(name, str):
+                message = "`name` must be the tool's name, a string"
+            elif arguments is not None and not isinstance(arguments, dict):
+                message = "the arguments must be a JSON object"
+            else:
+                message = f"the params cannot be read ({_why(exc)})"
+            error = InvalidArguments(message, field=None)
+            if isinstance(name, str) and service_tool(service, name) is not None:
+                service.record_invalid(name, arguments, self._server.client, error)
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"invalid tools/call params: {message}; send "
+                '`{"name": "<tool>", "arguments": {...}}` with the arguments its inputSchema '
+                "lists (see tools/list)",
+                data={"tool": name} if isinstance(name, str) else None,
+            ) from exc
 
 
 class LineReplies:
