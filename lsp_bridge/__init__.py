@@ -10,7 +10,13 @@ use (PEP 562), so what needs only errors, positions or text scanning does not pa
 from typing import TYPE_CHECKING
 
 from ._groups import single_errors
-from .bootstrap import PRELUDE_HEADER, PRELUDE_SORRY, cache_root, ensure_bootstrap
+from .bootstrap import (
+    PRELUDE_HEADER,
+    PRELUDE_SORRY,
+    cache_root,
+    ensure_bootstrap,
+    find_library_dir,
+)
 from .errors import (
     BootstrapError,
     ContentModified,
@@ -146,6 +152,7 @@ __all__ = [
     "decode_body",
     "ensure_bootstrap",
     "find_lean",
+    "find_library_dir",
     "has_tactic_block",
     "kill_tree",
     "kill_tree_async",

@@ -74,12 +74,25 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
         assert forged["run_socket_dirs"] == [forged["own_run_socket_dir"]], forged
         assert forged["network"].startswith("refused"), forged
         # The runner wrote the submission as a new file, not through the agent's link to the
-        # run's results (which it overwrote), and read no usage from a FIFO (it hung).
+        # run's results (which it overwrote), and read no usage from a FIFO (it hung). A
+        # directory there (which crashed the run) is left, with a note; the verdict stands.
         written = root / "workspace" / "Submission.lean"
         assert not written.is_symlink()
         body = WRONG if task == "and_swap" else suite.tasks[task].body
-        assert written.read_text() == suite.tasks[task].with_body(body)
+        if modes[task] == "skip":
+            assert written.is_dir()
+            assert any("Submission.lean could not be written" in n for n in r[task].notes)
+        else:
+            assert written.read_text() == suite.tasks[task].with_body(body)
         assert r[task].input_tokens is None and r[task].cost_usd is None
+        # What the verdict trusts is read-only to the agent (Lean, leanrig's cache, Python,
+        # leanrig), and its scratch directories are its own: nothing it left there is on the
+        # host for a later attempt.
+        trusted = {k: v for k, v in forged.items() if k.startswith("trusted")}
+        assert len(trusted) == 4 and all(v.startswith("refused") for v in trusted.values()), forged
+        stashes = [v for k, v in forged.items() if k.startswith("stash")]
+        assert len(stashes) == 3 and all(v != "refused" for v in stashes), forged
+        assert not any(Path(v).exists() for v in stashes), forged  # noqa: ASYNC240
     assert any(k.startswith("overwrite") for k in
                json.loads((run_dir / "attempts" / "and_swap" / "1" / "workspace" /
                            "forge.json").read_text()))  # fmt: skip

@@ -26,6 +26,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ import anyio
 import psutil
 import structlog
 from anyio.abc import ByteReceiveStream
+
+from lsp_bridge import cache_root, find_library_dir
 
 log = structlog.get_logger("leanrig.run")
 
@@ -163,6 +166,66 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
     for option, path in mounts:
         parts += [option, str(path)] if option == "--tmpfs" else [option, str(path), str(path)]
     return (*parts, "--die-with-parent", "--")
+
+
+# Fresh, private and discarded with the attempt: the host's shared scratch directories, which
+# one attempt could leave state in for the next (a red-team agent stashed its proof in /tmp and
+# attempt 2 "solved" the task in 0.4 s; pass@k assumes independent attempts).
+PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
+    """What the verdict's trust rests on, which an agent must not write although the user may:
+    the Lean install (``lean``'s prefix; the bootstrap's library), leanrig's cache (the
+    bootstrap launcher, suites' compiled libraries, prefix modules), the Python environment
+    and leanrig's own code. A red-team agent replaced the cached launcher with a wrapper that
+    rewrote `#print axioms` and had `sorryAx` accepted; another recompiled a suite library's
+    `.olean`, which later checks trusted. Existing paths only, resolved, without the user's
+    home or an ancestor of it (the agent's own configuration lives there)."""
+    library = find_library_dir()
+    candidates = [
+        lean.resolve().parent.parent,
+        cache_root(),
+        *([library] if library is not None else []),
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(__file__).resolve().parents[2],  # leanrig's packages (a checkout or site-packages)
+        *extra,
+    ]
+    home = Path.home().resolve()
+    out: list[Path] = []
+    for path in candidates:
+        try:
+            real = path.resolve()
+        except OSError:
+            continue
+        if not real.exists() or real == home or real in home.parents or real in out:
+            continue
+        out.append(real)
+    return out
+
+
+def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
+    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``), and the files
+    the agent's command names under them (an agent script kept in /tmp: its directory, or the
+    file itself directly in /tmp) visible again, read-only. Mount the second list after the
+    first and before the run's own directories (a workspace inside a named directory stays
+    writable); those are visible through the fresh directories too."""
+    fresh: list[Mount] = [("--tmpfs", d) for d in PRIVATE_SCRATCH if d.is_dir()]
+    named: list[Mount] = []
+    for word in argv:
+        if not word.startswith("/"):
+            continue
+        path = Path(word)
+        if not path.exists() or not any(path.is_relative_to(d) for d in PRIVATE_SCRATCH):
+            continue
+        shown = path if path.is_dir() else path.parent
+        if shown in PRIVATE_SCRATCH:
+            shown = path
+        if shown not in PRIVATE_SCRATCH and ("--ro-bind", shown) not in named:
+            named.append(("--ro-bind", shown))
+    return fresh, named
 
 
 def network_sandbox() -> tuple[str, ...] | None:

@@ -42,7 +42,16 @@ from ..sessions import replace_file
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .attempt_server import AttemptServer, ServiceFactory
-from .invocation import KILL_DEADLINE, Invocation, Mount, agent_sandbox, invoke, kill_attempt
+from .invocation import (
+    KILL_DEADLINE,
+    Invocation,
+    Mount,
+    agent_sandbox,
+    invoke,
+    kill_attempt,
+    scratch_mounts,
+    trusted_paths,
+)
 from .prices import PriceSchedule, load_prices
 from .progress import RunProgress
 from .results import (
@@ -252,6 +261,22 @@ def sweep_socket_dirs(parent: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+def _write_submission(path: Path, text: str) -> str | None:
+    """Write the judged file as the workspace's ``Submission.lean`` (for the reader: the
+    verdict judges the text itself); None, or the note for the results line when the agent
+    left something there that cannot be replaced by a file (a directory: the runner crashed on
+    it and `--resume` gave the agent another try, unrecorded, as often as it liked)."""
+    try:
+        replace_file(path, text.encode())
+    except OSError as exc:
+        log.warning("run.submission_unwritten", path=str(path), error=str(exc))
+        return (
+            f"the workspace's {path.name} could not be written ({exc.strerror or exc}: the "
+            "agent left something there); the verdict judged the final body as usual"
+        )
+    return None
+
+
 class Runner:
     def __init__(
         self,
@@ -305,12 +330,20 @@ class Runner:
         self._sockets += 1
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
-    def _sandbox(self, ws: Workspace) -> tuple[str, ...]:
-        """The agent's sandbox prefix: the suite and the run directory read-only, the workspace
-        writable, the runner's socket directory hidden but for this attempt's socket."""
+    def _sandbox(self, ws: Workspace, argv: Sequence[str]) -> tuple[str, ...]:
+        """The agent's sandbox prefix: a private /tmp, /var/tmp and /dev/shm (but the files its
+        command names there); read-only what the verdict trusts (``trusted_paths``: Lean, the
+        cache, leanrig and its Python), the suite and the run directory; the runner's socket
+        directory hidden but for this attempt's socket; the workspace writable. In this order:
+        a later mount shows through an earlier one."""
         if not self.isolated:
             return ()
+        fresh, named = scratch_mounts(argv)
+        extra = [self.install.lake] if self.install.lake is not None else []
         mounts: list[Mount] = [
+            *fresh,
+            *named,
+            *(("--ro-bind", p) for p in trusted_paths(self.install.lean, extra=extra)),
             ("--ro-bind", self.suite.root.resolve()),
             ("--ro-bind", self.run_dir),
             ("--tmpfs", self.socket_parent),
@@ -338,8 +371,11 @@ class Runner:
         )  # fmt: skip
         server = AttemptServer(serve, socket, o.service)
         await server.bind()
-        argv = [*self._sandbox(ws), *agent_argv(self.words, ws)]
+        command = agent_argv(self.words, ws)
+        argv = [*self._sandbox(ws, command), *command]
         env = ws.agent_env(os.environ)
+        if self.isolated:
+            env["TMPDIR"] = "/tmp"  # its private one (a TMPDIR elsewhere is shared)
         async with anyio.create_task_group() as tg:
             # The service opens while the agent starts; the agent's first connection waits
             # in the socket's backlog until it serves.
@@ -355,7 +391,7 @@ class Runner:
         if server.failure is not None:
             infra.append(server.failure)
         submission = task.with_body(body)
-        await anyio.to_thread.run_sync(replace_file, ws.submission, submission.encode())
+        unwritten = await anyio.to_thread.run_sync(_write_submission, ws.submission, submission)
         t_verdict = time.perf_counter()
         verdict = await self._verdict(task, submission)
         verdict_s = time.perf_counter() - t_verdict
@@ -363,6 +399,8 @@ class Runner:
         infra += died
         usage = await anyio.to_thread.run_sync(read_usage, ws.workspace / USAGE_FILE)
         notes = await anyio.to_thread.run_sync(self._ignored_edits, task, ws)
+        if unwritten is not None:
+            notes.insert(0, unwritten)
         if inv.start_error:
             log.warning("run.agent_start_failed", task=task.id, error=inv.start_error)
         result = AttemptResult(

@@ -65,9 +65,38 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
     # Files the runner handles in the workspace after the agent: the submission it writes (a
     # link to the run's results would have it overwrite them), usage.json it reads (a FIFO
     # made it wait for a writer for ever).
+    # ``skip`` leaves a directory where the submission goes (the runner crashed on it, and
+    # `--resume` gave the agent another, unrecorded try).
     (ws / "Submission.lean").unlink(missing_ok=True)
-    os.symlink(root.parents[2] / "results.jsonl", ws / "Submission.lean")
+    if task_mode(task) == "skip":
+        (ws / "Submission.lean" / "x").mkdir(parents=True)
+    else:
+        os.symlink(root.parents[2] / "results.jsonl", ws / "Submission.lean")
     os.mkfifo(ws / "usage.json")
+    # What the verdict trusts, which the user may write: Lean (the launcher), leanrig's cache
+    # (compiled suite libraries), the Python environment, leanrig's code. A file created
+    # here is removed at once (the sandbox should have refused it).
+    from lsp_bridge import cache_root, find_lean
+
+    trusted = {
+        "lean": find_lean().lean.resolve().parent,
+        "cache": cache_root(),
+        "python": Path(sys.prefix),
+        "leanrig": Path(__file__).resolve().parents[2] / "agent_tools",
+    }
+    for name, folder in trusted.items():
+        probe = folder / f".forged-{os.getpid()}"
+        report[f"trusted {name}"] = attempt(probe, lambda p: p.write_text("x"))
+        if report[f"trusted {name}"] == "written":
+            probe.unlink()
+    # State for a later attempt, in the host's shared scratch directories.
+    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
+        stash = Path(scratch) / f"leanrig-stash-{os.environ['LEANRIG_TASK']}-{os.urandom(6).hex()}"
+        report[f"stash {scratch}"] = (
+            str(stash)
+            if attempt(stash, lambda p: p.write_text("proof")) == "written"
+            else "refused"
+        )
     try:
         socket.create_connection(("1.1.1.1", 53), timeout=2).close()
         report["network"] = "connected"
@@ -92,6 +121,10 @@ async def main() -> int:
         report = await anyio.to_thread.run_sync(forge, ws, task, proof, server)
     await anyio.Path(ws / "forge.json").write_text(json.dumps(report))
     return 0
+
+
+def task_mode(task: str) -> str:
+    return str(json.loads(sys.argv[1])[task])
 
 
 def setup() -> tuple[dict[str, Any], str, Path, str, str]:
