@@ -579,6 +579,12 @@ def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bo
             ["A.B.x", "y", "z"],
         ),
         ("axiom Demo.swap (p q : Prop) : p → q\naxiom b : True", ["Demo.swap", "b"]),
+        # a red-team sweep: `end X` closes only `X` of `namespace Evil.X` (the axiom was read
+        # as the allow-listed root `propext`: a step called complete what the verdict refused)
+        ("namespace Evil.X\nend X\naxiom propext : False\nend Evil", ["Evil.propext"]),
+        ("namespace A\nnamespace B.C\nend B.C\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
+        ("namespace A\nsection S.T\nend S.T\naxiom x : T\nend A", ["A.x"]),
+        ("namespace A\nsection\nend\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
         ("-- axiom c : False\ntheorem axiom_free : p := h", []),
         ('def s := "axiom d : False"', []),
     ],

@@ -186,27 +186,46 @@ def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
     ``_root_.`` prefix dropped, a part that needs it escaped (``A.«my ax»``, as Lean prints
     it). An ``unsafe axiom`` is left out: no theorem can depend on one (the kernel refuses)."""
     names: list[str] = []
-    scopes: list[tuple[str, ...]] = []  # per open namespace/section/mutual: its name parts
+    # One entry per open scope component, as Lean keeps them: `namespace A.B` opens two, which
+    # `end A.B` closes, or `end B` then `end A` (a namespace's part; "" for a section's or a
+    # `mutual`'s). Popping one entry per `end` read `namespace Evil.X … end X` as leaving no
+    # namespace open: `axiom propext` after it was the allow-listed root `propext`.
+    scopes: list[str] = []
     previous = following = ""  # the code words before the current one
+    named_by: tuple[str, int] | None = None  # ("end" | "section", where): a name may follow
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
             continue
         word = token.text(text)
         outside = not start <= token.start < end
         ident = token.kind is TokenKind.IDENT
+        if named_by is not None:
+            keyword, at = named_by
+            named_by = None
+            if outside and ident and "\n" not in text[at : token.start]:
+                # The scope's name, on the keyword's line: a dotted one covers more components.
+                more = len(name_parts(word)) - 1
+                if keyword == "end" and more > 0:
+                    del scopes[max(0, len(scopes) - more) :]
+                elif keyword == "section":
+                    scopes += [""] * more
+                previous, following = following, ""
+                continue
         if outside and ident and following == "axiom" and previous != "unsafe":
             parts = name_parts(word)
             if parts and parts[0] == "_root_":
                 parts = parts[1:]
             else:
-                parts = tuple(p for scope in scopes for p in scope) + parts
+                parts = tuple(p for p in scopes if p) + parts
             names.append(".".join(p if _PLAIN_PART.fullmatch(p) else f"«{p}»" for p in parts))
         elif outside and ident and following == "namespace":
-            scopes.append(name_parts(word))
+            scopes += name_parts(word)
         elif outside and ident and word in ("section", "mutual") and following != "end":
-            scopes.append(())
+            scopes.append("")
+            named_by = (word, token.end) if word == "section" else None
         elif outside and ident and word == "end" and scopes:
             scopes.pop()
+            named_by = ("end", token.end)
         previous, following = following, (word if ident else "")
     return names
 
