@@ -116,6 +116,33 @@ async def test_a_lemma_under_set_option_in_is_indexed(
         index.close()
 
 
+async def test_a_declaration_left_with_sorry_is_not_in_the_index(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    """A red-team sweep: a library lemma proved with `sorryAx` (Lean accepts it, with a
+    warning) was indexed and served as verified Lean; an agent adapting it was rejected."""
+    root = copy_suite(tmp_path)
+    equality = root / "Lib" / "Equality.lean"
+    equality.write_text(
+        equality.read_text("utf-8").replace(
+            "end Lib.Equality",
+            "/-- Anything at all. -/\ntheorem bogus (p : Prop) : p :=\n  sorryAx p Bool.false\n\n"
+            "end Lib.Equality",
+        ),
+        encoding="utf-8",
+    )
+    suite = load_suite(root)
+    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
+    try:
+        assert index.count == 10  # the demo's ten, not the unproved one
+        assert not [h for h in await index.search("bogus anything", 10) if "bogus" in h.name]
+        with pytest.raises(LibraryError):
+            await index.read("Lib.Equality.bogus")
+        assert (await index.read("Lib.Equality.symm")).line == 16
+    finally:
+        index.close()
+
+
 async def test_a_second_open_is_a_cache_hit_and_a_changed_file_rebuilds(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:

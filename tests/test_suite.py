@@ -19,6 +19,7 @@ from agent_tools.tasks import (
     locate_body,
     precheck_body,
 )
+from lsp_bridge import LeanInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "lean_project" / "suites"
@@ -298,3 +299,26 @@ def test_the_suite_hash_covers_tasks_and_both_libraries(tmp_path: Path) -> None:
     lemma = suite.lad_files[0]
     lemma.write_text(lemma.read_text(encoding="utf-8") + "\n-- changed\n", encoding="utf-8")
     assert load_suite(suite_dir).content_hash() != before
+
+
+def test_a_library_module_that_does_not_compile_is_named_with_its_first_error(
+    tmp_path: Path, lean_install: LeanInstall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red-team sweep: the message kept the last 500 characters of Lean's output, which cut
+    the failing file's path in half (`…sic.lean:54:88: error`)."""
+    from agent_tools.tasks import library_dir
+
+    monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "demo"
+    shutil.copytree(SUITES / "demo", root)
+    basic = root / "Demo" / "Basic.lean"
+    later = "".join(f"theorem later_{i} : N := leanrig_unknown_{i}\n" for i in range(12))
+    basic.write_text(
+        basic.read_text("utf-8") + "\ntheorem first : N := leanrig_unknown\n" + later,
+        encoding="utf-8",
+    )
+    with pytest.raises(SuiteError) as caught:
+        library_dir(load_suite(root), lean_install)
+    message = caught.value.message
+    assert f"{basic}:" in message and "error" in message, message
+    assert "leanrig_unknown`" in message, message  # the first error, not the last ones

@@ -4,7 +4,9 @@ One fresh ``lean --server`` (``lake serve`` in a Lake project: the environment's
 command, under its sandbox wrapper) opens each file; then, per file:
 
 - the diagnostics: a file with an error does not elaborate, so it is refused (``LibraryError``
-  naming the file, line and message) — the index never shows a lemma Lean did not accept;
+  naming the file, line and message) — the index never shows a lemma Lean did not accept; a
+  declaration Lean warns "declaration uses `sorry`" about is left out (an agent adapting it
+  would be rejected: the library's tools promise verified Lean);
 - ``textDocument/documentSymbol``: each declaration's range (doc comment and attributes
   included: that text is its full source) and the range of its name; namespaces and sections
   are walked into;
@@ -22,12 +24,14 @@ or talks to SQLite.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import lsprotocol.types as lsp
+import structlog
 
 from lsp_bridge import (
     COMMENT_KINDS,
@@ -35,6 +39,7 @@ from lsp_bridge import (
     LeanrigError,
     LineIndex,
     LspPos,
+    Severity,
     Timeouts,
     TokenKind,
     lean_tokens,
@@ -44,6 +49,10 @@ from repl_pool import LeanEnvironment, parse_header
 
 from ..tasks import all_wrappers, unwrap
 
+log = structlog.get_logger("leanrig.library")
+
+# Lean's warning on a declaration whose value uses `sorry` (quotes vary across versions).
+_USES_SORRY = re.compile(r"declaration uses ['`]sorry['`]")
 PARSE_SECONDS = 300.0  # the whole library: every file opened, elaborated and queried
 HOVERS_AT_ONCE = 8
 CONTAINERS = frozenset({"Namespace", "Module", "Package"})
@@ -119,13 +128,21 @@ async def _file_declarations(
             + (f" ({len(errors)} error(s); first at line {where})" if first else ": Lean stopped")
         )
     symbols = await _symbols(client, uri, text)
+    unproved = [
+        index.offset_of_lsp(d.range.start)
+        for d in report.diagnostics
+        if d.severity == Severity.WARNING and _USES_SORRY.search(d.message)
+    ]
     found = []
     for symbol, namespace in _declarations(symbols, ()):
         start = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
         end = index.offset_of_lsp(LspPos(symbol.range.end.line, symbol.range.end.character))
         source = text[start:end].rstrip()
         kind = declaration_kind(source)
-        if kind != "example":  # anonymous: nothing to search for or read by name
+        if any(start <= at <= end for at in unproved):
+            log.warning("library.unproved_left_out", file=rel, name=symbol.name,
+                        line=symbol.selection_range.start.line + 1)  # fmt: skip
+        elif kind != "example":  # anonymous: nothing to search for or read by name
             found.append((symbol, namespace, source, kind))
     # Hovers at once (bounded): each costs Lean a walk over the file's info trees.
     signatures: list[str | None] = [None] * len(found)

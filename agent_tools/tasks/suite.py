@@ -335,6 +335,11 @@ def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
                 check=False,
             )  # fmt: skip
             if proc.returncode != 0:
-                raise SuiteError(f"library module {module} failed to compile: {proc.stdout[-500:]}")
+                # From the first error on (the tail cut a path in half), a few lines of it.
+                output = (proc.stdout + proc.stderr).strip()
+                first = output.find(": error")
+                start = output.rfind("\n", 0, first) + 1 if first >= 0 else 0
+                shown = "\n".join(output[start:].splitlines()[:8])[:800]
+                raise SuiteError(f"library module {module} failed to compile: {shown}")
         (out / ".built").touch()
     return out
