@@ -341,6 +341,25 @@ def test_counts_timeouts_retries_tokens_and_inventory_gaps() -> None:
     assert by_task["b"].output_tokens is None and by_task["a"].input_tokens == 100
 
 
+def test_the_inventory_decides_a_tasks_difficulty_and_field_and_which_tasks_count() -> None:
+    """A red-team sweep: results lines decided the difficulty (a line saying 5 for a task the
+    inventory weighs 1) and added tasks the inventory does not list (a d10 task accepted):
+    33.3 became 71.4 and 84.6 over 3 tasks. A results line is no place to change the suite."""
+    inventory = [
+        TaskRef(id="t1", field="F", difficulty=1),
+        TaskRef(id="t2", field="G", difficulty=2),
+    ]
+    results = [
+        attempt("t1", True, field="X", difficulty=5),
+        attempt("tX", True, field="F", difficulty=10),
+    ]
+    m = compute_metrics(results, inventory=inventory)
+    assert m.tasks == 2 and m.accepted == 1 and round(m.score, 1) == 33.3
+    assert m.fields == {"F": 100.0, "G": 0.0} and m.field_denominators == {"F": 1, "G": 2}
+    assert m.unlisted_tasks == ["tX"] and m.missing_tasks == ["t2"]
+    assert [(o.task, o.difficulty, o.field) for o in m.per_task] == [("t1", 1, "F")]
+
+
 # -- prices and the N/A rules ------------------------------------------------------------------
 
 

@@ -110,6 +110,7 @@ class RunMetrics:
     tokens: dict[str, dict[str, int | None]]
     missing_tasks: list[str]
     per_task: list[TaskOutcome] = field(default_factory=list)
+    unlisted_tasks: list[str] = field(default_factory=list)  # results of tasks not in run.json
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -177,7 +178,20 @@ def compute_metrics(
 ) -> RunMetrics:
     """All metrics of one run. ``inventory`` (run.json's task list), when given, is the suite:
     its tasks without results count as unverified in score and completion (and are listed in
-    ``missing_tasks``); without it the suite is the tasks that have results."""
+    ``missing_tasks``), each task's field and difficulty are the inventory's, and results of a
+    task it does not list count for nothing (``unlisted_tasks``: a results line is no place
+    to add a task, or to change one's difficulty); without it the suite is the tasks that have
+    results."""
+    unlisted: list[str] = []
+    if inventory:
+        listed = {t.id: t for t in inventory}
+        unlisted = sorted({r.task for r in results if r.task not in listed})
+        results = [
+            r.model_copy(update={"field": listed[r.task].field,
+                                 "difficulty": listed[r.task].difficulty})
+            for r in results
+            if r.task in listed
+        ]  # fmt: skip
     outcomes = task_outcomes(results, prices=prices, model=model)
     seen = {o.task for o in outcomes}
     missing = [t for t in inventory if t.id not in seen]
@@ -255,6 +269,7 @@ def compute_metrics(
         tokens=tokens,
         missing_tasks=[t.id for t in missing],
         per_task=outcomes,
+        unlisted_tasks=unlisted,
     )
 
 

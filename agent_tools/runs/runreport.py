@@ -97,6 +97,11 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             f"results cover {metrics.tasks} of {info.task_count} tasks (run.json lists no "
             "inventory, so the score is over the tasks with results)"
         )
+    if metrics.unlisted_tasks:
+        notes.append(
+            f"results of {len(metrics.unlisted_tasks)} task(s) that run.json's inventory does "
+            f"not list count for nothing: {', '.join(metrics.unlisted_tasks[:20])}"
+        )
     if info.condition != "human" and info.attempts > 1:
         short = _short_of_attempts(read.results, info.attempts)
         if short:
