@@ -286,6 +286,27 @@ def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
     assert "leaderboard.png" in {Path(p).name for p in summary["plots"]}
 
 
+def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
+    """A red-team sweep: a 2-task suite's run ranked above the 4-task demo run with no word
+    that the scores are over different tasks, under the first run's field denominators."""
+    from agent_tools.runs import RunInfo, report_runs, write_run_info
+    from agent_tools.runs.results import read_run_info
+
+    a = make_run(tmp_path / "a", "baseline", {"a": True, "b": False, "c": False, "d": False})
+    b = make_run(tmp_path / "b", "baseline", {"a": True}, label="small")
+    small = read_run_info(b).model_dump()
+    small.update(suite_name="mini", task_count=1, tasks=[small["tasks"][0]])
+    write_run_info(b, RunInfo.model_validate(small))
+    summary = report_runs([a, b], tmp_path / "board", plots=False)
+    assert any("different suites" in n and "mini" in n for n in summary["notes"]), summary
+    md = (tmp_path / "board" / "report.md").read_text()
+    assert "**warning:** these runs are over different suites" in md
+    assert "alg (/8)" not in md and "(/2)" in md and "(/8)" in md  # each run's denominator
+    same = report_runs([a, make_run(tmp_path / "c", "lad", {"a": True})], tmp_path / "s",
+                       plots=False)  # fmt: skip
+    assert not any("different suites" in n for n in same["notes"])
+
+
 def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     from agent_tools.runs import compare_runs
 

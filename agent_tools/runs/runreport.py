@@ -297,8 +297,29 @@ def write_report(
     return write_ledger_report(path, out, plots=plots)
 
 
+def suite_mismatch(runs: Sequence[LoadedRun]) -> str | None:
+    """The note for runs over different suites (by content hash, else name and version),
+    whose scores a leaderboard must not rank as if comparable (None: one suite)."""
+
+    def suite_of(r: LoadedRun) -> str:
+        i = r.info
+        return f"{i.suite_name} {i.suite_version}" + (
+            f" ({i.suite_hash[:12]})" if i.suite_hash else ""
+        )
+
+    keys = {(r.info.suite_hash or f"{r.info.suite_name} {r.info.suite_version}") for r in runs}
+    if len(keys) < 2:
+        return None
+    which = "; ".join(f"{r.name}: {suite_of(r)}" for r in runs)
+    return (
+        f"these runs are over different suites ({which}): their scores, completion and field "
+        "scores are over different tasks and are not comparable"
+    )
+
+
 def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
-    out = ["# leanrig leaderboard", "",
+    mismatch = suite_mismatch(runs)
+    out = ["# leanrig leaderboard", "", *([f"> **warning:** {mismatch}", ""] if mismatch else []),
            "| # | run | model | agent tool | condition | score | completion | s / point | "
            "USD / point | tasks | tasks accepted |",
            "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -312,12 +333,19 @@ def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
                    f"{m.accepted} |")  # fmt: skip
     fields = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
     if fields:
+        # One denominator per field in the header when the runs share it, else each run's.
+        shared = {f: {r.metrics.field_denominators.get(f) for r in runs} for f in fields}
         out += ["", "## Field scores", "", "| run | " + " | ".join(
-            f"{cell(f or '—')} (/{runs[0].metrics.field_denominators.get(f, '?')})" for f in fields
+            f"{cell(f or '—')}" + (f" (/{next(iter(shared[f]))})" if len(shared[f]) == 1 else "")
+            for f in fields
         ) + " |", "|---|" + "---:|" * len(fields)]  # fmt: skip
         for r in ordered:
-            out.append(f"| {cell(r.name)} | " + " | ".join(
-                fmt(r.metrics.fields.get(f)) for f in fields) + " |")  # fmt: skip
+            scores = [
+                fmt(r.metrics.fields.get(f))
+                + ("" if len(shared[f]) == 1 else f" (/{r.metrics.field_denominators.get(f, '?')})")
+                for f in fields
+            ]
+            out.append(f"| {cell(r.name)} | " + " | ".join(scores) + " |")
     notes = [f"> note ({r.name}): {n}" for r in runs for n in r.notes]
     out += ["", *notes] if notes else []
     return "\n".join(out) + "\n"
@@ -359,11 +387,13 @@ def report_runs(
         (sub / "report.md").write_text(render_run_markdown(r))
         _write_json(sub / "report.json", run_json(r))
         per_run.append(run_json(r))
+    mismatch = suite_mismatch(runs)
     summary: dict[str, Any] = {
         "kind": "leaderboard",
         "runs": sorted(per_run, key=lambda s: -float(s["score"])),
-        "notes": [f"{r.name}: {n}" for r in runs for n in r.notes],
-    }
+        "notes": [*([mismatch] if mismatch else []), *(f"{r.name}: {n}" for r in runs
+                                                        for n in r.notes)],
+    }  # fmt: skip
     (out / "report.md").write_text(render_leaderboard(runs))
     _write_json(out / "report.json", summary)
     if plots:
