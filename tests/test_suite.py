@@ -72,6 +72,9 @@ def task_toml(**over: object) -> str:
             "t1: theorem a.b has no",
         ),
         (task_toml(file='"../x.lean"'), {}, "outside the suite directory"),
+        # an id names the attempt's directories: `..` put them outside `attempts/`
+        (task_toml(id='".."'), {"A.lean": GOOD_FILE}, "task ..: id: String should match"),
+        (task_toml(id='".t"'), {"A.lean": GOOD_FILE}, "task .t: id: String should match"),
         (
             task_toml(),
             {"A.lean": "mutual\ntheorem a.b : True :=\n  sorry\nend\n"},

@@ -45,7 +45,8 @@ class Limits(BaseModel):
 
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    # Not starting with a dot: an id names directories (`attempts/<id>/`; ".." was accepted).
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
     file: str
     theorem: str
     title: str = ""
