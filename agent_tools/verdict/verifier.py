@@ -70,6 +70,11 @@ from ..tasks import (
 
 FORBIDDEN = {
     "run_tac": "`run_tac` runs arbitrary code during elaboration",
+    # The same in term, tactic or command position (a red-team sweep found `by_elab` missing).
+    "by_elab": "`by_elab` runs arbitrary code during elaboration",
+    "run_elab": "`run_elab` runs arbitrary code during elaboration",
+    "run_meta": "`run_meta` runs arbitrary code during elaboration",
+    "run_cmd": "`run_cmd` runs arbitrary code during elaboration",
     "open private": "`open private` reaches private declarations",
     "set_option debug.": "`set_option debug.*` can switch off kernel checks",
     "implemented_by": "`implemented_by` swaps code the kernel never checks",
@@ -482,9 +487,15 @@ class Verifier:
                         outcomes[name] = rejected
                     stages[name] = (time.perf_counter() - t) * 1000
 
+                # The parse stage's Lean writes only a directory of its own: what elaborating
+                # the body may run there cannot reach the compiled submission the query imports.
+                parse_work = work / "parse"
+                await anyio.Path(parse_work).mkdir()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(
-                        stage, "parse", lambda: self._parse_check(task, submission, body, work)
+                        stage,
+                        "parse",
+                        lambda: self._parse_check(task, submission, body, parse_work),
                     )
                     tg.start_soon(
                         stage,
