@@ -19,6 +19,7 @@ working directory when the policy is made, and ``wrapper()`` refuses one that is
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -48,13 +49,20 @@ def available() -> dict[str, str | None]:
     return {"prlimit": shutil.which("prlimit"), "bwrap": _working_bwrap()}
 
 
+# As root, bwrap leaves the sandboxed program every capability: code Lean runs while it
+# elaborates (on a full toolchain) could remount `/` read-write and write anywhere (measured:
+# `mount -o remount,rw,bind /` then a write outside the writable paths, on the host). Without
+# capabilities no mount can be changed. (An unprivileged bwrap drops them itself.)
+_CAP_DROP: tuple[str, ...] = ("--cap-drop", "ALL") if os.geteuid() == 0 else ()
+
+
 @functools.cache
 def _working_bwrap() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
     probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-             "--die-with-parent", "--", "true"]  # fmt: skip
+             *_CAP_DROP, "--die-with-parent", "--", "true"]  # fmt: skip
     try:
         ok = subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -80,7 +88,7 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
             if not path.is_absolute():  # unreachable through __init__; never bind relative
                 raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")
             parts += ["--bind", str(path), str(path)]
-        parts += ["--unshare-all"]
+        parts += ["--unshare-all", *_CAP_DROP]
         if policy.network:
             parts.append("--share-net")
         parts += ["--die-with-parent", "--"]

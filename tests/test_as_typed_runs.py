@@ -143,7 +143,10 @@ def test_run_with_default_out_verifies_every_task(runs: Runs) -> None:
                              {"id": "and_swap", "field": "logic", "difficulty": 3}]  # fmt: skip
     assert (info["time_limit_s"], info["attempts"], info["parallel"]) == (60.0, 1, 1)
     assert info["agent_command"] == agent("solve")  # exactly as typed, placeholders kept
-    assert info["sandbox"] == "bwrap; agent network off; run state read-only to the agent"
+    assert (
+        info["sandbox"]
+        == "bwrap; agent network off; run state hidden, verdict inputs read-only to the agent"
+    )
     assert info["prices"]["models"]["scripted"]["output"] == 10.0
     ledger = [json.loads(x) for x in (runs.base / "ledger.jsonl").read_text().splitlines()]
     # (The server's own closing lines for sessions left open are no tool calls of the agent's.)
@@ -162,7 +165,10 @@ def test_run_lad_with_attempts_parallel_label_and_network(runs: Runs) -> None:
     info = run_json(runs.lad)
     assert (info["condition"], info["label"], info["attempts"], info["parallel"]) == (
         "lad", "with library", 2, 2)  # fmt: skip
-    assert info["sandbox"] == "bwrap; agent network on; run state read-only to the agent"
+    assert (
+        info["sandbox"]
+        == "bwrap; agent network on; run state hidden, verdict inputs read-only to the agent"
+    )
     assert info["prices"] is None
 
 

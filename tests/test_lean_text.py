@@ -585,6 +585,9 @@ def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bo
         ("namespace A\nnamespace B.C\nend B.C\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
         ("namespace A\nsection S.T\nend S.T\naxiom x : T\nend A", ["A.x"]),
         ("namespace A\nsection\nend\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
+        # a review: the command on the keyword's line is no scope name
+        ("namespace Evil\nsection axiom propext : False\nend\nend Evil", ["Evil.propext"]),
+        ("namespace Evil\nsection\nend axiom bad : False\nend Evil", ["Evil.bad"]),
         ("-- axiom c : False\ntheorem axiom_free : p := h", []),
         ('def s := "axiom d : False"', []),
     ],

@@ -298,13 +298,20 @@ def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
     small.update(suite_name="mini", task_count=1, tasks=[small["tasks"][0]])
     write_run_info(b, RunInfo.model_validate(small))
     summary = report_runs([a, b], tmp_path / "board", plots=False)
-    assert any("different suites" in n and "mini" in n for n in summary["notes"]), summary
+    assert any("different tasks" in n and "mini" in n for n in summary["notes"]), summary
     md = (tmp_path / "board" / "report.md").read_text()
-    assert "**warning:** these runs are over different suites" in md
+    assert "**warning:** these runs are over different tasks" in md
     assert "alg (/8)" not in md and "(/2)" in md and "(/8)" in md  # each run's denominator
     same = report_runs([a, make_run(tmp_path / "c", "lad", {"a": True})], tmp_path / "s",
                        plots=False)  # fmt: skip
-    assert not any("different suites" in n for n in same["notes"])
+    assert not any("different tasks" in n for n in same["notes"])
+    # The same suite, a subset of its tasks (`--tasks`): not comparable either (a review).
+    d = make_run(tmp_path / "d", "baseline", {"a": True}, label="subset")
+    subset = read_run_info(d).model_dump()
+    subset.update(task_count=2, tasks=subset["tasks"][:2])
+    write_run_info(d, RunInfo.model_validate(subset))
+    mixed = report_runs([a, d], tmp_path / "m", plots=False)
+    assert any("different tasks" in n for n in mixed["notes"]), mixed["notes"]
 
 
 def test_compare_baseline_and_lad(tmp_path: Path) -> None:

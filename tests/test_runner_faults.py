@@ -78,15 +78,16 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
     assert len((fork_ws / "pids.txt").read_text().split()) == 3  # they were started
     assert marked_processes(str(fork_ws)) == []
     # Writes outside the workspace and edits its task file: the verdict is on the session's
-    # body (none: the initial file), not on the edited copy. In the agent's sandbox the run
-    # directory and the suite are read-only (the writes fail); without it they are recorded.
+    # body (none: the initial file), not on the edited copy. In the agent's sandbox the suite is
+    # read-only (the write fails) and the run directory hidden (the write lands in the agent's
+    # private view, not on disk); without it both are recorded.
     vandal = r["refl_z"]
     assert not vandal.accepted and vandal.tool_calls == 0
     assert any("ReflZ.lean was edited" in n for n in vandal.notes), vandal.notes
     blocked = json.loads((run_dir / "attempts" / "refl_z" / "1" / "workspace" /
                           "vandal.json").read_text())  # fmt: skip
     if agent_sandbox(network=False, mounts=()) is not None:
-        assert set(blocked) == {"run_dir", "suite"}, blocked
+        assert set(blocked) == {"suite"}, blocked
         assert not (run_dir / "vandal.txt").exists()
         assert (suite / "Demo" / "ReflZ.lean").read_text() == original
         assert not any("suite changed on disk" in n for n in vandal.notes), vandal.notes

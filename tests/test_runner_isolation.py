@@ -8,6 +8,7 @@ per-message overhead are measured and printed (`pytest -s`)."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import statistics
 import subprocess
@@ -19,7 +20,7 @@ import orjson
 import pytest
 
 from agent_tools.runs import relay
-from agent_tools.runs.invocation import agent_sandbox
+from agent_tools.runs.invocation import agent_sandbox, pinned_ancestors, scratch_mounts
 from agent_tools.runs.runner import body_sha, run_benchmark, socket_parent
 from agent_tools.runs.workspace import relay_command
 from agent_tools.tasks import load_suite
@@ -62,10 +63,12 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
     for task in modes:
         root = run_dir / "attempts" / task / "1"
         forged = json.loads((root / "workspace" / "forge.json").read_text())
-        writes = {k: v for k, v in forged.items() if k in ("submission", "ledger", "results",
-                                                            "attempt_dir")}  # fmt: skip
-        writes.update({k: v for k, v in forged.items() if k.startswith("overwrite")})
-        assert writes and all(v.startswith("refused") for v in writes.values()), forged
+        # The run directory is hidden: its records cannot be read (a later attempt read an
+        # earlier one's), and what the agent wrote there went to a private, discarded view.
+        assert forged["run_dir_entries"] == ["attempts"], forged
+        assert forged["task_attempts"] == ["1"] and forged["attempt_entries"] == ["workspace"]
+        assert not any(k.startswith("overwrite") for k in forged), forged  # none seen
+        assert forged["capabilities"] == "0000000000000000", forged
         assert not (root / "forged.txt").exists()
         assert not (root / "serve" / "submission-1.json").exists()
         # Only its own socket's directory is visible, of its run's and of every run's; no
@@ -93,9 +96,6 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
         stashes = [v for k, v in forged.items() if k.startswith("stash")]
         assert len(stashes) == 3 and all(v != "refused" for v in stashes), forged
         assert not any(Path(v).exists() for v in stashes), forged  # noqa: ASYNC240
-    assert any(k.startswith("overwrite") for k in
-               json.loads((run_dir / "attempts" / "and_swap" / "1" / "workspace" /
-                           "forge.json").read_text()))  # fmt: skip
     assert attempt_processes(run_dir) == []
 
 
@@ -195,3 +195,60 @@ def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     assert relay.relay(str(tmp_path / "none.sock"), timeout=0.2) == 1
     assert 0.2 <= time.perf_counter() - t0 < 5
+
+
+@sandboxed
+def test_a_protected_directory_cannot_be_swapped_by_renaming_the_one_above(
+    tmp_path: Path,
+) -> None:
+    """A review: a read-only mount protects a directory's contents, not its name — renaming
+    the directory above it (`~/.cache`, leanrig's cache inside) swapped in a copy the verdict
+    then used. The directories above every protected path are mount points (pinned), which
+    cannot be renamed, and stay writable. (Outside /tmp, which the agent sees privately.)"""
+    base = Path.home() / f".leanrig-pin-{tmp_path.name}"
+    trusted = base / "a" / "b" / "trusted"
+    trusted.mkdir(parents=True)
+    (trusted / "lean").write_text("real")
+    script = (
+        f"mv {base / 'a'} {base / 'a2'}; mv {base / 'a' / 'b'} {base / 'a' / 'b2'}; "
+        f"echo forged > {trusted / 'lean'}; echo ok > {base / 'a' / 'note'}; true"
+    )
+    try:
+        pinned = [*pinned_ancestors([trusted]), ("--ro-bind", trusted)]
+        prefix = agent_sandbox(network=False, mounts=pinned)
+        assert prefix is not None
+        subprocess.run([*prefix, "sh", "-c", script], capture_output=True, timeout=30, check=True)
+        assert (trusted / "lean").read_text() == "real"
+        assert not (base / "a2").exists() and not (base / "a" / "b2").exists()
+        assert (base / "a" / "note").read_text() == "ok\n"  # still writable
+        # Control: read-only alone, the rename above goes through (on the host).
+        prefix = agent_sandbox(network=False, mounts=[("--ro-bind", trusted)])
+        assert prefix is not None
+        subprocess.run([*prefix, "sh", "-c", f"mv {base / 'a'} {base / 'a2'}"], timeout=30,
+                       check=False)  # fmt: skip
+        assert (base / "a2").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_agents_files_under_tmp_and_its_home_there_stay_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent gets a private /tmp; the files its command names there are shown again
+    (read-only: each one's first directory under /tmp, so a script's modules or venv come
+    with it), also inside a word, and a home or configuration directory under /tmp stays
+    (writable: a container's HOME=/tmp/home)."""
+    top = Path("/tmp") / f"leanrig-agent-{tmp_path.name}"
+    (top / "bin").mkdir(parents=True)
+    (top / "home").mkdir()
+    (top / "bin" / "agent.py").write_text("")
+    try:
+        script = top / "bin" / "agent.py"
+        argv = ["python3", str(script), f"--cfg={top / 'cfg.json'}", "sh", "-c", f"cat {script}",
+                "/tmp/leanrig-missing-x/a"]  # fmt: skip
+        fresh, named, homes = scratch_mounts(argv, {"HOME": str(top / "home"), "PATH": "/bin"})
+        assert ("--tmpfs", Path("/tmp")) in fresh
+        assert named == [("--ro-bind", top)]  # once, and not what does not exist
+        assert homes == [("--bind", top / "home")]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

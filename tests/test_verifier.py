@@ -465,6 +465,22 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     assert free.stdout.split() == ["write-ok", "write-ok", "net-ok"]
 
 
+@pytest.mark.skipif(available()["bwrap"] is None, reason="bwrap not installed")
+def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
+    """A review: run as root, bwrap left Lean every capability, so code run while elaborating
+    could `mount -o remount,rw,bind /` and then write outside its directory, on the host.
+    (Unprivileged, bwrap drops the capabilities itself: the same holds.)"""
+    session_dir = tmp_path / "session"
+    session_dir.mkdir()
+    outside = tmp_path / "outside.txt"
+    script = f"mount -o remount,rw,bind / 2>/dev/null; umount {tmp_path} 2>/dev/null; " \
+             f"echo x > {outside} 2>/dev/null; grep CapEff /proc/self/status"  # fmt: skip
+    argv = [*wrapper(SandboxPolicy(writable=(session_dir,))), "sh", "-c", script]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert not outside.exists(), out
+    assert out.stdout.split()[-1] == "0000000000000000", out.stdout  # no capability left
+
+
 def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import repl_pool.sandbox as sandbox
 

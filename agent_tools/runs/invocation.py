@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -135,6 +136,9 @@ def kill_attempt(
 # How the agent's view differs from the host's: (bwrap option, path), applied in order.
 Mount = tuple[Literal["--ro-bind", "--bind", "--tmpfs"], Path]
 
+# Every tmpfs the sandbox makes (its private /tmp, …) holds at most this much: it is memory.
+TMPFS_BYTES = 2 * 2**30
+
 
 @functools.cache
 def _agent_bwrap(network: bool) -> str | None:
@@ -150,21 +154,40 @@ def _agent_bwrap(network: bool) -> str | None:
     return bwrap if done.returncode == 0 else None
 
 
+@functools.cache
+def _tmpfs_sized(bwrap: str) -> bool:
+    """Does this bwrap take ``--size`` for a tmpfs (0.5 and later)?"""
+    probe = [bwrap, "--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def _base_options(network: bool) -> list[str]:
     options = ["--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
+    if os.geteuid() == 0:
+        # As root, bwrap leaves the agent every capability: it unmounted a read-only mount
+        # and wrote the file beneath (measured). Without them no mount can be changed.
+        options += ["--cap-drop", "ALL"]
     return options if network else [*options, "--unshare-net"]
 
 
 def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] | None:
     """The prefix that runs the agent in its sandbox: the host's file system with ``mounts``
-    over it, its own PID namespace, no network unless ``network``; killed with the runner.
-    None when bwrap cannot do it here."""
+    over it, its own PID namespace, no capabilities, no network unless ``network``; killed
+    with the runner. None when bwrap cannot do it here."""
     bwrap = _agent_bwrap(network)
     if bwrap is None:
         return None
     parts = [bwrap, *_base_options(network)]
+    sized = _tmpfs_sized(bwrap)
     for option, path in mounts:
-        parts += [option, str(path)] if option == "--tmpfs" else [option, str(path), str(path)]
+        if option == "--tmpfs":
+            parts += [*(["--size", str(TMPFS_BYTES)] if sized else []), option, str(path)]
+        else:
+            parts += [option, str(path), str(path)]
     return (*parts, "--die-with-parent", "--")
 
 
@@ -172,16 +195,26 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
 # one attempt could leave state in for the next (a red-team agent stashed its proof in /tmp and
 # attempt 2 "solved" the task in 0.4 s; pass@k assumes independent attempts).
 PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+# Where agents keep their configuration and credentials: kept (writable) if under a scratch
+# directory (a container's HOME=/tmp/home), as the user's home is elsewhere.
+AGENT_HOME_VARS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+                   "XDG_STATE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")  # fmt: skip
+_SCRATCH_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm)/[^\s'\"=:;,]+")
+
+
+def _in_scratch(path: Path) -> bool:
+    return any(path.is_relative_to(d) for d in PRIVATE_SCRATCH)
 
 
 def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
     """What the verdict's trust rests on, which an agent must not write although the user may:
     the Lean install (``lean``'s prefix; the bootstrap's library), leanrig's cache (the
-    bootstrap launcher, suites' compiled libraries, prefix modules), the Python environment
-    and leanrig's own code. A red-team agent replaced the cached launcher with a wrapper that
-    rewrote `#print axioms` and had `sorryAx` accepted; another recompiled a suite library's
-    `.olean`, which later checks trusted. Existing paths only, resolved, without the user's
-    home or an ancestor of it (the agent's own configuration lives there)."""
+    bootstrap launcher, suites' compiled libraries, prefix modules, the library index), the
+    Python environment and leanrig's own code. A red-team agent replaced the cached launcher
+    with a wrapper that rewrote `#print axioms` and had `sorryAx` accepted; another recompiled
+    a suite library's `.olean`, which later checks trusted. Existing paths only, resolved,
+    without the user's home or an ancestor of it (the agent's own configuration lives there:
+    such a path is logged and left writable)."""
     library = find_library_dir()
     candidates = [
         lean.resolve().parent.parent,
@@ -200,32 +233,58 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
             real = path.resolve()
         except OSError:
             continue
-        if not real.exists() or real == home or real in home.parents or real in out:
+        if real == home or real in home.parents:
+            log.warning("run.trusted_path_writable", path=str(real),
+                        why="it is the home directory or holds it")  # fmt: skip
             continue
-        out.append(real)
+        if real.exists() and real not in out:
+            out.append(real)
     return out
 
 
-def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
-    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``), and the files
-    the agent's command names under them (an agent script kept in /tmp: its directory, or the
-    file itself directly in /tmp) visible again, read-only. Mount the second list after the
-    first and before the run's own directories (a workspace inside a named directory stays
-    writable); those are visible through the fresh directories too."""
+def pinned_ancestors(paths: Iterable[Path]) -> list[Mount]:
+    """Each directory above ``paths`` (but ``/`` and the private scratch directories) as a
+    mount point of itself, writable as before: a read-only mount protects a directory's
+    contents, not its name, and renaming the directory above it (`~/.cache`, with leanrig's
+    cache in it) swapped in a copy the verdict then used (a review, measured). A mount point
+    cannot be renamed. Shallow first; mount them before the read-only mounts."""
+    found: set[Path] = set()
+    for path in paths:
+        for above in path.parents:
+            if above != Path("/") and not _in_scratch(above):
+                found.add(above)
+    return [("--bind", p) for p in sorted(found, key=lambda p: (len(p.parts), str(p)))]
+
+
+def scratch_mounts(
+    argv: Sequence[str], env: Mapping[str, str]
+) -> tuple[list[Mount], list[Mount], list[Mount]]:
+    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``); what the agent's
+    command names under them, visible again read-only (each such path's first directory under
+    the scratch directory: an agent kept in /tmp with its modules or its venv; paths inside a
+    word, ``--cfg=/tmp/…`` or ``sh -c "…"``, count); and its home and configuration
+    directories if they lie there (``AGENT_HOME_VARS``), writable. Mount the three lists in
+    this order, before the run's own directories (a workspace inside a named directory stays
+    writable: it is mounted after)."""
     fresh: list[Mount] = [("--tmpfs", d) for d in PRIVATE_SCRATCH if d.is_dir()]
     named: list[Mount] = []
     for word in argv:
-        if not word.startswith("/"):
-            continue
-        path = Path(word)
-        if not path.exists() or not any(path.is_relative_to(d) for d in PRIVATE_SCRATCH):
-            continue
-        shown = path if path.is_dir() else path.parent
-        if shown in PRIVATE_SCRATCH:
-            shown = path
-        if shown not in PRIVATE_SCRATCH and ("--ro-bind", shown) not in named:
-            named.append(("--ro-bind", shown))
-    return fresh, named
+        for found in _SCRATCH_PATH.findall(word):
+            path = Path(found)
+            base = next(d for d in PRIVATE_SCRATCH if path.is_relative_to(d))
+            rel = path.relative_to(base).parts
+            if not rel:
+                continue
+            shown = base / rel[0]
+            if shown.exists() and ("--ro-bind", shown) not in named:
+                named.append(("--ro-bind", shown))
+    homes: list[Mount] = []
+    for var in AGENT_HOME_VARS:
+        value = env.get(var)
+        kept: Mount | None = ("--bind", Path(value)) if value and value.startswith("/") else None
+        if kept is not None and _in_scratch(kept[1]) and kept[1].is_dir() and kept not in homes:
+            homes.append(kept)
+    return fresh, named, homes
 
 
 def network_sandbox() -> tuple[str, ...] | None:

@@ -14,6 +14,7 @@ skips the attempts already in ``results.jsonl``. See docs/runs.md.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shlex
@@ -33,7 +34,7 @@ import orjson
 import psutil
 import structlog
 
-from lsp_bridge import LeanInstall, LeanrigError, find_lean
+from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
 from repl_pool import SandboxPolicy, uses_namespaces
 
 from ..library import prepare_library
@@ -49,6 +50,7 @@ from .invocation import (
     agent_sandbox,
     invoke,
     kill_attempt,
+    pinned_ancestors,
     scratch_mounts,
     trusted_paths,
 )
@@ -287,6 +289,17 @@ class Runner:
         run_dir: Path,
         words: list[str],
     ) -> None:
+        # Resolved once, before any agent runs: a link on the way (`~/.cache` pointing at
+        # another disk) is in a directory the agent may write, and repointed it would hand the
+        # verdicts another Lean or library.
+        install = dataclasses.replace(
+            install,
+            lean=install.lean.resolve(),
+            lake=install.lake.resolve() if install.lake is not None else None,
+        )
+        library = library.resolve() if library is not None else None
+        run_dir = run_dir.resolve()
+        cache_root().mkdir(parents=True, exist_ok=True)  # (read-only to agents only if it is there)
         self.options = options
         self.suite = suite
         self.run_dir = run_dir
@@ -331,21 +344,26 @@ class Runner:
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
     def _sandbox(self, ws: Workspace, argv: Sequence[str]) -> tuple[str, ...]:
-        """The agent's sandbox prefix: a private /tmp, /var/tmp and /dev/shm (but the files its
-        command names there); read-only what the verdict trusts (``trusted_paths``: Lean, the
-        cache, leanrig and its Python), the suite and the run directory; the runner's socket
-        directory hidden but for this attempt's socket; the workspace writable. In this order:
-        a later mount shows through an earlier one."""
+        """The agent's sandbox prefix, mounts in this order (a later one shows through an
+        earlier one): a private /tmp, /var/tmp and /dev/shm, with the files its command names
+        there (read-only) and its home if it lies there; every directory above what follows
+        pinned as a mount point (so it cannot be renamed); read-only what the verdict trusts
+        (``trusted_paths``: Lean, the cache, leanrig and its Python) and the suite; the run
+        directory hidden (a later attempt cannot read an earlier one's files); the runner's
+        socket directory hidden but for this attempt's socket; the workspace writable."""
         if not self.isolated:
             return ()
-        fresh, named = scratch_mounts(argv)
-        extra = [self.install.lake] if self.install.lake is not None else []
+        fresh, named, homes = scratch_mounts(argv, os.environ)
+        trusted = trusted_paths(self.install.lean, extra=self.verifier.programs)
+        suite = self.suite.root.resolve()
         mounts: list[Mount] = [
             *fresh,
             *named,
-            *(("--ro-bind", p) for p in trusted_paths(self.install.lean, extra=extra)),
-            ("--ro-bind", self.suite.root.resolve()),
-            ("--ro-bind", self.run_dir),
+            *homes,
+            *pinned_ancestors([*trusted, suite, self.run_dir]),
+            *(("--ro-bind", p) for p in trusted),
+            ("--ro-bind", suite),
+            ("--tmpfs", self.run_dir),
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),
             ("--bind", ws.workspace),
@@ -505,8 +523,11 @@ class Runner:
     def run_info(self, started_at: datetime, ended_at: datetime | None) -> RunInfo:
         o = self.options
         network = "on" if o.agent_network else ("off" if self.isolated else "on (no bwrap)")
-        state = ("run state read-only to the agent" if self.isolated
-                 else "run state writable by the agent (no bwrap)")  # fmt: skip
+        state = (
+            "run state hidden, verdict inputs read-only to the agent"
+            if self.isolated
+            else "run state and verdict inputs writable by the agent (no bwrap)"
+        )
         return RunInfo(
             label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
             suite_hash=self.suite.content_hash(), task_count=len(self.selected()),

@@ -298,22 +298,26 @@ def write_report(
 
 
 def suite_mismatch(runs: Sequence[LoadedRun]) -> str | None:
-    """The note for runs over different suites (by content hash, else name and version),
-    whose scores a leaderboard must not rank as if comparable (None: one suite)."""
+    """The note for runs over different tasks — run.json's inventories (id, field,
+    difficulty) differ: another suite, or a `--tasks` subset of one — whose scores a
+    leaderboard must not rank as if comparable (None: the same tasks; runs without an
+    inventory are compared by suite name and version)."""
 
-    def suite_of(r: LoadedRun) -> str:
+    def tasks_of(r: LoadedRun) -> object:
         i = r.info
-        return f"{i.suite_name} {i.suite_version}" + (
-            f" ({i.suite_hash[:12]})" if i.suite_hash else ""
-        )
+        if i.tasks:
+            return tuple(sorted((t.id, t.field, t.difficulty) for t in i.tasks))
+        return (i.suite_name, i.suite_version)
 
-    keys = {(r.info.suite_hash or f"{r.info.suite_name} {r.info.suite_version}") for r in runs}
-    if len(keys) < 2:
+    if len({tasks_of(r) for r in runs}) < 2:
         return None
-    which = "; ".join(f"{r.name}: {suite_of(r)}" for r in runs)
+    which = "; ".join(
+        f"{r.name}: {r.info.suite_name} {r.info.suite_version}, {len(r.info.tasks)} task(s)"
+        for r in runs
+    )
     return (
-        f"these runs are over different suites ({which}): their scores, completion and field "
-        "scores are over different tasks and are not comparable"
+        f"these runs are over different tasks ({which}): their scores, completion and field "
+        "scores are not comparable"
     )
 
 

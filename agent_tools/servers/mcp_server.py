@@ -170,9 +170,11 @@ class ExplainedParams:
     """The SDK answers a `tools/call` whose params it cannot read (arguments that are not an
     object, a name that is not a string) with -32602 "Invalid request parameters" and nothing
     more, and the call never reaches the tool, so the ledger did not hear of it either. This
-    middleware (the SDK's documented place to observe a request's failure) says what is wrong
-    and what to send instead, as the JSON-RPC wire does, and records the call's ledger line
-    when it names a tool this server serves. Other requests' errors pass unchanged."""
+    middleware (the SDK's documented place to see a request before its validation) answers
+    such a call itself — what is wrong and what to send instead, as the JSON-RPC wire does —
+    and records its ledger line when it names a tool this server serves. Only these two shapes
+    are judged here, before the SDK runs: an error after them (the tool's own, or the result's)
+    is none of this middleware's business."""
 
     def __init__(self, server: LeanrigMCP) -> None:
         self._server = server
@@ -180,30 +182,27 @@ class ExplainedParams:
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        try:
-            return await call_next(ctx)
-        except ValidationError as exc:
-            if ctx.method != "tools/call" or ctx.request_id is None:
-                raise
+        if ctx.method == "tools/call" and ctx.request_id is not None:
             params: Mapping[str, Any] = ctx.params if isinstance(ctx.params, Mapping) else {}
             name, arguments = params.get("name"), params.get("arguments")
-            service = self._server.service
             if not isinstance(name, str):
-                message = "`name` must be the tool's name, a string"
-            elif arguments is not None and not isinstance(arguments, dict):
-                message = "the arguments must be a JSON object"
-            else:
-                message = f"the params cannot be read ({_why(exc)})"
+                self._refuse(name, arguments, "`name` must be the tool's name, a string")
+            if arguments is not None and not isinstance(arguments, dict):
+                self._refuse(name, arguments, "the arguments must be a JSON object")
+        return await call_next(ctx)
+
+    def _refuse(self, name: object, arguments: object, message: str) -> None:
+        service = self._server.service
+        if isinstance(name, str) and service_tool(service, name) is not None:
             error = InvalidArguments(message, field=None)
-            if isinstance(name, str) and service_tool(service, name) is not None:
-                service.record_invalid(name, arguments, self._server.client, error)
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"invalid tools/call params: {message}; send "
-                '`{"name": "<tool>", "arguments": {...}}` with the arguments its inputSchema '
-                "lists (see tools/list)",
-                data={"tool": name} if isinstance(name, str) else None,
-            ) from exc
+            service.record_invalid(name, arguments, self._server.client, error)
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"invalid tools/call params: {message}; send "
+            '`{"name": "<tool>", "arguments": {...}}` with the arguments its inputSchema '
+            "lists (see tools/list)",
+            data={"tool": name} if isinstance(name, str) else None,
+        )
 
 
 class LineReplies:

@@ -202,7 +202,12 @@ def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
         if named_by is not None:
             keyword, at = named_by
             named_by = None
-            if outside and ident and "\n" not in text[at : token.start]:
+            if (
+                outside
+                and ident
+                and word not in _COMMAND_WORDS
+                and "\n" not in text[at : token.start]
+            ):
                 # The scope's name, on the keyword's line: a dotted one covers more components.
                 more = len(name_parts(word)) - 1
                 if keyword == "end" and more > 0:
@@ -231,6 +236,16 @@ def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
 
 
 _PLAIN_PART = re.compile(r"[^\s.«»]+")
+# Words that start a command or declaration: after `section` or `end` on the same line, such a
+# word is the next command, not the scope's name (`section axiom propext : False`; a review).
+_COMMAND_WORDS = frozenset(
+    {"axiom", "theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive",
+     "class", "opaque", "example", "namespace", "section", "end", "open", "variable",
+     "universe", "set_option", "noncomputable", "private", "protected", "public", "unsafe",
+     "partial", "nonrec", "mutual", "attribute", "export", "local", "scoped", "omit",
+     "include", "macro", "syntax", "notation", "infix", "infixl", "infixr", "prefix",
+     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta"}
+)  # fmt: skip
 
 
 def code_span(text: str, start: int, end: int) -> tuple[int, int]:

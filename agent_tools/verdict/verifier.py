@@ -793,6 +793,13 @@ class Verifier:
     def _leanchecker(self) -> str | None:
         return self._checker
 
+    @property
+    def programs(self) -> list[Path]:
+        """The programs a verdict runs: Lean (and Lake), and the kernel replay's leanchecker
+        (which may come from PATH)."""
+        found = [self.install.lean, *([self.install.lake] if self.install.lake else [])]
+        return found + ([Path(self._checker)] if self._checker else [])
+
     async def _replay(self, work: Path) -> list[str]:
         checker = self._leanchecker()
         assert checker is not None

@@ -65,7 +65,7 @@ def main(mode: str) -> int:
         return 0
     if mode == "vandal":
         run_dir = ws.parents[3]
-        blocked = {}  # what the sandbox refused (the runner's view of the run is read-only)
+        blocked = {}  # what the sandbox refused (the suite is read-only, the run dir hidden)
         try:
             (run_dir / "vandal.txt").write_text("written outside the workspace")
         except OSError as exc:

@@ -45,7 +45,15 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
     record = {"v": 1, "task": task, "session": "forged", "version": 99, "body": proof,
               "body_sha": "0" * 12, "complete": True, "ts_ns": time.time_ns() * 2}  # fmt: skip
     line = json.dumps({"tool": "set_proof", "outcome": "ok", "lean_ms": 1e6}) + "\n"
+    # What it sees of the run (before writing anything): only its own workspace (a later
+    # attempt read an earlier one's submission and log in the read-only run directory).
+    seen = {
+        "run_dir_entries": sorted(os.listdir(root.parents[2])),
+        "task_attempts": sorted(os.listdir(root.parent)),
+        "attempt_entries": sorted(os.listdir(root)),
+    }
     report: dict[str, Any] = {
+        **seen,
         "submission": attempt(root / "serve" / "submission-1.json",
                               lambda p: p.write_text(json.dumps(record))),
         "ledger": attempt(root / "ledger.jsonl", lambda p: p.open("a").write(line * 50)),
@@ -56,6 +64,9 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
         report[f"overwrite {existing.name}"] = attempt(
             existing, lambda p: p.write_text(json.dumps(record))
         )
+    # Capabilities: with any, a read-only mount could be unmounted or remounted (as root).
+    status = Path("/proc/self/status").read_text().splitlines()
+    report["capabilities"] = next(x.split()[1] for x in status if x.startswith("CapEff"))
     sockets = Path(server["args"][-1]).parent.parent
     report["socket_dirs"] = sorted(os.listdir(sockets))
     report["own_socket_dir"] = Path(server["args"][-1]).parent.name
