@@ -20,7 +20,12 @@ import orjson
 import pytest
 
 from agent_tools.runs import relay
-from agent_tools.runs.invocation import agent_sandbox, pinned_ancestors, scratch_mounts
+from agent_tools.runs.invocation import (
+    agent_homes,
+    agent_sandbox,
+    pinned_ancestors,
+    scratch_mounts,
+)
 from agent_tools.runs.runner import body_sha, run_benchmark, socket_parent
 from agent_tools.runs.workspace import relay_command
 from agent_tools.tasks import load_suite
@@ -92,7 +97,8 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
         # leanrig), and its scratch directories are its own: nothing it left there is on the
         # host for a later attempt.
         trusted = {k: v for k, v in forged.items() if k.startswith("trusted")}
-        assert len(trusted) == 4 and all(v.startswith("refused") for v in trusted.values()), forged
+        assert len(trusted) == 5 and all(v.startswith("refused") for v in trusted.values()), forged
+        assert forged["block_devices"] == [], forged
         stashes = [v for k, v in forged.items() if k.startswith("stash")]
         assert len(stashes) == 3 and all(v != "refused" for v in stashes), forged
         assert not any(Path(v).exists() for v in stashes), forged  # noqa: ASYNC240
@@ -213,8 +219,9 @@ def test_a_protected_directory_cannot_be_swapped_by_renaming_the_one_above(
         f"mv {base / 'a'} {base / 'a2'}; mv {base / 'a' / 'b'} {base / 'a' / 'b2'}; "
         f"echo forged > {trusted / 'lean'}; echo ok > {base / 'a' / 'note'}; true"
     )
+    home = Path.home().resolve()
     try:
-        pinned = [*pinned_ancestors([trusted]), ("--ro-bind", trusted)]
+        pinned = [("--bind", home), *pinned_ancestors([trusted], [home]), ("--ro-bind", trusted)]
         prefix = agent_sandbox(network=False, mounts=pinned)
         assert prefix is not None
         subprocess.run([*prefix, "sh", "-c", script], capture_output=True, timeout=30, check=True)
@@ -222,7 +229,7 @@ def test_a_protected_directory_cannot_be_swapped_by_renaming_the_one_above(
         assert not (base / "a2").exists() and not (base / "a" / "b2").exists()
         assert (base / "a" / "note").read_text() == "ok\n"  # still writable
         # Control: read-only alone, the rename above goes through (on the host).
-        prefix = agent_sandbox(network=False, mounts=[("--ro-bind", trusted)])
+        prefix = agent_sandbox(network=False, mounts=[("--bind", home), ("--ro-bind", trusted)])
         assert prefix is not None
         subprocess.run([*prefix, "sh", "-c", f"mv {base / 'a'} {base / 'a2'}"], timeout=30,
                        check=False)  # fmt: skip
@@ -246,9 +253,10 @@ def test_the_agents_files_under_tmp_and_its_home_there_stay_visible(
         script = top / "bin" / "agent.py"
         argv = ["python3", str(script), f"--cfg={top / 'cfg.json'}", "sh", "-c", f"cat {script}",
                 "/tmp/leanrig-missing-x/a"]  # fmt: skip
-        fresh, named, homes = scratch_mounts(argv, {"HOME": str(top / "home"), "PATH": "/bin"})
+        fresh, named = scratch_mounts(argv)
         assert ("--tmpfs", Path("/tmp")) in fresh
         assert named == [("--ro-bind", top)]  # once, and not what does not exist
-        assert homes == [("--bind", top / "home")]
+        env = {"HOME": str(top / "home"), "XDG_CONFIG_HOME": "/", "PATH": "/bin"}
+        assert agent_homes(env) == [top / "home"]  # (never `/`)
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -166,7 +166,11 @@ def _tmpfs_sized(bwrap: str) -> bool:
 
 
 def _base_options(network: bool) -> list[str]:
-    options = ["--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
+    # The host's file system read-only (writable places are mounted over it: the user's home,
+    # the workspace, a private /tmp), a /dev of its own (null, zero, random, tty, …: run as
+    # root, the host's /dev let the agent open the disk that holds every read-only mount's
+    # files for writing), its own /proc.
+    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc"]
     if os.geteuid() == 0:
         # As root, bwrap leaves the agent every capability: it unmounted a read-only mount
         # and wrote the file beneath (measured). Without them no mount can be changed.
@@ -195,8 +199,8 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
 # one attempt could leave state in for the next (a red-team agent stashed its proof in /tmp and
 # attempt 2 "solved" the task in 0.4 s; pass@k assumes independent attempts).
 PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
-# Where agents keep their configuration and credentials: kept (writable) if under a scratch
-# directory (a container's HOME=/tmp/home), as the user's home is elsewhere.
+# Where agents keep their configuration, credentials and caches: writable in the sandbox
+# (also under a scratch directory: a container's HOME=/tmp/home).
 AGENT_HOME_VARS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
                    "XDG_STATE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")  # fmt: skip
 _SCRATCH_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm)/[^\s'\"=:;,]+")
@@ -242,30 +246,44 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
     return out
 
 
-def pinned_ancestors(paths: Iterable[Path]) -> list[Mount]:
-    """Each directory above ``paths`` (but ``/`` and the private scratch directories) as a
+def pinned_ancestors(paths: Iterable[Path], writable: Iterable[Path]) -> list[Mount]:
+    """Each directory above ``paths`` that lies in a ``writable`` one (the user's home), as a
     mount point of itself, writable as before: a read-only mount protects a directory's
     contents, not its name, and renaming the directory above it (`~/.cache`, with leanrig's
     cache in it) swapped in a copy the verdict then used (a review, measured). A mount point
-    cannot be renamed. Shallow first; mount them before the read-only mounts."""
+    cannot be renamed (elsewhere the file system is read-only). Shallow first; mount them
+    after the writable directories and before the read-only ones."""
+    roots = [w for w in writable if w != Path("/")]
     found: set[Path] = set()
     for path in paths:
         for above in path.parents:
-            if above != Path("/") and not _in_scratch(above):
+            if any(above.is_relative_to(w) for w in roots) and not _in_scratch(above):
                 found.add(above)
     return [("--bind", p) for p in sorted(found, key=lambda p: (len(p.parts), str(p)))]
 
 
-def scratch_mounts(
-    argv: Sequence[str], env: Mapping[str, str]
-) -> tuple[list[Mount], list[Mount], list[Mount]]:
-    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``); what the agent's
-    command names under them, visible again read-only (each such path's first directory under
-    the scratch directory: an agent kept in /tmp with its modules or its venv; paths inside a
-    word, ``--cfg=/tmp/…`` or ``sh -c "…"``, count); and its home and configuration
-    directories if they lie there (``AGENT_HOME_VARS``), writable. Mount the three lists in
-    this order, before the run's own directories (a workspace inside a named directory stays
-    writable: it is mounted after)."""
+def agent_homes(env: Mapping[str, str]) -> list[Path]:
+    """Where the agent keeps its configuration, credentials and caches, writable in its
+    sandbox (``AGENT_HOME_VARS``: the home, XDG directories, Claude Code's and Codex's): the
+    existing ones, resolved; never ``/``."""
+    out: list[Path] = []
+    for var in AGENT_HOME_VARS:
+        value = env.get(var)
+        if not value or not value.startswith("/"):
+            continue
+        path = Path(value).resolve()
+        if path != Path("/") and path.is_dir() and path not in out:
+            out.append(path)
+    return out
+
+
+def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
+    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``), and what the
+    agent's command names under them visible again, read-only (each such path's first
+    directory under the scratch directory: an agent kept in /tmp with its modules or its venv;
+    paths inside a word, ``--cfg=/tmp/…`` or ``sh -c "…"``, count). Mount them in this order,
+    before the run's own directories (a workspace inside a named directory stays writable: it
+    is mounted after)."""
     fresh: list[Mount] = [("--tmpfs", d) for d in PRIVATE_SCRATCH if d.is_dir()]
     named: list[Mount] = []
     for word in argv:
@@ -278,13 +296,7 @@ def scratch_mounts(
             shown = base / rel[0]
             if shown.exists() and ("--ro-bind", shown) not in named:
                 named.append(("--ro-bind", shown))
-    homes: list[Mount] = []
-    for var in AGENT_HOME_VARS:
-        value = env.get(var)
-        kept: Mount | None = ("--bind", Path(value)) if value and value.startswith("/") else None
-        if kept is not None and _in_scratch(kept[1]) and kept[1].is_dir() and kept not in homes:
-            homes.append(kept)
-    return fresh, named, homes
+    return fresh, named
 
 
 def network_sandbox() -> tuple[str, ...] | None:

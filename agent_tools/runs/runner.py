@@ -47,6 +47,7 @@ from .invocation import (
     KILL_DEADLINE,
     Invocation,
     Mount,
+    agent_homes,
     agent_sandbox,
     invoke,
     kill_attempt,
@@ -344,23 +345,26 @@ class Runner:
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
     def _sandbox(self, ws: Workspace, argv: Sequence[str]) -> tuple[str, ...]:
-        """The agent's sandbox prefix, mounts in this order (a later one shows through an
-        earlier one): a private /tmp, /var/tmp and /dev/shm, with the files its command names
-        there (read-only) and its home if it lies there; every directory above what follows
-        pinned as a mount point (so it cannot be renamed); read-only what the verdict trusts
-        (``trusted_paths``: Lean, the cache, leanrig and its Python) and the suite; the run
-        directory hidden (a later attempt cannot read an earlier one's files); the runner's
-        socket directory hidden but for this attempt's socket; the workspace writable."""
+        """The agent's sandbox prefix: the host's file system read-only, then these mounts in
+        order (a later one shows through an earlier one): a private /tmp, /var/tmp and
+        /dev/shm, with the files its command names there (read-only); its home and
+        configuration directories writable (``agent_homes``), every directory in them above
+        what follows pinned as a mount point (so it cannot be renamed); read-only what the
+        verdict trusts (``trusted_paths``: Lean, the cache, leanrig and its Python) and the
+        suite; the run directory hidden (a later attempt cannot read an earlier one's files);
+        the runner's socket directory hidden but for this attempt's socket; the workspace
+        writable."""
         if not self.isolated:
             return ()
-        fresh, named, homes = scratch_mounts(argv, os.environ)
+        fresh, named = scratch_mounts(argv)
+        homes = agent_homes(os.environ)
         trusted = trusted_paths(self.install.lean, extra=self.verifier.programs)
         suite = self.suite.root.resolve()
         mounts: list[Mount] = [
             *fresh,
             *named,
-            *homes,
-            *pinned_ancestors([*trusted, suite, self.run_dir]),
+            *(("--bind", h) for h in homes),
+            *pinned_ancestors([*trusted, suite, self.run_dir], homes),
             *(("--ro-bind", p) for p in trusted),
             ("--ro-bind", suite),
             ("--tmpfs", self.run_dir),

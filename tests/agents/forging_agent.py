@@ -64,6 +64,9 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
         report[f"overwrite {existing.name}"] = attempt(
             existing, lambda p: p.write_text(json.dumps(record))
         )
+    # Block devices: as root, the host's /dev let it open the disk under every read-only
+    # mount for writing.
+    report["block_devices"] = sorted(p.name for p in Path("/dev").iterdir() if p.is_block_device())
     # Capabilities: with any, a read-only mount could be unmounted or remounted (as root).
     status = Path("/proc/self/status").read_text().splitlines()
     report["capabilities"] = next(x.split()[1] for x in status if x.startswith("CapEff"))
@@ -95,6 +98,7 @@ def forge(ws: Path, task: str, proof: str, server: dict[str, Any]) -> dict[str, 
         "python": Path(sys.prefix),
         "leanrig": Path(__file__).resolve().parents[2] / "agent_tools",
     }
+    trusted["system"] = Path("/usr/lib")  # (as root, the whole system was writable)
     for name, folder in trusted.items():
         probe = folder / f".forged-{os.getpid()}"
         report[f"trusted {name}"] = attempt(probe, lambda p: p.write_text("x"))
