@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .oneshot import Completed, base_env, run_once, tree_rss
     from .placement import Placements, recording
     from .pool import PoolStats, ProcessStat, WarmPool
-    from .sandbox import SandboxPolicy, uses_namespaces
+    from .sandbox import SandboxPolicy, sandbox_program, sandbox_programs, uses_namespaces
     from .sandbox import available as sandbox_tools
     from .sandbox import wrapper as sandbox_wrapper
     from .slot import Elaboration, PoolKey, Slot, lean_refused
@@ -55,6 +55,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "protocol_stdout": ("cluster", "protocol_stdout"),
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
+    "sandbox_program": ("sandbox", "sandbox_program"),
+    "sandbox_programs": ("sandbox", "sandbox_programs"),
     "sandbox_tools": ("sandbox", "available"),
     "sandbox_wrapper": ("sandbox", "wrapper"),
     "tree_rss": ("oneshot", "tree_rss"),
@@ -97,6 +99,8 @@ __all__ = [
     "protocol_stdout",
     "recording",
     "run_once",
+    "sandbox_program",
+    "sandbox_programs",
     "sandbox_tools",
     "sandbox_wrapper",
     "tree_rss",

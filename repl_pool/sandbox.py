@@ -46,7 +46,29 @@ class SandboxPolicy:
 def available() -> dict[str, str | None]:
     """The sandbox tools that are installed *and work here* (bwrap needs user namespaces,
     which some containers and CI runners forbid: then we fall back to rlimits only)."""
-    return {"prlimit": shutil.which("prlimit"), "bwrap": _working_bwrap()}
+    return {"prlimit": sandbox_program("prlimit"), "bwrap": _working_bwrap()}
+
+
+# Where the sandbox's own programs are looked for first: directories of the system, not the
+# user's (`~/.cargo/bin`, `~/.local/bin` often come first on PATH, and an agent may write
+# there).
+SYSTEM_PATH = os.pathsep.join(["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"])
+
+
+@functools.cache
+def sandbox_program(name: str) -> str | None:
+    """``name`` (prlimit, bwrap) as the sandbox runs it: looked up once per process — in the
+    system's directories first, then on PATH — and resolved. Every Lean process, the
+    verdict's included, starts through these: looked up again for each, a `prlimit` an agent
+    put early on PATH (in a directory of its home) ran as the runner, outside every sandbox,
+    and forged the verdict (a red-team sweep)."""
+    found = shutil.which(name, path=SYSTEM_PATH) or shutil.which(name)
+    return str(Path(found).resolve()) if found else None
+
+
+def sandbox_programs() -> list[Path]:
+    """The sandbox's programs found here (for the agent's sandbox to keep read-only)."""
+    return [Path(p) for p in (sandbox_program("prlimit"), sandbox_program("bwrap")) if p]
 
 
 # As root, bwrap leaves the sandboxed program every capability: code Lean runs while it
@@ -58,7 +80,7 @@ _CAP_DROP: tuple[str, ...] = ("--cap-drop", "ALL") if os.geteuid() == 0 else ()
 
 @functools.cache
 def _working_bwrap() -> str | None:
-    bwrap = shutil.which("bwrap")
+    bwrap = sandbox_program("bwrap")
     if bwrap is None:
         return None
     probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",

@@ -136,8 +136,16 @@ def test_usage_json_any_subset_and_unknown_is_never_zero(tmp_path: Path) -> None
         "[1]",
         '{"input_tokens": -1}',
         '{"input_tokens": 5, "cached_input_tokens": 9}',
+        # A red-team sweep: 2^64 tokens crashed the runner writing the results line (the
+        # attempt erased, a silent second try on --resume); 1e400 USD read as infinity.
+        '{"input_tokens": 18446744073709551616}',
+        '{"output_tokens": 18446744073709551615}',
+        '{"cost_usd": 1e400}',
+        '{"cost_usd": 1e12}',
     ):
         path.write_text(bad)
         assert read_usage(path) == Usage(), bad
+    path.write_text('{"input_tokens": 1000000000000, "cost_usd": 12345.5}')  # large, yet real
+    assert read_usage(path).input_tokens == 10**12
     merged = result().with_usage(Usage(input_tokens=5, cost_usd=0.1))
     assert merged.input_tokens == 5 and merged.cost_usd == 0.1 and merged.output_tokens is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -479,6 +480,30 @@ def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert not outside.exists(), out
     assert out.stdout.split()[-1] == "0000000000000000", out.stdout  # no capability left
+
+
+def test_the_sandbox_programs_come_from_the_system_and_are_looked_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red-team sweep: `prlimit` was looked up on PATH for every Lean process; an agent put
+    its own early on PATH (in a directory of its home), and the verdict's Lean started through
+    it — as the runner, outside every sandbox — and answered what the agent liked."""
+    from repl_pool import sandbox_program
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("prlimit", "bwrap"):
+        (fake / name).write_text("#!/bin/sh\nexit 0\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
+    sandbox_program.cache_clear()
+    try:
+        prefix = wrapper(SandboxPolicy(writable=(tmp_path,)))
+        assert prefix and not any(part.startswith(str(fake)) for part in prefix), prefix
+        found = sandbox_program("prlimit")
+        assert found is not None and not found.startswith(str(fake))
+    finally:
+        sandbox_program.cache_clear()
 
 
 def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

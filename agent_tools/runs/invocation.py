@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ import structlog
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import cache_root, find_library_dir
+from repl_pool import sandbox_program
 
 log = structlog.get_logger("leanrig.run")
 
@@ -143,7 +143,7 @@ TMPFS_BYTES = 2 * 2**30
 @functools.cache
 def _agent_bwrap(network: bool) -> str | None:
     """bwrap, when it can create the agent's namespaces here (checked once per variant)."""
-    bwrap = shutil.which("bwrap")
+    bwrap = sandbox_program("bwrap")  # (looked up once, not on an agent-writable PATH later)
     if bwrap is None:
         return None
     probe = [bwrap, *_base_options(network), "--die-with-parent", "--", "true"]

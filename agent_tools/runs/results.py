@@ -53,13 +53,26 @@ class ResultsError(LeanrigError):
     hint = "pass a run directory written by `leanrig run` (with run.json and results.jsonl)"
 
 
+MAX_TOKENS = 10**15  # tokens of one attempt, far beyond any real one
+MAX_COST_USD = 1e9
+
+
 class _TokensMixin(BaseModel):
     """Token counts: each ``None`` when unknown (never guessed as 0)."""
 
-    input_tokens: int | None = Field(default=None, ge=0, description="all input, cached included")
-    cached_input_tokens: int | None = Field(default=None, ge=0, description="cached part of input")
-    output_tokens: int | None = Field(default=None, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0, description="observed cost, USD")
+    # Bounded: the agent writes usage.json, and 2^64 tokens crashed the runner writing the
+    # results line (the attempt erased, `--resume` gave another try; a red-team sweep), 1e400
+    # USD read as infinity.
+    input_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_TOKENS, description="all input, cached included"
+    )
+    cached_input_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_TOKENS, description="cached part of input"
+    )
+    output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    cost_usd: float | None = Field(
+        default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, description="observed cost, USD"
+    )
 
     @model_validator(mode="after")
     def _cached_within_input(self) -> Self:

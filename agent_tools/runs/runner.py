@@ -35,7 +35,7 @@ import psutil
 import structlog
 
 from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
-from repl_pool import SandboxPolicy, uses_namespaces
+from repl_pool import SandboxPolicy, sandbox_programs, uses_namespaces
 
 from ..library import prepare_library
 from ..servers import ServeOptions, package_version
@@ -358,7 +358,9 @@ class Runner:
             return ()
         fresh, named = scratch_mounts(argv)
         homes = agent_homes(os.environ)
-        trusted = trusted_paths(self.install.lean, extra=self.verifier.programs)
+        trusted = trusted_paths(
+            self.install.lean, extra=[*self.verifier.programs, *sandbox_programs()]
+        )
         suite = self.suite.root.resolve()
         mounts: list[Mount] = [
             *fresh,
