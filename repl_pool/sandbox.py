@@ -57,12 +57,14 @@ SYSTEM_PATH = os.pathsep.join(["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/l
 
 @functools.cache
 def sandbox_program(name: str) -> str | None:
-    """``name`` (prlimit, bwrap) as the sandbox runs it: looked up once per process — in the
-    system's directories first, then on PATH — and resolved. Every Lean process, the
+    """``name`` (prlimit, bwrap) as the sandbox runs it: looked up once per process —
+    ``LEANRIG_PRLIMIT`` / ``LEANRIG_BWRAP`` if set, else in the system's directories first,
+    then on PATH — and resolved. Every Lean process, the
     verdict's included, starts through these: looked up again for each, a `prlimit` an agent
     put early on PATH (in a directory of its home) ran as the runner, outside every sandbox,
     and forged the verdict (a red-team sweep)."""
-    found = shutil.which(name, path=SYSTEM_PATH) or shutil.which(name)
+    explicit = os.environ.get(f"LEANRIG_{name.upper()}")  # the operator's own choice
+    found = explicit or shutil.which(name, path=SYSTEM_PATH) or shutil.which(name)
     return str(Path(found).resolve()) if found else None
 
 

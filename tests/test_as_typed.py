@@ -476,7 +476,8 @@ def refusing_bwrap(tmp_path: Path) -> dict[str, str]:
         f'echo "{REFUSAL}" >&2\nexit 1\n'
     )
     fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "LEANRIG_BWRAP": str(bin_dir / "bwrap")}  # fmt: skip
 
 
 def test_doctor_fails_like_serve_and_shows_the_sandbox_error(

@@ -222,6 +222,33 @@ async def test_resume_skips_finished_attempts(tmp_path: Path) -> None:
     assert len(raw_lines(run_dir)) == 2
 
 
+async def test_an_attempt_the_runner_died_in_is_recorded_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red-team sweep: an agent that could bring the runner down (a disk it filled) got
+    another, unrecorded try from `--resume`, which ran every attempt without a results line
+    again. An attempt the runner died in is now recorded as not accepted, with its reason;
+    one the user stopped (SIGTERM, Ctrl-C) is still run again (tests/test_runner_faults.py)."""
+    import agent_tools.runs.runner as runner_module
+
+    run_dir = tmp_path / "run"
+    agent = mcp_agent("solve")
+
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner_module, "append_result", full_disk)
+    with pytest.raises(BaseException):  # noqa: B017, PT011 (the run dies, however it says it)
+        await run_benchmark(options(run_dir, agent, tasks=("refl_z",)))
+    monkeypatch.undo()
+    summary = await run_benchmark(options(run_dir, agent, tasks=("refl_z",), resume=True))
+    assert summary.results == []  # nothing run again
+    (line,) = raw_lines(run_dir)
+    assert (line.task, line.attempt, line.accepted) == ("refl_z", 1, False)
+    assert line.reasons[0].startswith("interrupted: the runner stopped during this attempt")
+    assert not list((run_dir / "started").iterdir())
+
+
 @asynccontextmanager
 async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     """The runner's service, which dies (raises) once its first session is open — except in

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
+import anyio.abc
 import pytest
 
 from agent_tools.runs import read_results
@@ -144,10 +146,14 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
                              check=False)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    assert (summary["skipped"], summary["attempts"]) == (1, 2)
+    # The finished attempt is kept; the one the runner died in is recorded as not accepted
+    # (not run again: an agent able to bring the runner down must not earn another try); the
+    # one not started yet runs.
+    assert (summary["skipped"], summary["attempts"]) == (2, 1)
     lines = raw_lines(run_dir)
     assert sorted(x.task for x in lines) == ["and_swap", "refl_z", "true_intro"]
     assert lines[0] == first[0]  # the finished attempt was not redone
+    assert lines[1].reasons[0].startswith("interrupted:") and not lines[1].accepted
     # The interrupted attempt's orphans (agent) were swept on resume; nothing is left, the
     # killed runner's socket directory included.
     assert attempt_processes(run_dir) == []
@@ -197,3 +203,27 @@ def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
     assert f"stopped by signal {int(signum)}" in err and "--resume" in err, err
     assert set(socket_parent().iterdir()) <= before  # its socket directory is gone
     assert attempt_processes(run_dir) == []
+
+
+@pytest.mark.anyio
+async def test_an_agent_log_that_cannot_be_written_stops_nothing() -> None:
+    """A red-team sweep: an agent filled the disk (through a file it had deleted, freed when
+    it was killed), the write of its log failed, and the error ended the whole run — which
+    `--resume` then re-ran as a fresh, unrecorded try. The log stops; the agent's output is
+    still read to its end (the agent must never block on a full pipe)."""
+    from agent_tools.runs.invocation import _drain
+
+    sent = [b"x" * 100_000 for _ in range(5)]
+
+    class Output(anyio.abc.ByteReceiveStream):
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            if not sent:
+                raise anyio.EndOfStream
+            return sent.pop()
+
+        async def aclose(self) -> None:
+            pass
+
+    with anyio.fail_after(10):
+        await _drain(Output(), Path("/dev/full"), 10 * 2**20)  # every write: ENOSPC
+    assert sent == []

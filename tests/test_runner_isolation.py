@@ -8,6 +8,7 @@ per-message overhead are measured and printed (`pytest -s`)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -260,3 +261,37 @@ def test_the_agents_files_under_tmp_and_its_home_there_stay_visible(
         assert agent_homes(env) == [top / "home"]  # (never `/`)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+@sandboxed
+@pytest.mark.anyio
+async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red-team sweep: each attempt's service looked Lean up again (PATH, `lean --version`
+    run unsandboxed, as the runner), and an agent had put its own `lean` early on PATH in its
+    writable home: the next attempt's service ran it as root, outside every sandbox, and it
+    swapped the verdict's launcher. The runner hands its attempts the Lean it resolved at the
+    start; nothing is looked up on PATH once an agent has run."""
+    from lsp_bridge import cache_root
+
+    monkeypatch.setenv("LEANRIG_CACHE", str(cache_root()))  # (the home changes below)
+    monkeypatch.delenv("LEANRIG_LEAN", raising=False)
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    ran = tmp_path / "planted-lean-ran"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    agent = tmp_path / "plant.sh"
+    agent.write_text(
+        "#!/bin/sh\n"
+        f"printf '#!/bin/sh\\ntouch {ran}\\nexit 1\\n' > \"$HOME/bin/lean\"\n"
+        'chmod +x "$HOME/bin/lean"\n'
+    )
+    agent.chmod(0o755)
+    run_dir = tmp_path / "run"
+    summary = await run_benchmark(options(run_dir, str(agent), parallel=1))
+    assert (home / "bin" / "lean").exists()  # planted (the home is the agent's to write)
+    assert not ran.exists(), "the runner ran the agent's lean"
+    assert len(summary.results) == 2
+    assert not any(r.infra_retry for r in raw_lines(run_dir))

@@ -513,8 +513,9 @@ def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_p
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("LEANRIG_BWRAP", str(fake))
     sandbox._working_bwrap.cache_clear()
+    sandbox.sandbox_program.cache_clear()
     try:
         assert sandbox.available()["bwrap"] is None
         prefix = sandbox.wrapper(SandboxPolicy())
@@ -522,7 +523,9 @@ def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_p
         out = subprocess.run([*prefix, "true"], capture_output=True, check=False, timeout=10)
         assert out.returncode == 0  # rlimits only, still runs
     finally:
+        monkeypatch.delenv("LEANRIG_BWRAP")
         sandbox._working_bwrap.cache_clear()
+        sandbox.sandbox_program.cache_clear()
 
 
 @pytest.mark.parametrize(

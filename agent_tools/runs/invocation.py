@@ -22,6 +22,7 @@ is reachable.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -36,6 +37,7 @@ from typing import Final, Literal
 import anyio
 import psutil
 import structlog
+from anyio import AsyncFile
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import cache_root, find_library_dir
@@ -305,18 +307,35 @@ def network_sandbox() -> tuple[str, ...] | None:
 
 
 async def _drain(stream: ByteReceiveStream, log_path: Path, cap: int) -> None:
+    """The agent's output into ``log_path``, at most ``cap`` bytes; the rest is read and
+    dropped (the agent must never block on a full pipe). A log that cannot be written (a disk
+    the agent filled) stops being written, and nothing else stops: that crashed the run, and
+    `--resume` gave the agent another try (a red-team sweep)."""
     written = 0
-    async with await anyio.open_file(log_path, "ab") as out:
-        try:
-            async for chunk in stream:
-                if written < cap:
-                    part = chunk[: cap - written]
-                    await out.write(part)
-                    written += len(part)
-                    if written >= cap:
-                        await out.write(b"\n[leanrig: output truncated]\n")
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+    out: AsyncFile[bytes] | None = None
+    try:
+        out = await anyio.open_file(log_path, "ab")
+    except OSError as exc:
+        log.warning("run.agent_log_unwritable", path=str(log_path), error=str(exc))
+    try:
+        async for chunk in stream:
+            if out is None or written >= cap:
+                continue
+            part = chunk[: cap - written]
+            try:
+                await out.write(part)
+                written += len(part)
+                if written >= cap:
+                    await out.write(b"\n[leanrig: output truncated]\n")
+            except OSError as exc:
+                log.warning("run.agent_log_unwritable", path=str(log_path), error=str(exc))
+                written = cap
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    finally:
+        if out is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
+                await out.aclose()
 
 
 async def invoke(

@@ -391,7 +391,7 @@ class Runner:
         serve = ServeOptions(
             suite=self.suite.root, run_dir=ws.serve_dir, ledger=ws.ledger, task=task.id,
             condition="lad" if o.condition == "lad" else "baseline", lean=o.lean,
-            max_processes=o.max_processes,
+            max_processes=o.max_processes, install=self.install,
         )  # fmt: skip
         server = AttemptServer(serve, socket, o.service)
         await server.bind()
@@ -556,6 +556,55 @@ class Runner:
         return [self.suite.task(t) for t in self.options.tasks]
 
 
+# An attempt under way: ``RUN_DIR/started/<task>.<k>``, written before its agent starts and
+# removed once its results line is written or it is cancelled. One left behind is an attempt
+# the runner died in (a crash, a disk the agent filled, a kill): `--resume` records it as not
+# accepted instead of running it again — an agent able to bring the runner down got another,
+# unrecorded try that way (a red-team sweep).
+STARTED_DIR = "started"
+INTERRUPTED = (
+    "interrupted: the runner stopped during this attempt (recorded as not accepted, not run "
+    "again: an attempt that could bring the runner down must not earn another try)"
+)
+
+
+def started_marker(run_dir: Path, task_id: str, k: int) -> Path:
+    return run_dir / STARTED_DIR / f"{task_id}.{k}"
+
+
+def _mark_started(marker: Path) -> None:
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text(datetime.now(UTC).isoformat())
+
+
+def record_interrupted(
+    run_dir: Path, suite: Suite, options: RunOptions, done: set[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """The results line of every attempt the runner died in (``STARTED_DIR``): not accepted,
+    its time the whole limit. Returns those attempts."""
+    recorded: set[tuple[str, int]] = set()
+    for marker in sorted((run_dir / STARTED_DIR).glob("*.*")):
+        task_id, _, k = marker.name.rpartition(".")
+        task = suite.tasks.get(task_id)
+        if task is None or not k.isdigit() or (task_id, int(k)) in done:
+            marker.unlink(missing_ok=True)
+            continue
+        try:
+            started = datetime.fromisoformat(marker.read_text().strip())
+        except (OSError, ValueError):
+            started = None
+        append_result(run_dir, AttemptResult(
+            task=task_id, field=task.spec.field, difficulty=task.spec.difficulty,
+            attempt=int(k), accepted=False, reasons=[INTERRUPTED],
+            invocation_s=options.time_limit, condition=options.condition, model=options.model,
+            agent_tool=options.agent_tool, started_at=started,
+        ))  # fmt: skip
+        log.warning("run.interrupted_attempt_recorded", task=task_id, attempt=int(k))
+        recorded.add((task_id, int(k)))
+        marker.unlink(missing_ok=True)
+    return recorded
+
+
 def sweep_interrupted(run_dir: Path, done: set[tuple[str, int]]) -> int:
     """Kill what interrupted attempts left running (a `leanrig run` killed mid-attempt
     leaves its agent, server and Lean behind): every process carrying the token of an attempt
@@ -627,6 +676,8 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         (await prepare_library(suite, install, library)).close()
     if previous is not None and previous.suite_hash != suite.content_hash():
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
+    if previous is not None:
+        done |= await anyio.to_thread.run_sync(record_interrupted, run_dir, suite, options, done)
     runner = Runner(options, suite, install, library, run_dir, words)
     try:
         return await _run(runner, options, run_dir, started_at, done, t_start)
@@ -664,8 +715,17 @@ async def _run(
         async def one(task: Task, k: int) -> None:
             async with limiter:
                 bar.started()
-                outcome = await runner.attempt(task, k, bar)
+                marker = started_marker(run_dir, task.id, k)
+                await anyio.to_thread.run_sync(_mark_started, marker)
+                try:
+                    outcome = await runner.attempt(task, k, bar)
+                except anyio.get_cancelled_exc_class():
+                    # Stopped by the user (SIGTERM, Ctrl-C; or another attempt's failure):
+                    # `--resume` runs it again.
+                    marker.unlink(missing_ok=True)
+                    raise
                 await anyio.to_thread.run_sync(append_result, run_dir, outcome.result)
+                marker.unlink(missing_ok=True)
                 summary.results.append(outcome.result)
                 summary.infra_retries += outcome.result.infra_retry
                 summary.overhead_s.append(outcome.overhead_s)

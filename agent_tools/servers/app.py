@@ -19,7 +19,7 @@ from typing import Literal
 import anyio
 import structlog
 
-from lsp_bridge import Timeouts, find_lean
+from lsp_bridge import LeanInstall, Timeouts, find_lean
 from repl_pool import (
     LeanEnvironment,
     PoolConfig,
@@ -67,6 +67,11 @@ class ServeOptions:
     condition: Literal["baseline", "lad"] = "baseline"
     # Open sessions per client (ProofService): streamable HTTP serves its clients as one.
     sessions_per_client: int = MAX_SESSIONS_PER_CLIENT
+    # The Lean to serve with, found by the caller (None: found here, as `lean` says). `leanrig
+    # run` passes the one it resolved at its start: an attempt's service looked Lean up again
+    # (`elan`, `lean` on PATH, `lean --version` run unsandboxed), and an agent had planted its
+    # own `lean` early on PATH in its writable home — run as the runner (a red-team sweep).
+    install: LeanInstall | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -103,7 +108,11 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     if options.task is not None:
         suite.task(options.task)  # unknown: a SuiteError before anything is made on disk
-    install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
+    install = options.install
+    if install is None:
+        install = await anyio.to_thread.run_sync(
+            lambda: find_lean(suite.root, explicit=options.lean)
+        )
     if suite.spec.lean == "full" and install.mode != "toolchain":
         raise SuiteError(
             f"suite {suite.name} needs a full Lean toolchain (Init), but {install.lean} is the "

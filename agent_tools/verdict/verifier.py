@@ -84,6 +84,16 @@ FORBIDDEN = {
     "#eval": "`#eval` runs arbitrary code during elaboration",
     "native_decide": "`native_decide` trusts the compiler (Lean.ofReduceBool)",
 }
+
+
+@functools.cache
+def _leanchecker_on_path() -> str | None:
+    """leanchecker from PATH, looked up once per process: under `leanrig run` that is before
+    any agent ran (a later lookup could find one an agent planted in its writable home)."""
+    found = shutil.which("leanchecker")
+    return str(Path(found).resolve()) if found else None
+
+
 # `#print axioms T`: "'T' does not depend on any axioms" / "'T' depends on axioms: [a, b]" (the
 # list may be broken over lines; names print escaped where needed: 'Demo.«my thm»').
 _AXIOMS_RE = re.compile(
@@ -458,7 +468,7 @@ class Verifier:
         self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
         sibling = install.lean.parent / "leanchecker"
-        self._checker = str(sibling) if sibling.exists() else shutil.which("leanchecker")
+        self._checker = str(sibling) if sibling.exists() else _leanchecker_on_path()
 
     # -- public -------------------------------------------------------------------------------
 
