@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -31,7 +32,7 @@ from agent_tools.runs.runner import body_sha, run_benchmark, socket_parent
 from agent_tools.runs.workspace import relay_command
 from agent_tools.tasks import load_suite
 
-from .test_runner import AGENTS, PY, SUITE, attempt_processes, options, raw_lines
+from .test_runner import AGENTS, PY, SUITE, attempt_processes, mcp_agent, options, raw_lines
 
 WRONG = "\n  leanrig_no_such_proof"
 sandboxed = pytest.mark.skipif(
@@ -295,3 +296,29 @@ async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
     assert not ran.exists(), "the runner ran the agent's lean"
     assert len(summary.results) == 2
     assert not any(r.infra_retry for r in raw_lines(run_dir))
+
+
+@sandboxed
+@pytest.mark.anyio
+async def test_a_sandbox_that_cannot_be_set_up_is_the_runners_failure_not_the_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: a bwrap that cannot make a mount exits 1 before the agent starts — recorded
+    as the agent's own failure (not accepted, no retry). bwrap now says when the agent started
+    (`--json-status-fd`); without that, the attempt is an infrastructure failure: retried once,
+    and its reason names the sandbox."""
+    from agent_tools.runs.runner import Runner
+
+    real = Runner._sandbox
+
+    def broken(self: Runner, ws: Any, argv: Any) -> tuple[str, ...]:
+        prefix = real(self, ws, argv)
+        bad = "/leanrig-no-such-directory"
+        return (*prefix[:-2], "--ro-bind", bad, bad, *prefix[-2:])
+
+    monkeypatch.setattr(Runner, "_sandbox", broken)
+    run_dir = tmp_path / "run"
+    await run_benchmark(options(run_dir, mcp_agent("solve"), tasks=("refl_z",)))
+    (line,) = raw_lines(run_dir)
+    assert line.infra_retry and not line.accepted, line
+    assert any("the agent's sandbox could not be set up" in r for r in line.reasons), line

@@ -23,6 +23,7 @@ is reachable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import anyio
+import anyio.abc
 import psutil
 import structlog
 from anyio import AsyncFile
@@ -60,6 +62,9 @@ class Invocation:
     start_error: str | None = None
     tree_gone: bool = True
     aborted: bool = False  # the runner ended it early (its service failed)
+    # The sandbox could not be set up (a mount it could not make): the agent never ran. The
+    # runner's own failure, not the agent's (bwrap exits 1 then, as an agent may).
+    sandbox_error: str | None = None
 
     @property
     def killed(self) -> int:
@@ -349,18 +354,88 @@ async def invoke(
     log_path: Path,
     log_cap: int = LOG_CAP_BYTES,
     abort: anyio.Event | None = None,
+    sandboxed: bool = False,
 ) -> Invocation:
     """Run one agent to its end, to ``time_limit`` seconds or until ``abort`` is set, then make
-    sure its tree and every process carrying ``token`` are gone."""
+    sure its tree and every process carrying ``token`` are gone. ``sandboxed``: ``argv`` is the
+    agent's bwrap prefix (ending in ``--``), then the agent's command; a shell inside the
+    sandbox says the sandbox is up (a byte on a pipe) before it becomes the agent, so a sandbox
+    that could not be set up is told apart from an agent that failed — which an agent cannot
+    fake: bwrap's own status says the child started before it mounts anything, and the
+    agent's output is the agent's to write."""
     started = time.perf_counter()
+    status_r, status_w = os.pipe() if sandboxed else (-1, -1)
+    if sandboxed:
+        os.set_blocking(status_r, False)
+        cut = list(argv).index("--") + 1
+        # (`>&N` takes one digit in some shells: the pipe is reopened through /proc.)
+        up = f'printf up > /proc/self/fd/{status_w} && exec "$@"'
+        argv = [*argv[:cut], "/bin/sh", "-c", up, "leanrig-agent", *argv[cut:]]
     try:
         process = await anyio.open_process(
             list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            pass_fds=(status_w,) if sandboxed else (),
         )  # fmt: skip
     except OSError as exc:
+        _close(status_r, status_w)
         return Invocation(None, False, time.perf_counter() - started, 0.0,
                           start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")  # fmt: skip
+    finally:
+        _close(status_w)  # (the child has its copy)
+    try:
+        invocation = await _run_invocation(
+            process, started, time_limit=time_limit, token=token, token_var=token_var,
+            log_path=log_path, log_cap=log_cap, abort=abort,
+        )  # fmt: skip
+        if sandboxed and not _agent_started(status_r):
+            why = _first_line(log_path)
+            log.warning("run.sandbox_failed", detail=why)
+            return dataclasses.replace(
+                invocation, sandbox_error=f"the agent's sandbox could not be set up: {why}"
+            )
+        return invocation
+    finally:
+        _close(status_r)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _agent_started(status: int) -> bool:
+    """Did the shell inside the sandbox say it was up (before it became the agent)?"""
+    try:
+        return os.read(status, 2) == b"up"
+    except OSError:  # (nothing written: would block)
+        return False
+
+
+def _first_line(log_path: Path) -> str:
+    try:
+        with log_path.open("rb") as f:
+            head = f.read(400)
+    except OSError:
+        return "(no output)"
+    return (
+        head.decode("utf-8", "replace").strip().splitlines()[0] if head.strip() else "(no output)"
+    )
+
+
+async def _run_invocation(
+    process: anyio.abc.Process,
+    started: float,
+    *,
+    time_limit: float,
+    token: str,
+    token_var: str,
+    log_path: Path,
+    log_cap: int,
+    abort: anyio.Event | None,
+) -> Invocation:
     timed_out = False
     kill_s = 0.0
     killed: frozenset[int] = frozenset()

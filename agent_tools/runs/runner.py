@@ -408,12 +408,15 @@ class Runner:
             inv = await invoke(
                 argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
                 token_var=ATTEMPT_TOKEN_VAR, log_path=ws.log, abort=server.failed,
+                sandboxed=self.isolated,
             )  # fmt: skip
             t_after = time.perf_counter()
             await server.stop()
         body, infra = await anyio.to_thread.run_sync(self._final_body, ws)
         if server.failure is not None:
             infra.append(server.failure)
+        if inv.sandbox_error is not None:
+            infra.append(inv.sandbox_error)
         submission = task.with_body(body)
         unwritten = await anyio.to_thread.run_sync(_write_submission, ws.submission, submission)
         t_verdict = time.perf_counter()
