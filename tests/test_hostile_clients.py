@@ -493,8 +493,14 @@ async def test_serve_stopped_by_sigterm_while_it_starts_exits_promptly(tmp_path:
     try:
 
         def starting() -> list[psutil.Process]:
-            tree = psutil.Process(process.pid).children(recursive=True)
-            return [p for p in tree if {"--server", "--worker"} & set(p.cmdline())]
+            found = []
+            for p in psutil.Process(process.pid).children(recursive=True):
+                try:  # (a short-lived child — a probe — may be gone or a zombie by now)
+                    if {"--server", "--worker"} & set(p.cmdline()):
+                        found.append(p)
+                except psutil.Error:
+                    continue
+            return found
 
         with anyio.fail_after(60):
             while not starting():
