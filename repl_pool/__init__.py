@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from .oneshot import Completed, base_env, run_once, tree_rss
     from .placement import Placements, recording
     from .pool import PoolStats, ProcessStat, WarmPool
-    from .sandbox import SandboxPolicy, sandbox_program, sandbox_programs, uses_namespaces
+    from .sandbox import (
+        SandboxPolicy,
+        probe_succeeds,
+        sandbox_program,
+        sandbox_programs,
+        uses_namespaces,
+    )
     from .sandbox import available as sandbox_tools
     from .sandbox import wrapper as sandbox_wrapper
     from .slot import Elaboration, PoolKey, Slot, lean_refused
@@ -55,6 +61,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "protocol_stdout": ("cluster", "protocol_stdout"),
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
+    "probe_succeeds": ("sandbox", "probe_succeeds"),
     "sandbox_program": ("sandbox", "sandbox_program"),
     "sandbox_programs": ("sandbox", "sandbox_programs"),
     "sandbox_tools": ("sandbox", "available"),
@@ -96,6 +103,7 @@ __all__ = [
     "lean_refused",
     "node_of",
     "parse_header",
+    "probe_succeeds",
     "protocol_stdout",
     "recording",
     "run_once",

@@ -87,11 +87,15 @@ def _working_bwrap() -> str | None:
         return None
     probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
              *_CAP_DROP, "--die-with-parent", "--", "true"]  # fmt: skip
+    return bwrap if probe_succeeds(probe) else None
+
+
+def probe_succeeds(argv: list[str]) -> bool:
+    """Does ``argv`` (a sandbox tool tried on ``true``) run and exit 0 within 10 s?"""
     try:
-        ok = subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+        return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return bwrap if ok else None
+        return False
 
 
 def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:

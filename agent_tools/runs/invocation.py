@@ -43,7 +43,7 @@ from anyio import AsyncFile
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import cache_root, find_library_dir
-from repl_pool import sandbox_program
+from repl_pool import probe_succeeds, sandbox_program
 
 log = structlog.get_logger("leanrig.run")
 
@@ -154,22 +154,15 @@ def _agent_bwrap(network: bool) -> str | None:
     if bwrap is None:
         return None
     probe = [bwrap, *_base_options(network), "--die-with-parent", "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return bwrap if done.returncode == 0 else None
+    return bwrap if probe_succeeds(probe) else None
 
 
 @functools.cache
 def _tmpfs_sized(bwrap: str) -> bool:
     """Does this bwrap take ``--size`` for a tmpfs (0.5 and later)?"""
-    probe = [bwrap, "--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    return probe_succeeds(
+        [bwrap, "--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "--", "true"]
+    )
 
 
 def _base_options(network: bool) -> list[str]:

@@ -311,6 +311,10 @@ class Runner:
         self.sandbox = "bwrap" if uses_namespaces(policy) else "rlimits"
         self.verifier = Verifier(suite, install, library=library, sandbox=policy, work_root=scratch)
         self.install = install
+        # What the agent's sandbox keeps read-only, resolved once, before any agent runs (a
+        # link in the agent's home repointed later must not move what is protected).
+        self.trusted = trusted_paths(install.lean, extra=[*self.verifier.programs,
+                                                          *sandbox_programs()])  # fmt: skip
         self.isolated = False  # the agent runs in its sandbox (agent_sandbox works here)
         self.ledger_path = run_dir / "ledger.jsonl"
         self.suite_hash = suite.content_hash()
@@ -358,9 +362,7 @@ class Runner:
             return ()
         fresh, named = scratch_mounts(argv)
         homes = agent_homes(os.environ)
-        trusted = trusted_paths(
-            self.install.lean, extra=[*self.verifier.programs, *sandbox_programs()]
-        )
+        trusted = self.trusted
         suite = self.suite.root.resolve()
         mounts: list[Mount] = [
             *fresh,
