@@ -1,7 +1,8 @@
 """lsp_bridge: talks to Lean.
 
 LSP transport, Lean extensions, positions, Lean's lexical syntax (comments, literals,
-identifiers: ``lean_text``), typed errors, finding (and bootstrapping) Lean.
+identifiers: ``lean_text``; the scopes open where: ``lean_scopes``), typed errors, finding
+(and bootstrapping) Lean.
 
 The LSP client's names (``client``: it imports lsprotocol's types, ~0.5 s here) load on first
 use (PEP 562), so what needs only errors, positions or text scanning does not pay for them.
@@ -39,6 +40,13 @@ from .errors import (
 from .framing import decode_body, read_frames
 from .header import Header, parse_header
 from .lazy import lazy_attributes
+from .lean_scopes import (
+    COMMAND_KEYWORDS,
+    OpenScopes,
+    ScopeCommand,
+    scope_commands,
+    scopes_at,
+)
 from .lean_text import (
     COMMENT_KINDS,
     LITERAL_KINDS,
@@ -99,6 +107,7 @@ __getattr__ = lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
+    "COMMAND_KEYWORDS",
     "COMMENT_KINDS",
     "DEFAULT_TIMEOUTS",
     "LITERAL_KINDS",
@@ -126,6 +135,7 @@ __all__ = [
     "LineIndex",
     "LspPos",
     "LspRange",
+    "OpenScopes",
     "PlainGoal",
     "PlainTermGoal",
     "Pos",
@@ -134,6 +144,7 @@ __all__ = [
     "RequestTimeout",
     "ResponseError",
     "RpcNeedsReconnect",
+    "ScopeCommand",
     "ServerClosed",
     "ServerCommand",
     "ServerDied",
@@ -165,6 +176,8 @@ __all__ = [
     "path_to_uri",
     "read_frames",
     "scan_text",
+    "scope_commands",
+    "scopes_at",
     "single_errors",
     "spawn_marked",
     "without_setup_artefacts",

@@ -245,6 +245,7 @@ async def service(tmp_path: Path) -> AsyncIterator[ProofService]:
             "helper_big": task_file(before=HELPER, count=60),
             "leaky": leaky_task(3),
             "leaky_big": leaky_task(60),
+            "indented_end": task_file(before=INDENTED_END),
         },
     )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
@@ -360,6 +361,27 @@ async def test_the_mode_is_in_the_ledger(service: ProofService) -> None:
     opened = await service.open_task("plain")
     lines = service.ledger.for_session(opened.session_id)
     assert [e.get("mode") for e in lines if e["tool"] == "open_task"] == ["prefix"]
+
+
+# `  end` closes the section (Lean reads commands in any column); the split, column-0 commands
+# only, took it for part of the `open` and replayed `open Inner` for the target.
+INDENTED_END = "namespace Inner\ndef T : Prop := True\nend Inner\nsection\nopen Inner\n  end\n"
+USES_T = "\n  (fun (_ : T) =>" + RIGHT + ") True.intro"
+
+
+async def test_a_scope_closed_inside_another_command_keeps_the_task_in_the_file(
+    service: ProofService,
+) -> None:
+    """In prefix mode a body using `T` unqualified was complete; the verdict refused it."""
+    opened = await service.open_task("indented_end")
+    assert opened.mode == "file"
+    assert "scoping commands inside other commands" in opened.mode_reason
+    assert "  end" in opened.mode_reason
+    step = await service.set_proof(opened.session_id, USES_T)
+    assert not step.complete
+    assert not (await service.check_proof(opened.session_id)).accepted
+    done = await service.set_proof(opened.session_id, USES_T.replace("_ : T", "_ : Inner.T"))
+    assert done.complete, done.diagnostics
 
 
 async def test_a_short_prefix_stays_in_the_file(service: ProofService) -> None:

@@ -215,6 +215,12 @@ class PrefixModules:
                 self.environment,
                 f"the prefix has module-local commands (not kept by an import): {shown}{more}",
             )
+        if split.unscoped:
+            return TaskView.whole_file(
+                self.environment,
+                "the prefix has scoping commands inside other commands (the context is "
+                f"re-established command by command): {split.unscoped[0]}",
+            )
         # One decision per (task, prefix content, environment): the directory is per
         # environment, the module name is the prefix's digest, the task's text is hashed in.
         key = hashlib.sha256(f"{task.spec.theorem}\0{task.text}".encode()).hexdigest()[:16]

@@ -8,16 +8,25 @@ file; trailing blank lines and whitespace are not part of the body.
 
 This is the *suite author's* contract, used to find the body in a trusted task file. Whether an
 *edited* body stays inside the declaration is decided by Lean's own parse (see scope.py).
-Comments, literals and ``«»`` names are lsp_bridge's ``lean_text``; this module only reads it.
+Comments, literals and ``«»`` names are lsp_bridge's ``lean_text``, the scopes open at the
+theorem (its namespace, a ``mutual`` block, a ``public section``) its ``lean_scopes``; this module
+only reads them.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 
-from lsp_bridge import COMMENT_KINDS, LITERAL_KINDS, TokenKind, lean_tokens, name_parts, scan_text
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LITERAL_KINDS,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+    scan_text,
+    scopes_at,
+)
 
 # `@[…]` attributes, one level of nested brackets inside (`@[aesop safe [constructors]]`).
 _ATTRS = r"@\[(?:[^\[\]]|\[[^\]]*\])*\]"
@@ -25,13 +34,6 @@ _DECL_RE = re.compile(
     rf"^(?:{_ATTRS}\s*)?"
     r"(?:(?:private|protected|public|noncomputable|nonrec|unsafe|partial)\s+)*"
     r"(?:theorem|lemma)\s+",
-    re.MULTILINE,
-)
-# Commands that open or close a scope (`end` closes namespaces, sections and `mutual` blocks).
-# Sections may carry attributes and `public` (the module system: `@[expose] public section`).
-_NAMESPACE_RE = re.compile(
-    rf"^(?:(?:{_ATTRS}[ \t]*)?(?:public[ \t]+)?(?:noncomputable[ \t]+)?section"
-    r"|namespace|end|mutual)(?![\w.'!?])",
     re.MULTILINE,
 )
 # Term binders whose own `:=` may come before the signature's (`: let r := … ; r :=`).
@@ -89,21 +91,6 @@ def _word_at(text: str, offset: int) -> str:
     return token.text(text)
 
 
-def _scopes(text: str, opaque: list[bool]) -> list[tuple[int, str, str]]:
-    """(offset, keyword, name) of every ``namespace``/``section``/``mutual``/``end`` command in
-    column 0 (``noncomputable section`` is a section)."""
-    out = []
-    for m in _NAMESPACE_RE.finditer(text):
-        if opaque[m.start()]:
-            continue
-        keyword = m.group().split()[-1]
-        pos = m.end()
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        out.append((m.start(), keyword, _word_at(text, pos)))
-    return out
-
-
 def declaration_head(text: str, decl_start: int) -> tuple[int, int]:
     """Where Lean reports an error of the whole declaration at ``decl_start``
     (``BodySpan.decl_start``) rather than of its statement: from its doc comment, when one
@@ -139,16 +126,6 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     return end
 
 
-def _in_mutual(text: str, scopes: list[tuple[int, str, str]], offset: int) -> bool:
-    """Is ``offset`` inside a ``mutual`` block: after a ``mutual`` with no ``end`` keyword
-    between (in any column: a block may close with an indented ``end``)?"""
-    opened = next((at for at, kind, _ in reversed(scopes) if at < offset and kind != "end"), None)
-    if opened is None or not text.startswith("mutual", opened):
-        return False
-    tokens = itertools.takewhile(lambda t: t.start < offset, lean_tokens(text, opened))
-    return not any(t.kind is TokenKind.IDENT and t.text(text) == "end" for t in tokens)
-
-
 def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
     """Why a theorem that is there was not found: its keyword does not start its line."""
     if not wanted:
@@ -167,53 +144,24 @@ def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> s
 def is_public(text: str, decl_start: int) -> bool:
     """Is the declaration at ``decl_start`` public in a file of Lean's module system (whose
     declarations are private unless marked): ``public theorem``, or inside a ``public
-    section`` still open there? Lexical, as locate_body reads scopes."""
+    section`` still open there? Lexical (lsp_bridge's ``scopes_at``, as locate_body)."""
     m = _DECL_RE.match(text, decl_start)
     if m is not None and "public" in re.sub(_ATTRS, " ", m.group(0)).split():
         return True
-    opaque = scan_text(text).mask(_OPAQUE)
-    stack: list[bool] = []  # per open scope component: a public section?
-    for at, keyword, name in _scopes(text, opaque):
-        if at >= decl_start:
-            break
-        parts = name_parts(name) or ("",)
-        if keyword != "end":
-            public = keyword == "section" and "public" in text[at : text.find("\n", at)].split()
-            stack += [public] * len(parts)
-        else:
-            del stack[max(0, len(stack) - len(parts)) :]
-    return any(stack)
+    return scopes_at(text, [decl_start])[0].public
 
 
 def locate_body(text: str, theorem: str) -> BodySpan:
     """Find the proof body of ``theorem`` (fully qualified) in ``text``."""
     opaque = scan_text(text).mask(_OPAQUE)
     wanted = name_parts(theorem)
-    scopes = _scopes(text, opaque)
-    # One entry per scope component, as Lean keeps them: `namespace A.B` opens two, which
-    # `end A.B` closes, or `end B` then `end A`.
-    stack: list[tuple[str, str]] = []
-    next_scope = 0
+    decls = [m for m in _DECL_RE.finditer(text) if not opaque[m.start()]]
     matches = []
-    for m in _DECL_RE.finditer(text):
-        if opaque[m.start()]:
-            continue
-        while next_scope < len(scopes) and scopes[next_scope][0] < m.start():
-            _, keyword, name = scopes[next_scope]
-            next_scope += 1
-            parts = name_parts(name) or ("",)
-            if keyword != "end":
-                stack += [(keyword, part) for part in parts]
-            else:
-                del stack[max(0, len(stack) - len(parts)) :]
+    for m, scopes in zip(decls, scopes_at(text, [m.start() for m in decls]), strict=True):
         declared = name_parts(_word_at(text, m.end()))
-        if declared[:1] == ("_root_",):
-            full = declared[1:]
-        else:
-            namespace = [part for kind, part in stack if kind == "namespace"]
-            full = (*namespace, *declared)
+        full = declared[1:] if declared[:1] == ("_root_",) else (*scopes.namespace, *declared)
         if declared and full == wanted:
-            matches.append((m, _in_mutual(text, scopes, m.start())))
+            matches.append((m, scopes.in_mutual))
     if not matches:
         raise LocateError(f"theorem {theorem} not found" + _not_found_hint(text, opaque, wanted))
     if len(matches) > 1:

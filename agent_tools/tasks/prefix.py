@@ -32,7 +32,15 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from lsp_bridge import COMMENT_KINDS, LITERAL_KINDS, TokenKind, lean_tokens, name_parts, scan_text
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LITERAL_KINDS,
+    TokenKind,
+    lean_tokens,
+    name_parts,
+    scan_text,
+    scope_commands,
+)
 from repl_pool import Header
 
 _CONTEXT = {"namespace", "section", "end", "open", "universe", "universes", "variable",
@@ -72,6 +80,10 @@ class PrefixSplit:
     # unknown, an `attribute [local irreducible]` gone), which the caller's check of the
     # target's statement with the placeholder body cannot see.
     module_local: tuple[str, ...] = ()
+    # Scoping commands the context cannot re-establish, each as its line: one that is not its
+    # own column-0 command (an indented `end A`, `namespace A namespace B` on one line) is
+    # part of another command's text here, while Lean reads it (lsp_bridge's `scope_commands`).
+    unscoped: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -234,6 +246,7 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
     module_text = text[: target.start]
     digest = hashlib.sha256(module_text.encode()).hexdigest()[:16]
     return PrefixSplit(
+        unscoped=_unscoped(text, prefix),
         cut=target.start,
         commands=len(prefix),
         module_text=module_text,
@@ -243,6 +256,30 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
             text[c.start : c.end].split("\n", 1)[0][:80] for c in prefix if _module_local(text, c)
         ),
     )
+
+
+def _unscoped(text: str, prefix: list[Command]) -> tuple[str, ...]:
+    """The lines of the scoping commands in ``prefix`` that are not a command of their own."""
+    if not prefix:
+        return ()
+    out = []
+    for scope in scope_commands(text[: prefix[-1].end], (0, prefix[0].start)):
+        own = next((c for c in prefix if c.start <= scope.start < c.end), None)
+        if own is None or own.keyword != scope.keyword or _scope_at(text, own) != scope.start:
+            line_start = text.rfind("\n", 0, scope.start) + 1
+            line_end = text.find("\n", scope.start)
+            out.append(text[line_start : line_end if line_end != -1 else len(text)][:80])
+    return tuple(out)
+
+
+def _scope_at(text: str, cmd: Command) -> int:
+    """Offset of ``cmd``'s keyword (after modifiers and attributes)."""
+    for token in lean_tokens(text, cmd.start):
+        if token.kind is TokenKind.IDENT and token.text(text) == cmd.keyword:
+            return token.start
+        if token.start >= cmd.end:
+            break
+    return -1
 
 
 _LOCAL_WORDS = {"private", "local"}  # keywords: never an identifier in a term

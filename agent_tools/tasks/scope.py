@@ -36,6 +36,7 @@ from lsp_bridge import (
     lone_carriage_return,
     name_parts,
     scan_text,
+    scopes_at,
 )
 
 if TYPE_CHECKING:  # (lsprotocol's types: ~0.5 s to import; only annotations need them)
@@ -182,70 +183,29 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
 
 def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
     """The full names ``text`` declares with ``axiom`` outside ``[start, end)``: the enclosing
-    ``namespace``s prefixed (lexically: ``namespace``/``section``/``mutual`` … ``end``), a
+    ``namespace``s prefixed (lsp_bridge's ``scopes_at``, which locating the target reads too), a
     ``_root_.`` prefix dropped, a part that needs it escaped (``A.«my ax»``, as Lean prints
     it). An ``unsafe axiom`` is left out: no theorem can depend on one (the kernel refuses)."""
-    names: list[str] = []
-    # One entry per open scope component, as Lean keeps them: `namespace A.B` opens two, which
-    # `end A.B` closes, or `end B` then `end A` (a namespace's part; "" for a section's or a
-    # `mutual`'s). Popping one entry per `end` read `namespace Evil.X … end X` as leaving no
-    # namespace open: `axiom propext` after it was the allow-listed root `propext`.
-    scopes: list[str] = []
+    found: list[tuple[int, tuple[str, ...]]] = []  # (where, the name as written)
     previous = following = ""  # the code words before the current one
-    named_by: tuple[str, int] | None = None  # ("end" | "section", where): a name may follow
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
             continue
-        word = token.text(text)
+        word = token.text(text) if token.kind is TokenKind.IDENT else ""
         outside = not start <= token.start < end
-        ident = token.kind is TokenKind.IDENT
-        if named_by is not None:
-            keyword, at = named_by
-            named_by = None
-            if (
-                outside
-                and ident
-                and word not in _COMMAND_WORDS
-                and "\n" not in text[at : token.start]
-            ):
-                # The scope's name, on the keyword's line: a dotted one covers more components.
-                more = len(name_parts(word)) - 1
-                if keyword == "end" and more > 0:
-                    del scopes[max(0, len(scopes) - more) :]
-                elif keyword == "section":
-                    scopes += [""] * more
-                previous, following = following, ""
-                continue
-        if outside and ident and following == "axiom" and previous != "unsafe":
-            parts = name_parts(word)
-            if parts and parts[0] == "_root_":
-                parts = parts[1:]
-            else:
-                parts = tuple(p for p in scopes if p) + parts
-            names.append(".".join(p if _PLAIN_PART.fullmatch(p) else f"«{p}»" for p in parts))
-        elif outside and ident and following == "namespace":
-            scopes += name_parts(word)
-        elif outside and ident and word in ("section", "mutual") and following != "end":
-            scopes.append("")
-            named_by = (word, token.end) if word == "section" else None
-        elif outside and ident and word == "end" and scopes:
-            scopes.pop()
-            named_by = ("end", token.end)
-        previous, following = following, (word if ident else "")
+        if word and following == "axiom" and previous != "unsafe" and outside:
+            found.append((token.start, name_parts(word)))
+        previous, following = following, word
+    names = []
+    for (_, parts), scopes in zip(
+        found, scopes_at(text, [at for at, _ in found], (start, end)), strict=True
+    ):
+        full = parts[1:] if parts[:1] == ("_root_",) else (*scopes.namespace, *parts)
+        names.append(".".join(p if _PLAIN_PART.fullmatch(p) else f"«{p}»" for p in full))
     return names
 
 
 _PLAIN_PART = re.compile(r"[^\s.«»]+")
-# Words that start a command or declaration: after `section` or `end` on the same line, such a
-# word is the next command, not the scope's name (`section axiom propext : False`; a review).
-_COMMAND_WORDS = frozenset(
-    {"axiom", "theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive",
-     "class", "opaque", "example", "namespace", "section", "end", "open", "variable",
-     "universe", "set_option", "noncomputable", "private", "protected", "public", "unsafe",
-     "partial", "nonrec", "mutual", "attribute", "export", "local", "scoped", "omit",
-     "include", "macro", "syntax", "notation", "infix", "infixl", "infixr", "prefix",
-     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta"}
-)  # fmt: skip
 
 
 def code_span(text: str, start: int, end: int) -> tuple[int, int]:

@@ -1,0 +1,121 @@
+"""Lean's scopes, read lexically: which ``namespace``s, ``section``s and ``mutual`` blocks are
+open where in a file. Pure; built on ``lean_text``'s tokens.
+
+The one scope tracker: locating a task's theorem (its full name, whether it sits in a ``mutual``
+block or a ``public section``) and listing the axioms a file declares (their full names) both
+read it, so the two cannot disagree about a name.
+
+As Lean keeps them, a scope is one entry per name component: ``namespace A.B`` opens two, which
+``end A.B`` closes, or ``end B`` then ``end A``; ``section S.T`` likewise; an anonymous
+``section`` or a ``mutual`` block one. Scoping commands count wherever they stand (Lean's
+commands need no column 0: ``  end A`` closes ``A``), outside comments and literals. A scope's
+name is read on its keyword's line (``section``, ``end``) or as the next token (``namespace``,
+whose name is required), and never a keyword: ``section axiom propext : False`` opens an
+anonymous section and declares an axiom (a review found a root ``propext`` read there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .lean_text import COMMENT_KINDS, TokenKind, lean_tokens, name_parts
+
+# Words that start a command or declaration (keywords to Lean; identifiers to the lexer): after
+# `section` or `end` on the same line, such a word is the next command, not the scope's name.
+COMMAND_KEYWORDS = frozenset(
+    {"axiom", "theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive",
+     "class", "opaque", "example", "namespace", "section", "end", "open", "variable",
+     "universe", "set_option", "noncomputable", "private", "protected", "public", "unsafe",
+     "partial", "nonrec", "mutual", "attribute", "export", "local", "scoped", "omit",
+     "include", "macro", "syntax", "notation", "infix", "infixl", "infixr", "prefix",
+     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta"}
+)  # fmt: skip
+SCOPE_KEYWORDS = frozenset({"namespace", "section", "mutual", "end"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCommand:
+    """One ``namespace``/``section``/``mutual``/``end`` command."""
+
+    start: int  # offset of its keyword
+    keyword: str  # "namespace" | "section" | "mutual" | "end"
+    name: tuple[str, ...] = ()  # the scope's name as written (``name_parts``), () if none
+    public: bool = False  # `public section` (Lean's module system; also `@[expose] public …`)
+
+
+def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeCommand]:
+    """The scoping commands of ``text``, in order; those whose keyword lies in ``skip``
+    (``[start, end)``, e.g. an agent's proof body) are left out."""
+    tokens = (t for t in lean_tokens(text) if t.kind not in COMMENT_KINDS)
+    line_words: list[str] = []  # the code words before the current one on its line
+    previous = 0  # where the token before started
+    pending: tuple[int, str, bool] | None = None  # a keyword whose name may come next
+    for token in tokens:
+        word = token.text(text) if token.kind is TokenKind.IDENT else ""
+        if text.find("\n", previous, token.start) != -1:
+            line_words = []
+        previous = token.start
+        if pending is not None:
+            at, keyword, public = pending
+            pending = None
+            same_line = "\n" not in text[at : token.start]
+            if word and word not in COMMAND_KEYWORDS and (keyword == "namespace" or same_line):
+                yield ScopeCommand(at, keyword, name_parts(word), public)
+                line_words.append(word)
+                continue
+            yield ScopeCommand(at, keyword, (), public)
+        if word in SCOPE_KEYWORDS and not skip[0] <= token.start < skip[1]:
+            public = word == "section" and "public" in line_words
+            if word == "mutual":
+                yield ScopeCommand(token.start, word)
+            else:
+                pending = (token.start, word, public)
+        line_words.append(word)
+    if pending is not None:
+        at, keyword, public = pending
+        yield ScopeCommand(at, keyword, (), public)
+
+
+@dataclass(slots=True)
+class OpenScopes:
+    """The scopes open at a point of a file: apply each ``ScopeCommand`` before it, in order."""
+
+    # One entry per open component: (keyword, name part or "", a public section?).
+    entries: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def apply(self, command: ScopeCommand) -> None:
+        parts = command.name or ("",)
+        if command.keyword == "end":
+            del self.entries[max(0, len(self.entries) - len(parts)) :]
+        else:
+            self.entries += [(command.keyword, part, command.public) for part in parts]
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """The current namespace's components (``namespace A.B`` → ``("A", "B")``)."""
+        return tuple(part for keyword, part, _ in self.entries if keyword == "namespace")
+
+    @property
+    def in_mutual(self) -> bool:
+        """Inside a ``mutual`` block (the innermost open scope)?"""
+        return bool(self.entries) and self.entries[-1][0] == "mutual"
+
+    @property
+    def public(self) -> bool:
+        """Inside a ``public section``?"""
+        return any(public for _, _, public in self.entries)
+
+
+def scopes_at(text: str, offsets: list[int], skip: tuple[int, int] = (0, 0)) -> list[OpenScopes]:
+    """The scopes open at each of ``offsets`` (ascending), one scan of ``text``."""
+    out: list[OpenScopes] = []
+    scopes = OpenScopes()
+    commands = scope_commands(text, skip)
+    command = next(commands, None)
+    for offset in offsets:
+        while command is not None and command.start < offset:
+            scopes.apply(command)
+            command = next(commands, None)
+        out.append(OpenScopes(list(scopes.entries)))
+    return out
