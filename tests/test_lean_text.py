@@ -634,3 +634,31 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
     reason ("the proof body declares `after`")."""
     found = precheck_body(body)
     assert (found is None) if reason is None else (found is not None and reason in found)
+
+
+@pytest.mark.parametrize(
+    ("after", "in_body"),
+    [
+        ("  theorem next : p := h", False),
+        ("  end A", False),
+        ("  #exit", False),
+        ("  @[simp] def f : N := N.z", False),
+        ("  /-- doc -/\n  def f : N := N.z", False),
+        ("  noncomputable section", False),
+        # what a proof's own lines start with
+        ("  #[1, 2].size", True),
+        ("  open Foo in h", True),
+        ("  set_option pp.all true in h", True),
+        ("  ending h", True),
+        ("  end_of h", True),
+        ("  theorem_aux h", True),
+        ("  (theorem)", True),
+        ("  «end» h", True),
+        ("  -- theorem in a comment", True),
+        ("  where\n  @[simp] aux : p := h", True),  # a `where` declaration's attributes
+    ],
+)
+def test_the_body_ends_where_an_indented_command_starts(after: str, in_body: bool) -> None:
+    text = "theorem t : p :=\n  h\n" + after + "\n"
+    body = locate_body(text, "t").body(text)
+    assert (after.strip() in body) is in_body, body

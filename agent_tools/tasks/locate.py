@@ -3,8 +3,10 @@
 The **body** is everything after the ``:=`` that ends the target theorem's signature, up to the
 end of that declaration. The declaration ends where the next command starts: the next line
 that begins in column 0 with non-blank text outside a comment (Lean requires proof lines to be
-indented relative to the command, and suite files are written that way), or the end of the
-file; trailing blank lines and whitespace are not part of the body.
+indented relative to the command, and suite files are written that way), or an indented line
+whose first token starts a command (``theorem``, ``end``: files that indent inside a
+namespace), or the end of the file; trailing blank lines and whitespace are not part of the
+body.
 
 This is the *suite author's* contract, used to find the body in a trusted task file. Whether an
 *edited* body stays inside the declaration is decided by Lean's own parse (see scope.py).
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from lsp_bridge import (
+    COMMAND_KEYWORDS,
     COMMENT_KINDS,
     LITERAL_KINDS,
     TokenKind,
@@ -106,7 +109,9 @@ def declaration_head(text: str, decl_start: int) -> tuple[int, int]:
 
 def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> int:
     """Offset just after the last non-whitespace character of the command containing
-    ``start``: the next line starting in column 0 (code or a comment that starts there) ends it.
+    ``start``: the next line starting in column 0 (code or a comment that starts there) ends it,
+    and so does an indented line whose first token starts a command (``_starts_command``: an
+    indented ``theorem`` or ``end`` is the next command to Lean, which needs no column 0).
     A line that begins inside a comment or string continued from the line before does not.
     ``mask`` is ``comment_mask(text)`` (or a wider mask), if the caller has it.
     """
@@ -116,7 +121,10 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     while pos != -1 and pos + 1 < len(text):
         line_start = pos + 1
         # mask[pos] (the line break) is set only inside a span that continues on this line.
-        if not text[line_start].isspace() and not (mask[line_start] and mask[pos]):
+        continued = mask[line_start] and mask[pos]
+        if not continued and (
+            not text[line_start].isspace() or _starts_command(text, start, line_start)
+        ):
             stop = line_start
             break
         pos = text.find("\n", line_start)
@@ -124,6 +132,28 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     while end > start and text[end - 1].isspace():
         end -= 1
     return end
+
+
+# Keywords that start a command and nothing inside a proof (`open` and `set_option` also
+# start terms and tactics: `open Foo in e`), and what else only a command starts with.
+_COMMAND_STARTS = COMMAND_KEYWORDS - {"open", "set_option", "unsafe"}
+_LINE_HEAD = re.compile(r"[ \t]*(?:(#)[^\W\d]|(@\[|/--|/-!)|([^\W\d][\w'!?]*)(?![\w.'!?«]))")
+
+
+def _starts_command(text: str, body_start: int, line_start: int) -> bool:
+    """Does the line at ``line_start`` start with a command: a command keyword (``theorem``,
+    ``end``, ``namespace``…), a ``#`` command (``#check``, not ``#[1]``), attributes or a doc
+    comment — the last two only until a ``where`` in the body, after which they may start one
+    of its local declarations."""
+    m = _LINE_HEAD.match(text, line_start)
+    if m is None:
+        return False
+    if m.group(1) is not None:
+        return True
+    if m.group(3) is not None:
+        return m.group(3) in _COMMAND_STARTS
+    body = text[body_start:line_start]
+    return not any(t.kind is TokenKind.IDENT and t.text(body) == "where" for t in lean_tokens(body))
 
 
 def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
