@@ -160,6 +160,66 @@ async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path
     assert any("sorryAx" in r for r in unproved.reasons), unproved.reasons
 
 
+# Indented commands after the target (files that indent inside a namespace): Lean ends the
+# theorem at them. The body took them in (a sweep): a proof kept them and was rejected ("the
+# proof body declares `after`"), or, after an indented `end`, no submission could pass.
+INDENTED_AFTER = {
+    "theorem": ESCAPED_TASK.replace(
+        "\n\nend Exploit",
+        "\n\n  -- indented, as inside a namespace\n"
+        "  theorem after (p : Prop) (hp : p) : p := hp\n\nend Exploit",
+    ),
+    "end": ESCAPED_TASK.replace(
+        "namespace Exploit.Ünï\n", "namespace Exploit.Ünï\nsection\n"
+    ).replace("\n\nend Exploit", "\n  end\nend Exploit"),
+    "check": ESCAPED_TASK.replace("\n\nend Exploit", "\n  #check @Eq\nend Exploit"),
+}
+
+
+@pytest.mark.parametrize("after", sorted(INDENTED_AFTER))
+async def test_an_indented_command_after_the_target_is_not_part_of_the_body(
+    tmp_path: Path, after: str
+) -> None:
+    verifier, task = exploit_suite_with(tmp_path, "indented", INDENTED_AFTER[after])
+    assert task.body.strip().startswith("sorryAx (@Eq α b a) Bool.false")
+    assert not any(word in task.body for word in ("after", "end", "#check"))
+    verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
+    assert verdict.accepted, verdict.reasons
+
+
+# What editors add or trim on save: a sweep found each rejected ("text outside the proof body
+# differs"), while CRLF/LF changes were accepted.
+SAVED_BY_EDITORS = {
+    "final line break removed": lambda t: t.rstrip("\n"),
+    "blank lines added at the end": lambda t: t + "\n\n",
+    "spaces at line ends": lambda t: t.replace(
+        "namespace Exploit.Ünï\n", "namespace Exploit.Ünï  \n"
+    ).replace("Bool.false", "Bool.false\t"),
+    "trailing spaces trimmed": lambda t: t.replace("  \n", "\n"),
+}
+SPACED_TASK = ESCAPED_TASK.replace("namespace Exploit.Ünï\n", "namespace Exploit.Ünï   \n")
+# (Refused before Lean runs: the prelude has no `String` for it to elaborate.)
+STRING_TASK = SPACED_TASK.replace("/-- A name", 'def s : String := "two  \nlines"\n\n/-- A name')
+
+
+@pytest.mark.parametrize("saved", sorted(SAVED_BY_EDITORS))
+async def test_whitespace_editors_change_outside_the_body_is_not_a_change(
+    tmp_path: Path, saved: str
+) -> None:
+    verifier, task = exploit_suite_with(tmp_path, "saved", SPACED_TASK)
+    submission = SAVED_BY_EDITORS[saved](task.with_body("\n  " + SYMM))
+    verdict = await verifier.verify(task, submission)
+    assert verdict.accepted, verdict.reasons
+
+
+async def test_spaces_at_a_line_end_inside_a_string_are_part_of_its_value(tmp_path: Path) -> None:
+    verifier, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
+    changed = task.with_body("\n  " + SYMM).replace('"two  \n', '"two\n')
+    verdict = await verifier.verify(task, changed)
+    assert not verdict.accepted
+    assert "outside the proof body" in verdict.reasons[0], verdict.reasons
+
+
 WRAPPED_TASK = ESCAPED_TASK.replace(
     "/-- A name", "set_option maxRecDepth 2000 in\nset_option pp.all true in\n/-- A name"
 )
@@ -757,3 +817,15 @@ async def test_the_bootstraps_setup_artefact_is_not_counted_and_alone_is_explain
     verdict = await verifier.verify(task, task.with_body("\n  sorry"))
     assert not verdict.accepted
     assert any("`sorry` is one such proof" in r for r in verdict.reasons), verdict.reasons
+
+
+def test_a_sandbox_program_the_operator_named_must_exist(tmp_path: Path) -> None:
+    """`LEANRIG_BWRAP=/nonexistent`: doctor said "bwrap is installed but cannot create
+    namespaces" and every Lean process ran without the sandbox the operator asked for (a docs
+    sweep). Now every command that would start Lean stops, naming the variable."""
+    env = {**os.environ, "LEANRIG_BWRAP": str(tmp_path / "nonexistent")}
+    leanrig = Path(sys.executable).with_name("leanrig")
+    done = subprocess.run([str(leanrig), "doctor"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"LEANRIG_BWRAP={tmp_path / 'nonexistent'} is not an executable file" in done.stderr

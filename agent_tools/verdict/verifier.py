@@ -53,6 +53,7 @@ from lsp_bridge import (
     lean_tokens,
     lone_carriage_return,
     name_parts,
+    scan_text,
     without_setup_artefacts,
 )
 from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
@@ -396,6 +397,31 @@ PLACEHOLDER_PROVES = (
 )
 
 
+def _frames(text: str, prefix: str, suffix: str) -> bool:
+    return (
+        len(text) >= len(prefix) + len(suffix) and text.startswith(prefix) and text.endswith(suffix)
+    )
+
+
+_LINE_END_SPACES = re.compile(r"[ \t]+(?=\n)")
+_STRING_KINDS = frozenset({TokenKind.STRING, TokenKind.RAW_STRING})
+
+
+def _trimmed(text: str, end: bool = True) -> str:
+    """``text`` without the spaces and tabs at its line ends outside string literals (where
+    they are part of a value), and (``end``) without whitespace at its end."""
+    strings = scan_text(text).of(_STRING_KINDS)
+    out: list[str] = []
+    pos = 0
+    for m in _LINE_END_SPACES.finditer(text):
+        if not any(s.start <= m.start() < s.end for s in strings):
+            out.append(text[pos : m.start()])
+            pos = m.end()
+    out.append(text[pos:])
+    joined = "".join(out)
+    return joined.rstrip() if end else joined
+
+
 def _as_lean_reads(submission: str) -> str:
     """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
     feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
@@ -482,6 +508,7 @@ class Verifier:
         try:
             submission = _as_lean_reads(submission)
             body = self._structure(task, submission)
+            submission = task.with_body(body)  # the task file's own text around the body
             stages["structure"] = (time.perf_counter() - started) * 1000
             await self._project_lean_path()  # Lake suites: asked once, before the stages share it
             async with self._scratch("leanrig-verify-") as work:
@@ -537,12 +564,17 @@ class Verifier:
 
     def _structure(self, task: Task, submission: str) -> str:
         prefix, suffix = task.text[: task.span.start], task.text[task.span.end :]
-        ok = (
-            len(submission) >= len(prefix) + len(suffix)
-            and submission.startswith(prefix)
-            and submission.endswith(suffix)
-        )
+        ok = _frames(submission, prefix, suffix)
         if not ok:
+            # What editors add or trim on save (spaces at line ends, the final line break)
+            # does not change what Lean reads: the body is taken from the trimmed text, and
+            # the file compiled is the task file's own text around it.
+            trimmed = _trimmed(submission)
+            prefix_t, suffix_t = _trimmed(prefix, end=False), _trimmed(suffix)
+            if _frames(trimmed, prefix_t, suffix_t):
+                return self._structure(
+                    task, prefix + trimmed[len(prefix_t) : len(trimmed) - len(suffix_t)] + suffix
+                )
             index = LineIndex(submission)
             limit = min(len(submission), len(prefix))
             first = next((i for i in range(limit) if submission[i] != prefix[i]), limit)
