@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
     from .config import PoolConfig, default_max_processes
     from .environment import LeanEnvironment
-    from .errors import PoolBusy, PoolClosed, PoolError, SlotBroken
+    from .errors import PoolBusy, PoolClosed, PoolError, SandboxProgramMissing, SlotBroken
     from .goals import GoalsAnswer, goals_in, unless_refused
     from .oneshot import Completed, base_env, run_once, tree_rss
     from .placement import Placements, recording
@@ -44,6 +44,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PoolClosed": ("errors", "PoolClosed"),
     "PoolConfig": ("config", "PoolConfig"),
     "PoolError": ("errors", "PoolError"),
+    "SandboxProgramMissing": ("errors", "SandboxProgramMissing"),
     "PoolKey": ("slot", "PoolKey"),
     "PoolStats": ("pool", "PoolStats"),
     "ProcessStat": ("pool", "ProcessStat"),
@@ -94,6 +95,7 @@ __all__ = [
     "RayOptions",
     "RayPool",
     "SandboxPolicy",
+    "SandboxProgramMissing",
     "Slot",
     "SlotBroken",
     "WarmPool",

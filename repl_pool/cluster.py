@@ -85,6 +85,22 @@ class NoNodes(PoolError):
     hint = "no Ray node offers lean_slots; start nodes with --resources '{\"lean_slots\": N}'"
 
 
+class NoCluster(PoolError):
+    """``ray.init`` could not join the cluster (none running, a wrong address)."""
+
+    hint = (
+        "start a cluster (`ray start --head --resources '{\"lean_slots\": 4}'`, "
+        "docs/scale-out.md) or pass its address: --ray HOST:PORT"
+    )
+
+    def __init__(self, address: str | None, cause: BaseException) -> None:
+        said = str(cause).strip().splitlines()
+        super().__init__(
+            f"cannot join a Ray cluster at {address or 'a new local instance'!r}: "
+            + (said[0] if said else type(cause).__name__)
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RayOptions:
     address: str | None = "auto"  # ray.init address: "auto", host:port, ray://...; None: local
@@ -297,7 +313,10 @@ class RayPool(WarmPool):
                                       "log_to_driver": False, **options.init_kwargs}  # fmt: skip
             if options.address is None:
                 kwargs.setdefault("include_dashboard", False)
-            await anyio.to_thread.run_sync(lambda: ray.init(**kwargs))
+            try:
+                await anyio.to_thread.run_sync(lambda: ray.init(**kwargs))
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise NoCluster(options.address, exc) from exc
             started_ray = True
         try:
             async with anyio.create_task_group() as tg:

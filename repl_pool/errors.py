@@ -4,7 +4,8 @@ LeanrigError
 └── PoolError
     ├── PoolBusy        no slot within the acquire deadline (queue position, waited s)
     ├── PoolClosed      the pool is shutting down or closed
-    └── SlotBroken      the slot's process died or was killed while you held it
+    ├── SlotBroken      the slot's process died or was killed while you held it
+    └── SandboxProgramMissing  LEANRIG_BWRAP / LEANRIG_PRLIMIT names no program
 """
 
 from __future__ import annotations
@@ -34,3 +35,15 @@ class PoolClosed(PoolError):
 
 class SlotBroken(PoolError):
     hint = "the Lean process was replaced; retry the step"
+
+
+class SandboxProgramMissing(PoolError):
+    """The operator named a sandbox program (``LEANRIG_BWRAP``, ``LEANRIG_PRLIMIT``) that is
+    not there: running Lean without it, as if it were not installed, would drop the sandbox
+    the operator asked for."""
+
+    def __init__(self, variable: str, value: str) -> None:
+        super().__init__(
+            f"{variable}={value} is not an executable file",
+            hint=f"point {variable} at the program, or unset it to use the system's",
+        )

@@ -25,6 +25,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import SandboxProgramMissing
+
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
@@ -63,7 +65,10 @@ def sandbox_program(name: str) -> str | None:
     verdict's included, starts through these: looked up again for each, a `prlimit` an agent
     put early on PATH (in a directory of its home) ran as the runner, outside every sandbox,
     and forged the verdict (a red-team sweep)."""
-    explicit = os.environ.get(f"LEANRIG_{name.upper()}")  # the operator's own choice
+    variable = f"LEANRIG_{name.upper()}"
+    explicit = os.environ.get(variable)  # the operator's own choice
+    if explicit and not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+        raise SandboxProgramMissing(variable, explicit)
     found = explicit or shutil.which(name, path=SYSTEM_PATH) or shutil.which(name)
     return str(Path(found).resolve()) if found else None
 

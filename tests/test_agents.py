@@ -144,6 +144,9 @@ def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
     assert list((out / "compare").glob("*.png")) and list((out / "report").glob("*.png"))
     for run in ("baseline", "lad"):
         assert attempt_processes(out / run) == []
+        # The LAD prompt names the library's tools (the baseline's sent agents none to try)
+        prompt = (out / run / "attempts" / "eq_symm" / "1" / "workspace" / "PROMPT.md").read_text()
+        assert ("search_library" in prompt) is (run == "lad"), prompt
     # In LAD, search_library finds the library's `symm`, whose proof term proves eq_symm.
     log = (out / "lad" / "attempts" / "eq_symm" / "1" / "agent.log").read_text()
     assert "Lib.Equality.symm" in log and lad["eq_symm"].accepted, (lad["eq_symm"], log)
@@ -213,6 +216,14 @@ def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
     no_config = search("--task", "true_intro")
     assert no_config.returncode == 2
     assert "--mcp-config" in no_config.stderr
+    # A config whose server cannot start: an SDK traceback ending in "Connection closed" and
+    # exit 1, "gave up" (a docs sweep). Now one line naming the server, exit 2.
+    (tmp_path / "bad.json").write_text(
+        (tmp_path / "mcp.json").read_text().replace('"lean_project/', '"no/such/')
+    )
+    bad = search("--mcp-config", "bad.json", "--task", "true_intro")
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert "leanrig: the MCP server did not start" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
@@ -249,3 +260,7 @@ def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
     unreadable = scripted("unreadable.json")
     assert unreadable.returncode == 2
     assert "unreadable.json" in unreadable.stderr
+    # An expectation the docs do not know ran and exited 0 (a docs sweep): a bad plan
+    (tmp_path / "maybe.json").write_text(json.dumps([{**plans["held.json"][0], "expect": "maybe"}]))
+    maybe = scripted("maybe.json")
+    assert maybe.returncode == 2 and "`expect` is one of ok, error, any" in maybe.stderr

@@ -306,6 +306,12 @@ async def test_serve_mcp_over_http_proves_and_verifies(cwd: Path) -> None:
                 verdict = await prove_over_mcp(client)
     assert verdict["accepted"] is True, verdict
     assert len(ledgers(cwd)) == 1
+    # It says where it listens, and SIGTERM (serve_process's stop) is a clean shutdown: no
+    # uvicorn ERROR traceback (its lifespan cancelled), exit 0 (a docs sweep)
+    said = b"".join(stderr).decode()
+    assert f"leanrig: MCP (streamable HTTP) on http://127.0.0.1:{port}/mcp" in said
+    assert "Traceback" not in said and "ERROR" not in said, said
+    assert process.returncode == 0, said
 
 
 @pytest.mark.anyio

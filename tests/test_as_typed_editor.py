@@ -131,6 +131,9 @@ def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     for editor in ("VS Code", "Neovim", "Emacs"):
         assert editor in done.stdout
     assert str(ws) in done.stdout
+    # What the participant reads is docs/human-baselines.md's rule (it said the attempt ended
+    # when the editor closed; a docs sweep)
+    assert "Closing the editor does not stop the clock" in done.stdout
 
     # The shims answer --version like the real Lean, from any directory.
     real = subprocess.run([str(find_lean().lean), "--version"], capture_output=True, text=True,

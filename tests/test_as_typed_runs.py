@@ -358,3 +358,25 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
     assert priced["usd_per_point"]["base"] == pytest.approx(2 * USD_PER_SOLVE / 100)
     assert priced["score"] == comparison["score"]
     assert not list((runs.cwd / "cmp").glob("*.png"))
+
+
+def test_run_a_subset_of_the_tasks(runs: Runs) -> None:
+    """`--tasks` (docs/runs.md's leaderboard warns about a subset run; the option was not on
+    the command line: a docs sweep)."""
+    first = sorted(TASKS)[0]
+    done, unknown = leanrig_each(
+        ("run", "--suite", SUITE, "--agent", agent("solve"), "--time-limit", LIMIT,
+         "--tasks", first, "--out", "subset"),
+        ("run", "--suite", SUITE, "--agent", agent("solve"), "--tasks", f"{first},nope",
+         "--out", "subset-refused"),
+        cwd=runs.cwd,
+    )  # fmt: skip
+    summary = summary_of(done)
+    assert (summary["attempts"], summary["accepted"]) == (1, 1)
+    assert [r["task"] for r in results(runs.cwd / "subset")] == [first]
+    assert [t["id"] for t in run_json(runs.cwd / "subset")["tasks"]] == [first]
+    assert unknown.returncode == 2 and "unknown task 'nope'" in unknown.stderr, unknown.stderr
+    assert not (runs.cwd / "subset-refused").exists()
+    board = leanrig("report", str(runs.base), "subset", "--no-plots", "--out", "board-subset",
+                    cwd=runs.cwd)  # fmt: skip
+    assert board.returncode == 0 and "different task" in board.stdout + board.stderr, board

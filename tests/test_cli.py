@@ -102,3 +102,29 @@ def test_every_command_line_option_is_in_the_cli_docs() -> None:
         if option != "--help" and not re.search(rf"(?<![\w-]){option}(?![\w-])", docs)
     ]
     assert undocumented == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # a docs sweep: each was accepted and then did something else than asked
+        (["serve", "--suite", "s", "--port", "18778"], "--port serves JSON-RPC: add --jsonrpc"),
+        (["serve", "--suite", "s", "--step-timeout", "0"], "--step-timeout: must be > 0"),
+        (["serve", "--suite", "s", "--max-processes", "0"], "--max-processes: must be > 0"),
+        (["--log-level", "bogus", "doctor"], "invalid choice: 'bogus'"),
+    ],
+)
+def test_options_that_cannot_mean_what_they_say_are_refused(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_log_level_may_follow_the_command_as_the_cli_docs_list_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["doctor", "--json", "--log-level", "INFO"]) == 0
+    assert '"event":"serve.opened"' in capsys.readouterr().err

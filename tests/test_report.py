@@ -49,6 +49,9 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     lines = [entry("edit", t, lean=t - 1.0, session="h", task="a") for t in (4.0, 40.0, 158.0)]
     lines += [entry("edit", 0.0, session="h", task="a", outcome="rejected")] * 5
     lines.append(entry("get_goals", 0.0, session="h", task="a", outcome="rejected"))
+    # Invalid arguments: refused before Lean too (a docs sweep found them timed)
+    lines.append(entry("get_goals", 0.2, session="h", task="a", outcome="error:invalid_argument"))
+    lines.append(entry("list_tasks", 0.3, session="s"))  # answered without Lean: timed
     # Rejected after Lean elaborated it (the scope check reads Lean's parse): it ran (review).
     lines.append(entry("set_proof", 11.8, lean=11.3, session="a", task="a", outcome="rejected"))
     ledger.write_bytes(b"".join(lines))
@@ -57,11 +60,11 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     assert edit["count"] == 3 and edit["total_ms"]["median"] == 40.0
     assert "get_goals" not in summary["tools"]
     assert summary["tools"]["set_proof"]["count"] == 1
-    assert summary["refused"] == {"edit": 5, "get_goals": 1}
-    assert (
-        "Refused before Lean ran (rejected; not in the times above): edit 5, get_goals 1."
-        in (tmp_path / "out" / "report.md").read_text()
-    )
+    assert summary["refused"] == {"edit": 5, "get_goals": 2}
+    assert summary["tools"]["list_tasks"]["count"] == 1
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "not in the times above): edit 5, get_goals 2." in md
+    assert "| s | — |" in md and "None" not in md  # a call with no task
 
 
 def test_truncated_and_mixed_version_ledgers_are_read_with_notes(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
@@ -72,12 +72,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
 
     stdio = args.port is None and args.http is None
+    stop_http = anyio.Event()  # set by a stop signal: the HTTP server shuts down gracefully
 
     async def main() -> None:
         opened: list[ProofService] = []  # the service, once open (a signal may come before)
         with stop_signals() as signals:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(on_first, signals, partial(_shut_down, opened, tg.cancel_scope))
+                http = stop_http if args.http is not None else None
+                stop = partial(_shut_down, opened, tg.cancel_scope, http)
+                tg.start_soon(on_first, signals, stop)
                 async with open_service(options) as service:
                     opened.append(service)
                     await run(service)
@@ -101,7 +104,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         server = build_mcp(service)
         if args.http is not None:
-            await server.run_streamable_http_async(port=args.http)
+            await server.run_http_async(args.http, stop_http, ready=_announce_url)
         else:
             await server.run_stdio_async(wire)
 
@@ -122,11 +125,21 @@ def _announce_port(port: int) -> None:
     print(f"leanrig: JSON-RPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
 
 
-def _shut_down(opened: list[ProofService], scope: anyio.CancelScope, signum: int) -> None:
+def _announce_url(url: str) -> None:
+    print(f"leanrig: MCP (streamable HTTP) on {url}", file=sys.stderr, flush=True)
+
+
+def _shut_down(
+    opened: list[ProofService],
+    scope: anyio.CancelScope,
+    stop_http: anyio.Event | None,
+    signum: int,
+) -> None:
     """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
     cancel the server — or its start, if the service is not open yet (a slow start, e.g. Lean
-    processes warming, is cancelled: what it started is closed on the way out). A thread
-    blocked reading stdin can delay the exit: bounded by a timer."""
+    processes warming, is cancelled: what it started is closed on the way out); an HTTP server
+    that is open is asked to stop instead (``stop_http``), and returns. A thread blocked
+    reading stdin, or a slow HTTP shutdown, can delay the exit: bounded by a timer."""
     import os
     import threading
 
@@ -135,7 +148,10 @@ def _shut_down(opened: list[ProofService], scope: anyio.CancelScope, signum: int
     timer = threading.Timer(3.0, os._exit, (128 + signum,))
     timer.daemon = True
     timer.start()
-    scope.cancel()
+    if opened and stop_http is not None:
+        stop_http.set()  # the server returns; main ends the rest
+    else:
+        scope.cancel()
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -222,6 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "parallel": args.parallel, "label": args.label, "model": args.model,
         "agent_tool": args.agent_tool,
         "prices": Path(args.prices).absolute() if args.prices else None,
+        "tasks": tuple(dict.fromkeys(args.tasks)) if args.tasks else None,
     }  # fmt: skip
     given = {name: value for name, value in settings.items() if value is not None}
     options = RunOptions(
@@ -311,31 +328,64 @@ def _cmd_editor(args: argparse.Namespace) -> int:
     return cmd_lsp(parser.parse_args(args.rest))
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _task_ids(text: str) -> list[str]:
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError(f"no task id in {text!r}")
+    return ids
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanrig", description=__doc__)
-    parser.add_argument("--log-level", default="warning", help="structlog level (JSON on stderr)")
+    # Also after the subcommand (`leanrig serve … --log-level info`, as docs/cli.md lists it).
+    common = argparse.ArgumentParser(add_help=False)
+    for where, default in ((parser, "warning"), (common, argparse.SUPPRESS)):
+        where.add_argument("--log-level", default=default, choices=LOG_LEVELS, type=str.lower,
+                           help="structlog level (JSON on stderr)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
 
-    boot = sub.add_parser("bootstrap", help="build the zero-install Lean (idempotent)")
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    boot = command("bootstrap", help="build the zero-install Lean (idempotent)")
     boot.add_argument("--quiet", action="store_true")
     boot.set_defaults(func=_cmd_bootstrap)
 
-    doctor = sub.add_parser("doctor", help="which Lean, its mode, sandbox tools, smoke test")
+    doctor = command("doctor", help="which Lean, its mode, sandbox tools, smoke test")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=_cmd_doctor)
 
-    demo = sub.add_parser("demo", help="a scripted agent solving a demo task over MCP")
+    demo = command("demo", help="a scripted agent solving a demo task over MCP")
     demo.set_defaults(func=_cmd_demo)
 
-    serve = sub.add_parser("serve", help="serve a suite's agent tools (MCP stdio by default)")
+    serve = command("serve", help="serve a suite's agent tools (MCP stdio by default)")
     serve.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     serve.add_argument("--jsonrpc", action="store_true", help="plain JSON-RPC 2.0, one per line")
     serve.add_argument("--port", type=int, help="with --jsonrpc: TCP on 127.0.0.1:PORT")
     serve.add_argument("--http", type=int, metavar="PORT", help="MCP over streamable HTTP")
     serve.add_argument("--run-dir", default="runs", help="where run data and the ledger go")
     serve.add_argument("--ledger", help="ledger path (default: RUN_DIR/<timestamp>/ledger.jsonl)")
-    serve.add_argument("--max-processes", type=int, help="Lean server processes in the pool")
-    serve.add_argument("--step-timeout", type=float, default=60.0, help="seconds per Lean wait")
+    serve.add_argument("--max-processes", type=_positive(int),
+                       help="Lean server processes in the pool")  # fmt: skip
+    serve.add_argument("--step-timeout", type=_positive(float), default=60.0,
+                       help="seconds per Lean wait")  # fmt: skip
     serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
     serve.add_argument("--ray", metavar="ADDRESS", help="the pool on a Ray cluster: ADDRESS or "
@@ -346,14 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lad", action="store_true", help="the same as --condition lad")
     serve.set_defaults(func=_cmd_serve)
 
-    check = sub.add_parser("check", help="the final verdict on a submission (exit 0/1/2)")
+    check = command("check", help="the final verdict on a submission (exit 0/1/2)")
     check.add_argument("--suite", required=True)
     check.add_argument("--task", required=True)
     check.add_argument("submission", help="the submitted .lean file")
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=_cmd_check)
 
-    report = sub.add_parser(
+    report = command(
         "report", help="metrics of runs, or latency report of a ledger (markdown, JSON, PNG)"
     )
     report.add_argument(
@@ -366,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
     report.set_defaults(func=_cmd_report)
 
-    compare = sub.add_parser("compare", help="baseline vs library access: relative changes")
+    compare = command("compare", help="baseline vs library access: relative changes")
     compare.add_argument("base", metavar="BASE_DIR", help="the baseline run directory")
     compare.add_argument("lad", metavar="LAD_DIR", help="the library-access run directory")
     compare.add_argument("--out", help="output directory (default: next to LAD_DIR, compare/)")
@@ -374,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
     compare.set_defaults(func=_cmd_compare)
 
-    run = sub.add_parser("run", help="run an agent over a suite (the benchmark run protocol)")
+    run = command("run", help="run an agent over a suite (the benchmark run protocol)")
     run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     run.add_argument("--agent", required=True, help="agent command; {prompt} {task} "
                      "{workspace} {mcp_config} are replaced")  # fmt: skip
@@ -387,13 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model name (run.json, prices)")
     run.add_argument("--agent-tool", help="agent tool name (run.json)")
     run.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
+    run.add_argument("--tasks", type=_task_ids, action="extend", metavar="ID[,ID…]",
+                     help="run only these tasks (default: every task of the suite)")  # fmt: skip
     run.add_argument("--resume", action="store_true", help="continue an interrupted run")
     run.add_argument("--agent-network", action="store_true",
                      help="keep the agent's network (agents calling a remote model)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_cmd_run)
 
-    agent = sub.add_parser("agent", help="agents leanrig ships, for `leanrig run --agent`")
+    agent = command("agent", help="agents leanrig ships, for `leanrig run --agent`")
     kinds = agent.add_subparsers(dest="agent_kind", required=True)
     scripted = kinds.add_parser("scripted", help="replay a JSON plan of tool calls")
     scripted.add_argument("--plan", required=True, help="the plan (docs/agents.md)")
@@ -412,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("edit", "prepare an editor workspace for a human attempt at one task"),
         ("lsp", "LSP on stdio for an editor: one task, scoped and timed, sandboxed Lean"),
     ):
-        editor = sub.add_parser(name, help=text, add_help=False)
+        editor = command(name, help=text, add_help=False)
         editor.set_defaults(func=_cmd_editor, editor_command=name, takes_rest=True)
     return parser
 
@@ -424,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rest = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "serve" and args.port is not None and not args.jsonrpc:
+        parser.error("--port serves JSON-RPC: add --jsonrpc (MCP over the network: --http PORT)")
     configure_logging(args.log_level)
     try:
         code: int = args.func(args)

@@ -71,7 +71,8 @@ class Workspace:
                 "",
                 "Edit only the proof body. The LSP command `leanrig.checkProof` runs the verdict "
                 "(how to call it from each editor: docs/human-baselines.md); the attempt ends at "
-                "the first accepted verdict or when the editor closes.",
+                "the first accepted verdict or at the time limit. Closing the editor does not "
+                "stop the clock: opening the task again resumes the same attempt.",
             ]
         )
 

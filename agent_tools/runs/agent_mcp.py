@@ -107,10 +107,28 @@ async def connect(
     params = StdioServerParameters(
         command=config.command, args=config.args, env=config.env, cwd=config.cwd
     )
-    async with Client(params) as client:
-        with anyio.fail_after(CONNECT_TIMEOUT):
-            listed = await client.list_tools()
-        yield AgentClient(client, [t.name for t in listed.tools], call_timeout)
+    connected = False
+    try:
+        async with Client(params) as client:
+            with anyio.fail_after(CONNECT_TIMEOUT):
+                listed = await client.list_tools()
+            connected = True
+            yield AgentClient(client, [t.name for t in listed.tools], call_timeout)
+    except Exception as exc:
+        if connected:
+            raise
+        # The SDK's own report is a traceback ending in "Connection closed": say which server.
+        command = " ".join([config.command, *config.args])
+        raise AgentError(
+            f"the MCP server did not start ({command[:300]}): {_first_leaf(exc)}",
+            hint="its own error is on stderr above; check the MCP config's command and paths",
+        ) from exc
+
+
+def _first_leaf(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def task_id(explicit: str | None, environ: Mapping[str, str] = os.environ) -> str | None:

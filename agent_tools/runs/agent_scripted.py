@@ -43,7 +43,15 @@ def load_plan(path: Path) -> dict[str, Any]:
     for step in [*plan.get("calls", []), *(c for v in plan.get("tasks", {}).values() for c in v)]:
         if not isinstance(step, dict) or not ("tool" in step or "sleep" in step):
             raise AgentError(f"{path}: each call needs a `tool` (or `sleep`): {step!r}", hint="")
+        if step.get("expect", "any") not in EXPECTATIONS:
+            raise AgentError(
+                f"{path}: `expect` is one of {', '.join(EXPECTATIONS)}, not {step['expect']!r}",
+                hint="",
+            )
     return plan
+
+
+EXPECTATIONS = ("ok", "error", "any")
 
 
 def _fill(value: Any, names: dict[str, str]) -> Any:

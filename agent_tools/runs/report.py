@@ -100,7 +100,7 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
                       "total_ms": total, "body_sha": e.get("body_sha"), "ts": e.get("ts"),
                       "outcome": e.get("outcome")})  # fmt: skip
     for s in sessions.values():
-        if "wall_ms" in s:
+        if "wall_ms" in s and s["task"] is not None:
             tasks[str(s["task"])].append(float(s["wall_ms"]))
     tools = {
         tool: {"count": len(ph["total_ms"]), **{name: _stats(ph[name]) for name in PHASES}}
@@ -119,11 +119,13 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _refused(entry: dict[str, Any]) -> bool:
-    """A call refused before Lean ran (a rejected edit with no Lean time): counted apart, not
-    timed with the calls that ran (a human attempt's refused edits are recorded at 0 ms, and
-    made the edit row's median 0). A body rejected after Lean elaborated it (the scope check
-    reads Lean's parse) ran, and is timed."""
-    return entry.get("outcome") == "rejected" and not entry.get("lean_ms")
+    """A call refused before Lean ran (a rejected edit, invalid arguments, an unknown session:
+    no Lean time): counted apart, not timed with the calls that ran (a human attempt's refused
+    edits are recorded at 0 ms, and made the edit row's median 0). A body rejected after Lean
+    elaborated it (the scope check reads Lean's parse) ran, and is timed; so is a call that
+    needs no Lean and answered (``list_tasks``)."""
+    outcome = str(entry.get("outcome", ""))
+    return (outcome == "rejected" or outcome.startswith("error")) and not entry.get("lean_ms")
 
 
 def _ts(entry: dict[str, Any]) -> float | None:
@@ -164,6 +166,8 @@ def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     tasks: dict[str, dict[str, Any]] = {}
     total_wall_s = 0.0
     for s in sessions.values():
+        if s["task"] is None:  # calls outside a task's session (list_tasks, server_status)
+            continue
         wall_s = (s["wall_ms"] or 0.0) / 1000 if s["wall_ms"] is not None else (
             (s["last"] - s["first"]) if s["first"] is not None and s["last"] is not None else 0.0
         )  # fmt: skip
@@ -218,7 +222,11 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
         )
     if summary["refused"]:
         refused = ", ".join(f"{tool} {n}" for tool, n in summary["refused"].items())
-        out += ["", f"Refused before Lean ran (rejected; not in the times above): {refused}."]
+        out += [
+            "",
+            "Refused before Lean ran (rejected edits, invalid arguments, unknown "
+            f"sessions; not in the times above): {refused}.",
+        ]
     out += ["", "## Per task: invocation wall-clock (open → close, ms)", "",
             "| task | invocations | median | p95 | max |", "|---|---:|---:|---:|---:|"]  # fmt: skip
     for task, t in summary["tasks"].items():
@@ -228,12 +236,13 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
             "|---|---|---:|---:|---:|"]  # fmt: skip
     for sid, s in summary["sessions"].items():
         out.append(
-            f"| {sid} | {s['task']} | {s['calls']} | {s['busy_ms']} | {s.get('wall_ms', '—')} |"
+            f"| {sid} | {s['task'] or '—'} | {s['calls']} | {s['busy_ms']} | "
+            f"{s.get('wall_ms', '—')} |"
         )
     out += ["", "## Slowest steps", "", "| total ms | tool | task | body sha | outcome |",
             "|---:|---|---|---|---|"]  # fmt: skip
     for st in summary["slowest"]:
-        out.append(f"| {st['total_ms']:.1f} | {st['tool']} | {st['task']} | "
+        out.append(f"| {st['total_ms']:.1f} | {st['tool']} | {st['task'] or '—'} | "
                    f"{st['body_sha'] or '—'} | {st['outcome']} |")  # fmt: skip
     return "\n".join(out) + "\n"
 

@@ -387,7 +387,8 @@ class Runner:
 
         def make() -> Workspace:
             return create_workspace(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
-                                    socket=socket, retry=retry)  # fmt: skip
+                                    socket=socket, retry=retry,
+                                    library=self.options.condition == "lad")  # fmt: skip
 
         ws = await anyio.to_thread.run_sync(make)
         serve = ServeOptions(
@@ -675,6 +676,8 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     words = _agent_words(options.agent)
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     check_suite(suite)
+    for task_id in options.tasks or ():  # refused before anything is written
+        suite.task(task_id)
     install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
     if options.condition == "lad":  # built (or found) once here: no attempt pays for it

@@ -99,7 +99,16 @@ def agent_argv(command: Sequence[str], workspace: Workspace) -> list[str]:
     return out
 
 
-def prompt_text(suite: Suite, task: Task, task_file: Path) -> str:
+# The library-access (LAD) condition's tools, named in its prompt: the MCP server's own
+# instructions say the same, but not every agent shows a server's instructions to its model.
+LIBRARY_PROMPT = """
+A verified library of Lean lemmas is available through `search_library` (by name or words of
+a statement) and `read_library` (a lemma's full source). The task file does not import it:
+adapt a lemma's proof into your body rather than naming the lemma.
+"""
+
+
+def prompt_text(suite: Suite, task: Task, task_file: Path, library: bool = False) -> str:
     s = task.spec
     return f"""# Prove `{s.theorem}` (task `{s.id}` of suite `{suite.name}`)
 
@@ -113,7 +122,7 @@ Work through the `{SERVER_NAME}` MCP server's tools: `open_task` with `task_id =
 then `set_proof` / `replace_in_proof` to change the body (each returns Lean's diagnostics and
 goals), `get_goals`, `try_proofs` to test several bodies at once, and `check_proof` for the
 verdict. Editing the file on disk has no effect.
-
+{LIBRARY_PROMPT if library else ""}
 **Your submission is the last body you set** (in any session). When you stop — or when the
 time limit stops you — that body gets an independent check. Lean here is
 {
@@ -137,9 +146,11 @@ def create_workspace(
     token: str,
     socket: Path,
     retry: bool = False,
+    library: bool = False,
 ) -> Workspace:
     """A fresh attempt directory (an old one of the same name is removed first) whose MCP
-    config relays to ``socket`` (bound by the runner)."""
+    config relays to ``socket`` (bound by the runner); ``library``: the LAD condition, whose
+    prompt names the library tools."""
     run_dir = run_dir.resolve()
     root = run_dir / "attempts" / task.id / (f"{attempt}-retry" if retry else str(attempt))
     if root.exists():
@@ -151,7 +162,7 @@ def create_workspace(
     task_file = workspace / task.path.name
     task_file.write_text(task.text, encoding="utf-8")
     prompt = workspace / PROMPT_FILE
-    prompt.write_text(prompt_text(suite, task, task_file), encoding="utf-8")
+    prompt.write_text(prompt_text(suite, task, task_file, library), encoding="utf-8")
     ledger = root / "ledger.jsonl"
     command = relay_command(socket)
     config = {

@@ -25,8 +25,9 @@ exporter, and a span per message is work on every call. One middleware of our ow
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -151,6 +152,43 @@ class LeanrigMCP(MCPServer[Any]):
         and written on the event loop."""
         async with fd_stdio(wire) as (stdin, stdout):
             await self.serve_lines(stdin, stdout)
+
+    async def run_http_async(
+        self, port: int, stop: anyio.Event, ready: Callable[[str], None] | None = None
+    ) -> None:
+        """MCP over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (the SDK's app, as its
+        ``run_streamable_http_async`` serves it) until ``stop`` is set, then a graceful
+        shutdown. ``ready(url)`` once it listens. uvicorn's own signal handlers are left out:
+        the caller's handle SIGTERM/SIGINT and set ``stop`` (cancelled instead, uvicorn logged
+        its lifespan's ``CancelledError`` as an ERROR traceback on every Ctrl-C)."""
+        import uvicorn
+
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        class Server(uvicorn.Server):
+            @contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started and ready is not None:
+                    ready(url)
+
+        config = uvicorn.Config(
+            self.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning",
+            timeout_graceful_shutdown=2,
+        )  # fmt: skip
+        server = Server(config)
+
+        async def stop_when_asked() -> None:
+            await stop.wait()
+            server.should_exit = True
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop_when_asked)
+            await server.serve()
+            tg.cancel_scope.cancel()
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
         """MCP over newline-delimited messages (stdio, a Unix-socket connection), the lines
