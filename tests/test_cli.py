@@ -49,6 +49,26 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["check", "--suite", str(DEMO), "--task", "true_intro", str(tmp_path / "x")]) == 2
 
 
+def test_check_judges_its_task_when_another_task_of_the_suite_is_broken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep: one task whose file does not load made `check` exit 2 for every task, naming
+    the other task."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "Demo" / "AndSwap.lean").write_text("prelude\n-- the theorem is gone\n")
+    good = tmp_path / "Good.lean"
+    text = (suite / "Demo" / "TrueIntro.lean").read_text()
+    good.write_text(text.replace("sorryAx (True) Bool.false", "True.intro"))
+    assert main(["check", "--suite", str(suite), "--task", "true_intro", str(good)]) == 0
+    assert main(["check", "--suite", str(suite), "--task", "and_swap", str(good)]) == 2
+    assert "task and_swap" in capsys.readouterr().err
+    assert main(["check", "--suite", str(suite), "--task", "nope", str(good)]) == 2
+    assert "unknown task 'nope'" in capsys.readouterr().err
+
+
 def test_a_deleted_venv_leaves_other_launchers_working(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -160,7 +161,10 @@ def _known_ids(ids: list[str], shown: int = 12) -> str:
     return f"use one of the suite's task ids: {listed} (list_tasks lists them)"
 
 
-def load_suite(root: Path) -> Suite:
+def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
+    """The suite in ``root``, every task checked (a broken one refuses the suite); ``only``:
+    load and check just these tasks (`leanrig check` on one task of a suite whose other tasks
+    are broken)."""
     root = root.resolve()
     manifest = root / "suite.toml"
     if root.is_file():
@@ -195,9 +199,15 @@ def load_suite(root: Path) -> Suite:
     except ValidationError as exc:
         raise SuiteError(f"{manifest}: {_describe(exc, raw)}") from exc
     tasks: dict[str, Task] = {}
+    if only is not None and (unknown := sorted(set(only) - {t.id for t in spec.tasks})):
+        raise SuiteError(
+            f"unknown task {unknown[0][:100]!r}", hint=_known_ids([t.id for t in spec.tasks])
+        )
     for t in spec.tasks:
         if t.id in tasks:
             raise SuiteError(f"task {t.id}: duplicate id")
+        if only is not None and t.id not in only:
+            continue
         path = (root / t.file).resolve()
         if not path.is_relative_to(root):
             raise SuiteError(f"task {t.id}: file {t.file} is outside the suite directory")
