@@ -314,6 +314,38 @@ async def test_serve_mcp_over_http_proves_and_verifies(cwd: Path) -> None:
     assert process.returncode == 0, said
 
 
+def test_a_port_in_use_is_one_line_before_any_lean_starts(cwd: Path) -> None:
+    """`serve --http PORT` / `--jsonrpc --port PORT` on a port another program holds: an
+    exception group ending in uvicorn's SystemExit(3) or `Address already in use`, exit 1,
+    after the pool had warmed (a sweep)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for args in (("--http", port), ("--jsonrpc", "--port", port)):
+            done = leanrig("--log-level", "info", "serve", "--suite", SUITE, *args, cwd=cwd)
+            assert done.returncode == 2, done.stderr[-3000:]
+            assert f"leanrig: cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr
+            assert "pool.start" not in done.stderr  # refused before Lean was started
+
+
+@pytest.mark.anyio
+async def test_port_0_serves_on_a_free_port_and_says_which(cwd: Path) -> None:
+    from mcp import Client
+
+    async with serve_process(cwd, "--http", "0") as (process, stderr):
+        with anyio.fail_after(DEADLINE):
+            while b"streamable HTTP) on " not in b"".join(stderr):
+                assert process.returncode is None, b"".join(stderr).decode()
+                await anyio.sleep(0.05)
+        said = b"".join(stderr).decode()
+        url = said.split("streamable HTTP) on ", 1)[1].split()[0]
+        assert not url.endswith(":0/mcp"), url
+        async with Client(url) as client:
+            assert "set_proof" in {t.name for t in (await client.list_tools()).tools}
+
+
 @pytest.mark.anyio
 async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> None:
     """Every other serve option, relative paths throughout; --no-sandbox used to break

@@ -53,7 +53,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..servers import ServeOptions, claimed_stdio, open_service, run_event_loop
+    from ..servers import ServeOptions, claimed_stdio, listen_local, open_service, run_event_loop
     from ..sessions import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS
 
     options = ServeOptions(
@@ -98,19 +98,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             if args.port is None:
                 await serve_stdio(service, wire)
             else:
-                await serve_tcp(service, args.port, ready=_announce_port)
+                assert listener is not None
+                await serve_tcp(service, listener, ready=_announce_port)
             return
         from ..servers import build_mcp
 
         server = build_mcp(service)
         if args.http is not None:
-            await server.run_http_async(args.http, stop_http, ready=_announce_url)
+            assert listener is not None
+            await server.run_http_async(listener, stop_http, ready=_announce_url)
         else:
             await server.run_stdio_async(wire)
 
     # A stdio wire is claimed before anything starts a process (suite library builds, Lean,
     # Ray): no child ever inherits it (servers/fdstreams.py).
-    with claimed_stdio() if stdio else nullcontext(None) as wire:
+    # A network server's port is taken before anything starts (in use: exit 2, no Lean).
+    listener = None if stdio else listen_local(args.http if args.port is None else args.port)
+    with listener or nullcontext(), claimed_stdio() if stdio else nullcontext(None) as wire:
         run_event_loop(main)
     ignore_stop_signals()  # stopped or done: what is left is exiting
     # Everything is shut down (Lean trees killed, ledger closed, replies written). What is

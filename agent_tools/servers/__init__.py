@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .eventloop import run as run_event_loop
     from .fdstreams import FdReceive, FdSend, claimed_stdio
     from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
+    from .listen import PortUnavailable, listen_local
     from .mcp_server import build_mcp
     from .signals import ignore_stop_signals, on_first, stop_signals
     from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
@@ -49,6 +50,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "FdSend": ("fdstreams", "FdSend"),
     "JsonRpcProcess": ("clients", "JsonRpcProcess"),
     "McpConnection": ("clients", "McpConnection"),
+    "PortUnavailable": ("listen", "PortUnavailable"),
     "RpcError": ("clients", "RpcError"),
     "ServeOptions": ("app", "ServeOptions"),
     "TOOLS": ("tools", "TOOLS"),
@@ -62,6 +64,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "handle_message": ("jsonrpc_server", "handle_message"),
     "ignore_stop_signals": ("signals", "ignore_stop_signals"),
     "jsonrpc_subprocess": ("clients", "jsonrpc_subprocess"),
+    "listen_local": ("listen", "listen_local"),
     "mcp_subprocess": ("clients", "mcp_subprocess"),
     "on_first": ("signals", "on_first"),
     "open_service": ("app", "open_service"),
@@ -92,6 +95,7 @@ __all__ = [
     "FdSend",
     "JsonRpcProcess",
     "McpConnection",
+    "PortUnavailable",
     "RpcError",
     "ServeOptions",
     "ToolSpec",
@@ -103,6 +107,7 @@ __all__ = [
     "handle_message",
     "ignore_stop_signals",
     "jsonrpc_subprocess",
+    "listen_local",
     "mcp_subprocess",
     "on_first",
     "open_service",

@@ -283,16 +283,15 @@ async def _socket_send(sock: socket.socket, data: bytes) -> None:
 
 
 async def serve_tcp(
-    service: ProofService, port: int, ready: Callable[[int], None] | None = None
+    service: ProofService, listener: socket.socket, ready: Callable[[int], None] | None = None
 ) -> None:
-    """JSON-RPC on 127.0.0.1:``port``; each connection is one client. The sockets are read and
+    """JSON-RPC on ``listener`` (``listen.listen_local``: 127.0.0.1); each connection is one
+    client; the listener is closed at the end. The sockets are read and
     written directly, never through an asyncio transport: anyio's asyncio ``SocketStream`` lets
     the transport read while a ``receive`` waits; on a busy loop several chunks arrive per wait
     and one is consumed, so a client that floods faster than it is served grew the server
     without bound (seen: 600 MB). One read per ``receive`` (``FdReceive`` on the socket) makes
     ``MAX_IN_FLIGHT`` a real bound: the kernel's buffers fill and the client stalls."""
-    listener = socket.create_server(("127.0.0.1", port), reuse_port=False)
-    listener.setblocking(False)
 
     async def handle(conn: socket.socket) -> None:
         with conn:

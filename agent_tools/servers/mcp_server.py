@@ -154,15 +154,20 @@ class LeanrigMCP(MCPServer[Any]):
             await self.serve_lines(stdin, stdout)
 
     async def run_http_async(
-        self, port: int, stop: anyio.Event, ready: Callable[[str], None] | None = None
+        self,
+        listener: socket.socket,
+        stop: anyio.Event,
+        ready: Callable[[str], None] | None = None,
     ) -> None:
-        """MCP over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (the SDK's app, as its
-        ``run_streamable_http_async`` serves it) until ``stop`` is set, then a graceful
-        shutdown. ``ready(url)`` once it listens. uvicorn's own signal handlers are left out:
-        the caller's handle SIGTERM/SIGINT and set ``stop`` (cancelled instead, uvicorn logged
-        its lifespan's ``CancelledError`` as an ERROR traceback on every Ctrl-C)."""
+        """MCP over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` on ``listener``
+        (``listen.listen_local``; the SDK's app, as its ``run_streamable_http_async`` serves
+        it) until ``stop`` is set, then a graceful shutdown; ``ready(url)`` once it listens.
+        uvicorn's own signal handlers are left out: the caller's handle SIGTERM/SIGINT and set
+        ``stop`` (cancelled instead, uvicorn logged its lifespan's ``CancelledError`` as an
+        ERROR traceback on every Ctrl-C)."""
         import uvicorn
 
+        port = listener.getsockname()[1]
         url = f"http://127.0.0.1:{port}/mcp"
 
         class Server(uvicorn.Server):
@@ -187,7 +192,7 @@ class LeanrigMCP(MCPServer[Any]):
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_when_asked)
-            await server.serve()
+            await server.serve(sockets=[listener])
             tg.cancel_scope.cancel()
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
