@@ -128,3 +128,26 @@ def test_an_accepted_attempts_line_is_written_once(tmp_path: Path) -> None:
     a.close()
     lines = (tmp_path / "results.jsonl").read_bytes().splitlines()
     assert len(lines) == 1, lines
+
+
+def test_the_clock_is_on_the_disk_before_the_attempt_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state (the clock's start, the verdicts) was renamed into place without an fsync: a
+    crash of the machine could leave it empty or old, and the participant a fresh clock or an
+    attempt that cannot start. Every save is now synced, file and directory, before it returns."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    a = attempt(tmp_path)
+    state = str(a.path)
+    assert any(".tmp" in p and a.path.name in p for p in synced), synced  # the data
+    assert str(a.path.parent) in synced  # the rename
+    synced.clear()
+    edited(a, 2, "B")
+    assert str(a.path.parent) in synced and os.path.exists(state)

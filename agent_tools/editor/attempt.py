@@ -212,7 +212,8 @@ class Attempt:
         if self.state is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(self.path, orjson.dumps(self.state.model_dump(mode="json")))
+        data = orjson.dumps(self.state.model_dump(mode="json"))
+        replace_file(self.path, data, durable=True)  # the clock survives a crash of the machine
 
     # -- the clock -------------------------------------------------------------------------
 
