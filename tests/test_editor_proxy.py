@@ -295,6 +295,23 @@ def test_scope_decides_outside_held_and_ok() -> None:
     assert scope.decide(scope.prefix + RIGHT + " " + scope.suffix).outcome == "outside"
 
 
+def test_a_task_whose_next_command_is_indented_is_editable(tmp_path: Path) -> None:
+    """A review: the scope stripped the next command's indentation, so no editor text kept
+    the text after the body: every edit was undone, the task file itself included."""
+    from .test_verifier import INDENTED_AFTER, SYMM, exploit_suite_with
+
+    for i, text in enumerate(INDENTED_AFTER.values()):
+        _, task = exploit_suite_with(tmp_path / str(i), "indented", text)
+        scope = TaskScope(task)
+        assert scope.decide(task.text).outcome == "ok"
+        proved = task.with_body("\n  " + SYMM)
+        assert scope.decide(proved).outcome == "ok"
+        assert scope.submission(proved) == proved
+        assert scope.decide(proved.replace("  theorem after", "theorem after")).outcome == (
+            "outside" if "theorem after" in text else "ok"
+        )
+
+
 def test_apply_changes_uses_utf16_ranges() -> None:
     text = "a𝔽b\nc"
     # 𝔽 is two UTF-16 units: character 3 is just after it.

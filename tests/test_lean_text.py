@@ -656,6 +656,14 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
         ("  «end» h", True),
         ("  -- theorem in a comment", True),
         ("  where\n  @[simp] aux : p := h", True),  # a `where` declaration's attributes
+        # a review: `open`/`set_option` commands (no `in`) left the task unsolvable
+        ("  open Inner", False),
+        ("  set_option pp.all true", False),
+        ("  open Inner in\n  theorem next : p := h", False),
+        # … and a `where` body's attributes before a command keyword are the command's
+        ("  where\n  aux : p := h\n  @[simp] theorem b : p := h", False),
+        ("  #adaptation_note /-- a note -/\n  h", True),  # Mathlib's, inside proofs
+        ("  #v[1, 2].size", True),
     ],
 )
 def test_the_body_ends_where_an_indented_command_starts(after: str, in_body: bool) -> None:

@@ -173,6 +173,8 @@ INDENTED_AFTER = {
         "namespace Exploit.Ünï\n", "namespace Exploit.Ünï\nsection\n"
     ).replace("\n\nend Exploit", "\n  end\nend Exploit"),
     "check": ESCAPED_TASK.replace("\n\nend Exploit", "\n  #check @Eq\nend Exploit"),
+    # a review: `open` (no `in`) stayed in the body; keeping it or not, nothing passed
+    "open": ESCAPED_TASK.replace("\n\nend Exploit", "\n  open Exploit.Ünï\nend Exploit"),
 }
 
 
@@ -182,7 +184,7 @@ async def test_an_indented_command_after_the_target_is_not_part_of_the_body(
 ) -> None:
     verifier, task = exploit_suite_with(tmp_path, "indented", INDENTED_AFTER[after])
     assert task.body.strip().startswith("sorryAx (@Eq α b a) Bool.false")
-    assert not any(word in task.body for word in ("after", "end", "#check"))
+    assert not any(word in task.body for word in ("after", "end", "#check", "open"))
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
 

@@ -54,7 +54,11 @@ class TaskScope:
         # the proof and it belong to the body's side. Selecting the proof's last line with its
         # line break and typing over it (or deleting the line) takes one of them, and that is
         # an edit of the proof, not of the file around it.
-        self.suffix = task.text[task.span.end :].lstrip()
+        # An indented next command keeps its indentation (a task may indent its declarations:
+        # stripped, no editor text kept the suffix, and every edit was undone; a review).
+        rest = task.text[task.span.end :]
+        first = len(rest) - len(rest.lstrip())
+        self.suffix = rest[rest.rfind("\n", 0, first) + 1 :] if "\n" in rest[:first] else rest
 
     def _body_end(self, text: str) -> int | None:
         end = len(text) - len(self.suffix)

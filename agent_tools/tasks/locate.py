@@ -134,26 +134,62 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     return end
 
 
-# Keywords that start a command and nothing inside a proof (`open` and `set_option` also
-# start terms and tactics: `open Foo in e`), and what else only a command starts with.
+# Keywords that start a command and nothing inside a proof. `open` and `set_option` also start
+# terms and tactics (`open Foo in e`): a line starting with one is a command when no `in`
+# follows on it.
 _COMMAND_STARTS = COMMAND_KEYWORDS - {"open", "set_option", "unsafe"}
-_LINE_HEAD = re.compile(r"[ \t]*(?:(#)[^\W\d]|(@\[|/--|/-!)|([^\W\d][\w'!?]*)(?![\w.'!?«]))")
+_SCOPED_STARTS = frozenset({"open", "set_option"})
+# `#` commands; not `#[1, 2]`, `#v[…]`, nor Mathlib's `#adaptation_note` (used inside proofs).
+_HASH_COMMANDS = frozenset(
+    {"check", "check_failure", "eval", "print", "exit", "reduce", "synth", "guard_msgs",
+     "help", "lint", "where", "version", "find", "time", "align", "align_import", "noalign"}
+)  # fmt: skip
 
 
 def _starts_command(text: str, body_start: int, line_start: int) -> bool:
     """Does the line at ``line_start`` start with a command: a command keyword (``theorem``,
-    ``end``, ``namespace``…), a ``#`` command (``#check``, not ``#[1]``), attributes or a doc
-    comment — the last two only until a ``where`` in the body, after which they may start one
+    ``end``, ``namespace``…), ``open``/``set_option`` without an ``in`` on the line, a ``#``
+    command (``#check``, not ``#[1]``), or attributes or a doc comment before a command keyword
+    — before anything else only until a ``where`` in the body, after which they may start one
     of its local declarations."""
-    m = _LINE_HEAD.match(text, line_start)
-    if m is None:
+    at = (
+        line_start
+        + len(text[line_start:].split("\n", 1)[0])
+        - len(text[line_start:].split("\n", 1)[0].lstrip(" \t"))
+    )
+    line_end = text.find("\n", at)
+    line = text[at : line_end if line_end != -1 else len(text)]
+    if line.startswith("#"):
+        after = next(lean_tokens(line, 1), None)
+        return after is not None and after.start == 1 and after.text(line) in _HASH_COMMANDS
+    preamble = line.startswith(("@[", "/--", "/-!"))
+    code = (t for t in lean_tokens(text, at) if t.kind not in COMMENT_KINDS)
+    if preamble:  # the first word after the attributes / doc comment, on any line
+        depth = 0
+        for t in lean_tokens(text, at):
+            piece = t.text(text)
+            if t.kind in COMMENT_KINDS:
+                continue
+            if piece == "[":
+                depth += 1
+            elif piece == "]":
+                depth -= 1
+            elif depth == 0 and t.kind is TokenKind.IDENT:
+                if piece in COMMAND_KEYWORDS:
+                    return True
+                break
+        body = text[body_start:line_start]
+        return not any(
+            t.kind is TokenKind.IDENT and t.text(body) == "where" for t in lean_tokens(body)
+        )
+    first = next(code, None)
+    if first is None or first.start != at or first.kind is not TokenKind.IDENT:
         return False
-    if m.group(1) is not None:
-        return True
-    if m.group(3) is not None:
-        return m.group(3) in _COMMAND_STARTS
-    body = text[body_start:line_start]
-    return not any(t.kind is TokenKind.IDENT and t.text(body) == "where" for t in lean_tokens(body))
+    word = first.text(text)
+    if word in _SCOPED_STARTS:
+        on_line = (t for t in lean_tokens(line) if t.kind is TokenKind.IDENT)
+        return not any(t.text(line) == "in" for t in on_line)
+    return word in _COMMAND_STARTS
 
 
 def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
