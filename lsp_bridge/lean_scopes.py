@@ -9,9 +9,10 @@ As Lean keeps them, a scope is one entry per name component: ``namespace A.B`` o
 ``end A.B`` closes, or ``end B`` then ``end A``; ``section S.T`` likewise; an anonymous
 ``section`` or a ``mutual`` block one. Scoping commands count wherever they stand (Lean's
 commands need no column 0: ``  end A`` closes ``A``), outside comments and literals. A scope's
-name is read on its keyword's line (``section``, ``end``) or as the next token (``namespace``,
-whose name is required), and never a keyword: ``section axiom propext : False`` opens an
-anonymous section and declares an axiom (a review found a root ``propext`` read there).
+name is the identifier after its keyword, on the keyword's line or on a later one in a column
+greater than the command's (Lean's ``checkColGt``), and never a keyword: ``section axiom
+propext : False`` opens an anonymous section and declares an axiom (a review found a root
+``propext`` read there).
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeC
         if pending is not None:
             at, keyword, public = pending
             pending = None
-            same_line = "\n" not in text[at : token.start]
-            if word and word not in COMMAND_KEYWORDS and (keyword == "namespace" or same_line):
+            if word and word not in COMMAND_KEYWORDS and _names_scope(text, at, token.start):
                 yield ScopeCommand(at, keyword, name_parts(word), public)
                 line_words.append(word)
                 continue
@@ -75,6 +75,22 @@ def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeC
     if pending is not None:
         at, keyword, public = pending
         yield ScopeCommand(at, keyword, (), public)
+
+
+def _column(text: str, offset: int) -> int:
+    return offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def _names_scope(text: str, keyword: int, name: int) -> bool:
+    """Is the identifier at ``name`` the name of the scoping keyword at ``keyword``? On the
+    keyword's line, or on a later one in a column greater than the command's (Lean's
+    ``checkColGt``; the command starts at its line's first character: ``noncomputable
+    section`` then ``  U`` on the next line names the section ``U``; measured)."""
+    line_start = text.rfind("\n", 0, keyword) + 1
+    if text.find("\n", keyword, name) == -1:
+        return True
+    command_column = len(text[line_start:keyword]) - len(text[line_start:keyword].lstrip(" \t"))
+    return _column(text, name) > command_column
 
 
 @dataclass(slots=True)

@@ -38,6 +38,14 @@ def lean_errors(tmp_path: Path, text: str) -> str:
         ("namespace A\nsection S.T\naxiom a : T\nend S.T\nend A\n", ["A.a"], "u"),
         ("namespace A\nnoncomputable section\nend\nend A\naxiom a : T\n", ["a"], "u"),
         ("namespace A\nsection axiom a : T\nend\nend A\n", ["A.a"], "u"),
+        # a review: a name on the next line, indented past the command, is the scope's (Lean's
+        # checkColGt): the axiom was read as the root `a`
+        ("namespace A\nsection\n  S.T\nend S.T\naxiom a : T\nend A\n", ["A.a"], "u"),
+        (
+            "namespace A\nnoncomputable section\n  U.V\nend\n  U.V\naxiom a : T\nend A\n",
+            ["A.a"],
+            "u",
+        ),
         ("namespace A\nsection\nend axiom a : T\nend A\n", ["A.a"], "u"),
         (
             "namespace «my ns»\naxiom a : T\naxiom _root_.b : T\nend «my ns»\n",
@@ -100,10 +108,16 @@ def nested_scopes(draw: st.DrawFn, depth: int = 3) -> str:
             name = draw(st.sampled_from(["a@", "_root_.c@", "«d e@»", "A.b@"]))
             out.append(f"axiom {name} : T\n")  # @: a number of its own (the test's)
             continue
-        name = "" if kind == "anonymous section" else " " + draw(_NAMES)
+        name = "" if kind == "anonymous section" else draw(_NAMES)
         keyword = "namespace" if kind == "namespace" else "section"
         inner = draw(nested_scopes(depth - 1))
-        out.append(f"{keyword}{name}\n{inner}{indent}end{name}\n")
+        # the name on the keyword's line, or on the next one indented past the command
+        opened, closed = (
+            f" {name}" if draw(st.booleans()) else f"\n{margin}  {name}" for margin in ("", indent)
+        )
+        if not name:
+            opened = closed = ""
+        out.append(f"{keyword}{opened}\n{inner}{indent}end{closed}\n")
     return "".join(out)
 
 
