@@ -347,6 +347,29 @@ async def test_port_0_serves_on_a_free_port_and_says_which(cwd: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_http_stops_quietly_with_a_client_stuck_mid_request(cwd: Path) -> None:
+    """A review: with a request in flight (here a POST whose body never comes), SIGTERM made
+    uvicorn log "Cancel 1 running task(s)" and an ASGI traceback as ERRORs."""
+    async with serve_process(cwd, "--http", "0") as (process, stderr):
+        with anyio.fail_after(DEADLINE):
+            while b"streamable HTTP) on " not in b"".join(stderr):
+                assert process.returncode is None, b"".join(stderr).decode()
+                await anyio.sleep(0.05)
+        port = int(b"".join(stderr).decode().split("127.0.0.1:", 1)[1].split("/", 1)[0])
+        stuck = await anyio.connect_tcp("127.0.0.1", port)
+        await stuck.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{")  # fmt: skip
+        await anyio.sleep(0.3)
+        started = anyio.current_time()
+        await stop_process(process, close_stdin=False)
+        took = anyio.current_time() - started
+        await stuck.aclose()
+    said = b"".join(stderr).decode()
+    assert process.returncode == 0 and took < 3.0, (process.returncode, took, said)
+    assert "ERROR" not in said and "Traceback" not in said, said
+
+
+@pytest.mark.anyio
 async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> None:
     """Every other serve option, relative paths throughout; --no-sandbox used to break
     check_proof (a relative scratch directory cannot become a file URI)."""

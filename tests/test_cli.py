@@ -129,6 +129,7 @@ def test_every_command_line_option_is_in_the_cli_docs() -> None:
     [
         # a docs sweep: each was accepted and then did something else than asked
         (["serve", "--suite", "s", "--port", "18778"], "--port serves JSON-RPC: add --jsonrpc"),
+        (["serve", "--suite", "s", "--jsonrpc", "--http", "0"], "--http serves MCP"),
         (["serve", "--suite", "s", "--step-timeout", "0"], "--step-timeout: must be > 0"),
         (["serve", "--suite", "s", "--max-processes", "0"], "--max-processes: must be > 0"),
         (["--log-level", "bogus", "doctor"], "invalid choice: 'bogus'"),

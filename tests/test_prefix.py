@@ -77,6 +77,19 @@ def test_the_split_cuts_before_the_doc_comment_and_replays_the_scoping_context()
     assert document.endswith(text[split.cut :])
 
 
+def test_a_mutual_block_s_end_is_not_replayed_and_a_scope_s_is() -> None:
+    before = (
+        "mutual\ndef ev : N → N\n  | n => od n\ndef od : N → N\n  | n => ev n\nend\n"
+        "section Inner\nend Inner\n"
+    )
+    text = task_file(before=before)
+    split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)
+    assert split is not None and not split.unscoped
+    assert split.context == (
+        "universe u\nnamespace Demo.Big\nsection Inner\nend Inner\nsection S\nvariable (r : N)\n"
+    )
+
+
 def test_private_declarations_and_local_notation_are_not_replayed() -> None:
     text = task_file(before='private def hidden : N := N.z\nlocal notation "Z" => N.z\n')
     split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)

@@ -52,6 +52,9 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     # Invalid arguments: refused before Lean too (a docs sweep found them timed)
     lines.append(entry("get_goals", 0.2, session="h", task="a", outcome="error:invalid_argument"))
     lines.append(entry("list_tasks", 0.3, session="s"))  # answered without Lean: timed
+    # Failures that cost the caller time stay timed (a review: they were counted as refused)
+    for outcome in ("error:busy", "error:timeout", "error:unavailable", "error:internal"):
+        lines.append(entry("try_proofs", 30000.0, session="h", task="a", outcome=outcome))
     # Rejected after Lean elaborated it (the scope check reads Lean's parse): it ran (review).
     lines.append(entry("set_proof", 11.8, lean=11.3, session="a", task="a", outcome="rejected"))
     ledger.write_bytes(b"".join(lines))
@@ -62,6 +65,7 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     assert summary["tools"]["set_proof"]["count"] == 1
     assert summary["refused"] == {"edit": 5, "get_goals": 2}
     assert summary["tools"]["list_tasks"]["count"] == 1
+    assert summary["tools"]["try_proofs"]["count"] == 4
     md = (tmp_path / "out" / "report.md").read_text()
     assert "not in the times above): edit 5, get_goals 2." in md
     assert "| s | — |" in md and "None" not in md  # a call with no task

@@ -214,6 +214,25 @@ async def test_whitespace_editors_change_outside_the_body_is_not_a_change(
     assert verdict.accepted, verdict.reasons
 
 
+async def test_a_real_change_beside_whitespace_is_rejected_and_named(tmp_path: Path) -> None:
+    """A review: the message measured from the untrimmed text and named the trimmed spaces'
+    line, not the change."""
+    verifier, task = exploit_suite_with(tmp_path, "mixed", SPACED_TASK)
+    proved = task.with_body("\n  " + SYMM)
+    changed = proved.replace("namespace Exploit.Ünï   \n", "namespace Exploit.Ünï\n")
+    changed = changed.replace(
+        "end Exploit.Ünï", "theorem other : True := True.intro\nend Exploit.Ünï"
+    )
+    verdict = await verifier.verify(task, changed)
+    assert not verdict.accepted
+    line = changed.splitlines().index("theorem other : True := True.intro") + 1
+    assert f"last difference near {line}:" in verdict.reasons[0], verdict.reasons
+    before = proved.replace("namespace Exploit.Ünï   \n", "namespace Exploit.Ünï  \n/- x -/\n")
+    verdict = await verifier.verify(task, before)
+    assert not verdict.accepted
+    assert "first difference near 5:1)" in verdict.reasons[0], verdict.reasons  # not 4:22
+
+
 async def test_spaces_at_a_line_end_inside_a_string_are_part_of_its_value(tmp_path: Path) -> None:
     verifier, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
     changed = task.with_body("\n  " + SYMM).replace('"two  \n', '"two\n')

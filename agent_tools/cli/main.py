@@ -483,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "serve" and args.port is not None and not args.jsonrpc:
         parser.error("--port serves JSON-RPC: add --jsonrpc (MCP over the network: --http PORT)")
+    if args.command == "serve" and args.http is not None and args.jsonrpc:
+        parser.error("--http serves MCP; JSON-RPC over the network is --jsonrpc --port N")
     configure_logging(args.log_level)
     try:
         code: int = args.func(args)

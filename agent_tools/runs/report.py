@@ -119,13 +119,20 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _refused(entry: dict[str, Any]) -> bool:
-    """A call refused before Lean ran (a rejected edit, invalid arguments, an unknown session:
-    no Lean time): counted apart, not timed with the calls that ran (a human attempt's refused
-    edits are recorded at 0 ms, and made the edit row's median 0). A body rejected after Lean
-    elaborated it (the scope check reads Lean's parse) ran, and is timed; so is a call that
-    needs no Lean and answered (``list_tasks``)."""
-    outcome = str(entry.get("outcome", ""))
-    return (outcome == "rejected" or outcome.startswith("error")) and not entry.get("lean_ms")
+    """A call refused before Lean ran (``REFUSED``: a rejected edit, invalid arguments, an
+    unknown session or task; no Lean time): counted apart, not timed with the calls that ran (a
+    human attempt's refused edits are recorded at 0 ms, and made the edit row's median 0). A
+    body rejected after Lean elaborated it (the scope check reads Lean's parse) ran, and is
+    timed; so is a call that needs no Lean and answered (``list_tasks``)."""
+    return entry.get("outcome") in REFUSED and not entry.get("lean_ms")
+
+
+# What a call is refused with before it reaches Lean. Not `error:busy` (it waited for a slot),
+# `error:timeout`, `error:unavailable` or a crash: their time is the caller's, and stays in the
+# latency figures (a review).
+REFUSED = frozenset(
+    {"rejected", "error:invalid_argument", "error:unknown_session", "error:unknown_task"}
+)
 
 
 def _ts(entry: dict[str, Any]) -> float | None:

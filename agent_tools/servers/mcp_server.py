@@ -25,6 +25,7 @@ exporter, and a span per message is work on every call. One middleware of our ow
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -182,12 +183,15 @@ class LeanrigMCP(MCPServer[Any]):
 
         config = uvicorn.Config(
             self.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning",
-            timeout_graceful_shutdown=2,
+            timeout_graceful_shutdown=1,
         )  # fmt: skip
         server = Server(config)
 
         async def stop_when_asked() -> None:
             await stop.wait()
+            # Requests still running are cancelled on the way out (their Lean is already
+            # killed): uvicorn logs each as an ERROR with a traceback. Shutdown noise only.
+            logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
             server.should_exit = True
 
         async with anyio.create_task_group() as tg:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from lsp_bridge import (
     COMMENT_KINDS,
     LITERAL_KINDS,
+    OpenScopes,
     TokenKind,
     lean_tokens,
     name_parts,
@@ -229,14 +230,16 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
         return None
     prefix = [c for c in cmds if c.end <= target.start]
     context: list[str] = []
-    mutual = 0  # `end` closes a `mutual` block, not a scope
+    # The `end`s that close a `mutual` block, not a scope (lsp_bridge's scope tracker).
+    closes_mutual = set()
+    scopes = OpenScopes()
+    for scope in scope_commands(text[: target.start]):
+        if scope.keyword == "end" and scopes.in_mutual:
+            closes_mutual.add(scope.start)
+        scopes.apply(scope)
     for cmd in prefix:
         keyword = cmd.keyword
-        if keyword == "mutual":
-            mutual += 1
-            continue
-        if keyword == "end" and mutual:
-            mutual -= 1
+        if keyword == "mutual" or (keyword == "end" and _scope_at(text, cmd) in closes_mutual):
             continue
         if keyword not in _CONTEXT or cmd.words[0] in ("private", "protected"):
             continue

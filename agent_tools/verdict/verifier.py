@@ -25,6 +25,7 @@ whatever ``work_root`` is given (they become file URIs and sandbox bind mounts).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
@@ -410,11 +411,13 @@ _STRING_KINDS = frozenset({TokenKind.STRING, TokenKind.RAW_STRING})
 def _trimmed(text: str, end: bool = True) -> str:
     """``text`` without the spaces and tabs at its line ends outside string literals (where
     they are part of a value), and (``end``) without whitespace at its end."""
-    strings = scan_text(text).of(_STRING_KINDS)
+    strings = scan_text(text).of(_STRING_KINDS)  # in text order, disjoint
+    starts = [s.start for s in strings]
     out: list[str] = []
     pos = 0
     for m in _LINE_END_SPACES.finditer(text):
-        if not any(s.start <= m.start() < s.end for s in strings):
+        k = bisect.bisect_right(starts, m.start()) - 1  # the last string starting before
+        if k < 0 or m.start() >= strings[k].end:
             out.append(text[pos : m.start()])
             pos = m.end()
     out.append(text[pos:])
@@ -570,11 +573,13 @@ class Verifier:
             # does not change what Lean reads: the body is taken from the trimmed text, and
             # the file compiled is the task file's own text around it.
             trimmed = _trimmed(submission)
-            prefix_t, suffix_t = _trimmed(prefix, end=False), _trimmed(suffix)
-            if _frames(trimmed, prefix_t, suffix_t):
-                return self._structure(
-                    task, prefix + trimmed[len(prefix_t) : len(trimmed) - len(suffix_t)] + suffix
-                )
+            prefix, suffix = _trimmed(prefix, end=False), _trimmed(suffix)
+            if _frames(trimmed, prefix, suffix):
+                body = trimmed[len(prefix) : len(trimmed) - len(suffix)]
+                return self._structure(task, task.with_body(body))
+            # Where the difference is, in the trimmed texts (the same lines; a line's trimmed
+            # spaces come after any difference on it): not at whitespace that counts for nothing.
+            submission = trimmed
             index = LineIndex(submission)
             limit = min(len(submission), len(prefix))
             first = next((i for i in range(limit) if submission[i] != prefix[i]), limit)
