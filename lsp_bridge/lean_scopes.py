@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .lean_text import COMMENT_KINDS, TokenKind, lean_tokens, name_parts
+from .lean_text import COMMENT_KINDS, LeanToken, TokenKind, lean_tokens, name_parts
 
 # Words that start a command or declaration (keywords to Lean; identifiers to the lexer): after
 # `section` or `end` on the same line, such a word is the next command, not the scope's name.
@@ -48,7 +48,7 @@ class ScopeCommand:
 def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeCommand]:
     """The scoping commands of ``text``, in order; those whose keyword lies in ``skip``
     (``[start, end)``, e.g. an agent's proof body) are left out."""
-    tokens = (t for t in lean_tokens(text) if t.kind not in COMMENT_KINDS)
+    tokens = _outside_quotations(text)
     line_words: list[str] = []  # the code words before the current one on its line
     previous = 0  # where the token before started
     pending: tuple[int, str, bool] | None = None  # a keyword whose name may come next
@@ -75,6 +75,24 @@ def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeC
     if pending is not None:
         at, keyword, public = pending
         yield ScopeCommand(at, keyword, (), public)
+
+
+def _outside_quotations(text: str) -> Iterator[LeanToken]:
+    """The code tokens of ``text`` outside syntax quotations (`` `(…) ``, `` `(tactic| …) ``):
+    a ``namespace``/``end`` quoted in a macro is syntax, not a command of this file."""
+    depth = 0  # parentheses open inside a quotation
+    backtick = -1  # where the last "`" token ended
+    for token in lean_tokens(text):
+        if token.kind in COMMENT_KINDS:
+            continue
+        piece = text[token.start : token.end] if token.kind is TokenKind.SYMBOL else ""
+        if depth:
+            depth += (piece == "(") - (piece == ")")
+        elif piece == "(" and token.start == backtick:
+            depth = 1
+        else:
+            backtick = token.end if piece == "`" else -1
+            yield token
 
 
 def _column(text: str, offset: int) -> int:

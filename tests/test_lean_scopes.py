@@ -134,3 +134,15 @@ def test_the_axioms_lean_declares_are_the_ones_listed(tmp_path: Path, body: str)
     assert len(names) == text.count("axiom ")
     checks = "".join(f"#check @{name}\n" for name in names)
     assert lean_errors(tmp_path, text + checks) == "", (text, names)
+
+
+def test_scoping_commands_quoted_in_a_macro_are_syntax_not_commands() -> None:
+    text = (
+        'namespace A\nmacro "x" : command => `(namespace X end X)\n'
+        'macro "y" : command => `(command| section (end))\naxiom a : T\nend A\n'
+    )
+    assert [(c.keyword, c.name) for c in scope_commands(text)] == [
+        ("namespace", ("A",)),
+        ("end", ("A",)),
+    ]
+    assert axioms_declared(text) == ["A.a"]
