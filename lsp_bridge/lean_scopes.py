@@ -30,7 +30,9 @@ COMMAND_KEYWORDS = frozenset(
      "universe", "set_option", "noncomputable", "private", "protected", "public", "unsafe",
      "partial", "nonrec", "mutual", "attribute", "export", "local", "scoped", "omit",
      "include", "macro", "syntax", "notation", "infix", "infixl", "infixr", "prefix",
-     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta"}
+     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta",
+     "macro_rules", "elab_rules", "declare_syntax_cat", "add_decl_doc", "register_option",
+     "irreducible_def", "notation3", "alias"}
 )  # fmt: skip
 SCOPE_KEYWORDS = frozenset({"namespace", "section", "mutual", "end"})
 

@@ -312,6 +312,19 @@ def test_a_task_whose_next_command_is_indented_is_editable(tmp_path: Path) -> No
         )
 
 
+def test_a_last_target_with_trailing_whitespace_is_editable(tmp_path: Path) -> None:
+    """A second review: with the target last and the file ending in spaces, the suffix kept
+    them, and the untouched file itself was outside the scope."""
+    from .test_verifier import ESCAPED_TASK, SYMM, exploit_suite_with
+
+    last = ESCAPED_TASK.replace("\n\nend Exploit.Ünï\n", "  ")  # the namespace ends with the file
+    _, task = exploit_suite_with(tmp_path, "last", last)
+    scope = TaskScope(task)
+    assert scope.suffix == ""
+    assert scope.decide(task.text).outcome == "ok"
+    assert scope.decide(task.with_body("\n  " + SYMM)).outcome == "ok"
+
+
 def test_apply_changes_uses_utf16_ranges() -> None:
     text = "a𝔽b\nc"
     # 𝔽 is two UTF-16 units: character 3 is just after it.

@@ -664,9 +664,24 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
         ("  where\n  aux : p := h\n  @[simp] theorem b : p := h", False),
         ("  #adaptation_note /-- a note -/\n  h", True),  # Mathlib's, inside proofs
         ("  #v[1, 2].size", True),
+        # a second review: a wrapper of the next command, a comment first, `unsafe`, more `#`
+        ("  set_option pp.all true in\n  theorem next : p := h", False),
+        ("  open Inner in\n  @[simp] theorem next : p := h", False),
+        ("  open Inner in\n  h", True),  # a term's `open … in`
+        ("  set_option pp.all true in\n    (h)", True),
+        ("  /- c -/ theorem next : p := h", False),
+        ("  unsafe def f : N := N.z", False),
+        ("  #eval! f", False),
+        ("  #guard_msgs in\n  #check f", False),
+        ("  macro_rules | `(x) => `(y)", False),
     ],
 )
 def test_the_body_ends_where_an_indented_command_starts(after: str, in_body: bool) -> None:
     text = "theorem t : p :=\n  h\n" + after + "\n"
     body = locate_body(text, "t").body(text)
-    assert (after.strip() in body) is in_body, body
+    # The line that decides is the first (a review found a wrapper left in the body while the
+    # command it wraps was cut: the whole text's absence did not show it), or after a `where`
+    # clause, the last.
+    lines = after.strip().splitlines()
+    decisive = lines[-1] if lines[0] == "where" else lines[0]
+    assert (decisive in body) is in_body, body

@@ -175,6 +175,12 @@ INDENTED_AFTER = {
     "check": ESCAPED_TASK.replace("\n\nend Exploit", "\n  #check @Eq\nend Exploit"),
     # a review: `open` (no `in`) stayed in the body; keeping it or not, nothing passed
     "open": ESCAPED_TASK.replace("\n\nend Exploit", "\n  open Exploit.Ünï\nend Exploit"),
+    # a second review: the wrapper of an indented declaration stayed in the body
+    "wrapped": ESCAPED_TASK.replace(
+        "\n\nend Exploit",
+        "\n\n  set_option pp.all true in\n"
+        "  theorem after (p : Prop) (hp : p) : p := hp\nend Exploit",
+    ),
 }
 
 
@@ -184,7 +190,7 @@ async def test_an_indented_command_after_the_target_is_not_part_of_the_body(
 ) -> None:
     verifier, task = exploit_suite_with(tmp_path, "indented", INDENTED_AFTER[after])
     assert task.body.strip().startswith("sorryAx (@Eq α b a) Bool.false")
-    assert not any(word in task.body for word in ("after", "end", "#check", "open"))
+    assert not any(w in task.body for w in ("after", "end", "#check", "open", "set_option"))
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
 

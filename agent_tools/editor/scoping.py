@@ -58,7 +58,12 @@ class TaskScope:
         # stripped, no editor text kept the suffix, and every edit was undone; a review).
         rest = task.text[task.span.end :]
         first = len(rest) - len(rest.lstrip())
-        self.suffix = rest[rest.rfind("\n", 0, first) + 1 :] if "\n" in rest[:first] else rest
+        if not rest.strip():
+            self.suffix = ""  # the target is last: whitespace after it is the body's side
+        elif "\n" in rest[:first]:
+            self.suffix = rest[rest.rfind("\n", 0, first) + 1 :]
+        else:
+            self.suffix = rest
 
     def _body_end(self, text: str) -> int | None:
         end = len(text) - len(self.suffix)

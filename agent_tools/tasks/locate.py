@@ -18,12 +18,14 @@ only reads them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lsp_bridge import (
     COMMAND_KEYWORDS,
     COMMENT_KINDS,
     LITERAL_KINDS,
+    LeanToken,
     TokenKind,
     lean_tokens,
     name_parts,
@@ -141,55 +143,71 @@ _COMMAND_STARTS = COMMAND_KEYWORDS - {"open", "set_option", "unsafe"}
 _SCOPED_STARTS = frozenset({"open", "set_option"})
 # `#` commands; not `#[1, 2]`, `#v[…]`, nor Mathlib's `#adaptation_note` (used inside proofs).
 _HASH_COMMANDS = frozenset(
-    {"check", "check_failure", "eval", "print", "exit", "reduce", "synth", "guard_msgs",
-     "help", "lint", "where", "version", "find", "time", "align", "align_import", "noalign"}
+    {"check", "check_failure", "eval", "eval!", "print", "exit", "reduce", "synth",
+     "guard_msgs", "guard", "guard_expr", "help", "lint", "where", "version", "find", "time",
+     "count_heartbeats", "simp", "norm_num", "conv", "align", "align_import", "noalign"}
 )  # fmt: skip
 
 
 def _starts_command(text: str, body_start: int, line_start: int) -> bool:
-    """Does the line at ``line_start`` start with a command: a command keyword (``theorem``,
-    ``end``, ``namespace``…), ``open``/``set_option`` without an ``in`` on the line, a ``#``
-    command (``#check``, not ``#[1]``), or attributes or a doc comment before a command keyword
-    — before anything else only until a ``where`` in the body, after which they may start one
-    of its local declarations."""
-    at = (
-        line_start
-        + len(text[line_start:].split("\n", 1)[0])
-        - len(text[line_start:].split("\n", 1)[0].lstrip(" \t"))
-    )
-    line_end = text.find("\n", at)
-    line = text[at : line_end if line_end != -1 else len(text)]
-    if line.startswith("#"):
-        after = next(lean_tokens(line, 1), None)
-        return after is not None and after.start == 1 and after.text(line) in _HASH_COMMANDS
-    preamble = line.startswith(("@[", "/--", "/-!"))
-    code = (t for t in lean_tokens(text, at) if t.kind not in COMMENT_KINDS)
-    if preamble:  # the first word after the attributes / doc comment, on any line
-        depth = 0
-        for t in lean_tokens(text, at):
-            piece = t.text(text)
-            if t.kind in COMMENT_KINDS:
-                continue
-            if piece == "[":
-                depth += 1
-            elif piece == "]":
-                depth -= 1
-            elif depth == 0 and t.kind is TokenKind.IDENT:
-                if piece in COMMAND_KEYWORDS:
-                    return True
-                break
-        body = text[body_start:line_start]
-        return not any(
-            t.kind is TokenKind.IDENT and t.text(body) == "where" for t in lean_tokens(body)
-        )
-    first = next(code, None)
-    if first is None or first.start != at or first.kind is not TokenKind.IDENT:
+    """Does the line at ``line_start`` start a command: a command keyword (``theorem``,
+    ``end``, ``namespace``…; ``unsafe`` before one), ``open``/``set_option`` without an ``in``
+    or whose ``in`` wraps a command (``set_option o v in`` above an indented ``theorem``), a
+    ``#`` command (``#check``, not ``#[1]``), or attributes or a doc comment before a command
+    keyword — before anything else only until a ``where`` in the body, after which they may
+    start one of its local declarations. Comments before the first word on the line are
+    skipped."""
+    line_end = text.find("\n", line_start)
+    line_end = len(text) if line_end == -1 else line_end
+    tokens = lean_tokens(text, line_start)
+    first = next((t for t in tokens if t.kind not in _PLAIN_COMMENTS), None)
+    if first is None or first.start >= line_end:
         return False
-    word = first.text(text)
-    if word in _SCOPED_STARTS:
-        on_line = (t for t in lean_tokens(line) if t.kind is TokenKind.IDENT)
-        return not any(t.text(line) == "in" for t in on_line)
-    return word in _COMMAND_STARTS
+    piece = first.text(text)
+    if piece == "#":  # `#check`: the word right after it
+        after = next(tokens, None)
+        return after is not None and after.start == first.end and after.text(text) in _HASH_COMMANDS
+    if first.kind is TokenKind.DOC_COMMENT or (piece == "@" and text.startswith("[", first.end)):
+        if _next_word(text, tokens) in COMMAND_KEYWORDS:
+            return True
+        return not _after_where(text, body_start, line_start)
+    if first.kind is not TokenKind.IDENT:
+        return False
+    if piece == "unsafe":
+        return _next_word(text, tokens) in COMMAND_KEYWORDS
+    if piece in _SCOPED_STARTS:
+        for t in tokens:
+            if t.start >= line_end:
+                return True  # no `in` on the line: the command itself
+            if t.kind is TokenKind.IDENT and t.text(text) == "in":
+                return _next_word(text, tokens) in COMMAND_KEYWORDS
+        return True
+    return piece in _COMMAND_STARTS
+
+
+_PLAIN_COMMENTS = frozenset({TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT})
+
+
+def _next_word(text: str, tokens: Iterator[LeanToken]) -> str:
+    """The next identifier among ``tokens``, past comments, doc comments and ``@[…]``
+    attributes ("" when code of another kind comes first)."""
+    depth = 0
+    for t in tokens:
+        if t.kind in COMMENT_KINDS:
+            continue
+        piece = t.text(text)
+        if piece == "[":
+            depth += 1
+        elif piece == "]" and depth:
+            depth -= 1
+        elif depth == 0 and piece != "@":
+            return piece if t.kind is TokenKind.IDENT else ""
+    return ""
+
+
+def _after_where(text: str, body_start: int, line_start: int) -> bool:
+    body = text[body_start:line_start]
+    return any(t.kind is TokenKind.IDENT and t.text(body) == "where" for t in lean_tokens(body))
 
 
 def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
