@@ -54,7 +54,11 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     lines.append(entry("list_tasks", 0.3, session="s"))  # answered without Lean: timed
     # Failures that cost the caller time stay timed (a review: they were counted as refused)
     for outcome in ("error:busy", "error:timeout", "error:unavailable", "error:internal"):
-        lines.append(entry("try_proofs", 30000.0, session="h", task="a", outcome=outcome))
+        lines.append(
+            entry("try_proofs", 30000.0, queue=30000.0, session="h", task="a", outcome=outcome)
+        )
+    # … but `busy` at once (the session limit) is a refusal (a second review)
+    lines.append(entry("open_task", 0.1, session="h", task="a", outcome="error:busy"))
     # Rejected after Lean elaborated it (the scope check reads Lean's parse): it ran (review).
     lines.append(entry("set_proof", 11.8, lean=11.3, session="a", task="a", outcome="rejected"))
     ledger.write_bytes(b"".join(lines))
@@ -63,11 +67,11 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
     assert edit["count"] == 3 and edit["total_ms"]["median"] == 40.0
     assert "get_goals" not in summary["tools"]
     assert summary["tools"]["set_proof"]["count"] == 1
-    assert summary["refused"] == {"edit": 5, "get_goals": 2}
+    assert summary["refused"] == {"edit": 5, "get_goals": 2, "open_task": 1}
     assert summary["tools"]["list_tasks"]["count"] == 1
     assert summary["tools"]["try_proofs"]["count"] == 4
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "not in the times above): edit 5, get_goals 2." in md
+    assert "not in the times above): edit 5, get_goals 2, open_task 1." in md
     assert "| s | — |" in md and "None" not in md  # a call with no task
 
 

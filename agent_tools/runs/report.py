@@ -124,10 +124,15 @@ def _refused(entry: dict[str, Any]) -> bool:
     human attempt's refused edits are recorded at 0 ms, and made the edit row's median 0). A
     body rejected after Lean elaborated it (the scope check reads Lean's parse) ran, and is
     timed; so is a call that needs no Lean and answered (``list_tasks``)."""
-    return entry.get("outcome") in REFUSED and not entry.get("lean_ms")
+    outcome = entry.get("outcome")
+    if entry.get("lean_ms"):
+        return False
+    # `busy` without waiting: a limit on sessions or calls in flight, refused at once; with a
+    # wait, it queued for a Lean slot and its time is the caller's.
+    return outcome in REFUSED or (outcome == "error:busy" and not entry.get("queue_ms"))
 
 
-# What a call is refused with before it reaches Lean. Not `error:busy` (it waited for a slot),
+# What a call is refused with before it reaches Lean. Not `error:busy` after a wait (for a slot),
 # `error:timeout`, `error:unavailable` or a crash: their time is the caller's, and stays in the
 # latency figures (a review).
 REFUSED = frozenset(
