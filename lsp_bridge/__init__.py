@@ -42,6 +42,7 @@ from .header import Header, parse_header
 from .lazy import lazy_attributes
 from .lean_scopes import (
     COMMAND_KEYWORDS,
+    SCOPE_KEYWORDS,
     OpenScopes,
     ScopeCommand,
     scope_commands,
@@ -114,6 +115,7 @@ __all__ = [
     "PRELUDE_HEADER",
     "PRELUDE_SORRY",
     "REPORT_DELAY_MS",
+    "SCOPE_KEYWORDS",
     "SETUP_ARTEFACT_NOTE",
     "BootstrapError",
     "ContentModified",

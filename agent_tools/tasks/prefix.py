@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from lsp_bridge import (
     COMMENT_KINDS,
     LITERAL_KINDS,
+    SCOPE_KEYWORDS,
     OpenScopes,
     TokenKind,
     lean_tokens,
@@ -229,14 +230,21 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
     if target is None or target.start <= header.end:
         return None
     prefix = [c for c in cmds if c.end <= target.start]
-    context: list[str] = []
-    # The `end`s that close a `mutual` block, not a scope (lsp_bridge's scope tracker).
-    closes_mutual = set()
+    module_text = text[: target.start]
+    # One pass of lsp_bridge's scope tracker over the prefix: the `end`s that close a `mutual`
+    # block (not a scope, not replayed), and the scoping commands that are not a column-0
+    # command of their own (``unscoped``: the context below cannot replay them).
+    own = {_scope_at(text, c) for c in prefix if c.keyword in SCOPE_KEYWORDS}
+    closes_mutual: set[int] = set()
+    unscoped: list[str] = []
     scopes = OpenScopes()
-    for scope in scope_commands(text[: target.start]):
+    for scope in scope_commands(module_text, (0, header.end)):
+        if scope.start not in own:
+            unscoped.append(_line_at(text, scope.start))
         if scope.keyword == "end" and scopes.in_mutual:
             closes_mutual.add(scope.start)
         scopes.apply(scope)
+    context: list[str] = []
     for cmd in prefix:
         keyword = cmd.keyword
         if keyword == "mutual" or (keyword == "end" and _scope_at(text, cmd) in closes_mutual):
@@ -246,10 +254,9 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
         if "in" in cmd.words and keyword in ("open", "set_option", "variable"):
             continue  # `open Foo in <command>`: scoped to that one command
         context.append(text[cmd.start : cmd.end] + "\n")
-    module_text = text[: target.start]
     digest = hashlib.sha256(module_text.encode()).hexdigest()[:16]
     return PrefixSplit(
-        unscoped=_unscoped(text, prefix),
+        unscoped=tuple(unscoped),
         cut=target.start,
         commands=len(prefix),
         module_text=module_text,
@@ -261,18 +268,11 @@ def split_prefix(text: str, header: Header, decl_start: int) -> PrefixSplit | No
     )
 
 
-def _unscoped(text: str, prefix: list[Command]) -> tuple[str, ...]:
-    """The lines of the scoping commands in ``prefix`` that are not a command of their own."""
-    if not prefix:
-        return ()
-    out = []
-    for scope in scope_commands(text[: prefix[-1].end], (0, prefix[0].start)):
-        own = next((c for c in prefix if c.start <= scope.start < c.end), None)
-        if own is None or own.keyword != scope.keyword or _scope_at(text, own) != scope.start:
-            line_start = text.rfind("\n", 0, scope.start) + 1
-            line_end = text.find("\n", scope.start)
-            out.append(text[line_start : line_end if line_end != -1 else len(text)][:80])
-    return tuple(out)
+def _line_at(text: str, offset: int) -> str:
+    """The line holding ``offset``, at most 80 characters."""
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return text[start : end if end != -1 else len(text)][:80]
 
 
 def _scope_at(text: str, cmd: Command) -> int:
