@@ -9,6 +9,7 @@ its library has ``Init.olean`` (tactics, Mathlib-style projects), else ``bootstr
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -40,6 +41,14 @@ class LeanInstall:
     source: Source
     lake: Path | None = None
 
+    @property
+    def leanchecker(self) -> Path | None:
+        """The kernel replay's ``leanchecker``: beside ``lean`` in the toolchain, else on PATH
+        (looked up once per process: under `leanrig run` that is before any agent ran — a
+        later lookup could find one an agent planted in its writable home)."""
+        sibling = self.lean.parent / "leanchecker"
+        return sibling if sibling.exists() else _leanchecker_on_path()
+
     def server_command(
         self,
         project: Path,
@@ -67,6 +76,12 @@ class LeanInstall:
             report_delay_ms=report_delay_ms,
             edit_delay_ms=edit_delay_ms,
         )
+
+
+@functools.cache
+def _leanchecker_on_path() -> Path | None:
+    found = shutil.which("leanchecker")
+    return Path(found).resolve() if found else None
 
 
 def parse_version(line: str) -> tuple[str, str]:

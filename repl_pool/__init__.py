@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .placement import Placements, recording
     from .pool import PoolStats, ProcessStat, WarmPool
     from .sandbox import (
+        CAP_DROP,
         SandboxPolicy,
         probe_succeeds,
         sandbox_program,
@@ -62,6 +63,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "protocol_stdout": ("cluster", "protocol_stdout"),
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
+    "CAP_DROP": ("sandbox", "CAP_DROP"),
     "probe_succeeds": ("sandbox", "probe_succeeds"),
     "sandbox_program": ("sandbox", "sandbox_program"),
     "sandbox_programs": ("sandbox", "sandbox_programs"),
@@ -77,6 +79,7 @@ __getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
+    "CAP_DROP",
     "Completed",
     "Elaboration",
     "GoalsAnswer",

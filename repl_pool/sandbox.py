@@ -82,7 +82,7 @@ def sandbox_programs() -> list[Path]:
 # elaborates (on a full toolchain) could remount `/` read-write and write anywhere (measured:
 # `mount -o remount,rw,bind /` then a write outside the writable paths, on the host). Without
 # capabilities no mount can be changed. (An unprivileged bwrap drops them itself.)
-_CAP_DROP: tuple[str, ...] = ("--cap-drop", "ALL") if os.geteuid() == 0 else ()
+CAP_DROP: tuple[str, ...] = ("--cap-drop", "ALL") if os.geteuid() == 0 else ()
 
 
 @functools.cache
@@ -91,7 +91,7 @@ def _working_bwrap() -> str | None:
     if bwrap is None:
         return None
     probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-             *_CAP_DROP, "--die-with-parent", "--", "true"]  # fmt: skip
+             *CAP_DROP, "--die-with-parent", "--", "true"]  # fmt: skip
     return bwrap if probe_succeeds(probe) else None
 
 
@@ -121,7 +121,7 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
             if not path.is_absolute():  # unreachable through __init__; never bind relative
                 raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")
             parts += ["--bind", str(path), str(path)]
-        parts += ["--unshare-all", *_CAP_DROP]
+        parts += ["--unshare-all", *CAP_DROP]
         if policy.network:
             parts.append("--share-net")
         parts += ["--die-with-parent", "--"]

@@ -43,7 +43,7 @@ from anyio import AsyncFile
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import cache_root, find_library_dir
-from repl_pool import probe_succeeds, sandbox_program
+from repl_pool import CAP_DROP, probe_succeeds, sandbox_program
 
 log = structlog.get_logger("leanrig.run")
 
@@ -170,11 +170,11 @@ def _base_options(network: bool) -> list[str]:
     # the workspace, a private /tmp), a /dev of its own (null, zero, random, tty, …: run as
     # root, the host's /dev let the agent open the disk that holds every read-only mount's
     # files for writing), its own /proc.
-    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc"]
-    if os.geteuid() == 0:
-        # As root, bwrap leaves the agent every capability: it unmounted a read-only mount
-        # and wrote the file beneath (measured). Without them no mount can be changed.
-        options += ["--cap-drop", "ALL"]
+    # As root, bwrap leaves the agent every capability: it unmounted a read-only mount and
+    # wrote the file beneath (measured). Without them (CAP_DROP, as Lean's sandbox) no mount
+    # can be changed.
+    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+               *CAP_DROP]  # fmt: skip
     return options if network else [*options, "--unshare-net"]
 
 

@@ -88,14 +88,6 @@ FORBIDDEN = {
 }
 
 
-@functools.cache
-def _leanchecker_on_path() -> str | None:
-    """leanchecker from PATH, looked up once per process: under `leanrig run` that is before
-    any agent ran (a later lookup could find one an agent planted in its writable home)."""
-    found = shutil.which("leanchecker")
-    return str(Path(found).resolve()) if found else None
-
-
 # `#print axioms T`: "'T' does not depend on any axioms" / "'T' depends on axioms: [a, b]" (the
 # list may be broken over lines; names print escaped where needed: 'Demo.«my thm»').
 _AXIOMS_RE = re.compile(
@@ -496,8 +488,8 @@ class Verifier:
         self._ref_types: dict[str, Statement] = {}  # task id -> statement of the untouched task
         self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
-        sibling = install.lean.parent / "leanchecker"
-        self._checker = str(sibling) if sibling.exists() else _leanchecker_on_path()
+        checker = install.leanchecker  # (the toolchain's; looked up once per process)
+        self._checker = str(checker) if checker is not None else None
 
     # -- public -------------------------------------------------------------------------------
 
