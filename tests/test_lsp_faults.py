@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import psutil
 import pytest
 import structlog
 import structlog.testing
@@ -41,9 +43,11 @@ from lsp_bridge.framing import (
     encode_message,
     parse_content_length,
 )
-from lsp_bridge.proctree import TOKEN_VAR, new_token, token_of
+from lsp_bridge.proctree import TOKEN_VAR, children, new_token, spawn_marked, token_of
+from lsp_bridge.transport import LspTransport
+from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
 
-from .conftest import RUN_VAR, stray_guard
+from .conftest import RUN_VAR, leanrig_processes, stray_guard
 
 pytestmark = pytest.mark.anyio
 
@@ -294,6 +298,65 @@ def test_a_process_just_started_is_seen_with_its_token() -> None:
             child.kill()
             child.wait()
     assert misses == 0
+
+
+_BWRAP = SandboxPolicy(writable=())
+
+
+@pytest.mark.skipif(not uses_namespaces(_BWRAP), reason="bwrap cannot sandbox Lean here")
+async def test_a_sandboxed_lean_whose_start_is_cancelled_leaves_nothing(tmp_path: Path) -> None:
+    """CI: a runner test's attempt ended while its service was starting a Lean worker, and a
+    `bwrap` with its `lean --worker` outlived the test. Cancelled inside the spawn, asyncio
+    killed the new pid alone; bwrap's inner process, forked before it set its parent-death
+    signal, lived on (7 of 71 cancelled spawns, measured). Spawns are cancelled here at points
+    spread over the first milliseconds of a start."""
+    argv = [*wrapper(_BWRAP), str(find_lean().lean), "--worker"]
+    before = set(leanrig_processes())
+    cancelled = 0
+    for i in range(400):
+        with anyio.move_on_after((i % 40) * 0.0002) as scope:
+            async with LspTransport.spawn(
+                argv, cwd=tmp_path, on_notification=lambda *_: None, polite=False
+            ):
+                pass
+        cancelled += scope.cancelled_caught
+    assert cancelled > 20  # (the spawns the bug needs did happen)
+    left = [p for pid, p in leanrig_processes().items() if pid not in before]
+    _, alive = psutil.wait_procs(left, timeout=2)
+    assert not [p.cmdline() for p in alive]
+
+
+async def test_a_spawn_cancelled_inside_the_library_call_kills_the_whole_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deterministic form of the test above: the library call stands in for asyncio's
+    `create_subprocess_exec`, which, cancelled once the program runs, kills its pid alone. The
+    program here forks a child first (as bwrap does), which then lived on."""
+    real = anyio.open_process
+    scope = anyio.CancelScope()
+
+    async def cancelled_once_running(argv: list[str], **kwargs: Any) -> Any:
+        process = await real(argv, **kwargs)
+        while not children(process.pid):
+            await anyio.sleep(0.005)
+        scope.cancel()
+        try:
+            await anyio.lowlevel.checkpoint()
+        except BaseException:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+            raise
+        return process
+
+    monkeypatch.setattr(anyio, "open_process", cancelled_once_running)
+    before = set(leanrig_processes())
+    with scope:
+        await spawn_marked(["sh", "-c", "sleep 30 & wait"], cwd=tmp_path, env=None, stdin=None)
+    assert scope.cancelled_caught
+    left = [p for pid, p in leanrig_processes().items() if pid not in before]
+    _, alive = psutil.wait_procs(left, timeout=2)
+    assert not [p.cmdline() for p in alive]
 
 
 def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> None:

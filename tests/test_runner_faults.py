@@ -227,3 +227,31 @@ async def test_an_agent_log_that_cannot_be_written_stops_nothing() -> None:
     with anyio.fail_after(10):
         await _drain(Output(), Path("/dev/full"), 10 * 2**20)  # every write: ENOSPC
     assert sent == []
+
+
+@pytest.mark.anyio
+async def test_an_agent_cancelled_with_its_run_takes_its_children_along(tmp_path: Path) -> None:
+    """A run stopped by a signal cancels its attempts: leaving the agent's process killed its
+    first process alone, and a child the agent had started lived on (without bwrap, whose
+    namespace ends with it, nothing else ended it)."""
+    from agent_tools.runs.invocation import invoke, marked
+
+    token = "cancelled-run-" + os.urandom(4).hex()
+    var = "LEANRIG_TEST_AGENT_TOKEN"
+    started = tmp_path / "started"
+    argv = ["/bin/sh", "-c", f"sleep 300 & touch {started}; wait"]
+    with anyio.move_on_after(20) as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_once_started() -> None:
+                while not started.exists():
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(cancel_once_started)
+            await invoke(
+                argv, cwd=tmp_path, env={**os.environ, var: token}, time_limit=60, token=token,
+                token_var=var, log_path=tmp_path / "agent.log",
+            )  # fmt: skip
+    assert not scope.cancelled_caught and started.exists()
+    assert [p.cmdline() for p in marked(token, var)] == []

@@ -364,18 +364,21 @@ async def invoke(
         # (`>&N` takes one digit in some shells: the pipe is reopened through /proc.)
         up = f'printf up > /proc/self/fd/{status_w} && exec "$@"'
         argv = [*argv[:cut], "/bin/sh", "-c", up, "leanrig-agent", *argv[cut:]]
-    try:
-        process = await anyio.open_process(
-            list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            pass_fds=(status_w,) if sandboxed else (),
-        )  # fmt: skip
-    except OSError as exc:
-        _close(status_r, status_w)
-        return Invocation(None, False, time.perf_counter() - started, 0.0,
-                          start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")  # fmt: skip
-    finally:
-        _close(status_w)  # (the child has its copy)
+    # Shielded (lsp_bridge.proctree.spawn_marked says why): a cancellation waits for the
+    # start and then meets the agent's whole tree in _run_invocation.
+    with anyio.CancelScope(shield=True):
+        try:
+            process = await anyio.open_process(
+                list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(status_w,) if sandboxed else (),
+            )  # fmt: skip
+        except OSError as exc:
+            _close(status_r, status_w)
+            why = f"cannot start {argv[0]}: {exc.strerror or exc}"
+            return Invocation(None, False, time.perf_counter() - started, 0.0, start_error=why)
+        finally:
+            _close(status_w)  # (the child has its copy)
     try:
         invocation = await _run_invocation(
             process, started, time_limit=time_limit, token=token, token_var=token_var,
@@ -443,12 +446,21 @@ async def _run_invocation(
                 await _drain(process.stdout, log_path, log_cap)
 
         tg.start_soon(drain)
-        with anyio.move_on_after(time_limit) as limit:
-            async with anyio.create_task_group() as race:
-                if abort is not None:
-                    race.start_soon(_cancel_on, abort, race.cancel_scope)
-                await process.wait()
-                race.cancel_scope.cancel()
+        try:
+            with anyio.move_on_after(time_limit) as limit:
+                async with anyio.create_task_group() as race:
+                    if abort is not None:
+                        race.start_soon(_cancel_on, abort, race.cancel_scope)
+                    await process.wait()
+                    race.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            # The run itself stops (a signal): the agent's tree and whatever carries its token
+            # go now; leaving `async with process` would kill its first process alone.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(
+                    kill_attempt, process.pid, token, token_var, KILL_DEADLINE
+                )
+            raise
         timed_out = limit.cancelled_caught
         aborted = not timed_out and process.returncode is None
         t_kill = time.perf_counter()
