@@ -195,14 +195,14 @@ async def editor(workspace: Path, tmp_path: Path) -> AsyncIterator[Editor]:
         yield e
 
 
-def lsp_argv(workspace: Path, run_dir: Path, *extra: str) -> list[str]:
+def lsp_argv(workspace: Path, run_dir: Path, *extra: str, suite: Path = SUITE) -> list[str]:
     return [
         sys.executable,
         "-m",
         "agent_tools.editor",
         "lsp",
         "--suite",
-        str(SUITE),
+        str(suite),
         "--task",
         TASK,
         "--workspace",
@@ -214,8 +214,8 @@ def lsp_argv(workspace: Path, run_dir: Path, *extra: str) -> list[str]:
 
 
 class start_editor:
-    def __init__(self, workspace: Path, run_dir: Path, *extra: str) -> None:
-        self.argv = lsp_argv(workspace, run_dir, *extra)
+    def __init__(self, workspace: Path, run_dir: Path, *extra: str, suite: Path = SUITE) -> None:
+        self.argv = lsp_argv(workspace, run_dir, *extra, suite=suite)
         self.workspace = workspace
 
     async def __aenter__(self) -> Editor:
@@ -450,6 +450,58 @@ async def test_edit_outside_the_body_is_reverted_and_explained(
     diags = await editor.diagnostics_for(uri, version)
     assert [d for d in diags if d.get("source") == "leanrig"] == []
     assert errors(diags), diags
+
+
+def saved_by_vscode(text: str) -> list[dict[str, Any]]:
+    """The content changes vscode-lean4's save sends (its defaults for Lean files:
+    trimTrailingWhitespace, trimFinalNewlines, insertFinalNewline), bottom up."""
+    index = LineIndex(text)
+    changes = []
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        end = index.lsp_of_offset(len(text)).to_json()
+        changes.append({"range": {"start": end, "end": end}, "text": "\n"})
+    for n in reversed(range(len(lines))):
+        kept = len(lines[n].rstrip(" \t"))
+        if kept < len(lines[n]):
+            start = {"line": n, "character": kept}
+            end = {"line": n, "character": len(lines[n])}
+            changes.append({"range": {"start": start, "end": end}, "text": ""})
+    return changes
+
+
+async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is_accepted(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """vscode-lean4 trims line-end spaces and adds the final line break on every save: on a
+    task file with a space at a line end and no final line break, the proxy read each save as
+    an edit outside the body and undid it (the next save again), while the verdict read the
+    saved file as the task's. One rule now (tasks.body_bounds): the save goes to Lean."""
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite)
+    task_file = suite / load_suite(suite).task(TASK).spec.file
+    original = task_file.read_text(encoding="utf-8")
+    assert original.endswith("\n") and "theorem" in original
+    spaced = original.replace("\n", "  \n", 2).rstrip("\n")  # spaces, no final line break
+    task_file.write_text(spaced, encoding="utf-8")
+    task = load_suite(suite).task(TASK)
+    scope = TaskScope(task)
+    async with start_editor(workspace, tmp_path / "run", suite=suite) as editor:
+        await editor.initialize(workspace)
+        uri = await editor.open(workspace / task.spec.file, task.text)
+        await editor.diagnostics_for(uri, 1)
+        await editor.change(uri, body_edit(task.text, scope, RIGHT))
+        version = await editor.change(uri, saved_by_vscode(editor.texts[uri]))
+        assert editor.texts[uri] == editor.texts[uri].rstrip() + "\n"  # (the save happened)
+        assert "  \n" not in editor.texts[uri]
+        diags = await editor.diagnostics_for(uri, version)
+        assert [d for d in diags if d.get("source") == "leanrig"] == []
+        assert errors(diags) == []
+        assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+        verdict = await editor.request(
+            "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+        )
+        assert verdict["result"]["accepted"] is True, verdict
 
 
 async def test_a_refused_revert_keeps_lean_on_the_last_valid_text(

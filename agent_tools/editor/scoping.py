@@ -1,12 +1,15 @@
 """Edit scoping of the task file in an editor: which editor texts may reach Lean. Pure.
 
 The task file is ``prefix + body + suffix`` (``tasks.locate_body``); an editor text is in scope
-when it keeps ``prefix`` and ``suffix`` byte for byte (whatever lies between is the new body)
+when it keeps ``prefix`` and ``suffix`` (whatever lies between is the new body) by the rule the
+verdict reads a submission with (``tasks.body_bounds``: byte for byte, but for what an editor
+trims or adds on save — spaces at line ends, the final line break — which Lean does not read)
 and the body passes the same text prechecks as the agent tools (``tasks.precheck_body``).
 Three outcomes:
 
-- ``ok``: forward to Lean;
-- ``outside``: a byte outside the body changed. Not forwarded; the proxy reverts the editor to
+- ``ok``: forward to Lean (a save's trimmed spaces outside the body included: Lean reads the
+  file the same, and the editor's text stays the one Lean has);
+- ``outside``: text outside the body changed. Not forwarded; the proxy reverts the editor to
   the last text Lean has (a versioned ``workspace/applyEdit``) and shows why;
 - ``held``: only the body changed, but it cannot be sent as it is (an unterminated comment
   or string, a line in column 0...). Not forwarded and not reverted (a human is mid-typing):
@@ -26,7 +29,7 @@ from typing import Any, Literal
 
 from lsp_bridge import LineIndex, LspPos, minimal_edit
 
-from ..tasks import Task, precheck_body
+from ..tasks import Task, body_bounds, precheck_body
 
 SOURCE = "leanrig"
 OUTSIDE_MESSAGE = (
@@ -65,21 +68,21 @@ class TaskScope:
         else:
             self.suffix = rest
 
-    def _body_end(self, text: str) -> int | None:
-        end = len(text) - len(self.suffix)
-        if end < len(self.prefix) or not text.startswith(self.prefix):
+    def _bounds(self, text: str) -> tuple[int, int] | None:
+        """The body's offsets in ``text``, if it keeps the task's frame (``tasks.body_bounds``:
+        what an editor trims or adds on save outside the body is no change)."""
+        bounds = body_bounds(text, self.prefix, self.suffix)
+        if bounds is None:
             return None
-        if not text.endswith(self.suffix):
-            return None
-        if self.suffix and end > 0 and text[end - 1] != "\n":
+        if self.suffix and bounds[1] > 0 and text[bounds[1] - 1] != "\n":
             return None  # the next command no longer starts its line
-        return end
+        return bounds
 
     def body_of(self, text: str) -> str | None:
-        """The body of ``text`` (with the blank lines after it), or None when a byte outside
+        """The body of ``text`` (with the blank lines after it), or None when text outside
         it differs."""
-        end = self._body_end(text)
-        return None if end is None else text[len(self.prefix) : end]
+        bounds = self._bounds(text)
+        return None if bounds is None else text[bounds[0] : bounds[1]]
 
     def final_body(self, text: str) -> str:
         """The body of ``text`` as a submission has it: without the blank lines after it."""
@@ -103,10 +106,9 @@ class TaskScope:
 
     def body_range(self, text: str) -> dict[str, Any]:
         """The LSP range of the body in ``text`` (which must keep prefix and suffix)."""
-        index = LineIndex(text)
-        end = self._body_end(text)
-        assert end is not None, "the text is outside the task's scope"
-        return lsp_range(index, len(self.prefix), end)
+        bounds = self._bounds(text)
+        assert bounds is not None, "the text is outside the task's scope"
+        return lsp_range(LineIndex(text), *bounds)
 
 
 # -- LSP text synchronisation helpers ---------------------------------------------------------

@@ -2,6 +2,7 @@
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
+from .frame import body_bounds, editor_trimmed
 from .locate import (
     BodySpan,
     LocateError,
@@ -62,6 +63,7 @@ __all__ = [
     "Task",
     "all_wrappers",
     "axioms_declared",
+    "body_bounds",
     "check_command",
     "check_scope",
     "code_end",
@@ -70,6 +72,7 @@ __all__ = [
     "comment_mask",
     "declaration_end",
     "declaration_head",
+    "editor_trimmed",
     "exit_after",
     "flatten_symbols",
     "insert_before_exit",

@@ -25,7 +25,6 @@ whatever ``work_root`` is given (they become file URIs and sandbox bind mounts).
 
 from __future__ import annotations
 
-import bisect
 import functools
 import os
 import re
@@ -54,7 +53,6 @@ from lsp_bridge import (
     lean_tokens,
     lone_carriage_return,
     name_parts,
-    scan_text,
     without_setup_artefacts,
 )
 from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
@@ -62,8 +60,10 @@ from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrap
 from ..tasks import (
     Suite,
     Task,
+    body_bounds,
     check_scope,
     declaration_head,
+    editor_trimmed,
     flatten_symbols,
     precheck_body,
     scan_trivia,
@@ -390,33 +390,6 @@ PLACEHOLDER_PROVES = (
 )
 
 
-def _frames(text: str, prefix: str, suffix: str) -> bool:
-    return (
-        len(text) >= len(prefix) + len(suffix) and text.startswith(prefix) and text.endswith(suffix)
-    )
-
-
-_LINE_END_SPACES = re.compile(r"[ \t]+(?=\n)")
-_STRING_KINDS = frozenset({TokenKind.STRING, TokenKind.RAW_STRING})
-
-
-def _trimmed(text: str, end: bool = True) -> str:
-    """``text`` without the spaces and tabs at its line ends outside string literals (where
-    they are part of a value), and (``end``) without whitespace at its end."""
-    strings = scan_text(text).of(_STRING_KINDS)  # in text order, disjoint
-    starts = [s.start for s in strings]
-    out: list[str] = []
-    pos = 0
-    for m in _LINE_END_SPACES.finditer(text):
-        k = bisect.bisect_right(starts, m.start()) - 1  # the last string starting before
-        if k < 0 or m.start() >= strings[k].end:
-            out.append(text[pos : m.start()])
-            pos = m.end()
-    out.append(text[pos:])
-    joined = "".join(out)
-    return joined.rstrip() if end else joined
-
-
 def _as_lean_reads(submission: str) -> str:
     """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
     feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
@@ -559,19 +532,15 @@ class Verifier:
 
     def _structure(self, task: Task, submission: str) -> str:
         prefix, suffix = task.text[: task.span.start], task.text[task.span.end :]
-        ok = _frames(submission, prefix, suffix)
-        if not ok:
-            # What editors add or trim on save (spaces at line ends, the final line break)
-            # does not change what Lean reads: the body is taken from the trimmed text, and
-            # the file compiled is the task file's own text around it.
-            trimmed = _trimmed(submission)
-            prefix, suffix = _trimmed(prefix, end=False), _trimmed(suffix)
-            if _frames(trimmed, prefix, suffix):
-                body = trimmed[len(prefix) : len(trimmed) - len(suffix)]
-                return self._structure(task, task.with_body(body))
+        # What editors add or trim on save (spaces at line ends, the final line break) does
+        # not change what Lean reads (tasks.frame): the file compiled is the task file's own
+        # text around the body.
+        bounds = body_bounds(submission, prefix, suffix)
+        if bounds is None:
             # Where the difference is, in the trimmed texts (the same lines; a line's trimmed
             # spaces come after any difference on it): not at whitespace that counts for nothing.
-            submission = trimmed
+            submission = editor_trimmed(submission)
+            prefix, suffix = editor_trimmed(prefix, end=False), editor_trimmed(suffix)
             index = LineIndex(submission)
             limit = min(len(submission), len(prefix))
             first = next((i for i in range(limit) if submission[i] != prefix[i]), limit)
@@ -584,7 +553,7 @@ class Verifier:
                 pos = index.pos_of(max(len(prefix), len(submission) - same - 1))
                 where = f"after the proof body: last difference near {pos.line}:{pos.column}"
             raise _Rejected(f"text outside the proof body differs from the task file ({where})")
-        body = submission[len(prefix) : len(submission) - len(suffix)]
+        body = submission[bounds[0] : bounds[1]]
         reasons = [r for r in [precheck_body(body)] if r] + forbidden_constructs(body)
         if reasons:
             raise _Rejected(*reasons)

@@ -1,0 +1,124 @@
+"""The one frame rule (tasks.frame): the verdict and the editor proxy read a body alike, and what
+an editor's save trims or adds outside the body is no change to either. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_tools.editor import TaskScope
+from agent_tools.tasks import body_bounds, editor_trimmed
+
+from .test_verifier import SAVED_BY_EDITORS, SPACED_TASK, STRING_TASK, SYMM, exploit_suite_with
+
+
+def vscode_save(text: str) -> str:
+    """What vscode-lean4's defaults do to a Lean file on save: trimTrailingWhitespace (every
+    line, strings included), trimFinalNewlines and insertFinalNewline."""
+    lines = [line.rstrip(" \t") for line in text.split("\n")]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+SAVES: dict[str, Callable[[str], str]] = {**SAVED_BY_EDITORS, "vscode-lean4 save": vscode_save}
+
+
+@pytest.mark.parametrize("saved", sorted(SAVES))
+def test_the_editor_scope_keeps_a_body_across_a_save(tmp_path: Path, saved: str) -> None:
+    """The editor proxy compared the frame byte for byte: on a task file with a space at a line
+    end, vscode-lean4's save changed text outside the body, and the proxy undid the save (the
+    next save again) — while the verdict read the same file as unchanged."""
+    _, task = exploit_suite_with(tmp_path, "saved", SPACED_TASK)
+    scope = TaskScope(task)
+    proved = task.with_body("\n  " + SYMM)
+    text = SAVES[saved](proved)
+    decision = scope.decide(text)
+    assert decision.outcome == "ok", decision
+    assert scope.final_body(text) == "\n  " + SYMM
+    assert scope.submission(text) == proved  # what the verdict checks: the task's own frame
+    rng = scope.body_range(text)
+    assert rng["start"] == scope.body_range(proved)["start"]
+
+
+def test_a_save_inside_a_string_of_the_frame_is_a_change(tmp_path: Path) -> None:
+    """Spaces at a line end inside a string literal are part of its value: trimmed by a save,
+    the file is not the task's (as the verdict says)."""
+    _, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
+    scope = TaskScope(task)
+    text = vscode_save(task.with_body("\n  " + SYMM))
+    assert scope.decide(text).outcome == "outside"
+
+
+def test_a_real_change_beside_saved_whitespace_is_outside(tmp_path: Path) -> None:
+    _, task = exploit_suite_with(tmp_path, "mixed", SPACED_TASK)
+    scope = TaskScope(task)
+    text = vscode_save(task.with_body("\n  " + SYMM)).replace("namespace", "namespace  X")
+    assert scope.decide(text).outcome == "outside"
+    joined = vscode_save(task.with_body("\n  " + SYMM)).replace("\nend Exploit", " end Exploit")
+    assert scope.decide(joined).outcome == "outside"  # the next command left its line
+
+
+# -- the rule itself, over generated files ----------------------------------------------------
+
+_WORDS = st.sampled_from(["theorem", "x", ":=", "(h : p)", "--  c", '"s  "', "/- b -/", "«a b»"])
+_LINE = st.lists(_WORDS, min_size=1, max_size=4).map(" ".join)
+_SPACES = st.sampled_from(["", " ", "  ", "\t", " \t "])
+
+
+@st.composite
+def framed(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """(prefix, body, suffix, the file saved with other line-end spaces and final breaks)."""
+    before = draw(st.lists(_LINE, min_size=1, max_size=5))
+    after = draw(st.lists(_LINE, min_size=1, max_size=4))
+    body = "\n  " + draw(_LINE)
+    prefix = "\n".join(before) + " :="
+    suffix = "\n\n" + "\n".join(after) + "\n"
+
+    def respaced(text: str) -> str:
+        *lines, last = text.split("\n")
+        return "\n".join([*(line.rstrip(" \t") + draw(_SPACES) for line in lines), last])
+
+    saved = (
+        respaced(prefix)
+        + draw(_SPACES)
+        + body
+        + respaced(suffix).rstrip("\n")
+        + draw(st.sampled_from(["", "\n", "\n\n", " \n"]))
+    )
+    return prefix, body, suffix, saved
+
+
+@settings(max_examples=300, deadline=None)
+@given(framed())
+def test_line_end_spaces_and_final_breaks_keep_the_body(case: tuple[str, str, str, str]) -> None:
+    prefix, body, suffix, saved = case
+    bounds = body_bounds(saved, prefix, suffix)
+    assert bounds is not None
+    start, end = bounds
+    # The body is where it was; spaces after the `:=` that ends the frame go to the body.
+    assert editor_trimmed(saved[start:end]) == body
+    assert editor_trimmed(saved[:start], end=False) == editor_trimmed(prefix, end=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(framed(), st.integers(min_value=0), st.sampled_from(["x", "(", "-", '"', " ", "\n"]))
+def test_whatever_the_frame_reads_as_kept_is_the_task_s_up_to_saved_whitespace(
+    case: tuple[str, str, str, str], at: int, char: str
+) -> None:
+    """Safety: a text is read as keeping the frame only if its text before and after the body
+    are the task's once saved whitespace is dropped (a character typed anywhere either lands
+    in the body or breaks the frame)."""
+    prefix, _, suffix, saved = case
+    i = at % (len(saved) + 1)
+    changed = saved[:i] + char + saved[i:]
+    bounds = body_bounds(changed, prefix, suffix)
+    if bounds is None:
+        return
+    start, end = bounds
+    assert editor_trimmed(changed[:start], end=False) == editor_trimmed(prefix, end=False)
+    assert editor_trimmed(changed[end:]) == editor_trimmed(suffix)
+    if char.strip():
+        assert start <= i <= end  # the character is the body's
