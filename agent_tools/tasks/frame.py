@@ -14,6 +14,7 @@ never reads as tampering to one and as a proof to the other.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from lsp_bridge import TokenKind, scan_text
@@ -69,7 +70,7 @@ def body_bounds(text: str, prefix: str, suffix: str) -> tuple[int, int] | None:
         return len(prefix), len(text) - len(suffix)
     runs = _line_end_runs(text)
     lean_reads = _without(text, runs).rstrip()
-    before, after = editor_trimmed(prefix, end=False), editor_trimmed(suffix)
+    before, after = _trimmed_frame(prefix, suffix)
     if not (
         len(lean_reads) >= len(before) + len(after)
         and lean_reads.startswith(before)
@@ -77,3 +78,9 @@ def body_bounds(text: str, prefix: str, suffix: str) -> tuple[int, int] | None:
     ):
         return None
     return _in_text(runs, len(before)), _in_text(runs, len(lean_reads) - len(after))
+
+
+@functools.lru_cache(maxsize=16)
+def _trimmed_frame(prefix: str, suffix: str) -> tuple[str, str]:
+    # A task's frame is read again at every keystroke of an editor whose save trimmed it.
+    return editor_trimmed(prefix, end=False), editor_trimmed(suffix)
