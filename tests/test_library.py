@@ -116,6 +116,44 @@ async def test_a_lemma_under_set_option_in_is_indexed(
         index.close()
 
 
+TREE = """
+/-- A binary tree of naturals. -/
+inductive Tree : Type where
+  /-- The empty tree. -/
+  | leaf : Tree
+  | node (l : Tree) (n : N) (r : Tree) : Tree
+
+"""
+
+
+async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    """Only the type was indexed: a search for a constructor's name found nothing, and reading
+    `Tree.node` said no such declaration."""
+    root = copy_suite(tmp_path)
+    naturals = root / "Lib" / "Naturals.lean"
+    text = naturals.read_text("utf-8")
+    naturals.write_text(text.replace("end Lib.Naturals", TREE + "end Lib.Naturals"), "utf-8")
+    suite = load_suite(root)
+    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
+    try:
+        assert index.count == 10 + 3  # the type and its two constructors
+        node = await index.read("Tree.node")
+        assert (node.name, node.kind) == ("Lib.Naturals.Tree.node", "constructor")
+        assert node.statement == "Lib.Naturals.Tree.node (l : Tree) (n : N) (r : Tree) : Tree"
+        assert node.source.startswith("/-- A binary tree") and "| node" in node.source
+        leaf = await index.read("Lib.Naturals.Tree.leaf")
+        assert leaf.docstring == "The empty tree."
+        assert leaf.line == text.count("\n", 0, text.index("end Lib.Naturals")) + 5
+        hits = await index.search("leaf", 5)
+        assert hits[0].name == "Lib.Naturals.Tree.leaf", hits
+        tree = await index.read("Lib.Naturals.Tree")
+        assert tree.kind == "inductive"
+    finally:
+        index.close()
+
+
 async def test_a_declaration_left_with_sorry_is_not_in_the_index(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:

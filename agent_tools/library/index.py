@@ -30,7 +30,7 @@ from ..tasks import Suite
 from .parse import PARSE_SECONDS, Declaration, LibraryError, parse_library
 from .search import LibraryIndex
 
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2  # 2: constructors of inductive types
 _PROJECT_FILES = ("lean-toolchain", "lake-manifest.json")
 
 _SCHEMA = """
