@@ -65,6 +65,7 @@ async def spawn_marked(
         await anyio.lowlevel.checkpoint_if_cancelled()
     except BaseException:
         await kill_tree_async(token, process.pid)
+        await kill_tree_async(token)  # (and a scan: a child that left the group meanwhile)
         with anyio.CancelScope(shield=True), anyio.move_on_after(SCAN_TIMEOUT):
             await process.aclose()
         raise

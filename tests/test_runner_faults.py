@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -255,3 +256,38 @@ async def test_an_agent_cancelled_with_its_run_takes_its_children_along(tmp_path
             )  # fmt: skip
     assert not scope.cancelled_caught and started.exists()
     assert [p.cmdline() for p in marked(token, var)] == []
+
+
+@pytest.mark.anyio
+async def test_a_run_stopped_as_its_agent_exits_still_kills_what_the_agent_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the stop (a signal) landing right as the agent's exit was seen met the sweep
+    of what the agent left behind at its first checkpoint, and skipped it: a child the agent
+    had started in the background lived on."""
+    import anyio._backends._asyncio as backend
+
+    from agent_tools.runs.invocation import attempt_processes as token_holders
+    from agent_tools.runs.invocation import invoke
+
+    token = "stopped-at-exit-" + os.urandom(4).hex()
+    var = "LEANRIG_TEST_AGENT_TOKEN"
+    real_wait = backend.Process.wait
+    stop = anyio.CancelScope()
+
+    async def wait_then_stop(self: Any) -> int:
+        code = await real_wait(self)
+        stop.cancel()  # the signal arrives as the exit is seen
+        return code
+
+    monkeypatch.setattr(backend.Process, "wait", wait_then_stop)
+    with stop:
+        await invoke(
+            ["/bin/sh", "-c", "sleep 300 & exit 0"], cwd=tmp_path, env={**os.environ, var: token},
+            time_limit=60, token=token, token_var=var, log_path=tmp_path / "agent.log",
+        )  # fmt: skip
+    monkeypatch.undo()
+    left = token_holders(None, token, var)
+    for p in left:
+        p.kill()
+    assert [p.pid for p in left] == []

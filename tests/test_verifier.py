@@ -239,6 +239,23 @@ async def test_a_real_change_beside_whitespace_is_rejected_and_named(tmp_path: P
     assert "first difference near 5:1)" in verdict.reasons[0], verdict.reasons  # not 4:22
 
 
+@pytest.mark.parametrize("blank", ["\u00a0", "\x0c\n", "\u3000", "tab"])
+async def test_blanks_lean_refuses_outside_the_body_are_a_change(
+    tmp_path: Path, blank: str
+) -> None:
+    """A review: a Unicode space at the end of the file and a tab at a line end of code (both
+    refused by Lean) were dropped as an editor's whitespace, and the verdict accepted."""
+    verifier, task = exploit_suite_with(tmp_path, "blank", SPACED_TASK)
+    proved = task.with_body("\n  " + SYMM)
+    if blank == "tab":
+        submission = proved.replace("namespace Exploit.Ünï   \n", "namespace Exploit.Ünï\t\n")
+    else:
+        submission = proved + blank
+    verdict = await verifier.verify(task, submission)
+    assert not verdict.accepted
+    assert "outside the proof body" in verdict.reasons[0], verdict.reasons
+
+
 async def test_spaces_at_a_line_end_inside_a_string_are_part_of_its_value(tmp_path: Path) -> None:
     verifier, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
     changed = task.with_body("\n  " + SYMM).replace('"two  \n', '"two\n')

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from lsp_bridge import LineIndex, LspPos, minimal_edit
 
-from ..tasks import Task, body_bounds, precheck_body
+from ..tasks import END_BLANKS, Task, body_bounds, precheck_body
 
 SOURCE = "leanrig"
 OUTSIDE_MESSAGE = (
@@ -88,7 +88,7 @@ class TaskScope:
         """The body of ``text`` as a submission has it: without the blank lines after it."""
         body = self.body_of(text)
         assert body is not None, "the text is outside the task's scope"
-        return body.rstrip()
+        return body.rstrip(END_BLANKS)
 
     def submission(self, text: str) -> str:
         """What the verdict checks for the editor's ``text`` (which must keep prefix and

@@ -456,19 +456,20 @@ async def _run_invocation(
         except anyio.get_cancelled_exc_class():
             # The run itself stops (a signal): the agent's tree and whatever carries its token
             # go now; leaving `async with process` would kill its first process alone.
+            root = process.pid if process.returncode is None else None  # (a reaped pid: reused)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    kill_attempt, process.pid, token, token_var, KILL_DEADLINE
-                )
+                await anyio.to_thread.run_sync(kill_attempt, root, token, token_var, KILL_DEADLINE)
             raise
         timed_out = limit.cancelled_caught
         aborted = not timed_out and process.returncode is None
         t_kill = time.perf_counter()
         # The agent's tree (at the limit) or whatever it left behind (after its exit).
+        # Shielded: a stop that lands here must not skip it (a review), and it is bounded.
         root = process.pid if timed_out or aborted else None
-        killed, gone = await anyio.to_thread.run_sync(
-            kill_attempt, root, token, token_var, KILL_DEADLINE
-        )
+        with anyio.CancelScope(shield=True):
+            killed, gone = await anyio.to_thread.run_sync(
+                kill_attempt, root, token, token_var, KILL_DEADLINE
+            )
         with anyio.fail_after(KILL_DEADLINE):
             exit_code = await process.wait()
         invocation_s = time.perf_counter() - started

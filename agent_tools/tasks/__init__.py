@@ -2,7 +2,7 @@
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
-from .frame import body_bounds, editor_trimmed
+from .frame import END_BLANKS, body_bounds, editor_trimmed
 from .locate import (
     BodySpan,
     LocateError,
@@ -50,6 +50,7 @@ from .suite import (
 
 __all__ = [
     "DEFAULT_AXIOMS",
+    "END_BLANKS",
     "MAX_BODY_BYTES",
     "BodySpan",
     "Command",

@@ -3,12 +3,17 @@ an edited file keeps it. Pure.
 
 A file keeps the frame when the text before its body and the text after it are the task's byte
 for byte, or are once both sides drop what editors add or trim on save and Lean does not read:
-spaces and tabs at line ends outside string literals (inside one they are part of a value),
-and whitespace at the end of the file. vscode-lean4 turns on ``files.trimTrailingWhitespace``,
-``insertFinalNewline`` and ``trimFinalNewlines`` for Lean files, so a task file with a space at
-a line end, or without its final line break, changes outside its body at every save. The
-verdict and the editor proxy read a body by this rule (``body_bounds``), so an editor's save
-never reads as tampering to one and as a proof to the other.
+spaces at line ends outside string literals (inside one they are part of a value; a tab, which
+Lean refuses in code, only inside a comment), and line breaks, spaces and tabs at the end of
+the file (no other Unicode space: Lean refuses those). vscode-lean4 turns on
+``files.trimTrailingWhitespace``, ``insertFinalNewline`` and ``trimFinalNewlines`` for Lean
+files, so a task file with a space at a line end, or without its final line break, changes
+outside its body at every save. The verdict and the editor proxy read a body by this rule
+(``body_bounds``), so an editor's save never reads as tampering to one and as a proof to the
+other.
+
+The text after the body is lexed on its own, from where the body ends: an unfinished string or
+comment in the body (a human mid-typing) must not change how the frame after it reads.
 """
 
 from __future__ import annotations
@@ -17,21 +22,32 @@ import bisect
 import functools
 import re
 
-from lsp_bridge import TokenKind, scan_text
+from lsp_bridge import COMMENT_KINDS, TokenKind, scan_text
 
-_LINE_END_SPACES = re.compile(r"[ \t]+(?=\r?\n)")
+# What may end a file without changing it for Lean (str.rstrip() would take any Unicode space).
+END_BLANKS = " \t\r\n"
+_LINE_END_BLANKS = re.compile(r"[ \t]+(?=\r?\n)")
 _STRING_KINDS = frozenset({TokenKind.STRING, TokenKind.RAW_STRING})
 
 
 def _line_end_runs(text: str) -> list[tuple[int, int]]:
-    """The runs of spaces and tabs that end lines of ``text`` outside string literals."""
-    strings = scan_text(text).of(_STRING_KINDS)  # in text order, disjoint
-    starts = [s.start for s in strings]
+    """The runs of blanks that end lines of ``text`` and that Lean does not read: spaces outside
+    string literals, tabs only inside comments."""
+    scanned = scan_text(text)
+    strings = scanned.of(_STRING_KINDS)  # in text order, disjoint
+    comments = scanned.of(COMMENT_KINDS)
+    string_starts = [s.start for s in strings]
+    comment_starts = [c.start for c in comments]
     runs = []
-    for m in _LINE_END_SPACES.finditer(text):
-        k = bisect.bisect_right(starts, m.start()) - 1  # the last string starting before
-        if k < 0 or m.start() >= strings[k].end:
-            runs.append((m.start(), m.end()))
+    for m in _LINE_END_BLANKS.finditer(text):
+        k = bisect.bisect_right(string_starts, m.start()) - 1  # the last string starting before
+        if k >= 0 and m.start() < strings[k].end:
+            continue
+        if "\t" in m.group():
+            k = bisect.bisect_right(comment_starts, m.start()) - 1
+            if k < 0 or m.start() >= comments[k].end:
+                continue
+        runs.append((m.start(), m.end()))
     return runs
 
 
@@ -46,10 +62,10 @@ def _without(text: str, runs: list[tuple[int, int]]) -> str:
 
 
 def editor_trimmed(text: str, end: bool = True) -> str:
-    """``text`` without the spaces and tabs at its line ends outside string literals, and
-    (``end``) without whitespace at its end."""
+    """``text`` without the blanks at its line ends that Lean does not read, and (``end``)
+    without the blanks at its end."""
     joined = _without(text, _line_end_runs(text))
-    return joined.rstrip() if end else joined
+    return joined.rstrip(END_BLANKS) if end else joined
 
 
 def _in_text(runs: list[tuple[int, int]], at: int) -> int:
@@ -63,21 +79,41 @@ def _in_text(runs: list[tuple[int, int]], at: int) -> int:
     return at + removed
 
 
+def _end_candidate(text: str, suffix: str) -> int | None:
+    """Where the body of ``text`` ends if ``text`` ends with ``suffix`` up to blanks: as many
+    lines from the end as the suffix has, minus the suffix's part of that first line. A
+    candidate, read without lexing; ``body_bounds`` confirms it."""
+    tail = suffix.rstrip(END_BLANKS)
+    stop = len(text.rstrip(END_BLANKS))
+    line_end = stop
+    for _ in range(tail.count("\n")):
+        line_end = text.rfind("\n", 0, line_end)
+        if line_end < 0:
+            return None
+    first = tail.split("\n", 1)[0].rstrip(" \t")
+    line_stop = len(text[:line_end].rstrip(" \t\r"))
+    if not text.startswith(first, line_stop - len(first)):
+        return None
+    return line_stop - len(first)
+
+
 def body_bounds(text: str, prefix: str, suffix: str) -> tuple[int, int] | None:
     """Where the body of ``text`` is (start and end offsets in ``text``) if ``text`` keeps the
     frame ``prefix`` … ``suffix`` (the module's rule); None if it does not."""
     if len(text) >= len(prefix) + len(suffix) and text.startswith(prefix) and text.endswith(suffix):
         return len(prefix), len(text) - len(suffix)
-    runs = _line_end_runs(text)
-    lean_reads = _without(text, runs).rstrip()
-    before, after = _trimmed_frame(prefix, suffix)
-    if not (
-        len(lean_reads) >= len(before) + len(after)
-        and lean_reads.startswith(before)
-        and lean_reads.endswith(after)
-    ):
+    end = _end_candidate(text, suffix)
+    if end is None:
         return None
-    return _in_text(runs, len(before)), _in_text(runs, len(lean_reads) - len(after))
+    before, after = _trimmed_frame(prefix, suffix)
+    if editor_trimmed(text[end:]) != after:  # (lexed from the body's end: see the module)
+        return None
+    head = text[:end]  # lexed from the start, as Lean does: the body cannot change it
+    runs = _line_end_runs(head)
+    if not _without(head, runs).startswith(before):
+        return None
+    start = _in_text(runs, len(before))
+    return (start, end) if start <= end else None
 
 
 @functools.lru_cache(maxsize=16)
