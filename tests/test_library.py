@@ -8,6 +8,7 @@ at its start with a message naming the file and line."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -317,6 +318,29 @@ def test_lad_files_are_checked_when_the_suite_loads(tmp_path: Path) -> None:
         SuiteError, match=r"task refl_z: imports the \[lad\] library module Lib\.Logic"
     ):
         load_suite(root)
+
+
+def test_hidden_paths_are_checked_when_the_suite_loads(tmp_path: Path) -> None:
+    """A typo must not leave a solution readable: a hidden path that is not there, or not
+    inside the suite, refuses the suite."""
+    root = copy_suite(tmp_path)
+    manifest = root / "suite.toml"
+    original = manifest.read_text(encoding="utf-8")
+    cases = {
+        '["Solutions"]': "hidden path 'Solutions' does not exist",
+        '["../outside"]': "hidden path '../outside' is not inside the suite directory",
+        '["."]': "is not inside the suite directory",
+    }
+    for listed, message in cases.items():
+        manifest.write_text(f"hidden = {listed}\n" + original, encoding="utf-8")
+        with pytest.raises(SuiteError, match=re.escape(message)):
+            load_suite(root)
+    (root / "Solutions").mkdir()
+    manifest.write_text('hidden = ["Solutions", "Lib/Logic.lean"]\n' + original, "utf-8")
+    assert load_suite(root).hidden_paths == (
+        (root / "Solutions").resolve(),
+        (root / "Lib" / "Logic.lean").resolve(),
+    )
 
 
 def test_a_suite_without_a_lad_library_has_no_index(lean_install: LeanInstall) -> None:

@@ -28,7 +28,7 @@ from agent_tools.runs.invocation import (
     pinned_ancestors,
     scratch_mounts,
 )
-from agent_tools.runs.runner import body_sha, run_benchmark, socket_parent
+from agent_tools.runs.runner import RunOptions, body_sha, run_benchmark, socket_parent
 from agent_tools.runs.workspace import relay_command
 from agent_tools.tasks import load_suite
 
@@ -322,3 +322,48 @@ async def test_a_sandbox_that_cannot_be_set_up_is_the_runners_failure_not_the_ag
     (line,) = raw_lines(run_dir)
     assert line.infra_retry and not line.accepted, line
     assert any("the agent's sandbox could not be set up" in r for r in line.reasons), line
+
+
+@sandboxed
+@pytest.mark.anyio
+@pytest.mark.parametrize("condition", ["baseline", "lad"])
+async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
+    tmp_path: Path, condition: str
+) -> None:
+    """A red team read reference proofs lying on the machine, and a baseline agent with file
+    tools could read the LAD library from the suite directory (the comparison of the
+    conditions assumes it cannot). A suite's `hidden` paths are hidden from agents, and so is
+    the LAD library in baseline runs; an agent kept in a hidden directory still runs."""
+    from .test_runner_faults import FAULT
+
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite, ignore=shutil.ignore_patterns("*.olean", "*.ilean"))
+    (suite / "Solutions").mkdir()
+    (suite / "Solutions" / "ReflZ.lean").write_text("-- the reference proof\n")
+    (suite / "NOTES.md").write_text("answers\n")
+    agent_copy = suite / "Solutions" / "agent.py"
+    shutil.copy(FAULT, agent_copy)
+    toml = suite / "suite.toml"
+    toml.write_text('hidden = ["Solutions", "NOTES.md"]\n' + toml.read_text())
+    wanted = {
+        "solution": suite / "Solutions" / "ReflZ.lean",
+        "notes": suite / "NOTES.md",
+        "lad": suite / "Lib" / "Logic.lean",
+        "library": suite / "Demo" / "Basic.lean",
+    }
+    listed = tmp_path / "peek.json"  # (a path named in the command is shown: not those)
+    listed.write_text(json.dumps([str(p) for p in wanted.values()]))
+    agent = f"{PY} {agent_copy} peek {listed}"
+    run_dir = tmp_path / "run"
+    options = RunOptions(suite=suite, agent=agent, out=run_dir, tasks=("refl_z",), quiet=True,
+                         time_limit=60.0, condition=condition)  # type: ignore[arg-type]  # fmt: skip
+    await run_benchmark(options)
+    (peek,) = run_dir.glob("attempts/refl_z/1/workspace/peek.json")
+    seen = {name: json.loads(peek.read_text())[str(path)] for name, path in wanted.items()}
+    assert seen["solution"] == "No such file or directory", seen  # an empty directory there
+    assert seen["notes"] in (0, "Permission denied"), seen  # the null device over a file
+    assert isinstance(seen["library"], int) and seen["library"] > 0, seen
+    if condition == "lad":
+        assert isinstance(seen["lad"], int) and seen["lad"] > 0, seen
+    else:
+        assert seen["lad"] in (0, "Permission denied"), seen

@@ -141,7 +141,8 @@ def kill_attempt(
 
 
 # How the agent's view differs from the host's: (bwrap option, path), applied in order.
-Mount = tuple[Literal["--ro-bind", "--bind", "--tmpfs"], Path]
+# ("--hide", path): an empty directory over a directory, the null device over a file.
+Mount = tuple[Literal["--ro-bind", "--bind", "--tmpfs", "--hide"], Path]
 
 # Every tmpfs the sandbox makes (its private /tmp, …) holds at most this much: it is memory.
 TMPFS_BYTES = 2 * 2**30
@@ -188,8 +189,10 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
     parts = [bwrap, *_base_options(network)]
     sized = _tmpfs_sized(bwrap)
     for option, path in mounts:
-        if option == "--tmpfs":
-            parts += [*(["--size", str(TMPFS_BYTES)] if sized else []), option, str(path)]
+        if option == "--hide" and not path.is_dir():
+            parts += ["--ro-bind", "/dev/null", str(path)]
+        elif option in ("--tmpfs", "--hide"):
+            parts += [*(["--size", str(TMPFS_BYTES)] if sized else []), "--tmpfs", str(path)]
         else:
             parts += [option, str(path), str(path)]
     return (*parts, "--die-with-parent", "--")
@@ -297,6 +300,28 @@ def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
             if shown.exists() and ("--ro-bind", shown) not in named:
                 named.append(("--ro-bind", shown))
     return fresh, named
+
+
+_ABSOLUTE_PATH = re.compile(r"/[^\s'\"=:;,]+")
+
+
+def hidden_mounts(hidden: Iterable[Path], argv: Sequence[str]) -> list[Mount]:
+    """``hidden`` hidden, and what the agent's command names under them visible again,
+    read-only (its script kept beside a suite's solutions runs; paths inside a word count, as
+    for ``scratch_mounts``). Mount after the suite, before the run's own directories."""
+    hidden = list(hidden)
+    mounts: list[Mount] = [("--hide", p) for p in hidden]
+    for word in argv:
+        for found in _ABSOLUTE_PATH.findall(word):
+            path = Path(found)
+            shown: Mount = ("--ro-bind", path)
+            if (
+                any(path.is_relative_to(h) for h in hidden)
+                and path.exists()
+                and shown not in mounts
+            ):
+                mounts.append(shown)
+    return mounts
 
 
 def network_sandbox() -> tuple[str, ...] | None:

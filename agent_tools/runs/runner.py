@@ -49,6 +49,7 @@ from .invocation import (
     Mount,
     agent_homes,
     agent_sandbox,
+    hidden_mounts,
     invoke,
     kill_attempt,
     pinned_ancestors,
@@ -355,15 +356,21 @@ class Runner:
         configuration directories writable (``agent_homes``), every directory in them above
         what follows pinned as a mount point (so it cannot be renamed); read-only what the
         verdict trusts (``trusted_paths``: Lean, the cache, leanrig and its Python) and the
-        suite; the run directory hidden (a later attempt cannot read an earlier one's files);
-        the runner's socket directory hidden but for this attempt's socket; the workspace
-        writable."""
+        suite, but for its ``hidden`` paths (and the LAD library in a baseline run), what the
+        command names there shown read-only; the run directory hidden (a later attempt cannot
+        read an earlier one's files); the runner's socket directory hidden but for this
+        attempt's socket; the workspace writable."""
         if not self.isolated:
             return ()
         fresh, named = scratch_mounts(argv)
         homes = agent_homes(os.environ)
         trusted = self.trusted
         suite = self.suite.root.resolve()
+        # The suite's `hidden` paths, and in baseline runs the LAD library (a baseline agent
+        # with file tools read it: the comparison of the conditions assumes it cannot).
+        hidden = [*self.suite.hidden_paths]
+        if self.options.condition != "lad":
+            hidden += [p for p in self.suite.lad_files if p not in hidden]
         mounts: list[Mount] = [
             *fresh,
             *named,
@@ -371,6 +378,7 @@ class Runner:
             *pinned_ancestors([*trusted, suite, self.run_dir], homes),
             *(("--ro-bind", p) for p in trusted),
             ("--ro-bind", suite),
+            *hidden_mounts(hidden, argv),
             ("--tmpfs", self.run_dir),
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),

@@ -74,6 +74,11 @@ class SuiteSpec(BaseModel):
     library: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=lambda: Limits())
     lad: LadSpec | None = None
+    hidden: list[str] = Field(
+        default_factory=list,
+        description="files or directories (relative to the suite directory) agents under "
+        "`leanrig run` cannot read: reference solutions, notes",
+    )
     tasks: list[TaskSpec]
 
 
@@ -125,6 +130,11 @@ class Suite:
         if self.spec.lad is None:
             return ()
         return tuple((self.root / f).resolve() for f in self.spec.lad.library)
+
+    @property
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """``hidden`` (absolute, resolved): what an agent's sandbox hides."""
+        return tuple((self.root / h).resolve() for h in self.spec.hidden)
 
     def content_hash(self) -> str:
         """What a run's results depend on, hashed: suite.toml, every task file, the suite's own
@@ -262,7 +272,19 @@ def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
         tasks[t.id] = Task(t, path, text, span, header, wrappers)
     suite = Suite(root, spec, tasks)
     _check_lad(suite)
+    _check_hidden(suite)
     return suite
+
+
+def _check_hidden(suite: Suite) -> None:
+    """``hidden``: existing files or directories inside the suite, not the suite directory
+    itself (a typo must not leave a solution readable, nor hide what agents may read)."""
+    root = suite.root.resolve()
+    for name, path in zip(suite.spec.hidden, suite.hidden_paths, strict=True):
+        if not path.is_relative_to(root) or path == root:
+            raise SuiteError(f"hidden path {name!r} is not inside the suite directory")
+        if not path.exists():
+            raise SuiteError(f"hidden path {name!r} does not exist")
 
 
 def _check_lad(suite: Suite) -> None:
