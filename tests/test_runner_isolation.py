@@ -345,10 +345,16 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     shutil.copy(FAULT, agent_copy)
     toml = suite / "suite.toml"
     toml.write_text('hidden = ["Solutions", "NOTES.md"]\n' + toml.read_text())
+    from agent_tools.library import index_dir
+
+    index_dir().mkdir(parents=True, exist_ok=True)
+    marker = index_dir() / f"leanrig-test-{os.getpid()}-{condition}.sqlite"
+    marker.write_text("an index")  # (as a LAD server caches the library, in full)
     wanted = {
         "solution": suite / "Solutions" / "ReflZ.lean",
         "notes": suite / "NOTES.md",
         "lad": suite / "Lib" / "Logic.lean",
+        "index": marker,
         "library": suite / "Demo" / "Basic.lean",
     }
     listed = tmp_path / "peek.json"  # (a path named in the command is shown: not those)
@@ -357,7 +363,10 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     run_dir = tmp_path / "run"
     options = RunOptions(suite=suite, agent=agent, out=run_dir, tasks=("refl_z",), quiet=True,
                          time_limit=60.0, condition=condition)  # type: ignore[arg-type]  # fmt: skip
-    await run_benchmark(options)
+    try:
+        await run_benchmark(options)
+    finally:
+        marker.unlink()
     (peek,) = run_dir.glob("attempts/refl_z/1/workspace/peek.json")
     seen = {name: json.loads(peek.read_text())[str(path)] for name, path in wanted.items()}
     assert seen["solution"] == "No such file or directory", seen  # an empty directory there
@@ -365,5 +374,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     assert isinstance(seen["library"], int) and seen["library"] > 0, seen
     if condition == "lad":
         assert isinstance(seen["lad"], int) and seen["lad"] > 0, seen
+        assert seen["index"] == len("an index"), seen
     else:
         assert seen["lad"] in (0, "Permission denied"), seen
+        assert seen["index"] == "No such file or directory", seen

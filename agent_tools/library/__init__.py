@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .index import INDEX_SCHEMA, library_digest, open_library, prepare_library
+    from .index import INDEX_SCHEMA, index_dir, library_digest, open_library, prepare_library
     from .parse import Declaration, LibraryError, parse_library
     from .search import MAX_LIMIT, Hit, LibraryIndex, fts_query
 
@@ -26,6 +26,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LibraryIndex": ("search", "LibraryIndex"),
     "MAX_LIMIT": ("search", "MAX_LIMIT"),
     "fts_query": ("search", "fts_query"),
+    "index_dir": ("index", "index_dir"),
     "library_digest": ("index", "library_digest"),
     "open_library": ("index", "open_library"),
     "parse_library": ("parse", "parse_library"),
@@ -44,6 +45,7 @@ __all__ = [
     "LibraryError",
     "LibraryIndex",
     "fts_query",
+    "index_dir",
     "library_digest",
     "open_library",
     "parse_library",

@@ -47,6 +47,12 @@ CREATE VIRTUAL TABLE decls_fts USING fts5(
 """
 
 
+def index_dir() -> Path:
+    """Where the indexes are cached (every suite's library, in full: what a baseline agent
+    must not read, as the library files themselves)."""
+    return cache_root() / "library"
+
+
 def library_digest(suite: Suite, environment: LeanEnvironment) -> str:
     """What the index depends on (see the module docstring); blocking reads of small files."""
     if not suite.lad_files:
@@ -108,7 +114,7 @@ async def open_library(
     or Lean fails or times out."""
     started = time.perf_counter()
     digest = await anyio.to_thread.run_sync(library_digest, suite, environment)
-    directory = cache or cache_root() / "library"
+    directory = cache or index_dir()
     path = directory / f"{suite.name}-{digest[:16]}.sqlite"
     built = False
     if not await anyio.Path(path).is_file():

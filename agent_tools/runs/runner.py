@@ -37,7 +37,7 @@ import structlog
 from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
 from repl_pool import SandboxPolicy, sandbox_programs, uses_namespaces
 
-from ..library import prepare_library
+from ..library import index_dir, prepare_library
 from ..servers import ServeOptions, package_version
 from ..sessions import replace_file
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
@@ -366,11 +366,14 @@ class Runner:
         homes = agent_homes(os.environ)
         trusted = self.trusted
         suite = self.suite.root.resolve()
-        # The suite's `hidden` paths, and in baseline runs the LAD library (a baseline agent
-        # with file tools read it: the comparison of the conditions assumes it cannot).
+        # The suite's `hidden` paths, and in baseline runs the LAD library and its cached
+        # indexes (a baseline agent with file tools could read them: the comparison of the
+        # conditions assumes it cannot).
         hidden = [*self.suite.hidden_paths]
         if self.options.condition != "lad":
-            hidden += [p for p in self.suite.lad_files if p not in hidden]
+            index = index_dir().resolve()
+            lad = [*self.suite.lad_files, *([index] if index.is_dir() else [])]
+            hidden += [p for p in lad if p not in hidden]
         mounts: list[Mount] = [
             *fresh,
             *named,
