@@ -345,6 +345,11 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     shutil.copy(FAULT, agent_copy)
     toml = suite / "suite.toml"
     toml.write_text('hidden = ["Solutions", "NOTES.md"]\n' + toml.read_text())
+    (suite / ".git").mkdir()  # (a checkout: what is hidden is still in its history)
+    (suite / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    earlier = tmp_path / "runs" / "earlier" / "Submission.lean"  # an earlier run's proof
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("@Eq.refl N N.z\n")
     from agent_tools.library import index_dir
 
     index_dir().mkdir(parents=True, exist_ok=True)
@@ -355,12 +360,14 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
         "notes": suite / "NOTES.md",
         "lad": suite / "Lib" / "Logic.lean",
         "index": marker,
+        "history": suite / ".git" / "HEAD",
+        "earlier run": earlier,
         "library": suite / "Demo" / "Basic.lean",
     }
     listed = tmp_path / "peek.json"  # (a path named in the command is shown: not those)
     listed.write_text(json.dumps([str(p) for p in wanted.values()]))
-    agent = f"{PY} {agent_copy} peek {listed}"
-    run_dir = tmp_path / "run"
+    agent = f"{PY} {agent_copy.parent}/../Solutions/agent.py peek {listed}"  # (`..` resolved)
+    run_dir = tmp_path / "runs" / condition
     options = RunOptions(suite=suite, agent=agent, out=run_dir, tasks=("refl_z",), quiet=True,
                          time_limit=60.0, condition=condition)  # type: ignore[arg-type]  # fmt: skip
     try:
@@ -370,6 +377,8 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     (peek,) = run_dir.glob("attempts/refl_z/1/workspace/peek.json")
     seen = {name: json.loads(peek.read_text())[str(path)] for name, path in wanted.items()}
     assert seen["solution"] == "No such file or directory", seen  # an empty directory there
+    assert seen["history"] == "No such file or directory", seen
+    assert seen["earlier run"] == "No such file or directory", seen
     assert seen["notes"] in (0, "Permission denied"), seen  # the null device over a file
     assert isinstance(seen["library"], int) and seen["library"] > 0, seen
     if condition == "lad":
@@ -378,3 +387,21 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     else:
         assert seen["lad"] in (0, "Permission denied"), seen
         assert seen["index"] == "No such file or directory", seen
+
+
+def test_a_command_naming_a_hidden_paths_parent_shows_nothing_more(tmp_path: Path) -> None:
+    """A review: `…/Solutions/..` in the agent's command is lexically under the hidden
+    directory, and the suite itself was bound back over every hidden path."""
+    from agent_tools.runs.invocation import hidden_mounts
+
+    hidden = tmp_path / "suite" / "Solutions"
+    (hidden / "deep").mkdir(parents=True)
+    (hidden / "agent.py").write_text("")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "suite")
+    argv = ["python", f"{hidden}/..", f"--x={hidden}/deep/../agent.py", f"{link}/Solutions/deep"]
+    assert hidden_mounts([hidden], argv) == [
+        ("--hide", hidden),
+        ("--ro-bind", hidden / "agent.py"),
+        ("--ro-bind", hidden / "deep"),  # (the link resolved: the hidden path's own name)
+    ]

@@ -303,17 +303,55 @@ def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
 
 
 _ABSOLUTE_PATH = re.compile(r"/[^\s'\"=:;,]+")
+_VCS_DIRS = (".git", ".hg", ".jj", ".svn")
+
+
+def repository_stores(path: Path) -> list[Path]:
+    """The version-control stores of every repository holding ``path``: what was hidden in a
+    checkout is still in its history (`git show HEAD:Solutions/…`, a review). A ``.git`` file
+    (a worktree, a submodule) comes with the directories it points to."""
+    found: list[Path] = []
+    for above in [path, *path.parents]:
+        for name in _VCS_DIRS:
+            store = above / name
+            if store.is_dir():
+                found.append(store)
+            elif store.is_file() and name == ".git":
+                found.append(store)
+                found += _git_dirs(store)
+    return found
+
+
+def _git_dirs(gitfile: Path) -> list[Path]:
+    """The git directory a ``.git`` file names (``gitdir: …``) and its common directory."""
+    try:
+        line = gitfile.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not line.startswith("gitdir:"):
+        return []
+    gitdir = (gitfile.parent / line.removeprefix("gitdir:").strip()).resolve()
+    out = [gitdir] if gitdir.is_dir() else []
+    try:
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return out
+    return [*out, common] if common.is_dir() and common not in out else out
 
 
 def hidden_mounts(hidden: Iterable[Path], argv: Sequence[str]) -> list[Mount]:
-    """``hidden`` hidden, and what the agent's command names under them visible again,
-    read-only (its script kept beside a suite's solutions runs; paths inside a word count, as
-    for ``scratch_mounts``). Mount after the suite, before the run's own directories."""
+    """``hidden`` hidden, and each path the agent's command names under them visible again,
+    read-only, itself only (its script kept beside a suite's solutions runs; paths inside a
+    word count, as for ``scratch_mounts``; resolved, so `..` or a symlink shows what they
+    lead to and no more). Mount after the suite, before the run's own directories."""
     hidden = list(hidden)
     mounts: list[Mount] = [("--hide", p) for p in hidden]
     for word in argv:
         for found in _ABSOLUTE_PATH.findall(word):
-            path = Path(found)
+            try:
+                path = Path(found).resolve()
+            except OSError:
+                continue
             shown: Mount = ("--ro-bind", path)
             if (
                 any(path.is_relative_to(h) for h in hidden)

@@ -53,6 +53,7 @@ from .invocation import (
     invoke,
     kill_attempt,
     pinned_ancestors,
+    repository_stores,
     scratch_mounts,
     trusted_paths,
 )
@@ -302,6 +303,7 @@ class Runner:
         library = library.resolve() if library is not None else None
         run_dir = run_dir.resolve()
         cache_root().mkdir(parents=True, exist_ok=True)  # (read-only to agents only if it is there)
+        index_dir().mkdir(parents=True, exist_ok=True)  # (hidden from baseline agents: there)
         self.options = options
         self.suite = suite
         self.run_dir = run_dir
@@ -371,9 +373,11 @@ class Runner:
         # conditions assumes it cannot).
         hidden = [*self.suite.hidden_paths]
         if self.options.condition != "lad":
-            index = index_dir().resolve()
-            lad = [*self.suite.lad_files, *([index] if index.is_dir() else [])]
+            lad = [*self.suite.lad_files, index_dir().resolve()]
             hidden += [p for p in lad if p not in hidden]
+        if self.suite.hidden_paths or self.suite.lad_files:  # (and their history)
+            hidden += [p for p in repository_stores(suite) if p not in hidden]
+        hidden += self._other_runs(ws, [suite, *trusted, *homes])
         mounts: list[Mount] = [
             *fresh,
             *named,
@@ -388,6 +392,19 @@ class Runner:
             ("--bind", ws.workspace),
         ]
         return agent_sandbox(network=self.options.agent_network, mounts=mounts) or ()
+
+    def _other_runs(self, ws: Workspace, kept: Sequence[Path]) -> list[Path]:
+        """The directory holding this run's (`runs/` by default: earlier runs, whose logs and
+        submissions hold proofs and library text — a baseline agent read a LAD run's), when
+        hiding it hides nothing the agent needs: not `/`, nor a directory holding the suite,
+        what the verdict trusts, the agent's homes or its socket. Else nothing (logged)."""
+        parent = self.run_dir.parent
+        needed = [*kept, self.socket_parent, ws.socket.parent]
+        if parent == Path("/") or any(p == parent or p.is_relative_to(parent) for p in needed):
+            log.info("run.other_runs_visible", directory=str(parent),
+                     why="it holds what the agent needs")  # fmt: skip
+            return []
+        return [parent]
 
     async def _attempt_once(self, task: Task, k: int, *, retry: bool) -> _Outcome:
         t0 = time.perf_counter()
