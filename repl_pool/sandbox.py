@@ -39,10 +39,14 @@ class SandboxPolicy:
     writable: tuple[Path, ...] = ()
     network: bool = False
     use_bwrap: bool | None = None  # None: when available
+    # Unreadable to Lean (with bwrap): an empty directory over each directory, the null device
+    # over each file. Mounted before ``writable``, which may lie inside them.
+    hidden: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         # Resolved here, in the caller's working directory, which is what the caller meant.
         object.__setattr__(self, "writable", tuple(Path(p).resolve() for p in self.writable))
+        object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
 
 
 def available() -> dict[str, str | None]:
@@ -117,6 +121,10 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     bwrap = tools["bwrap"]
     if bwrap and policy.use_bwrap is not False:
         parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for path in policy.hidden:
+            parts += (
+                ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+            )
         for path in policy.writable:
             if not path.is_absolute():  # unreachable through __init__; never bind relative
                 raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,17 @@ import psutil
 import pytest
 
 from lsp_bridge import LeanInstall, LeanrigError, RequestTimeout, Timeouts
-from repl_pool import LeanEnvironment, PoolBusy, PoolConfig, PoolKey, Slot, WarmPool
+from repl_pool import (
+    LeanEnvironment,
+    PoolBusy,
+    PoolConfig,
+    PoolKey,
+    SandboxPolicy,
+    Slot,
+    WarmPool,
+    sandbox_wrapper,
+    uses_namespaces,
+)
 
 from .conftest import process_gone
 from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, decls, slow_theorem
@@ -508,3 +519,23 @@ async def test_a_process_keeps_at_most_its_document_limit_open(
         # h1 and h2 took over the cheapest (their texts share most of h0's).
         assert slot.documents_opened == 2 and slot.documents_taken_over == 2
         assert len(slot.holders()) <= 2 and "h2" in slot.holders()
+
+
+@pytest.mark.skipif(not uses_namespaces(SandboxPolicy()), reason="bwrap cannot sandbox Lean here")
+def test_lean_s_sandbox_hides_what_it_is_told_to(tmp_path: Path) -> None:
+    """What an agent must not read (a suite's solutions, earlier runs) is hidden from the
+    attempt's Lean too: a body's Lean could show a file in its messages. A writable directory
+    inside a hidden one stays writable (Lean's scratch inside a hidden directory of runs)."""
+    secret = tmp_path / "runs"
+    (secret / "earlier").mkdir(parents=True)
+    (secret / "earlier" / "proof.lean").write_text("a proof")
+    note = tmp_path / "note.md"
+    note.write_text("a note")
+    scratch = secret / "now" / "scratch"
+    scratch.mkdir(parents=True)
+    policy = SandboxPolicy(writable=(scratch,), hidden=(secret, note))
+    script = f"ls {secret}; cat {note}; touch {scratch}/made && echo made"
+    done = subprocess.run([*sandbox_wrapper(policy), "/bin/sh", "-c", script],
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert "earlier" not in done.stdout and "a note" not in done.stdout, done
+    assert "made" in done.stdout and (scratch / "made").exists(), done

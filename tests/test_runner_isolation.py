@@ -368,8 +368,17 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     listed.write_text(json.dumps([str(p) for p in wanted.values()]))
     agent = f"{PY} {agent_copy.parent}/../Solutions/agent.py peek {listed}"  # (`..` resolved)
     run_dir = tmp_path / "runs" / condition
+    from agent_tools.servers import open_service
+
+    served: list[tuple[Path, ...]] = []
+
+    def service(serve: Any) -> Any:  # the attempt's service, as the runner opens it
+        served.append(serve.hidden)
+        return open_service(serve)
+
     options = RunOptions(suite=suite, agent=agent, out=run_dir, tasks=("refl_z",), quiet=True,
-                         time_limit=60.0, condition=condition)  # type: ignore[arg-type]  # fmt: skip
+                         time_limit=60.0, condition=condition,  # type: ignore[arg-type]
+                         service=service)  # fmt: skip
     try:
         await run_benchmark(options)
     finally:
@@ -381,6 +390,12 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     assert seen["earlier run"] == "No such file or directory", seen
     assert seen["notes"] in (0, "Permission denied"), seen  # the null device over a file
     assert isinstance(seen["library"], int) and seen["library"] > 0, seen
+    # The attempt's Lean is told the same (a body's Lean could show a file in its messages).
+    (lean_hidden,) = served
+    assert {wanted["solution"].parent.resolve(), wanted["history"].parent.resolve()} <= set(
+        lean_hidden
+    )
+    assert (wanted["lad"].resolve() in lean_hidden) == (condition == "baseline")
     if condition == "lad":
         assert isinstance(seen["lad"], int) and seen["lad"] > 0, seen
         assert seen["index"] == len("an index"), seen

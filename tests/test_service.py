@@ -1022,3 +1022,31 @@ async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path
         for task_id in demo.suite.tasks:
             opened = await demo.open_task(task_id)
             assert not any(d.message == TASK_FILE_ERRORS for d in opened.diagnostics), task_id
+
+
+async def test_constructs_that_act_while_lean_elaborates_never_reach_the_sessions_lean(
+    service: ProofService,
+) -> None:
+    """A red team: the attempt's Lean reads the whole file system (its sandbox hides nothing
+    of what the agent's hides), and a body's `include_str` (or a `run_tac` that reads a file)
+    would show a hidden solution in Lean's message; such bodies were elaborated, and only
+    marked "check_proof rejects this" afterwards. Refused before Lean now (a full toolchain's
+    constructs: this Lean has neither, so the refusal is what is observable here)."""
+    opened = await service.open_task("and_swap")
+    sid = opened.session_id
+    for body, construct in (
+        ('\n  (include_str "/etc/hostname")', "include_str"),
+        ("\n  by run_tac (pure ())", "run_tac"),
+        ("\n  by\n    «run_tac» (pure ())", "run_tac"),
+    ):
+        with pytest.raises(ToolError, match=f"`{construct}`") as refused:
+            await service.set_proof(sid, body)
+        assert refused.value.code == "rejected"
+    assert (await service.get_proof_state(sid)).version == opened.version  # nothing went to Lean
+    tried = await service.try_proofs(sid, ['\n  (include_str "x")', "\n  h"])
+    assert tried.results[0].rejected is not None and "include_str" in tried.results[0].rejected
+    assert tried.results[0].elapsed_ms < 50
+    assert tried.results[1].rejected is None
+    # In a comment or a string it is no construct.
+    plain = await service.set_proof(sid, '\n  -- include_str "x"\n  h')
+    assert plain.version == opened.version + 1

@@ -368,16 +368,6 @@ class Runner:
         homes = agent_homes(os.environ)
         trusted = self.trusted
         suite = self.suite.root.resolve()
-        # The suite's `hidden` paths, and in baseline runs the LAD library and its cached
-        # indexes (a baseline agent with file tools could read them: the comparison of the
-        # conditions assumes it cannot).
-        hidden = [*self.suite.hidden_paths]
-        if self.options.condition != "lad":
-            lad = [*self.suite.lad_files, index_dir().resolve()]
-            hidden += [p for p in lad if p not in hidden]
-        if self.suite.hidden_paths or self.suite.lad_files:  # (and their history)
-            hidden += [p for p in repository_stores(suite) if p not in hidden]
-        hidden += self._other_runs(ws, [suite, *trusted, *homes])
         mounts: list[Mount] = [
             *fresh,
             *named,
@@ -385,13 +375,28 @@ class Runner:
             *pinned_ancestors([*trusted, suite, self.run_dir], homes),
             *(("--ro-bind", p) for p in trusted),
             ("--ro-bind", suite),
-            *hidden_mounts(hidden, argv),
+            *hidden_mounts(self._hidden(ws), argv),
             ("--tmpfs", self.run_dir),
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),
             ("--bind", ws.workspace),
         ]
         return agent_sandbox(network=self.options.agent_network, mounts=mounts) or ()
+
+    def _hidden(self, ws: Workspace) -> list[Path]:
+        """What the agent must not read, in its sandbox and through its Lean: the suite's
+        `hidden` paths, in baseline runs the LAD library and its cached indexes (a baseline
+        agent with file tools could read them: the comparison of the conditions assumes it
+        cannot), with either the repositories' stores, and earlier runs."""
+        suite = self.suite.root.resolve()
+        hidden = [*self.suite.hidden_paths]
+        if self.options.condition != "lad":
+            lad = [*self.suite.lad_files, index_dir().resolve()]
+            hidden += [p for p in lad if p not in hidden]
+        if self.suite.hidden_paths or self.suite.lad_files:  # (and their history)
+            hidden += [p for p in repository_stores(suite) if p not in hidden]
+        homes = agent_homes(os.environ)
+        return hidden + self._other_runs(ws, [suite, *self.trusted, *homes])
 
     def _other_runs(self, ws: Workspace, kept: Sequence[Path]) -> list[Path]:
         """The directory holding this run's (`runs/` by default: earlier runs, whose logs and
@@ -423,6 +428,7 @@ class Runner:
             suite=self.suite.root, run_dir=ws.serve_dir, ledger=ws.ledger, task=task.id,
             condition="lad" if o.condition == "lad" else "baseline", lean=o.lean,
             max_processes=o.max_processes, install=self.install,
+            hidden=tuple(self._hidden(ws)) if self.isolated else (),
         )  # fmt: skip
         server = AttemptServer(serve, socket, o.service)
         await server.bind()

@@ -72,6 +72,9 @@ class ServeOptions:
     # (`elan`, `lean` on PATH, `lean --version` run unsandboxed), and an agent had planted its
     # own `lean` early on PATH in its writable home — run as the runner (a red-team sweep).
     install: LeanInstall | None = None
+    # What the sessions' Lean must not read (`leanrig run`: what the agent's sandbox hides,
+    # which a body's Lean could otherwise show in its messages).
+    hidden: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -128,7 +131,9 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     verify_root = run_dir / "verify"
     await anyio.to_thread.run_sync(lambda: scratch.mkdir(parents=True, exist_ok=True))
     await anyio.to_thread.run_sync(lambda: verify_root.mkdir(parents=True, exist_ok=True))
-    policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
+    policy = SandboxPolicy(
+        writable=(scratch,), use_bwrap=None if options.sandbox else False, hidden=options.hidden
+    )
     if options.sandbox and not uses_namespaces(policy):
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
     env = dict(os.environ)

@@ -32,7 +32,7 @@ from ..tasks import (
     precheck_body,
     sorry_outside,
 )
-from ..verdict import Verifier
+from ..verdict import Verifier, effects_when_elaborated
 from .calls import Call, Calls, locked
 from .catalogue import (
     MAX_CANDIDATES,
@@ -261,7 +261,7 @@ class ProofService:
         started = time.perf_counter()
         body = as_lean_reads(body)
         call.extra["body_sha"] = body_sha(body)
-        reason = precheck_body(body)
+        reason = precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
         if reason is not None:
             raise ToolError(
                 f"edit rejected: {reason}",
@@ -368,7 +368,7 @@ class ProofService:
             async def one(i: int, body: str) -> None:
                 timer = StepTimer()
                 body = as_lean_reads(body)
-                rejected = precheck_body(body)
+                rejected = precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
                 elaborated: Elaborated | None = None
                 failure: ToolFailure | None = None
                 if rejected is None:

@@ -85,7 +85,15 @@ FORBIDDEN = {
     "#exit": "`#exit` stops processing: later checks would never run",
     "#eval": "`#eval` runs arbitrary code during elaboration",
     "native_decide": "`native_decide` trusts the compiler (Lean.ofReduceBool)",
+    "include_str": "`include_str` reads a file while Lean elaborates",
 }
+# What acts while Lean elaborates (runs code, reads files): a session refuses these before
+# its Lean sees them (``effects_when_elaborated``), where an agent would read what its sandbox
+# hides through Lean's messages; the rest Lean elaborates, and the session says the verdict
+# rejects them.
+ELABORATION_EFFECTS = frozenset(
+    {"run_tac", "by_elab", "run_elab", "run_meta", "run_cmd", "#eval", "include_str"}
+)
 
 
 # `#print axioms T`: "'T' does not depend on any axioms" / "'T' depends on axioms: [a, b]" (the
@@ -224,6 +232,14 @@ BODY_ATTRIBUTES = frozenset({
     "simp", "reducible", "irreducible", "semireducible", "inline", "noinline", "always_inline",
     "specialize", "nospecialize", "match_pattern", "ext", "norm_cast", "grind",
 })  # fmt: skip
+
+
+def effects_when_elaborated(body: str) -> list[str]:
+    """``forbidden_constructs``' reasons for the constructs that act while Lean elaborates
+    (``ELABORATION_EFFECTS``)."""
+    plain = body.replace("«", "").replace("»", "")
+    candidates = [c for c in ELABORATION_EFFECTS if all(w in plain for w in c.split(" "))]
+    return _forbidden_in_code(body, sorted(candidates)) if candidates else []
 
 
 def _forbidden_in_code(
