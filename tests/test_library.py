@@ -124,6 +124,11 @@ inductive Tree : Type where
   | leaf : Tree
   | node (l : Tree) (n : N) (r : Tree) : Tree
 
+/-- A class with two ways to hold. -/
+class inductive Holds : Prop where
+  | /-- By the left. -/ left : Holds
+  | right : Holds
+
 """
 
 
@@ -139,7 +144,13 @@ async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
     suite = load_suite(root)
     index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
     try:
-        assert index.count == 10 + 3  # the type and its two constructors
+        assert index.count == 10 + 3 + 3  # each type and its two constructors
+        left = await index.read("Holds.left")  # a class inductive's, its doc after the bar
+        assert (left.name, left.kind, left.docstring) == (
+            "Lib.Naturals.Holds.left",
+            "constructor",
+            "By the left.",
+        )
         node = await index.read("Tree.node")
         assert (node.name, node.kind) == ("Lib.Naturals.Tree.node", "constructor")
         assert node.statement == "Lib.Naturals.Tree.node (l : Tree) (n : N) (r : Tree) : Tree"

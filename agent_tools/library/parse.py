@@ -165,7 +165,7 @@ async def _file_declarations(
     constructors: list[list[tuple[LspPos, str | None]]] = []
     for symbol, _, source, kind in found:
         at = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
-        names = constructor_names(source) if kind in INDUCTIVES else []
+        names = constructor_names(source) if _inductive(kind, source) else []
         constructors.append([(index.lsp_of_offset(at + off), doc) for off, doc in names])
     constructor_signatures: list[list[str | None]] = [[None] * len(c) for c in constructors]
 
@@ -234,6 +234,17 @@ def _declarations(
             yield s, namespace
 
 
+def _inductive(kind: str, source: str) -> bool:
+    """An inductive type's declaration (``class inductive`` included)?"""
+    if kind in INDUCTIVES:
+        return True
+    if kind != "class":
+        return False
+    words = [w for k, w in _code_tokens(source) if k is TokenKind.IDENT and w not in MODIFIERS]
+    at = words.index("class") if "class" in words else len(words)
+    return words[at + 1 : at + 2] == ["inductive"]
+
+
 def constructor_names(source: str) -> list[tuple[int, str | None]]:
     """Where the constructors' names are in an inductive type's ``source`` (offsets), each with
     its doc comment: the identifier after each ``|`` outside brackets (attributes and
@@ -247,6 +258,8 @@ def constructor_names(source: str) -> list[tuple[int, str | None]]:
         word = source[t.start : t.end]
         if t.kind is TokenKind.DOC_COMMENT:
             doc = source[t.start + 3 : t.end - 2].strip() or None
+            if bar:  # (`| /-- doc -/ name`)
+                bar_doc, doc = doc, None
             continue
         if t.kind in COMMENT_KINDS:
             continue
