@@ -122,9 +122,10 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     if bwrap and policy.use_bwrap is not False:
         parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in policy.hidden:
-            parts += (
-                ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-            )
+            if path.is_dir():
+                parts += ["--tmpfs", str(path)]
+            elif path.exists():  # (gone since: nothing to hide, and bwrap could not mount it)
+                parts += ["--ro-bind", "/dev/null", str(path)]
         for path in policy.writable:
             if not path.is_absolute():  # unreachable through __init__; never bind relative
                 raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")

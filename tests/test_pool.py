@@ -533,7 +533,8 @@ def test_lean_s_sandbox_hides_what_it_is_told_to(tmp_path: Path) -> None:
     note.write_text("a note")
     scratch = secret / "now" / "scratch"
     scratch.mkdir(parents=True)
-    policy = SandboxPolicy(writable=(scratch,), hidden=(secret, note))
+    gone = tmp_path / "deleted-since.md"  # (bwrap could not mount over it: skipped)
+    policy = SandboxPolicy(writable=(scratch,), hidden=(secret, note, gone))
     script = f"ls {secret}; cat {note}; touch {scratch}/made && echo made"
     done = subprocess.run([*sandbox_wrapper(policy), "/bin/sh", "-c", script],
                           capture_output=True, text=True, timeout=30, check=False)  # fmt: skip

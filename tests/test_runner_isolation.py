@@ -350,6 +350,10 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     earlier = tmp_path / "runs" / "earlier" / "Submission.lean"  # an earlier run's proof
     earlier.parent.mkdir(parents=True)
     earlier.write_text("@Eq.refl N N.z\n")
+    (earlier.parent / "run.json").write_text("{}")
+    beside = tmp_path / "runs" / "tools" / "helper.txt"  # not a run: the user's, visible
+    beside.parent.mkdir()
+    beside.write_text("a helper")
     from agent_tools.library import index_dir
 
     index_dir().mkdir(parents=True, exist_ok=True)
@@ -362,6 +366,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
         "index": marker,
         "history": suite / ".git" / "HEAD",
         "earlier run": earlier,
+        "beside": beside,
         "library": suite / "Demo" / "Basic.lean",
     }
     listed = tmp_path / "peek.json"  # (a path named in the command is shown: not those)
@@ -388,6 +393,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     assert seen["solution"] == "No such file or directory", seen  # an empty directory there
     assert seen["history"] == "No such file or directory", seen
     assert seen["earlier run"] == "No such file or directory", seen
+    assert seen["beside"] == len("a helper"), seen
     assert seen["notes"] in (0, "Permission denied"), seen  # the null device over a file
     assert isinstance(seen["library"], int) and seen["library"] > 0, seen
     # The attempt's Lean is told the same (a body's Lean could show a file in its messages).
@@ -396,6 +402,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
         lean_hidden
     )
     assert (wanted["lad"].resolve() in lean_hidden) == (condition == "baseline")
+    assert run_dir.resolve() in lean_hidden  # (other attempts' proofs; its scratch bound over)
     if condition == "lad":
         assert isinstance(seen["lad"], int) and seen["lad"] > 0, seen
         assert seen["index"] == len("an index"), seen

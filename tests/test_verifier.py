@@ -256,6 +256,52 @@ async def test_blanks_lean_refuses_outside_the_body_are_a_change(
     assert "outside the proof body" in verdict.reasons[0], verdict.reasons
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '\n  (fun _ => h) s!"{include_str "/etc/hostname"}"',
+        '\n  (fun _ => h) s!"{by run_tac pure ()}"',
+    ],
+)
+async def test_a_construct_inside_an_interpolated_string_is_rejected(
+    tmp_path: Path, body: str
+) -> None:
+    """A review: the forbidden constructs were looked for outside strings, and an interpolated
+    string's `{…}` is code (`s!"{include_str …}"`): it passed the verdict's check and the
+    session's refusal."""
+    from agent_tools.sessions.service import refusal
+
+    verifier, task = exploit_suite_with(tmp_path, "interpolated", SPACED_TASK)
+    verdict = await verifier.verify(task, task.with_body(body))
+    assert not verdict.accepted
+    assert "forbidden construct" in verdict.reasons[0], verdict.reasons
+    assert verdict.stages.get("compile") is None  # before Lean
+    assert refusal(body) is not None
+
+
+def test_the_verdicts_lean_cannot_read_what_its_caller_hides(tmp_path: Path) -> None:
+    """A review: the verdict built its own sandbox policy and dropped what the service's
+    hides, so code a body runs while the verdict elaborates could show a hidden file in a
+    rejection's reason (check_proof answers the agent)."""
+    from repl_pool import uses_namespaces
+
+    secret = tmp_path / "Solutions"
+    secret.mkdir()
+    (secret / "proof.lean").write_text("a proof")
+    policy = SandboxPolicy(hidden=(secret,))
+    if not uses_namespaces(policy):
+        pytest.skip("bwrap cannot sandbox Lean here")
+    verifier, _ = exploit_suite_with(tmp_path, "hides", SPACED_TASK)
+    verifier = Verifier(
+        verifier.suite, verifier.install, library=None, sandbox=policy, work_root=tmp_path
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = verifier._wrapped(["/bin/sh", "-c", f"cat {secret}/proof.lean; echo done"], work)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert "done" in done.stdout and "a proof" not in done.stdout, done
+
+
 async def test_spaces_at_a_line_end_inside_a_string_are_part_of_its_value(tmp_path: Path) -> None:
     verifier, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
     changed = task.with_body("\n  " + SYMM).replace('"two  \n', '"two\n')

@@ -189,6 +189,8 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
     parts = [bwrap, *_base_options(network)]
     sized = _tmpfs_sized(bwrap)
     for option, path in mounts:
+        if option == "--hide" and not path.exists():
+            continue  # (gone since: nothing to hide, and bwrap could not mount it)
         if option == "--hide" and not path.is_dir():
             parts += ["--ro-bind", "/dev/null", str(path)]
         elif option in ("--tmpfs", "--hide"):
@@ -360,6 +362,28 @@ def hidden_mounts(hidden: Iterable[Path], argv: Sequence[str]) -> list[Mount]:
             ):
                 mounts.append(shown)
     return mounts
+
+
+RUN_MARKERS = ("run.json", "results.jsonl", "ledger.jsonl")  # what a leanrig run directory holds
+
+
+def other_runs(run_dir: Path, needed: Sequence[Path]) -> list[Path]:
+    """The run directories beside ``run_dir`` (`runs/` holds a user's runs: earlier runs' logs
+    and submissions hold proofs and library text — a baseline agent read a LAD run's), but
+    none holding a path in ``needed``. Only runs: hiding the directory that holds them hid the
+    user's working directory (`--out NAME`), the agent's code and venv in it."""
+    try:
+        siblings = sorted(run_dir.parent.iterdir())
+    except OSError:
+        return []
+    return [
+        d
+        for d in siblings
+        if d != run_dir
+        and d.is_dir()
+        and any((d / m).exists() for m in RUN_MARKERS)
+        and not any(p == d or p.is_relative_to(d) for p in needed)
+    ]
 
 
 def network_sandbox() -> tuple[str, ...] | None:

@@ -52,6 +52,7 @@ from .invocation import (
     hidden_mounts,
     invoke,
     kill_attempt,
+    other_runs,
     pinned_ancestors,
     repository_stores,
     scratch_mounts,
@@ -326,6 +327,7 @@ class Runner:
         # Every run's socket directory lies in one per-user parent, which each agent's sandbox
         # hides whole: an agent cannot reach another run's (or a later run's) sockets.
         self.socket_parent = socket_parent()
+        self.hidden = self._hidden()
         sweep_socket_dirs(self.socket_parent)
         prefix = f"run-{os.getpid()}-"
         self.socket_root = Path(tempfile.mkdtemp(prefix=prefix, dir=self.socket_parent))
@@ -375,7 +377,7 @@ class Runner:
             *pinned_ancestors([*trusted, suite, self.run_dir], homes),
             *(("--ro-bind", p) for p in trusted),
             ("--ro-bind", suite),
-            *hidden_mounts(self._hidden(ws), argv),
+            *hidden_mounts(self.hidden, argv),
             ("--tmpfs", self.run_dir),
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),
@@ -383,33 +385,21 @@ class Runner:
         ]
         return agent_sandbox(network=self.options.agent_network, mounts=mounts) or ()
 
-    def _hidden(self, ws: Workspace) -> list[Path]:
+    def _hidden(self) -> list[Path]:
         """What the agent must not read, in its sandbox and through its Lean: the suite's
-        `hidden` paths, in baseline runs the LAD library and its cached indexes (a baseline
+        `hidden` paths; in baseline runs the LAD library and its cached indexes (a baseline
         agent with file tools could read them: the comparison of the conditions assumes it
-        cannot), with either the repositories' stores, and earlier runs."""
+        cannot); when either is hidden, the stores of the repositories holding the suite
+        (their history holds it too); earlier runs beside this one. Once per run."""
         suite = self.suite.root.resolve()
         hidden = [*self.suite.hidden_paths]
         if self.options.condition != "lad":
             lad = [*self.suite.lad_files, index_dir().resolve()]
             hidden += [p for p in lad if p not in hidden]
-        if self.suite.hidden_paths or self.suite.lad_files:  # (and their history)
+        if self.suite.hidden_paths or self.suite.lad_files:
             hidden += [p for p in repository_stores(suite) if p not in hidden]
-        homes = agent_homes(os.environ)
-        return hidden + self._other_runs(ws, [suite, *self.trusted, *homes])
-
-    def _other_runs(self, ws: Workspace, kept: Sequence[Path]) -> list[Path]:
-        """The directory holding this run's (`runs/` by default: earlier runs, whose logs and
-        submissions hold proofs and library text — a baseline agent read a LAD run's), when
-        hiding it hides nothing the agent needs: not `/`, nor a directory holding the suite,
-        what the verdict trusts, the agent's homes or its socket. Else nothing (logged)."""
-        parent = self.run_dir.parent
-        needed = [*kept, self.socket_parent, ws.socket.parent]
-        if parent == Path("/") or any(p == parent or p.is_relative_to(parent) for p in needed):
-            log.info("run.other_runs_visible", directory=str(parent),
-                     why="it holds what the agent needs")  # fmt: skip
-            return []
-        return [parent]
+        needed = [suite, *self.trusted, *agent_homes(os.environ), self.socket_parent]
+        return hidden + other_runs(self.run_dir, needed)
 
     async def _attempt_once(self, task: Task, k: int, *, retry: bool) -> _Outcome:
         t0 = time.perf_counter()
@@ -428,7 +418,8 @@ class Runner:
             suite=self.suite.root, run_dir=ws.serve_dir, ledger=ws.ledger, task=task.id,
             condition="lad" if o.condition == "lad" else "baseline", lean=o.lean,
             max_processes=o.max_processes, install=self.install,
-            hidden=tuple(self._hidden(ws)) if self.isolated else (),
+            # (Its Lean reads no run directory but its own scratch, bound over these.)
+            hidden=(*self.hidden, self.run_dir, self.socket_parent) if self.isolated else (),
         )  # fmt: skip
         server = AttemptServer(serve, socket, o.service)
         await server.bind()

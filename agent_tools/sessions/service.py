@@ -105,6 +105,12 @@ SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one 
 TRY_TIMEOUTS = 2
 
 
+def refusal(body: str) -> str | None:
+    """Why a body does not go to Lean: the text prechecks, and constructs that act while Lean
+    elaborates (a session's Lean reads more than its agent may: their effects would show it)."""
+    return precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
+
+
 class ProofService:
     def __init__(
         self,
@@ -261,7 +267,7 @@ class ProofService:
         started = time.perf_counter()
         body = as_lean_reads(body)
         call.extra["body_sha"] = body_sha(body)
-        reason = precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
+        reason = refusal(body)
         if reason is not None:
             raise ToolError(
                 f"edit rejected: {reason}",
@@ -368,7 +374,7 @@ class ProofService:
             async def one(i: int, body: str) -> None:
                 timer = StepTimer()
                 body = as_lean_reads(body)
-                rejected = precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
+                rejected = refusal(body)
                 elaborated: Elaborated | None = None
                 failure: ToolFailure | None = None
                 if rejected is None:

@@ -25,6 +25,7 @@ whatever ``work_root`` is given (they become file URIs and sandbox bind mounts).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -53,6 +54,7 @@ from lsp_bridge import (
     lean_tokens,
     lone_carriage_return,
     name_parts,
+    scan_text,
     without_setup_artefacts,
 )
 from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
@@ -66,7 +68,6 @@ from ..tasks import (
     editor_trimmed,
     flatten_symbols,
     precheck_body,
-    scan_trivia,
     suffix_structure,
 )
 
@@ -254,7 +255,10 @@ def _forbidden_in_code(
         words = _code_words(body)
     if in_attributes is None:
         in_attributes = _attributes(words)[1]
-    mask = scan_trivia(body).mask
+    # Comments only: a string literal may be interpolated (`s!"{include_str …}"`, and
+    # `throwError "… {e}"`), its `{…}` code; a construct's words in a plain string refuse a
+    # proof that no proof needs.
+    mask = scan_text(body).mask(COMMENT_KINDS)
     code = "".join(" " if mask[i] else ch for i, ch in enumerate(body))
     found = []
     for construct in constructs:
@@ -623,12 +627,11 @@ class Verifier:
             return self._lake_path
 
     def _wrapped(self, argv: list[str], work: Path) -> list[str]:
+        # The caller's policy (what it hides included: a body's code that runs while the
+        # verdict elaborates must not show a file the agent's sandbox hides), this check's
+        # limits and directory.
         limits = self.suite.spec.limits
-        policy = SandboxPolicy(
-            cpu_seconds=limits.cpu_seconds,
-            writable=(work,),
-            use_bwrap=self.sandbox.use_bwrap,
-        )
+        policy = dataclasses.replace(self.sandbox, cpu_seconds=limits.cpu_seconds, writable=(work,))
         return [*sandbox_wrapper(policy), *argv]
 
     async def _parse_check(self, task: Task, submission: str, body: str, work: Path) -> None:
