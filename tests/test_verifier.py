@@ -534,9 +534,11 @@ async def test_asking_lake_for_the_project_path_does_not_block_the_event_loop(
     assert verdicts[0].accepted, verdicts[0].reasons
 
 
-def test_forbidden_constructs_ignore_comments_and_strings() -> None:
+def test_forbidden_constructs_ignore_comments_not_strings() -> None:
     assert forbidden_constructs("True.intro -- native_decide would be cheating") == []
-    assert forbidden_constructs('True.intro /- #exit -/ "unsafe"') == []
+    assert forbidden_constructs("True.intro /- #exit -/") == []
+    # A string may be interpolated (`s!"{…}"`, `throwError "…{e}"`): its words count.
+    assert forbidden_constructs('True.intro "unsafe"')
     assert forbidden_constructs("by native_decide")
     assert forbidden_constructs("unsafeCast x") == []
 
