@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .sandbox import (
         CAP_DROP,
         SandboxPolicy,
+        hiding,
         probe_succeeds,
         sandbox_program,
         sandbox_programs,
@@ -64,6 +65,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
     "CAP_DROP": ("sandbox", "CAP_DROP"),
+    "hiding": ("sandbox", "hiding"),
     "probe_succeeds": ("sandbox", "probe_succeeds"),
     "sandbox_program": ("sandbox", "sandbox_program"),
     "sandbox_programs": ("sandbox", "sandbox_programs"),
@@ -105,6 +107,7 @@ __all__ = [
     "base_env",
     "default_max_processes",
     "goals_in",
+    "hiding",
     "lean_refused",
     "node_of",
     "parse_header",

@@ -22,6 +22,7 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,15 @@ def probe_succeeds(argv: list[str]) -> bool:
         return False
 
 
+def hiding(path: Path, tmpfs: Sequence[str] = ()) -> list[str]:
+    """bwrap's options that make ``path`` unreadable: an empty directory (a tmpfs, with
+    ``tmpfs``' options, e.g. its size) over a directory, the null device over a file; none for
+    a path gone since (nothing to hide, and bwrap could not mount over it)."""
+    if path.is_dir():
+        return [*tmpfs, "--tmpfs", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)] if path.exists() else []
+
+
 def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     """The command prefix that runs a program under ``policy``."""
     tools = available()
@@ -122,10 +132,7 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     if bwrap and policy.use_bwrap is not False:
         parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in policy.hidden:
-            if path.is_dir():
-                parts += ["--tmpfs", str(path)]
-            elif path.exists():  # (gone since: nothing to hide, and bwrap could not mount it)
-                parts += ["--ro-bind", "/dev/null", str(path)]
+            parts += hiding(path)
         for path in policy.writable:
             if not path.is_absolute():  # unreachable through __init__; never bind relative
                 raise ValueError(f"sandbox paths must be absolute, got {str(path)!r}")

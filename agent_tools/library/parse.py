@@ -150,7 +150,7 @@ async def _file_declarations(
             log.warning("library.unproved_left_out", file=rel, name=symbol.name,
                         line=symbol.selection_range.start.line + 1)  # fmt: skip
         elif kind != "example":  # anonymous: nothing to search for or read by name
-            found.append((symbol, namespace, source, kind))
+            found.append((symbol, namespace, source, kind, start))
     # Hovers at once (bounded): each costs Lean a walk over the file's info trees.
     signatures: list[str | None] = [None] * len(found)
     limiter = anyio.CapacityLimiter(HOVERS_AT_ONCE)
@@ -163,8 +163,7 @@ async def _file_declarations(
 
     # An inductive type's constructors: each name's hover, as the declarations'.
     constructors: list[list[tuple[LspPos, str | None]]] = []
-    for symbol, _, source, kind in found:
-        at = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
+    for _, _, source, kind, at in found:
         names = constructor_names(source) if _inductive(kind, source) else []
         constructors.append([(index.lsp_of_offset(at + off), doc) for off, doc in names])
     constructor_signatures: list[list[str | None]] = [[None] * len(c) for c in constructors]
@@ -180,7 +179,7 @@ async def _file_declarations(
             for k in range(len(constructors[i])):
                 tg.start_soon(sign_constructor, i, k)
     out = []
-    for i, (symbol, namespace, source, kind) in enumerate(found):
+    for i, (symbol, namespace, source, kind, _) in enumerate(found):
         signature = signatures[i]
         name = signature_name(signature) if signature else None
         if name is None:  # no constant under the name (e.g. an anonymous instance)

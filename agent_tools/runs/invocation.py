@@ -43,7 +43,7 @@ from anyio import AsyncFile
 from anyio.abc import ByteReceiveStream
 
 from lsp_bridge import cache_root, find_library_dir
-from repl_pool import CAP_DROP, probe_succeeds, sandbox_program
+from repl_pool import CAP_DROP, hiding, probe_succeeds, sandbox_program
 
 log = structlog.get_logger("leanrig.run")
 
@@ -188,13 +188,12 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
         return None
     parts = [bwrap, *_base_options(network)]
     sized = _tmpfs_sized(bwrap)
+    size = ["--size", str(TMPFS_BYTES)] if sized else []
     for option, path in mounts:
-        if option == "--hide" and not path.exists():
-            continue  # (gone since: nothing to hide, and bwrap could not mount it)
-        if option == "--hide" and not path.is_dir():
-            parts += ["--ro-bind", "/dev/null", str(path)]
-        elif option in ("--tmpfs", "--hide"):
-            parts += [*(["--size", str(TMPFS_BYTES)] if sized else []), "--tmpfs", str(path)]
+        if option == "--hide":
+            parts += hiding(path, size)
+        elif option == "--tmpfs":
+            parts += [*size, option, str(path)]
         else:
             parts += [option, str(path), str(path)]
     return (*parts, "--die-with-parent", "--")

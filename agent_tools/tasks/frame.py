@@ -21,8 +21,9 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Sequence
 
-from lsp_bridge import COMMENT_KINDS, TokenKind, scan_text
+from lsp_bridge import COMMENT_KINDS, LeanToken, TokenKind, scan_text
 
 # What may end a file without changing it for Lean (str.rstrip() would take any Unicode space).
 END_BLANKS = " \t\r\n"
@@ -34,21 +35,27 @@ def _line_end_runs(text: str) -> list[tuple[int, int]]:
     """The runs of blanks that end lines of ``text`` and that Lean does not read: spaces outside
     string literals, tabs only inside comments."""
     scanned = scan_text(text)
-    strings = scanned.of(_STRING_KINDS)  # in text order, disjoint
-    comments = scanned.of(COMMENT_KINDS)
-    string_starts = [s.start for s in strings]
-    comment_starts = [c.start for c in comments]
-    runs = []
-    for m in _LINE_END_BLANKS.finditer(text):
-        k = bisect.bisect_right(string_starts, m.start()) - 1  # the last string starting before
-        if k >= 0 and m.start() < strings[k].end:
-            continue
-        if "\t" in m.group():
-            k = bisect.bisect_right(comment_starts, m.start()) - 1
-            if k < 0 or m.start() >= comments[k].end:
-                continue
-        runs.append((m.start(), m.end()))
-    return runs
+    in_string = _Within(scanned.of(_STRING_KINDS))
+    in_comment = _Within(scanned.of(COMMENT_KINDS))
+    return [
+        (m.start(), m.end())
+        for m in _LINE_END_BLANKS.finditer(text)
+        if not in_string(m.start()) and ("\t" not in m.group() or in_comment(m.start()))
+    ]
+
+
+class _Within:
+    """Is an offset inside one of ``spans`` (in text order, disjoint)? A bisection: only the
+    few line ends with blanks are asked, not every character (``mask`` would build a list the
+    length of the file)."""
+
+    def __init__(self, spans: Sequence[LeanToken]) -> None:
+        self.spans = spans
+        self.starts = [s.start for s in spans]
+
+    def __call__(self, at: int) -> bool:
+        k = bisect.bisect_right(self.starts, at) - 1  # the last span starting at or before
+        return k >= 0 and at < self.spans[k].end
 
 
 def _without(text: str, runs: list[tuple[int, int]]) -> str:

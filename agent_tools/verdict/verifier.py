@@ -207,7 +207,7 @@ def forbidden_constructs(body: str) -> list[str]:
     `attribute`: a session runs this on every complete step, and the two views cost
     0.25-0.5 ms for a short body."""
     plain = body.replace("«", "").replace("»", "")
-    candidates = [c for c in FORBIDDEN if all(word in plain for word in c.split(" "))]
+    candidates = _present(plain, FORBIDDEN)
     attributed = "[" in body and ("@" in body or "attribute" in plain)
     if not candidates and not attributed:
         return []
@@ -238,9 +238,14 @@ BODY_ATTRIBUTES = frozenset({
 def effects_when_elaborated(body: str) -> list[str]:
     """``forbidden_constructs``' reasons for the constructs that act while Lean elaborates
     (``ELABORATION_EFFECTS``)."""
-    plain = body.replace("«", "").replace("»", "")
-    candidates = [c for c in ELABORATION_EFFECTS if all(w in plain for w in c.split(" "))]
-    return _forbidden_in_code(body, sorted(candidates)) if candidates else []
+    candidates = _present(body.replace("«", "").replace("»", ""), sorted(ELABORATION_EFFECTS))
+    return _forbidden_in_code(body, candidates) if candidates else []
+
+
+def _present(plain: str, constructs: Iterable[str]) -> list[str]:
+    """The constructs whose every word occurs in ``plain`` (the body, guillemets dropped): the
+    only ones worth lexing the body for."""
+    return [c for c in constructs if all(word in plain for word in c.split(" "))]
 
 
 def _forbidden_in_code(
