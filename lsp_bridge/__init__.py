@@ -10,7 +10,7 @@ use (PEP 562), so what needs only errors, positions or text scanning does not pa
 
 from typing import TYPE_CHECKING
 
-from ._groups import single_errors
+from ._groups import error_leaves, single_errors
 from .bootstrap import (
     PRELUDE_HEADER,
     PRELUDE_SORRY,
@@ -36,6 +36,7 @@ from .errors import (
     ServerStartFailed,
     WorkerCrashed,
     WorkerExited,
+    first_line,
 )
 from .framing import decode_body, read_frames
 from .header import Header, parse_header
@@ -164,8 +165,10 @@ __all__ = [
     "common_prefix",
     "decode_body",
     "ensure_bootstrap",
+    "error_leaves",
     "find_lean",
     "find_library_dir",
+    "first_line",
     "has_tactic_block",
     "kill_tree",
     "kill_tree_async",

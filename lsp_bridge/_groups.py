@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+def error_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions in ``exc``: a group's, nested groups walked, in order; else ``exc``."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
     out: list[BaseException] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    for inner in exc.exceptions:
+        out.extend(error_leaves(inner))
     return out
 
 
@@ -26,7 +29,7 @@ def single_errors() -> Iterator[None]:
     try:
         yield
     except BaseExceptionGroup as group:
-        leaves = _leaves(group)
+        leaves = error_leaves(group)
         if not leaves or any(type(leaf) is not type(leaves[0]) for leaf in leaves):
             raise
         raise leaves[0] from None

@@ -138,6 +138,12 @@ _CODE_TO_ERROR: dict[int, type[ResponseError]] = {
 }
 
 
+def first_line(exc: BaseException) -> str:
+    """What ``exc`` says, its first line (its type's name when it says nothing)."""
+    said = str(exc).strip().splitlines()
+    return said[0] if said else type(exc).__name__
+
+
 def response_error(method: str, error: dict[str, object]) -> ResponseError:
     """The typed error for a JSON-RPC error object answering ``method``."""
     raw_code = error.get("code")

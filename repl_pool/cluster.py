@@ -54,6 +54,7 @@ from lsp_bridge import (
     PlainGoal,
     PlainTermGoal,
     ServerError,
+    first_line,
 )
 
 from .config import PoolConfig
@@ -94,10 +95,9 @@ class NoCluster(PoolError):
     )
 
     def __init__(self, address: str | None, cause: BaseException) -> None:
-        said = str(cause).strip().splitlines()
         super().__init__(
             f"cannot join a Ray cluster at {address or 'a new local instance'!r}: "
-            + (said[0] if said else type(cause).__name__)
+            + first_line(cause)
         )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from lsp_bridge import LeanrigError, ensure_bootstrap
+from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 
 from ..servers import ignore_stop_signals, on_first, stop_signals
 from .logs import configure_logging
@@ -502,17 +502,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused, other = group.split(LeanrigError)
         if refused is None or other is not None:
             raise
-        for error in _leaves(refused):
+        for error in error_leaves(refused):
             print(f"leanrig: {error}", file=sys.stderr)
         return 2
     return code
-
-
-def _leaves(group: BaseExceptionGroup[LeanrigError]) -> list[LeanrigError]:
-    out: list[LeanrigError] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return out
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any, Final
 import anyio
 import orjson
 
-from lsp_bridge import LeanrigError
+from lsp_bridge import LeanrigError, error_leaves, first_line
 
 from .results import USAGE_FILE
 from .workspace import SERVER_NAME
@@ -119,16 +119,11 @@ async def connect(
             raise
         # The SDK's own report is a traceback ending in "Connection closed": say which server.
         command = " ".join([config.command, *config.args])
+        said = first_line([*error_leaves(exc), exc][0])  # (an empty group: itself)
         raise AgentError(
-            f"the MCP server did not start ({command[:300]}): {_first_leaf(exc)}",
+            f"the MCP server did not start ({command[:300]}): {said}",
             hint="its own error is on stderr above; check the MCP config's command and paths",
         ) from exc
-
-
-def _first_leaf(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def task_id(explicit: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
