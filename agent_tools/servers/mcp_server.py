@@ -65,6 +65,7 @@ from ..sessions import (
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
+from .mcp_direct import DirectToolCalls
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 from .version import package_version
@@ -104,13 +105,17 @@ def describe(tool: ToolDef) -> MCPTool:
 
 
 class LeanrigMCP(MCPServer[Any]):
-    def __init__(self, service: ProofService, client: str) -> None:
+    def __init__(self, service: ProofService, client: str, *, direct_calls: bool = True) -> None:
+        """``direct_calls``: on the line transports, answer the tool calls the SDK would only
+        pass to ``call_tool`` without its request pipeline (mcp_direct.py); off, the SDK
+        answers every request (the reference its tests compare with)."""
         instructions = INSTRUCTIONS + (LIBRARY_INSTRUCTIONS if service.library is not None else "")
         super().__init__(
             "leanrig", version=package_version(), instructions=instructions, log_level="WARNING"
         )
         self.service = service
         self.client = client
+        self.direct_calls = direct_calls
         # The SDK's default OpenTelemetry middleware opens a span per message (no exporter is
         # installed here, so nobody reads them): ~30-60 µs per call. The SDK documents
         # dropping it from the list as the way to opt out.
@@ -119,6 +124,10 @@ class LeanrigMCP(MCPServer[Any]):
         ] + [ExplainedParams(self)]
         # The service's tools: the library tools only in the LAD condition.
         self._listed = [describe(t) for t in service_tools(service)]
+
+    def server_info_stamp(self) -> dict[str, Any]:
+        """The ``serverInfo`` the SDK stamps on a 2026-era result's ``_meta``."""
+        return self._lowlevel_server.server_info_stamp
 
     async def list_tools(self) -> list[MCPTool]:
         return list(self._listed)
@@ -206,9 +215,16 @@ class LeanrigMCP(MCPServer[Any]):
         with anyio.CancelScope() as session:
             replies = LineReplies(writer, peer_gone=session.cancel)
             server = self._lowlevel_server
-            await server.run(
-                LineMessages(lines, replies), replies, server.create_initialization_options()
-            )
+            async with anyio.create_task_group() as calls:
+                direct = DirectToolCalls(self, replies, calls) if self.direct_calls else None
+                replies.direct = direct
+                await server.run(
+                    LineMessages(lines, replies, direct),
+                    replies,
+                    server.create_initialization_options(),
+                )
+                # The input ended: the calls in flight are cancelled, as the SDK's are.
+                calls.cancel_scope.cancel()
         if session.cancelled_caught:
             log.info("mcp.peer_gone", detail="its replies could not be written; session ended")
 
@@ -275,6 +291,7 @@ class LineReplies:
         self._gone = False
         self._closing = False
         self._writing: anyio.CancelScope | None = None  # the reply being written
+        self.direct: DirectToolCalls | None = None  # told of each reply the SDK writes
 
     def input_ended(self) -> None:
         """The session is closing: a reply still being written gets at most
@@ -288,7 +305,15 @@ class LineReplies:
     async def send(self, message: SessionMessage) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        if self.direct is not None:
+            self.direct.replied(message.message)
+        await self.send_line(
+            message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        )
+
+    async def send_line(self, line: str) -> None:
+        """One whole reply line, as ``send`` writes the SDK's: also once the SDK has closed
+        this stream (the direct calls' closing answers come after its own)."""
         async with self._lock:  # a message longer than a pipe write must not interleave
             if self._gone:
                 raise anyio.BrokenResourceError
@@ -333,9 +358,12 @@ class LineMessages:
     reply, with its id when a lenient decode finds one (else null, as the spec says); a
     notification is only logged."""
 
-    def __init__(self, lines: TextLines, replies: LineReplies) -> None:
+    def __init__(
+        self, lines: TextLines, replies: LineReplies, direct: DirectToolCalls | None = None
+    ) -> None:
         self._lines = lines
         self._replies = replies
+        self._direct = direct
 
     async def receive(self) -> SessionMessage:
         while True:
@@ -350,6 +378,8 @@ class LineMessages:
             if self._lines.last_invalid:
                 await self._answer(line, "the line is not valid UTF-8", parse=True)
                 continue
+            if self._direct is not None and self._direct.take(line):
+                continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:  # (pydantic's ValidationError is one)
@@ -362,6 +392,8 @@ class LineMessages:
                 if isinstance(raw, dict) and "id" in raw:
                     await self._answer(line, "the id must be a string or an integer")
                     continue
+            if self._direct is not None and self._direct.passed(message):
+                continue
             return SessionMessage(message)
 
     def __aiter__(self) -> LineMessages:
