@@ -197,8 +197,11 @@ class DirectToolCalls:
         self, rid: str | int, spec: Any, arguments: dict[str, Any], modern: bool
     ) -> str:
         server = self._server
+        # Any failure is this call's alone (a crash must not end the session: the SDK's
+        # dispatcher contains its handlers' the same way).
         try:
             result = await call_tool(server.service, spec, arguments, server.client)
+            dumped = orjson.dumps(result).decode()
         except ToolError as exc:
             text = orjson.dumps(failure(exc).render()).decode()
             body = f'{{"content":[{{"type":"text","text":{text}}}],"isError":true'
@@ -206,7 +209,6 @@ class DirectToolCalls:
             log.exception("mcp.tool_crashed", tool=spec.name)
             return _error_line(rid, INTERNAL_ERROR, CRASHED)
         else:
-            dumped = orjson.dumps(result).decode()
             text = orjson.dumps(dumped).decode()
             body = (
                 f'{{"content":[{{"type":"text","text":{text}}}],"isError":false,'
