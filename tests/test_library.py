@@ -166,6 +166,59 @@ async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
         index.close()
 
 
+POINT = """
+/-- A point of naturals. -/
+structure Point : Type where
+  /-- Its constructor, named. -/
+  make ::
+  /-- The first coordinate. -/
+  x : N
+  (y z : N)
+  /-- A field whose type names
+  another constant. -/ w : N →
+    N
+
+"""
+
+
+async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    """Only the structure was indexed: a search for a field's name found nothing, and reading
+    `Point.x` said no such declaration."""
+    root = copy_suite(tmp_path)
+    naturals = root / "Lib" / "Naturals.lean"
+    text = naturals.read_text("utf-8")
+    naturals.write_text(text.replace("end Lib.Naturals", POINT + "end Lib.Naturals"), "utf-8")
+    suite = load_suite(root)
+    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
+    try:
+        assert index.count == 10 + 1 + 5  # the structure, its four fields and its constructor
+        x = await index.read("Point.x")
+        assert (x.name, x.kind, x.docstring) == (
+            "Lib.Naturals.Point.x",
+            "field",
+            "The first coordinate.",
+        )
+        assert x.statement == "Lib.Naturals.Point.x (self : Point) : N"
+        assert x.source.startswith("/-- A point of naturals.") and "(y z : N)" in x.source
+        z = await index.read("Lib.Naturals.Point.z")
+        assert (z.kind, z.line) == (
+            "field",
+            text.count("\n", 0, text.index("end Lib.Naturals")) + 8,
+        )
+        w = await index.read("Point.w")
+        assert w.docstring == "A field whose type names\n  another constant."
+        make = await index.read("Point.make")
+        assert (make.kind, make.docstring) == ("constructor", "Its constructor, named.")
+        assert make.statement.startswith("Lib.Naturals.Point.make (x y z : N)"), make.statement
+        hits = await index.search("first coordinate", 5)
+        assert hits[0].name == "Lib.Naturals.Point.x", hits
+        assert (await index.read("Lib.Naturals.Point")).kind == "structure"
+    finally:
+        index.close()
+
+
 async def test_a_declaration_left_with_sorry_is_not_in_the_index(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:

@@ -17,7 +17,9 @@ command, under its sandbox wrapper) opens each file; then, per file:
 The kind (``theorem``, ``def``, ``inductive``, …) is the declaration's keyword in its source, and
 the docstring is its leading ``/-- … -/``: both read from the range Lean reported. An inductive
 type's constructors are entries of their own (kind ``constructor``; the name after each ``|``,
-kept when Lean's hover on it names a constant of the type), whose source is the type's. This works
+kept when Lean's hover on it names a constant of the type), whose source is the type's; so are
+a structure's fields (kind ``field``: the names starting its lines after ``where``, kept the
+same way; Lean's hover gives the projection) and its ``name ::`` constructor. This works
 on the prelude-only bootstrap and on a full toolchain alike. Cost (bootstrap, 2 cores): Lean's
 elaboration of the files, plus a hover per declaration (~4 ms each at 1000 declarations in one
 file, 8 at once; ~1 ms in a small file) — once per content hash. Nothing here writes files
@@ -39,6 +41,7 @@ from lsp_bridge import (
     COMMENT_KINDS,
     LeanClient,
     LeanrigError,
+    LeanToken,
     LineIndex,
     LspPos,
     Severity,
@@ -161,23 +164,24 @@ async def _file_declarations(
             hover = await client.hover(uri, LspPos(pos.line, pos.character))
             signatures[i] = hover_signature(hover)
 
-    # An inductive type's constructors: each name's hover, as the declarations'.
-    constructors: list[list[tuple[LspPos, str | None]]] = []
+    # An inductive type's constructors, a structure's fields and constructor: each name's
+    # hover, as the declarations'.
+    members: list[list[tuple[LspPos, str | None, str]]] = []
     for _, _, source, kind, at in found:
-        names = constructor_names(source) if _inductive(kind, source) else []
-        constructors.append([(index.lsp_of_offset(at + off), doc) for off, doc in names])
-    constructor_signatures: list[list[str | None]] = [[None] * len(c) for c in constructors]
+        names = member_names(kind, source)
+        members.append([(index.lsp_of_offset(at + off), doc, what) for off, doc, what in names])
+    member_signatures: list[list[str | None]] = [[None] * len(m) for m in members]
 
-    async def sign_constructor(i: int, k: int) -> None:
+    async def sign_member(i: int, k: int) -> None:
         async with limiter:
-            hover = await client.hover(uri, constructors[i][k][0])
-            constructor_signatures[i][k] = hover_signature(hover)
+            hover = await client.hover(uri, members[i][k][0])
+            member_signatures[i][k] = hover_signature(hover)
 
     async with anyio.create_task_group() as tg:
         for i, (symbol, *_) in enumerate(found):
             tg.start_soon(sign, i, symbol)
-            for k in range(len(constructors[i])):
-                tg.start_soon(sign_constructor, i, k)
+            for k in range(len(members[i])):
+                tg.start_soon(sign_member, i, k)
     out = []
     for i, (symbol, namespace, source, kind, _) in enumerate(found):
         signature = signatures[i]
@@ -195,13 +199,12 @@ async def _file_declarations(
                 source=source,
             )
         )
-        for (pos, doc), sig in zip(constructors[i], constructor_signatures[i], strict=True):
-            constructor = signature_name(sig) if sig else None
-            # Only what Lean says is a constructor of this type (a name after a `|` inside
-            # a constructor's type, in a `match`, is not one).
-            if sig is not None and constructor is not None and constructor.startswith(name + "."):
-                out.append(Declaration(constructor, "constructor", sig, rel, pos.line + 1, doc,
-                                       source))  # fmt: skip
+        for (pos, doc, what), sig in zip(members[i], member_signatures[i], strict=True):
+            member = signature_name(sig) if sig else None
+            # Only what Lean says is a constant of this type (a name after a `|` inside a
+            # constructor's type, a name in a field's type, a binder: not one).
+            if sig is not None and member is not None and member.startswith(name + "."):
+                out.append(Declaration(member, what, sig, rel, pos.line + 1, doc, source))
     await client.close_document(uri)
     return out
 
@@ -242,6 +245,73 @@ def _inductive(kind: str, source: str) -> bool:
     words = [w for k, w in _code_tokens(source) if k is TokenKind.IDENT and w not in MODIFIERS]
     at = words.index("class") if "class" in words else len(words)
     return words[at + 1 : at + 2] == ["inductive"]
+
+
+def member_names(kind: str, source: str) -> list[tuple[int, str | None, str]]:
+    """Candidate names of the constants a type declaration makes besides itself, with their
+    doc comments and kinds: an inductive type's constructors, a structure's (or class's)
+    fields and named constructor. Lean's hover then confirms each."""
+    if _inductive(kind, source):
+        return [(at, doc, "constructor") for at, doc in constructor_names(source)]
+    if kind in ("structure", "class"):
+        return field_names(source)
+    return []
+
+
+def field_names(source: str) -> list[tuple[int, str | None, str]]:
+    """Where a structure's fields are named in its ``source`` (offsets), each with its doc
+    comment and kind (``field``, or ``constructor`` for a ``name ::`` after ``where``): after
+    the ``where`` outside brackets, the identifiers at the start of a line up to the field's
+    ``:`` (``(y z : N)`` too). Candidates: a binder, or a name in a type continued on the next
+    line, is one too, and Lean's hover leaves it out (not a constant of the structure)."""
+    tokens = [t for t in lean_tokens(source) if t.kind not in COMMENT_KINDS or
+              t.kind is TokenKind.DOC_COMMENT]  # fmt: skip
+    found: list[tuple[int, str | None, str]] = []
+    depth = 0
+    after_where = False
+    naming = False  # at a field's names: a line's start, or just inside its opening bracket
+    doc: str | None = None
+    line_of = LineIndex(source)
+    last_line = -1
+    for i, t in enumerate(tokens):
+        word = source[t.start : t.end]
+        if t.kind is TokenKind.DOC_COMMENT:
+            doc = source[t.start + 3 : t.end - 2].strip() or None
+            continue
+        line = line_of.lsp_of_offset(t.start).line
+        first_on_line = line != last_line  # (the first code token: a doc comment may precede)
+        last_line = line
+        if not after_where:
+            depth += 1 if word in _OPEN else -1 if word in _CLOSE and depth else 0
+            after_where = depth == 0 and word == "where"
+            doc = None  # (the structure's own)
+            continue
+        if depth == 0 and first_on_line:
+            if word == "deriving":
+                break
+            naming = True
+        if word in _OPEN:
+            depth += 1
+            naming = naming and depth == 1
+            continue
+        if word in _CLOSE:
+            depth = max(0, depth - 1)
+            naming = False
+            continue
+        if naming and t.kind is TokenKind.IDENT and word not in MODIFIERS:
+            # (`mk ::`: Lean's lexer reads `::` as two `:`)
+            named = "constructor" if _followed_by(source, tokens, i, "::") else "field"
+            found.append((t.start, doc, named))
+            doc = None
+            continue
+        naming = False
+        doc = None
+    return found
+
+
+def _followed_by(source: str, tokens: Sequence[LeanToken], i: int, text: str) -> bool:
+    """Does ``text`` start where the token after ``tokens[i]`` does?"""
+    return i + 1 < len(tokens) and source.startswith(text, tokens[i + 1].start)
 
 
 def constructor_names(source: str) -> list[tuple[int, str | None]]:

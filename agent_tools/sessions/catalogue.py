@@ -357,7 +357,7 @@ class ServerStatusResult(ToolOutput):
 
 class LibraryDeclaration(ToolOutput):
     name: str = Field(description="fully qualified name")
-    kind: str = Field(description="theorem, def, inductive, structure, constructor, …")
+    kind: str = Field(description="theorem, def, inductive, structure, constructor, field, …")
     statement: str = Field(description="Lean's signature: name, universes, binders, type")
     file: str = Field(description="library file, relative to the suite")
     line: int = Field(description="1-based line of the declaration's name")
