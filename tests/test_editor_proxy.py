@@ -504,6 +504,28 @@ async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is
         assert verdict["result"]["accepted"] is True, verdict
 
 
+async def test_a_file_changed_to_crlf_line_ends_reaches_lean_and_is_accepted(
+    editor: Editor, workspace: Path
+) -> None:
+    """VS Code's "Change End of Line Sequence" (or `files.eol` on a new save) sends the whole
+    text with CRLF line ends: the proxy read that as an edit outside the body and undid it,
+    while the verdict reads a CRLF submission as the task's (Lean reads it the same)."""
+    await editor.initialize(workspace)
+    path, text, scope = task_setup(workspace)
+    uri = await editor.open(path, text)
+    await editor.diagnostics_for(uri, 1)
+    await editor.change(uri, body_edit(text, scope, RIGHT))
+    version = await editor.set_text(uri, editor.texts[uri].replace("\n", "\r\n"))
+    diags = await editor.diagnostics_for(uri, version)
+    assert [d for d in diags if d.get("source") == "leanrig"] == []
+    assert errors(diags) == []
+    assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+    verdict = await editor.request(
+        "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+    )
+    assert verdict["result"]["accepted"] is True, verdict
+
+
 async def test_a_refused_revert_keeps_lean_on_the_last_valid_text(
     editor: Editor, workspace: Path
 ) -> None:

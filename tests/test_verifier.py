@@ -204,6 +204,7 @@ SAVED_BY_EDITORS = {
         "namespace Exploit.Ünï\n", "namespace Exploit.Ünï  \n"
     ).replace("Bool.false", "Bool.false\t"),
     "trailing spaces trimmed": lambda t: t.replace("  \n", "\n"),
+    "line ends changed to CRLF": lambda t: t.replace("\n", "\r\n"),
 }
 SPACED_TASK = ESCAPED_TASK.replace("namespace Exploit.Ünï\n", "namespace Exploit.Ünï   \n")
 # (Refused before Lean runs: the prelude has no `String` for it to elaborate.)

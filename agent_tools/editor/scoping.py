@@ -3,8 +3,9 @@
 The task file is ``prefix + body + suffix`` (``tasks.locate_body``); an editor text is in scope
 when it keeps ``prefix`` and ``suffix`` (whatever lies between is the new body) by the rule the
 verdict reads a submission with (``tasks.body_bounds``: byte for byte, but for what an editor
-trims or adds on save — spaces at line ends, the final line break — which Lean does not read)
-and the body passes the same text prechecks as the agent tools (``tasks.precheck_body``).
+trims or adds on save — spaces at line ends, the final line break, CRLF line ends — which Lean
+does not read) and the body passes the same text prechecks as the agent tools
+(``tasks.precheck_body``).
 Three outcomes:
 
 - ``ok``: forward to Lean (a save's trimmed spaces outside the body included: Lean reads the
@@ -69,8 +70,9 @@ class TaskScope:
             self.suffix = rest
 
     def _bounds(self, text: str) -> tuple[int, int] | None:
-        """The body's offsets in ``text``, if it keeps the task's frame (``tasks.body_bounds``:
-        what an editor trims or adds on save outside the body is no change)."""
+        """The body's offsets in ``text`` (LF line ends: ``as_read``), if it keeps the task's
+        frame (``tasks.body_bounds``: what an editor trims or adds on save outside the body is
+        no change)."""
         bounds = body_bounds(text, self.prefix, self.suffix)
         if bounds is None:
             return None
@@ -81,6 +83,7 @@ class TaskScope:
     def body_of(self, text: str) -> str | None:
         """The body of ``text`` (with the blank lines after it), or None when text outside
         it differs."""
+        text = as_read(text)
         bounds = self._bounds(text)
         return None if bounds is None else text[bounds[0] : bounds[1]]
 
@@ -105,10 +108,21 @@ class TaskScope:
         return Decision("ok", None, body)
 
     def body_range(self, text: str) -> dict[str, Any]:
-        """The LSP range of the body in ``text`` (which must keep prefix and suffix)."""
+        """The LSP range of the body in ``text`` (which must keep prefix and suffix). A CRLF
+        text's is its LF reading's: the same lines, and the same characters in them (LSP
+        positions do not count a line's end)."""
+        text = as_read(text)
         bounds = self._bounds(text)
         assert bounds is not None, "the text is outside the task's scope"
         return lsp_range(LineIndex(text), *bounds)
+
+
+def as_read(text: str) -> str:
+    """``text`` with CRLF line ends as LF, as the verdict reads a submission (an editor set to
+    CRLF, or told to change a file's line ends, sends the whole text so; Lean reads it the
+    same). A lone carriage return stays: outside the body the frame then differs, inside it
+    the body's precheck refuses it — as the verdict does."""
+    return text.replace("\r\n", "\n") if "\r" in text else text
 
 
 # -- LSP text synchronisation helpers ---------------------------------------------------------
