@@ -470,6 +470,19 @@ def saved_by_vscode(text: str) -> list[dict[str, Any]]:
     return changes
 
 
+async def reached_lean_and_accepted(editor: Editor, uri: str, version: int) -> None:
+    """``version`` of ``uri`` went to Lean as it is (no leanrig notice, no revert), Lean found
+    no error, and `leanrig.checkProof` accepts it."""
+    diags = await editor.diagnostics_for(uri, version)
+    assert [d for d in diags if d.get("source") == "leanrig"] == []
+    assert errors(diags) == []
+    assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
+    verdict = await editor.request(
+        "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+    )
+    assert verdict["result"]["accepted"] is True, verdict
+
+
 async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is_accepted(
     workspace: Path, tmp_path: Path
 ) -> None:
@@ -494,14 +507,7 @@ async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is
         version = await editor.change(uri, saved_by_vscode(editor.texts[uri]))
         assert editor.texts[uri] == editor.texts[uri].rstrip() + "\n"  # (the save happened)
         assert "  \n" not in editor.texts[uri]
-        diags = await editor.diagnostics_for(uri, version)
-        assert [d for d in diags if d.get("source") == "leanrig"] == []
-        assert errors(diags) == []
-        assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
-        verdict = await editor.request(
-            "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
-        )
-        assert verdict["result"]["accepted"] is True, verdict
+        await reached_lean_and_accepted(editor, uri, version)
 
 
 async def test_a_file_changed_to_crlf_line_ends_reaches_lean_and_is_accepted(
@@ -516,14 +522,7 @@ async def test_a_file_changed_to_crlf_line_ends_reaches_lean_and_is_accepted(
     await editor.diagnostics_for(uri, 1)
     await editor.change(uri, body_edit(text, scope, RIGHT))
     version = await editor.set_text(uri, editor.texts[uri].replace("\n", "\r\n"))
-    diags = await editor.diagnostics_for(uri, version)
-    assert [d for d in diags if d.get("source") == "leanrig"] == []
-    assert errors(diags) == []
-    assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
-    verdict = await editor.request(
-        "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
-    )
-    assert verdict["result"]["accepted"] is True, verdict
+    await reached_lean_and_accepted(editor, uri, version)
 
 
 async def test_a_refused_revert_keeps_lean_on_the_last_valid_text(

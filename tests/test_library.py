@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,26 @@ async def test_a_lemma_under_set_option_in_is_indexed(
         index.close()
 
 
+@asynccontextmanager
+async def naturals_with(
+    tmp_path: Path, lean_install: LeanInstall, declarations: str
+) -> AsyncIterator[LibraryIndex]:
+    """The demo suite's library index with ``declarations`` added at the end of its
+    Lib.Naturals namespace."""
+    root = copy_suite(tmp_path)
+    naturals = root / "Lib" / "Naturals.lean"
+    text = naturals.read_text("utf-8")
+    naturals.write_text(
+        text.replace("end Lib.Naturals", declarations + "end Lib.Naturals"), "utf-8"
+    )
+    suite = load_suite(root)
+    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
+    try:
+        yield index
+    finally:
+        index.close()
+
+
 TREE = """
 /-- A binary tree of naturals. -/
 inductive Tree : Type where
@@ -137,13 +158,8 @@ async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
 ) -> None:
     """Only the type was indexed: a search for a constructor's name found nothing, and reading
     `Tree.node` said no such declaration."""
-    root = copy_suite(tmp_path)
-    naturals = root / "Lib" / "Naturals.lean"
-    text = naturals.read_text("utf-8")
-    naturals.write_text(text.replace("end Lib.Naturals", TREE + "end Lib.Naturals"), "utf-8")
-    suite = load_suite(root)
-    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
-    try:
+    text = (DEMO / "Lib" / "Naturals.lean").read_text("utf-8")
+    async with naturals_with(tmp_path, lean_install, TREE) as index:
         assert index.count == 10 + 3 + 3  # each type and its two constructors
         left = await index.read("Holds.left")  # a class inductive's, its doc after the bar
         assert (left.name, left.kind, left.docstring) == (
@@ -162,8 +178,6 @@ async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
         assert hits[0].name == "Lib.Naturals.Tree.leaf", hits
         tree = await index.read("Lib.Naturals.Tree")
         assert tree.kind == "inductive"
-    finally:
-        index.close()
 
 
 POINT = """
@@ -186,13 +200,8 @@ async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name
 ) -> None:
     """Only the structure was indexed: a search for a field's name found nothing, and reading
     `Point.x` said no such declaration."""
-    root = copy_suite(tmp_path)
-    naturals = root / "Lib" / "Naturals.lean"
-    text = naturals.read_text("utf-8")
-    naturals.write_text(text.replace("end Lib.Naturals", POINT + "end Lib.Naturals"), "utf-8")
-    suite = load_suite(root)
-    index = await open_library(suite, environment_for(suite, lean_install), cache=tmp_path / "c")
-    try:
+    text = (DEMO / "Lib" / "Naturals.lean").read_text("utf-8")
+    async with naturals_with(tmp_path, lean_install, POINT) as index:
         assert index.count == 10 + 1 + 5  # the structure, its four fields and its constructor
         x = await index.read("Point.x")
         assert (x.name, x.kind, x.docstring) == (
@@ -215,8 +224,6 @@ async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name
         hits = await index.search("first coordinate", 5)
         assert hits[0].name == "Lib.Naturals.Point.x", hits
         assert (await index.read("Lib.Naturals.Point")).kind == "structure"
-    finally:
-        index.close()
 
 
 async def test_a_declaration_left_with_sorry_is_not_in_the_index(
