@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from agent_tools.servers.fdstreams import FdReceive, FdSend
 from agent_tools.servers.mcp_direct import DirectToolCalls
 from agent_tools.servers.mcp_server import LeanrigMCP
 from agent_tools.servers.textlines import TextLines, TextWriter
+from agent_tools.sessions import ToolError
 
 from .rpc_client import DEMO
 
@@ -327,3 +328,170 @@ async def test_calls_before_the_handshake_or_opening_the_connection_are_the_sdks
             await _handshake(wire)
             assert "result" in await wire.answer(call(2, "open_task", {"task_id": "x"}))
     assert taken == [2]
+
+
+class _Ordered(_StandIn):
+    """Stands in for ProofService: records the order calls reach it; ``open_task`` takes a
+    while, ``list_tasks`` answers (or hangs, or returns what cannot be written)."""
+
+    def __init__(self, behaviour: str = "answer") -> None:
+        super().__init__(behaviour)
+        self.reached: list[str] = []
+
+    async def open_task(self, task_id: str, client: str) -> _Result:
+        self.reached.append(task_id)
+        await anyio.sleep(0.3)
+        return _Result()
+
+    async def list_tasks(self) -> Any:
+        self.reached.append("list_tasks")
+        if self.behaviour == "answer":
+            return _Result()
+        if self.behaviour == "unwritable":
+            return _Unwritable()
+        if self.behaviour == "unwritable error":
+            raise ToolError("bad \ud800 text", code="busy")  # (a lone surrogate)
+        return await super().list_tasks()
+
+
+class _Unwritable:
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        return {"tasks": [], "n": 2**70}
+
+
+class _SlowPipeline:
+    """A middleware (the SDK's documented extension point) holding every `tools/call` the SDK
+    answers for a while: a call it takes then reaches the tool later than one taken directly."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "tools/call":
+            await anyio.sleep(0.2)
+        return await call_next(ctx)
+
+
+async def both_ways(
+    stand_in: Callable[[], _Ordered],
+    talk: Callable[[Wire], Awaitable[list[Any]]],
+    *,
+    slow_sdk: bool = False,
+) -> tuple[list[Any], list[Any], list[list[str]], list[Any]]:
+    """``talk`` to a server answering every request through the SDK, then to one with direct
+    calls: each's replies, the calls each stand-in saw, and the requests taken directly."""
+    replies, reached = [], []
+    with counting_direct_calls() as taken:
+        for direct in (False, True):
+            service = stand_in()
+            server = LeanrigMCP(service, "t", direct_calls=direct)  # type: ignore[arg-type]
+            if slow_sdk:
+                server.middleware.append(_SlowPipeline())
+            async with serving(server) as wire:
+                replies.append(await talk(wire))
+            reached.append(service.reached)
+    return replies[0], replies[1], reached, taken
+
+
+async def test_a_2026_call_whose_envelope_the_sdk_refuses_is_the_sdks() -> None:
+    """Found in review: the envelope's keys were checked, not their shapes — a clientInfo
+    without its version was answered (and its tool run) where the SDK refuses it."""
+    bad_infos = [{"name": "t"}, 5, None]  # (the last one is fine)
+    bad_capabilities = [5, [], {"roots": True}]
+
+    async def talk(wire: Wire) -> list[Any]:
+        out = [await wire.answer(line(1, "server/discover", {"_meta": ENVELOPE}))]
+        envelopes = [{**ENVELOPE, "io.modelcontextprotocol/clientInfo": i} for i in bad_infos]
+        envelopes += [
+            {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": c} for c in bad_capabilities
+        ]
+        for rid, meta in enumerate([*envelopes, ENVELOPE], start=2):
+            out.append(await wire.answer(call(rid, "list_tasks", {}, meta)))
+        return out
+
+    sdk, direct, reached, taken = await both_ways(_Ordered, talk)
+    assert direct == sdk
+    codes = [r.get("error", {}).get("code") for r in sdk[1:]]
+    assert codes == [-32602, -32602, None, -32602, -32602, -32602, None], sdk
+    assert taken == [4, 8]  # (a null clientInfo reads as none: the SDK takes it)
+    assert reached == [["list_tasks"] * 2] * 2
+
+
+async def test_calls_sent_one_after_the_other_reach_the_service_in_that_order() -> None:
+    """Found in review: a call the SDK answers (a progress token) then a plain one, in one
+    write: the plain one, taken directly, could reach the service first (it skips the SDK's
+    pipeline, here made slow) — two set_proof calls on one session could end in the other
+    body."""
+
+    async def talk(wire: Wire) -> list[Any]:
+        await _handshake(wire)
+        first = call(2, "open_task", {"task_id": "first"}, {"progressToken": "p"})
+        wire.send(first + call(3, "open_task", {"task_id": "second"}))
+        got = [await wire.reply(), await wire.reply()]
+        return sorted(got, key=lambda r: str(r and r["id"]))
+
+    sdk, direct, reached, taken = await both_ways(_Ordered, talk, slow_sdk=True)
+    assert direct == sdk
+    assert reached == [["first", "second"], ["first", "second"]]
+    assert taken == []  # (the second waited for the first: the SDK's too)
+
+
+async def test_only_a_result_to_initialize_opens_a_handshake_connection() -> None:
+    """Found in review: any result under the initialize request's id opened the gate — a
+    failed initialize, then a ping reusing its id — and a call the SDK refuses was answered."""
+
+    async def talk(wire: Wire) -> list[Any]:
+        refused = await wire.answer(line(1, "initialize", {"capabilities": {}}))
+        ping = await wire.answer(line(1, "ping"))
+        called = await wire.answer(call(2, "list_tasks", {}))
+        return [refused, ping, called]
+
+    sdk, direct, reached, taken = await both_ways(_Ordered, talk)
+    assert direct == sdk
+    assert sdk[2]["error"]["code"] == -32602, sdk
+    assert taken == [] and reached == [[], []]
+
+
+async def test_a_result_that_cannot_be_written_is_answered_alike() -> None:
+    """Found in review: the SDK answered a result orjson cannot write (an integer beyond 64
+    bits) with the exception's text as the tool's error, direct calls with -32603."""
+
+    async def talk(wire: Wire) -> list[Any]:
+        await _handshake(wire)
+        return [await wire.answer(call(2, "list_tasks", {}))]
+
+    sdk, direct, _reached, taken = await both_ways(lambda: _Ordered("unwritable"), talk)
+    assert direct == sdk
+    assert sdk[0]["error"] == {"code": -32603, "message": "internal error; see server log"}
+    assert taken == [2]
+
+
+async def test_a_tool_error_that_cannot_be_written_does_not_end_the_session() -> None:
+    """Found in review: writing it raised out of the call's task and ended the session (every
+    call in flight lost)."""
+    server = LeanrigMCP(_Ordered("unwritable error"), "t")  # type: ignore[arg-type]
+    async with serving(server) as wire:
+        await _handshake(wire)
+        failed = await wire.answer(call(2, "list_tasks", {}))
+        assert failed["id"] == 2 and failed["error"]["code"] == -32603, failed
+        after = await wire.answer(call(3, "open_task", {"task_id": "x"}))
+        assert after["id"] == 3 and "result" in after
+
+
+async def test_an_id_reused_while_its_call_runs_belongs_to_the_newest_request() -> None:
+    """A client breaking the protocol (an id in flight sent again), then cancelling it: the
+    SDK's table holds the newest request, which the cancel ends; the first is answered."""
+
+    async def talk(wire: Wire) -> list[Any]:
+        await _handshake(wire)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 5}}  # fmt: skip
+        wire.send(
+            call(5, "open_task", {"task_id": "A"})
+            + call(5, "list_tasks", {})
+            + orjson.dumps(cancel)
+            + b"\n"
+        )
+        return [await wire.reply()]
+
+    sdk, direct, reached, _taken = await both_ways(lambda: _Ordered("hang"), talk)
+    assert direct == sdk
+    assert sdk[0]["id"] == 5 and "result" in sdk[0], sdk
+    assert [r[0] for r in reached] == ["A", "A"]

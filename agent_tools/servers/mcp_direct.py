@@ -11,18 +11,21 @@ Taken here, and only then: a line that orjson reads as a JSON object with exactl
 ``jsonrpc`` ("2.0"), ``id`` (a string, or an integer within 64 bits), ``method``
 ("tools/call") and ``params`` — ``name`` a tool this server serves, ``arguments`` an object,
 and ``_meta``: on a connection the SDK opened in the 2026-07-28 era, the request envelope the
-SDK's own ladder accepts (`classify_inbound_request`) and no other key; on a handshake-era
-connection none, and only once the SDK has answered ``initialize`` with a result. Everything
+SDK's own ladder and request validation accept (`classify_inbound_request`,
+`validate_client_request`: checked once per envelope) and no other key; on a handshake-era
+connection none, and only once the SDK has answered ``initialize`` with its result. Everything
 else goes to the SDK as before: the connection's first request (it decides the era), progress
 tokens, any other shape of id or params, unknown tools, lines orjson cannot read, an id already
-in flight here.
+in flight here — and every call while a `tools/call` the SDK took is unanswered, so calls
+reach the tools in the order they were sent (the SDK reads a message ahead of its dispatcher).
 
 Kept as the SDK keeps them (tests/test_mcp_direct.py holds each against the SDK's answer):
 the reply (the same `CallToolResult`; on 2026-era results ``resultType`` and the server's
 ``serverInfo`` stamp), `notifications/cancelled` (the call is cancelled and never answered),
-the end of the input (calls in flight cancelled and answered "Connection closed"), a crash
-(-32603, logged), the call's ledger line (`call_tool` writes it), one whole line per reply
-(`LineReplies`).
+the end of the input (calls in flight cancelled and answered "Connection closed"), a crash or
+a result that cannot be written (-32603, logged; never the session's end), an id sent again
+while its call runs (the newest request owns it), the call's ledger line (`call_tool` writes
+it), one whole line per reply (`LineReplies`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from mcp_types import (
     JSONRPCRequest,
     JSONRPCResponse,
 )
+from mcp_types import methods as mcp_methods
 
 from ..sessions import ToolError
 from .tools import call_tool, failure, service_tool
@@ -91,6 +95,11 @@ class DirectToolCalls:
         self._legacy_ready = False
         self._in_flight: dict[str | int, anyio.CancelScope] = {}
         self._peer_cancelled: set[str | int] = set()
+        # The SDK's `tools/call`s not answered yet: while there is one, later calls are the
+        # SDK's too (it reads a message ahead of its dispatcher, so a call taken here would
+        # reach the service before the one sent first).
+        self._sdk_calls: set[str | int] = set()
+        self._envelope: dict[str, Any] | None = None  # the last envelope the SDK would accept
         self._stamp = orjson.dumps(server.server_info_stamp()).decode()
 
     # -- what the SDK sees ---------------------------------------------------------------
@@ -104,13 +113,22 @@ class DirectToolCalls:
                 self._era = "modern" if modern else "legacy"
             if self._era == "legacy" and message.method == "initialize":
                 self._initialize_id = message.id
+            key = coerce_request_id(message.id)
+            if message.method == "tools/call":
+                self._sdk_calls.add(key)
+            # An id reused while a call of ours has it: the SDK's newest request owns it (a
+            # cancel of it is the SDK's), as its own table does.
+            self._in_flight.pop(key, None)
             return False
-        if getattr(message, "method", None) == "notifications/cancelled" and self._in_flight:
+        if getattr(message, "method", None) == "notifications/cancelled":
             params = getattr(message, "params", None)
             rid = cancelled_request_id_from_params(params if isinstance(params, Mapping) else None)
-            key = coerce_request_id(rid) if rid is not None else None
-            scope = self._in_flight.get(key) if key is not None else None
-            if key is not None and scope is not None:
+            if rid is None:
+                return False
+            key = coerce_request_id(rid)
+            self._sdk_calls.discard(key)  # (the SDK's, cancelled: it never answers it)
+            scope = self._in_flight.get(key)
+            if scope is not None:
                 self._peer_cancelled.add(key)
                 scope.cancel()
                 return True
@@ -118,21 +136,26 @@ class DirectToolCalls:
 
     def replied(self, message: JSONRPCMessage) -> None:
         """The SDK wrote ``message``: its result to ``initialize`` opens a handshake-era
-        connection to direct calls (the SDK's own gate opens then)."""
-        if (
-            self._initialize_id is not None
-            and isinstance(message, JSONRPCResponse)
-            and message.id == self._initialize_id
-        ):
-            self._legacy_ready = True
+        connection to direct calls (the SDK's own gate opens then); its answer to a
+        `tools/call` ends that call's hold on the order of later ones."""
+        rid = getattr(message, "id", None)
+        if rid is None:
+            return
+        if self._sdk_calls:
+            self._sdk_calls.discard(coerce_request_id(rid))
+        if self._initialize_id is not None and rid == self._initialize_id:
             self._initialize_id = None
+            # (an error, or another request's answer under the same id, opens nothing)
+            result = message.result if isinstance(message, JSONRPCResponse) else None
+            if isinstance(result, Mapping) and "protocolVersion" in result:
+                self._legacy_ready = True
 
     # -- what is taken here --------------------------------------------------------------
 
     def take(self, line: str) -> bool:
         """Answer ``line`` here if it is a call this class takes (module docstring): the call
         is started and True returned; else False, and the line is the SDK's."""
-        if self._era is None or '"tools/call"' not in line:
+        if self._era is None or self._sdk_calls or '"tools/call"' not in line:
             return False
         try:
             request = orjson.loads(line)
@@ -161,14 +184,28 @@ class DirectToolCalls:
             meta = params.get("_meta")
             if not isinstance(meta, dict) or not meta.keys() <= ENVELOPE_KEYS:
                 return False
-            route = classify_inbound_request({"method": "tools/call", "params": params})
-            if not isinstance(route, InboundModernRoute):
+            if meta != self._envelope and not self._accepted(params):
                 return False
+            self._envelope = meta  # (a client sends the same one with every call)
         elif "_meta" in params or not self._legacy_ready:
             return False
         scope = anyio.CancelScope()
         self._in_flight[coerce_request_id(rid)] = scope
         self._tasks.start_soon(self._answer, rid, spec, arguments, modern, scope)
+        return True
+
+    @staticmethod
+    def _accepted(params: dict[str, Any]) -> bool:
+        """Would the SDK take this 2026-era call to its tool: its envelope ladder, then the
+        request's validation for the envelope's version (the shapes of clientInfo and
+        clientCapabilities)?"""
+        route = classify_inbound_request({"method": "tools/call", "params": params})
+        if not isinstance(route, InboundModernRoute):
+            return False
+        try:
+            mcp_methods.validate_client_request("tools/call", route.protocol_version, params)
+        except (ValueError, KeyError):  # (pydantic's ValidationError is a ValueError)
+            return False
         return True
 
     async def _answer(
@@ -180,6 +217,9 @@ class DirectToolCalls:
         try:
             with scope:  # (cancelled by the peer: absorbed here, and never answered)
                 line = await self._result_line(rid, spec, arguments, modern)
+        except Exception:  # (not one: _result_line answers a crash; a session never ends so)
+            log.exception("mcp.direct_call_failed", tool=spec.name)
+            line = _error_line(rid, INTERNAL_ERROR, CRASHED)
         except anyio.get_cancelled_exc_class():
             # The session is ending: answered as the SDK answers its own calls then.
             if key not in self._peer_cancelled:
@@ -187,7 +227,8 @@ class DirectToolCalls:
                     await self._send(_error_line(rid, CONNECTION_CLOSED, "Connection closed"))
             raise
         finally:
-            self._in_flight.pop(key, None)
+            if self._in_flight.get(key) is scope:  # (not a newer request's under the same id)
+                del self._in_flight[key]
             peer_cancelled = key in self._peer_cancelled
             self._peer_cancelled.discard(key)
         if line is not None and not peer_cancelled:
@@ -200,20 +241,21 @@ class DirectToolCalls:
         # Any failure is this call's alone (a crash must not end the session: the SDK's
         # dispatcher contains its handlers' the same way).
         try:
-            result = await call_tool(server.service, spec, arguments, server.client)
-            dumped = orjson.dumps(result).decode()
-        except ToolError as exc:
-            text = orjson.dumps(failure(exc).render()).decode()
-            body = f'{{"content":[{{"type":"text","text":{text}}}],"isError":true'
+            try:
+                result = await call_tool(server.service, spec, arguments, server.client)
+            except ToolError as exc:
+                text = orjson.dumps(failure(exc).render()).decode()
+                body = f'{{"content":[{{"type":"text","text":{text}}}],"isError":true'
+            else:
+                dumped = orjson.dumps(result).decode()
+                text = orjson.dumps(dumped).decode()
+                body = (
+                    f'{{"content":[{{"type":"text","text":{text}}}],"isError":false,'
+                    f'"structuredContent":{dumped}'
+                )
         except Exception:
             log.exception("mcp.tool_crashed", tool=spec.name)
             return _error_line(rid, INTERNAL_ERROR, CRASHED)
-        else:
-            text = orjson.dumps(dumped).decode()
-            body = (
-                f'{{"content":[{{"type":"text","text":{text}}}],"isError":false,'
-                f'"structuredContent":{dumped}'
-            )
         if modern:
             body += f',"resultType":"complete","_meta":{{"{SERVER_INFO_KEY}":{self._stamp}}}'
         return f'{{"jsonrpc":"2.0","id":{orjson.dumps(rid).decode()},"result":{body}}}}}\n'
