@@ -425,12 +425,13 @@ async def test_calls_sent_one_after_the_other_reach_the_service_in_that_order() 
         first = call(2, "open_task", {"task_id": "first"}, {"progressToken": "p"})
         wire.send(first + call(3, "open_task", {"task_id": "second"}))
         got = [await wire.reply(), await wire.reply()]
+        got.append(await wire.answer(call(4, "open_task", {"task_id": "third"})))
         return sorted(got, key=lambda r: str(r and r["id"]))
 
     sdk, direct, reached, taken = await both_ways(_Ordered, talk, slow_sdk=True)
     assert direct == sdk
-    assert reached == [["first", "second"], ["first", "second"]]
-    assert taken == []  # (the second waited for the first: the SDK's too)
+    assert reached == [["first", "second", "third"]] * 2
+    assert taken == [4]  # the second went the SDK's way, after the first; the third directly
 
 
 async def test_only_a_result_to_initialize_opens_a_handshake_connection() -> None:
