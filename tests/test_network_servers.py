@@ -92,6 +92,63 @@ async def test_mcp_over_streamable_http() -> None:
             assert result.structured_content["complete"] is True
 
 
+async def http_post(
+    port: int, message: object, headers: dict[str, str]
+) -> tuple[dict[str, str], bytes]:
+    """One HTTP/1.1 POST of ``message`` to /mcp (its own connection): the reply's headers
+    (lower-case names) and body (chunked transfer decoded)."""
+    body = orjson.dumps(message)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n{head}\r\n"
+    ).encode() + body
+    raw = b""
+    with anyio.fail_after(60):
+        async with await connect(port) as stream:
+            await stream.send(request)
+            try:
+                while True:
+                    raw += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                pass
+    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head_bytes.decode().split("\r\n")[1:]
+    got = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    if got.get("transfer-encoding") == "chunked":
+        decoded = b""
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size, 16)
+            decoded, rest = decoded + rest[:n], rest[n + 2 :]
+        rest = decoded
+    return got, rest
+
+
+async def test_mcp_over_http_answers_a_tool_call_with_one_json_body() -> None:
+    """A tool call's answer is one `application/json` body (the SDK's `json_response`), not an
+    event stream: ~0.5 ms less per proof step with the SDK's own client here, and readable by
+    any HTTP client. leanrig's tools send nothing else while they run."""
+    port = free_port()
+    headers = {"Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    async with serve("--http", str(port)):
+        await (await connect(port)).aclose()
+        opened, _ = await http_post(port, init, headers)
+        assert opened["content-type"].startswith("application/json"), opened
+        headers["Mcp-Session-Id"] = opened["mcp-session-id"]
+        headers["Mcp-Protocol-Version"] = "2025-06-18"
+        await http_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+        opening = {"name": "open_task", "arguments": {"task_id": "true_intro"}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": opening}
+        replied, body = await http_post(port, call, headers)
+    assert replied["content-type"].startswith("application/json"), replied
+    result = orjson.loads(body)["result"]
+    assert result["structuredContent"]["body"], result
+
+
 @pytest.mark.parametrize(
     "transport",
     [("--jsonrpc",), (), ("--jsonrpc", "--no-sandbox")],
