@@ -30,7 +30,7 @@ it), one whole line per reply (`LineReplies`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,7 +53,7 @@ from ..sessions import ToolError
 from .tools import call_tool, failure, service_tool
 
 if TYPE_CHECKING:
-    from .mcp_server import LeanrigMCP
+    from .mcp_server import LeanrigMCP, LineReplies
 
 log = structlog.get_logger("leanrig.mcp")
 
@@ -67,11 +67,9 @@ ENVELOPE_KEYS = frozenset(
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 PARAMS_KEYS = frozenset({"name", "arguments", "_meta"})
-CRASHED = "internal error; see server log"  # as `LeanrigMCP.call_tool` answers a crash
+CRASHED = "internal error; see server log"  # a crash, on both paths
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
-
-SendLine = Callable[[str], Any]
 
 
 def has_envelope(params: Any) -> bool:
@@ -83,12 +81,12 @@ def has_envelope(params: Any) -> bool:
 
 class DirectToolCalls:
     """The requests of one MCP session on a line transport that are answered here (module
-    docstring); the rest are the SDK's. ``tasks``: where the calls run (cancelled when the
-    session ends: `cancel_all`)."""
+    docstring); the rest are the SDK's. ``tasks``: where the calls run (``serve_lines``
+    cancels them when the session ends); ``replies``: the session's reply lines."""
 
-    def __init__(self, server: LeanrigMCP, replies: Any, tasks: TaskGroup) -> None:
+    def __init__(self, server: LeanrigMCP, replies: LineReplies, tasks: TaskGroup) -> None:
         self._server = server
-        self._replies = replies  # LineReplies (send_line)
+        self._replies = replies
         self._tasks = tasks
         self._era: str | None = None  # "modern" | "legacy", as the SDK decided it
         self._initialize_id: str | int | None = None

@@ -65,7 +65,7 @@ from ..sessions import (
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
-from .mcp_direct import DirectToolCalls
+from .mcp_direct import CRASHED, DirectToolCalls
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 from .version import package_version
@@ -158,7 +158,7 @@ class LeanrigMCP(MCPServer[Any]):
             # (a result that cannot be written too: the SDK answered that with its exception's
             # text as the tool's error)
             log.exception("mcp.tool_crashed", tool=name)
-            raise MCPError(code=INTERNAL_ERROR, message="internal error; see server log") from exc
+            raise MCPError(code=INTERNAL_ERROR, message=CRASHED) from exc
 
     async def run_stdio_async(self, wire: Wire | None = None) -> None:
         """MCP on this process's stdin/stdout (``wire``: already claimed by the caller), read
