@@ -4,7 +4,8 @@ Lean and the same demo task, in one run:
 - raw LSP floor (blocking hand-rolled client, full-text change + waitForDiagnostics);
 - lsp_bridge (leanrig's client library);
 - leanrig `set_proof` over MCP stdio (the official Python SDK's client; a minimal blocking
-  client; the official TypeScript SDK's client under Node.js, ts_mcp.py) and over JSON-RPC stdio;
+  client; the official TypeScript SDK's client under Node.js, ts_mcp.py), over MCP streamable
+  HTTP (the Python SDK's client, `leanrig serve --http`) and over JSON-RPC stdio;
 - leanclient's async client (peer venv);
 - lean-lsp-mcp over MCP stdio: write the file, then `lean_diagnostic_messages` (peer venv).
 
@@ -24,19 +25,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack
+from functools import partial
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from agent_tools.servers import serve_argv, stop_process
 from agent_tools.tasks import library_dir, load_suite, split_prefix
 from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean, has_tactic_block
 
@@ -224,6 +229,34 @@ async def mcp_variant(
         cwd=str(ROOT),
     )
     client = await stack.enter_async_context(Client(params))
+    return await sdk_steps(client, rows, modes)
+
+
+async def http_mcp_variant(stack: AsyncExitStack, suite: Path, run_dir: Path, row: str) -> StepFn:
+    """`leanrig serve --http` (as users run it) driven by the official SDK's client over
+    streamable HTTP: what an agent on HTTP pays per step, beside the stdio rows."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    argv = serve_argv(suite, run_dir, "--http", str(port))
+    process = await anyio.open_process(argv, stdin=DEVNULL, stdout=DEVNULL, stderr=None, cwd=ROOT)
+    stack.push_async_callback(partial(stop_process, process, close_stdin=False))
+    with anyio.fail_after(60):
+        while True:  # until it listens
+            try:
+                await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                break
+            except OSError:
+                await anyio.sleep(0.1)
+    client = await stack.enter_async_context(Client(f"http://127.0.0.1:{port}/mcp"))
+    return await sdk_steps(client, {TASK: row})
+
+
+async def sdk_steps(
+    client: Client, rows: dict[str, str], modes: dict[str, str] | None = None
+) -> StepFn:
+    """Steps of the SDK's ``client``: one session per task in ``rows`` (task -> row), taking
+    turns within a step; ``modes`` filled with each task's session mode."""
     sids = {}
     for task in rows:
         opened = await client.call_tool("open_task", {"task_id": task})
@@ -428,6 +461,9 @@ async def measure_leanrig(
                 if str(exc) not in notes:
                     notes.append(f"TypeScript SDK client rows missing: {exc}")
             variants.append(await jsonrpc_variant(stack, suite, work / "runs-jsonrpc"))
+            variants.append(await http_mcp_variant(
+                stack, suite, work / "runs-http", "leanrig set_proof, MCP streamable HTTP"
+            ))  # fmt: skip
             samples = await interleaved(variants, steps)
     return {row.replace("{mode}", modes[TASK]): v for row, v in samples.items()}
 
@@ -496,6 +532,8 @@ def ratios_of(rows: dict[str, Any]) -> dict[str, float]:
         "leanrig_mcp_vs_raw_same_answers": round(
             mcp / med("raw Lean LSP, same answers (floor)"), 2
         ),
+        # The same client over streamable HTTP against stdio.
+        "leanrig_mcp_http_vs_stdio": round(med("leanrig set_proof, MCP streamable HTTP") / mcp, 2),
         **(
             {
                 "leanrig_mcp_two_sessions_ts_client_vs_raw": round(
