@@ -41,8 +41,12 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
     JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -57,14 +61,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("leanrig.mcp")
 
-PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 # The per-request envelope's keys (2026-07-28): a `_meta` holding anything else (a progress
 # token) goes to the SDK.
 ENVELOPE_KEYS = frozenset(
-    {PROTOCOL_VERSION_KEY, "io.modelcontextprotocol/clientInfo",
-     "io.modelcontextprotocol/clientCapabilities"}
-)  # fmt: skip
-SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY}
+)
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 PARAMS_KEYS = frozenset({"name", "arguments", "_meta"})
 CRASHED = "internal error; see server log"  # a crash, on both paths
@@ -76,7 +77,7 @@ def has_envelope(params: Any) -> bool:
     """As the SDK decides a connection's era from its first request: the envelope's
     protocol-version key in ``params._meta``."""
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    return isinstance(meta, Mapping) and PROTOCOL_VERSION_KEY in meta
+    return isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta
 
 
 class DirectToolCalls:
@@ -98,7 +99,7 @@ class DirectToolCalls:
         # reach the service before the one sent first).
         self._sdk_calls: set[str | int] = set()
         self._envelope: dict[str, Any] | None = None  # the last envelope the SDK would accept
-        self._stamp = orjson.dumps(server.server_info_stamp()).decode()
+        self._stamp = server.server_info_stamp()
 
     # -- what the SDK sees ---------------------------------------------------------------
 
@@ -238,25 +239,23 @@ class DirectToolCalls:
         server = self._server
         # Any failure is this call's alone (a crash must not end the session: the SDK's
         # dispatcher contains its handlers' the same way).
+        reply: dict[str, Any]
         try:
             try:
                 result = await call_tool(server.service, spec, arguments, server.client)
             except ToolError as exc:
-                text = orjson.dumps(failure(exc).render()).decode()
-                body = f'{{"content":[{{"type":"text","text":{text}}}],"isError":true'
+                text = failure(exc).render()
+                reply = {"content": [{"type": "text", "text": text}], "isError": True}
             else:
-                dumped = orjson.dumps(result).decode()
-                text = orjson.dumps(dumped).decode()
-                body = (
-                    f'{{"content":[{{"type":"text","text":{text}}}],"isError":false,'
-                    f'"structuredContent":{dumped}'
-                )
+                text = orjson.dumps(result).decode()
+                reply = {"content": [{"type": "text", "text": text}], "isError": False,
+                         "structuredContent": result}  # fmt: skip
+            if modern:
+                reply |= {"resultType": "complete", "_meta": {SERVER_INFO_META_KEY: self._stamp}}
+            return orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": reply}).decode() + "\n"
         except Exception:
             log.exception("mcp.tool_crashed", tool=spec.name)
             return _error_line(rid, INTERNAL_ERROR, CRASHED)
-        if modern:
-            body += f',"resultType":"complete","_meta":{{"{SERVER_INFO_KEY}":{self._stamp}}}'
-        return f'{{"jsonrpc":"2.0","id":{orjson.dumps(rid).decode()},"result":{body}}}}}\n'
 
     async def _send(self, line: str) -> None:
         try:
