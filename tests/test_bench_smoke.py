@@ -169,11 +169,17 @@ def smoke_agent_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
     monkeypatch.setattr(bench_agent, "ensure_peers", no_peers)
     monkeypatch.setattr(bench_agent, "TsMcp", no_ts_client)
     notes: list[str] = []
-    rows = bench_agent.measure(tmp_path, 2, 2, notes)
+    rows, cpu = bench_agent.measure(tmp_path, 2, 2, notes)
     _samples(rows)
+    # The clients' own CPU per step, for the rows whose client runs in this process.
+    assert {"raw Lean LSP (floor)", "leanrig set_proof, MCP stdio",
+            "leanrig set_proof, MCP stdio, minimal client"} <= set(cpu), cpu  # fmt: skip
+    assert not set(cpu) & {"leanrig set_proof, JSON-RPC stdio"}, cpu
+    assert all(s["n"] == 2 and s["median_ms"] > 0 for s in cpu.values()), cpu
     assert any("peers not installed" in n for n in notes), notes
     assert any("TypeScript SDK client rows missing" in n for n in notes), notes
-    return {"results": {"prefix 2": rows}, "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}
+    return {"results": {"prefix 2": rows}, "client_cpu": {"prefix 2": cpu},
+            "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}  # fmt: skip
 
 
 def smoke_sessions(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
