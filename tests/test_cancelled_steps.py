@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.rpc_client import DEMO, ROOT
 
@@ -186,6 +187,117 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
         assert busiest <= 30, (
             f"a Lean process still elaborates the reset client's step ({busiest:.0f}%)"
         )
+    finally:
+        server.terminate()
+        server.wait(20)
+
+
+def _http(port: int, message: dict[str, Any], headers: dict[str, str]) -> Any:
+    """One POST to /mcp on its own connection, read to the end: (headers, body)."""
+    import socket
+
+    body = json.dumps(message).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+    conn.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n{head}\r\n".encode()
+        + body
+    )
+    raw = b""
+    while chunk := conn.recv(1 << 16):
+        raw += chunk
+    conn.close()
+    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
+    got = {k.strip().lower(): v.strip() for k, v in
+           (ln.split(":", 1) for ln in head_bytes.decode().split("\r\n")[1:])}  # fmt: skip
+    return got, rest
+
+
+MODERN = "2026-07-28"
+
+
+def _tool_call(
+    era: str, rid: int, name: str, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A `tools/call` message of ``era`` and the headers it goes with."""
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    headers = {"Accept": "application/json, text/event-stream"}
+    if era == MODERN:
+        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+        headers |= {"Mcp-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}, headers
+
+
+@pytest.mark.parametrize("era", [MODERN, "2025-06-18"])
+def test_an_http_client_closing_its_connection_cancels_its_runaway_step(era: str) -> None:
+    """Found in session 20: over `leanrig serve --http`, a client that gives up on a call
+    closes its connection (on the 2026-07-28 wire that is the only cancellation there is). The
+    SDK answers leanrig's calls as JSON bodies, a path where it never reads the connection
+    again: the runaway step ran on at a full core until its deadline, and the session's next
+    call waited behind it. Now the call is cancelled — the stateless request's handling, or,
+    for a session's request, by the `notifications/cancelled` its client would have sent —
+    and the session answers its next call at once."""
+    import socket
+
+    from .test_network_servers import free_port
+
+    port = free_port()
+    cwd = tempfile.mkdtemp(prefix="leanrig-http-abandon-")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--http",
+         str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=60).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.1)
+        session: dict[str, str] = {}
+        if era != MODERN:
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": era, "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+            accept = {"Accept": "application/json, text/event-stream"}
+            got, _ = _http(port, init, accept)
+            session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": era}
+            _http(port, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  accept | session)  # fmt: skip
+
+        def call(rid: int, name: str, **arguments: Any) -> Any:
+            message, headers = _tool_call(era, rid, name, arguments)
+            _, body = _http(port, message, headers | session)
+            return json.loads(body)["result"]
+
+        sid = call(1, "open_task", task_id="and_swap")["structuredContent"]["session_id"]
+        message, headers = _tool_call(era, 2, "set_proof", {"session_id": sid, "body": RUNAWAY})
+        body = json.dumps(message).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in (headers | session).items())
+        conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+        conn.sendall(
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{head}\r\n".encode()
+            + body
+        )
+        time.sleep(2.0)
+        assert busiest_lean_cpu(server.pid) > 50, "the runaway step is not running"
+        conn.close()  # the client gives up
+        busiest = busiest_lean_cpu(server.pid)
+        end = time.monotonic() + 15
+        while busiest > 30 and time.monotonic() < end:
+            busiest = busiest_lean_cpu(server.pid)
+        assert busiest <= 30, f"a Lean process still elaborates the abandoned step ({busiest:.0f}%)"
+        started = time.monotonic()
+        state = call(3, "get_proof_state", session_id=sid)
+        assert not state.get("isError"), state
+        assert time.monotonic() - started < 10, "the session's next call waited"
     finally:
         server.terminate()
         server.wait(20)

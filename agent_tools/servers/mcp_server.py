@@ -64,6 +64,7 @@ from ..sessions import (
     output_schema,
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
+from .http_abandon import CancelAbandonedCalls
 from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
 from .mcp_direct import CRASHED, DirectToolCalls
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
@@ -196,7 +197,8 @@ class LeanrigMCP(MCPServer[Any]):
         # A call's answer as one JSON body, not an event stream: leanrig's tools send nothing
         # while they run (no progress, no requests to the client), and the stream cost ~0.5 ms
         # per proof step with the SDK's own client (HTTP was ~2.5 ms over stdio, then ~2.0).
-        app = self.streamable_http_app(json_response=True)
+        # (Calls whose client closed its connection are cancelled: http_abandon.py.)
+        app = CancelAbandonedCalls(self.streamable_http_app(json_response=True))
         config = uvicorn.Config(
             app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
         )
