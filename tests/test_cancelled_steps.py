@@ -230,15 +230,23 @@ def _tool_call(
     return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}, headers
 
 
-@pytest.mark.parametrize("era", [MODERN, "2025-06-18"])
-def test_an_http_client_closing_its_connection_cancels_its_runaway_step(era: str) -> None:
+@pytest.mark.parametrize(
+    ("era", "in_session"), [(MODERN, False), ("2025-06-18", True), (MODERN, True)],
+    ids=["stateless", "session", "stateless-with-a-session-header"],
+)  # fmt: skip
+def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
+    era: str, in_session: bool
+) -> None:
     """Found in session 20: over `leanrig serve --http`, a client that gives up on a call
     closes its connection (on the 2026-07-28 wire that is the only cancellation there is). The
     SDK answers leanrig's calls as JSON bodies, a path where it never reads the connection
     again: the runaway step ran on at a full core until its deadline, and the session's next
     call waited behind it. Now the call is cancelled — the stateless request's handling, or,
     for a session's request, by the `notifications/cancelled` its client would have sent —
-    and the session answers its next call at once."""
+    and the session answers its next call at once. The SDK routes a request by its
+    `MCP-Protocol-Version` header: a 2026-07-28 request is handled statelessly even when it
+    carries a session's header (the first fix sent it a `notifications/cancelled`, which that
+    path drops: the step ran on)."""
     import socket
 
     from .test_network_servers import free_port
@@ -261,25 +269,26 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(era: str
                 assert time.monotonic() < deadline, "the server did not listen"
                 time.sleep(0.1)
         session: dict[str, str] = {}
-        if era != MODERN:
+        if in_session:
+            handshake = "2025-06-18"
             init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": era, "capabilities": {},
+                "protocolVersion": handshake, "capabilities": {},
                 "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
             accept = {"Accept": "application/json, text/event-stream"}
             got, _ = _http(port, init, accept)
-            session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": era}
+            session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": handshake}
             _http(port, {"jsonrpc": "2.0", "method": "notifications/initialized"},
                   accept | session)  # fmt: skip
 
         def call(rid: int, name: str, **arguments: Any) -> Any:
             message, headers = _tool_call(era, rid, name, arguments)
-            _, body = _http(port, message, headers | session)
+            _, body = _http(port, message, session | headers)
             return json.loads(body)["result"]
 
         sid = call(1, "open_task", task_id="and_swap")["structuredContent"]["session_id"]
         message, headers = _tool_call(era, 2, "set_proof", {"session_id": sid, "body": RUNAWAY})
         body = json.dumps(message).encode()
-        head = "".join(f"{k}: {v}\r\n" for k, v in (headers | session).items())
+        head = "".join(f"{k}: {v}\r\n" for k, v in (session | headers).items())
         conn = socket.create_connection(("127.0.0.1", port), timeout=60)
         conn.sendall(
             f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"

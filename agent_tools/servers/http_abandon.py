@@ -2,24 +2,30 @@
 
 An HTTP client gives up on a call by closing its connection (the 2026-07-28 revision says so
 outright: there is no other cancellation on that wire). The SDK's streamable-HTTP app notices
-only on its event-stream path; leanrig answers calls as JSON bodies (mcp_server.py), where
+only on its event-stream paths; leanrig answers calls as JSON bodies (mcp_server.py), where
 the SDK's handler never reads the connection again — an abandoned `set_proof` whose
 elaboration ran away kept a Lean worker at a full core until the step's deadline, and the
 session's next call queued behind it. ``CancelAbandonedCalls`` wraps the SDK's app and, once
-a POST's body is read, watches its connection:
+the app has read a POST's whole body, watches its connection. When the client goes before
+any response has started (a started one is an event stream, which the SDK watches itself):
 
-- a stateless (2026-07-28) request is handled in the ASGI task: its handling is cancelled;
-- a request of a session (`Mcp-Session-Id`, the handshake revisions) runs in that session's
-  own tasks: it gets what its client would have sent, `notifications/cancelled` for its id,
-  posted to the same app with the request's own headers.
+- a request the SDK handles in the ASGI task — the 2026-07-28 revision's, routed by the SDK
+  on its `MCP-Protocol-Version` header (any version that is not a handshake one), and a
+  handshake request outside a session — has its handling cancelled;
+- a request of a session (`Mcp-Session-Id`, a handshake revision) runs in that session's own
+  tasks: it gets what its client would have sent, `notifications/cancelled` for its id, posted
+  to the same app with the request's own headers.
 
 Either way the tool sees the cancellation a stdio client's `notifications/cancelled` causes
-(the pool stops the step's Lean work, the session stays usable). Written here rather than
-taken from a library: it must know which of the SDK's two dispatch paths a request takes.
+(the pool stops the step's Lean work, the session stays usable). The body passes through as
+the app reads it (the SDK's size limit answers 413 as before); a copy of it is kept, up to
+that limit, for the id. Written here rather than taken from a library: it must know which of
+the SDK's two dispatch paths a request takes.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("leanrig.http")
 
 SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = b"mcp-protocol-version"
 # The injected notification is tiny; the app answers it at once (202). Bounded all the same.
 CANCEL_DEADLINE = 5.0
 
@@ -46,54 +53,72 @@ class CancelAbandonedCalls:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:  # the whole body first: the app reads it from us
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # gone before the request was complete: nothing was asked
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        headers = dict(scope["headers"])
+        version = headers.get(VERSION_HEADER)
+        in_session = SESSION_HEADER in headers and (
+            version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        )
+        kept: list[bytes] | None = [] if in_session else None
+        size = 0
+        read = anyio.Event()  # the app has the whole body: the connection is ours to watch
         gone = anyio.Event()
-        given = answered = False
+        started = False  # a response has begun
 
         async def app_receive() -> Message:
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
+            nonlocal kept, size
+            if read.is_set():  # (Starlette asks whether the client is still there)
+                await gone.wait()
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if kept is not None and size <= DEFAULT_MAX_REQUEST_BODY_SIZE:
+                    kept.append(chunk)
+                else:
+                    kept = None  # over the SDK's limit: it answers 413, nothing runs
+                if not message.get("more_body", False):
+                    read.set()
+            return message
 
         async def app_send(message: Message) -> None:
-            nonlocal answered
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                # Before the send: the server reports a disconnect once the response is
-                # complete too, and that one is no abandonment.
-                answered = True
+            nonlocal started
+            # Before the send: the server reports a disconnect once a response is complete
+            # too, and that one is no abandonment.
+            started = True
             await send(message)
 
-        async with anyio.create_task_group() as watching:
-            with anyio.CancelScope() as handling:
+        async def watch(handling: anyio.CancelScope) -> None:
+            await read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if started:
+                return  # answered, or an event stream (the SDK watches those itself)
+            if not in_session:
+                log.info("http.call_abandoned")
+                handling.cancel()  # handled in this very task
+                return
+            request_id = _request_id(b"".join(kept)) if kept is not None else None
+            if request_id is not None:  # (else a notification: nothing runs on)
+                log.info("http.call_abandoned", request_id=request_id)
+                await self._cancel_in_session(scope, request_id)
 
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    gone.set()
-                    request_id = _request_id(body)
-                    if answered or request_id is None:
-                        return  # answered, or a notification: nothing runs on
-                    log.info("http.call_abandoned", request_id=request_id)
-                    session = dict(scope["headers"]).get(SESSION_HEADER)
-                    if session is None:
-                        handling.cancel()  # stateless: handled in this very task
-                    else:
-                        await self._cancel_in_session(scope, request_id)
-
-                watching.start_soon(watch)
-                await self.app(scope, app_receive, app_send)
-            watching.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as watching:
+                with anyio.CancelScope() as handling:
+                    watching.start_soon(watch, handling)
+                    await self.app(scope, app_receive, app_send)
+                watching.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The app's own exception as it raised it (the watcher raises none), for the
+            # server's error handling and logs.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     async def _cancel_in_session(self, scope: Scope, request_id: Any) -> None:
         """Post `notifications/cancelled` for ``request_id`` to the app, as the request's own
@@ -125,11 +150,15 @@ class CancelAbandonedCalls:
 
 
 def _request_id(body: bytes) -> Any:
-    """The JSON-RPC id of the request in ``body`` (None: not a single request)."""
+    """The JSON-RPC id of the request in ``body`` (None: not a single request). Read as
+    leniently as the SDK reads it (orjson refuses a bare `NaN`, Python's json does not)."""
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None
     if isinstance(message, dict) and "method" in message and "id" in message:
         return message["id"]
     return None
