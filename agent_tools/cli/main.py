@@ -53,7 +53,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..servers import ServeOptions, claimed_stdio, listen_local, open_service, run_event_loop
+    from ..servers import (
+        ServeOptions,
+        claimed_stdio,
+        freeze_heap,
+        listen_local,
+        open_service,
+        run_event_loop,
+    )
     from ..sessions import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS
 
     options = ServeOptions(
@@ -95,6 +102,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if args.jsonrpc:
             from ..servers import serve_stdio, serve_tcp
 
+            freeze_heap()
             if args.port is None:
                 await serve_stdio(service, wire)
             else:
@@ -104,6 +112,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from ..servers import build_mcp
 
         server = build_mcp(service)
+        freeze_heap()
         if args.http is not None:
             assert listener is not None
             await server.run_http_async(listener, stop_http, ready=_announce_url)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         serve_argv,
         stop_process,
     )
+    from .eventloop import freeze_heap
     from .eventloop import run as run_event_loop
     from .fdstreams import FdReceive, FdSend, claimed_stdio
     from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
@@ -57,6 +58,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TOOL_BY_NAME": ("tools", "TOOL_BY_NAME"),
     "ToolSpec": ("tools", "ToolSpec"),
     "bind": ("tools", "bind"),
+    "freeze_heap": ("eventloop", "freeze_heap"),
     "build_mcp": ("mcp_server", "build_mcp"),
     "call_tool": ("tools", "call_tool"),
     "claimed_stdio": ("fdstreams", "claimed_stdio"),
@@ -104,6 +106,7 @@ __all__ = [
     "call_tool",
     "claimed_stdio",
     "failure",
+    "freeze_heap",
     "handle_message",
     "ignore_stop_signals",
     "jsonrpc_subprocess",

@@ -16,6 +16,7 @@ server therefore takes its wire off fds 0 and 1 before it starts children
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, TypeVarTuple
@@ -33,3 +34,13 @@ def has_uvloop() -> bool:
 def run(func: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
     """``anyio.run(func, *args)`` on the fastest loop available."""
     return anyio.run(func, *args, backend_options={"use_uvloop": has_uvloop()})
+
+
+def freeze_heap() -> None:
+    """Before a server starts serving: collect what starting up left behind, then move every
+    object alive now (imported modules, the SDK's models, the suite, the warm pool) out of
+    the collector's sight. A full collection scanned all of them: 60-100 ms of this process
+    stopped, a few times a minute under steady proof steps, each landing on some step. What
+    a session allocates from now on is collected as before."""
+    gc.collect()
+    gc.freeze()
