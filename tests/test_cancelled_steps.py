@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psutil
@@ -40,6 +42,37 @@ def busiest_lean_cpu(server_pid: int, seconds: float = 1.0) -> float:
         except psutil.NoSuchProcess:
             pass
     return busiest
+
+
+@contextmanager
+def serving_on_a_port(*wire: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`leanrig serve --suite <demo> <wire> PORT` as users run it (a subprocess from a temp
+    working directory), once it listens: the process and its port; terminated afterwards.
+    ``wire``: `--jsonrpc --port` or `--http`."""
+    import socket
+
+    from .test_network_servers import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *wire,
+         str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tempfile.mkdtemp(prefix="leanrig-port-"), env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=60).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.1)
+        yield server, port
+    finally:
+        server.terminate()
+        server.wait(20)
 
 
 class Stdio:
@@ -145,25 +178,8 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
     import socket
     import struct
 
-    from .test_network_servers import free_port
-
-    port = free_port()
-    cwd = tempfile.mkdtemp(prefix="leanrig-reset-")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--jsonrpc",
-         "--port", str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = socket.create_connection(("127.0.0.1", port), timeout=60)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not listen"
-                time.sleep(0.1)
+    with serving_on_a_port("--jsonrpc", "--port") as (server, port):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=60)
         reader = conn.makefile("rb")
 
         def call(rid: int, name: str, **args: Any) -> dict[str, Any]:
@@ -187,9 +203,6 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
         assert busiest <= 30, (
             f"a Lean process still elaborates the reset client's step ({busiest:.0f}%)"
         )
-    finally:
-        server.terminate()
-        server.wait(20)
 
 
 def _http(port: int, message: dict[str, Any], headers: dict[str, str]) -> Any:
@@ -249,25 +262,7 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
     path drops: the step ran on)."""
     import socket
 
-    from .test_network_servers import free_port
-
-    port = free_port()
-    cwd = tempfile.mkdtemp(prefix="leanrig-http-abandon-")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--http",
-         str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=60).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not listen"
-                time.sleep(0.1)
+    with serving_on_a_port("--http") as (server, port):
         session: dict[str, str] = {}
         if in_session:
             handshake = "2025-06-18"
@@ -307,6 +302,3 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
         state = call(3, "get_proof_state", session_id=sid)
         assert not state.get("isError"), state
         assert time.monotonic() - started < 10, "the session's next call waited"
-    finally:
-        server.terminate()
-        server.wait(20)

@@ -5,12 +5,7 @@ apps (named as such) play the SDK's paths a real request cannot reach on demand,
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -19,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 from agent_tools.servers.http_abandon import CancelAbandonedCalls, _request_id
-from tests.rpc_client import DEMO, ROOT
+from tests.test_cancelled_steps import serving_on_a_port
 
 pytestmark = pytest.mark.anyio
 
@@ -113,25 +108,8 @@ def test_an_oversized_body_is_refused_at_once_as_the_sdk_refuses_it() -> None:
     """A POST declaring a body over the SDK's 4 MiB limit gets its 413 before any of it is
     read (the first version read every body whole before the SDK saw it: a declared 100 MB
     body got no answer, and a sent one grew the server by its size)."""
-    from .test_network_servers import free_port
-
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), "--http",
-         str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=tempfile.mkdtemp(prefix="leanrig-http-limit-"),
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = socket.create_connection(("127.0.0.1", port), timeout=60)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not listen"
-                time.sleep(0.1)
+    with serving_on_a_port("--http") as (_server, port):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=60)
         conn.settimeout(5)
         conn.sendall(
             f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
@@ -141,6 +119,3 @@ def test_an_oversized_body_is_refused_at_once_as_the_sdk_refuses_it() -> None:
         status = conn.recv(1 << 16).split(b"\r\n", 1)[0]
         conn.close()
         assert b" 413 " in status, status
-    finally:
-        server.terminate()
-        server.wait(20)

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 import structlog
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -53,9 +55,6 @@ class CancelAbandonedCalls:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         headers = dict(scope["headers"])
         version = headers.get(VERSION_HEADER)
         in_session = SESSION_HEADER in headers and (
@@ -76,10 +75,10 @@ class CancelAbandonedCalls:
             if message["type"] == "http.request":
                 chunk = message.get("body", b"")
                 size += len(chunk)
-                if kept is not None and size <= DEFAULT_MAX_REQUEST_BODY_SIZE:
-                    kept.append(chunk)
-                else:
+                if kept is not None and size > DEFAULT_MAX_REQUEST_BODY_SIZE:
                     kept = None  # over the SDK's limit: it answers 413, nothing runs
+                elif kept is not None:
+                    kept.append(chunk)
                 if not message.get("more_body", False):
                     read.set()
             return message
