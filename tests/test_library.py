@@ -31,6 +31,7 @@ from agent_tools.library import (
     open_library,
     parse_library,
 )
+from agent_tools.library.parse import field_names
 from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.servers import (
     RpcError,
@@ -224,6 +225,22 @@ async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name
         hits = await index.search("first coordinate", 5)
         assert hits[0].name == "Lib.Naturals.Point.x", hits
         assert (await index.read("Lib.Naturals.Point")).kind == "structure"
+
+
+def test_a_field_on_the_where_line_is_a_candidate() -> None:
+    """`structure P where x : N` (Lean takes one field there) was indexed without `P.x`."""
+    source = "structure P where x : N"
+    assert field_names(source) == [(source.index("x"), None, "field")]
+    source = "structure P where\n  mk ::\n  x : N"
+    assert [kind for _, _, kind in field_names(source)] == ["constructor", "field"]
+
+
+async def test_a_one_line_structure_s_field_is_read_by_name(
+    tmp_path: Path, lean_install: LeanInstall
+) -> None:
+    async with naturals_with(tmp_path, lean_install, "structure Box where item : N\n\n") as index:
+        item = await index.read("Box.item")
+        assert (item.kind, item.statement) == ("field", "Lib.Naturals.Box.item (self : Box) : N")
 
 
 async def test_a_declaration_left_with_sorry_is_not_in_the_index(

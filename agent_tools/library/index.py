@@ -30,7 +30,8 @@ from ..tasks import Suite
 from .parse import PARSE_SECONDS, Declaration, LibraryError, parse_library
 from .search import LibraryIndex
 
-INDEX_SCHEMA = 3  # 2: constructors of inductive types; 3: a structure's fields and constructor
+INDEX_SCHEMA = 4  # 2: constructors of inductive types; 3: a structure's fields and constructor;
+# 4: a field on the `where` line
 _PROJECT_FILES = ("lean-toolchain", "lake-manifest.json")
 
 _SCHEMA = """

@@ -261,9 +261,10 @@ def member_names(kind: str, source: str) -> list[tuple[int, str | None, str]]:
 def field_names(source: str) -> list[tuple[int, str | None, str]]:
     """Where a structure's fields are named in its ``source`` (offsets), each with its doc
     comment and kind (``field``, or ``constructor`` for a ``name ::`` after ``where``): after
-    the ``where`` outside brackets, the identifiers at the start of a line up to the field's
-    ``:`` (``(y z : N)`` too). Candidates: a binder, or a name in a type continued on the next
-    line, is one too, and Lean's hover leaves it out (not a constant of the structure)."""
+    the ``where`` outside brackets, the identifiers at the start of a line (or right after the
+    ``where``: ``structure P where x : N``) up to the field's ``:`` (``(y z : N)`` too).
+    Candidates: a binder, or a name in a type continued on the next line, is one too, and
+    Lean's hover leaves it out (not a constant of the structure)."""
     tokens = [t for t in lean_tokens(source) if t.kind not in COMMENT_KINDS or
               t.kind is TokenKind.DOC_COMMENT]  # fmt: skip
     found: list[tuple[int, str | None, str]] = []
@@ -284,6 +285,7 @@ def field_names(source: str) -> list[tuple[int, str | None, str]]:
         if not after_where:
             depth += 1 if word in _OPEN else -1 if word in _CLOSE and depth else 0
             after_where = depth == 0 and word == "where"
+            naming = after_where  # a field may follow on the same line (`where x : N`)
             doc = None  # (the structure's own)
             continue
         if depth == 0 and first_on_line:
