@@ -263,7 +263,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     from lsp_bridge import single_errors
 
-    from ..servers import run_event_loop
+    from ..servers import freeze_heap, run_event_loop
 
     interrupted: list[int] = []
 
@@ -288,7 +288,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 tg.start_soon(run)
         return done[0] if done else None
 
-    # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`.
+    # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`,
+    # over a frozen heap (what importing the run's code allocated: the MCP SDK's models,
+    # lsprotocol). Once, here: a freeze per attempt would also keep the cycles of attempts
+    # that ended meanwhile for ever.
+    freeze_heap()
     summary = run_event_loop(main)
     ignore_stop_signals()  # stopped or done: what is left is saying so
     if summary is None:
