@@ -21,7 +21,7 @@ from anyio.abc import ByteReceiveStream
 from lsp_bridge import LeanrigError, decode_body, find_lean, read_frames
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper, uses_namespaces
 
-from ..servers import FdReceive, FdSend, claimed_stdio
+from ..servers import FdReceive, FdSend, claimed_stdio, freeze_heap
 from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
@@ -219,6 +219,7 @@ async def _serve(
             verdict = await verifier.verify(task, proxy.scope.submission(text))
             attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
 
+    freeze_heap()  # (servers.freeze_heap: no full collection over startup's objects mid-edit)
     try:
         await proxy.run(editor_in)
         await final_verdict()
