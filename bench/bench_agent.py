@@ -631,18 +631,15 @@ def run(quick: bool = False) -> dict[str, Any]:
                 med(0, mini) / med(0, "raw Lean LSP (floor)"), 2
             ),
         }
-        sdk_cpu, mini_cpu = (
-            float(
-                next(v for k, v in client_cpu["prefix 0"].items() if k.startswith(name))[
-                    "median_ms"
-                ]
-            )
-            for name in (two, mini)
-        )
+
+        def cpu_med(name: str) -> float:
+            rows = client_cpu["prefix 0"]
+            return float(next(v for k, v in rows.items() if k.startswith(name))["median_ms"])
+
         # What the SDK's client spends of a step at 0 on its own, beyond what a minimal
         # client spends, against raw Lean's step: 1.3x raw leaves 0.3 for all of leanrig.
         ratios["done_when"]["sdk_client_cpu_over_minimal_client_vs_raw_0"] = round(
-            (sdk_cpu - mini_cpu) / med(0, "raw Lean LSP (floor)"), 2
+            (cpu_med(two) - cpu_med(mini)) / med(0, "raw Lean LSP (floor)"), 2
         )
         if any(k.startswith(TS_TWO) for k in results["prefix 0"]):
             # The same three under the official TypeScript SDK's client.

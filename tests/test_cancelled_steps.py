@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import psutil
 import pytest
 
 from tests.rpc_client import DEMO, ROOT
+from tests.test_network_servers import http_post
 
 # A step whose elaboration runs away (measured: > 60 s, > 1 GB; the step timeout kills it).
 RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" * 100_000
@@ -205,28 +207,6 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
         )
 
 
-def _http(port: int, message: dict[str, Any], headers: dict[str, str]) -> Any:
-    """One POST to /mcp on its own connection, read to the end: (headers, body)."""
-    import socket
-
-    body = json.dumps(message).encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    conn = socket.create_connection(("127.0.0.1", port), timeout=60)
-    conn.sendall(
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n{head}\r\n".encode()
-        + body
-    )
-    raw = b""
-    while chunk := conn.recv(1 << 16):
-        raw += chunk
-    conn.close()
-    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
-    got = {k.strip().lower(): v.strip() for k, v in
-           (ln.split(":", 1) for ln in head_bytes.decode().split("\r\n")[1:])}  # fmt: skip
-    return got, rest
-
-
 MODERN = "2026-07-28"
 
 
@@ -270,14 +250,14 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
                 "protocolVersion": handshake, "capabilities": {},
                 "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
             accept = {"Accept": "application/json, text/event-stream"}
-            got, _ = _http(port, init, accept)
+            got, _ = anyio.run(http_post, port, init, accept)
             session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": handshake}
-            _http(port, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                  accept | session)  # fmt: skip
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            anyio.run(http_post, port, initialized, accept | session)
 
         def call(rid: int, name: str, **arguments: Any) -> Any:
             message, headers = _tool_call(era, rid, name, arguments)
-            _, body = _http(port, message, session | headers)
+            _, body = anyio.run(http_post, port, message, session | headers)
             return json.loads(body)["result"]
 
         sid = call(1, "open_task", task_id="and_swap")["structuredContent"]["session_id"]
