@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
 
-.PHONY: setup demo demo-run test lint typecheck unit bench soak clean
+.PHONY: setup harnesses demo demo-run test lint typecheck unit bench soak clean
 
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
@@ -20,6 +20,12 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: setup
 	$(BIN)/leanrig demo
+
+# The pinned agent harnesses (Claude Code, Codex) from the npm registry, into leanrig's cache
+# (scripts/harnesses/package-lock.json; once per lockfile). Without node/npm: says so, and the
+# harness tests skip naming this target.
+harnesses:
+	@scripts/install-harnesses.sh
 
 # The search agent (model-free) over the demo suite, baseline and LAD: the two runs' leaderboard
 # and their comparison on stdout, plots in $(DEMO_RUN)/report/ and $(DEMO_RUN)/compare/.
@@ -47,7 +53,7 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -q --durations=15
 
-test: lint typecheck unit
+test: harnesses lint typecheck unit
 
 bench: setup
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)

@@ -27,9 +27,10 @@ AGENT_LAYERS = {
     "library": 2,
     "sessions": 3,
     "servers": 4,
-    "runs": 5,
-    "editor": 6,
-    "cli": 7,
+    "models": 5,
+    "runs": 6,
+    "editor": 7,
+    "cli": 8,
 }
 
 

@@ -612,7 +612,7 @@ async def test_a_lad_run_gives_each_attempt_the_library_tools_and_baseline_none(
         out = tmp_path / condition
         options = RunOptions(
             suite=DEMO, agent=agent, out=out, condition=condition, tasks=["eq_symm"],
-            time_limit=120, quiet=True, agent_network=True,
+            time_limit=120, quiet=True, agent_network="all",
         )  # fmt: skip
         await run_benchmark(options)
         attempt = out / "attempts" / "eq_symm" / "1"

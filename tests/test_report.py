@@ -445,10 +445,14 @@ def test_a_per_task_row_says_which_columns_are_per_attempt(tmp_path: Path) -> No
     }))  # fmt: skip
     write_report(run, tmp_path / "out", plots=False)
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "| invocation s / attempt | USD / attempt | input tokens |" in md
+    assert (
+        "| invocation s / attempt | model s | Lean s | rest s | USD / attempt | input tokens |"
+        in md
+    )
     assert "means per attempt" in md
     row = next(line for line in md.splitlines() if line.startswith("| a |"))
-    assert "| 20.0 | $1.00 | 4000 |" in row  # means of 10 s and 30 s, $0.5 and $1.5; 1000 + 3000
+    # means of 10 s and 30 s, $0.5 and $1.5; 1000 + 3000 (no gateway: no model time)
+    assert "| 20.0 | N/A | 0.00 | N/A | $1.00 | 4000 |" in row
 
 
 def test_a_resumed_attempts_session_is_one_invocation_with_its_last_wall_time() -> None:

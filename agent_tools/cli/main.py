@@ -255,10 +255,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "tasks": tuple(dict.fromkeys(args.tasks)) if args.tasks else None,
     }  # fmt: skip
     given = {name: value for name, value in settings.items() if value is not None}
+    # A harness run records its preset as its agent (a resume must name the same one).
+    agent = f"--harness {args.harness}" if args.harness else args.agent
     options = RunOptions(
-        suite=Path(args.suite).absolute(), agent=args.agent,
+        suite=Path(args.suite).absolute(), agent=agent,
         out=Path(args.out).absolute() if args.out else None, resume=args.resume,
-        agent_network=args.agent_network, quiet=args.quiet,
+        agent_network=args.agent_network, quiet=args.quiet, harness=args.harness,
+        harness_bin=Path(args.harness_bin) if args.harness_bin else None,
+        reasoning=args.reasoning, model_endpoint=args.model_endpoint,
+        model_key_env=args.model_key_env,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
     from lsp_bridge import single_errors
@@ -444,8 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = command("run", help="run an agent over a suite (the benchmark run protocol)")
     run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
-    run.add_argument("--agent", required=True, help="agent command; {prompt} {task} "
-                     "{workspace} {mcp_config} are replaced")  # fmt: skip
+    who = run.add_mutually_exclusive_group(required=True)
+    who.add_argument("--agent", help="agent command; {prompt} {task} {workspace} {mcp_config} "
+                     "are replaced")  # fmt: skip
+    who.add_argument("--harness", choices=["claude-code", "codex"],
+                     help="a published agent harness, set up per attempt")  # fmt: skip
     run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
     run.add_argument("--time-limit", type=float, help="seconds per invocation (default 1800)")
     run.add_argument("--attempts", type=int, help="independent attempts per task (default 1)")
@@ -458,8 +466,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tasks", type=_task_ids, action="extend", metavar="ID[,ID…]",
                      help="run only these tasks (default: every task of the suite)")  # fmt: skip
     run.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    run.add_argument("--agent-network", action="store_true",
-                     help="keep the agent's network (agents calling a remote model)")  # fmt: skip
+    networks = ["none", "model", "all"]
+    run.add_argument("--agent-network", nargs="?", const="all", choices=networks,
+                     help="what the agent reaches: none, its model through the run's gateway "
+                     "(default with --harness or --model-endpoint), or all (bare)")  # fmt: skip
+    run.add_argument("--harness-bin", metavar="PATH",
+                     help="the harness's program (default: PATH, `make harnesses`)")  # fmt: skip
+    run.add_argument("--reasoning", metavar="LEVEL",
+                     help="the harness's reasoning effort (Claude Code --effort, Codex "
+                     "model_reasoning_effort)")  # fmt: skip
+    run.add_argument("--model-endpoint", metavar="URL",
+                     help="where the run's model gateway forwards model calls (default with "
+                     "--harness: the vendor's API)")  # fmt: skip
+    run.add_argument("--model-key-env", metavar="NAME",
+                     help="the environment variable holding the model's API key (default: "
+                     "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_cmd_run)
 

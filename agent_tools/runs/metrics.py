@@ -18,6 +18,7 @@ are on a 0–100 scale and unrounded here; rounding is for display only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import Any
 from .prices import PriceSchedule, attempt_cost
 from .results import AttemptResult, TaskRef
 
-TOKEN_KINDS = ("input_tokens", "cached_input_tokens", "output_tokens")
+TOKEN_KINDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
 # -- the formulas ------------------------------------------------------------------------------
@@ -82,6 +83,22 @@ class TaskOutcome:
     input_tokens: int | None  # sums over attempts; None unless every attempt reported them
     cached_input_tokens: int | None
     output_tokens: int | None
+    reasoning_tokens: int | None = None
+    # Where an attempt's time went (means per attempt): the model (the run's gateway: time
+    # with a call in flight; None without a gateway), Lean (the ledger) and the rest of the
+    # invocation (the agent's own work, process starts, …).
+    model_s: float | None = None
+    lean_s: float | None = None
+    other_s: float | None = None
+    usage_mismatches: list[str] = dataclasses.field(default_factory=list)
+
+
+def time_split(r: AttemptResult) -> tuple[float | None, float, float | None]:
+    """(model s, Lean s, the rest) of one attempt; the rest is None without the model time
+    (and never below 0: an agent's Lean calls may overlap its model calls)."""
+    if r.model_s is None:
+        return None, r.lean_s, None
+    return r.model_s, r.lean_s, max(0.0, r.invocation_s - r.model_s - r.lean_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +128,10 @@ class RunMetrics:
     missing_tasks: list[str]
     per_task: list[TaskOutcome] = field(default_factory=list)
     unlisted_tasks: list[str] = field(default_factory=list)  # results of tasks not in run.json
+    # Means per task of the time split (TaskOutcome); model and rest over the tasks that know.
+    mean_model_s: float | None = None
+    mean_lean_s: float | None = None
+    mean_other_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -164,9 +185,28 @@ def task_outcomes(
                 input_tokens=_sum_known(r.input_tokens for r in rs),
                 cached_input_tokens=_sum_known(r.cached_input_tokens for r in rs),
                 output_tokens=_sum_known(r.output_tokens for r in rs),
+                reasoning_tokens=_sum_known(r.reasoning_tokens for r in rs),
+                model_s=_mean_known(time_split(r)[0] for r in rs),
+                lean_s=sum(r.lean_s for r in rs) / len(rs),
+                other_s=_mean_known(time_split(r)[2] for r in rs),
+                usage_mismatches=[
+                    f"attempt {r.attempt}: {m}" for r in rs for m in r.usage_mismatch
+                ],
             )
         )
     return outcomes
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _mean_known(values: Iterable[float | None]) -> float | None:
+    """The mean, or None unless every value is known."""
+    vs = list(values)
+    if not vs or any(v is None for v in vs):
+        return None
+    return sum(v for v in vs if v is not None) / len(vs)
 
 
 def compute_metrics(
@@ -268,6 +308,9 @@ def compute_metrics(
         cost_sources=dict(cost_sources),
         tokens=tokens,
         missing_tasks=[t.id for t in missing],
+        mean_model_s=_mean([o.model_s for o in outcomes if o.model_s is not None]),
+        mean_lean_s=_mean([o.lean_s for o in outcomes if o.lean_s is not None]),
+        mean_other_s=_mean([o.other_s for o in outcomes if o.other_s is not None]),
         per_task=outcomes,
         unlisted_tasks=unlisted,
     )

@@ -69,7 +69,12 @@ class _TokensMixin(BaseModel):
     cached_input_tokens: int | None = Field(
         default=None, ge=0, le=MAX_TOKENS, description="cached part of input"
     )
-    output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    output_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_TOKENS, description="output, reasoning included"
+    )
+    reasoning_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_TOKENS, description="reasoning part of output"
+    )
     cost_usd: float | None = Field(
         default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, description="observed cost, USD"
     )
@@ -83,7 +88,7 @@ class _TokensMixin(BaseModel):
 
 
 class Usage(_TokensMixin):
-    """``usage.json`` as an agent writes it: any subset of the four keys."""
+    """``usage.json`` as an agent writes it: any subset of the keys."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -152,9 +157,38 @@ class AttemptResult(_TokensMixin):
     notes: list[str] = Field(
         default_factory=list, description="what the agent did that was ignored (files edited)"
     )
+    # The model side (docs/runs.md): where the token counts come from — the run's gateway
+    # (off the wire), or the agent's usage.json — and, with a gateway, its calls and the time
+    # at least one was in flight.
+    usage_source: Literal["gateway", "agent"] | None = None
+    model_calls: int | None = Field(default=None, ge=0)
+    model_s: float | None = Field(default=None, ge=0, description="model time, from the gateway")
+    harness_usage: Usage | None = Field(
+        default=None, description="what the harness itself reported (a harness run)"
+    )
+    usage_mismatch: list[str] = Field(
+        default_factory=list, description="where the harness's count differs from the gateway's"
+    )
 
     def with_usage(self, usage: Usage) -> AttemptResult:
         return self.model_copy(update=usage.model_dump())
+
+
+class HarnessInfo(BaseModel):
+    """A harness run's harness (`leanrig run --harness`): what ran, and the command and
+    configuration it was given, as templates (``{workspace}``, ``{home}``, ``{prompt}``, …:
+    each attempt's own are in its ``harness.json``). No secret is in any of them: harnesses
+    get the gateway's placeholder key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    version: str
+    program: str
+    model: str
+    reasoning: str | None = None
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)
 
 
 class Machine(BaseModel):
@@ -193,6 +227,13 @@ class RunInfo(BaseModel):
     ended_at: datetime | None = Field(default=None, description="None while running")
     agent_command: str = Field(default="", description="exactly as given to --agent")
     prices: PriceSchedule | None = Field(default=None, description="the --prices schedule")
+    harness: HarnessInfo | None = None
+    agent_network: Literal["none", "model", "all"] | None = Field(
+        default=None, description="what the agent could reach; None: recorded before it was"
+    )
+    model_endpoint: str | None = Field(
+        default=None, description="where the gateway forwarded model calls"
+    )
 
     def display_name(self) -> str:
         if self.label:

@@ -19,6 +19,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 import orjson
@@ -38,11 +39,27 @@ from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
 from repl_pool import SandboxPolicy, sandbox_programs, uses_namespaces
 
 from ..library import index_dir, prepare_library
-from ..servers import ServeOptions, package_version
+from ..models import ModelGateway, gateway_client, model_time, serve_asgi, socket_url
+from ..servers import ServeOptions, listen_local, package_version
 from ..sessions import replace_file
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .attempt_server import AttemptServer, ServiceFactory
+from .harness import (
+    KEY_PLACEHOLDER,
+    KEY_VARS,
+    VENDOR_ENDPOINT,
+    HarnessName,
+    Launch,
+    find_harness,
+    harness_usage,
+    harness_version,
+    key_variable,
+    launch,
+    plan_launch,
+    usage_mismatch,
+)
+from .harness import Attempt as HarnessAttempt
 from .invocation import (
     KILL_DEADLINE,
     Invocation,
@@ -64,9 +81,11 @@ from .results import (
     USAGE_FILE,
     AttemptResult,
     Condition,
+    HarnessInfo,
     Machine,
     RunInfo,
     TaskRef,
+    Usage,
     append_result,
     finished_attempts,
     read_agent_file,
@@ -75,7 +94,14 @@ from .results import (
     read_usage,
     write_run_info,
 )
-from .workspace import ATTEMPT_TOKEN_VAR, SOCKET_FILE, Workspace, agent_argv, create_workspace
+from .workspace import (
+    ATTEMPT_TOKEN_VAR,
+    SOCKET_FILE,
+    Workspace,
+    agent_argv,
+    create_workspace,
+    relay_command,
+)
 
 log = structlog.get_logger("leanrig.run")
 
@@ -84,10 +110,72 @@ RETRY_POLICY: Final = "an infrastructure failure (Lean or leanrig died) is retri
 SOCKET_PATH_MAX: Final = 100  # bytes of a Unix socket's path (the kernel's limit is 107)
 # Ledger outcomes that mean Lean died under a call (the pool replaced the process).
 INFRA_OUTCOMES: Final = frozenset({"error:lean_failure"})
+# What the agent may reach over the network: nothing; only its model, through the run's
+# gateway (a loopback port inside its sandbox); everything.
+NetworkPolicy = Literal["none", "model", "all"]
+MODEL_SOCKET_FILE: Final = "model.sock"
+# The model gateway's port on the loopback of the agent's own network namespace.
+MODEL_PORT: Final = 4141
+FORWARD_SCRIPT: Final = Path(__file__).resolve().with_name("port_forward.py")
+MODEL_CALLS_FILE: Final = "model_calls.jsonl"
 
 
 class RunError(LeanrigError):
     hint = "see `leanrig run --help` and docs/runs.md"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """How the attempts' agents reach their model: through a gateway per attempt to
+    ``upstream``, the key (from the runner's environment) added on the way out."""
+
+    upstream: str
+    key_var: str | None
+    key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessSetup:
+    name: HarnessName
+    program: Path
+    version: str
+
+
+def network_policy(options: RunOptions) -> NetworkPolicy:
+    """The agent's network: as given, else its model only when it has one, else none."""
+    if options.agent_network is not None:
+        return options.agent_network
+    return "model" if options.harness or options.model_endpoint else "none"
+
+
+def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
+    """Where the gateway forwards (None: no gateway), refusing settings that cannot work."""
+    policy = network_policy(options)
+    if options.harness is not None and policy == "none":
+        raise RunError(
+            "--agent-network none leaves a harness no way to its model",
+            hint="leave --agent-network out (model: the gateway only), or give all",
+        )
+    endpoint = options.model_endpoint
+    if endpoint is None and options.harness is not None:
+        endpoint = VENDOR_ENDPOINT[options.harness]
+    if endpoint is None:
+        if policy == "model":
+            raise RunError("--agent-network model needs a model: give --model-endpoint URL")
+        return None
+    if policy == "none":
+        raise RunError("--model-endpoint with --agent-network none: the agent could not reach it")
+    if not endpoint.startswith(("http://", "https://")):
+        raise RunError(f"--model-endpoint {endpoint!r} is not an http(s) URL")
+    var = (
+        key_variable(options.harness, options.model_key_env, env)
+        if options.harness is not None
+        else options.model_key_env
+    )
+    key = env.get(var) if var else None
+    if var is not None and not key:
+        raise RunError(f"--model-key-env {var}: the variable is not set (or empty)")
+    return ModelRoute(upstream=endpoint, key_var=var, key=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +193,15 @@ class RunOptions:
     prices: Path | None = None
     resume: bool = False
     tasks: Sequence[str] | None = None  # a subset of the suite's tasks (default: all)
-    agent_network: bool = False  # True: the agent keeps the network (remote models)
+    # None: "model" when the agent has a model endpoint (a harness, --model-endpoint), else
+    # "none".
+    agent_network: NetworkPolicy | None = None
+    harness: HarnessName | None = None  # a preset instead of `agent` (harness.py)
+    harness_bin: Path | None = None
+    reasoning: str | None = None  # the harness's reasoning effort
+    # Where the gateway forwards model calls (default: the harness vendor's public API).
+    model_endpoint: str | None = None
+    model_key_env: str | None = None  # the runner's variable holding the model's key
     quiet: bool = False
     lean: str | None = None
     # How the runner opens each attempt's service (default `agent_tools.servers.open_service`);
@@ -150,6 +246,28 @@ class _Outcome:
     overhead_s: float
     invocation: Invocation
     service_open_s: float | None = None  # opening the attempt's service (beside the agent)
+
+
+def gateway_usage(gateway: ModelGateway) -> Usage:
+    """The attempt's tokens as the gateway counted them off the wire: the sum over its
+    answered calls (2xx); a count any of them lacks is unknown (None), never guessed."""
+    answered = [c.usage for c in gateway.calls if c.status is not None and 200 <= c.status < 300]
+
+    def total(key: str) -> int | None:
+        values = [getattr(u, key) for u in answered]
+        return None if any(v is None for v in values) else sum(values)  # (no call: 0)
+
+    return Usage(input_tokens=total("input_tokens"), cached_input_tokens=total(
+        "cached_input_tokens"), output_tokens=total("output_tokens"),
+        reasoning_tokens=total("reasoning_tokens"))  # fmt: skip
+
+
+def _read_capped(path: Path, cap: int = 16 * 2**20) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(cap)
+    except OSError:
+        return b""
 
 
 def body_sha(body: str) -> str:
@@ -292,6 +410,8 @@ class Runner:
         library: Path | None,
         run_dir: Path,
         words: list[str],
+        harness: HarnessSetup | None = None,
+        route: ModelRoute | None = None,
     ) -> None:
         # Resolved once, before any agent runs: a link on the way (`~/.cache` pointing at
         # another disk) is in a directory the agent may write, and repointed it would hand the
@@ -332,6 +452,10 @@ class Runner:
         prefix = f"run-{os.getpid()}-"
         self.socket_root = Path(tempfile.mkdtemp(prefix=prefix, dir=self.socket_parent))
         self._sockets = 0
+        self.harness = harness
+        self.network = network_policy(options)
+        self.route = route
+        self.client: Any = None  # the gateways' upstream client, open during the run
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -353,7 +477,9 @@ class Runner:
         self._sockets += 1
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
-    def _sandbox(self, ws: Workspace, argv: Sequence[str]) -> tuple[str, ...]:
+    def _sandbox(
+        self, ws: Workspace, argv: Sequence[str], home: Path | None = None
+    ) -> tuple[str, ...]:
         """The agent's sandbox prefix: the host's file system read-only, then these mounts in
         order (a later one shows through an earlier one): a private /tmp, /var/tmp and
         /dev/shm, with the files its command names there (read-only); its home and
@@ -363,11 +489,12 @@ class Runner:
         suite, but for its ``hidden`` paths (and the LAD library in a baseline run), what the
         command names there shown read-only; the run directory hidden (a later attempt cannot
         read an earlier one's files); the runner's socket directory hidden but for this
-        attempt's socket; the workspace writable."""
+        attempt's socket; the workspace writable. ``home``: the attempt's own home (a harness:
+        its state and configuration), writable, instead of the user's."""
         if not self.isolated:
             return ()
         fresh, named = scratch_mounts(argv)
-        homes = agent_homes(os.environ)
+        homes = agent_homes(os.environ) if home is None else []
         trusted = self.trusted
         suite = self.suite.root.resolve()
         mounts: list[Mount] = [
@@ -382,8 +509,9 @@ class Runner:
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", ws.socket.parent),
             ("--bind", ws.workspace),
+            *((("--bind", home),) if home is not None else ()),
         ]
-        return agent_sandbox(network=self.options.agent_network, mounts=mounts) or ()
+        return agent_sandbox(network=self.network == "all", mounts=mounts) or ()
 
     def _hidden(self) -> list[Path]:
         """What the agent must not read, in its sandbox and through its Lean: the suite's
@@ -423,15 +551,31 @@ class Runner:
         )  # fmt: skip
         server = AttemptServer(serve, socket, o.service)
         await server.bind()
-        command = agent_argv(self.words, ws)
-        argv = [*self._sandbox(ws, command), *command]
-        env = ws.agent_env(os.environ)
-        if self.isolated:
-            env["TMPDIR"] = "/tmp"  # its private one (a TMPDIR elsewhere is shared)
+        gateway, listener, model_url = await anyio.to_thread.run_sync(self._gateway, ws)
+        home = ws.root / "home" if self.harness is not None else None
+        harness_env: dict[str, str] = {}
+        if self.harness is not None:
+            assert model_url is not None
+            assert home is not None
+            started = await anyio.to_thread.run_sync(self._launch, ws, home, model_url)
+            command, harness_env = started.argv, started.env
+        else:
+            command = agent_argv(self.words, ws)
+        forward: list[str] = []
+        if gateway is not None and self.isolated and self.network == "model":
+            # The model's way in: a loopback port of the sandbox's own network namespace,
+            # forwarded to the gateway's socket (bound into the sandbox with the MCP one).
+            forward = [sys.executable, "-I", "-S", str(FORWARD_SCRIPT), str(MODEL_PORT),
+                       str(ws.socket.parent / MODEL_SOCKET_FILE), "--"]  # fmt: skip
+        argv = [*self._sandbox(ws, command, home), *forward, *command]
+        env = {**self._agent_env(ws, model_url), **harness_env}
+        stop_gateway = anyio.Event()
         async with anyio.create_task_group() as tg:
             # The service opens while the agent starts; the agent's first connection waits
             # in the socket's backlog until it serves.
             tg.start_soon(server.run)
+            if gateway is not None and listener is not None:
+                tg.start_soon(serve_asgi, gateway, listener, stop_gateway)
             t_agent = time.perf_counter()
             inv = await invoke(
                 argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
@@ -439,6 +583,7 @@ class Runner:
                 sandboxed=self.isolated,
             )  # fmt: skip
             t_after = time.perf_counter()
+            stop_gateway.set()
             await server.stop()
         body, infra = await anyio.to_thread.run_sync(self._final_body, ws)
         if server.failure is not None:
@@ -453,6 +598,19 @@ class Runner:
         calls, lean_s, died = await anyio.to_thread.run_sync(self._ledger, ws)
         infra += died
         usage = await anyio.to_thread.run_sync(read_usage, ws.workspace / USAGE_FILE)
+        model: dict[str, Any] = {}
+        if gateway is not None:
+            # Tokens from the wire, whatever the agent wrote; USD from --prices.
+            usage = gateway_usage(gateway)
+            model = {"model_calls": len(gateway.calls), "usage_source": "gateway",
+                     "model_s": round(model_time(gateway.calls), 3)}  # fmt: skip
+        elif any(v is not None for v in usage.model_dump().values()):
+            model = {"usage_source": "agent"}
+        if self.harness is not None:
+            log_bytes = await anyio.to_thread.run_sync(_read_capped, ws.log)
+            reported = harness_usage(self.harness.name, log_bytes)
+            model["harness_usage"] = reported
+            model["usage_mismatch"] = usage_mismatch(usage, reported)
         notes = await anyio.to_thread.run_sync(self._ignored_edits, task, ws)
         if unwritten is not None:
             notes.insert(0, unwritten)
@@ -465,7 +623,7 @@ class Runner:
             exit_code=inv.exit_code, tool_calls=calls, lean_s=round(lean_s, 3),
             final_body_sha=body_sha(body), condition=o.condition, model=o.model,
             agent_tool=o.agent_tool, verdict_s=round(verdict_s, 3), started_at=started_at,
-            notes=notes,
+            notes=notes, **model,
         ).with_usage(usage)  # fmt: skip
         # leanrig's own time for this attempt: everything but the agent's run and the verdict.
         overhead = (time.perf_counter() - t0) - (t_after - t_agent) - verdict_s
@@ -473,6 +631,60 @@ class Runner:
                  overhead_ms=round(overhead * 1000, 1), service_open_s=server.open_s,
                  service_close_s=server.close_s)  # fmt: skip
         return _Outcome(result, infra, overhead, inv, server.open_s)
+
+    def _gateway(
+        self, ws: Workspace
+    ) -> tuple[ModelGateway | None, socket.socket | None, str | None]:
+        """The attempt's model gateway, its listening socket and the URL the agent reaches it
+        at: in the sandbox without network, a Unix socket beside the attempt's MCP socket (a
+        forwarder inside serves the loopback port); else a loopback TCP port."""
+        if self.route is None:
+            return None, None, None
+        gateway = ModelGateway(upstream=self.route.upstream, client=self.client,
+                               calls_path=ws.root / MODEL_CALLS_FILE,
+                               placeholder=KEY_PLACEHOLDER, key=self.route.key)  # fmt: skip
+        if self.isolated and self.network == "model":
+            path = ws.socket.parent / MODEL_SOCKET_FILE
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(path))
+            listener.listen(64)
+            listener.setblocking(False)
+            return gateway, listener, f"http://127.0.0.1:{MODEL_PORT}"
+        listener = listen_local(0)
+        return gateway, listener, socket_url(listener)
+
+    def _launch(self, ws: Workspace, home: Path, model_url: str) -> Launch:
+        """The harness's command for this attempt; its configuration written into ``home``
+        and recorded (``harness.json`` in the attempt's directory)."""
+        assert self.harness is not None
+        home.mkdir(parents=True, exist_ok=True)
+        o = self.options
+        attempt = HarnessAttempt(
+            prompt=ws.prompt.read_text(encoding="utf-8"), workspace=ws.workspace, home=home,
+            mcp_command=relay_command(ws.socket), mcp_env={ATTEMPT_TOKEN_VAR: ws.token},
+            model_url=model_url, time_limit=o.time_limit,
+        )  # fmt: skip
+        started = launch(self.harness.name, self.harness.program, attempt,
+                         model=o.model or "", reasoning=o.reasoning,
+                         key_var=self.route.key_var if self.route else None)  # fmt: skip
+        record = {"argv": started.argv, "env": started.env,
+                  "files": {str(p): t for p, t in started.files.items()}}  # fmt: skip
+        (ws.root / "harness.json").write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        return started
+
+    def _agent_env(self, ws: Workspace, model_url: str | None) -> dict[str, str]:
+        env = ws.agent_env(os.environ)
+        if self.isolated:
+            env["TMPDIR"] = "/tmp"  # its private one (a TMPDIR elsewhere is shared)
+        if self.route is not None:
+            # The key stays with the runner: the agent gets the gateway's placeholder.
+            for var in {*(v for vs in KEY_VARS.values() for v in vs), self.route.key_var}:
+                if var is not None:
+                    env.pop(var, None)
+            assert model_url is not None
+            env["LEANRIG_MODEL_URL"] = model_url
+            env["LEANRIG_MODEL_KEY"] = KEY_PLACEHOLDER
+        return env
 
     def _ignored_edits(self, task: Task, ws: Workspace) -> list[str]:
         """Files the agent changed that count for nothing (recorded in the results line):
@@ -559,7 +771,11 @@ class Runner:
 
     def run_info(self, started_at: datetime, ended_at: datetime | None) -> RunInfo:
         o = self.options
-        network = "on" if o.agent_network else ("off" if self.isolated else "on (no bwrap)")
+        network = {
+            "all": "on",
+            "model": "its model only (the run's gateway)",
+            "none": "off",
+        }[self.network] if self.isolated else "on (no bwrap)"  # fmt: skip
         state = (
             "run state hidden, verdict inputs read-only to the agent"
             if self.isolated
@@ -579,6 +795,30 @@ class Runner:
                             memory_bytes=psutil.virtual_memory().total),
             started_at=started_at, ended_at=ended_at, agent_command=o.agent,
             prices=load_prices(o.prices) if o.prices else o.prices_schedule,
+            harness=self.harness_info(), agent_network=self.network if self.isolated else "all",
+            model_endpoint=self.route.upstream if self.route is not None else None,
+        )  # fmt: skip
+
+    def harness_info(self) -> HarnessInfo | None:
+        """The harness, and its command and configuration as templates (an attempt's paths,
+        prompt and token as ``{…}``; each attempt's own in its ``harness.json``)."""
+        h = self.harness
+        if h is None:
+            return None
+        o = self.options
+        template = HarnessAttempt(
+            prompt="{prompt}", workspace=Path("{workspace}"), home=Path("{home}"),
+            mcp_command=relay_command(Path("{mcp_socket}")),
+            mcp_env={ATTEMPT_TOKEN_VAR: "{token}"}, model_url="{model_url}",
+            time_limit=o.time_limit,
+        )  # fmt: skip
+        shown = plan_launch(h.name, h.program, template, model=o.model or "",
+                            reasoning=o.reasoning,
+                            key_var=self.route.key_var if self.route else None)  # fmt: skip
+        return HarnessInfo(
+            name=h.name, version=h.version, program=str(h.program), model=o.model or "",
+            reasoning=o.reasoning, command=shown.argv, env=shown.env,
+            files={str(p): t for p, t in shown.files.items()},
         )  # fmt: skip
 
     def selected(self) -> list[Task]:
@@ -698,7 +938,18 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         await anyio.to_thread.run_sync(sweep_interrupted, run_dir, done)
     elif (run_dir / "results.jsonl").exists():
         raise RunError(f"{run_dir} already holds a run", hint="pass --resume, or another --out")
-    words = _agent_words(options.agent)
+    harness: HarnessSetup | None = None
+    if options.harness is not None:
+        if not options.model:
+            raise RunError("--harness needs --model ID (the model the harness asks for)")
+        words: list[str] = []
+        program = await anyio.to_thread.run_sync(find_harness, options.harness,
+                                                 options.harness_bin)  # fmt: skip
+        version = await anyio.to_thread.run_sync(harness_version, program)
+        harness = HarnessSetup(options.harness, program, version)
+    else:
+        words = _agent_words(options.agent)
+    route = model_route(options, dict(os.environ))
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     check_suite(suite)
     for task_id in options.tasks or ():  # refused before anything is written
@@ -711,7 +962,7 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
     if previous is not None:
         done |= await anyio.to_thread.run_sync(record_interrupted, run_dir, suite, options, done)
-    runner = Runner(options, suite, install, library, run_dir, words)
+    runner = Runner(options, suite, install, library, run_dir, words, harness, route)
     try:
         return await _run(runner, options, run_dir, started_at, done, t_start)
     finally:
@@ -728,7 +979,7 @@ async def _run(
 ) -> RunSummary:
     summary = RunSummary(run_dir)
     sandbox = await anyio.to_thread.run_sync(
-        lambda: agent_sandbox(network=options.agent_network, mounts=())
+        lambda: agent_sandbox(network=runner.network == "all", mounts=())
     )
     if sandbox is None:
         log.warning("run.agent_unsandboxed", detail="bwrap cannot sandbox the agent here: it "
@@ -743,6 +994,24 @@ async def _run(
     ]
     summary.skipped = len(runner.selected()) * options.attempts - len(jobs)
     limiter = anyio.CapacityLimiter(options.parallel)
+    async with gateway_client() as client:
+        runner.client = client
+        await _attempts(runner, options, run_dir, jobs, limiter, summary)
+    await anyio.to_thread.run_sync(
+        write_run_info, run_dir, runner.run_info(started_at, datetime.now(UTC))
+    )
+    summary.elapsed_s = time.perf_counter() - t_start
+    return summary
+
+
+async def _attempts(
+    runner: Runner,
+    options: RunOptions,
+    run_dir: Path,
+    jobs: list[tuple[Task, int]],
+    limiter: anyio.CapacityLimiter,
+    summary: RunSummary,
+) -> None:
     with RunProgress(total=len(jobs), enabled=not options.quiet and sys.stderr.isatty()) as bar:
 
         async def one(task: Task, k: int) -> None:
@@ -769,11 +1038,6 @@ async def _run(
         async with anyio.create_task_group() as tg:
             for task, k in jobs:
                 tg.start_soon(one, task, k)
-    await anyio.to_thread.run_sync(
-        write_run_info, run_dir, runner.run_info(started_at, datetime.now(UTC))
-    )
-    summary.elapsed_s = time.perf_counter() - t_start
-    return summary
 
 
 def summary_json(summary: RunSummary) -> dict[str, Any]:

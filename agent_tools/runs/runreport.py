@@ -219,6 +219,17 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"- timed out {m.timed_out}, of which verified {m.accepted_after_timeout}; "
             f"infrastructure retries {m.infra_retries}",
             f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
+    if m.mean_model_s is not None:
+        out.append(f"- of which model {fmt(m.mean_model_s, 1)} s (the run's gateway), Lean "
+                   f"{fmt(m.mean_lean_s, 1)} s (the ledger), the rest "
+                   f"{fmt(m.mean_other_s, 1)} s (means per task)")  # fmt: skip
+    if info.harness is not None:
+        h = info.harness
+        out.append(f"- harness {cell(h.name)} {cell(h.version)}, model {cell(h.model)}"
+                   + (f", reasoning {cell(h.reasoning)}" if h.reasoning else "")
+                   + f"; agent network: {info.agent_network or '—'}"
+                   + (f"; model endpoint `{cell(info.model_endpoint)}`"
+                      if info.model_endpoint else ""))  # fmt: skip
     out += ["", "## Cost and tokens", ""]
     sched = f" (prices fixed {info.prices.fixed})" if info.prices else ""
     srcs = ", ".join(f"{k} {v}" for k, v in sorted(m.cost_sources.items())) or "none"
@@ -237,16 +248,23 @@ def render_run_markdown(run: LoadedRun) -> str:
         out += ["Seconds and USD are means per attempt (as in the per-point metrics); tokens "
                 "are summed over a task's attempts (as in the totals above).", ""]  # fmt: skip
     out.append(
-        "| task | field | d | attempts | verified | invocation s / attempt | USD / attempt | "
-        "input tokens | cached | output |"
+        "| task | field | d | attempts | verified | invocation s / attempt | model s | Lean s | "
+        "rest s | USD / attempt | input tokens | cached | output |"
     )
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for o in m.per_task:
         out.append(
             f"| {cell(o.task)} | {cell(o.field or '—')} | {o.difficulty} | {o.attempts} | "
-            f"{o.accepted_attempts} | {fmt(o.invocation_s, 1)} | {fmt_usd(o.cost_usd)} | "
+            f"{o.accepted_attempts} | {fmt(o.invocation_s, 1)} | {fmt(o.model_s, 2)} | "
+            f"{fmt(o.lean_s, 2)} | {fmt(o.other_s, 2)} | {fmt_usd(o.cost_usd)} | "
             f"{_n(o.input_tokens)} | {_n(o.cached_input_tokens)} | {_n(o.output_tokens)} |"
         )
+    mismatched = [(o.task, x) for o in m.per_task for x in o.usage_mismatches]
+    if mismatched:
+        out += ["", "## Usage: the harness's count differs from the gateway's", "",
+                "Tokens and USD above are the gateway's (off the wire, priced with --prices); "
+                "the harness's own report differs here:", ""]  # fmt: skip
+        out += [f"- {cell(t)}, {cell(x)}" for t, x in mismatched]
     return "\n".join(out) + "\n"
 
 

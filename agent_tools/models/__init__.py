@@ -1,0 +1,48 @@
+"""models: the model side of a run — the gateway every agent's model call goes through
+(`gateway.py`: a streaming reverse proxy, metered from the wire by `usage.py`), the ASGI
+serving both need (`asgi.py`), and the replay model for offline runs (`replay.py`).
+
+Names load on first use (PEP 562): the runner's import must not pull in uvicorn or the
+replay model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsp_bridge import lazy_attributes as _lazy_attributes
+
+if TYPE_CHECKING:
+    # (`X as X`: re-exported for the type checker; the table below loads them at run time.)
+    from .asgi import serve_asgi as serve_asgi
+    from .asgi import socket_url as socket_url
+    from .gateway import ModelCall as ModelCall
+    from .gateway import ModelGateway as ModelGateway
+    from .gateway import gateway_client as gateway_client
+    from .gateway import model_time as model_time
+    from .gateway import upstream_url as upstream_url
+    from .usage import Api as Api
+    from .usage import CallUsage as CallUsage
+    from .usage import RequestFacts as RequestFacts
+    from .usage import WireMeter as WireMeter
+    from .usage import api_of as api_of
+    from .usage import request_facts as request_facts
+
+# name -> (submodule, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "Api": ("usage", "Api"),
+    "CallUsage": ("usage", "CallUsage"),
+    "ModelCall": ("gateway", "ModelCall"),
+    "ModelGateway": ("gateway", "ModelGateway"),
+    "RequestFacts": ("usage", "RequestFacts"),
+    "WireMeter": ("usage", "WireMeter"),
+    "api_of": ("usage", "api_of"),
+    "gateway_client": ("gateway", "gateway_client"),
+    "model_time": ("gateway", "model_time"),
+    "request_facts": ("usage", "request_facts"),
+    "serve_asgi": ("asgi", "serve_asgi"),
+    "socket_url": ("asgi", "socket_url"),
+    "upstream_url": ("gateway", "upstream_url"),
+}
+__all__ = sorted(_LAZY)
+__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)

@@ -1,0 +1,66 @@
+"""An ASGI app served by uvicorn on a socket bound by the caller (TCP or Unix), under anyio,
+until a stop event: the model gateway and the replay model both need a socket known before
+they serve (a port chosen by the system, an attempt's Unix socket) and leanrig's own signal
+handling (uvicorn's handlers left out). Nothing else: no routing, no app logic."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+
+
+def socket_url(listener: socket.socket) -> str:
+    """``http://127.0.0.1:PORT`` of a TCP listener (a Unix socket has no URL: its path)."""
+    if listener.family == socket.AF_UNIX:
+        return str(listener.getsockname())
+    host, port = listener.getsockname()[:2]
+    return f"http://{host}:{port}"
+
+
+async def serve_asgi(
+    app: Any,
+    listener: socket.socket,
+    stop: anyio.Event,
+    ready: Callable[[], None] | None = None,
+    *,
+    graceful_s: int = 1,
+) -> None:
+    """Serve ``app`` on ``listener`` until ``stop`` is set, then shut down (requests still
+    running get ``graceful_s`` seconds); ``ready()`` once uvicorn listens."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and ready is not None:
+                ready()
+
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=graceful_s,
+        access_log=False,
+    )  # fmt: skip
+    server = Server(config)
+
+    async def stop_when_asked() -> None:
+        await stop.wait()
+        # Requests cut off at the stop (an agent killed mid-stream) are logged by uvicorn as
+        # ERROR tracebacks: shutdown noise only.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+        server.should_exit = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_when_asked)
+        await server.serve(sockets=[listener])
+        tg.cancel_scope.cancel()
+
+
+__all__ = ["serve_asgi", "socket_url"]

@@ -1,0 +1,349 @@
+"""Harness presets: `leanrig run --harness claude-code|codex` — how each published harness is
+started for one attempt, from the attempt's MCP server, its model gateway and its home.
+
+Per attempt the runner calls `launch`, which writes the harness's own configuration into the
+attempt's home (a fresh directory: no memory between attempts) and returns the command and
+environment. What each preset turns off, and what a harness cannot turn off, is in
+docs/agents.md; the verdict does not depend on it (the submission is the runner's service's
+last accepted body, never a file the harness wrote). `harness_usage` reads what the harness
+itself reported about its tokens from its output, to check the gateway's count against.
+
+Must not: hold an API key (the harness gets the gateway's placeholder; the gateway swaps in
+the key), or run anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import orjson
+
+from lsp_bridge import LeanrigError, cache_root
+
+from .results import Usage
+
+HarnessName = Literal["claude-code", "codex"]
+HARNESSES: Final[tuple[HarnessName, ...]] = ("claude-code", "codex")
+PROGRAM: Final[dict[HarnessName, str]] = {"claude-code": "claude", "codex": "codex"}
+# Where each harness sends its model calls when no --model-endpoint is given.
+VENDOR_ENDPOINT: Final[dict[HarnessName, str]] = {
+    "claude-code": "https://api.anthropic.com",
+    "codex": "https://api.openai.com/v1",
+}
+# The environment variables a key is read from, in order (the runner's environment).
+KEY_VARS: Final[dict[HarnessName, tuple[str, ...]]] = {
+    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY",),
+}
+# What a harness is given instead of a key: the gateway swaps it for the real one.
+KEY_PLACEHOLDER: Final = "leanrig-gateway-key"
+MCP_SERVER: Final = "leanrig"
+# Codex features off (`codex features list`): every tool but MCP's, and every call home.
+CODEX_FEATURES_OFF: Final = ("plugins", "shell_tool", "unified_exec", "goals", "view_image",
+                             "image_generation", "apps", "multi_agent", "browser_use",
+                             "computer_use", "in_app_browser", "sleep_tool", "shell_snapshot",
+                             "tool_suggest", "skill_search", "memories")  # fmt: skip
+
+
+class HarnessError(LeanrigError):
+    hint = "install the pinned harnesses with `make harnesses`, or pass --harness-bin PATH"
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One attempt's harness: its command, the environment it adds, and the files written
+    (path → text; what run.json records, with no secret in any of them)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    files: dict[Path, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What a preset needs of an attempt."""
+
+    prompt: str
+    workspace: Path
+    home: Path  # fresh, per attempt: HOME and every harness state directory inside it
+    mcp_command: list[str]  # the attempt's MCP server (the relay to its socket)
+    mcp_env: dict[str, str]
+    model_url: str  # the gateway, as the harness reaches it
+    time_limit: float
+
+
+def installed_harness(name: HarnessName) -> Path | None:
+    """The pinned install `make harnesses` made (scripts/install-harnesses.sh), if any."""
+    program = PROGRAM[name]
+    for root in sorted((cache_root() / "harnesses").glob("*/node_modules/.bin")):
+        candidate = root / program
+        if candidate.exists() and (root.parent.parent / ".installed").exists():
+            return candidate
+    return None
+
+
+def find_harness(name: HarnessName, explicit: Path | None = None) -> Path:
+    """``--harness-bin``, else the harness's program on PATH, else the pinned install."""
+    if explicit is not None:
+        path = Path(os.path.abspath(explicit))
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise HarnessError(f"--harness-bin: {explicit} is not an executable file")
+        return path
+    on_path = shutil.which(PROGRAM[name])
+    if on_path is not None:
+        return Path(on_path)
+    pinned = installed_harness(name)
+    if pinned is None:
+        raise HarnessError(f"cannot find {PROGRAM[name]!r} ({name}) on PATH or in leanrig's cache")
+    return pinned
+
+
+def harness_version(program: Path, timeout: float = 60.0) -> str:
+    """What ``program --version`` says (its first line)."""
+    try:
+        done = subprocess.run(
+            [str(program), "--version"], capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"}, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HarnessError(f"{program} --version failed: {exc}") from exc
+    line = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0 or not line:
+        raise HarnessError(f"{program} --version failed (exit {done.returncode})")
+    return line[0].strip()
+
+
+def _homes(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+    }
+
+
+def claude_code(
+    program: Path, a: Attempt, *, model: str, reasoning: str | None, key_var: str | None
+) -> Launch:
+    """``claude -p`` with only leanrig's MCP tools (and its tool search): no shell, file or web
+    tool; JSON output with its usage; nothing kept between runs."""
+    config_dir = a.home / ".claude"
+    mcp = a.home / "leanrig-mcp.json"
+    server = {"type": "stdio", "command": a.mcp_command[0], "args": a.mcp_command[1:],
+              "env": a.mcp_env}  # fmt: skip
+    config = {"mcpServers": {MCP_SERVER: server}}
+    argv = [
+        str(program), "-p", a.prompt, "--model", model,
+        "--mcp-config", str(mcp), "--strict-mcp-config",
+        "--tools", "ToolSearch", "--allowedTools", f"mcp__{MCP_SERVER}",
+        "--no-session-persistence", "--output-format", "json",
+        *(["--effort", reasoning] if reasoning else []),
+    ]  # fmt: skip
+    # The key variable the harness sends its placeholder in picks the header: x-api-key
+    # (ANTHROPIC_API_KEY) or a bearer token (the rest: Anthropic-compatible vendors document
+    # ANTHROPIC_AUTH_TOKEN).
+    key_env = "ANTHROPIC_API_KEY" if key_var == "ANTHROPIC_API_KEY" else "ANTHROPIC_AUTH_TOKEN"
+    env = {
+        **_homes(a.home), "CLAUDE_CONFIG_DIR": str(config_dir),
+        "ANTHROPIC_BASE_URL": a.model_url, key_env: KEY_PLACEHOLDER,
+        # Its background and small-model calls go to the same model (a vendor endpoint has
+        # no Haiku), and it phones nowhere else (event logging, updates, error reports).
+        "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model, "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+        "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+        "MCP_TIMEOUT": "60000", "MCP_TOOL_TIMEOUT": str(int(a.time_limit * 1000)),
+    }  # fmt: skip
+    text = orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
+    return Launch(argv, env, {mcp: text, config_dir / ".keep": ""})
+
+
+def _toml(value: object) -> str:
+    """A TOML value (strings as basic strings: JSON's escapes are TOML's)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def codex_config(a: Attempt, *, model: str, reasoning: str | None) -> str:
+    """``CODEX_HOME/config.toml``: the model through the gateway (a provider of its own), the
+    attempt's MCP server, approvals that never ask, the sandbox read-only, web search and
+    every tool but MCP's off, no analytics."""
+    top: dict[str, object] = {
+        "model": model, "model_provider": "leanrig", "approval_policy": "never",
+        "sandbox_mode": "read-only", "web_search": "disabled",
+        "check_for_update_on_startup": False,
+    }  # fmt: skip
+    if reasoning:
+        top["model_reasoning_effort"] = reasoning
+    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
+    lines += ["", "[analytics]", "enabled = false", "", "[features]"]
+    lines += [f"{f} = false" for f in CODEX_FEATURES_OFF]
+    provider = {"name": "leanrig gateway", "base_url": f"{a.model_url}/v1",
+                "wire_api": "responses", "env_key": "LEANRIG_MODEL_KEY",
+                "request_max_retries": 4, "stream_max_retries": 4}  # fmt: skip
+    lines += ["", "[model_providers.leanrig]", *(f"{k} = {_toml(v)}" for k, v in provider.items())]
+    server = {"command": a.mcp_command[0], "args": a.mcp_command[1:], "env": a.mcp_env,
+              "cwd": str(a.workspace), "startup_timeout_sec": 60,
+              "tool_timeout_sec": max(60, int(a.time_limit))}  # fmt: skip
+    lines += ["", f"[mcp_servers.{MCP_SERVER}]", *(f"{k} = {_toml(v)}" for k, v in server.items())]
+    return "\n".join(lines) + "\n"
+
+
+def codex(program: Path, a: Attempt, *, model: str, reasoning: str | None) -> Launch:
+    """``codex exec --json`` in the workspace with a per-attempt ``CODEX_HOME``."""
+    codex_home = a.home / ".codex"
+    argv = [
+        str(program), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+        "--cd", str(a.workspace), a.prompt,
+    ]  # fmt: skip
+    env = {**_homes(a.home), "CODEX_HOME": str(codex_home), "LEANRIG_MODEL_KEY": KEY_PLACEHOLDER}
+    return Launch(
+        argv, env, {codex_home / "config.toml": codex_config(a, model=model, reasoning=reasoning)}
+    )
+
+
+def plan_launch(
+    name: HarnessName,
+    program: Path,
+    attempt: Attempt,
+    *,
+    model: str,
+    reasoning: str | None,
+    key_var: str | None,
+) -> Launch:
+    """The attempt's harness command, environment and configuration files (none written)."""
+    if name == "claude-code":
+        return claude_code(program, attempt, model=model, reasoning=reasoning, key_var=key_var)
+    return codex(program, attempt, model=model, reasoning=reasoning)
+
+
+def launch(
+    name: HarnessName,
+    program: Path,
+    attempt: Attempt,
+    *,
+    model: str,
+    reasoning: str | None,
+    key_var: str | None,
+) -> Launch:
+    """`plan_launch`, its configuration files written."""
+    out = plan_launch(name, program, attempt, model=model, reasoning=reasoning, key_var=key_var)
+    for path, text in out.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return out
+
+
+def key_variable(name: HarnessName, explicit: str | None, env: Mapping[str, str]) -> str | None:
+    """The runner's environment variable holding the model's key: ``--model-key-env``, else
+    the harness's usual ones that are set; None: no key (a local endpoint)."""
+    if explicit is not None:
+        return explicit
+    return next((v for v in KEY_VARS[name] if env.get(v)), None)
+
+
+def _ints(obj: object, *keys: str) -> int | None:
+    if not isinstance(obj, dict):
+        return None
+    total, seen = 0, False
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            total, seen = total + value, True
+    return total if seen else None
+
+
+def harness_usage(name: HarnessName, output: bytes) -> Usage | None:
+    """What the harness reported about its own usage on stdout, in leanrig's convention
+    (input counts cached input): Claude Code's final ``result`` object (its ``usage`` and
+    ``total_cost_usd``: its own price catalog), Codex's ``turn.completed`` events summed.
+    None when it reported nothing."""
+    totals: dict[str, int] = {}
+    cost: float | None = None
+    found = False
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith(b"{"):
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if name == "claude-code" and event.get("type") == "result":
+            u = event.get("usage")
+            parts = {
+                "input_tokens": _ints(u, "input_tokens", "cache_read_input_tokens",
+                                      "cache_creation_input_tokens"),
+                "cached_input_tokens": _ints(u, "cache_read_input_tokens"),
+                "output_tokens": _ints(u, "output_tokens"),
+            }  # fmt: skip
+            totals = {k: v for k, v in parts.items() if v is not None}  # (the last one wins)
+            c = event.get("total_cost_usd")
+            cost = float(c) if isinstance(c, int | float) and c >= 0 else None
+            found = True
+        elif name == "codex" and event.get("type") == "turn.completed":
+            u = event.get("usage")
+            for key, source in (("input_tokens", "input_tokens"),
+                                ("cached_input_tokens", "cached_input_tokens"),
+                                ("output_tokens", "output_tokens")):  # fmt: skip
+                value = _ints(u, source)
+                if value is not None:
+                    totals[key] = totals.get(key, 0) + value
+            found = True
+    if not found:
+        return None
+    try:
+        return Usage(**totals, cost_usd=cost)
+    except ValueError:
+        return None
+
+
+def usage_mismatch(gateway: Usage, harness: Usage | None) -> list[str]:
+    """Where the harness's own count differs from the gateway's (each as a readable line)."""
+    if harness is None:
+        return []
+    out = []
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+        mine, theirs = getattr(gateway, key), getattr(harness, key)
+        if mine is not None and theirs is not None and mine != theirs:
+            out.append(f"{key}: gateway {mine}, harness {theirs}")
+    return out
+
+
+__all__ = [
+    "HARNESSES",
+    "KEY_PLACEHOLDER",
+    "VENDOR_ENDPOINT",
+    "Attempt",
+    "HarnessError",
+    "HarnessName",
+    "Launch",
+    "codex_config",
+    "find_harness",
+    "harness_usage",
+    "harness_version",
+    "installed_harness",
+    "key_variable",
+    "launch",
+    "plan_launch",
+    "usage_mismatch",
+]
