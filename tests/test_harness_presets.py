@@ -125,7 +125,7 @@ def test_codex_s_turns_are_summed() -> None:
     output = b"\n".join([b'{"type":"thread.started"}', orjson.dumps(turn), b"not json",
                          orjson.dumps(turn)])  # fmt: skip
     assert harness_usage("codex", output) == Usage(
-        input_tokens=2000, cached_input_tokens=1200, output_tokens=100
+        input_tokens=2000, cached_input_tokens=1200, output_tokens=100, reasoning_tokens=40
     )
 
 

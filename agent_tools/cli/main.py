@@ -339,6 +339,32 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     return code
 
 
+def _cmd_model(args: argparse.Namespace) -> int:
+    """`leanrig model serve`: the replay model until SIGTERM/Ctrl-C (exit 0)."""
+    from lsp_bridge import single_errors
+
+    from ..models import load_plan, serve_replay_model
+    from ..servers import ignore_stop_signals, on_first, stop_signals
+
+    plan = load_plan(Path(args.plan).absolute())
+    log_path = Path(args.log).absolute() if args.log else None
+
+    async def main() -> None:
+        with single_errors(), stop_signals() as signals:
+            async with anyio.create_task_group() as tg:
+                url = await tg.start(
+                    partial(serve_replay_model, plan, host=args.host, port=args.port, log=log_path)
+                )
+                print(f"leanrig model: replaying {args.plan} at {url}", file=sys.stderr,
+                      flush=True)  # fmt: skip
+                await on_first(signals, lambda _signum: tg.cancel_scope.cancel())
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    ignore_stop_signals()
+    return 0
+
+
 def _cmd_editor(args: argparse.Namespace) -> int:
     from ..editor import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
 
@@ -483,6 +509,19 @@ def build_parser() -> argparse.ArgumentParser:
                      "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_cmd_run)
+
+    model = command("model", help="the replay model: a local model endpoint for offline runs")
+    model_kinds = model.add_subparsers(dest="model_command", required=True)
+    replay = model_kinds.add_parser(
+        "serve", help="replay a plan of tool calls as a model (Anthropic Messages, OpenAI "
+        "Responses and Chat Completions)",
+    )  # fmt: skip
+    replay.add_argument("--plan", required=True, help="the plan (docs/agents.md)")
+    replay.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    replay.add_argument("--port", type=int, default=0, help="default 0: a free port, said on "
+                        "stderr")  # fmt: skip
+    replay.add_argument("--log", help="one JSON line per call served (tokens as served)")
+    replay.set_defaults(func=_cmd_model)
 
     agent = command("agent", help="agents leanrig ships, for `leanrig run --agent`")
     kinds = agent.add_subparsers(dest="agent_kind", required=True)

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from .gateway import gateway_client as gateway_client
     from .gateway import model_time as model_time
     from .gateway import upstream_url as upstream_url
+    from .replay import ReplayPlan as ReplayPlan
+    from .replay import ReplayPlanInvalid as ReplayPlanInvalid
+    from .replay import ReplayPortUnavailable as ReplayPortUnavailable
+    from .replay import load_plan as load_plan
+    from .replay import replay_app as replay_app
+    from .replay import serve_replay_model as serve_replay_model
     from .usage import Api as Api
     from .usage import CallUsage as CallUsage
     from .usage import RequestFacts as RequestFacts
@@ -34,13 +40,19 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CallUsage": ("usage", "CallUsage"),
     "ModelCall": ("gateway", "ModelCall"),
     "ModelGateway": ("gateway", "ModelGateway"),
+    "ReplayPlan": ("replay", "ReplayPlan"),
+    "ReplayPlanInvalid": ("replay", "ReplayPlanInvalid"),
+    "ReplayPortUnavailable": ("replay", "ReplayPortUnavailable"),
     "RequestFacts": ("usage", "RequestFacts"),
     "WireMeter": ("usage", "WireMeter"),
     "api_of": ("usage", "api_of"),
     "gateway_client": ("gateway", "gateway_client"),
+    "load_plan": ("replay", "load_plan"),
     "model_time": ("gateway", "model_time"),
+    "replay_app": ("replay", "replay_app"),
     "request_facts": ("usage", "request_facts"),
     "serve_asgi": ("asgi", "serve_asgi"),
+    "serve_replay_model": ("replay", "serve_replay_model"),
     "socket_url": ("asgi", "socket_url"),
     "upstream_url": ("gateway", "upstream_url"),
 }

@@ -46,7 +46,7 @@ KEY_PLACEHOLDER: Final = "leanrig-gateway-key"
 MCP_SERVER: Final = "leanrig"
 # Codex features off (`codex features list`): every tool but MCP's, and every call home.
 CODEX_FEATURES_OFF: Final = ("plugins", "shell_tool", "unified_exec", "goals", "view_image",
-                             "image_generation", "apps", "multi_agent", "browser_use",
+                             "image_generation", "apps", "browser_use",
                              "computer_use", "in_app_browser", "sleep_tool", "shell_snapshot",
                              "tool_suggest", "skill_search", "memories")  # fmt: skip
 
@@ -193,14 +193,18 @@ def codex_config(a: Attempt, *, model: str, reasoning: str | None) -> str:
     if reasoning:
         top["model_reasoning_effort"] = reasoning
     lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
-    lines += ["", "[analytics]", "enabled = false", "", "[features]"]
+    # (`[agents] enabled = false`: no subagents; its `multi_agent` feature is deprecated.)
+    lines += ["", "[analytics]", "enabled = false", "", "[agents]", "enabled = false", "",
+              "[features]"]  # fmt: skip
     lines += [f"{f} = false" for f in CODEX_FEATURES_OFF]
     provider = {"name": "leanrig gateway", "base_url": f"{a.model_url}/v1",
                 "wire_api": "responses", "env_key": "LEANRIG_MODEL_KEY",
                 "request_max_retries": 4, "stream_max_retries": 4}  # fmt: skip
     lines += ["", "[model_providers.leanrig]", *(f"{k} = {_toml(v)}" for k, v in provider.items())]
+    # `required`: Codex waits for the server before its first model request (else its first
+    # tool searches found no tools, and a model without tool search had none at all).
     server = {"command": a.mcp_command[0], "args": a.mcp_command[1:], "env": a.mcp_env,
-              "cwd": str(a.workspace), "startup_timeout_sec": 60,
+              "cwd": str(a.workspace), "required": True, "startup_timeout_sec": 60,
               "tool_timeout_sec": max(60, int(a.time_limit))}  # fmt: skip
     lines += ["", f"[mcp_servers.{MCP_SERVER}]", *(f"{k} = {_toml(v)}" for k, v in server.items())]
     return "\n".join(lines) + "\n"
@@ -304,7 +308,8 @@ def harness_usage(name: HarnessName, output: bytes) -> Usage | None:
             u = event.get("usage")
             for key, source in (("input_tokens", "input_tokens"),
                                 ("cached_input_tokens", "cached_input_tokens"),
-                                ("output_tokens", "output_tokens")):  # fmt: skip
+                                ("output_tokens", "output_tokens"),
+                                ("reasoning_tokens", "reasoning_output_tokens")):  # fmt: skip
                 value = _ints(u, source)
                 if value is not None:
                     totals[key] = totals.get(key, 0) + value
@@ -322,7 +327,7 @@ def usage_mismatch(gateway: Usage, harness: Usage | None) -> list[str]:
     if harness is None:
         return []
     out = []
-    for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens"):
         mine, theirs = getattr(gateway, key), getattr(harness, key)
         if mine is not None and theirs is not None and mine != theirs:
             out.append(f"{key}: gateway {mine}, harness {theirs}")
