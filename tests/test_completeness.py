@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_tools.sessions.axiom_probe import SORRY_HELPER
-from agent_tools.sessions.completeness import FORBIDDEN_NOTE, judge, slow_note
+from agent_tools.sessions.completeness import FORBIDDEN_NOTE, decide_completeness, slow_note
 from agent_tools.verdict import PLACEHOLDER_PROVES
 
 CLEAN_PROBE = ["'T.main' does not depend on any axioms"]
@@ -25,7 +25,7 @@ def judged(**changes: Any) -> Any:
         "scope_rejection": None,
         "placeholder": False,
     }
-    return judge(**{**facts, **changes})
+    return decide_completeness(**{**facts, **changes})
 
 
 def test_a_proof_every_rule_passes_is_complete() -> None:

@@ -53,7 +53,7 @@ class AttemptClock:
         self._checks_running = 0
         self._checks_done = anyio.Event()
 
-    def start(self, params: Any) -> None:
+    def connected(self, params: Any) -> None:
         """The editor connected (``initialize``'s ``params``, or None): the attempt's clock
         starts, or goes on."""
         init = params if isinstance(params, dict) else {}

@@ -232,7 +232,7 @@ class EditorProxy:
                 return
             if method == "initialize":
                 self._initialize = message
-                self._clock.start(params)
+                self._clock.connected(params)
             elif method == "shutdown":
                 self._lean.shutdown_asked = True
             elif method == "textDocument/waitForDiagnostics":
@@ -278,7 +278,7 @@ class EditorProxy:
             self._docs[uri] = doc
             if self._is_task_uri(uri):
                 if not self.attempt.opened:  # no `initialize` first: the clock starts here
-                    self._clock.start(None)
+                    self._clock.connected(None)
                 await self._task_doc.opened(doc, params, body, received)
             else:
                 await self._lean.send(body)

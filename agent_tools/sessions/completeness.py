@@ -1,9 +1,9 @@
 """Whether a step's proof is complete, as one explicit status with its reason
-(``Completeness``, decided once by ``judge``): Lean's own report first, then the rules a proof
-Lean accepts must also pass — the verdict's, so a session never calls complete what
-check_proof rejects —, then where the edit is and what the body is. The first rule that fails
-decides; the later ones are not looked at (the forbidden constructs cost 0.25-0.5 ms of a step:
-only a proof that passed the rest pays for them).
+(``Completeness``, decided once by ``decide_completeness``): Lean's own report first, then
+the rules a proof Lean accepts must also pass — the verdict's, so a session never calls
+complete what check_proof rejects —, then where the edit is and what the body is. The first
+rule that fails decides; the later ones are not looked at (the forbidden constructs cost
+0.25-0.5 ms of a step: only a proof that passed the rest pays for them).
 
 Pure: must not run Lean or change a report (the elaborator adds the warnings that say why).
 """
@@ -68,7 +68,7 @@ COMPLETE = Completeness("complete")
 UNFINISHED = Completeness("unfinished")
 
 
-def judge(
+def decide_completeness(
     *,
     lean_complete: bool,
     task_file_error: str | None,

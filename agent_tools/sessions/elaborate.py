@@ -47,7 +47,7 @@ from ..tasks import (
 )
 from .axiom_probe import init_pattern, split_probe, unlisted, with_probe
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
-from .completeness import Completeness, judge, slow_note
+from .completeness import Completeness, decide_completeness, slow_note
 from .lean_step import LeanAnswer, WrittenFile, step_for
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
@@ -300,7 +300,7 @@ class Elaborator:
             await self._written_error(task, memo, key, timers, holder) if task.wrappers else None
         )
         rejected = self._scope_rejection(task, memo, body, text, lean_text, index, answer, report)
-        completeness = judge(
+        completeness = decide_completeness(
             lean_complete=lean_complete,
             task_file_error=written,
             probe_messages=probe_messages,

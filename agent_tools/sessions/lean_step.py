@@ -4,7 +4,7 @@ document symbols and — when Lean's report could mean an incomplete proof — t
 task file as written, elaborated once (``WrittenFile``). A local pool runs them on its slot;
 a ``RayPool`` ships them to the node, so a step is one round trip.
 
-Must not judge: the scope check, the completeness verdict and the timers stay with the
+Must not decide: the scope check, the completeness status and the timers stay with the
 elaborator (elaborate.py). Must stay picklable: plain fields, no session or pool inside.
 """
 
