@@ -33,7 +33,7 @@ from lsp_bridge import (
     Pos,
     Severity,
 )
-from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in
+from repl_pool import LeanEnvironment, Pool, PoolKey, Slot, goals_in
 
 from ..tasks import (
     Task,
@@ -185,7 +185,7 @@ class TaskMemo:
 class Elaborator:
     def __init__(
         self,
-        pool: WarmPool,
+        pool: Pool,
         environment: LeanEnvironment,
         step_timeout: float,
         prefixes: PrefixModules | None = None,

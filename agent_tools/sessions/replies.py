@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsp_bridge import SETUP_ARTEFACT_NOTE, LeanDiagnostic, LineIndex, without_setup_artefacts
-from repl_pool import PoolStats, RayPool, WarmPool
+from repl_pool import Pool, PoolStats, RayPool
 
 from .catalogue import (
     BodyRange,
@@ -95,7 +95,7 @@ def pool_status(stats: PoolStats) -> PoolStatus:
     return PoolStatus.model_validate(stats.to_json())
 
 
-def node_status(pool: WarmPool) -> list[NodeStatus] | None:
+def node_status(pool: Pool) -> list[NodeStatus] | None:
     """Per Ray node (a `RayPool`); None for the local pool."""
     if not isinstance(pool, RayPool):
         return None

@@ -21,7 +21,7 @@ import orjson
 import structlog
 
 from lsp_bridge import LeanrigError, LineIndex, Pos
-from repl_pool import LeanEnvironment, WarmPool
+from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
 from ..tasks import (
@@ -115,7 +115,7 @@ class ProofService:
     def __init__(
         self,
         suite: Suite,
-        pool: WarmPool,
+        pool: Pool,
         environment: LeanEnvironment,
         verifier: Verifier,
         ledger: Ledger,
