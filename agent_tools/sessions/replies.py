@@ -1,4 +1,4 @@
-"""Building the typed tool results (catalogue models) from sessions, Lean's answers and the
+"""Building the typed tool results (tool_outputs.py) from sessions, Lean's answers and the
 ledger: coordinates for agents (1-based lines, code point columns), setup artefacts dropped.
 No Lean calls, no ledger writes."""
 
@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from lsp_bridge import SETUP_ARTEFACT_NOTE, LeanDiagnostic, LineIndex, without_setup_artefacts
 from repl_pool import Pool, PoolStats, RayPool
 
-from .catalogue import (
+from .ledger import SessionTotals
+from .session import ProofSession
+from .tool_outputs import (
     BodyRange,
     Diagnostic,
     LedgerEntry,
@@ -20,8 +22,6 @@ from .catalogue import (
     TimingsResult,
     TimingTotals,
 )
-from .ledger import SessionTotals
-from .session import ProofSession
 
 
 def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
