@@ -282,7 +282,7 @@ class WarmPool:
     async def _run_slot(
         self, key: PoolKey, reservation: _Reservation, *, task_status: TaskStatus[Slot]
     ) -> None:
-        env = self._keys.environment_of(key)
+        env = self._keys.environments[key.environment]
         header_text = self._keys.header_text(key)
         command = env.server_command()
         if self.config.direct_workers:

@@ -8,7 +8,7 @@ decide which slot serves a key.
 
 from __future__ import annotations
 
-from lsp_bridge import LeanrigError, parse_header
+from lsp_bridge import parse_header
 
 from .environment import LeanEnvironment
 from .slot import PoolKey
@@ -36,10 +36,3 @@ class PoolKeys:
     def header_text(self, key: PoolKey) -> str:
         """The text a new process for ``key`` starts with: its header as first written."""
         return self.header_texts.get(key) or key.header + "\n"
-
-    def environment_of(self, key: PoolKey) -> LeanEnvironment:
-        """``key``'s environment; a key not made by `key_for` is the caller's mistake."""
-        env = self.environments.get(key.environment)
-        if env is None:
-            raise LeanrigError(f"unknown environment {key.environment}; use key_for()")
-        return env
