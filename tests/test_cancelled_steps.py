@@ -272,9 +272,9 @@ def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
             f"Content-Length: {len(body)}\r\n{head}\r\n".encode()
             + body
         )
-        started = time.monotonic() + 30  # (its Lean busy: above the bound it must fall to)
+        deadline = time.monotonic() + 30  # (its Lean busy: above the bound it must fall to)
         while busiest_lean_cpu(server.pid) <= 30:
-            assert time.monotonic() < started, "the runaway step is not running"
+            assert time.monotonic() < deadline, "the runaway step is not running"
         if era != MODERN:
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                       "params": {"requestId": 2, "reason": "the client gave up"}}  # fmt: skip
