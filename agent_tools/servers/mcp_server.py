@@ -127,6 +127,7 @@ class LeanrigMCP(Server[Any]):
             instructions=instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schema,
         )
         self.service = service
         self.client = client
@@ -138,6 +139,13 @@ class LeanrigMCP(Server[Any]):
         ] + [ExplainedParams(self)]
         # The service's tools: the library tools only in the LAD condition.
         self._listed = ListToolsResult(tools=[describe(t) for t in service_tools(service)])
+        self._input_schemas = {t.name: t.input_schema for t in self._listed.tools}
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """A served tool's inputSchema, for the SDK's `Mcp-Param-*` header check on 2026-07-28
+        HTTP calls (without it, the SDK runs the whole `tools/list` to find it, per call: ~1-2 ms
+        of a step over HTTP)."""
+        return self._input_schemas.get(name)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
