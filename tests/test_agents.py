@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.runs.agent_search import (
     Lemma,
     derive,
@@ -24,7 +25,6 @@ from agent_tools.runs.agent_search import (
     read_problem,
 )
 from agent_tools.runs.agent_terms import App, Sym, declaration_parts, parse_term, unify
-from agent_tools.runs.runner import RunOptions, run_benchmark
 from agent_tools.tasks import Task, load_suite
 
 from .test_runner import SUITE, attempt_processes, raw_lines

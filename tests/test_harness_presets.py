@@ -24,8 +24,9 @@ from agent_tools.runs.harness import (
     launch,
     usage_mismatch,
 )
+from agent_tools.runs.model_access import model_route
+from agent_tools.runs.options import RunError
 from agent_tools.runs.results import Usage
-from agent_tools.runs.runner import RunError, model_route
 
 from .suites import DEMO as DEMO_SUITE
 

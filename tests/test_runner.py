@@ -19,14 +19,16 @@ import pytest
 from agent_tools.runs import (
     AttemptResult,
     RunInfo,
+    RunOptions,
+    RunSummary,
     read_results,
     read_run_info,
+    run_benchmark,
     write_report,
 )
-from agent_tools.runs.runner import RunOptions, RunSummary, body_sha, run_benchmark
 from agent_tools.runs.workspace import ATTEMPT_TOKEN_VAR, RELAY_SCRIPT
 from agent_tools.servers import ServeOptions, open_service
-from agent_tools.sessions import ProofService
+from agent_tools.sessions import ProofService, body_sha
 from agent_tools.tasks import load_suite
 
 pytestmark = pytest.mark.anyio
@@ -310,7 +312,8 @@ def test_a_relative_agent_program_is_made_absolute_or_refused(
     """`--agent './agent.sh {mcp_config}'` passed the start check from the user's directory,
     then failed every attempt: the agent starts in its workspace. A file without the execute
     bit was recorded as exit 1 at every attempt."""
-    from agent_tools.runs.runner import RunError, _agent_words
+    from agent_tools.runs.options import RunError
+    from agent_tools.runs.options import agent_words as _agent_words
 
     script = tmp_path / "agent.sh"
     script.write_text("#!/bin/sh\nexit 0\n")

@@ -20,9 +20,9 @@ import anyio
 import anyio.abc
 import pytest
 
-from agent_tools.runs import read_results
-from agent_tools.runs.invocation import LOG_CAP_BYTES, agent_sandbox
-from agent_tools.runs.runner import RunOptions, run_benchmark
+from agent_tools.runs import RunOptions, read_results, run_benchmark
+from agent_tools.runs.agent_sandbox import agent_sandbox
+from agent_tools.runs.invocation import LOG_CAP_BYTES
 from agent_tools.tasks import SuiteError
 
 from .test_runner import AGENTS, PY, SUITE, attempt_processes, marked_processes, raw_lines
@@ -158,7 +158,7 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
     # The interrupted attempt's orphans (agent) were swept on resume; nothing is left, the
     # killed runner's socket directory included.
     assert attempt_processes(run_dir) == []
-    from agent_tools.runs.runner import socket_parent
+    from agent_tools.runs.leftovers import socket_parent
 
     assert not list(socket_parent().glob(f"run-{killed}-*"))
 
@@ -177,7 +177,7 @@ def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
     user; `timeout` passing its own SIGINT on) met Python's default handler: a
     KeyboardInterrupt traceback and no resume line, or a runner hung for good with a sandboxed
     Lean left behind. Later signals are now absorbed until the stop has finished."""
-    from agent_tools.runs.runner import socket_parent
+    from agent_tools.runs.leftovers import socket_parent
 
     suite = suite_copy(tmp_path, ("refl_z",))
     run_dir = tmp_path / "run"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         task_outcomes,
         weighted_score,
     )
+    from .options import RunError, RunOptions
     from .prices import (
         Cost,
         ModelPrice,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         load_prices,
         token_cost,
     )
+    from .progress import RunSummary, summary_json
     from .report import (
         ReportError,
         benchmark_metrics,
@@ -73,11 +75,7 @@ if TYPE_CHECKING:
         write_run_info,
     )
     from .runner import (
-        RunError,
-        RunOptions,
-        RunSummary,
         run_benchmark,
-        summary_json,
     )
     from .runreport import compare_runs, load_run, report_runs, write_report
 
@@ -101,11 +99,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ReportError": ("report", "ReportError"),
     "ResultsError": ("results", "ResultsError"),
     "ResultsRead": ("results", "ResultsRead"),
-    "RunError": ("runner", "RunError"),
+    "RunError": ("options", "RunError"),
     "RunInfo": ("results", "RunInfo"),
     "RunMetrics": ("metrics", "RunMetrics"),
-    "RunOptions": ("runner", "RunOptions"),
-    "RunSummary": ("runner", "RunSummary"),
+    "RunOptions": ("options", "RunOptions"),
+    "RunSummary": ("progress", "RunSummary"),
     "TaskOutcome": ("metrics", "TaskOutcome"),
     "TaskRef": ("results", "TaskRef"),
     "USAGE_FILE": ("results", "USAGE_FILE"),
@@ -133,7 +131,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "run_scripted_agent": ("agent_scripted", "replay"),
     "run_search_agent": ("agent_search", "search"),
     "summarize": ("report", "summarize"),
-    "summary_json": ("runner", "summary_json"),
+    "summary_json": ("progress", "summary_json"),
     "task_outcomes": ("metrics", "task_outcomes"),
     "time_limit_text": ("results", "time_limit_text"),
     "token_cost": ("prices", "token_cost"),

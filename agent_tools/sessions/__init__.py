@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .files import replace_file
     from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
     from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
-    from .session import ProofSession
+    from .session import ProofSession, body_sha
 
 # name -> (submodule, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -57,6 +57,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ToolInput": ("catalogue", "ToolInput"),
     "ToolOutput": ("catalogue", "ToolOutput"),
     "agent_error": ("errors", "agent_error"),
+    "body_sha": ("session", "body_sha"),
     "input_schema": ("catalogue", "input_schema"),
     "output_schema": ("catalogue", "output_schema"),
     "parse_input": ("catalogue", "parse_input"),
@@ -89,6 +90,7 @@ __all__ = [
     "ToolInput",
     "ToolOutput",
     "agent_error",
+    "body_sha",
     "input_schema",
     "output_schema",
     "parse_input",
