@@ -29,6 +29,7 @@ AGENT_LAYERS = {
     "servers": 4,
     "models": 5,
     "runs": 6,
+    "agents": 7,
     "editor": 7,
     "cli": 8,
 }
@@ -170,7 +171,7 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
         ("agent_tools.cli.main", ("mcp", "lsprotocol")),  # `leanrig --help`, every command
         ("agent_tools.runs.runreport", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
         ("agent_tools.editor.lsp", ("mcp",)),  # `leanrig lsp`: no MCP at all
-        ("agent_tools.runs.agent_search", ("lsprotocol",)),  # an agent: an MCP client only
+        ("agent_tools.agents.search_agent", ("lsprotocol",)),  # an agent: an MCP client only
     ],
 )
 def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...]) -> None:

@@ -320,14 +320,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     if args.agent_kind == "scripted":
-        from ..runs import run_scripted_agent
+        from ..agents import run_scripted_agent
 
         return anyio.run(
             lambda: run_scripted_agent(
                 Path(args.plan).absolute(), mcp_config=args.mcp_config, task=args.task
             )
         )
-    from ..runs import run_search_agent
+    from ..agents import run_search_agent
 
     def main() -> Any:
         a = args

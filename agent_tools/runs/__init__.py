@@ -1,11 +1,10 @@
 """runs: benchmark runs and their metrics — `leanrig run` (the run protocol: per-attempt
 workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
 (run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
-ledgers, runs and baseline-vs-LAD comparisons; and the agents leanrig ships (`leanrig agent
-scripted|search`, docs/agents.md).
+ledgers, runs and baseline-vs-LAD comparisons. (The agents leanrig ships are in ../agents.)
 
 Names load on first use (PEP 562): the report of a run must not import the runner's servers and
-the MCP SDK (~1 s here), nor an agent the runner.
+the MCP SDK (~1 s here).
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from typing import TYPE_CHECKING
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .agent_scripted import replay as run_scripted_agent
-    from .agent_search import search as run_search_agent
     from .metrics import (
         Change,
         Comparison,
@@ -78,6 +75,7 @@ if TYPE_CHECKING:
         run_benchmark,
     )
     from .runreport import compare_runs, load_run, report_runs, write_report
+    from .workspace import SERVER_NAME
 
 # name -> (submodule, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -106,6 +104,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RunSummary": ("progress", "RunSummary"),
     "TaskOutcome": ("metrics", "TaskOutcome"),
     "TaskRef": ("results", "TaskRef"),
+    "SERVER_NAME": ("workspace", "SERVER_NAME"),
     "USAGE_FILE": ("results", "USAGE_FILE"),
     "Usage": ("results", "Usage"),
     "append_result": ("results", "append_result"),
@@ -128,8 +127,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "relative_change": ("metrics", "relative_change"),
     "report_runs": ("runreport", "report_runs"),
     "run_benchmark": ("runner", "run_benchmark"),
-    "run_scripted_agent": ("agent_scripted", "replay"),
-    "run_search_agent": ("agent_search", "search"),
     "summarize": ("report", "summarize"),
     "summary_json": ("progress", "summary_json"),
     "task_outcomes": ("metrics", "task_outcomes"),
@@ -151,6 +148,7 @@ __all__ = [
     "RESULTS_SCHEMA",
     "RUN_FILE",
     "RUN_SCHEMA",
+    "SERVER_NAME",
     "USAGE_FILE",
     "AttemptResult",
     "Change",
@@ -193,8 +191,6 @@ __all__ = [
     "relative_change",
     "report_runs",
     "run_benchmark",
-    "run_scripted_agent",
-    "run_search_agent",
     "summarize",
     "summary_json",
     "task_outcomes",

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import orjson
 
-from .agent_mcp import AgentError, connect, load_config, task_id, workspace_dir, write_usage
+from .mcp_connection import AgentError, connect, load_config, task_id, workspace_dir, write_usage
 
 
 def load_plan(path: Path) -> dict[str, Any]:

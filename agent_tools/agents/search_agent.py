@@ -36,9 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from .agent_mcp import AgentClient, ToolCallError, connect, load_config, task_id, workspace_dir
-from .agent_mcp import write_usage as _write_usage
-from .agent_terms import (
+from .candidate_terms import (
     HOLE,
     App,
     Arrow,
@@ -56,6 +54,8 @@ from .agent_terms import (
     substitute,
     unify,
 )
+from .mcp_connection import AgentClient, ToolCallError, connect, load_config, task_id, workspace_dir
+from .mcp_connection import write_usage as _write_usage
 
 Subst = dict[str, Term]
 
