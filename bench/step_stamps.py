@@ -54,22 +54,11 @@ def _serve() -> int:
         stamp("server: reply write starts")
         return await write(self, text)
 
-    from agent_tools.servers import mcp_direct
-
     call_tool = mcp_server.LeanrigMCP.call_tool
-    direct_call = getattr(mcp_direct, "call_tool")  # noqa: B009 (taken without the SDK's pipeline)
 
-    async def tool(
-        self: mcp_server.LeanrigMCP, name: str, arguments: Any, context: Any = None
-    ) -> Any:
+    async def tool(self: mcp_server.LeanrigMCP, name: str, arguments: Any) -> Any:
         stamp("server: our tool starts")
-        result = await call_tool(self, name, arguments, context)
-        stamp("server: our tool ends")
-        return result
-
-    async def direct_tool(*args: Any) -> Any:
-        stamp("server: our tool starts")
-        result = await direct_call(*args)
+        result = await call_tool(self, name, arguments)
         stamp("server: our tool ends")
         return result
 
@@ -112,7 +101,6 @@ def _serve() -> int:
     textlines.TextLines.__anext__ = line_in  # type: ignore[method-assign]
     textlines.TextWriter.write = reply  # type: ignore[method-assign]
     mcp_server.LeanrigMCP.call_tool = tool  # type: ignore[method-assign]
-    setattr(mcp_direct, "call_tool", direct_tool)  # noqa: B010
     transport.LspTransport._write = to_lean  # type: ignore[method-assign]
     transport.LspTransport._dispatch = from_lean  # type: ignore[method-assign]
     from agent_tools.cli.main import main as leanrig

@@ -12,7 +12,7 @@ from lsp_bridge import Header, parse_header
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of, protocol_stdout
+    from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of
     from .config import PoolConfig, default_max_processes
     from .environment import LeanEnvironment
     from .errors import PoolBusy, PoolClosed, PoolError, SandboxProgramMissing, SlotBroken
@@ -61,7 +61,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "goals_in": ("goals", "goals_in"),
     "lean_refused": ("slot", "lean_refused"),
     "node_of": ("cluster", "node_of"),
-    "protocol_stdout": ("cluster", "protocol_stdout"),
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
     "CAP_DROP": ("sandbox", "CAP_DROP"),
@@ -112,7 +111,6 @@ __all__ = [
     "node_of",
     "parse_header",
     "probe_succeeds",
-    "protocol_stdout",
     "recording",
     "run_once",
     "sandbox_program",

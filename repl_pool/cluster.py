@@ -27,16 +27,13 @@ know about sessions, tasks or the ledger (agent_tools records ``node_of(slot)``)
 
 from __future__ import annotations
 
-import io
 import itertools
-import os
 import statistics
-import sys
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -710,52 +707,3 @@ class RayPool(WarmPool):
             )
             for n in self._nodes.values()
         ]
-
-
-# -- stdout: the protocol's alone while Ray runs --------------------------------------------------
-
-
-class _WireStdout(io.TextIOWrapper):
-    """``sys.stdout`` while Ray runs: its bytes (``buffer``, ``fileno()``) are the protocol's
-    private copy of the real stdout; its text layer (``print``, Ray's raylet messages, written
-    from Ray's threads through ``sys.stdout``) goes to stderr."""
-
-    def write(self, s: str, /) -> int:
-        return sys.stderr.write(s)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-        super().flush()
-
-
-@contextmanager
-def protocol_stdout() -> Iterator[None]:
-    """Keep stdout for the protocol while Ray runs in this process.
-
-    Ray's driver prints raylet messages to stdout when a node dies (even with
-    ``log_to_driver=False``), from Python threads through ``sys.stdout``, and the processes it
-    starts inherit fd 1. So: fd 1 becomes a copy of stderr (C++ output, child processes), and
-    ``sys.stdout`` becomes a `_WireStdout` whose bytes go to a private copy of the real stdout
-    — what the stdio transports write to (JSON-RPC uses ``fileno()``, MCP ``buffer``) — and
-    whose text goes to stderr. Undone on exit.
-    """
-    try:
-        sys.stdout.flush()
-        wire = os.dup(1)
-    except (OSError, ValueError):
-        yield
-        return
-    saved = sys.stdout
-    os.dup2(2, 1)
-    sys.stdout = _WireStdout(os.fdopen(wire, "wb", closefd=False), encoding="utf-8",
-                             line_buffering=True)  # fmt: skip
-    try:
-        yield
-    finally:
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        sys.stdout = saved
-        os.dup2(wire, 1)
-        os.close(wire)

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ import psutil
 import pytest
 
 from tests.rpc_client import DEMO, ROOT
-from tests.test_network_servers import http_post
+from tests.test_network_servers import http_post, mcp_reply
 
 # A step whose elaboration runs away (measured: > 60 s, > 1 GB; the step timeout kills it).
 RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" * 100_000
@@ -227,29 +228,30 @@ def _tool_call(
     ("era", "in_session"), [(MODERN, False), ("2025-06-18", True), (MODERN, True)],
     ids=["stateless", "session", "stateless-with-a-session-header"],
 )  # fmt: skip
-def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
-    era: str, in_session: bool
+def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
+    era: str, in_session: bool, tmp_path: Path
 ) -> None:
-    """Found in session 20: over `leanrig serve --http`, a client that gives up on a call
-    closes its connection (on the 2026-07-28 wire that is the only cancellation there is). The
-    SDK answers leanrig's calls as JSON bodies, a path where it never reads the connection
-    again: the runaway step ran on at a full core until its deadline, and the session's next
-    call waited behind it. Now the call is cancelled — the stateless request's handling, or,
-    for a session's request, by the `notifications/cancelled` its client would have sent —
-    and the session answers its next call at once. The SDK routes a request by its
-    `MCP-Protocol-Version` header: a 2026-07-28 request is handled statelessly even when it
-    carries a session's header (the first fix sent it a `notifications/cancelled`, which that
-    path drops: the step ran on)."""
+    """Found in session 20: over `leanrig serve --http`, a client that gave up on a call left
+    its runaway step running at a full core until its deadline, and the session's next call
+    waited behind it. An HTTP client gives up as its protocol revision says, and the SDK
+    cancels the call: a 2026-07-28 request by closing its connection (there is no other
+    cancellation on that wire; the SDK routes a request by its `MCP-Protocol-Version` header,
+    so one carrying a session's header is handled so too); a handshake-era session's request
+    by `notifications/cancelled` (that revision says a disconnection is not a cancellation,
+    and the SDK keeps such a call running: its answer may still be read on a resumed stream).
+    The step's Lean work stops, its ledger line says it was cancelled, and the session answers
+    its next call."""
     import socket
 
-    with serving_on_a_port("--http") as (server, port):
+    ledger = tmp_path / "ledger.jsonl"
+    with serving_on_a_port("--ledger", str(ledger), "--http") as (server, port):
         session: dict[str, str] = {}
+        accept = {"Accept": "application/json, text/event-stream"}
         if in_session:
             handshake = "2025-06-18"
             init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": handshake, "capabilities": {},
                 "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
-            accept = {"Accept": "application/json, text/event-stream"}
             got, _ = anyio.run(http_post, port, init, accept)
             session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": handshake}
             initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -257,8 +259,8 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
 
         def call(rid: int, name: str, **arguments: Any) -> Any:
             message, headers = _tool_call(era, rid, name, arguments)
-            _, body = anyio.run(http_post, port, message, session | headers)
-            return json.loads(body)["result"]
+            got, body = anyio.run(http_post, port, message, session | headers)
+            return mcp_reply(got, body)["result"]
 
         sid = call(1, "open_task", task_id="and_swap")["structuredContent"]["session_id"]
         message, headers = _tool_call(era, 2, "set_proof", {"session_id": sid, "body": RUNAWAY})
@@ -272,13 +274,18 @@ def test_an_http_client_closing_its_connection_cancels_its_runaway_step(
         )
         time.sleep(2.0)
         assert busiest_lean_cpu(server.pid) > 50, "the runaway step is not running"
+        if era != MODERN:
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 2, "reason": "the client gave up"}}  # fmt: skip
+            anyio.run(http_post, port, cancel, accept | session)
         conn.close()  # the client gives up
         busiest = busiest_lean_cpu(server.pid)
         end = time.monotonic() + 15
         while busiest > 30 and time.monotonic() < end:
             busiest = busiest_lean_cpu(server.pid)
         assert busiest <= 30, f"a Lean process still elaborates the abandoned step ({busiest:.0f}%)"
-        started = time.monotonic()
         state = call(3, "get_proof_state", session_id=sid)
         assert not state.get("isError"), state
-        assert time.monotonic() - started < 10, "the session's next call waited"
+    steps = [json.loads(line) for line in ledger.read_text().splitlines()]
+    outcomes = [e["outcome"] for e in steps if e["tool"] == "set_proof"]
+    assert outcomes == ["cancelled"], steps

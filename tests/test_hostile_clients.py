@@ -28,8 +28,8 @@ from anyio.abc import ByteReceiveStream, Process, SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.servers import handle_message
-from agent_tools.servers.jsonrpc_server import MAX_LINE, serve_stream
-from agent_tools.servers.textlines import LineReader, LineTooLong
+from agent_tools.servers.jsonrpc_server import MAX_LINE, request_id, serve_stream
+from agent_tools.servers.textlines import LineTooLong, receive_line
 
 from .conftest import LONG_LIVED, has_lean_worker, lean_descendants
 from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process
@@ -106,6 +106,7 @@ async def test_notifications_run_nothing_and_get_no_reply() -> None:
         (b'{"id": 8, "method": "list_tasks"}', -32600, 8),
         (b'{"jsonrpc": "2.0", "id": {"x": 1}, "method": "list_tasks"}', -32600, None),
         (b'{"jsonrpc": "2.0", "id": true, "method": "list_tasks"}', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": 2.5}', -32600, None),  # a fraction: as MCP answers it
         (b'[{"jsonrpc": "2.0", "id": 9, "method": "list_tasks"}]', -32600, None),
         (b'"just a string"', -32600, None),
         (b'{"jsonrpc": "2.0", "id": 77, "method": "list_tasks", "x": "\xff"}', -32700, 77),
@@ -128,6 +129,19 @@ async def test_invalid_messages_get_the_right_code_and_keep_a_recoverable_id(
     assert [c for c in service.calls if not c.startswith("refused ")] == []
 
 
+@pytest.mark.parametrize(
+    ("message", "rid"),
+    [({"id": "a"}, "a"), ({"id": 7}, 7), ({"id": 2**64}, 2**64), ({"id": -1}, -1),
+     ({"id": 2.5}, None), ({"id": True}, None), ({"id": None}, None), ({"id": [1]}, None),
+     ({"id": {"a": 1}}, None), ({}, None), ([{"id": 1}], None), ("x", None), (None, None)],
+)  # fmt: skip
+def test_an_unservable_message_is_answered_with_its_id_when_both_wires_allow_it(
+    message: Any, rid: Any
+) -> None:
+    """One rule for JSON-RPC and MCP (`request_id`): a string or an integer; else null."""
+    assert request_id(message) == rid
+
+
 async def test_line_reader_skips_an_oversized_line_without_buffering_it() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](100)
 
@@ -138,16 +152,18 @@ async def test_line_reader_skips_an_oversized_line_without_buffering_it() -> Non
         async def aclose(self) -> None:
             await receive.aclose()
 
-    reader = LineReader(_Bytes(), limit=10)
-    for chunk in (b"short\n", b"x" * 8, b"x" * 8, b"x" * 8, b"\nok\n", b"tail"):
+    reader = BufferedByteReceiveStream(_Bytes())
+    chunks = (b"short\n", b"x" * 8, b"x" * 8, b"x" * 8, b"\nok\n", b"0123456789", b"\ntail")
+    for chunk in chunks:
         send.send_nowait(chunk)
     send.close()
-    assert await reader.receive_line() == b"short"
+    assert await receive_line(reader, limit=10) == b"short"
     with pytest.raises(LineTooLong):
-        await reader.receive_line()
-    assert await reader.receive_line() == b"ok"
-    assert await reader.receive_line() == b"tail"  # the last line may lack its newline
-    assert await reader.receive_line() is None
+        await receive_line(reader, limit=10)
+    assert await receive_line(reader, limit=10) == b"ok"
+    assert await receive_line(reader, limit=10) == b"0123456789"  # the limit itself is fine
+    assert await receive_line(reader, limit=10) == b"tail"  # the last line may lack its newline
+    assert await receive_line(reader, limit=10) is None
     receive.close()
 
 

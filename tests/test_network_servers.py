@@ -7,6 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from subprocess import PIPE
+from typing import Any
 
 import anyio
 import orjson
@@ -125,6 +126,15 @@ async def http_post(
     return got, rest
 
 
+def mcp_reply(headers: dict[str, str], body: bytes) -> Any:
+    """The JSON-RPC reply in an answer to a POST: its JSON body, or the last message of its
+    event stream (the SDK answers a call either way: docs/agent-tools.md)."""
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        events = [ln[5:].strip() for ln in body.decode().splitlines() if ln.startswith("data:")]
+        return orjson.loads([e for e in events if e][-1])
+    return orjson.loads(body)
+
+
 def test_mcp_over_http_is_parsed_by_uvicorn_s_c_parser() -> None:
     """`make setup` installs httptools, so uvicorn (its `http="auto"`, as `leanrig serve
     --http` configures it) parses HTTP in C rather than with h11 in Python: a proof step over
@@ -140,28 +150,36 @@ def test_mcp_over_http_is_parsed_by_uvicorn_s_c_parser() -> None:
     assert config.http_protocol_class.__module__ == "uvicorn.protocols.http.httptools_impl"
 
 
-async def test_mcp_over_http_answers_a_tool_call_with_one_json_body() -> None:
-    """A tool call's answer is one `application/json` body (the SDK's `json_response`), not an
-    event stream: ~0.5 ms less per proof step with the SDK's own client here, and readable by
-    any HTTP client. leanrig's tools send nothing else while they run."""
+async def test_mcp_over_http_answers_raw_clients_of_both_protocol_eras() -> None:
+    """Calls answered as the SDK answers them (its defaults): a handshake-era session's call
+    as an event stream; a 2026-07-28 request (no session) as one JSON body when the tool
+    answers within the SDK's keep-alive interval (15 s), as proof steps do."""
     port = free_port()
     headers = {"Accept": "application/json, text/event-stream"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                        "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    opening = {"name": "open_task", "arguments": {"task_id": "true_intro"}}
     async with serve("--http", str(port)):
         await (await connect(port)).aclose()
         opened, _ = await http_post(port, init, headers)
-        assert opened["content-type"].startswith("application/json"), opened
-        headers["Mcp-Session-Id"] = opened["mcp-session-id"]
-        headers["Mcp-Protocol-Version"] = "2025-06-18"
-        await http_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
-        opening = {"name": "open_task", "arguments": {"task_id": "true_intro"}}
+        session = headers | {"Mcp-Session-Id": opened["mcp-session-id"],
+                             "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        await http_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": opening}
-        replied, body = await http_post(port, call, headers)
-    assert replied["content-type"].startswith("application/json"), replied
-    result = orjson.loads(body)["result"]
-    assert result["structuredContent"]["body"], result
+        in_session = await http_post(port, call, session)
+        modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": opening | {"_meta": modern}}  # fmt: skip
+        stateless = await http_post(port, call, headers | {
+            "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+            "Mcp-Name": "open_task"})  # fmt: skip
+    for (got, body), kind, rid in ((in_session, "text/event-stream", 2),
+                                   (stateless, "application/json", 3)):  # fmt: skip
+        assert got["content-type"].startswith(kind), got
+        reply = mcp_reply(got, body)
+        assert reply["id"] == rid and reply["result"]["structuredContent"]["body"], reply
 
 
 @pytest.mark.parametrize(

@@ -188,14 +188,14 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
 async def _open_pool(
     environment: LeanEnvironment, config: PoolConfig, ray: str | None
 ) -> AsyncIterator[WarmPool]:
-    """The local pool, or (``ray``) the router over one pool per Ray node; while Ray runs in
-    this process, stdout is the protocol's alone (see repl_pool.cluster.protocol_stdout)."""
+    """The local pool, or (``ray``) the router over one pool per Ray node. (Ray's driver prints
+    to stdout, from its threads and its children: a stdio wire is claimed before the service
+    opens, fdstreams.claimed_stdio, so fd 1 is stderr by then.)"""
     if ray is None:
         async with WarmPool.open(environment, config) as pool:
             yield pool
         return
-    from repl_pool import RayOptions, RayPool, protocol_stdout
+    from repl_pool import RayOptions, RayPool
 
-    with protocol_stdout():
-        async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:
-            yield cluster
+    async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:
+        yield cluster

@@ -7,7 +7,8 @@ null device and fd 1 goes to stderr. So
 - no child inherits the wire: not Lean, not bwrap, not the verifier's one-shot runs, where a
   submission's ``#eval`` could otherwise read (steal) the client's next message;
 - nothing printed to stdout by a library lands in the protocol (what such a print left in
-  ``sys.stdout``'s buffer is flushed to stderr before the wire is given back);
+  ``sys.stdout``'s buffer is flushed to stderr before the wire is given back): Ray's driver,
+  for one, prints raylet messages to stdout from its threads when a node dies;
 - no child shares the wire's file status flags. They belong to the open file description:
   libuv (uvloop) makes fds 0-2 blocking in every child it spawns, and a blocking stdin stalled
   `leanrig lsp`'s whole loop in a read (tests/test_as_typed_editor.py). The flags are restored
@@ -118,15 +119,8 @@ def _pollable(fd: int, events: int) -> bool:
 @contextmanager
 def claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
     """A private close-on-exec copy of ``fd`` for the wire while ``fd`` itself points at the
-    null device (stdin) or stderr (stdout); restored on exit. A stream not backed by ``fd``
-    (e.g. Ray's protocol stdout, which already keeps the wire private) is served as it is."""
-    try:
-        backing = stream.buffer.fileno()
-    except (AttributeError, OSError, ValueError):
-        backing = fd
-    if backing != fd:
-        yield backing
-        return
+    null device (stdin) or stderr (stdout); restored on exit. ``stream``: the Python stream on
+    ``fd``, flushed (to stderr) before the wire is given back."""
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)

@@ -27,10 +27,11 @@ import anyio.lowlevel
 import orjson
 import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..sessions import InvalidArguments, ProofService, ToolError
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
-from .textlines import LineReader, LineTooLong
+from .textlines import LineTooLong, receive_line
 from .tools import call_tool, service_tool, service_tools
 
 log = structlog.get_logger("leanrig.jsonrpc")
@@ -53,10 +54,14 @@ def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
-def _recover_id(msg: Any) -> Any:
-    """The id of a message we cannot serve, if it has a usable one (else null, as the spec says)."""
-    if isinstance(msg, dict) and _valid_id(msg.get("id")):
-        return msg.get("id")
+def request_id(message: Any) -> str | int | None:
+    """The id to answer a message we cannot serve with, on both wires: its id when it is a
+    string or an integer (what MCP allows, and the ids JSON-RPC 2.0 says a client should
+    send), else null, as JSON-RPC says (an object, a boolean, an array, a fraction)."""
+    if isinstance(message, dict):
+        rid = message.get("id")
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            return rid
     return None
 
 
@@ -65,22 +70,17 @@ def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     try:
         msg = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        pass
-    else:
-        if isinstance(msg, dict) and isinstance(msg.get("id"), float):
-            msg["id"] = _exact_id(msg["id"], raw)
-        return msg, None
-    rid = recover_request_id(raw)
-    if isinstance(rid, float):  # the lenient decode is orjson's first
-        rid = _exact_id(rid, raw.decode("utf-8", "replace"))
-    return None, _error(
-        rid,
-        -32700,
-        "parse error: not JSON (one JSON object per line, strings of valid Unicode)",
-    )
+        return None, _error(
+            request_id(lenient_json(raw)),
+            -32700,
+            "parse error: not JSON (one JSON object per line, strings of valid Unicode)",
+        )
+    if isinstance(msg, dict) and isinstance(msg.get("id"), float):
+        msg["id"] = _exact_id(msg["id"], raw)
+    return msg, None
 
 
-def _exact_id(rid: float, raw: bytes | str) -> Any:
+def _exact_id(rid: float, raw: bytes) -> Any:
     """orjson reads an integer id beyond 64 bits as a float: its reply would carry another
     number. The standard library reads it exactly (``dump_reply`` writes it)."""
     with suppress(ValueError, RecursionError):
@@ -90,25 +90,18 @@ def _exact_id(rid: float, raw: bytes | str) -> Any:
     return rid
 
 
-def recover_request_id(raw: bytes | str) -> Any:
-    """The id of a line that is no message we can read, when a lenient decode finds one:
-    invalid UTF-8 inside a string (decoded with replacement), or an escaped lone surrogate
-    (``"\\ud800"``: the standard library's parser takes it, orjson does not). Else null, as
-    JSON-RPC says."""
-    return _recover_id(lenient_json(raw))
-
-
 def lenient_json(raw: bytes | str) -> Any:
-    """``raw`` decoded as leniently as makes sense for an error reply (None: not JSON)."""
+    """``raw`` decoded as leniently as makes sense for an error reply (None: not JSON): invalid
+    UTF-8 decoded with replacement, an escaped lone surrogate (``"\\ud800"``) and integers
+    beyond 64 bits taken as they are — the standard library's parser (orjson refuses the first
+    two and reads the last as a float)."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    for parse in (orjson.loads, json.loads):
-        try:
-            return parse(text)
-        # orjson.JSONDecodeError and json.JSONDecodeError are ValueErrors; the standard
-        # library's parser recurses, so a line nested ~100,000 deep is a RecursionError
-        except (ValueError, RecursionError):
-            continue
-    return None
+    try:
+        return json.loads(text)
+    # json.JSONDecodeError is a ValueError; the standard library's parser recurses, so a line
+    # nested ~100,000 deep is a RecursionError
+    except (ValueError, RecursionError):
+        return None
 
 
 async def handle_message(service: ProofService, raw: bytes, client: str) -> dict[str, Any] | None:
@@ -125,7 +118,7 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
         or not _valid_id(msg.get("id"))
     ):
         return _error(
-            _recover_id(msg),
+            request_id(msg),
             -32600,
             "invalid request: need jsonrpc '2.0', a string method, and an id (string or number)",
         )
@@ -193,7 +186,8 @@ async def serve_stream(
     this client escapes.
     """
     client = f"jsonrpc-{next(_clients)}"
-    reader = LineReader(receive, MAX_LINE)
+    reader = BufferedByteReceiveStream(receive)
+    broken = False  # the input ended in an error (a reset), not a clean end
     slots = anyio.Semaphore(MAX_IN_FLIGHT)
     write_lock = anyio.Lock()
     try:
@@ -229,10 +223,12 @@ async def serve_stream(
             while True:
                 await slots.acquire()  # full: stop reading this client until it takes replies
                 try:
-                    line = await reader.receive_line()
+                    line = await receive_line(reader, MAX_LINE)
                 except LineTooLong:
                     tg.start_soon(too_long)
                     continue
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    line, broken = None, True  # the peer can read no more replies either
                 if line is None:
                     slots.release()
                     break
@@ -240,12 +236,12 @@ async def serve_stream(
                     slots.release()
                     continue
                 tg.start_soon(handle, line)
-            if reader.broken or (peer_gone is not None and peer_gone()):
+            if broken or (peer_gone is not None and peer_gone()):
                 # Reset or hung up, not half-closed: no reply can reach it, so its calls in
                 # flight are cancelled now rather than answered into the void (a runaway step
                 # would run to its deadline).
                 log.info("jsonrpc.client_gone", client=client,
-                         error="reset" if reader.broken else "hangup")  # fmt: skip
+                         error="reset" if broken else "hangup")  # fmt: skip
                 tg.cancel_scope.cancel()
     finally:
         with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
@@ -324,6 +320,8 @@ __all__ = [
     "MAX_LINE",
     "ByteSendStream",
     "handle_message",
+    "lenient_json",
+    "request_id",
     "serve_stdio",
     "serve_stream",
     "serve_tcp",

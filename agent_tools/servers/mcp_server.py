@@ -1,22 +1,31 @@
-"""The agent tools over MCP (official SDK, `MCPServer`): stdio or streamable HTTP.
+"""The agent tools over MCP (the official SDK's server, `mcp.server.Server`): stdio, a Unix
+socket's lines (socket_server.py) or streamable HTTP. Every message goes through the SDK.
 
 `tools/list` publishes the catalogue's own schemas (inputSchema, outputSchema, annotations)
 for the tools the service serves (the library tools only in the LAD condition: tools.py);
 `tools/call` runs through tools.call_tool — the same validation, results and errors as
-JSON-RPC. The SDK's per-function tools are not used: their argument models coerce ("8" → 8),
-ignore unknown keys, pre-parse JSON strings and prefix every error with "Error executing
-tool", so the two wires would disagree. Expected failures are `is_error` results whose text is
-``[code] message. Next: hint`` (never a raw exception text); a crash is a protocol error.
+JSON-RPC — and its result is built here, once. The SDK's per-function tools (`MCPServer`'s)
+are not used: their argument models coerce ("8" → 8), ignore unknown keys, pre-parse JSON
+strings and prefix every error with "Error executing tool", so the two wires would disagree.
+So the server is the SDK's public low-level `Server` with our two handlers; `MCPServer` adds
+only what leanrig does not serve (its tool manager, empty resources and prompts) and has no
+public way to run on the streams below. Expected failures are `is_error` results whose text
+is ``[code] message. Next: hint`` (never a raw exception text); a crash is a protocol error.
 
-Stdio runs on the event loop (`fd_stdio`), not on the SDK's default streams: those do every
-line read, write and flush in a worker thread (three thread hops per call, and GIL hand-offs
-between the loop and the threads: the profile of a step showed them as the largest share of
-the server's own time). The descriptors are claimed as the SDK does (fdstreams.claimed_stdio):
-while serving, fd 0 reads the null device and fd 1 goes to stderr, so stray output and
-children miss the wire. The SDK's server runs on two streams of our own (`LineMessages`,
-`LineReplies`, its documented ReadStream/WriteStream protocols), which read and write a
-line on the task that asks: its stdio transport hands every message in and out through a
-task of its own (two task switches per call).
+Lines (stdio, Unix sockets) run on the event loop, not on the SDK's stdio transport: that one
+does every line read, write and flush in a worker thread (the profile of a step showed the
+hops as the largest share of the server's own time), hands every message in and out through
+a task of its own (two task switches per call), and passes a line it cannot read on as an
+exception its server drops (the client waits for ever). The SDK's server runs on two small
+streams of our own instead (`LineMessages`, `LineReplies`: its documented ReadStream and
+WriteStream protocols), which read and write a line on the task that asks, answer unreadable
+lines, keep each reply a whole line and end the session when the peer is gone. The process's
+descriptors are claimed as the SDK claims them (fdstreams.claimed_stdio).
+
+HTTP serves the SDK's app as the SDK answers by default: a call whose client closes its
+connection is then cancelled by the SDK itself on the 2026-07-28 revision's requests (where
+closing is the only cancellation); a handshake-era session's client cancels with
+`notifications/cancelled`, since that revision says a disconnection is not a cancellation.
 
 The SDK's OpenTelemetry middleware is dropped (its documented opt-out): leanrig installs no
 exporter, and a span per message is work on every call. One middleware of our own
@@ -34,8 +43,8 @@ from typing import Any
 import anyio
 import orjson
 import structlog
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -43,11 +52,13 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
+    CallToolRequestParams,
     CallToolResult,
     ErrorData,
-    InputRequiredResult,
     JSONRPCError,
     JSONRPCNotification,
+    ListToolsResult,
+    PaginatedRequestParams,
     TextContent,
     ToolAnnotations,
     jsonrpc_message_adapter,
@@ -64,9 +75,7 @@ from ..sessions import (
     output_schema,
 )
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
-from .http_abandon import CancelAbandonedCalls
-from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json
-from .mcp_direct import CRASHED, DirectToolCalls
+from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json, request_id
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
 from .tools import call_tool, failure, service_tool, service_tools
 from .version import package_version
@@ -78,6 +87,7 @@ log = structlog.get_logger("leanrig.mcp")
 # TCP clients); once the session is closing, as long as the SDK gives its closing replies.
 REPLY_WRITE_SECONDS = TCP_WRITE_TIMEOUT
 CLOSING_WRITE_SECONDS = 1.0
+CRASHED = "internal error; see server log"  # a tool's crash, as the agent reads it
 
 INSTRUCTIONS = (
     "Prove Lean theorems by editing only the proof body. open_task, then set_proof / "
@@ -105,18 +115,21 @@ def describe(tool: ToolDef) -> MCPTool:
     )
 
 
-class LeanrigMCP(MCPServer[Any]):
-    def __init__(self, service: ProofService, client: str, *, direct_calls: bool = True) -> None:
-        """``direct_calls``: on the line transports, answer the tool calls the SDK would only
-        pass to ``call_tool`` without its request pipeline (mcp_direct.py); off, the SDK
-        answers every request (the reference its tests compare with)."""
+class LeanrigMCP(Server[Any]):
+    """The SDK's server with leanrig's tools: ``tools/list`` and ``tools/call`` answered from
+    the service (module docstring); ``client`` names the caller's sessions in the service."""
+
+    def __init__(self, service: ProofService, client: str) -> None:
         instructions = INSTRUCTIONS + (LIBRARY_INSTRUCTIONS if service.library is not None else "")
         super().__init__(
-            "leanrig", version=package_version(), instructions=instructions, log_level="WARNING"
+            "leanrig",
+            version=package_version(),
+            instructions=instructions,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
         self.service = service
         self.client = client
-        self.direct_calls = direct_calls
         # The SDK's default OpenTelemetry middleware opens a span per message (no exporter is
         # installed here, so nobody reads them): ~30-60 µs per call. The SDK documents
         # dropping it from the list as the way to opt out.
@@ -124,18 +137,21 @@ class LeanrigMCP(MCPServer[Any]):
             m for m in self.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
         ] + [ExplainedParams(self)]
         # The service's tools: the library tools only in the LAD condition.
-        self._listed = [describe(t) for t in service_tools(service)]
+        self._listed = ListToolsResult(tools=[describe(t) for t in service_tools(service)])
 
-    def server_info_stamp(self) -> dict[str, Any]:
-        """The ``serverInfo`` the SDK stamps on a 2026-era result's ``_meta``."""
-        return self._lowlevel_server.server_info_stamp
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return self._listed
 
-    async def list_tools(self) -> list[MCPTool]:
-        return list(self._listed)
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        return await self.call_tool(params.name, params.arguments or {})
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult | InputRequiredResult:
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """One `tools/call`: the tool's result, or its `ToolError` as an ``is_error`` result;
+        an unknown tool or a crash is a protocol error."""
         spec = service_tool(self.service, name)
         if spec is None:
             raise MCPError(
@@ -148,6 +164,7 @@ class LeanrigMCP(MCPServer[Any]):
                 result = await call_tool(self.service, spec, arguments, self.client)
             except ToolError as exc:
                 text = failure(exc).render()
+                text.encode()  # (a lone surrogate cannot be written: a crash, below)
                 return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
             # Built with the models' constructors: pydantic's ``model_construct`` (no
             # validation) runs in Python and was ~3x slower for this result (17 vs 5 µs).
@@ -156,8 +173,8 @@ class LeanrigMCP(MCPServer[Any]):
                 content=[TextContent(type="text", text=text)], structured_content=result
             )
         except Exception as exc:
-            # (a result that cannot be written too: the SDK answered that with its exception's
-            # text as the tool's error)
+            # A result that cannot be written too: the SDK would fail writing it, after the
+            # call (a session-ending error on a line transport).
             log.exception("mcp.tool_crashed", tool=name)
             raise MCPError(code=INTERNAL_ERROR, message=CRASHED) from exc
 
@@ -174,11 +191,11 @@ class LeanrigMCP(MCPServer[Any]):
         ready: Callable[[str], None] | None = None,
     ) -> None:
         """MCP over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` on ``listener``
-        (``listen.listen_local``; the SDK's app, as its ``run_streamable_http_async`` serves
-        it) until ``stop`` is set, then a graceful shutdown; ``ready(url)`` once it listens.
-        uvicorn's own signal handlers are left out: the caller's handle SIGTERM/SIGINT and set
-        ``stop`` (cancelled instead, uvicorn logged its lifespan's ``CancelledError`` as an
-        ERROR traceback on every Ctrl-C)."""
+        (``listen.listen_local``; the SDK's app with its defaults, as its
+        ``run_streamable_http_async`` serves it) until ``stop`` is set, then a graceful
+        shutdown; ``ready(url)`` once it listens. uvicorn's own signal handlers are left out:
+        the caller's handle SIGTERM/SIGINT and set ``stop`` (cancelled instead, uvicorn logged
+        its lifespan's ``CancelledError`` as an ERROR traceback on every Ctrl-C)."""
         import uvicorn
 
         port = listener.getsockname()[1]
@@ -194,13 +211,12 @@ class LeanrigMCP(MCPServer[Any]):
                 if self.started and ready is not None:
                     ready(url)
 
-        # A call's answer as one JSON body, not an event stream: leanrig's tools send nothing
-        # while they run (no progress, no requests to the client), and the stream cost ~0.5 ms
-        # per proof step with the SDK's own client (HTTP was ~2.5 ms over stdio, then ~2.0).
-        # (Calls whose client closed its connection are cancelled: http_abandon.py.)
-        app = CancelAbandonedCalls(self.streamable_http_app(json_response=True))
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+            self.streamable_http_app(),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=1,
         )
         server = Server(config)
 
@@ -218,21 +234,14 @@ class LeanrigMCP(MCPServer[Any]):
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
         """MCP over newline-delimited messages (stdio, a Unix-socket connection), the lines
-        it cannot read answered (``LineMessages``). Ends when the input ends, or when the
-        peer is gone from the output (``LineReplies``)."""
+        it cannot read answered (``LineMessages``). Ends when the input ends (the SDK cancels
+        the calls in flight and answers them), or when the peer is gone from the output
+        (``LineReplies``)."""
         with anyio.CancelScope() as session:
             replies = LineReplies(writer, peer_gone=session.cancel)
-            server = self._lowlevel_server
-            async with anyio.create_task_group() as calls:
-                direct = DirectToolCalls(self, replies, calls) if self.direct_calls else None
-                replies.direct = direct
-                await server.run(
-                    LineMessages(lines, replies, direct),
-                    replies,
-                    server.create_initialization_options(),
-                )
-                # The input ended: the calls in flight are cancelled, as the SDK's are.
-                calls.cancel_scope.cancel()
+            await self.run(
+                LineMessages(lines, replies), replies, self.create_initialization_options()
+            )
         if session.cancelled_caught:
             log.info("mcp.peer_gone", detail="its replies could not be written; session ended")
 
@@ -299,7 +308,6 @@ class LineReplies:
         self._gone = False
         self._closing = False
         self._writing: anyio.CancelScope | None = None  # the reply being written
-        self.direct: DirectToolCalls | None = None  # told of each reply the SDK writes
 
     def input_ended(self) -> None:
         """The session is closing: a reply still being written gets at most
@@ -313,15 +321,7 @@ class LineReplies:
     async def send(self, message: SessionMessage) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        if self.direct is not None:
-            self.direct.replied(message.message)
-        await self.send_line(
-            message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-        )
-
-    async def send_line(self, line: str) -> None:
-        """One whole reply line, as ``send`` writes the SDK's: also once the SDK has closed
-        this stream (the direct calls' closing answers come after its own)."""
+        line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         async with self._lock:  # a message longer than a pipe write must not interleave
             if self._gone:
                 raise anyio.BrokenResourceError
@@ -366,12 +366,9 @@ class LineMessages:
     reply, with its id when a lenient decode finds one (else null, as the spec says); a
     notification is only logged."""
 
-    def __init__(
-        self, lines: TextLines, replies: LineReplies, direct: DirectToolCalls | None = None
-    ) -> None:
+    def __init__(self, lines: TextLines, replies: LineReplies) -> None:
         self._lines = lines
         self._replies = replies
-        self._direct = direct
 
     async def receive(self) -> SessionMessage:
         while True:
@@ -386,8 +383,6 @@ class LineMessages:
             if self._lines.last_invalid:
                 await self._answer(line, "the line is not valid UTF-8", parse=True)
                 continue
-            if self._direct is not None and self._direct.take(line):
-                continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:  # (pydantic's ValidationError is one)
@@ -400,8 +395,6 @@ class LineMessages:
                 if isinstance(raw, dict) and "id" in raw:
                     await self._answer(line, "the id must be a string or an integer")
                     continue
-            if self._direct is not None and self._direct.passed(message):
-                continue
             return SessionMessage(message)
 
     def __aiter__(self) -> LineMessages:
@@ -424,11 +417,11 @@ class LineMessages:
 
     async def _answer(self, line: str, why: str, *, parse: bool = False) -> None:
         """The error reply to a ``line`` the SDK cannot take: -32700 when it is no JSON,
-        -32600 when it is JSON but no message the SDK reads (with the line's id when it is
-        one MCP allows: a client matching replies by id would wait forever for null)."""
+        -32600 when it is JSON but no message the SDK reads (with the line's id when it has
+        one a reply can carry: a client matching replies by id would wait forever for null)."""
         message = lenient_json(line)
-        request_id = _recover_id(message)
-        log.warning("mcp.unreadable_message", id=request_id, error=why[:200])
+        rid = request_id(message)
+        log.warning("mcp.unreadable_message", id=rid, error=why[:200])
         if isinstance(message, dict) and "method" in message and "id" not in message:
             return  # a notification: JSON-RPC never answers one
         if parse or not _strict_json(line):  # (as the JSON-RPC wire judges it: orjson)
@@ -443,7 +436,7 @@ class LineMessages:
                 message=f"invalid request: {why[:200]}; send a JSON-RPC 2.0 request "
                 '(`"jsonrpc": "2.0"`, a string or integer `id`, a `method`, object `params`)',
             )
-        reply = SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+        reply = SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=error))
         try:
             await self._replies.send(reply)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -465,15 +458,6 @@ def _strict_json(line: str) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
-
-
-def _recover_id(message: Any) -> str | int | None:
-    """The id of a message we cannot serve when MCP allows it (a string or an integer)."""
-    if isinstance(message, dict):
-        rid = message.get("id")
-        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
-            return rid
-    return None
 
 
 @asynccontextmanager

@@ -5,10 +5,10 @@ directory the agent cannot write; the agent's MCP config starts a stdio↔socket
 (`agent_tools/runs/relay.py`), so the agent reaches the service only through the tools and
 never holds the service's files, ledger or submission record.
 
-The SDK's stdio transport (`mcp.server.stdio.stdio_server`) runs over any line reader and text
-writer when they are given explicitly: here they read and write the connection's bytes on the
-event loop. A line longer than `MAX_LINE` bytes ends its connection (the service's memory is
-the runner's). At most `MAX_CONNECTIONS` connections are served at once; more are closed.
+Each connection is served as stdio is (`LeanrigMCP.serve_lines`: the SDK's server on our line
+streams, reading and writing the connection's bytes on the event loop). A line longer than
+`MAX_LINE` bytes ends its connection (the service's memory is the runner's). At most
+`MAX_CONNECTIONS` connections are served at once; more are closed.
 """
 
 from __future__ import annotations

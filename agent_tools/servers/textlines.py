@@ -1,7 +1,8 @@
-"""Reading and writing one message per line, over any byte stream: `LineReader`, the servers'
-one line reader (JSON-RPC reads it directly), and the text lines and writer the MCP SDK's
-stdio transport accepts (the process's stdio on file descriptors, no threads, and Unix-socket
-connections). The last line may lack its newline."""
+"""Reading and writing one message per line over any byte stream, on anyio's buffered reader
+(`BufferedByteReceiveStream.receive_until`): `receive_line`, the servers' one line read
+(JSON-RPC uses it directly), and the text lines and writer the MCP server's line streams use
+(the process's stdio on file descriptors, no threads, and Unix-socket connections). The last
+line may lack its newline."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 from anyio.abc import ByteReceiveStream
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 log = structlog.get_logger("leanrig.lines")
 
@@ -20,76 +22,51 @@ MAX_MCP_LINE = 64 * 2**20
 
 
 class LineTooLong(Exception):
-    """A line over the limit (``LineReader``)."""
+    """A line over the limit (``receive_line``)."""
 
 
-class LineReader:
-    """Newline-delimited lines of at most ``limit`` bytes from a byte stream: the one line
-    reader of the servers (JSON-RPC reads it directly, MCP through ``TextLines``).
+async def receive_line(
+    stream: BufferedByteReceiveStream, limit: int, *, skip_oversized: bool = True
+) -> bytes | None:
+    """The next line of ``stream`` without its newline; None at the end of the stream (a
+    stream that fails, e.g. a reset connection, raises as its ``receive`` does).
 
-    An oversized line is never buffered whole. With ``skip_oversized`` its bytes are dropped
-    as they arrive and `LineTooLong` is raised once its end is seen, so the next call reads the
-    next line (JSON-RPC answers it with an error and goes on); without, `LineTooLong` is
-    raised as soon as the limit is passed (MCP ends that peer's session).
-    """
-
-    def __init__(
-        self, stream: ByteReceiveStream, limit: int, *, skip_oversized: bool = True
-    ) -> None:
-        self._stream = stream
-        self._limit = limit
-        self._skip = skip_oversized
-        self._buf = bytearray()
-        self._scanned = 0  # bytes of _buf known to hold no newline
-        self._eof = False
-        # The stream ended in an error (a connection reset), not a clean end: the peer can
-        # read no more replies either.
-        self.broken = False
-
-    async def receive_line(self) -> bytes | None:
-        """The next line without its newline; None at the end of the stream."""
-        skipping = False
-        while True:
-            end = self._buf.find(b"\n", self._scanned)
-            if end >= 0:
-                line = bytes(self._buf[:end])
-                del self._buf[: end + 1]
-                self._scanned = 0
-                if skipping or len(line) > self._limit:
-                    raise LineTooLong
-                return line
-            if len(self._buf) > self._limit:
-                self._buf.clear()
-                if not self._skip:
-                    self._scanned = 0
-                    raise LineTooLong
-                skipping = True
-            self._scanned = len(self._buf)
-            if self._eof:
-                break
-            try:
-                self._buf += await self._stream.receive()
-            except anyio.EndOfStream:
-                self._eof = True
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._eof = self.broken = True
-        # the end of the stream: a last line without its newline still counts
-        line, skipping_last = bytes(self._buf), skipping
-        self._buf.clear()
-        self._scanned = 0
-        if skipping_last:
+    A line over ``limit`` bytes is never buffered whole: `LineTooLong` is raised — with
+    ``skip_oversized`` once its end has been read (its bytes dropped as they arrive), so the
+    next call reads the next line (JSON-RPC answers it with an error and goes on); without,
+    as soon as the limit is passed (MCP ends that peer's session)."""
+    too_long = False
+    while True:
+        try:
+            # (anyio's limit counts the bytes buffered: one more than a line may have)
+            line = await stream.receive_until(b"\n", limit + 1)
+        except anyio.DelimiterNotFound:
+            if not skip_oversized:
+                raise LineTooLong from None
+            too_long = True
+            await stream.receive(len(stream.buffer))  # dropped: only its end is awaited
+            continue
+        except anyio.IncompleteRead:  # the end of the stream: a last line without newline
+            line = stream.buffer
+            if line:
+                await stream.receive(len(line))
+            if too_long or len(line) > limit:
+                raise LineTooLong from None
+            return line or None
+        # (a line over the limit whose newline came in the same read is returned whole)
+        if too_long or len(line) > limit:
             raise LineTooLong
-        return line or None
+        return line
 
 
 class TextLines:
-    """Text lines from ``receive``, as the MCP SDK's stdio transport reads them. With
-    ``max_line``, a longer line ends the iteration (its peer's session), so one peer cannot
-    grow the server unbounded."""
+    """Text lines from ``receive``, for the MCP server's line stream. With ``max_line``, a
+    longer line ends the iteration (its peer's session), so one peer cannot grow the server
+    unbounded."""
 
     def __init__(self, receive: ByteReceiveStream, max_line: int | None = None) -> None:
-        limit = max_line if max_line is not None else sys.maxsize
-        self._lines = LineReader(receive, limit, skip_oversized=False)
+        self._stream = BufferedByteReceiveStream(receive)
+        self._limit = max_line if max_line is not None else sys.maxsize
         self.last_invalid = False  # the last line was not valid UTF-8
 
     def __aiter__(self) -> TextLines:
@@ -97,10 +74,12 @@ class TextLines:
 
     async def __anext__(self) -> str:
         try:
-            line = await self._lines.receive_line()
+            line = await receive_line(self._stream, self._limit, skip_oversized=False)
         except LineTooLong:
             log.warning("lines.too_long")
             raise StopAsyncIteration from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            line = None  # (the peer reset its end: no more input)
         if line is None:
             raise StopAsyncIteration
         try:

@@ -5,7 +5,7 @@ with lower-level errors translated to `ToolError` on the way out. No Lean calls.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,16 +55,26 @@ class Calls:
         session_id: str | None = None,
         client: str = "local",
         task: str | None = None,
+        lock: float | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> AsyncIterator[Call]:
-        """Run one call: resolve ``session_id`` (if given), record the ledger line at the end."""
-        call = Call(tool, task=task)
+        """Run one call: resolve ``session_id`` (if given) and, with ``lock``, hold the session's
+        lock (waiting at most ``lock`` seconds for the call before it: ``locked``); record the
+        ledger line at the end, with ``extra`` fields (and those the call adds)."""
+        call = Call(tool, task=task, extra=dict(extra or {}))
         outcome = "ok"
         try:
             try:
                 if session_id is not None:
                     call.session = self.find(session_id, client)
-                with recording() as call.placements:
-                    yield call
+                held = (
+                    locked(call.session, lock)
+                    if call.session is not None and lock is not None
+                    else nullcontext()
+                )
+                async with held:
+                    with recording() as call.placements:
+                        yield call
             except ToolError:
                 raise
             except LeanrigError as exc:

@@ -33,7 +33,7 @@ from ..tasks import (
     sorry_outside,
 )
 from ..verdict import Verifier, effects_when_elaborated
-from .calls import Call, Calls, locked
+from .calls import Call, Calls
 from .catalogue import (
     MAX_CANDIDATES,
     MAX_QUERY_CHARS,
@@ -165,13 +165,21 @@ class ProofService:
         )  # fmt: skip
         self._submission_lock = anyio.Lock()
 
-    def _session_call(
-        self, tool: str, session_id: str, client: str
+    def _on_session(
+        self,
+        tool: str,
+        session_id: str,
+        client: str,
+        *,
+        lock: bool = True,
+        extra: dict[str, Any] | None = None,
     ) -> AbstractAsyncContextManager[Call]:
-        return self.calls.call(tool, session_id=session_id, client=client)
-
-    def _locked(self, session: ProofSession) -> AbstractAsyncContextManager[None]:
-        return locked(session, self.step_timeout * 2)
+        """Every session tool's preamble: the call's ledger line (with ``extra`` fields), the
+        caller's session resolved (``call.open_session``: unknown or another client's is a
+        `ToolError`) and, with ``lock``, held — calls on one session run one at a time, the
+        next waiting at most two step timeouts."""
+        wait = self.step_timeout * 2 if lock else None
+        return self.calls.call(tool, session_id=session_id, client=client, lock=wait, extra=extra)
 
     def record_invalid(self, tool: str, arguments: Any, client: str, error: ToolError) -> None:
         """Ledger line for a call whose arguments the wire refused (see catalogue.parse_input)."""
@@ -234,33 +242,29 @@ class ProofService:
             )
 
     async def set_proof(self, session_id: str, body: str, client: str = "local") -> EditResult:
-        async with self._session_call("set_proof", session_id, client) as call:
-            session = call.open_session
-            async with self._locked(session):
-                return await self._apply_body(call, body)
+        async with self._on_session("set_proof", session_id, client) as call:
+            return await self._apply_body(call, body)
 
     async def replace_in_proof(
         self, session_id: str, old: str, new: str, client: str = "local"
     ) -> EditResult:
-        async with self._session_call("replace_in_proof", session_id, client) as call:
+        async with self._on_session("replace_in_proof", session_id, client) as call:
             session = call.open_session
-            async with self._locked(session):
-                if not old:
-                    raise ToolError(
-                        "`old` is empty",
-                        code="invalid_argument",
-                        hint="give a non-empty piece of the current proof body",
-                    )
-                old, new = as_lean_reads(old), as_lean_reads(new)
-                count = occurrences(session.body, old)
-                if count != 1:
-                    raise ToolError(
-                        f"`old` occurs {count} times in the proof body (it must occur exactly "
-                        "once)",
-                        code="rejected",
-                        hint="include more surrounding text in `old`, or use set_proof",
-                    )
-                return await self._apply_body(call, session.body.replace(old, new, 1))
+            if not old:
+                raise ToolError(
+                    "`old` is empty",
+                    code="invalid_argument",
+                    hint="give a non-empty piece of the current proof body",
+                )
+            old, new = as_lean_reads(old), as_lean_reads(new)
+            count = occurrences(session.body, old)
+            if count != 1:
+                raise ToolError(
+                    f"`old` occurs {count} times in the proof body (it must occur exactly once)",
+                    code="rejected",
+                    hint="include more surrounding text in `old`, or use set_proof",
+                )
+            return await self._apply_body(call, session.body.replace(old, new, 1))
 
     async def _apply_body(self, call: Call, body: str) -> EditResult:
         session = call.open_session
@@ -321,46 +325,44 @@ class ProofService:
     async def get_goals(
         self, session_id: str, line: int, column: int, client: str = "local"
     ) -> GoalsResult:
-        async with self._session_call("get_goals", session_id, client) as call:
+        async with self._on_session("get_goals", session_id, client) as call:
             session = call.open_session
-            async with self._locked(session):
-                index = LineIndex(session.text)
-                if not 1 <= line <= index.line_count:
-                    raise ToolError(
-                        f"line {line} is outside the file",
-                        code="invalid_argument",
-                        hint=f"lines are 1..{index.line_count}; columns are 1-based code points",
-                    )
-                width = len(index.line(line - 1))
-                if not 1 <= column <= width + 1:
-                    raise ToolError(
-                        f"column {column} is outside line {line}, which has {width} characters",
-                        code="invalid_argument",
-                        hint=f"columns of line {line} are 1..{width + 1}: 1-based code points, "
-                        f"{width + 1} is the line's end",
-                    )
-                return await self.elaborator.goals_at(
-                    session.task, session.text, Pos(line, column), call.timer, session.id
+            index = LineIndex(session.text)
+            if not 1 <= line <= index.line_count:
+                raise ToolError(
+                    f"line {line} is outside the file",
+                    code="invalid_argument",
+                    hint=f"lines are 1..{index.line_count}; columns are 1-based code points",
                 )
+            width = len(index.line(line - 1))
+            if not 1 <= column <= width + 1:
+                raise ToolError(
+                    f"column {column} is outside line {line}, which has {width} characters",
+                    code="invalid_argument",
+                    hint=f"columns of line {line} are 1..{width + 1}: 1-based code points, "
+                    f"{width + 1} is the line's end",
+                )
+            return await self.elaborator.goals_at(
+                session.task, session.text, Pos(line, column), call.timer, session.id
+            )
 
     async def get_proof_state(self, session_id: str, client: str = "local") -> ProofStateResult:
-        async with self._session_call("get_proof_state", session_id, client) as call:
+        async with self._on_session("get_proof_state", session_id, client) as call:
             session = call.open_session
-            async with self._locked(session):
-                assert session.last is not None
-                return ProofStateResult(
-                    session_id=session.id,
-                    task_id=session.task.id,
-                    text=session.text,
-                    body=session.body,
-                    body_range=body_range(session),
-                    **dict(session.last),
-                )
+            assert session.last is not None
+            return ProofStateResult(
+                session_id=session.id,
+                task_id=session.task.id,
+                text=session.text,
+                body=session.body,
+                body_range=body_range(session),
+                **dict(session.last),
+            )
 
     async def try_proofs(
         self, session_id: str, bodies: list[str], client: str = "local"
     ) -> TryProofsResult:
-        async with self._session_call("try_proofs", session_id, client) as call:
+        async with self._on_session("try_proofs", session_id, client, lock=False) as call:
             session = call.open_session
             if not 1 <= len(bodies) <= MAX_CANDIDATES:
                 raise ToolError(
@@ -443,16 +445,15 @@ class ProofService:
             )
 
     async def check_proof(self, session_id: str, client: str = "local") -> VerdictResult:
-        async with self._session_call("check_proof", session_id, client) as call:
+        async with self._on_session("check_proof", session_id, client) as call:
             session = call.open_session
-            async with self._locked(session):
-                with call.timer.lean():
-                    verdict = await self.verifier.verify(session.task, session.text)
-                call.extra.update(accepted=verdict.accepted, body_sha=body_sha(session.body))
-                return VerdictResult.model_validate(verdict.to_json())
+            with call.timer.lean():
+                verdict = await self.verifier.verify(session.task, session.text)
+            call.extra.update(accepted=verdict.accepted, body_sha=body_sha(session.body))
+            return VerdictResult.model_validate(verdict.to_json())
 
     async def get_timings(self, session_id: str, client: str = "local") -> TimingsResult:
-        async with self._session_call("get_timings", session_id, client) as call:
+        async with self._on_session("get_timings", session_id, client, lock=False) as call:
             session = call.open_session
             return timings(session, self.ledger.totals(session.id))
 
@@ -461,15 +462,13 @@ class ProofService:
     ) -> CloseResult:
         """``by_server``: the service is ending, no client asked (the ledger line says so,
         and is no tool call of the client's)."""
-        async with self._session_call("close_session", session_id, client) as call:
+        closed_by = {"closed_by": "server"} if by_server else None
+        async with self._on_session("close_session", session_id, client, extra=closed_by) as call:
             session = call.open_session
-            if by_server:
-                call.extra["closed_by"] = "server"
-            async with self._locked(session):
-                session.closed = True
-                self.sessions.pop(session.id, None)
-                call.extra["session_wall_ms"] = session.wall_ms()
-                result = CloseResult(closed=True, session_wall_ms=round(session.wall_ms(), 1))
+            session.closed = True
+            self.sessions.pop(session.id, None)
+            call.extra["session_wall_ms"] = session.wall_ms()
+            result = CloseResult(closed=True, session_wall_ms=round(session.wall_ms(), 1))
         self.ledger.forget(session.id)  # after the close_session line is written
         return result
 
