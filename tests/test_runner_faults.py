@@ -71,7 +71,6 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
     # Hang and flood: killed at the limit, rejected; the flood's log is capped.
     for tid in ("false_elim", "add_zero"):
         assert r[tid].timed_out and not r[tid].accepted and r[tid].invocation_s >= limit
-        assert r[tid].invocation_s < limit + 10
     log = run_dir / "attempts" / "add_zero" / "1" / "agent.log"
     assert LOG_CAP_BYTES <= log.stat().st_size < LOG_CAP_BYTES + 100
     assert log.read_bytes().endswith(b"[leanrig: output truncated]\n")

