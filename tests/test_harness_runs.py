@@ -128,7 +128,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             commands = [
                 ("run", "--suite", SUITE, "--harness", harness, "--model", "replay",
                  "--model-endpoint", models[condition].url, "--condition", condition,
-                 "--out", out(harness, condition), "--time-limit", LIMIT, "--quiet")
+                 "--out", out(harness, condition), "--time-limit", LIMIT, "--quiet",
+                 *(("--reasoning", "low") if condition == "lad" else ()))
                 for harness in HARNESSES for condition in CONDITIONS
             ]  # fmt: skip
             finished = leanrig_each(*commands, cwd=cwd)
@@ -188,7 +189,12 @@ def test_the_gateway_counts_what_the_model_served_and_what_the_harness_reported(
         assert r["usage_mismatch"] == []
         assert r["model_s"] > 0 and r["lean_s"] > 0 and r["model_s"] < r["invocation_s"]
         attempt = run_dir / "attempts" / r["task"] / "1"
-        assert len(lines(attempt / "model_calls.jsonl")) == r["model_calls"]
+        calls = lines(attempt / "model_calls.jsonl")
+        assert len(calls) == r["model_calls"]
+        # --reasoning low (the LAD runs) reached the model in the harness's own terms (each
+        # harness's default is higher)
+        efforts = {c["reasoning_effort"] for c in calls}
+        assert (efforts == {"low"}) == (condition == "lad"), efforts
         # The harness got the gateway's placeholder, never a key.
         assert KEY_PLACEHOLDER in (attempt / "harness.json").read_text()
 
@@ -206,6 +212,9 @@ def test_run_json_records_the_harness_its_version_and_what_it_was_given(
         info["agent_network"] == "model" and info["model_endpoint"] == runs.models["baseline"].url
     )
     assert info["agent_command"] == f"--harness {harness}"
+    lad = json.loads((runs.cwd / out(harness, "lad") / "run.json").read_text())["harness"]
+    assert h["reasoning"] is None and lad["reasoning"] == "low"
+    assert "low" in json.dumps(lad["command"]) + json.dumps(lad["files"])
     assert "its model only" in info["sandbox"]
 
 
