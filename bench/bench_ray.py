@@ -27,7 +27,7 @@ import anyio
 
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService
-from agent_tools.sessions.elaborate import LeanStep
+from agent_tools.sessions.lean_step import LeanStep
 
 from .common import DEMO, print_table, summarize, write_result
 

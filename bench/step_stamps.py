@@ -76,7 +76,7 @@ def _serve() -> int:
             stamp(f"server: Lean answers {pending.method if pending else '?'}")
         dispatch(self, message)
 
-    from agent_tools.sessions import elaborate, service
+    from agent_tools.sessions import elaborate, lean_step, service
     from repl_pool import pool
 
     def stamped_after(cls: Any, name: str, label: str) -> None:
@@ -94,7 +94,7 @@ def _serve() -> int:
 
     stamped_after(lean_client.LeanClient, "update", "server: LeanClient.update returns")
     stamped_after(pool_slot.Slot, "elaborate_and_ask", "server: Slot.elaborate_and_ask returns")
-    stamped_after(elaborate.LeanStep, "__call__", "server: LeanStep returns")
+    stamped_after(lean_step.LeanStep, "__call__", "server: LeanStep returns")
     stamped_after(pool.WarmPool, "run", "server: pool.run returns (slot released)")
     stamped_after(elaborate.Elaborator, "elaborate", "server: scope checked (elaborate returns)")
     stamped_after(service.ProofService, "_apply_body", "server: step result built")

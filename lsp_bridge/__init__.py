@@ -4,8 +4,9 @@ LSP transport, Lean extensions, positions, Lean's lexical syntax (comments, lite
 identifiers: ``lean_text``; the scopes open where: ``lean_scopes``), typed errors, finding
 (and bootstrapping) Lean.
 
-The LSP client's names (``client``: it imports lsprotocol's types, ~0.5 s here) load on first
-use (PEP 562), so what needs only errors, positions or text scanning does not pay for them.
+The LSP client's names (``client``, ``doc_queries``: they import lsprotocol's types, ~0.5 s
+here) load on first use (PEP 562), so what needs only errors, positions, text edits or text
+scanning does not pay for them.
 """
 
 from typing import TYPE_CHECKING
@@ -77,33 +78,19 @@ from .lean_types import (
 )
 from .positions import LineIndex, LspPos, Pos
 from .proctree import kill_tree, kill_tree_async, spawn_marked
+from .server_command import ServerCommand
+from .text_edits import TextEdit, apply_edit, common_prefix, minimal_edit
 from .timeouts import DEFAULT_TIMEOUTS, REPORT_DELAY_MS, Timeouts
 from .toolchain import LeanInstall, find_lean
 
 if TYPE_CHECKING:
-    from .client import (
-        DocQuery,
-        LeanClient,
-        ServerCommand,
-        TextEdit,
-        apply_edit,
-        common_prefix,
-        minimal_edit,
-        path_to_uri,
-    )
+    from .client import LeanClient, path_to_uri
+    from .doc_queries import DocQuery
 
 _LAZY = {
-    name: ("client", name)
-    for name in (
-        "DocQuery",
-        "LeanClient",
-        "ServerCommand",
-        "TextEdit",
-        "apply_edit",
-        "common_prefix",
-        "minimal_edit",
-        "path_to_uri",
-    )
+    "DocQuery": ("doc_queries", "DocQuery"),
+    "LeanClient": ("client", "LeanClient"),
+    "path_to_uri": ("client", "path_to_uri"),
 }
 __getattr__ = lazy_attributes(__name__, globals(), _LAZY)
 

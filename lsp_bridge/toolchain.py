@@ -17,14 +17,12 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from .bootstrap import bootstrap_lean_path, ensure_bootstrap
-from .timeouts import REPORT_DELAY_MS
-
-if TYPE_CHECKING:
-    from .client import ServerCommand
 from .errors import BootstrapError, LeanNotFound
+from .server_command import ServerCommand
+from .timeouts import REPORT_DELAY_MS
 
 Mode = Literal["toolchain", "bootstrap"]
 Source = Literal["setting", "elan", "PATH", "bootstrap"]
@@ -61,8 +59,6 @@ class LeanInstall:
     ) -> ServerCommand:
         """How to serve ``project``: ``lake serve`` for Lake projects on a toolchain, else
         ``lean --server``. ``wrapper`` prefixes the command (sandbox, rlimits)."""
-        from .client import ServerCommand  # (the client's module is heavy: on first use)
-
         has_lakefile = any((project / f).exists() for f in ("lakefile.lean", "lakefile.toml"))
         lake = use_lake if use_lake is not None else (self.lake is not None and has_lakefile)
         if lake and self.lake is not None:

@@ -22,7 +22,7 @@ from lsp_bridge import (
     ServerCommand,
     Timeouts,
 )
-from lsp_bridge.client import _Document
+from lsp_bridge.open_document import OpenDocument
 from lsp_bridge.transport import Conditional, LspTransport
 
 from .lean_snippets import decls, slow_theorem
@@ -107,7 +107,7 @@ async def test_diagnostics_after_an_early_end_turn_the_early_barrier_off(
         assert client.early_barrier_ends == 1
         # Lean's reporter as a Lean that broke the rule would behave: the version reported
         # done with its diagnostics out, and then more diagnostics of the same version.
-        doc: _Document = client._docs[uri]
+        doc: OpenDocument = client._docs[uri]
         version = doc.version
         params: dict[str, Any] = {"uri": uri, "version": version, "diagnostics": []}
         client._on_notification("textDocument/publishDiagnostics", params)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_bridge import LineIndex, LspPos, Pos, minimal_edit
-from lsp_bridge.client import apply_edit
+from lsp_bridge import LineIndex, LspPos, Pos, apply_edit, minimal_edit
 from lsp_bridge.positions import (
     codepoint_to_utf16,
     lsp_position,

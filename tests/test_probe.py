@@ -1,9 +1,9 @@
-"""The session's reading of its `#print axioms` probe (elaborate.probe_objection): judged on
+"""The session's reading of its `#print axioms` probe (axiom_probe.probe_objection): judged on
 the axiom names Lean lists, like the verdict, and not clean when it cannot be read."""
 
 from __future__ import annotations
 
-from agent_tools.sessions.elaborate import (
+from agent_tools.sessions.axiom_probe import (
     AXIOM_HELPER,
     PROBE_UNREAD,
     SORRY_HELPER,

@@ -314,7 +314,7 @@ async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() ->
     report look possibly incomplete, but it is clean, so the slot asked no goals: the step
     shows none instead of failing (an assertion failed there). A stub slot: the prelude-only
     Lean cannot emit such a message from inside a proof body."""
-    from agent_tools.sessions.elaborate import LeanStep
+    from agent_tools.sessions.lean_step import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from repl_pool.slot import Elaboration
 
@@ -353,7 +353,7 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
     there are none, for the expected type after the barrier. Each used to ask both. Once the
     whole body's expected type is known (it is the same for every body of a task), it is not
     asked for again."""
-    from agent_tools.sessions.elaborate import LeanStep
+    from agent_tools.sessions.lean_step import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
     from repl_pool.slot import Elaboration
@@ -413,7 +413,7 @@ async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refu
     (review): with the barrier in the step's last moment, that query got the 1 ms left and
     the finished step failed as a timeout; now it gets at least LATE_QUERY_SECONDS. An error
     Lean answers it with leaves the goals out instead of failing the step."""
-    from agent_tools.sessions.elaborate import LATE_QUERY_SECONDS, LeanStep
+    from agent_tools.sessions.lean_step import LATE_QUERY_SECONDS, LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, ResponseError, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
     from repl_pool.slot import Elaboration
@@ -938,18 +938,18 @@ async def test_the_file_as_written_is_asked_again_when_lean_could_not_answer(
     """Found by review: a failure of the one elaboration of the file as written (a busy pool,
     a timeout) was kept as "no errors" for the service's life, so the broken file's right
     proof was complete again. A later step asks again."""
-    from agent_tools.sessions import elaborate
+    from agent_tools.sessions import lean_step
     from lsp_bridge import LeanrigError
 
-    real = elaborate.WrittenFile.__call__
+    real = lean_step.WrittenFile.__call__
     failures = [LeanrigError("Lean did not answer in time")]
 
-    async def flaky(self: elaborate.WrittenFile, slot: Any) -> Any:
+    async def flaky(self: lean_step.WrittenFile, slot: Any) -> Any:
         if failures:
             raise failures.pop()
         return await real(self, slot)
 
-    monkeypatch.setattr(elaborate.WrittenFile, "__call__", flaky)
+    monkeypatch.setattr(lean_step.WrittenFile, "__call__", flaky)
     suite = demo_with_tasks(
         tmp_path / "suite", {"wrapped": ("Wrapped.lean", "main", WRAPPED_BROKEN_TASK)}
     )

@@ -166,7 +166,9 @@ async def kill_worker(slot: Slot) -> None:
 
 def _open_uris(client: LeanClient, pid: int) -> list[str]:
     """The documents whose direct worker is ``pid``."""
-    return [uri for uri, w in client._workers.items() if w.transport.pid == pid]
+    workers = client._workers
+    assert workers is not None
+    return [uri for uri in client._docs if getattr(workers.connection_of(uri), "pid", None) == pid]
 
 
 async def wait_gone(pid: int) -> None:

@@ -26,8 +26,16 @@ from agent_tools.tasks import (
     library_dir,
     load_suite,
 )
-from agent_tools.verdict import Verifier, forbidden_constructs, parse_axioms, parse_check
-from agent_tools.verdict.verifier import FORBIDDEN, _forbidden_in_code, compile_failure
+from agent_tools.verdict import (
+    FORBIDDEN,
+    Verifier,
+    forbidden_constructs,
+    parse_axioms,
+    parse_check,
+)
+from agent_tools.verdict.forbidden import _forbidden_in_code
+from agent_tools.verdict.lean_output import compile_failure
+from agent_tools.verdict.sandboxed_lean import SandboxedLean
 from lsp_bridge import find_lean
 from repl_pool.sandbox import SandboxPolicy, available, wrapper
 
@@ -298,7 +306,8 @@ def test_the_verdicts_lean_cannot_read_what_its_caller_hides(tmp_path: Path) -> 
     )
     work = tmp_path / "work"
     work.mkdir()
-    argv = verifier._wrapped(["/bin/sh", "-c", f"cat {secret}/proof.lean; echo done"], work)
+    lean: SandboxedLean = verifier._lean  # what the verifier runs Lean with
+    argv = lean.wrapped(["/bin/sh", "-c", f"cat {secret}/proof.lean; echo done"], work)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert "done" in done.stdout and "a proof" not in done.stdout, done
 

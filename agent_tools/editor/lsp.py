@@ -26,8 +26,9 @@ from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
 from .attempt import Attempt
-from .proxy import EditorProxy, ProxyTimeouts, frame
+from .proxy import EditorProxy, ProxyTimeouts
 from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
+from .supervised_lean import frame
 from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")

@@ -1,113 +1,59 @@
 """Elaboration on warm pool slots: a task with a given body → Lean's report, the scope verdict
-(does the edit stay inside the proof body?) and the goals to show; goals at a position.
+(does the edit stay inside the proof body?), the completeness status and the goals to show;
+goals at a position.
 
 Times every wait into the caller's `StepTimer`s (queue: waiting for a slot; Lean: waiting on
 Lean). Raises lower-level errors unchanged (the service translates them). Holds no session.
 
 Lean sees a task's session document (prefix.py: the whole file, or the compiled prefix
-imported); everything leaving this module is in task-file text and positions.
+imported; with the ``#print axioms`` probe where it is needed, axiom_probe.py); everything
+leaving this module is in task-file text and positions.
 
-The Lean part of a step is one self-contained, picklable operation (`LeanStep`): the edit, the
-barrier, the document symbols and — when Lean's report could mean an incomplete proof — the
-goals. A local pool runs it on its slot here; a `RayPool` ships it to the node, so a step is one
-round trip. The scope check, the completeness verdict and the timers stay here.
+The Lean part of a step is one self-contained, picklable operation (``LeanStep``,
+lean_step.py). The scope check, the completeness status (completeness.py) and the timers stay
+here; they must not move into the operation, which a ``RayPool`` runs on another node.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
-from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
-    COMMENT_KINDS,
     DocumentReport,
     LeanDiagnostic,
     LeanrigError,
     LineIndex,
     LspPos,
     LspRange,
-    PlainTermGoal,
     Pos,
     Severity,
-    TokenKind,
-    has_tactic_block,
-    lean_tokens,
-    name_parts,
 )
-from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in, unless_refused
+from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in
 
 from ..tasks import (
     Task,
     axioms_declared,
     check_scope,
     code_end,
-    code_span,
     exit_after,
     flatten_symbols,
-    insert_before_exit,
     sorry_outside,
     suffix_structure,
 )
-from ..verdict import (
-    PLACEHOLDER_PROVES,
-    axioms_outside,
-    escape_name,
-    forbidden_constructs,
-    parse_axioms,
-)
+from .axiom_probe import init_pattern, split_probe, unlisted, with_probe
 from .catalogue import GoalsResult, Hypothesis, StructuredGoal
+from .completeness import Completeness, decide_completeness, slow_note
+from .lean_step import LeanAnswer, WrittenFile, step_for
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
-from .session import is_complete, leaves_proof_open
+from .session import is_complete
 
 log = structlog.get_logger("leanrig.elaborate")
-
-# The least time a goal query asked after a step's barrier gets (``LeanStep``), whatever is
-# left of the step's own time: the version is elaborated by then, so the query is short.
-LATE_QUERY_SECONDS = 1.0
-
-# A task file (or the suite's own library) may leave helper lemmas with `sorry` (as many
-# benchmark files do): a target proved *through* one reports no error and no sorry of its own,
-# yet depends on `sorryAx`, and the verdict rejects it. For such tasks the session document
-# ends with `#print axioms` of the target (appended: no position moves), and a step whose
-# proof depends on `sorryAx` is not complete, with this warning on the target.
-SORRY_HELPER = (
-    "the proof depends on `sorryAx` through a lemma it uses that is left with `sorry` (the "
-    "verdict rejects that); prove it without the unproved lemmas"
-)
-
-# Likewise an axiom the task file or the suite's library declares outside the suite's
-# allow-list: a target proved through it reports nothing, and the verdict rejects it. Such
-# tasks get the same `#print axioms` probe (``sorryAx``, which a prelude library declares
-# itself, is covered by Lean's own "declaration uses 'sorry'" and by SORRY_HELPER).
-AXIOM_HELPER = (
-    "not complete: the proof depends on axioms outside the suite's allow-list (check_proof "
-    "rejects that): "
-)
-
-# Lean's own library declares axioms beyond the usual allow-list that a body can name (not
-# declared in the task file or the suite's library, so not found there): `Lean.ofReduceBool` is
-# what `native_decide` leaves, `Lean.ofReduceNat` its Nat twin, `Lean.trustCompiler` what
-# compiler-trusting tactics leave. A session document whose text names one outside the
-# allow-list gets the probe for that step (AXIOM_HELPER then names it).
-INIT_AXIOMS = ("Lean.ofReduceBool", "Lean.ofReduceNat", "Lean.trustCompiler")
-# Tactics that leave them without naming them (`native_decide` is forbidden outright, but
-# `decide +native` / `decide (config := {native := true})` is the same tactic, and `bv_decide`
-# checks its certificate by `Lean.ofReduceBool`): their words in the text probe too.
-NATIVE_WORDS = ("native", "bv_decide")
-
-# The probe's answer could not be read (no `#print axioms` message names the target): the
-# session cannot tell, so it does not say complete; the verdict decides.
-PROBE_UNREAD = (
-    "not complete: Lean's `#print axioms` answer for the target could not be read, so the "
-    "axioms this proof depends on are unknown; check_proof decides"
-)
 
 # The task file itself has errors outside the proof body (``_with_task_file_errors``).
 TASK_FILE_ERRORS = (
@@ -126,85 +72,6 @@ WRITTEN_FILE_ERRORS = (
 
 WRITTEN_TRIES = 3  # steps that ask for the file as written before the session stops asking
 
-# A complete step that took Lean more than this share of the verdict's time limit gets a warning
-# (SLOW_NOTE): the verdict elaborates the whole file again, in fresh processes that compete
-# for the cores, each stage within the suite's ``limits.wall_seconds`` — and a step's time is
-# only what Lean re-elaborated for it, so the verdict's is longer.
-SLOW_SHARE = 0.5
-SLOW_NOTE = (
-    "complete, but Lean took {took:.1f} s for this step; check_proof elaborates the whole file "
-    "again in fresh processes, each stage within {limit:g} s (the suite's limit), and may time "
-    "out there: a faster proof is safer"
-)
-
-# A proof Lean accepts that uses a construct the verdict forbids (verdict.FORBIDDEN) is not
-# complete either: the step says so with this warning, before the verdict would.
-FORBIDDEN_NOTE = "not complete: check_proof rejects this proof: "
-
-
-def _split_probe(
-    report: DocumentReport, probe_line: int, displaced: str | None
-) -> tuple[DocumentReport, list[str]]:
-    """Lean's report without the appended ``#print axioms``, and that command's messages.
-    A parse error that ran into the probe names it ("unexpected token 'set_option'"), a command
-    the agent cannot see: it names what the task file has there instead (``displaced``)."""
-    ours = [d.message for d in report.diagnostics if d.range.start.line >= probe_line]
-    kept = tuple(
-        dataclasses.replace(d, message=d.message.replace(_PROBE_TOKEN, displaced))
-        if displaced is not None and _PROBE_TOKEN in d.message
-        else d
-        for d in report.diagnostics
-        if d.range.start.line < probe_line
-    )
-    return dataclasses.replace(report, diagnostics=kept), ours
-
-
-_PROBE_TOKEN = "unexpected token 'set_option'"  # the probe's first token
-
-
-def probe_objection(messages: Sequence[str], theorem: str, allowed: Sequence[str]) -> str | None:
-    """Why a step Lean reported clean is still not complete, from the appended ``#print
-    axioms`` probe's ``messages`` (None: nothing against it). Judged on the names Lean lists,
-    as the verdict does (a theorem or axiom whose name merely contains ``sorryAx`` is not
-    ``sorryAx``); an answer that cannot be read is not taken as clean (PROBE_UNREAD)."""
-    used = parse_axioms([{"data": m} for m in messages], theorem)
-    if used is None:
-        return PROBE_UNREAD
-    if any(name_parts(name) == ("sorryAx",) for name in used):
-        return SORRY_HELPER
-    extra = axioms_outside(used, allowed)
-    return AXIOM_HELPER + ", ".join(extra) if extra else None
-
-
-_OPEN, _CLOSE = "([{⟨⦃", ")]}⟩⦄"
-_NOT_ARGUMENTS = frozenset({"fun", "at", "with", "then", "else", "from", "in", "do", "matches"})
-
-
-def _only_arguments(text: str, start: int, end: int) -> bool:
-    """Is ``text[start:end]`` (after the head of ``@f …``) nothing but arguments of ``f``:
-    outside brackets, only identifiers (``h.1`` too), literals and ``@``? Anything else (an
-    operator such as ``▸``, ``|>.``, ``=``; a ``fun``) may make ``@f …`` an operand."""
-    depth, previous = 0, start
-    ident, symbol = TokenKind.IDENT, TokenKind.SYMBOL
-    for kind, begin, finish, _ in lean_tokens(text, start):
-        if begin >= end:
-            break
-        if kind in COMMENT_KINDS:
-            continue
-        piece = text[begin:finish]
-        if piece in _OPEN:
-            depth += 1
-        elif piece in _CLOSE:
-            depth -= 1
-        elif depth == 0:
-            if kind is ident and piece in _NOT_ARGUMENTS:
-                return False
-            dot = piece == "." and begin == previous  # a projection: `h.1`
-            if kind is symbol and piece != "@" and not dot:
-                return False
-        previous = finish
-    return True
-
 
 def _with_task_file_errors(
     report: DocumentReport, index: LineIndex, body_start: int, body_end: int
@@ -216,7 +83,7 @@ def _with_task_file_errors(
     if not outside:
         return report
     log.warning("task.errors_outside_body", first=outside[0].message[:200], count=len(outside))
-    return _with_warning(report, outside[0].range.start, TASK_FILE_ERRORS)
+    return _with_warnings(report, outside[0].range.start, [TASK_FILE_ERRORS])
 
 
 def _errors_outside(
@@ -230,11 +97,15 @@ def _errors_outside(
     ]
 
 
-def _with_warning(report: DocumentReport, at: LspPos, message: str) -> DocumentReport:
-    warning = LeanDiagnostic(
-        range=LspRange(at, at), severity=Severity.WARNING, message=message, source="leanrig"
+def _with_warnings(report: DocumentReport, at: LspPos, messages: Sequence[str]) -> DocumentReport:
+    """``report`` with leanrig's warnings ``messages`` at ``at``, in order, after Lean's."""
+    warnings = tuple(
+        LeanDiagnostic(
+            range=LspRange(at, at), severity=Severity.WARNING, message=message, source="leanrig"
+        )
+        for message in messages
     )
-    return dataclasses.replace(report, diagnostics=(*report.diagnostics, warning))
+    return dataclasses.replace(report, diagnostics=(*report.diagnostics, *warnings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,164 +114,12 @@ class Elaborated:
     index: LineIndex  # of ``text``
     report: DocumentReport
     goals: list[str]
-    rejected: str | None
-    complete: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LeanAnswer:
-    report: DocumentReport  # in the session document's coordinates
-    symbols: list[DocumentSymbol]
-    goals: list[str] | None  # None: not asked (Lean reported nothing that could be incomplete)
-    lean_s: float  # seconds spent on Lean inside the operation (where it ran)
-    # The expected type of the whole body, when this step learned it from Lean (``LeanStep``).
-    expected: str | None = None
-
-
-def maybe_incomplete(report: DocumentReport) -> bool:
-    """Could `is_complete` say no for this report? (It says yes whenever this says no: no
-    error, no unsolved goals and no sorry anywhere, and the version finished.)"""
-    if report.status != "done" and report.status != "superseded":
-        return True
-    return any(d.is_error or leaves_proof_open(d) for d in report.diagnostics)
-
-
-# A portable operation's deadline past its answers' own (``timeout``): slack for what surrounds
-# them (the write, a late goal query, cancelling unanswered requests on a timeout: up to 1 s
-# each), so a pool running it elsewhere hears of a slot's timeout rather than declaring the
-# node lost.
-DEADLINE_SLACK = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class LeanStep:
-    """The Lean part of one step on a slot: make ``text`` the holder's document and wait for
-    its report, with — about the same version — the document symbols (for the scope check) and
-    the goals to show when the proof is incomplete: for a body with a tactic block
-    (``tactic``), the tactic goals at ``goal_at``, and only if there are none the expected
-    type at ``term_at``; for a term body, that expected type. (The goals asking both queries
-    showed, whenever the body's tactic blocks are written in it; a tactic Lean runs without
-    a written ``by`` — an auto-param such as the bound proof of ``xs[i]``, the default
-    ``decreasing_tactic`` — could show its goals at a term body's end, which now shows the
-    expected type, and its own error states its goal.) A goal query Lean answers with an
-    error (``lean_refused``) leaves the goals out; the step's report stands.
-
-    The expected type shown is the whole body's — the theorem's statement with its binders as
-    hypotheses, the same for every body of a task, since only the body changes. Once a step
-    has learned it (``expected``: an answer that ``covers_body``), later steps show it without
-    asking: a term body's step asks no goal query at all, a tactic body without goals at its
-    end no late one. (Lean answers at the body's start with the innermost term there: for
-    ``(fun x => x) h`` the function's own type, for a body that failed at the top nothing.)
-
-    Portable (see repl_pool.slot.portable_deadline): picklable and self-contained, so a pool
-    may run it where the slot lives. The change, the barrier, the symbols query and the goal
-    query go to Lean in one write (``Slot.elaborate_and_ask``): Lean answers them while it
-    finishes the version, so they add no round trip after the barrier (asked one after
-    another, the symbols cost ~1 ms after it on every step and the goals another 1-1.5 ms on
-    every incomplete one), and a clean version's step does not wait for its goals. One goal
-    query, not both: each costs Lean CPU that the version's elaboration competes with on two
-    cores, whether or not its answer is shown (a short file's step took 0.13-0.45 ms longer
-    with both in three interleaved in-process runs, 0.31 ms over MCP); the expected type of a
-    tactic body is asked after the barrier, in the step that needs it."""
-
-    text: str
-    timeout: float
-    goal_at: LspPos  # tactic goals: after the body's last code character
-    term_at: LspPos  # expected type: the body's first non-space character
-    # The target declaration's first line: the scope check needs no earlier symbol.
-    symbols_from: int = 0
-    tactic: bool = True  # the body opens a tactic block (lean_text.has_tactic_block)
-    # The end of the identifier an explicit application ``@f x`` starts with (None: the body
-    # starts otherwise): Lean answers an expected type asked at ``f`` with the range of ``f``
-    # and the type expected of the application (``covers_body``).
-    head_end: LspPos | None = None
-    expected: str | None = None  # the whole body's expected type, if an earlier step learned it
-    portable = True
+    rejected: str | None  # the scope check's reason (None: the edit stays in the body)
+    completeness: Completeness
 
     @property
-    def deadline(self) -> float:
-        return self.timeout + DEADLINE_SLACK
-
-    async def __call__(self, slot: Slot) -> LeanAnswer:
-        started = time.perf_counter()
-        done = await slot.elaborate_and_ask(
-            self.text,
-            goal_at=self.goal_at if self.tactic else None,
-            term_at=None if self.tactic or self.expected is not None else self.term_at,
-            timeout=self.timeout,
-            symbols_from=self.symbols_from,
-        )
-        goals: list[str] | None = None
-        learned: str | None = None
-        if maybe_incomplete(done.report):
-            goal, term = done.goal, done.term_goal
-            if done.report.clean:
-                # Not waited for: only an information message looks like an incomplete proof
-                # (e.g. a trace quoting "declaration uses 'sorry'").
-                goals = []
-            elif goal is not None and goal.status == "goals":
-                goals = list(goal.goals)  # tactic goals at the end of the body
-            elif self.expected is not None:  # else the whole body's expected type
-                goals = [self.expected]
-            else:  # not known yet: Lean's at the body's start, if it is the whole body's
-                if self.tactic:  # a tactic body without goals at its end: ask now
-                    term = await self._late_term_goal(slot, started)
-                if term is not None and term.status == "goal" and self.covers_body(term):
-                    learned = term.goal
-                goals = [learned] if learned is not None else []
-        took = time.perf_counter() - started
-        return LeanAnswer(done.report, done.symbols, goals, took, learned)
-
-    def covers_body(self, term: PlainTermGoal) -> bool:
-        """Is ``term`` the expected type of the whole body? Lean answers with the innermost
-        term at the position that is not the function of an application: for ``(fun x => x)
-        h`` that is the parenthesized function (its own type), and for a body that failed to
-        elaborate at the top (``And.intro h h`` with a type error) nothing. The whole body's
-        answer has a range reaching the body's end, or that of the head of an explicit
-        application (``@And.intro q p hq hp``: Lean's range is ``And.intro``)."""
-        if term.range is None:
-            return False
-        start, end = term.range.start, term.range.end
-        if (end.line, end.character) >= (self.goal_at.line, self.goal_at.character):
-            return True
-        return start == self.term_at and end == self.head_end
-
-    async def _late_term_goal(self, slot: Slot, started: float) -> PlainTermGoal | None:
-        """The expected type at the body's start, asked after the barrier: within what is
-        left of the step's time, but never less than ``LATE_QUERY_SECONDS`` (the version is
-        elaborated, so a query is short; a barrier at the end of the budget must not turn
-        the step into a timeout). None: Lean answered it with an error."""
-        left = self.timeout - (time.perf_counter() - started)
-        timeout = max(left, LATE_QUERY_SECONDS)
-        return await unless_refused(slot.plain_term_goal(self.term_at, timeout=timeout))
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenFile:
-    """Elaborate ``text`` (a task file as written, wrappers and all) on the slot: its report.
-    Portable, like LeanStep."""
-
-    text: str
-    timeout: float
-    portable = True
-
-    @property
-    def deadline(self) -> float:
-        return self.timeout + DEADLINE_SLACK
-
-    async def __call__(self, slot: Slot) -> DocumentReport:
-        return await slot.elaborate(self.text, timeout=self.timeout)
-
-
-def _init_pattern(allowed_axioms: Sequence[str]) -> re.Pattern[str]:
-    """What makes a step probed by its text (``Elaborator._probed``): a name of INIT_AXIOMS
-    outside the allow-list, or a word of NATIVE_WORDS."""
-    allowed = {name_parts(name) for name in allowed_axioms}
-    names = [re.escape(name_parts(n)[-1]) for n in INIT_AXIOMS if name_parts(n) not in allowed]
-    if not names:
-        return re.compile(r"(?!)")  # every one allowed: nothing to look for
-    words = "|".join(re.escape(word) for word in NATIVE_WORDS)
-    return re.compile("|".join(names) + rf"|(?<![\w'.])(?:{words})(?![\w'])")
+    def complete(self) -> bool:
+        return self.completeness.complete
 
 
 def _without_scope_artifacts(
@@ -489,7 +208,7 @@ class Elaborator:
         self._views: dict[str, TaskView] = {}  # task id -> its view (TaskMemo.view)
         self._memos: dict[str, TaskMemo] = {}  # task id -> what is known of it
         # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
-        self._init_pattern = _init_pattern(self.allowed_axioms)
+        self._init_pattern = init_pattern(self.allowed_axioms)
 
     async def view(self, task: Task) -> TaskView:
         """How the task's session document maps to the task file (decided once per task; the
@@ -526,7 +245,10 @@ class Elaborator:
             probed=(
                 self.library_sorry
                 or sorry_outside(task.text, start, end)
-                or self._unlisted([*self.library_axioms, *axioms_declared(task.text, start, end)])
+                or unlisted(
+                    [*self.library_axioms, *axioms_declared(task.text, start, end)],
+                    self.allowed_axioms,
+                )
             ),
             init_outside=(
                 self._init_pattern.search(task.text, 0, task.span.start) is not None
@@ -544,7 +266,8 @@ class Elaborator:
     async def elaborate(
         self, task: Task, body: str, timers: Sequence[StepTimer], holder: str | None
     ) -> Elaborated:
-        """Elaborate the task with ``body`` on a warm slot: report, scope verdict, goals."""
+        """Elaborate the task with ``body`` on a warm slot: report, scope verdict,
+        completeness, goals."""
         memo = self._memos.get(task.id) or await self.memo(task)
         view = memo.view
         text = task.with_body(body)
@@ -552,38 +275,7 @@ class Elaborator:
         key = self._key(memo, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex.sharing(memo.lines, body_start, text)
-        first, last = code_span(text, body_start, body_end)
-        explicit = text.startswith("@", first) and first + 1 < last
-        if explicit:
-            first += 1  # Lean has no term info on the `@` of `@f x`; the application starts here
-        goal_at = view.lsp_to_lean(index.lsp_of_offset(last))
-        term_at = view.lsp_to_lean(index.lsp_of_offset(first))
-        assert goal_at is not None  # the body is after the cut
-        assert term_at is not None
-        # `@f x`: Lean's answer at `f` has the range of `f` (``LeanStep.covers_body``). Not
-        # for a body starting with a plain identifier: that may be an operand (`h ▸ e`), whose
-        # answer at the start is its own type.
-        # Nor when the application may itself be an operand (`@f x ▸ e`, `@f x |>.g`): Lean
-        # elaborates it without an expected type and answers at `f` with `f`'s own type.
-        # Only while the expected type is still to be learned (``covers_body``): the scan of
-        # the arguments was ~60 µs of every later step's time before Lean heard of it.
-        learning = explicit and memo.expected is None
-        head = next(lean_tokens(text, first), None) if learning else None
-        head_end = (
-            view.lsp_to_lean(index.lsp_of_offset(head.end))
-            if head is not None
-            and head.kind is TokenKind.IDENT
-            and head.end <= last
-            and _only_arguments(text, head.end, last)
-            else None
-        )
-        # The scope check looks at the target and what follows it (check_scope).
-        decl_at = view.lsp_to_lean(index.lsp_of_offset(task.span.decl_start))
-        symbols_from = decl_at.line if decl_at is not None else 0
-        step = LeanStep(
-            lean_text, self.step_timeout, goal_at, term_at, symbols_from,
-            tactic=has_tactic_block(body), head_end=head_end, expected=memo.expected,
-        )  # fmt: skip
+        step = step_for(task, view, body, text, lean_text, index, memo.expected, self.step_timeout)
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
         try:
@@ -597,66 +289,89 @@ class Elaborator:
                 if answer is not None:
                     timer.queue_intervals.append((entered, lean_from))
                 timer.lean_intervals.append((lean_from, now))
-        lean_report, axioms = answer.report, None
+        lean_report, probe_messages = answer.report, None
         if probe_line is not None:
-            lean_report, axioms = _split_probe(lean_report, probe_line, memo.displaced)
+            lean_report, probe_messages = split_probe(lean_report, probe_line, memo.displaced)
         report = view.report_from_lean(lean_report)
         if task.wrappers:
             report = _without_scope_artifacts(task, memo, body, report, index, body_end, len(text))
-        complete = is_complete(report, index, task.span.decl_start, body_end)
-        if task.wrappers:
-            if memo.written_error is None and memo.written_tries < WRITTEN_TRIES:
-                memo.written_tries += 1
-                memo.written_error = await self._written_error(task, memo, key, timers, holder)
-            if memo.written_error:
-                complete = False
-                at = index.lsp_of_offset(task.span.decl_start)
-                report = _with_warning(report, at, memo.written_error)
-        if complete and axioms is not None:
-            objection = probe_objection(axioms, task.spec.theorem, self.allowed_axioms)
-            if objection is not None:
-                complete = False
-                report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), objection)
-        if complete and (forbidden := forbidden_constructs(body)):
-            # The verdict's own check, so a session never calls complete what it rejects.
-            complete = False
-            report = _with_warning(
-                report,
-                index.lsp_of_offset(task.span.decl_start),
-                FORBIDDEN_NOTE + "; ".join(forbidden),
-            )
-        slow = (
-            self.verdict_seconds is not None and answer.lean_s > SLOW_SHARE * self.verdict_seconds
+        lean_complete = is_complete(report, index, task.span.decl_start, body_end)
+        written = (
+            await self._written_error(task, memo, key, timers, holder) if task.wrappers else None
         )
-        if complete and slow:
-            note = SLOW_NOTE.format(took=answer.lean_s, limit=self.verdict_seconds)
-            report = _with_warning(report, index.lsp_of_offset(task.span.decl_start), note)
-        lean_index = LineIndex(lean_text) if view.prefixed else index
-        flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
-        if memo.suffix is None and body == task.body:
-            memo.suffix = suffix_structure(flat, body_end, len(text))
-        rejected = check_scope(
-            text=text,
-            body_start=body_start,
-            body_end=body_end,
-            decl_start=task.span.decl_start,
-            symbols=flat,
-            expected_suffix=memo.suffix or [],
-            diagnostics=report.diagnostics,
+        rejected = self._scope_rejection(task, memo, body, text, lean_text, index, answer, report)
+        completeness = decide_completeness(
+            lean_complete=lean_complete,
+            task_file_error=written,
+            probe_messages=probe_messages,
+            theorem=task.spec.theorem,
+            allowed_axioms=self.allowed_axioms,
+            body=body,
+            scope_rejection=rejected,
+            placeholder=body == task.body,
         )
-        ok = rejected is None
-        goals = answer.goals if ok and not complete and answer.goals is not None else []
+        # What says why on the target: the file as written (on every step, complete or not),
+        # the rule that failed, and a slow proof that passes every rule.
+        why = completeness.reason if completeness.status in ("axioms", "forbidden") else None
+        slow = slow_note(answer.lean_s, self.verdict_seconds) if completeness.proof_passes else None
+        if notes := [note for note in (written, why, slow) if note]:
+            report = _with_warnings(report, index.lsp_of_offset(task.span.decl_start), notes)
+        open_goals = rejected is None and not completeness.proof_passes  # (the proof's own)
+        goals = answer.goals if open_goals and answer.goals is not None else []
         if answer.expected is not None:
             memo.expected = answer.expected  # only the body changes: so it stays
         if body == task.body:
             report = _with_task_file_errors(report, index, body_start, body_end)
-            if complete and ok:  # the verdict's own rule (PLACEHOLDER_PROVES)
-                complete = False
+            if completeness.status == "placeholder" and completeness.reason:
                 at = index.lsp_of_offset(task.span.decl_start)
-                report = _with_warning(report, at, PLACEHOLDER_PROVES)
-        return Elaborated(text, index, report, goals, rejected, complete and ok)
+                report = _with_warnings(report, at, [completeness.reason])
+        return Elaborated(text, index, report, goals, rejected, completeness)
+
+    def _scope_rejection(
+        self,
+        task: Task,
+        memo: TaskMemo,
+        body: str,
+        text: str,
+        lean_text: str,
+        index: LineIndex,
+        answer: LeanAnswer,
+        report: DocumentReport,
+    ) -> str | None:
+        """Why the edit leaves the proof body, by Lean's parse (None: it stays inside)."""
+        view = memo.view
+        body_end = task.span.start + len(body)
+        lean_index = LineIndex(lean_text) if view.prefixed else index
+        flat = view.symbols_from_lean(flatten_symbols(answer.symbols, lean_index))
+        if memo.suffix is None and body == task.body:
+            memo.suffix = suffix_structure(flat, body_end, len(text))
+        return check_scope(
+            text=text,
+            body_start=task.span.start,
+            body_end=body_end,
+            decl_start=task.span.decl_start,
+            symbols=flat,
+            expected_suffix=memo.suffix or [],
+            diagnostics=report.diagnostics,  # (only its errors count: no warning of ours)
+        )
 
     async def _written_error(
+        self,
+        task: Task,
+        memo: TaskMemo,
+        key: PoolKey,
+        timers: Sequence[StepTimer],
+        holder: str | None,
+    ) -> str | None:
+        """WRITTEN_FILE_ERRORS for a wrapped target's task file as written, if it has an error
+        outside the body (None: it has none, or that is not known yet). Asked of Lean until it
+        says (``_ask_written``), up to WRITTEN_TRIES steps; kept in ``memo``."""
+        if memo.written_error is None and memo.written_tries < WRITTEN_TRIES:
+            memo.written_tries += 1
+            memo.written_error = await self._ask_written(task, memo, key, timers, holder)
+        return memo.written_error or None
+
+    async def _ask_written(
         self,
         task: Task,
         memo: TaskMemo,
@@ -698,28 +413,7 @@ class Elaborator:
         lean_text = memo.view.to_lean(task.unwrapped(text))
         if not self._probed(task, memo, text):
             return lean_text, None
-        # Full names: `#print axioms` prints them relative to the namespaces open where it runs
-        # (`[choice]` after `open Classical`), and they are compared with the allow-list.
-        probe = (
-            "set_option pp.fullNames true in\n"
-            f"#print axioms _root_.{escape_name(task.spec.theorem)}\n"
-        )
-        if memo.exit_at is None:
-            lean_text = lean_text + "\n\n" + probe
-            return lean_text, lean_text.rstrip("\n").count("\n")
-        # The probe gets a line of its own (the `#exit` may follow other text on its line).
-        probed, at = insert_before_exit(lean_text, task.text, memo.exit_at, "\n" + probe)
-        return probed, lean_text.count("\n", 0, at) + 1
-
-    def _unlisted(self, declared: Sequence[str]) -> bool:
-        """Is one of the ``declared`` axioms (full names, ``axioms_declared``) outside the
-        allow-list? Compared by full name, as the verdict does: ``Demo.sound`` is not
-        ``Quot.sound``. The root ``sorryAx`` is left to SORRY_HELPER."""
-        allowed = {name_parts(name) for name in self.allowed_axioms}
-        return any(
-            name_parts(name) not in allowed and name_parts(name) != ("sorryAx",)
-            for name in declared
-        )
+        return with_probe(lean_text, task.spec.theorem, task.text, memo.exit_at)
 
     def _probed(self, task: Task, memo: TaskMemo, text: str) -> bool:
         """Does the session document for the task-file ``text`` end with the probe: the task

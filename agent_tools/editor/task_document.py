@@ -1,0 +1,333 @@
+"""The task file between the editor and Lean (``leanrig lsp``): which of the editor's texts
+reach Lean — those in the task's scope (``scoping.py``), before the time limit — and how the
+editor is brought back when one does not: an edit outside the proof body gets a versioned
+``workspace/applyEdit`` restoring the last text in scope, checked against the document the
+editor sends back and retried, then a diagnostic; a held body gets a diagnostic (Lean keeps
+the last valid proof). Also leanrig's notices merged into Lean's diagnostics, and each version
+Lean finishes recorded in the attempt's ledger.
+
+Must not route other documents or own Lean: the proxy hands it the task file's frames, and it
+writes to Lean through ``SupervisedLean``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+
+from lsp_bridge import LineIndex
+
+from ..tasks import Task
+from .attempt import Attempt
+from .scoping import OUTSIDE_MESSAGE, TaskScope, changed_span, diagnostic, replace_edit
+from .scoping import lsp_range as _lsp_range
+from .supervised_lean import ID_PREFIX, SupervisedLean
+
+log = structlog.get_logger("leanrig.editor")
+
+TIME_UP_MESSAGE = "leanrig: the time limit is over; edits are no longer sent to Lean"
+
+
+@dataclass(slots=True)
+class EditorDocument:
+    """A document as the editor has sent it (its text after every change)."""
+
+    uri: str
+    text: str
+    version: int
+
+
+class TaskDocument:
+    """The task file of one editor connection (``uri`` once the editor opens it)."""
+
+    def __init__(
+        self,
+        task: Task,
+        scope: TaskScope,
+        attempt: Attempt,
+        lean: SupervisedLean,
+        *,
+        docs: Mapping[str, EditorDocument],
+        ids: Iterator[int],
+        revert_timeout: float,
+        to_editor: Callable[[dict[str, Any]], Awaitable[None]],
+        show: Callable[[str, int], Awaitable[None]],
+        start_soon: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
+    ) -> None:
+        self.scope = scope
+        self.attempt = attempt
+        self._lean = lean
+        self._docs = docs  # the editor's open documents (the proxy's)
+        self._ids = ids
+        self._revert_timeout = revert_timeout
+        self._to_editor = to_editor
+        self._show = show
+        self._start_soon = start_soon
+        self.uri: str | None = None
+        # The task file as Lean has it (the last text in scope) and its version there.
+        self.lean_text: str = task.text
+        self.lean_version: int | None = None
+        # The editor's last text inside the task's scope (sent to Lean, or a held body), and
+        # what a revert restores: an edit outside the body is undone, not the held typing.
+        self._scoped_text: str = task.text
+        self._revert_target: str = task.text
+        self._lean_diags: list[dict[str, Any]] = []
+        self._lean_diag_version: int | None = None
+        # (version, fatal, when, errors): finished by Lean, its ledger line not yet written
+        self._done: tuple[int, bool, float, int] | None = None
+        self._stop_shown: int | None = None  # the version whose worker stop was shown
+        self._extra_diags: dict[str, dict[str, Any]] = {}  # kind -> diagnostic
+        self._scope_changed = anyio.Event()
+        self._revert_id: str | None = None
+        self._revert_tries = 0
+
+    # -- editor → Lean -----------------------------------------------------------------------
+
+    async def opened(
+        self, doc: EditorDocument, params: dict[str, Any], body: bytes, received: float
+    ) -> None:
+        """The editor opened the task file (``body``: its didOpen frame, ``params`` parsed)."""
+        self.uri = doc.uri
+        decision = self.scope.decide(doc.text)
+        self.attempt.task_opened(
+            self.scope.final_body(doc.text) if decision.outcome == "ok" else None
+        )
+        refused = self.attempt.expire() and doc.text != self.lean_text
+        if decision.outcome in ("ok", "held") and not refused:
+            self._scoped_text = doc.text
+        if decision.outcome == "ok" and not refused:
+            self.lean_text, self.lean_version = doc.text, doc.version
+            self.forwarded(doc.version, received)
+            await self._lean.send(body)
+            return
+        # Lean gets the last valid text under the editor's version; the editor is told.
+        opened = {**params, "textDocument": {**params["textDocument"], "text": self.lean_text}}
+        self.lean_version = doc.version
+        self.forwarded(doc.version, received)
+        await self._lean.send_json({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                                    "params": opened})  # fmt: skip
+        await self._refuse(doc, decision.outcome, decision.reason, refused)
+
+    async def changed(self, doc: EditorDocument, before: str, body: bytes, received: float) -> None:
+        """The editor changed the task file from ``before`` to ``doc.text`` (``body``: its
+        didChange frame)."""
+        decision = self.scope.decide(doc.text)
+        refused = self.attempt.expire() and doc.text != self.lean_text
+        if decision.outcome in ("ok", "held") and not refused:
+            self._scoped_text = doc.text
+        self._scope_changed.set()
+        self._scope_changed = anyio.Event()
+        if decision.outcome != "ok" or refused:
+            await self._refuse(doc, decision.outcome, decision.reason, refused)
+            return
+        previous = self.lean_text
+        # The editor back at the text Lean has (a revert's echo, a held body undone): Lean
+        # still gets the version (editors and the infoview wait on versions), but the ledger
+        # records no new version of the proof.
+        echo = doc.text == previous
+        if before == previous:
+            await self._lean.send(body)  # in step with Lean: the editor's frame as it is
+        else:  # Lean holds an older text: one change from it to the editor's
+            start, end_old, end_new = changed_span(previous, doc.text)
+            change = {"range": _lsp_range(LineIndex(previous), start, end_old),
+                      "text": doc.text[start:end_new]}  # fmt: skip
+            await self._lean.send_json({"jsonrpc": "2.0", "method": "textDocument/didChange",
+                                        "params": {"textDocument": {"uri": doc.uri,
+                                                   "version": doc.version},
+                                                   "contentChanges": [change]}})  # fmt: skip
+        if not echo:
+            self.forwarded(doc.version, received)
+        self.lean_text, self.lean_version = doc.text, doc.version
+        changed = self._extra_diags.pop("held", None) is not None
+        if not echo:  # a real edit (not the echo of a revert) clears the notice
+            changed = self._extra_diags.pop("outside", None) is not None or changed
+            self._revert_id = None
+        if changed:
+            await self.publish_merged()
+
+    def reopened(self, doc: EditorDocument) -> tuple[str, int]:
+        """What a restarted Lean gets for the task file: the text it had, under its version
+        (recorded as forwarded again)."""
+        version = self.lean_version if self.lean_version is not None else doc.version
+        self.forwarded(version, time.perf_counter())
+        return self.lean_text, version
+
+    async def _refuse(
+        self, doc: EditorDocument, outcome: str, reason: str | None, time_up: bool
+    ) -> None:
+        """Keep Lean on its text; revert the editor (outside edits) or explain (held bodies)."""
+        if outcome == "held" and not time_up:
+            self.attempt.rejected(doc.version, reason or "held")
+            rng = self.scope.body_range(doc.text)
+            self._extra_diags["held"] = diagnostic(
+                f"{reason}. Lean still checks your last valid proof (version {self.lean_version}).",
+                rng,
+                code="held",
+            )
+            await self.publish_merged()
+            return
+        message = TIME_UP_MESSAGE if time_up else OUTSIDE_MESSAGE
+        self.attempt.rejected(doc.version, "time limit" if time_up else "outside the proof body")
+        # Time up: back to what Lean has (nothing typed since counts); else the last text in
+        # scope, a held body included.
+        target = self._revert_target = self.lean_text if time_up else self._scoped_text
+        start, end_target, _ = changed_span(target, doc.text)
+        self._extra_diags["outside"] = diagnostic(
+            message, _lsp_range(LineIndex(target), start, max(end_target, start))
+        )
+        self._revert_tries = 0
+        await self.publish_merged()
+        await self._send_revert(doc)
+
+    # -- reverts -----------------------------------------------------------------------------
+
+    async def _send_revert(self, doc: EditorDocument) -> None:
+        rid = f"{ID_PREFIX}{next(self._ids)}"
+        self._revert_id = rid
+        self._revert_tries += 1
+        edit = replace_edit(doc.text, self._revert_target)
+        await self._to_editor({"jsonrpc": "2.0", "id": rid, "method": "workspace/applyEdit",
+                               "params": {"label": "leanrig: only the proof body may change",
+                                          "edit": {"documentChanges": [{"textDocument": {
+                                              "uri": doc.uri, "version": doc.version},
+                                              "edits": [edit]}]}}})  # fmt: skip
+
+    def editor_answered(self, rid: str, message: dict[str, Any]) -> None:
+        """The editor's answer to leanrig's request ``rid`` (a revert's ``applyEdit``)."""
+        if rid != self._revert_id:
+            return  # an older revert, superseded by a newer edit
+        result = message.get("result")
+        applied = isinstance(result, dict) and bool(result.get("applied"))
+        self._start_soon(functools.partial(self._check_revert, rid, applied))
+
+    async def _check_revert(self, rid: str, applied: bool) -> None:
+        """Check the document the editor sends back; retry a skipped revert, then say so."""
+        doc = self._docs.get(self.uri or "")
+        if doc is None:
+            return
+        target = self._revert_target
+        if applied and doc.text != target:
+            with anyio.move_on_after(self._revert_timeout):
+                while doc.text != target and self._revert_id == rid:
+                    await self._scope_changed.wait()
+        if self._revert_id != rid or doc.text == target:
+            return
+        if self._revert_tries < 3:
+            await self._send_revert(doc)
+            return
+        self._extra_diags["outside"] = diagnostic(
+            "leanrig: your editor did not undo the edit outside the proof body; Lean keeps the "
+            f"last valid text (version {self.lean_version}). Undo the edit to continue.",
+            self._extra_diags.get("outside", {}).get("range")
+            or self.scope.body_range(self.lean_text),
+        )
+        await self.publish_merged()
+
+    async def publish_merged(self) -> None:
+        if self.uri is None:
+            return
+        params: dict[str, Any] = {
+            "uri": self.uri,
+            "diagnostics": [*self._lean_diags, *self._extra_diags.values()],
+        }
+        version = self._lean_diag_version
+        if version is None:
+            version = self.lean_version
+        if version is not None:
+            params["version"] = version
+        await self._to_editor(
+            {"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": params}
+        )
+
+    # -- Lean → editor -----------------------------------------------------------------------
+
+    async def diagnostics_from_lean(self, message: dict[str, Any], params: dict[str, Any]) -> bool:
+        """Lean's ``publishDiagnostics`` of the task file: tracked; True when leanrig's notices
+        were merged into it and it was sent (else the proxy forwards Lean's frame)."""
+        self._track_diagnostics(params)
+        if self._extra_diags and not params.get("isIncremental"):
+            merged = {**params, "diagnostics": [*(params.get("diagnostics") or ()),
+                                                *self._extra_diags.values()]}  # fmt: skip
+            await self._to_editor({**message, "params": merged})
+            return True
+        return False
+
+    async def progress_from_lean(self, params: dict[str, Any]) -> None:
+        """Lean's ``$/lean/fileProgress`` of the task file (already forwarded): a finished
+        version timed; a worker that stopped for good said once."""
+        stopped = self._track_progress(params)
+        if (
+            stopped is not None
+            and stopped != self._stop_shown
+            and self.uri is not None  # (unknown: nothing is said)
+            and not self._lean.worker_alive(self.uri)
+        ):
+            # Lean's watchdog says only this (a fatal progress over the file) when the task
+            # file's worker dies, and starts a new one at the next change. (A header Lean
+            # cannot import says the same, its worker alive: Lean's own diagnostics explain
+            # that.)
+            self._stop_shown = stopped
+            self.attempt.worker_stopped(stopped)
+            await self._show(
+                "leanrig: Lean stopped processing the task file (its worker crashed or was "
+                "killed); your next edit starts it again",
+                2,
+            )
+
+    def _track_diagnostics(self, params: dict[str, Any]) -> None:
+        version = params.get("version")
+        diags = list(params.get("diagnostics") or ())
+        if params.get("isIncremental") and version == self._lean_diag_version:
+            self._lean_diags.extend(diags)
+        else:
+            self._lean_diags = diags
+            self._lean_diag_version = version if isinstance(version, int) else None
+        if self._done is not None and self._done[0] == version:
+            self._done = (version, self._done[1], self._done[2], self._lean_errors(version))
+            self.record_done()  # the version's last report, just after its "done"
+
+    def forwarded(self, version: int, received: float) -> None:
+        """``version`` of the task file went to Lean (its edit ``received`` then)."""
+        self.record_done()  # a finished version is recorded before the next supersedes it
+        self.attempt.forwarded(version, received)
+
+    def record_done(self) -> None:
+        """Record the version Lean finished (its ledger line), with its errors as last
+        reported: Lean sends a version's "done" progress just *before* its last diagnostics,
+        so the count is taken when those arrive (or when the next version or the verdict
+        comes first); the Lean time ends at the "done"."""
+        if self._done is None:
+            return
+        version, fatal, at, errors = self._done
+        self._done = None
+        # Hashed as a submission has it (no blank lines after it), as check_proof's and the
+        # result's are: one body, one sha in the ledger and results.jsonl.
+        body = (self.scope.body_of(self.lean_text) or "").rstrip()
+        self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
+
+    def _track_progress(self, params: dict[str, Any]) -> int | None:
+        """Time the version Lean says it finished; the version if Lean says it stopped
+        processing it for good (a fatal progress), else None."""
+        processing = params.get("processing") or []
+        version = (params.get("textDocument") or {}).get("version")
+        fatal = any(isinstance(p, dict) and p.get("kind") == 2 for p in processing)
+        if (processing and not fatal) or not isinstance(version, int):
+            return None
+        if self._done is not None and self._done[0] == version:
+            # Lean may say "done" twice for a version: the first one times it
+            return version if fatal else None
+        self.record_done()
+        self._done = (version, fatal, time.perf_counter(), self._lean_errors(version))
+        return version if fatal else None
+
+    def _lean_errors(self, version: int) -> int:
+        """Errors Lean has reported so far for ``version`` of the task file."""
+        if self._lean_diag_version != version:
+            return 0
+        return sum(1 for d in self._lean_diags if d.get("severity") == 1)

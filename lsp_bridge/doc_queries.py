@@ -1,0 +1,105 @@
+"""Questions about one version of a document, asked with its change (``LeanClient.update``):
+``DocQuery`` (the method, the position, how its answer is read, whether it is optional or
+needed only about a version that is not clean) and the reading of Lean's document symbols.
+
+Must not send anything or hold state: the client frames the queries into its exchange.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types as lsp
+from lsprotocol.converters import get_converter
+
+from .lean_types import PlainGoal, PlainTermGoal
+from .positions import LspPos
+
+_converter = get_converter()
+
+
+def parse_symbols(result: Any, from_line: int = 0) -> list[lsp.DocumentSymbol]:
+    """Lean's document symbols; with ``from_line``, only those ending on or after that line
+    (a container ending earlier is dropped with its children). Reading a symbol into its
+    lsprotocol type costs ~20 µs, so a file with 1000 declarations cost ~20 ms per answer,
+    while a proof step needs the few around and after its theorem."""
+    if from_line <= 0:
+        return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
+    return [_converter.structure(s, lsp.DocumentSymbol) for s in _ending_from(result, from_line)]
+
+
+def _ending_from(symbols: Any, line: int) -> list[dict[str, Any]]:
+    """The raw symbols ending on or after ``line``, their children likewise (a namespace
+    holding the whole file is kept, its earlier declarations are not)."""
+    kept = []
+    for s in symbols or ():
+        if s["range"]["end"]["line"] >= line:
+            children = s.get("children")
+            kept.append({**s, "children": _ending_from(children, line)} if children else s)
+    return kept
+
+
+def parse_hover(result: Any) -> lsp.Hover | None:
+    return None if result is None else _converter.structure(result, lsp.Hover)
+
+
+@dataclass(frozen=True, slots=True)
+class DocQuery:
+    """A request about a document's version, asked with the change (``LeanClient.update``):
+    ``method``, the position if it takes one, and how to read its answer."""
+
+    method: str
+    parse: Callable[[Any], Any]
+    position: LspPos | None = None
+    # An optional query's error is returned in its place instead of raised (the caller may
+    # not need its answer, e.g. the goals of a proof that turned out complete).
+    optional: bool = False
+    # Needed only if the version is not clean (``DocumentReport.clean``): asked with the
+    # change, but not waited for when the version turns out clean (its answer is then None).
+    unless_clean: bool = False
+
+    def made_optional(self) -> DocQuery:
+        return DocQuery(self.method, self.parse, self.position, True, self.unless_clean)
+
+    def made_unless_clean(self) -> DocQuery:
+        """This query, needed only about a version that is not clean. It goes to Lean with
+        the change, so a version with an error gets it while Lean finishes the version (asked
+        on the version's first error instead, it cost a round trip after the barrier: the
+        first error of a short file comes at its end); a clean version's step does not wait
+        for it (``Conditional``)."""
+        return DocQuery(self.method, self.parse, self.position, self.optional, True)
+
+    def params(self, uri: str) -> dict[str, Any]:
+        """The request's parameters about document ``uri``."""
+        params: dict[str, Any] = {"textDocument": {"uri": uri}}
+        if self.position is not None:
+            params["position"] = self.position.to_json()
+        return params
+
+    @staticmethod
+    def symbols(from_line: int = 0) -> DocQuery:
+        """Document symbols (with ``from_line``: those ending on or after it, see
+        ``parse_symbols``)."""
+        if from_line <= 0:
+            return DocQuery("textDocument/documentSymbol", parse_symbols)
+        return DocQuery(
+            "textDocument/documentSymbol", functools.partial(parse_symbols, from_line=from_line)
+        )
+
+    @staticmethod
+    def plain_goal(pos: LspPos) -> DocQuery:
+        return DocQuery("$/lean/plainGoal", PlainGoal.from_json, pos)
+
+    @staticmethod
+    def plain_term_goal(pos: LspPos) -> DocQuery:
+        return DocQuery("$/lean/plainTermGoal", PlainTermGoal.from_json, pos)
+
+
+def framed_requests(
+    uri: str, queries: Sequence[DocQuery]
+) -> list[tuple[str, Any, Callable[[Any], Any] | None]]:
+    """``queries`` about ``uri`` as ``LspTransport.exchange`` takes its requests."""
+    return [(q.method, q.params(uri), q.parse) for q in queries]
