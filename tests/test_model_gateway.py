@@ -222,8 +222,8 @@ def test_the_endpoint_and_the_request_path_join_as_each_vendor_expects(
 def _call(start: float, length: float) -> ModelCall:
     usage = CallUsage(None, None, None, None, None)
     return ModelCall(api=None, method="POST", path="/", status=200, model=None, streaming=None,
-                     reasoning_effort=None, started=start, latency_s=length, ttft_s=None, usage=usage, complete=True,
-                     request_bytes=0, response_bytes=0)  # fmt: skip
+                     reasoning_effort=None, started=start, latency_s=length, ttft_s=None,
+                     usage=usage, complete=True, request_bytes=0, response_bytes=0)  # fmt: skip
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 100)), max_size=20))
