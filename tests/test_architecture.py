@@ -174,7 +174,7 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
     ("module", "absent"),
     [
         ("agent_tools.cli.main", ("mcp", "lsprotocol")),  # `leanrig --help`, every command
-        ("agent_tools.runs.runreport", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
+        ("agent_tools.runs.run_report", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
         ("agent_tools.editor.lsp", ("mcp",)),  # `leanrig lsp`: no MCP at all
         ("agent_tools.agents.search_agent", ("lsprotocol",)),  # an agent: an MCP client only
     ],

@@ -30,7 +30,8 @@ import httpx2 as httpx
 import orjson
 import structlog
 
-from .usage import CallUsage, WireMeter, api_of, request_facts
+from .model_request import api_of, request_facts
+from .usage import CallUsage, WireMeter
 
 log = structlog.get_logger("leanrig.gateway")
 

@@ -14,6 +14,15 @@ from typing import TYPE_CHECKING
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
+    from .ledger_report import (
+        ReportError,
+        benchmark_metrics,
+        percentile,
+        read_ledger,
+        summarize,
+        write_ledger_report,
+    )
+    from .loaded_run import load_run
     from .metrics import (
         Change,
         Comparison,
@@ -39,14 +48,6 @@ if TYPE_CHECKING:
         token_cost,
     )
     from .progress import RunSummary, summary_json
-    from .report import (
-        ReportError,
-        benchmark_metrics,
-        percentile,
-        read_ledger,
-        summarize,
-        write_ledger_report,
-    )
     from .results import (
         ATTEMPT_STATE,
         RESULTS_FILE,
@@ -71,10 +72,10 @@ if TYPE_CHECKING:
         time_limit_text,
         write_run_info,
     )
+    from .run_report import compare_runs, report_runs, write_report
     from .runner import (
         run_benchmark,
     )
-    from .runreport import compare_runs, load_run, report_runs, write_report
     from .workspace import SERVER_NAME
 
 # name -> (submodule, attribute)
@@ -94,7 +95,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RESULTS_SCHEMA": ("results", "RESULTS_SCHEMA"),
     "RUN_FILE": ("results", "RUN_FILE"),
     "RUN_SCHEMA": ("results", "RUN_SCHEMA"),
-    "ReportError": ("report", "ReportError"),
+    "ReportError": ("ledger_report", "ReportError"),
     "ResultsError": ("results", "ResultsError"),
     "ResultsRead": ("results", "ResultsRead"),
     "RunError": ("options", "RunError"),
@@ -109,32 +110,32 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Usage": ("results", "Usage"),
     "append_result": ("results", "append_result"),
     "attempt_cost": ("prices", "attempt_cost"),
-    "benchmark_metrics": ("report", "benchmark_metrics"),
+    "benchmark_metrics": ("ledger_report", "benchmark_metrics"),
     "compare": ("metrics", "compare"),
-    "compare_runs": ("runreport", "compare_runs"),
+    "compare_runs": ("run_report", "compare_runs"),
     "compute_metrics": ("metrics", "compute_metrics"),
     "finished_attempts": ("results", "finished_attempts"),
     "load_prices": ("prices", "load_prices"),
-    "load_run": ("runreport", "load_run"),
+    "load_run": ("loaded_run", "load_run"),
     "parse_results": ("results", "parse_results"),
     "pass_at_k": ("metrics", "pass_at_k"),
     "per_point": ("metrics", "per_point"),
-    "percentile": ("report", "percentile"),
-    "read_ledger": ("report", "read_ledger"),
+    "percentile": ("ledger_report", "percentile"),
+    "read_ledger": ("ledger_report", "read_ledger"),
     "read_results": ("results", "read_results"),
     "read_run_info": ("results", "read_run_info"),
     "read_usage": ("results", "read_usage"),
     "relative_change": ("metrics", "relative_change"),
-    "report_runs": ("runreport", "report_runs"),
+    "report_runs": ("run_report", "report_runs"),
     "run_benchmark": ("runner", "run_benchmark"),
-    "summarize": ("report", "summarize"),
+    "summarize": ("ledger_report", "summarize"),
     "summary_json": ("progress", "summary_json"),
     "task_outcomes": ("metrics", "task_outcomes"),
     "time_limit_text": ("results", "time_limit_text"),
     "token_cost": ("prices", "token_cost"),
     "weighted_score": ("metrics", "weighted_score"),
-    "write_ledger_report": ("report", "write_ledger_report"),
-    "write_report": ("runreport", "write_report"),
+    "write_ledger_report": ("ledger_report", "write_ledger_report"),
+    "write_report": ("run_report", "write_report"),
     "write_run_info": ("results", "write_run_info"),
 }
 
