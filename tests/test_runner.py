@@ -26,7 +26,7 @@ from agent_tools.runs import (
     run_benchmark,
     write_report,
 )
-from agent_tools.runs.workspace import ATTEMPT_TOKEN_VAR, RELAY_SCRIPT
+from agent_tools.runs.attempt_dir import ATTEMPT_TOKEN_VAR, RELAY_SCRIPT
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService, body_sha
 from agent_tools.tasks import load_suite
@@ -291,10 +291,10 @@ async def test_infrastructure_failure_is_retried_once(tmp_path: Path) -> None:
 
 
 def test_agent_command_substitution(tmp_path: Path) -> None:
-    from agent_tools.runs.workspace import agent_argv, create_workspace
+    from agent_tools.runs.attempt_dir import agent_argv, create_attempt_dir
 
     suite = load_suite(SUITE)
-    ws = create_workspace(
+    ws = create_attempt_dir(
         tmp_path, suite, suite.tasks["refl_z"], 1, token="t", socket=tmp_path / "s" / "mcp.sock"
     )
     argv = agent_argv(["agent", "--p={prompt}", "{task}", "{workspace}", "{mcp_config}", "{x}"], ws)

@@ -28,8 +28,8 @@ from agent_tools.runs.agent_sandbox import (
     pinned_ancestors,
     scratch_mounts,
 )
+from agent_tools.runs.attempt_dir import relay_command
 from agent_tools.runs.leftovers import socket_parent
-from agent_tools.runs.workspace import relay_command
 from agent_tools.sessions import body_sha
 from agent_tools.tasks import load_suite
 

@@ -2,23 +2,23 @@
 proxy in front of a sandboxed Lean server, and `leanrig edit`, the workspace that wires VS Code,
 Neovim and Emacs to it. Uses tasks, verdict and sessions (the ledger); never cli."""
 
-from .attempt import Attempt
 from .commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
+from .edit_workspace import EditOptions, EditWorkspace, prepare_workspace
+from .human_attempt import HumanAttempt
 from .lsp import LspOptions, run_lsp
 from .proxy import CHECK_COMMAND, EditorProxy, ProxyTimeouts
 from .scoping import Decision, TaskScope, apply_changes
-from .workspace import EditOptions, Workspace, prepare_workspace
 
 __all__ = [
     "CHECK_COMMAND",
-    "Attempt",
     "Decision",
     "EditOptions",
+    "EditWorkspace",
     "EditorProxy",
+    "HumanAttempt",
     "LspOptions",
     "ProxyTimeouts",
     "TaskScope",
-    "Workspace",
     "add_edit_arguments",
     "add_lsp_arguments",
     "apply_changes",

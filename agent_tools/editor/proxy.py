@@ -45,8 +45,8 @@ from repl_pool import LeanEnvironment
 
 from ..tasks import Task
 from ..verdict import Verifier
-from .attempt import Attempt
 from .attempt_clock import AttemptClock
+from .human_attempt import HumanAttempt
 from .scoping import TaskScope, apply_changes
 from .supervised_lean import ID_PREFIX, INTERNAL_ERROR, SupervisedLean, frame
 from .task_document import EditorDocument, TaskDocument
@@ -82,7 +82,7 @@ class EditorProxy:
         task_path: Path,
         environment: LeanEnvironment,
         verifier: Verifier,
-        attempt: Attempt,
+        attempt: HumanAttempt,
         send_editor: Callable[[bytes], Awaitable[None]],
         timeouts: ProxyTimeouts | None = None,
         restart_limit: int = 5,

@@ -24,7 +24,7 @@ import structlog
 from lsp_bridge import LineIndex
 
 from ..tasks import Task
-from .attempt import Attempt
+from .human_attempt import HumanAttempt
 from .scoping import OUTSIDE_MESSAGE, TaskScope, changed_span, diagnostic, replace_edit
 from .scoping import lsp_range as _lsp_range
 from .supervised_lean import ID_PREFIX, SupervisedLean
@@ -50,7 +50,7 @@ class TaskDocument:
         self,
         task: Task,
         scope: TaskScope,
-        attempt: Attempt,
+        attempt: HumanAttempt,
         lean: SupervisedLean,
         *,
         docs: Mapping[str, EditorDocument],

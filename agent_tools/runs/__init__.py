@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
+    from .attempt_dir import SERVER_NAME
     from .ledger_report import (
         ReportError,
         benchmark_metrics,
@@ -76,7 +77,6 @@ if TYPE_CHECKING:
     from .runner import (
         run_benchmark,
     )
-    from .workspace import SERVER_NAME
 
 # name -> (submodule, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -105,7 +105,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RunSummary": ("progress", "RunSummary"),
     "TaskOutcome": ("metrics", "TaskOutcome"),
     "TaskRef": ("results", "TaskRef"),
-    "SERVER_NAME": ("workspace", "SERVER_NAME"),
+    "SERVER_NAME": ("attempt_dir", "SERVER_NAME"),
     "USAGE_FILE": ("results", "USAGE_FILE"),
     "Usage": ("results", "Usage"),
     "append_result": ("results", "append_result"),

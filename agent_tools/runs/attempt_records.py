@@ -18,8 +18,8 @@ from lsp_bridge import LeanrigError
 
 from ..sessions import body_sha, replace_file
 from ..tasks import Task, load_suite
+from .attempt_dir import AttemptDir
 from .results import read_agent_file
-from .workspace import Workspace
 
 log = structlog.get_logger("leanrig.run")
 
@@ -43,7 +43,7 @@ def write_submission(path: Path, text: str) -> str | None:
     return None
 
 
-def final_body(ws: Workspace) -> str:
+def final_body(ws: AttemptDir) -> str:
     """The last body any session of this attempt's service accepted (the task's initial
     body when none was opened): its submission record, in the runner's own directory
     (never the agent's to write where the sandbox works)."""
@@ -61,7 +61,7 @@ def final_body(ws: Workspace) -> str:
     return best[1] if best else ws.task.body
 
 
-def ledger_totals(ws: Workspace, run_ledger: Path) -> tuple[int, float, list[str]]:
+def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[str]]:
     """Tool calls and Lean seconds from the attempt's ledger (appended to the run's), and
     whether Lean died under a call."""
     try:
@@ -94,7 +94,7 @@ def ledger_totals(ws: Workspace, run_ledger: Path) -> tuple[int, float, list[str
 
 
 def ignored_edits(
-    task: Task, ws: Workspace, suite_root: Path, suite_hash: str
+    task: Task, ws: AttemptDir, suite_root: Path, suite_hash: str
 ) -> tuple[list[str], str]:
     """Files the agent changed that count for nothing (recorded in the results line):
     its copy of the task file, the suite on disk (every verdict uses the tasks as loaded

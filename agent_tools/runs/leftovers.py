@@ -18,10 +18,10 @@ import psutil
 import structlog
 
 from ..tasks import Suite
+from .attempt_dir import ATTEMPT_TOKEN_VAR
 from .invocation import KILL_DEADLINE, kill_attempt
 from .options import RunError, RunOptions
 from .results import AttemptResult, append_result
-from .workspace import ATTEMPT_TOKEN_VAR
 
 log = structlog.get_logger("leanrig.run")
 

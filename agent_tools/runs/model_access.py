@@ -16,20 +16,20 @@ import orjson
 
 from ..models import ModelGateway, socket_url
 from ..servers import listen_local
+from .attempt_dir import ATTEMPT_TOKEN_VAR, AttemptDir, relay_command
 from .harness import (
     KEY_PLACEHOLDER,
     KEY_VARS,
     VENDOR_ENDPOINT,
-    Attempt,
     HarnessName,
     Launch,
+    PresetInputs,
     key_variable,
     launch,
     plan_launch,
 )
 from .options import NetworkPolicy, RunError, RunOptions
 from .results import HarnessInfo, Usage
-from .workspace import ATTEMPT_TOKEN_VAR, Workspace, relay_command
 
 MODEL_SOCKET_FILE: Final = "model.sock"
 
@@ -121,7 +121,7 @@ def read_capped(path: Path, cap: int = 16 * 2**20) -> bytes:
 
 
 def open_gateway(
-    route: ModelRoute | None, client: object, ws: Workspace, *, forwarded: bool
+    route: ModelRoute | None, client: object, ws: AttemptDir, *, forwarded: bool
 ) -> tuple[ModelGateway | None, socket.socket | None, str | None]:
     """The attempt's model gateway, its listening socket and the URL the agent reaches it
     at: ``forwarded`` (in the sandbox, without the host's network), a Unix socket beside the
@@ -142,15 +142,15 @@ def open_gateway(
     return gateway, listener, socket_url(listener)
 
 
-def forwarder(ws: Workspace, python: str) -> list[str]:
+def forwarder(ws: AttemptDir, python: str) -> list[str]:
     """The command prefix that serves the gateway on the sandbox's loopback, then runs the
     agent (port_forward.py)."""
     return [python, "-I", "-S", str(FORWARD_SCRIPT), str(MODEL_PORT),
             str(ws.socket.parent / MODEL_SOCKET_FILE), "--"]  # fmt: skip
 
 
-def harness_attempt(ws: Workspace, home: Path, model_url: str, time_limit: float) -> Attempt:
-    return Attempt(
+def harness_attempt(ws: AttemptDir, home: Path, model_url: str, time_limit: float) -> PresetInputs:
+    return PresetInputs(
         prompt=ws.prompt.read_text(encoding="utf-8"), workspace=ws.workspace, home=home,
         mcp_command=relay_command(ws.socket), mcp_env={ATTEMPT_TOKEN_VAR: ws.token},
         model_url=model_url, time_limit=time_limit,
@@ -158,7 +158,7 @@ def harness_attempt(ws: Workspace, home: Path, model_url: str, time_limit: float
 
 
 def launch_harness(
-    harness: HarnessSetup, route: ModelRoute | None, options: RunOptions, ws: Workspace,
+    harness: HarnessSetup, route: ModelRoute | None, options: RunOptions, ws: AttemptDir,
     home: Path, model_url: str,
 ) -> Launch:  # fmt: skip
     """The harness's command for this attempt; its configuration written into ``home`` and
@@ -193,7 +193,7 @@ def harness_record(
     attempt's paths, prompt and token as ``{…}``; each attempt's own in its ``harness.json``)."""
     if harness is None:
         return None
-    template = Attempt(
+    template = PresetInputs(
         prompt="{prompt}", workspace=Path("{workspace}"), home=Path("{home}"),
         mcp_command=relay_command(Path("{mcp_socket}")), mcp_env={ATTEMPT_TOKEN_VAR: "{token}"},
         model_url="{model_url}", time_limit=options.time_limit,

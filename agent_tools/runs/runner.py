@@ -1,6 +1,6 @@
 """`leanrig run`: drive any agent over a suite under the published run protocol.
 
-Per attempt (task × 1..K): a fresh workspace (workspace.py), the attempt's task-bound service
+Per attempt (task × 1..K): a fresh workspace (attempt_dir.py), the attempt's task-bound service
 owned by the runner and served on a Unix socket (attempt_server.py; the agent's MCP config
 starts a relay to it), a fresh agent process in its sandbox with a wall-clock limit whose whole
 tree is killed at the limit (invocation.py), then the final submission — the last body the
@@ -39,6 +39,13 @@ from ..servers import ServeOptions, package_version
 from ..tasks import Suite, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .agent_sandbox import RunSandbox, agent_sandbox, hidden_paths, trusted_paths
+from .attempt_dir import (
+    ATTEMPT_TOKEN_VAR,
+    SOCKET_FILE,
+    AttemptDir,
+    agent_argv,
+    create_attempt_dir,
+)
 from .attempt_records import body_sha, final_body, ignored_edits, ledger_totals, write_submission
 from .attempt_server import AttemptServer
 from .harness import find_harness, harness_usage, harness_version, usage_mismatch
@@ -79,13 +86,6 @@ from .results import (
     read_run_info,
     read_usage,
     write_run_info,
-)
-from .workspace import (
-    ATTEMPT_TOKEN_VAR,
-    SOCKET_FILE,
-    Workspace,
-    agent_argv,
-    create_workspace,
 )
 
 log = structlog.get_logger("leanrig.run")
@@ -190,8 +190,8 @@ class Runner:
 
         socket = self._socket()
 
-        def make() -> Workspace:
-            return create_workspace(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
+        def make() -> AttemptDir:
+            return create_attempt_dir(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
                                     socket=socket, retry=retry,
                                     library=self.options.condition == "lad")  # fmt: skip
 
