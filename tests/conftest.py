@@ -21,7 +21,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     # pure functions and in-process fakes: no Lean, no subprocess
     "unit": ("test_architecture", "test_attempt_state", "test_calls", "test_catalogue",
              "test_completeness",
-             "test_frame", "test_harness_presets", "test_header", "test_lean_text",
+             "test_body_bounds", "test_harness_presets", "test_header", "test_lean_text",
              "test_metrics", "test_minimal_edit", "test_model_gateway", "test_positions",
              "test_probe", "test_replay_model", "test_report", "test_results",
              "test_wire_usage"),

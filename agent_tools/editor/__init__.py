@@ -7,7 +7,7 @@ from .edit_workspace import EditOptions, EditWorkspace, prepare_workspace
 from .human_attempt import HumanAttempt
 from .lsp import LspOptions, run_lsp
 from .proxy import CHECK_COMMAND, EditorProxy, ProxyTimeouts
-from .scoping import Decision, TaskScope, apply_changes
+from .text_scope import Decision, TaskScope, apply_changes
 
 __all__ = [
     "CHECK_COMMAND",

@@ -47,9 +47,9 @@ from ..tasks import Task
 from ..verdict import Verifier
 from .attempt_clock import AttemptClock
 from .human_attempt import HumanAttempt
-from .scoping import TaskScope, apply_changes
 from .supervised_lean import ID_PREFIX, INTERNAL_ERROR, SupervisedLean, frame
 from .task_document import EditorDocument, TaskDocument
+from .text_scope import TaskScope, apply_changes
 
 log = structlog.get_logger("leanrig.editor")
 

@@ -2,29 +2,8 @@
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
-from .frame import END_BLANKS, body_bounds, editor_trimmed
-from .locate import (
-    BodySpan,
-    LocateError,
-    comment_mask,
-    declaration_end,
-    declaration_head,
-    locate_body,
-    scan_trivia,
-)
-from .prefix import (
-    Command,
-    PrefixSplit,
-    all_wrappers,
-    check_command,
-    commands,
-    exit_after,
-    insert_before_exit,
-    scope_wrappers,
-    split_prefix,
-    unwrap,
-)
-from .scope import (
+from .body_bounds import END_BLANKS, body_bounds, editor_trimmed
+from .body_scope import (
     MAX_BODY_BYTES,
     Symbol,
     axioms_declared,
@@ -36,6 +15,15 @@ from .scope import (
     sorry_outside,
     suffix_structure,
 )
+from .locate import (
+    BodySpan,
+    LocateError,
+    comment_mask,
+    declaration_end,
+    declaration_head,
+    locate_body,
+    scan_trivia,
+)
 from .suite import (
     DEFAULT_AXIOMS,
     LadSpec,
@@ -46,6 +34,18 @@ from .suite import (
     library_dir,
     library_sources,
     load_suite,
+)
+from .target_split import (
+    Command,
+    PrefixSplit,
+    all_wrappers,
+    check_command,
+    commands,
+    exit_after,
+    insert_before_exit,
+    scope_wrappers,
+    split_prefix,
+    unwrap,
 )
 
 __all__ = [
