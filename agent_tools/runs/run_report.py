@@ -97,9 +97,9 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"infrastructure retries {m.infra_retries}",
             f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
     if m.mean_model_s is not None:
-        out.append(f"- of which model {fmt(m.mean_model_s, 1)} s (the run's gateway), Lean "
-                   f"{fmt(m.mean_lean_s, 1)} s (the ledger), the rest "
-                   f"{fmt(m.mean_other_s, 1)} s (means per task)")  # fmt: skip
+        out.append(f"- of which model {fmt(m.mean_model_s, 2)} s (the run's gateway), Lean "
+                   f"{fmt(m.mean_lean_s, 2)} s (the ledger), the rest "
+                   f"{fmt(m.mean_other_s, 2)} s (means per task)")  # fmt: skip
     if info.harness is not None:
         h = info.harness
         out.append(f"- harness {cell(h.name)} {cell(h.version)}, model {cell(h.model)}"
