@@ -20,7 +20,7 @@ from .doc_queries import DocQuery, framed_requests
 from .doc_requests import mark_fatal
 from .errors import LeanrigError, ServerError, WorkerCrashed, WorkerExited
 from .open_document import OpenDocument
-from .transport import Conditional
+from .pending_requests import Conditional
 
 log = structlog.get_logger("leanrig.lsp")
 

@@ -26,7 +26,7 @@ from .errors import (
     WorkerExited,
 )
 from .open_document import OpenDocument, find_document
-from .transport import unreadable_answer
+from .pending_requests import unreadable_answer
 
 # After a version's fatal `fileProgress` through the watchdog, how long its requests may still
 # be answered before they are ended (``fatal_progress``): a live worker answers within

@@ -3,8 +3,12 @@
 Responsibilities (and nothing else): spawn the process in its own session, marked with a token
 its descendants inherit (see proctree.py), frame
 messages, match responses to requests by id, answer the server's own requests, send
-``$/cancelRequest`` for requests we stop waiting for, keep a tail of stderr, and tear the whole
-process group down (no orphan ``lean --worker``) on close, on cancellation and on protocol errors.
+``$/cancelRequest`` for requests we stop waiting for, and tear the whole process group down
+(no orphan ``lean --worker``) on close, on cancellation and on protocol errors.
+
+Beside it: a request waiting for its answer and the conditional ones (pending_requests.py),
+and the process seen from outside the conversation — its stderr tail, the kill, why it exited
+(server_process.py).
 
 It must not know what Lean is: documents, diagnostics and goals live in ``client.py``.
 """
@@ -12,10 +16,8 @@ It must not know what Lean is: documents, diagnostics and goals live in ``client
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -29,82 +31,19 @@ from .errors import (
     LeanrigError,
     ProtocolError,
     RequestTimeout,
-    ResponseError,
     ServerClosed,
     ServerDied,
     ServerError,
     response_error,
 )
 from .framing import decode_body, encode_message, read_frames, unread_notification
-from .proctree import kill_tree, kill_tree_async, spawn_marked
+from .pending_requests import Conditional, Parse, PendingRequest, conditional_needed
+from .proctree import spawn_marked
+from .server_process import ServerProcess
 
 log = structlog.get_logger("leanrig.lsp")
 
 NotificationHandler = Callable[[str, Any], None]
-
-STDERR_TAIL_BYTES = 16 * 1024
-# After a server exits on its own, how long to wait for the rest of its stderr (the reason it
-# exited: a sandbox refusing to start, a bad option) before reporting the death.
-STDERR_DRAIN_SECONDS = 1.0
-
-
-Parse = Callable[[Any], Any]
-
-
-@dataclass(slots=True)
-class _Pending:
-    method: str
-    tag: str | None = None
-    parse: Parse | None = None  # applied to the result when it arrives
-    on_error: Callable[[LeanrigError], None] | None = None  # told at once of an error answer
-    wake: Callable[[], None] | None = None  # told when it is answered (or ended)
-    finished: bool = False
-    result: Any = None
-    error: LeanrigError | None = None
-
-    def resolve(self, result: Any = None, error: LeanrigError | None = None) -> None:
-        if self.finished:
-            return
-        if error is None and self.parse is not None:
-            try:
-                result = self.parse(result)
-            except Exception as exc:  # a malformed answer fails its request, not the reader
-                result, error = None, unreadable_answer(self.method, exc)
-        self.result, self.error = result, error
-        self.finished = True
-        if self.wake is not None:
-            self.wake()
-        if error is not None and self.on_error is not None:
-            self.on_error(error)
-
-
-@dataclass(slots=True)
-class Conditional:
-    """Requests an exchange sends in the same write as the others but waits for only if
-    ``needed()`` says so once every other answer is in (``waited`` says whether it did).
-    Answers not waited for are dropped when they come, not cancelled: Lean finishes such a
-    query quickly, and a ``$/cancelRequest`` woke it while the step was being answered
-    (measured on two cores: the clean steps of an alternating run 0.3 ms slower)."""
-
-    requests: Sequence[tuple[str, Any, Parse | None]]
-    needed: Callable[[], bool]
-    waited: bool = False
-
-
-def _needed(conditional: Conditional) -> bool:
-    """Asked by the reader as it resolves the last answer: a failing predicate must not
-    break the reader, and says "needed" (waiting for more is the safe side)."""
-    try:
-        return conditional.needed()
-    except Exception:
-        log.exception("lsp.conditional_failed")
-        return True
-
-
-def unreadable_answer(method: str, exc: Exception) -> ResponseError:
-    """An answer its reader could not read: an error answer (the server is fine and the same
-    question gets the same answer, so: keep the slot, no retry), not a protocol break."""
-    return ResponseError(method, -32603, f"unreadable answer ({type(exc).__name__}: {exc})")
 
 
 class LspTransport:
@@ -120,25 +59,22 @@ class LspTransport:
         write_timeout: float = 30.0,
         polite: bool = True,
     ) -> None:
-        self._process = process
+        self._process = process  # its stdin and stdout: the conversation, this class's
+        self._server = ServerProcess(process, token)  # its stderr, its kill, its exit
         self._polite = polite
-        self._token = token
         self._write_timeout = write_timeout
         self.argv = tuple(argv)
         self._on_notification = on_notification
         self._shutdown_timeout = shutdown_timeout
         self._ids = itertools.count(1)
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, PendingRequest] = {}
         # Exchanges waiting with an ``early`` predicate: asked again after every notification.
         self._watchers: set[Callable[[], None]] = set()
         # fast_acquire: an uncontended write (the usual case) does not yield to the loop first.
         self._write_lock = anyio.Lock(fast_acquire=True)
-        self._stderr: deque[bytes] = deque()
-        self._stderr_size = 0
         self._failure: ServerError | None = None
         self._closing = False
         self._reading = True  # the read loop runs: an answer to `shutdown` can arrive
-        self._stderr_done = anyio.Event()
         self.exited = anyio.Event()
         self.heard = False  # any message read from the process yet
 
@@ -181,13 +117,13 @@ class LspTransport:
                         tg.cancel_scope.cancel()
         finally:
             # Reached on every path, including a failing spawn body and cancellation.
-            await transport._kill_group_async()
+            await transport._server.kill_async()
             with anyio.CancelScope(shield=True), anyio.move_on_after(shutdown_timeout):
                 await process.aclose()  # closes the pipes and reaps the leader
 
     def _start_loops(self, tg: TaskGroup) -> None:
         tg.start_soon(self._read_loop)
-        tg.start_soon(self._stderr_loop)
+        tg.start_soon(self._server.collect_stderr)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -214,7 +150,7 @@ class LspTransport:
         return len(self._pending)
 
     def stderr_tail(self) -> str:
-        return b"".join(self._stderr).decode("utf-8", "replace")
+        return self._server.stderr_tail()
 
     async def request(
         self, method: str, params: Any, *, timeout: float, tag: str | None = None
@@ -271,14 +207,14 @@ class LspTransport:
         # the caller is woken once, when all it waits for is in (waking it on each of a
         # step's ~5 answers resumed the whole chain of coroutines above it each time).
         ready = anyio.Event()
-        asked: list[tuple[int, _Pending]] = []
+        asked: list[tuple[int, PendingRequest]] = []
         required = len(requests)
         waiting = required  # how many of ``asked`` (from the start) are waited for
 
         def first_in() -> bool:  # the first request's answer (or ``early``)
             return required == 0 or asked[0][1].finished or (early is not None and early())
 
-        def others(upto: int) -> list[tuple[int, _Pending]]:  # the rest of asked[:upto]
+        def others(upto: int) -> list[tuple[int, PendingRequest]]:  # the rest of asked[:upto]
             return asked[1:upto] if required else asked[:upto]
 
         def check() -> None:
@@ -289,7 +225,11 @@ class LspTransport:
                 return
             if not all(p.finished for _, p in others(waiting)):
                 return
-            if conditional is not None and not conditional.waited and _needed(conditional):
+            if (
+                conditional is not None
+                and not conditional.waited
+                and conditional_needed(conditional)
+            ):
                 conditional.waited = True  # its answers are needed too
                 waiting = len(asked)
                 if not all(p.finished for _, p in others(waiting)):
@@ -309,7 +249,7 @@ class LspTransport:
                         {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
                     )
                 )
-                pending = _Pending(method, tag, parse, on_error, wake=check)
+                pending = PendingRequest(method, tag, parse, on_error, wake=check)
                 self._pending[request_id] = pending
                 asked.append((request_id, pending))
             # Writes have their own deadline (a stalled server is killed: a half-written frame
@@ -365,7 +305,7 @@ class LspTransport:
                     pass
                 if self._polite:
                     await self._process.wait()
-            await self._kill_group_async()
+            await self._server.kill_async()
             with anyio.move_on_after(self._shutdown_timeout):
                 await self._process.wait()
         self._fail_all(ServerClosed("server closed", stderr_tail=self.stderr_tail()))
@@ -379,7 +319,7 @@ class LspTransport:
 
     def kill(self) -> None:
         """Kill the whole process group now (e.g. a hung server past its deadline)."""
-        self._kill_group()
+        self._server.kill()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -392,7 +332,7 @@ class LspTransport:
     async def _request_unchecked(self, method: str, params: Any) -> Any:
         request_id = next(self._ids)
         answered = anyio.Event()
-        pending = _Pending(method, wake=answered.set)
+        pending = PendingRequest(method, wake=answered.set)
         self._pending[request_id] = pending
         try:
             await self._send(
@@ -434,7 +374,7 @@ class LspTransport:
                     f"Lean server did not read its input for {self._write_timeout:g} s",
                     stderr_tail=self.stderr_tail(),
                 )
-                self._kill_group()
+                self._server.kill()
             raise self._failure
 
     async def _send_cancels(self, request_ids: Sequence[int]) -> None:
@@ -475,7 +415,7 @@ class LspTransport:
         except ProtocolError as exc:
             failure = ServerDied(f"protocol error from Lean server: {exc.message}")
             failure.__cause__ = exc
-            self._kill_group()
+            self._server.kill()
         except anyio.get_cancelled_exc_class():
             cancelled = True
             raise
@@ -496,22 +436,10 @@ class LspTransport:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             await self._process.wait()
         if failure is None and not self._closing:
-            # The process chose to exit: its last words on stderr say why (e.g. a sandbox
-            # that could not set up). Orphaned workers hold the pipe open: kill them first.
-            await self._kill_group_async()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
-                await self._stderr_done.wait()
-            tail = self.stderr_tail()
-            cause = last_line(tail)
-            failure = ServerDied(
-                f"Lean server exited with code {self._process.returncode}"
-                + (f": {cause}" if cause else ""),
-                stderr_tail=tail,
-                returncode=self._process.returncode,
-            )
+            failure = await self._server.exit_failure()  # the process chose to exit: why
         if failure is not None and self._failure is None:
             self._failure = failure
-            await self._kill_group_async()  # orphaned workers must not keep elaborating
+            await self._server.kill_async()  # orphaned workers must not keep elaborating
             log.warning(
                 "lsp.died",
                 pid=self.pid,
@@ -561,36 +489,6 @@ class LspTransport:
         except LeanrigError:
             pass
 
-    async def _stderr_loop(self) -> None:
-        try:
-            if self._process.stderr is None:
-                return
-            async for chunk in self._process.stderr:
-                self._stderr.append(chunk)
-                self._stderr_size += len(chunk)
-                while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:
-                    self._stderr_size -= len(self._stderr.popleft())
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            pass
-        finally:
-            self._stderr_done.set()
-
     def _fail_all(self, error: LeanrigError) -> None:
         for pending in list(self._pending.values()):
             pending.resolve(error=error)
-
-    def _kill_group(self) -> None:
-        kill_tree(self._token, self._process.pid)
-
-    async def _kill_group_async(self) -> None:
-        # Once the leader is gone, finding its orphans means a /proc scan: off the event loop.
-        await kill_tree_async(self._token, self._process.pid)
-
-
-def last_line(text: str, limit: int = 500) -> str:
-    """The last non-blank line of ``text`` (a process's stderr), at most ``limit`` characters."""
-    for line in reversed(text.splitlines()):
-        if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""

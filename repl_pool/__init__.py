@@ -12,14 +12,25 @@ from lsp_bridge import Header, parse_header
 from lsp_bridge import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from .cluster import NodeLost, NoNodes, RayOptions, RayPool, node_of
-    from .config import PoolConfig, default_max_processes
+    from .cluster import RayPool
+    from .config import PoolConfig, RayOptions, default_max_processes
     from .environment import LeanEnvironment
-    from .errors import PoolBusy, PoolClosed, PoolError, SandboxProgramMissing, SlotBroken
+    from .errors import (
+        NodeLost,
+        NoNodes,
+        PoolBusy,
+        PoolClosed,
+        PoolError,
+        SandboxProgramMissing,
+        SlotBroken,
+    )
     from .goals import GoalsAnswer, goals_in, unless_refused
     from .oneshot import Completed, base_env, run_once, tree_rss
     from .placement import Placements, recording
-    from .pool import PoolStats, ProcessStat, WarmPool
+    from .pool import WarmPool
+    from .pool_protocol import Pool
+    from .pool_stats import PoolStats, ProcessStat
+    from .remote_slot import node_of
     from .sandbox import (
         CAP_DROP,
         SandboxPolicy,
@@ -39,18 +50,19 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Elaboration": ("slot", "Elaboration"),
     "GoalsAnswer": ("goals", "GoalsAnswer"),
     "LeanEnvironment": ("environment", "LeanEnvironment"),
-    "NoNodes": ("cluster", "NoNodes"),
-    "NodeLost": ("cluster", "NodeLost"),
+    "NoNodes": ("errors", "NoNodes"),
+    "NodeLost": ("errors", "NodeLost"),
     "Placements": ("placement", "Placements"),
+    "Pool": ("pool_protocol", "Pool"),
     "PoolBusy": ("errors", "PoolBusy"),
     "PoolClosed": ("errors", "PoolClosed"),
     "PoolConfig": ("config", "PoolConfig"),
     "PoolError": ("errors", "PoolError"),
     "SandboxProgramMissing": ("errors", "SandboxProgramMissing"),
     "PoolKey": ("slot", "PoolKey"),
-    "PoolStats": ("pool", "PoolStats"),
-    "ProcessStat": ("pool", "ProcessStat"),
-    "RayOptions": ("cluster", "RayOptions"),
+    "PoolStats": ("pool_stats", "PoolStats"),
+    "ProcessStat": ("pool_stats", "ProcessStat"),
+    "RayOptions": ("config", "RayOptions"),
     "RayPool": ("cluster", "RayPool"),
     "SandboxPolicy": ("sandbox", "SandboxPolicy"),
     "Slot": ("slot", "Slot"),
@@ -60,7 +72,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "default_max_processes": ("config", "default_max_processes"),
     "goals_in": ("goals", "goals_in"),
     "lean_refused": ("slot", "lean_refused"),
-    "node_of": ("cluster", "node_of"),
+    "node_of": ("remote_slot", "node_of"),
     "recording": ("placement", "recording"),
     "run_once": ("oneshot", "run_once"),
     "CAP_DROP": ("sandbox", "CAP_DROP"),
@@ -89,6 +101,7 @@ __all__ = [
     "NoNodes",
     "NodeLost",
     "Placements",
+    "Pool",
     "PoolBusy",
     "PoolClosed",
     "PoolConfig",

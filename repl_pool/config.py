@@ -1,10 +1,12 @@
-"""Pool configuration with defaults derived from the machine (cores, memory)."""
+"""Pool configuration with defaults derived from the machine (cores, memory); the Ray
+router's options (`RayOptions`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -44,3 +46,15 @@ class PoolConfig:
             raise ValueError("max_processes must be at least 1")
         if not 0 <= self.min_processes <= self.max_processes:
             raise ValueError("min_processes must be between 0 and max_processes")
+
+
+@dataclass(frozen=True, slots=True)
+class RayOptions:
+    address: str | None = "auto"  # ray.init address: "auto", host:port, ray://...; None: local
+    namespace: str = "leanrig"
+    memory_mb: int = 1024  # Ray `memory=` per Lean process (scheduling only); Mathlib: ~8192
+    start_timeout: float = 120.0  # an actor has this long to open its pool
+    watch_interval: float = 2.0  # node liveness (GCS) and per-node stats refresh
+    lost_cooldown: float = 30.0  # a lost node that the GCS still calls alive is retried after
+    lease_ttl: float | None = None  # default: 4 × the request deadline
+    init_kwargs: dict[str, Any] = field(default_factory=dict)  # more ray.init arguments

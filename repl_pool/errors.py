@@ -1,16 +1,20 @@
 """repl_pool's errors: subclasses of lsp_bridge's tree, named by the pool's states.
 
 LeanrigError
-└── PoolError
-    ├── PoolBusy        no slot within the acquire deadline (queue position, waited s)
-    ├── PoolClosed      the pool is shutting down or closed
-    ├── SlotBroken      the slot's process died or was killed while you held it
-    └── SandboxProgramMissing  LEANRIG_BWRAP / LEANRIG_PRLIMIT names no program
+├── PoolError
+│   ├── PoolBusy        no slot within the acquire deadline (queue position, waited s)
+│   ├── PoolClosed      the pool is shutting down or closed
+│   ├── SlotBroken      the slot's process died or was killed while you held it
+│   ├── SandboxProgramMissing  LEANRIG_BWRAP / LEANRIG_PRLIMIT names no program
+│   ├── NoNodes         Ray: no node offers lean_slots (any more)
+│   └── NoCluster       Ray: ``ray.init`` could not join the cluster
+└── ServerError (lsp_bridge)
+    └── NodeLost        Ray: a node or its actor stopped answering (retryable, node id)
 """
 
 from __future__ import annotations
 
-from lsp_bridge.errors import LeanrigError
+from lsp_bridge.errors import LeanrigError, ServerError, first_line
 
 
 class PoolError(LeanrigError):
@@ -46,4 +50,33 @@ class SandboxProgramMissing(PoolError):
         super().__init__(
             f"{variable}={value} is not an executable file",
             hint=f"point {variable} at the program, or unset it to use the system's",
+        )
+
+
+class NodeLost(ServerError):
+    """A Ray node (or its actor) stopped answering; the step may be retried on another node."""
+
+    hint = "the Lean node was lost; retry the step (it runs on another node)"
+
+    def __init__(self, node_id: str, reason: str) -> None:
+        super().__init__(f"Ray node {node_id[:12]} lost: {reason}")
+        self.node_id = node_id
+
+
+class NoNodes(PoolError):
+    hint = "no Ray node offers lean_slots; start nodes with --resources '{\"lean_slots\": N}'"
+
+
+class NoCluster(PoolError):
+    """``ray.init`` could not join the cluster (none running, a wrong address)."""
+
+    hint = (
+        "start a cluster (`ray start --head --resources '{\"lean_slots\": 4}'`, "
+        "docs/scale-out.md) or pass its address: --ray HOST:PORT"
+    )
+
+    def __init__(self, address: str | None, cause: BaseException) -> None:
+        super().__init__(
+            f"cannot join a Ray cluster at {address or 'a new local instance'!r}: "
+            + first_line(cause)
         )

@@ -7,36 +7,40 @@ fresh slot when a process dies under it (one classification of errors, ``slot.sl
 decides what is kept, killed and retried); report stats. Every process runs in the pool's task
 group, so closing the pool (or cancelling its owner) leaves no Lean process behind.
 
+Beside it: its keys (`pool_keys.py`), its upkeep decisions — retiring, warm counts, start
+back-off (`pool_upkeep.py`) — and its reports (`pool_stats.py`). It implements `Pool`
+(`pool_protocol.py`), as the Ray router does.
+
 It must not know about tasks, proof bodies or sessions (agent_tools does).
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import statistics
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from lsp_bridge import DocumentReport, LeanClient, LeanrigError, parse_header, single_errors
+from lsp_bridge import DocumentReport, LeanClient, LeanrigError, single_errors
 
 from .config import PoolConfig
 from .environment import LeanEnvironment
 from .errors import PoolBusy, PoolClosed
+from .pool_keys import PoolKeys
+from .pool_protocol import check_file
+from .pool_stats import AcquireTimes, PoolStats, ProcessStat, bucket_labels
+from .pool_upkeep import StartBackoff, retire_reason, warm_targets
 from .slot import DOCUMENTS_PER_PROCESS, PoolKey, Slot, slot_fate
 
 log = structlog.get_logger("leanrig.pool")
 T = TypeVar("T")
-
-LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, float("inf"))
 
 
 @dataclass(slots=True)
@@ -51,51 +55,6 @@ class _Waiter:
 @dataclass(slots=True)
 class _Reservation:
     consumed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessStat:
-    pid: int | None
-    slot: int
-    key: str
-    state: str
-    uses: int
-    rss_mb: float
-    age_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class PoolStats:
-    processes: tuple[ProcessStat, ...]
-    queued: dict[str, int]
-    started: int
-    restarts: int  # processes replaced after dying, being killed or recycled
-    killed: int
-    start_failures: int  # processes that could not be started
-    acquire_count: int
-    acquire_ms_median: float
-    acquire_ms_p95: float
-    acquire_histogram: dict[str, int]  # "<=N ms" -> count
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "processes": [vars_of(p) for p in self.processes],
-            "queued": self.queued,
-            "started": self.started,
-            "restarts": self.restarts,
-            "killed": self.killed,
-            "start_failures": self.start_failures,
-            "acquire": {
-                "count": self.acquire_count,
-                "median_ms": self.acquire_ms_median,
-                "p95_ms": self.acquire_ms_p95,
-                "histogram": self.acquire_histogram,
-            },
-        }
-
-
-def vars_of(obj: Any) -> dict[str, Any]:
-    return {name: getattr(obj, name) for name in obj.__slots__}
 
 
 class WarmPool:
@@ -122,14 +81,11 @@ class WarmPool:
         self._started = 0
         self._restarts = 0
         self._killed = 0
-        self._latencies: list[float] = []
-        self._histogram = [0] * len(LATENCY_BUCKETS_MS)
-        self._header_texts: dict[PoolKey, str] = {}
-        self._environments: dict[str, LeanEnvironment] = {environment.id: environment}
+        self._acquire_times = AcquireTimes()
+        self._keys = PoolKeys(environment)
         self._changed = anyio.Event()  # set and replaced whenever slots change state
         self._start_failures = 0
-        self._prewarm_failures: dict[PoolKey, int] = {}
-        self._prewarm_retry_at: dict[PoolKey, float] = {}
+        self._start_backoff = StartBackoff()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -170,12 +126,7 @@ class WarmPool:
 
     def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:
         """The key of a file's text: its environment and its normalized header."""
-        env = environment or self.environment
-        self._environments.setdefault(env.id, env)
-        header = parse_header(text)
-        key = PoolKey(env.id, header.key)
-        self._header_texts.setdefault(key, header.text())
-        return key
+        return self._keys.key_for(text, environment)
 
     # -- acquire / release --------------------------------------------------------------------
 
@@ -201,7 +152,7 @@ class WarmPool:
     async def _acquire(self, key: PoolKey, timeout: float, holder: str | None) -> Slot:
         if self._closed:
             raise PoolClosed("pool is closed")
-        if key.environment not in self._environments:
+        if key.environment not in self._keys.environments:
             raise LeanrigError(f"unknown environment {key.environment}; use key_for()")
         started = time.perf_counter()
         slot = self._take_idle(key, holder)
@@ -213,7 +164,7 @@ class WarmPool:
         slot.state = "busy"
         slot.uses += 1
         slot.last_used = time.monotonic()
-        self._record_latency((time.perf_counter() - started) * 1000)
+        self._acquire_times.record((time.perf_counter() - started) * 1000)
         return slot
 
     async def _wait_for_slot(
@@ -253,24 +204,13 @@ class WarmPool:
     def _release(self, slot: Slot) -> None:
         if slot.state != "busy":
             return
-        reason = self._retire_reason(slot)
+        reason = retire_reason(slot, self.config, closed=self._closed)
         if reason is not None:
             self._stop(slot, reason)
         else:
             slot.state = "idle"
             self._idle.setdefault(slot.key, []).append(slot)
         self._dispatch()
-
-    def _retire_reason(self, slot: Slot) -> str | None:
-        if self._closed:
-            return "pool closed"
-        if not slot.alive:
-            return slot.broken or "process died"
-        if slot.uses >= self.config.max_uses:
-            return f"recycled after {slot.uses} uses"
-        if slot.rss_bytes(max_age=1.0) > self.config.rss_cap_mb * 2**20:
-            return f"over RSS cap ({slot.rss_bytes() / 2**20:.0f} MB > {self.config.rss_cap_mb} MB)"
-        return None
 
     def _take_idle(self, key: PoolKey, holder: str | None) -> Slot | None:
         idle = self._idle.get(key)
@@ -342,8 +282,8 @@ class WarmPool:
     async def _run_slot(
         self, key: PoolKey, reservation: _Reservation, *, task_status: TaskStatus[Slot]
     ) -> None:
-        env = self._environments[key.environment]
-        header_text = self._header_texts.get(key) or key.header + "\n"
+        env = self._keys.environments[key.environment]
+        header_text = self._keys.header_text(key)
         command = env.server_command()
         if self.config.direct_workers:
             command = replace(command, direct_workers=True)
@@ -439,26 +379,16 @@ class WarmPool:
     def _count(self, key: PoolKey) -> int:
         return sum(1 for s in self._slots.values() if s.key == key and s.state != "stopping")
 
-    def _targets(self) -> dict[PoolKey, int]:
-        """Warm process counts wanted per key: prewarm counts, min_processes for the default."""
-        targets: dict[PoolKey, int] = {}
-        for text, count in self.config.prewarm.items():
-            key = self.key_for(text)
-            targets[key] = max(targets.get(key, 0), count)
-        default = self.key_for(self.config.default_header)
-        targets[default] = max(targets.get(default, 0), self.config.min_processes)
-        return targets
-
     def _wanted(self, key: PoolKey) -> int:
-        return self._targets().get(key, 0)
+        return warm_targets(self.config, self.key_for).get(key, 0)
 
     def _maintain(self) -> None:
         """Start processes for min_processes and prewarm counts while capacity allows."""
         if self._closed or self._waiters or self._tg is None:
             return
         now = time.monotonic()
-        for key, count in self._targets().items():
-            if self._prewarm_retry_at.get(key, 0.0) > now:
+        for key, count in warm_targets(self.config, self.key_for).items():
+            if self._start_backoff.waiting(key, now):
                 continue  # backing off after failed starts
             missing = count - self._count(key)
             while missing > 0 and self._capacity_left() > 0:
@@ -470,16 +400,12 @@ class WarmPool:
         try:
             slot = await self._start_reserved(key)
         except Exception as exc:
-            # A Lean that cannot start must not be retried every monitor tick: back off
-            # exponentially (1 s, 2 s, ... up to 60 s) per key.
             self._start_failures += 1
-            failures = self._prewarm_failures[key] = self._prewarm_failures.get(key, 0) + 1
-            delay = min(60.0, 2.0 ** (failures - 1))
-            self._prewarm_retry_at[key] = time.monotonic() + delay
+            delay = self._start_backoff.failed(key, time.monotonic())
             log.warning("pool.prewarm_failed", header=key.short(), error=str(exc),
                         retry_in_s=delay)  # fmt: skip
             return
-        self._prewarm_failures.pop(key, None)
+        self._start_backoff.started(key)
         self._release(slot)
 
     async def wait_idle(self, count: int, key: PoolKey | None = None, *, timeout: float) -> None:
@@ -522,20 +448,9 @@ class WarmPool:
         self, text: str, *, environment: LeanEnvironment | None = None
     ) -> DocumentReport:
         """Elaborate a whole file on a warm slot (idempotent: retried once on a process death)."""
-        key = self.key_for(text, environment)
-
-        async def elaborate(slot: Slot) -> DocumentReport:
-            return await slot.elaborate(text, timeout=self.config.request_deadline)
-
-        return await self.run(key, elaborate)
+        return await check_file(self, text, environment=environment)
 
     # -- stats --------------------------------------------------------------------------------
-
-    def _record_latency(self, ms: float) -> None:
-        self._latencies.append(ms)
-        if len(self._latencies) > 10_000:
-            del self._latencies[:5_000]
-        self._histogram[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
 
     def stats(self) -> PoolStats:
         procs = tuple(
@@ -553,7 +468,7 @@ class WarmPool:
         queued: dict[str, int] = {}
         for waiter in self._waiters.values():
             queued[waiter.key.short()] = queued.get(waiter.key.short(), 0) + 1
-        lat = self._latencies
+        times = self._acquire_times
         return PoolStats(
             processes=procs,
             queued=queued,
@@ -561,10 +476,8 @@ class WarmPool:
             restarts=self._restarts,
             killed=self._killed,
             start_failures=self._start_failures,
-            acquire_count=len(lat),
-            acquire_ms_median=round(statistics.median(lat), 3) if lat else 0.0,
-            acquire_ms_p95=round(sorted(lat)[int(0.95 * (len(lat) - 1))], 3) if lat else 0.0,
-            acquire_histogram={
-                f"<={b:g}ms": n for b, n in zip(LATENCY_BUCKETS_MS, self._histogram, strict=True)
-            },
+            acquire_count=len(times.samples),
+            acquire_ms_median=times.median(),
+            acquire_ms_p95=times.p95(),
+            acquire_histogram=bucket_labels(times.histogram),
         )

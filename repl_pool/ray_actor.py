@@ -17,8 +17,8 @@ Errors cross the wire as values (``Shipped``), not pickled exceptions: leanrig's
 keyword or extra constructor arguments that ``pickle`` cannot replay. The router turns them
 back into the same classes (``land``).
 
-The class is plain Python: `repl_pool.cluster` wraps it with ``ray.remote`` when it creates an
-actor, so importing this module never imports ray. It must not know about sessions or tasks.
+The class is plain Python: `repl_pool.node_actors` wraps it with ``ray.remote`` when it creates
+an actor, so importing this module never imports ray. It must not know about sessions or tasks.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from lsp_bridge import LeanrigError
 
 from .config import PoolConfig
 from .environment import LeanEnvironment
-from .pool import PoolStats, WarmPool
+from .pool import WarmPool
+from .pool_stats import PoolStats
 from .slot import Slot
 
 log = structlog.get_logger("leanrig.ray_actor")
@@ -130,7 +131,8 @@ def sandbox_binds(wrapper: tuple[str, ...]) -> list[Path]:
 
 
 class LeanNode:
-    """One per Ray node; created by `repl_pool.cluster.RayPool` (``ray.remote(LeanNode)``)."""
+    """One per Ray node; created for a `RayPool` by `node_actors.NodeActors.start`
+    (``ray.remote(LeanNode)``)."""
 
     def __init__(
         self, environment: LeanEnvironment, config: PoolConfig, tag: str, lease_ttl: float

@@ -27,7 +27,7 @@ from agent_tools.sessions import (
     parse_input,
     tools_for,
 )
-from agent_tools.sessions.catalogue import MAX_BODY_CHARS, MAX_LIBRARY_RESULTS
+from agent_tools.sessions.tool_inputs import MAX_BODY_CHARS, MAX_LIBRARY_RESULTS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "agent-tools.md"
 BEGIN, END = "<!-- tools:begin (generated from the catalogue models) -->", "<!-- tools:end -->"

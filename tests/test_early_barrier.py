@@ -23,7 +23,8 @@ from lsp_bridge import (
     Timeouts,
 )
 from lsp_bridge.open_document import OpenDocument
-from lsp_bridge.transport import Conditional, LspTransport
+from lsp_bridge.pending_requests import Conditional
+from lsp_bridge.transport import LspTransport
 
 from .lean_snippets import decls, slow_theorem
 from .test_direct_workers import BODIES, HEAD, TAIL

@@ -226,8 +226,8 @@ def test_a_lease_may_run_every_slot_method_a_remote_slot_forwards() -> None:
     until a review found it)."""
     import inspect
 
-    from repl_pool.cluster import RemoteSlot
     from repl_pool.ray_actor import SLOT_METHODS
+    from repl_pool.remote_slot import RemoteSlot
     from repl_pool.slot import Slot
 
     forwarded = {

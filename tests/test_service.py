@@ -24,7 +24,7 @@ from agent_tools.servers import (
     package_version,
 )
 from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, output_schema
-from agent_tools.sessions.catalogue import ToolOutput
+from agent_tools.sessions.tool_outputs import ToolOutput
 
 from .suites import demo_with_library, demo_with_tasks
 

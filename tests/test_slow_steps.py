@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from agent_tools.servers import ServeOptions, open_service
-from agent_tools.sessions.catalogue import TryProofsResult
 from agent_tools.sessions.service import TRY_TIMEOUTS
+from agent_tools.sessions.tool_outputs import TryProofsResult
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "lean_project" / "suites" / "demo"

@@ -22,6 +22,7 @@ import structlog
 from lsp_bridge import LeanInstall, Timeouts, find_lean
 from repl_pool import (
     LeanEnvironment,
+    Pool,
     PoolConfig,
     SandboxPolicy,
     WarmPool,
@@ -187,7 +188,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
 @asynccontextmanager
 async def _open_pool(
     environment: LeanEnvironment, config: PoolConfig, ray: str | None
-) -> AsyncIterator[WarmPool]:
+) -> AsyncIterator[Pool]:
     """The local pool, or (``ray``) the router over one pool per Ray node. (Ray's driver prints
     to stdout, from its threads and its children: a stdio wire is claimed before the service
     opens, fdstreams.claimed_stdio, so fd 1 is stderr by then.)"""

@@ -16,14 +16,9 @@ if TYPE_CHECKING:
     from .catalogue import (
         ALL_TOOLS,
         LIBRARY_TOOLS,
-        MAX_CANDIDATES,
         TOOL_BY_NAME,
         TOOLS,
-        LedgerEntry,
         ToolDef,
-        ToolFailure,
-        ToolInput,
-        ToolOutput,
         input_schema,
         output_schema,
         parse_input,
@@ -34,6 +29,8 @@ if TYPE_CHECKING:
     from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
     from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
     from .session import ProofSession, body_sha
+    from .tool_inputs import MAX_CANDIDATES, ToolInput
+    from .tool_outputs import LedgerEntry, ToolFailure, ToolOutput
 
 # name -> (submodule, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -42,8 +39,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LEDGER_SCHEMA": ("ledger", "LEDGER_SCHEMA"),
     "LIBRARY_TOOLS": ("catalogue", "LIBRARY_TOOLS"),
     "Ledger": ("ledger", "Ledger"),
-    "LedgerEntry": ("catalogue", "LedgerEntry"),
-    "MAX_CANDIDATES": ("catalogue", "MAX_CANDIDATES"),
+    "LedgerEntry": ("tool_outputs", "LedgerEntry"),
+    "MAX_CANDIDATES": ("tool_inputs", "MAX_CANDIDATES"),
     "MAX_SESSIONS_PER_CLIENT": ("service", "MAX_SESSIONS_PER_CLIENT"),
     "ProofService": ("service", "ProofService"),
     "ProofSession": ("session", "ProofSession"),
@@ -53,9 +50,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TOOL_BY_NAME": ("catalogue", "TOOL_BY_NAME"),
     "ToolDef": ("catalogue", "ToolDef"),
     "ToolError": ("errors", "ToolError"),
-    "ToolFailure": ("catalogue", "ToolFailure"),
-    "ToolInput": ("catalogue", "ToolInput"),
-    "ToolOutput": ("catalogue", "ToolOutput"),
+    "ToolFailure": ("tool_outputs", "ToolFailure"),
+    "ToolInput": ("tool_inputs", "ToolInput"),
+    "ToolOutput": ("tool_outputs", "ToolOutput"),
     "agent_error": ("errors", "agent_error"),
     "body_sha": ("session", "body_sha"),
     "input_schema": ("catalogue", "input_schema"),

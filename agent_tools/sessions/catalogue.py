@@ -1,5 +1,7 @@
-"""The tool catalogue, once: one closed pydantic model per tool input, one per tool output, and
-a `ToolDef` per tool (name, title, description, read-only hint, input and output models).
+"""The tool catalogue, once: a `ToolDef` per tool (name, title, description, read-only hint,
+input and output models), the tables (``TOOLS``, ``LIBRARY_TOOLS``), argument validation and
+the published schemas. The models are beside it: inputs in tool_inputs.py, results in
+tool_outputs.py.
 
 `ProofService` returns the output models; both servers publish the JSON Schemas derived here
 (`input_schema`, `output_schema`) and validate arguments with `parse_input` (strict types, no
@@ -15,365 +17,41 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from ..library import MAX_LIMIT as MAX_LIBRARY_RESULTS
-from ..tasks import MAX_BODY_BYTES
 from .errors import InvalidArguments
+from .tool_inputs import (
+    MAX_CANDIDATES,
+    GetGoalsInput,
+    NoArguments,
+    OpenTaskInput,
+    ReadLibraryInput,
+    ReplaceInProofInput,
+    SearchLibraryInput,
+    SessionInput,
+    SetProofInput,
+    ToolInput,
+    TryProofsInput,
+)
+from .tool_outputs import (
+    CloseResult,
+    EditResult,
+    GoalsResult,
+    ListTasksResult,
+    OpenTaskResult,
+    ProofStateResult,
+    ReadLibraryResult,
+    SearchLibraryResult,
+    ServerStatusResult,
+    TimingsResult,
+    ToolOutput,
+    TryProofsResult,
+    VerdictResult,
+)
 
-MAX_CANDIDATES = 16
-MAX_QUERY_CHARS = 1000  # search_library's query (checked by the service: no maxLength in schemas)
-MAX_BODY_CHARS = MAX_BODY_BYTES  # a code point is at least one UTF-8 byte; bytes are checked too
 POSITIONS = "Positions are 1-based lines and 1-based Unicode code point columns in the task file."
-
-
-# -- inputs ---------------------------------------------------------------------------------------
-
-
-class ToolInput(BaseModel):
-    """Closed and strict: unknown keys and coercions ("8" for 8) are errors on every wire."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-SessionId = Annotated[str, Field(description="the session_id returned by open_task")]
-Body = Annotated[
-    str,
-    Field(
-        max_length=MAX_BODY_CHARS,
-        description="the new proof body (the text after the theorem's `:=`), at most 1 MB",
-    ),
-]
-
-
-class NoArguments(ToolInput):
-    pass
-
-
-class OpenTaskInput(ToolInput):
-    task_id: Annotated[str, Field(description="a task id from list_tasks")]
-
-
-class SessionInput(ToolInput):
-    session_id: SessionId
-
-
-class SetProofInput(ToolInput):
-    session_id: SessionId
-    body: Body
-
-
-class ReplaceInProofInput(ToolInput):
-    session_id: SessionId
-    old: Annotated[
-        str,
-        Field(
-            min_length=1,
-            max_length=MAX_BODY_CHARS,
-            description="text occurring exactly once in the proof body",
-        ),
-    ]
-    new: Annotated[str, Field(max_length=MAX_BODY_CHARS, description="its replacement")]
-
-
-class GetGoalsInput(ToolInput):
-    session_id: SessionId
-    line: Annotated[int, Field(ge=1, description="1-based line")]
-    column: Annotated[int, Field(ge=1, description="1-based Unicode code point column")]
-
-
-class TryProofsInput(ToolInput):
-    session_id: SessionId
-    bodies: Annotated[
-        list[Annotated[str, Field(max_length=MAX_BODY_CHARS)]],
-        Field(
-            min_length=1,
-            max_length=MAX_CANDIDATES,
-            description=f"candidate proof bodies (1 to {MAX_CANDIDATES}), each at most 1 MB",
-        ),
-    ]
-
-
-class SearchLibraryInput(ToolInput):
-    query: Annotated[
-        str,
-        Field(
-            description="words for what you need: a concept (`symmetry of equality`), part of "
-            f"a name (`or_comm`), a type's constants; at most {MAX_QUERY_CHARS} characters"
-        ),
-    ]
-    limit: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=MAX_LIBRARY_RESULTS,
-            description=f"at most this many declarations (1 to {MAX_LIBRARY_RESULTS})",
-        ),
-    ]
-
-
-class ReadLibraryInput(ToolInput):
-    name: Annotated[
-        str,
-        Field(
-            description="a declaration's name from search_library (the full name, or its "
-            "last part when that is unique)"
-        ),
-    ]
-
-
-# -- outputs --------------------------------------------------------------------------------------
-
-
-class ToolOutput(BaseModel):
-    """Closed too: a result with a key its schema does not name is a bug, caught in tests."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Position(ToolOutput):
-    line: int = Field(description="1-based line")
-    column: int = Field(description="1-based Unicode code point column")
-
-
-class BodyRange(ToolOutput):
-    start: Position
-    end: Position
-
-
-class Diagnostic(ToolOutput):
-    severity: Literal["error", "warning", "information", "hint"]
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
-
-
-class ToolFailure(ToolOutput):
-    """The one error shape: a stable code, what happened, what to do next."""
-
-    code: str = Field(description="rejected, unknown_task, unknown_session, invalid_argument, "
-                      "timeout, busy, lean_error, lean_failure or unavailable")  # fmt: skip
-    message: str
-    hint: str = ""
-
-    def render(self) -> str:
-        return f"[{self.code}] {self.message}" + (f". Next: {self.hint}" if self.hint else "")
-
-
-class TaskSummary(ToolOutput):
-    id: str
-    title: str
-    field: str
-    difficulty: int
-    theorem: str
-
-
-class ListTasksResult(ToolOutput):
-    suite: str
-    tasks: list[TaskSummary]
-
-
-class StepState(ToolOutput):
-    version: int = Field(description="1 after open_task, +1 per accepted edit")
-    diagnostics: list[Diagnostic]
-    goals: list[str] = Field(description="goals at the end of the body (or the expected type)")
-    complete: bool = Field(description="no error in the file, no sorry or unsolved goal in the "
-                           "target theorem; check_proof gives the verdict")  # fmt: skip
-
-
-class OpenTaskResult(StepState):
-    session_id: str
-    text: str
-    body: str
-    body_range: BodyRange
-    mode: Literal["file", "prefix"] = Field(
-        description="what Lean elaborates for this session: the whole task file, or the part "
-        "before the theorem compiled once and imported (faster steps; positions are the file's)"
-    )
-    mode_reason: str
-
-
-class EditResult(StepState):
-    elapsed_ms: float
-
-
-class ProofStateResult(StepState):
-    session_id: str
-    task_id: str
-    text: str
-    body: str
-    body_range: BodyRange
-
-
-class Hypothesis(ToolOutput):
-    names: list[str]
-    type: str
-    value: str | None
-
-
-class StructuredGoal(ToolOutput):
-    hypotheses: list[Hypothesis]
-    target: str
-    user_name: str | None
-
-
-class GoalsResult(ToolOutput):
-    line: int
-    column: int
-    goals: list[str]
-    goal_status: Literal["goals", "complete", "no_goal"]
-    term_goal: str | None
-    structured: list[StructuredGoal]
-
-
-class Candidate(ToolOutput):
-    index: int
-    rejected: str | None = Field(description="why the edit would leave the proof body")
-    error: ToolFailure | None = Field(description="the candidate could not be elaborated")
-    diagnostics: list[Diagnostic]
-    goals: list[str]
-    complete: bool
-    elapsed_ms: float
-
-
-class TryProofsResult(ToolOutput):
-    results: list[Candidate]
-    elapsed_ms: float = Field(description="wall-clock time of the whole call")
-
-
-class VerdictResult(ToolOutput):
-    accepted: bool
-    reasons: list[str]
-    axioms: list[str]
-    elapsed_ms: float
-    lean_version: str
-    stages_ms: dict[str, float]
-
-
-class CandidateTiming(ToolOutput):
-    index: int
-    queue_ms: float
-    lean_ms: float
-    total_ms: float
-
-
-class LedgerEntry(ToolOutput):
-    """One ledger line (schema ``v`` = 1); the optional fields belong to some tools only."""
-
-    v: int
-    ts: str
-    session: str | None
-    task: str | None
-    tool: str
-    queue_ms: float = Field(description="wall time waiting for a Lean process")
-    lean_ms: float = Field(description="wall time waiting on Lean (parallel work counted once)")
-    total_ms: float
-    outcome: str = Field(description="ok, rejected or error:<code>")
-    version: int | None = None
-    complete: bool | None = None
-    body_sha: str | None = None
-    accepted: bool | None = None
-    session_wall_ms: float | None = None
-    candidates: list[CandidateTiming] | None = None
-    header: str | None = Field(default=None, description="the step's header key")
-    node: str | None = Field(default=None, description="the Ray node id the step ran on")
-    mode: str | None = Field(default=None, description="open_task: file or prefix")
-
-
-class TimingTotals(ToolOutput):
-    calls: int
-    total_ms: float
-    queue_ms: float
-    lean_ms: float
-    overhead_ms: float = Field(description="total - queue - lean: leanrig's own time (>= 0)")
-
-
-class TimingsResult(ToolOutput):
-    session_id: str
-    session_wall_ms: float
-    totals: TimingTotals
-    entries: list[LedgerEntry]
-
-
-class CloseResult(ToolOutput):
-    closed: bool
-    session_wall_ms: float
-
-
-class ProcessStatus(ToolOutput):
-    pid: int | None
-    slot: int
-    key: str
-    state: str
-    uses: int
-    rss_mb: float
-    age_s: float
-
-
-class AcquireStats(ToolOutput):
-    count: int
-    median_ms: float
-    p95_ms: float
-    histogram: dict[str, int]
-
-
-class PoolStatus(ToolOutput):
-    processes: list[ProcessStatus]
-    queued: dict[str, int]
-    started: int
-    restarts: int
-    killed: int
-    start_failures: int
-    acquire: AcquireStats
-
-
-class NodeStatus(ToolOutput):
-    node_id: str = Field(description="the Ray node id")
-    address: str
-    alive: bool
-    slots: int = Field(description="lean_slots: Lean server processes the node may run")
-    sessions: int = Field(description="sessions that stick to this node")
-    inflight: int = Field(description="steps running on the node now")
-    steps: int
-    headers: list[str] = Field(description="header keys the router has sent to the node")
-    queued: dict[str, int] = Field(description="waiting steps per header, in the node's pool")
-    pool: PoolStatus | None = Field(description="the node's pool (null: not reported yet)")
-
-
-class ServerStatusResult(ToolOutput):
-    suite: str
-    lean_version: str
-    mode: str
-    sessions: int
-    pool: PoolStatus
-    nodes: list[NodeStatus] | None = Field(
-        default=None, description="Ray nodes (`serve --ray`); null with the local pool"
-    )
-
-
-class LibraryDeclaration(ToolOutput):
-    name: str = Field(description="fully qualified name")
-    kind: str = Field(description="theorem, def, inductive, structure, constructor, field, …")
-    statement: str = Field(description="Lean's signature: name, universes, binders, type")
-    file: str = Field(description="library file, relative to the suite")
-    line: int = Field(description="1-based line of the declaration's name")
-    docstring: str | None
-
-
-class SearchLibraryResult(ToolOutput):
-    results: list[LibraryDeclaration] = Field(description="best match first (BM25)")
-
-
-class ReadLibraryResult(ToolOutput):
-    name: str
-    kind: str
-    file: str
-    line: int
-    source: str = Field(description="the whole declaration: doc comment, signature and proof")
 
 
 # -- the catalogue --------------------------------------------------------------------------------
@@ -651,37 +329,13 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "ALL_TOOLS",
     "LIBRARY_TOOLS",
-    "MAX_BODY_CHARS",
-    "MAX_CANDIDATES",
-    "MAX_LIBRARY_RESULTS",
-    "MAX_QUERY_CHARS",
+    "POSITIONS",
     "TOOLS",
     "TOOL_BY_NAME",
-    "BodyRange",
-    "Candidate",
-    "CandidateTiming",
-    "CloseResult",
-    "Diagnostic",
-    "EditResult",
-    "GoalsResult",
-    "LedgerEntry",
-    "LibraryDeclaration",
-    "ListTasksResult",
-    "OpenTaskResult",
-    "PoolStatus",
-    "ProofStateResult",
-    "ReadLibraryResult",
-    "SearchLibraryResult",
-    "ServerStatusResult",
-    "TimingsResult",
     "ToolDef",
-    "ToolFailure",
-    "ToolInput",
-    "ToolOutput",
-    "TryProofsResult",
-    "VerdictResult",
     "input_schema",
     "output_schema",
     "parse_input",
+    "plain_schema",
     "tools_for",
 ]

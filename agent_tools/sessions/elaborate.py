@@ -33,7 +33,7 @@ from lsp_bridge import (
     Pos,
     Severity,
 )
-from repl_pool import LeanEnvironment, PoolKey, Slot, WarmPool, goals_in
+from repl_pool import LeanEnvironment, Pool, PoolKey, Slot, goals_in
 
 from ..tasks import (
     Task,
@@ -46,12 +46,12 @@ from ..tasks import (
     suffix_structure,
 )
 from .axiom_probe import init_pattern, split_probe, unlisted, with_probe
-from .catalogue import GoalsResult, Hypothesis, StructuredGoal
 from .completeness import Completeness, decide_completeness, slow_note
 from .lean_step import LeanAnswer, WrittenFile, step_for
 from .ledger import StepTimer
 from .prefix import PrefixModules, TaskView
 from .session import is_complete
+from .tool_outputs import GoalsResult, Hypothesis, StructuredGoal
 
 log = structlog.get_logger("leanrig.elaborate")
 
@@ -185,7 +185,7 @@ class TaskMemo:
 class Elaborator:
     def __init__(
         self,
-        pool: WarmPool,
+        pool: Pool,
         environment: LeanEnvironment,
         step_timeout: float,
         prefixes: PrefixModules | None = None,

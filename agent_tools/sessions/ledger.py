@@ -7,7 +7,7 @@ whole call, so leanrig's own overhead is ``total - queue - lean`` >= 0), ``outco
 (``ok``, ``rejected`` or ``error:<code>``), plus optional ``version``, ``complete``,
 ``body_sha``, ``accepted``, ``candidates`` (per-candidate times of ``try_proofs``) and, on
 ``close_session``, ``session_wall_ms`` (open to close).
-Every call writes its line, failed ones included. The fields are `LedgerEntry` in catalogue.py.
+Every call writes its line, failed ones included. The fields are `LedgerEntry` in tool_outputs.py.
 
 In memory, for ``get_timings``, an open session keeps its totals (exact, every call) and only
 its last ``ENTRIES_KEPT`` lines: a long session must not grow the server with every call (the

@@ -1,4 +1,4 @@
-"""Building the typed tool results (catalogue models) from sessions, Lean's answers and the
+"""Building the typed tool results (tool_outputs.py) from sessions, Lean's answers and the
 ledger: coordinates for agents (1-based lines, code point columns), setup artefacts dropped.
 No Lean calls, no ledger writes."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsp_bridge import SETUP_ARTEFACT_NOTE, LeanDiagnostic, LineIndex, without_setup_artefacts
-from repl_pool import PoolStats, RayPool, WarmPool
+from repl_pool import Pool, PoolStats, RayPool
 
-from .catalogue import (
+from .ledger import SessionTotals
+from .session import ProofSession
+from .tool_outputs import (
     BodyRange,
     Diagnostic,
     LedgerEntry,
@@ -20,8 +22,6 @@ from .catalogue import (
     TimingsResult,
     TimingTotals,
 )
-from .ledger import SessionTotals
-from .session import ProofSession
 
 
 def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
@@ -95,7 +95,7 @@ def pool_status(stats: PoolStats) -> PoolStatus:
     return PoolStatus.model_validate(stats.to_json())
 
 
-def node_status(pool: WarmPool) -> list[NodeStatus] | None:
+def node_status(pool: Pool) -> list[NodeStatus] | None:
     """Per Ray node (a `RayPool`); None for the local pool."""
     if not isinstance(pool, RayPool):
         return None

@@ -21,7 +21,7 @@ import orjson
 import structlog
 
 from lsp_bridge import LeanrigError, LineIndex, Pos
-from repl_pool import LeanEnvironment, WarmPool
+from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
 from ..tasks import (
@@ -34,9 +34,22 @@ from ..tasks import (
 )
 from ..verdict import Verifier, effects_when_elaborated
 from .calls import Call, Calls
-from .catalogue import (
-    MAX_CANDIDATES,
-    MAX_QUERY_CHARS,
+from .elaborate import Elaborated, Elaborator
+from .errors import ToolError, agent_error
+from .files import replace_file
+from .ledger import Ledger, StepTimer
+from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
+from .replies import (
+    agent_diagnostics,
+    body_range,
+    node_status,
+    pool_status,
+    step_state,
+    timings,
+)
+from .session import ProofSession, body_sha
+from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
+from .tool_outputs import (
     Candidate,
     CandidateTiming,
     CloseResult,
@@ -56,20 +69,6 @@ from .catalogue import (
     TryProofsResult,
     VerdictResult,
 )
-from .elaborate import Elaborated, Elaborator
-from .errors import ToolError, agent_error
-from .files import replace_file
-from .ledger import Ledger, StepTimer
-from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
-from .replies import (
-    agent_diagnostics,
-    body_range,
-    node_status,
-    pool_status,
-    step_state,
-    timings,
-)
-from .session import ProofSession, body_sha
 
 log = structlog.get_logger("leanrig.tools")
 
@@ -115,7 +114,7 @@ class ProofService:
     def __init__(
         self,
         suite: Suite,
-        pool: WarmPool,
+        pool: Pool,
         environment: LeanEnvironment,
         verifier: Verifier,
         ledger: Ledger,

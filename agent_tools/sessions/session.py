@@ -18,7 +18,7 @@ import anyio
 from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
 
 from ..tasks import Task
-from .catalogue import StepState
+from .tool_outputs import StepState
 
 # Lean's sorry warning: "declaration uses 'sorry'" (older), m!"declaration uses `{s}`" (4.2x+),
 # where ``s`` is the sorry term found: `sorry`, but for a `sorryAx` not applied in place (bound

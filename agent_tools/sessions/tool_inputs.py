@@ -1,0 +1,131 @@
+"""The tools' inputs: one closed, strict pydantic model per tool's arguments, with the limits
+as constraints (`MAX_CANDIDATES`, `MAX_BODY_CHARS`, ...) and descriptions as published.
+
+Models only: they must not know which tool takes them (catalogue.py's table does), call the
+service, or talk to Lean or a wire.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..library import MAX_LIMIT as MAX_LIBRARY_RESULTS
+from ..tasks import MAX_BODY_BYTES
+
+MAX_CANDIDATES = 16
+MAX_QUERY_CHARS = 1000  # search_library's query (checked by the service: no maxLength in schemas)
+MAX_BODY_CHARS = MAX_BODY_BYTES  # a code point is at least one UTF-8 byte; bytes are checked too
+
+
+class ToolInput(BaseModel):
+    """Closed and strict: unknown keys and coercions ("8" for 8) are errors on every wire."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+SessionId = Annotated[str, Field(description="the session_id returned by open_task")]
+Body = Annotated[
+    str,
+    Field(
+        max_length=MAX_BODY_CHARS,
+        description="the new proof body (the text after the theorem's `:=`), at most 1 MB",
+    ),
+]
+
+
+class NoArguments(ToolInput):
+    pass
+
+
+class OpenTaskInput(ToolInput):
+    task_id: Annotated[str, Field(description="a task id from list_tasks")]
+
+
+class SessionInput(ToolInput):
+    session_id: SessionId
+
+
+class SetProofInput(ToolInput):
+    session_id: SessionId
+    body: Body
+
+
+class ReplaceInProofInput(ToolInput):
+    session_id: SessionId
+    old: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_BODY_CHARS,
+            description="text occurring exactly once in the proof body",
+        ),
+    ]
+    new: Annotated[str, Field(max_length=MAX_BODY_CHARS, description="its replacement")]
+
+
+class GetGoalsInput(ToolInput):
+    session_id: SessionId
+    line: Annotated[int, Field(ge=1, description="1-based line")]
+    column: Annotated[int, Field(ge=1, description="1-based Unicode code point column")]
+
+
+class TryProofsInput(ToolInput):
+    session_id: SessionId
+    bodies: Annotated[
+        list[Annotated[str, Field(max_length=MAX_BODY_CHARS)]],
+        Field(
+            min_length=1,
+            max_length=MAX_CANDIDATES,
+            description=f"candidate proof bodies (1 to {MAX_CANDIDATES}), each at most 1 MB",
+        ),
+    ]
+
+
+class SearchLibraryInput(ToolInput):
+    query: Annotated[
+        str,
+        Field(
+            description="words for what you need: a concept (`symmetry of equality`), part of "
+            f"a name (`or_comm`), a type's constants; at most {MAX_QUERY_CHARS} characters"
+        ),
+    ]
+    limit: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_LIBRARY_RESULTS,
+            description=f"at most this many declarations (1 to {MAX_LIBRARY_RESULTS})",
+        ),
+    ]
+
+
+class ReadLibraryInput(ToolInput):
+    name: Annotated[
+        str,
+        Field(
+            description="a declaration's name from search_library (the full name, or its "
+            "last part when that is unique)"
+        ),
+    ]
+
+
+__all__ = [
+    "MAX_BODY_CHARS",
+    "MAX_CANDIDATES",
+    "MAX_LIBRARY_RESULTS",
+    "MAX_QUERY_CHARS",
+    "Body",
+    "GetGoalsInput",
+    "NoArguments",
+    "OpenTaskInput",
+    "ReadLibraryInput",
+    "ReplaceInProofInput",
+    "SearchLibraryInput",
+    "SessionId",
+    "SessionInput",
+    "SetProofInput",
+    "ToolInput",
+    "TryProofsInput",
+]

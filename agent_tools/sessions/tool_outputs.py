@@ -1,0 +1,263 @@
+"""The tools' results: one closed pydantic model per tool's output (``ProofService`` returns
+them; their JSON Schemas are the published ``outputSchema``s), the parts they share
+(positions, diagnostics, the step state, ledger lines, pool and node status) and the one error
+shape, `ToolFailure`.
+
+Models only: they must not build themselves from sessions or Lean's answers (replies.py
+does), nor call the service, Lean or a wire.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolOutput(BaseModel):
+    """Closed too: a result with a key its schema does not name is a bug, caught in tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Position(ToolOutput):
+    line: int = Field(description="1-based line")
+    column: int = Field(description="1-based Unicode code point column")
+
+
+class BodyRange(ToolOutput):
+    start: Position
+    end: Position
+
+
+class Diagnostic(ToolOutput):
+    severity: Literal["error", "warning", "information", "hint"]
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+
+class ToolFailure(ToolOutput):
+    """The one error shape: a stable code, what happened, what to do next."""
+
+    code: str = Field(description="rejected, unknown_task, unknown_session, invalid_argument, "
+                      "timeout, busy, lean_error, lean_failure or unavailable")  # fmt: skip
+    message: str
+    hint: str = ""
+
+    def render(self) -> str:
+        return f"[{self.code}] {self.message}" + (f". Next: {self.hint}" if self.hint else "")
+
+
+class TaskSummary(ToolOutput):
+    id: str
+    title: str
+    field: str
+    difficulty: int
+    theorem: str
+
+
+class ListTasksResult(ToolOutput):
+    suite: str
+    tasks: list[TaskSummary]
+
+
+class StepState(ToolOutput):
+    version: int = Field(description="1 after open_task, +1 per accepted edit")
+    diagnostics: list[Diagnostic]
+    goals: list[str] = Field(description="goals at the end of the body (or the expected type)")
+    complete: bool = Field(description="no error in the file, no sorry or unsolved goal in the "
+                           "target theorem; check_proof gives the verdict")  # fmt: skip
+
+
+class OpenTaskResult(StepState):
+    session_id: str
+    text: str
+    body: str
+    body_range: BodyRange
+    mode: Literal["file", "prefix"] = Field(
+        description="what Lean elaborates for this session: the whole task file, or the part "
+        "before the theorem compiled once and imported (faster steps; positions are the file's)"
+    )
+    mode_reason: str
+
+
+class EditResult(StepState):
+    elapsed_ms: float
+
+
+class ProofStateResult(StepState):
+    session_id: str
+    task_id: str
+    text: str
+    body: str
+    body_range: BodyRange
+
+
+class Hypothesis(ToolOutput):
+    names: list[str]
+    type: str
+    value: str | None
+
+
+class StructuredGoal(ToolOutput):
+    hypotheses: list[Hypothesis]
+    target: str
+    user_name: str | None
+
+
+class GoalsResult(ToolOutput):
+    line: int
+    column: int
+    goals: list[str]
+    goal_status: Literal["goals", "complete", "no_goal"]
+    term_goal: str | None
+    structured: list[StructuredGoal]
+
+
+class Candidate(ToolOutput):
+    index: int
+    rejected: str | None = Field(description="why the edit would leave the proof body")
+    error: ToolFailure | None = Field(description="the candidate could not be elaborated")
+    diagnostics: list[Diagnostic]
+    goals: list[str]
+    complete: bool
+    elapsed_ms: float
+
+
+class TryProofsResult(ToolOutput):
+    results: list[Candidate]
+    elapsed_ms: float = Field(description="wall-clock time of the whole call")
+
+
+class VerdictResult(ToolOutput):
+    accepted: bool
+    reasons: list[str]
+    axioms: list[str]
+    elapsed_ms: float
+    lean_version: str
+    stages_ms: dict[str, float]
+
+
+class CandidateTiming(ToolOutput):
+    index: int
+    queue_ms: float
+    lean_ms: float
+    total_ms: float
+
+
+class LedgerEntry(ToolOutput):
+    """One ledger line (schema ``v`` = 1); the optional fields belong to some tools only."""
+
+    v: int
+    ts: str
+    session: str | None
+    task: str | None
+    tool: str
+    queue_ms: float = Field(description="wall time waiting for a Lean process")
+    lean_ms: float = Field(description="wall time waiting on Lean (parallel work counted once)")
+    total_ms: float
+    outcome: str = Field(description="ok, rejected or error:<code>")
+    version: int | None = None
+    complete: bool | None = None
+    body_sha: str | None = None
+    accepted: bool | None = None
+    session_wall_ms: float | None = None
+    candidates: list[CandidateTiming] | None = None
+    header: str | None = Field(default=None, description="the step's header key")
+    node: str | None = Field(default=None, description="the Ray node id the step ran on")
+    mode: str | None = Field(default=None, description="open_task: file or prefix")
+
+
+class TimingTotals(ToolOutput):
+    calls: int
+    total_ms: float
+    queue_ms: float
+    lean_ms: float
+    overhead_ms: float = Field(description="total - queue - lean: leanrig's own time (>= 0)")
+
+
+class TimingsResult(ToolOutput):
+    session_id: str
+    session_wall_ms: float
+    totals: TimingTotals
+    entries: list[LedgerEntry]
+
+
+class CloseResult(ToolOutput):
+    closed: bool
+    session_wall_ms: float
+
+
+class ProcessStatus(ToolOutput):
+    pid: int | None
+    slot: int
+    key: str
+    state: str
+    uses: int
+    rss_mb: float
+    age_s: float
+
+
+class AcquireStats(ToolOutput):
+    count: int
+    median_ms: float
+    p95_ms: float
+    histogram: dict[str, int]
+
+
+class PoolStatus(ToolOutput):
+    processes: list[ProcessStatus]
+    queued: dict[str, int]
+    started: int
+    restarts: int
+    killed: int
+    start_failures: int
+    acquire: AcquireStats
+
+
+class NodeStatus(ToolOutput):
+    node_id: str = Field(description="the Ray node id")
+    address: str
+    alive: bool
+    slots: int = Field(description="lean_slots: Lean server processes the node may run")
+    sessions: int = Field(description="sessions that stick to this node")
+    inflight: int = Field(description="steps running on the node now")
+    steps: int
+    headers: list[str] = Field(description="header keys the router has sent to the node")
+    queued: dict[str, int] = Field(description="waiting steps per header, in the node's pool")
+    pool: PoolStatus | None = Field(description="the node's pool (null: not reported yet)")
+
+
+class ServerStatusResult(ToolOutput):
+    suite: str
+    lean_version: str
+    mode: str
+    sessions: int
+    pool: PoolStatus
+    nodes: list[NodeStatus] | None = Field(
+        default=None, description="Ray nodes (`serve --ray`); null with the local pool"
+    )
+
+
+class LibraryDeclaration(ToolOutput):
+    name: str = Field(description="fully qualified name")
+    kind: str = Field(description="theorem, def, inductive, structure, constructor, field, …")
+    statement: str = Field(description="Lean's signature: name, universes, binders, type")
+    file: str = Field(description="library file, relative to the suite")
+    line: int = Field(description="1-based line of the declaration's name")
+    docstring: str | None
+
+
+class SearchLibraryResult(ToolOutput):
+    results: list[LibraryDeclaration] = Field(description="best match first (BM25)")
+
+
+class ReadLibraryResult(ToolOutput):
+    name: str
+    kind: str
+    file: str
+    line: int
+    source: str = Field(description="the whole declaration: doc comment, signature and proof")
