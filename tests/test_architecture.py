@@ -113,7 +113,7 @@ def test_agent_tools_layers_point_inward() -> None:
 def test_layer_checker_sees_a_violation(tmp_path: Path) -> None:
     """The checker itself can fail: an inner layer importing an outer one is reported, also
     as `from .. import LAYER` (which named no module and went unseen)."""
-    src = "from ..servers import TOOLS\nfrom ..sessions.ledger import Ledger\nfrom .. import runs\n"
+    src = "from ..servers import bind\nfrom ..sessions.ledger import Ledger\nfrom .. import runs\n"
     probe = ROOT / "agent_tools" / "tasks" / "_probe_for_test.py"
     probe.write_text(src, encoding="utf-8")
     try:

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from .signals import ignore_stop_signals, on_first, stop_signals
     from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
     from .tools import (
-        TOOL_BY_NAME,
-        TOOLS,
         ToolSpec,
         bind,
         call_tool,
@@ -54,8 +52,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PortUnavailable": ("listen", "PortUnavailable"),
     "RpcError": ("clients", "RpcError"),
     "ServeOptions": ("app", "ServeOptions"),
-    "TOOLS": ("tools", "TOOLS"),
-    "TOOL_BY_NAME": ("tools", "TOOL_BY_NAME"),
     "ToolSpec": ("tools", "ToolSpec"),
     "bind": ("tools", "bind"),
     "freeze_heap": ("eventloop", "freeze_heap"),
@@ -91,8 +87,6 @@ __getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
 
 
 __all__ = [
-    "TOOLS",
-    "TOOL_BY_NAME",
     "FdReceive",
     "FdSend",
     "JsonRpcProcess",
