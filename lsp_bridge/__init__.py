@@ -82,6 +82,7 @@ from .server_command import ServerCommand
 from .text_edits import TextEdit, apply_edit, common_prefix, minimal_edit
 from .timeouts import DEFAULT_TIMEOUTS, REPORT_DELAY_MS, Timeouts
 from .toolchain import LeanInstall, find_lean
+from .trace import TRACE_EVENT
 
 if TYPE_CHECKING:
     from .client import LeanClient, path_to_uri
@@ -105,6 +106,7 @@ __all__ = [
     "REPORT_DELAY_MS",
     "SCOPE_KEYWORDS",
     "SETUP_ARTEFACT_NOTE",
+    "TRACE_EVENT",
     "BootstrapError",
     "ContentModified",
     "DocQuery",

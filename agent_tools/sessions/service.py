@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sys
 import time
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -20,7 +21,7 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import LeanrigError, LineIndex, Pos
+from lsp_bridge import TRACE_EVENT, LeanrigError, LineIndex, Pos
 from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
@@ -292,6 +293,7 @@ class ProofService:
         session.last = self._state(session.version, elaborated)
         call.extra.update(version=session.version, complete=session.last.complete)
         await self._record_submission(session)
+        sys.audit(TRACE_EVENT, "result built")
         return EditResult(
             **dict(session.last), elapsed_ms=round((time.perf_counter() - started) * 1000, 2)
         )
