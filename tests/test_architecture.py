@@ -372,3 +372,18 @@ def test_the_public_api_checker_sees_a_reach(tmp_path: Path) -> None:
         "uses lsp_bridge._groups",
         "uses transport.LspTransport._write",
     ]
+
+
+def test_a_package_s_names_are_written_once_and_unknown_ones_fail() -> None:
+    """Each `__init__` spelled every name three times (its imports, a lazy table, `__all__`;
+    262 lines) and its `__getattr__` made every unknown name `Any` to the type checker (a
+    missing export passed mypy and failed at run time). Now the imports are the list."""
+    import agent_tools.runs as runs
+
+    for path in [ROOT / "lsp_bridge" / "__init__.py", ROOT / "repl_pool" / "__init__.py",
+                 *sorted((ROOT / "agent_tools").glob("*/__init__.py"))]:  # fmt: skip
+        text = path.read_text(encoding="utf-8")
+        assert "_LAZY" not in text and "__all__ = [" not in text, path
+    assert "run_benchmark" in runs.__all__ and runs.run_benchmark is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing_like_this'"):
+        _ = runs.nothing_like_this  # type: ignore[attr-defined]

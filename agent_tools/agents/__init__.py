@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .scripted_agent import replay as run_scripted_agent
-    from .search_agent import search as run_search_agent
+    from .scripted_agent import run_scripted_agent as run_scripted_agent
+    from .search_agent import run_search_agent as run_search_agent
 
-_LAZY: dict[str, tuple[str, str]] = {
-    "run_scripted_agent": ("scripted_agent", "replay"),
-    "run_search_agent": ("search_agent", "search"),
-}
-__all__ = ["run_scripted_agent", "run_search_agent"]
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

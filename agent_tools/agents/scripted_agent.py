@@ -66,7 +66,7 @@ def _fill(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-async def replay(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
+async def run_scripted_agent(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
     plan = load_plan(plan_path)
     config = load_config(mcp_config)
     workspace = workspace_dir()

@@ -406,7 +406,7 @@ def parse_lemma(name: str, statement: object, source: object) -> Lemma | None:
 # -- the agent ---------------------------------------------------------------------------------
 
 
-async def search(
+async def run_search_agent(
     *, mcp_config: str | None, task: str | None, max_candidates: int, limit: int, check: bool
 ) -> int:
     config = load_config(mcp_config)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    # (`X as X`: re-exported for the type checker; the table below loads them at run time.)
     from .asgi import serve_asgi as serve_asgi
     from .asgi import socket_url as socket_url
     from .gateway import ModelCall as ModelCall
@@ -34,27 +33,6 @@ if TYPE_CHECKING:
     from .usage import CallUsage as CallUsage
     from .usage import WireMeter as WireMeter
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "Api": ("model_request", "Api"),
-    "CallUsage": ("usage", "CallUsage"),
-    "ModelCall": ("gateway", "ModelCall"),
-    "ModelGateway": ("gateway", "ModelGateway"),
-    "ReplayPlan": ("replay_plan", "ReplayPlan"),
-    "ReplayPlanInvalid": ("replay_plan", "ReplayPlanInvalid"),
-    "ReplayPortUnavailable": ("replay", "ReplayPortUnavailable"),
-    "RequestFacts": ("model_request", "RequestFacts"),
-    "WireMeter": ("usage", "WireMeter"),
-    "api_of": ("model_request", "api_of"),
-    "gateway_client": ("gateway", "gateway_client"),
-    "load_plan": ("replay_plan", "load_plan"),
-    "model_time": ("gateway", "model_time"),
-    "replay_app": ("replay", "replay_app"),
-    "request_facts": ("model_request", "request_facts"),
-    "serve_asgi": ("asgi", "serve_asgi"),
-    "serve_replay_model": ("replay", "serve_replay_model"),
-    "socket_url": ("asgi", "socket_url"),
-    "upstream_url": ("gateway", "upstream_url"),
-}
-__all__ = sorted(_LAZY)
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr
