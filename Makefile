@@ -51,8 +51,9 @@ typecheck: setup
 	$(BIN)/mypy
 
 # The suite in tiers (tests/conftest.py TIERS): unit, lean, e2e, stress. Two workers; a test
-# module's tests stay on one worker (its module fixtures start once).
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadscope --durations=15
+# module's tests stay on one worker (its module fixtures start once), and the Ray ones share
+# one (tests/conftest.py SHARED_WORKER).
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadgroup --durations=15
 
 suite: setup
 	$(PYTEST)

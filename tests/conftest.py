@@ -42,6 +42,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "stress": ("test_as_typed_ray", "test_bench_smoke", "test_lsp_faults", "test_ray_cluster"),
 }  # fmt: skip
 TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
+SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_bench_smoke": "ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -51,6 +52,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(getattr(pytest.mark, TIER_OF[item.path.stem]))
+        # On two workers (`make test`: --dist loadgroup) a module's tests stay together (its
+        # module fixtures start once), and the modules that start a Ray cluster share one
+        # worker: `--ray auto` found the other worker's cluster.
+        group = SHARED_WORKER.get(item.path.stem, item.path.stem)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _test_logging() -> None:
