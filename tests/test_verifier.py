@@ -278,7 +278,7 @@ async def test_a_construct_inside_an_interpolated_string_is_rejected(
     """A review: the forbidden constructs were looked for outside strings, and an interpolated
     string's `{…}` is code (`s!"{include_str …}"`): it passed the verdict's check and the
     session's refusal."""
-    from agent_tools.sessions.service import refusal
+    from agent_tools.sessions.body_text import refusal
 
     verifier, task = exploit_suite_with(tmp_path, "interpolated", SPACED_TASK)
     verdict = await verifier.verify(task, task.with_body(body))
