@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
 
-.PHONY: setup harnesses demo demo-run test lint typecheck unit bench soak clean
+.PHONY: setup harnesses demo demo-run test test-fast lint typecheck suite bench soak clean
 
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
@@ -50,10 +50,20 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-unit: setup
-	$(BIN)/pytest -q --durations=15
+# The suite in tiers (tests/conftest.py TIERS): unit, lean, e2e, stress. Two workers; a test
+# module's tests stay on one worker (its module fixtures start once), and the Ray ones share
+# one (tests/conftest.py SHARED_WORKER).
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadgroup --durations=15
 
-test: harnesses lint typecheck unit
+suite: setup
+	$(PYTEST)
+
+test: harnesses lint typecheck suite
+
+# The inner loop: lint, types, and the unit and real-Lean tiers (no CLI subprocesses, sandboxes,
+# editors or stress).
+test-fast: lint typecheck
+	$(PYTEST) -m "unit or lean"
 
 bench: setup
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)

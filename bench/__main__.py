@@ -23,6 +23,7 @@ BENCHES = {
     "sessions": "bench.bench_sessions",
     "editor": "bench.bench_editor",
     "ray": "bench.bench_ray",
+    "gateway": "bench.bench_gateway",
 }
 
 
@@ -33,6 +34,7 @@ RESULT_FILES = {
     "sessions": "sessions",
     "editor": "editor",
     "ray": "ray",
+    "gateway": "gateway",
 }
 
 

@@ -3,9 +3,7 @@ versus the local `WarmPool`, same run, same service path (in-process `ProofServi
 interleaved rounds (the machine is shared: medians of interleaved rounds, not of runs):
 
 - local pool;
-- Ray, the step shipped to the node as one operation (`LeanStep`: one round trip);
-- Ray, per-call hops (the same step with its slot calls made one by one from the router:
-  acquire, elaborate, symbols + goals — how every step ran before; `LeanStep.portable` off);
+- Ray, the step shipped to the node as one operation (one round trip);
 
 per-step latency median / p95, steps per second, 1 and 2 concurrent sessions; and router CPU
 per step: this process's CPU time (service + router; Lean runs elsewhere) per step — the
@@ -27,7 +25,6 @@ import anyio
 
 from agent_tools.servers import ServeOptions, open_service
 from agent_tools.sessions import ProofService
-from agent_tools.sessions.lean_step import LeanStep
 
 from .common import DEMO, print_table, summarize, write_result
 
@@ -79,7 +76,6 @@ async def _steps(service: ProofService, sid: str, count: int, out: list[float]) 
 
 LOCAL = "local pool"
 RAY = "Ray, one round trip per step (1 node, same machine)"
-HOPS = "Ray, per-call hops as before (1 node, same machine)"
 
 
 async def interleaved(address: str, rounds: int, per_round: int, run_dir: Path) -> dict[str, Any]:
@@ -88,29 +84,26 @@ async def interleaved(address: str, rounds: int, per_round: int, run_dir: Path) 
     ray_options = ServeOptions(suite=DEMO, run_dir=run_dir, max_processes=1, ray=address)
     result: dict[str, Any] = {}
     async with open_service(local_options) as local, open_service(ray_options) as remote:
-        variants = [(LOCAL, local, True), (RAY, remote, True), (HOPS, remote, False)]
+        variants = [(LOCAL, local), (RAY, remote)]
         for count in (1, 2):
-            sids: dict[str, list[str]] = {name: [] for name, _, _ in variants}
-            for name, service, _ in variants:
+            sids: dict[str, list[str]] = {name: [] for name, _ in variants}
+            for name, service in variants:
                 for _ in range(count):
                     sid = (await service.open_task(TASK)).session_id
                     await service.set_proof(sid, WRONG)  # warm: the session's document exists
                     sids[name].append(sid)
-            latencies: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+            latencies: dict[str, list[float]] = {name: [] for name, _ in variants}
             cpu = dict.fromkeys(latencies, 0.0)
             wall = dict.fromkeys(latencies, 0.0)
             for r in range(rounds):
-                for name, service, portable in variants if r % 2 == 0 else variants[::-1]:
-                    LeanStep.portable = portable
-
+                for name, service in variants if r % 2 == 0 else variants[::-1]:
                     c, w = time.process_time(), time.perf_counter()
                     async with anyio.create_task_group() as tg:
                         for sid in sids[name]:
                             tg.start_soon(_steps, service, sid, per_round, latencies[name])
                     cpu[name] += time.process_time() - c
                     wall[name] += time.perf_counter() - w
-            LeanStep.portable = True
-            for name, service, _ in variants:
+            for name, service in variants:
                 for sid in sids[name]:
                     await service.close_session(sid)
             result[f"{count} session(s)"] = {
@@ -145,7 +138,7 @@ def measure(quick: bool) -> dict[str, Any]:
     for name, rows in measured.items():
         print_table(f"set_proof, {name}", rows, reference=LOCAL)
         result[name] = rows
-        for variant in (RAY, HOPS):
+        for variant in (RAY,):
             hop = rows[variant]["median_ms"] - rows[LOCAL]["median_ms"]
             cpu = rows[variant]["cpu_ms_per_step"] - rows[LOCAL]["cpu_ms_per_step"]
             print(f"  {variant}: hop +{hop:.2f} ms median; router CPU +{cpu:.2f} ms/step "

@@ -32,7 +32,7 @@ def main() -> int:
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
-    from agent_tools.cli.main import main as leanrig
+    from agent_tools.cli import main as leanrig
 
     return leanrig(sys.argv[1:])
 

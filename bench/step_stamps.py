@@ -28,83 +28,26 @@ from typing import Any, TextIO
 import psutil
 
 STAMPS_VAR = "LEANRIG_STAMPS_OUT"
-LINE_READ = "server: line read"
+LINE_READ = "server: line read"  # (the trace point that starts a step)
 
 
 def _serve() -> int:
-    """`leanrig serve`, stamping. Run as ``python -m bench.step_stamps --serve serve ...``."""
+    """`leanrig serve`, stamping. Run as ``python -m bench.step_stamps --serve serve ...``:
+    leanrig's trace points (the ``leanrig.trace`` audit event, lsp_bridge.TRACE_EVENT)
+    stamped through an audit hook; no method of leanrig's is replaced."""
+    from agent_tools.cli import main as leanrig
+    from lsp_bridge import TRACE_EVENT
+
     out: TextIO = open(os.environ[STAMPS_VAR], "a", buffering=1)  # noqa: SIM115 (process-long)
 
-    def stamp(what: str) -> None:
-        out.write(f"{time.perf_counter():.6f} {time.process_time() * 1000:.4f} {what}\n")
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == TRACE_EVENT:
+            what = " ".join(str(a) for a in args)
+            out.write(
+                f"{time.perf_counter():.6f} {time.process_time() * 1000:.4f} server: {what}\n"
+            )
 
-    from agent_tools.servers import mcp_server, textlines
-    from lsp_bridge import transport
-
-    next_line = textlines.TextLines.__anext__
-
-    async def line_in(self: textlines.TextLines) -> str:
-        line = await next_line(self)
-        stamp(LINE_READ)
-        return line
-
-    write = textlines.TextWriter.write
-
-    async def reply(self: textlines.TextWriter, text: str) -> int:
-        stamp("server: reply write starts")
-        return await write(self, text)
-
-    call_tool = mcp_server.LeanrigMCP.call_tool
-
-    async def tool(self: mcp_server.LeanrigMCP, name: str, arguments: Any) -> Any:
-        stamp("server: our tool starts")
-        result = await call_tool(self, name, arguments)
-        stamp("server: our tool ends")
-        return result
-
-    lean_write = transport.LspTransport._write
-
-    async def to_lean(self: transport.LspTransport, data: bytes, **kw: Any) -> None:
-        stamp("server: write to Lean")
-        await lean_write(self, data, **kw)
-
-    dispatch = transport.LspTransport._dispatch
-
-    def from_lean(self: transport.LspTransport, message: dict[str, Any]) -> None:
-        if "method" not in message:
-            pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
-            stamp(f"server: Lean answers {pending.method if pending else '?'}")
-        dispatch(self, message)
-
-    from agent_tools.sessions import elaborate, lean_step, service
-    from repl_pool import pool
-
-    def stamped_after(cls: Any, name: str, label: str) -> None:
-        original = getattr(cls, name)
-
-        async def wrapped(*args: Any, **kwargs: Any) -> Any:
-            result = await original(*args, **kwargs)
-            stamp(label)
-            return result
-
-        setattr(cls, name, wrapped)
-
-    from lsp_bridge import client as lean_client
-    from repl_pool import slot as pool_slot
-
-    stamped_after(lean_client.LeanClient, "update", "server: LeanClient.update returns")
-    stamped_after(pool_slot.Slot, "elaborate_and_ask", "server: Slot.elaborate_and_ask returns")
-    stamped_after(lean_step.LeanStep, "__call__", "server: LeanStep returns")
-    stamped_after(pool.WarmPool, "run", "server: pool.run returns (slot released)")
-    stamped_after(elaborate.Elaborator, "elaborate", "server: scope checked (elaborate returns)")
-    stamped_after(service.ProofService, "_apply_body", "server: step result built")
-    textlines.TextLines.__anext__ = line_in  # type: ignore[method-assign]
-    textlines.TextWriter.write = reply  # type: ignore[method-assign]
-    mcp_server.LeanrigMCP.call_tool = tool  # type: ignore[method-assign]
-    transport.LspTransport._write = to_lean  # type: ignore[method-assign]
-    transport.LspTransport._dispatch = from_lean  # type: ignore[method-assign]
-    from agent_tools.cli.main import main as leanrig
-
+    sys.addaudithook(hook)
     return leanrig(sys.argv[2:])
 
 

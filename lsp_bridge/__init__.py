@@ -9,168 +9,91 @@ here) load on first use (PEP 562), so what needs only errors, positions, text ed
 scanning does not pay for them.
 """
 
+from __future__ import annotations
+
 from typing import TYPE_CHECKING
 
-from ._groups import error_leaves, single_errors
-from .bootstrap import (
-    PRELUDE_HEADER,
-    PRELUDE_SORRY,
-    cache_root,
-    ensure_bootstrap,
-    find_library_dir,
-)
-from .errors import (
-    BootstrapError,
-    ContentModified,
-    DocumentError,
-    ElaborationFailed,
-    LeanNotFound,
-    LeanrigError,
-    ProtocolError,
-    RequestCancelled,
-    RequestTimeout,
-    ResponseError,
-    RpcNeedsReconnect,
-    ServerClosed,
-    ServerDied,
-    ServerError,
-    ServerStartFailed,
-    WorkerCrashed,
-    WorkerExited,
-    first_line,
-)
-from .framing import decode_body, read_frames
-from .header import Header, parse_header
-from .lazy import lazy_attributes
-from .lean_scopes import (
-    COMMAND_KEYWORDS,
-    SCOPE_KEYWORDS,
-    OpenScopes,
-    ScopeCommand,
-    scope_commands,
-    scopes_at,
-)
-from .lean_text import (
-    COMMENT_KINDS,
-    LITERAL_KINDS,
-    LeanToken,
-    TextScan,
-    TokenKind,
-    has_tactic_block,
-    lean_tokens,
-    lone_carriage_return,
-    name_parts,
-    scan_text,
-)
-from .lean_types import (
-    SETUP_ARTEFACT_NOTE,
-    DocumentReport,
-    FileProgress,
-    Hypothesis,
-    InteractiveGoal,
-    LeanDiagnostic,
-    LeanTag,
-    LspRange,
-    PlainGoal,
-    PlainTermGoal,
-    Severity,
-    without_setup_artefacts,
-)
-from .positions import LineIndex, LspPos, Pos
-from .proctree import kill_tree, kill_tree_async, spawn_marked
-from .server_command import ServerCommand
-from .text_edits import TextEdit, apply_edit, common_prefix, minimal_edit
-from .timeouts import DEFAULT_TIMEOUTS, REPORT_DELAY_MS, Timeouts
-from .toolchain import LeanInstall, find_lean
+from ._groups import error_leaves as error_leaves
+from ._groups import single_errors as single_errors
+from .bootstrap import PRELUDE_HEADER as PRELUDE_HEADER
+from .bootstrap import PRELUDE_SORRY as PRELUDE_SORRY
+from .bootstrap import cache_root as cache_root
+from .bootstrap import ensure_bootstrap as ensure_bootstrap
+from .bootstrap import find_library_dir as find_library_dir
+from .errors import BootstrapError as BootstrapError
+from .errors import ContentModified as ContentModified
+from .errors import DocumentError as DocumentError
+from .errors import ElaborationFailed as ElaborationFailed
+from .errors import LeanNotFound as LeanNotFound
+from .errors import LeanrigError as LeanrigError
+from .errors import ProtocolError as ProtocolError
+from .errors import RequestCancelled as RequestCancelled
+from .errors import RequestTimeout as RequestTimeout
+from .errors import ResponseError as ResponseError
+from .errors import RpcNeedsReconnect as RpcNeedsReconnect
+from .errors import ServerClosed as ServerClosed
+from .errors import ServerDied as ServerDied
+from .errors import ServerError as ServerError
+from .errors import ServerStartFailed as ServerStartFailed
+from .errors import WorkerCrashed as WorkerCrashed
+from .errors import WorkerExited as WorkerExited
+from .errors import first_line as first_line
+from .framing import decode_body as decode_body
+from .framing import read_frames as read_frames
+from .header import Header as Header
+from .header import parse_header as parse_header
+from .lazy import exports as exports
+from .lean_scopes import COMMAND_KEYWORDS as COMMAND_KEYWORDS
+from .lean_scopes import SCOPE_KEYWORDS as SCOPE_KEYWORDS
+from .lean_scopes import OpenScopes as OpenScopes
+from .lean_scopes import ScopeCommand as ScopeCommand
+from .lean_scopes import scope_commands as scope_commands
+from .lean_scopes import scopes_at as scopes_at
+from .lean_text import COMMENT_KINDS as COMMENT_KINDS
+from .lean_text import LITERAL_KINDS as LITERAL_KINDS
+from .lean_text import LeanToken as LeanToken
+from .lean_text import TextScan as TextScan
+from .lean_text import TokenKind as TokenKind
+from .lean_text import has_tactic_block as has_tactic_block
+from .lean_text import lean_tokens as lean_tokens
+from .lean_text import lone_carriage_return as lone_carriage_return
+from .lean_text import name_parts as name_parts
+from .lean_text import scan_text as scan_text
+from .lean_types import SETUP_ARTEFACT_NOTE as SETUP_ARTEFACT_NOTE
+from .lean_types import DocumentReport as DocumentReport
+from .lean_types import FileProgress as FileProgress
+from .lean_types import Hypothesis as Hypothesis
+from .lean_types import InteractiveGoal as InteractiveGoal
+from .lean_types import LeanDiagnostic as LeanDiagnostic
+from .lean_types import LeanTag as LeanTag
+from .lean_types import LspRange as LspRange
+from .lean_types import PlainGoal as PlainGoal
+from .lean_types import PlainTermGoal as PlainTermGoal
+from .lean_types import Severity as Severity
+from .lean_types import without_setup_artefacts as without_setup_artefacts
+from .positions import LineIndex as LineIndex
+from .positions import LspPos as LspPos
+from .positions import Pos as Pos
+from .proctree import kill_tree as kill_tree
+from .proctree import kill_tree_async as kill_tree_async
+from .proctree import spawn_marked as spawn_marked
+from .server_command import ServerCommand as ServerCommand
+from .text_edits import TextEdit as TextEdit
+from .text_edits import apply_edit as apply_edit
+from .text_edits import common_prefix as common_prefix
+from .text_edits import minimal_edit as minimal_edit
+from .timeouts import DEFAULT_TIMEOUTS as DEFAULT_TIMEOUTS
+from .timeouts import REPORT_DELAY_MS as REPORT_DELAY_MS
+from .timeouts import Timeouts as Timeouts
+from .toolchain import LeanInstall as LeanInstall
+from .toolchain import find_lean as find_lean
+from .trace import TRACE_EVENT as TRACE_EVENT
 
 if TYPE_CHECKING:
-    from .client import LeanClient, path_to_uri
-    from .doc_queries import DocQuery
+    from .client import LeanClient as LeanClient
+    from .client import path_to_uri as path_to_uri
+    from .doc_queries import DocQuery as DocQuery
 
-_LAZY = {
-    "DocQuery": ("doc_queries", "DocQuery"),
-    "LeanClient": ("client", "LeanClient"),
-    "path_to_uri": ("client", "path_to_uri"),
-}
-__getattr__ = lazy_attributes(__name__, globals(), _LAZY)
-
-
-__all__ = [
-    "COMMAND_KEYWORDS",
-    "COMMENT_KINDS",
-    "DEFAULT_TIMEOUTS",
-    "LITERAL_KINDS",
-    "PRELUDE_HEADER",
-    "PRELUDE_SORRY",
-    "REPORT_DELAY_MS",
-    "SCOPE_KEYWORDS",
-    "SETUP_ARTEFACT_NOTE",
-    "BootstrapError",
-    "ContentModified",
-    "DocQuery",
-    "DocumentError",
-    "DocumentReport",
-    "ElaborationFailed",
-    "FileProgress",
-    "Header",
-    "Hypothesis",
-    "InteractiveGoal",
-    "LeanClient",
-    "LeanDiagnostic",
-    "LeanInstall",
-    "LeanNotFound",
-    "LeanTag",
-    "LeanToken",
-    "LeanrigError",
-    "LineIndex",
-    "LspPos",
-    "LspRange",
-    "OpenScopes",
-    "PlainGoal",
-    "PlainTermGoal",
-    "Pos",
-    "ProtocolError",
-    "RequestCancelled",
-    "RequestTimeout",
-    "ResponseError",
-    "RpcNeedsReconnect",
-    "ScopeCommand",
-    "ServerClosed",
-    "ServerCommand",
-    "ServerDied",
-    "ServerError",
-    "ServerStartFailed",
-    "Severity",
-    "TextEdit",
-    "TextScan",
-    "Timeouts",
-    "TokenKind",
-    "WorkerCrashed",
-    "WorkerExited",
-    "apply_edit",
-    "cache_root",
-    "common_prefix",
-    "decode_body",
-    "ensure_bootstrap",
-    "error_leaves",
-    "find_lean",
-    "find_library_dir",
-    "first_line",
-    "has_tactic_block",
-    "kill_tree",
-    "kill_tree_async",
-    "lazy_attributes",
-    "lean_tokens",
-    "lone_carriage_return",
-    "minimal_edit",
-    "name_parts",
-    "parse_header",
-    "path_to_uri",
-    "read_frames",
-    "scan_text",
-    "scope_commands",
-    "scopes_at",
-    "single_errors",
-    "spawn_marked",
-    "without_setup_artefacts",
-]
+__all__, _getattr = exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -1,27 +1,60 @@
-"""Package names that load on first use (PEP 562): a package ``__init__`` sets
-``__getattr__ = lazy_attributes(__name__, globals(), {name: (submodule, attribute)})`` and lists
-the same imports under ``TYPE_CHECKING`` for type checkers, so importing one light part of a
-package does not import its heavy parts (the MCP SDK, lsprotocol's types)."""
+"""A package's public names, written once: its `__init__` imports each public name as
+``from .module import name as name`` — at the top when it is light, under ``if TYPE_CHECKING:``
+when it loads on first use (PEP 562: the MCP SDK, lsprotocol's types) — and then sets::
+
+    __all__, _getattr = _exports(__name__)
+    if not TYPE_CHECKING:
+        __getattr__ = _getattr
+
+`exports` reads that `__init__`'s own imports: the public names (the ``name as name`` form,
+which is also what makes them public to a type checker) and, for those under TYPE_CHECKING,
+where each loads from. ``__getattr__`` is hidden from type checkers, so a name the package does
+not export is an error there instead of ``Any``.
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
-def lazy_attributes(
-    package: str, namespace: dict[str, Any], table: Mapping[str, tuple[str, str]]
-) -> Callable[[str], Any]:
-    """The ``__getattr__`` of ``package`` (whose module dict is ``namespace``): ``name`` is
-    ``table[name]``'s attribute of that submodule, imported when first asked, then kept."""
+def _is_type_checking(test: ast.expr) -> bool:
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith(
+        "TYPE_CHECKING"
+    )
+
+
+def exports(package: str) -> tuple[list[str], Callable[[str], Any]]:
+    """``package``'s public names (sorted) and the ``__getattr__`` that loads its lazy ones."""
+    module = sys.modules[package]
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    public: set[str] = set()
+    lazy: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            public.update(a.name for a in node.names if a.asname == a.name)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom) and inner.level == 1 and inner.module:
+                    for alias in inner.names:
+                        name = alias.asname or alias.name
+                        public.add(name)
+                        lazy[name] = (inner.module, alias.name)
+    namespace = vars(module)
 
     def __getattr__(name: str) -> Any:
-        where = table.get(name)
+        where = lazy.get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(f".{where[0]}", package), where[1])
         namespace[name] = value
         return value
 
-    return __getattr__
+    return sorted(public), __getattr__
+
+
+__all__ = ["exports"]

@@ -16,6 +16,7 @@ It must not know what Lean is: documents, diagnostics and goals live in ``client
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
@@ -40,6 +41,7 @@ from .framing import decode_body, encode_message, read_frames, unread_notificati
 from .pending_requests import Conditional, Parse, PendingRequest, conditional_needed
 from .proctree import spawn_marked
 from .server_process import ServerProcess
+from .trace import TRACE_EVENT
 
 log = structlog.get_logger("leanrig.lsp")
 
@@ -358,6 +360,7 @@ class LspTransport:
             # wait forever. A half-written frame breaks the stream, so a timeout is fatal.
             with anyio.move_on_after(self._write_timeout) as scope:
                 async with self._write_lock:
+                    sys.audit(TRACE_EVENT, "write to Lean")
                     await stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             if self._failure is None and not self._closing and await_exit:
@@ -470,6 +473,7 @@ class LspTransport:
         pending = self._pending.get(request_id) if isinstance(request_id, int) else None
         if pending is None:
             return  # answer to a request we stopped waiting for
+        sys.audit(TRACE_EVENT, "Lean answers", pending.method)
         error = message.get("error")
         if error is not None:
             err = response_error(pending.method, error if isinstance(error, dict) else {})

@@ -17,6 +17,7 @@ It must not know about tasks, proof bodies or sessions (agent_tools does).
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,7 +29,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from lsp_bridge import DocumentReport, LeanClient, LeanrigError, single_errors
+from lsp_bridge import TRACE_EVENT, DocumentReport, LeanClient, LeanrigError, single_errors
 
 from .config import PoolConfig
 from .environment import LeanEnvironment
@@ -434,10 +435,12 @@ class WarmPool:
             try:
                 async with self.acquire(key, holder=holder, timeout=timeout) as slot:
                     try:
-                        return await operation(slot)
+                        result = await operation(slot)
                     except Exception as exc:
                         slot.judge(exc)  # before release: a discarded slot is killed there
                         raise
+                sys.audit(TRACE_EVENT, "slot released")
+                return result
             except LeanrigError as exc:
                 if attempt == attempts or not slot_fate(exc).retry:
                     raise

@@ -1,19 +1,20 @@
 """The sandbox every Lean process runs in: rlimits (prlimit) and, where available, bwrap.
 
-A policy becomes a command prefix (``wrapper()``), so pool servers, their workers (inherited)
-and verifier processes are confined the same way:
+A policy becomes a command prefix (``sandbox_wrapper()``), so pool servers, their workers
+(inherited) and verifier processes are confined the same way:
 
 - rlimits: address space, CPU seconds, open files, no core dumps (``prlimit``, util-linux);
 - namespaces (``bwrap``, Debian's bubblewrap): no network, the whole file system read-only
   (toolchain, suite, everything), only the listed directories writable, all processes killed
   when the sandbox's parent dies.
 
-Without bwrap the wrapper is rlimits only; ``available()`` says so and callers log a warning.
+Without bwrap the wrapper is rlimits only; ``sandbox_tools()`` says so and callers log a warning.
 See docs/threat-model.md for what this does and does not defend.
 
 Paths in a policy are absolute: the wrapped program usually runs in another working directory
 (a Lean server's is its project), so a relative ``writable`` entry is resolved against *our*
-working directory when the policy is made, and ``wrapper()`` refuses one that is not absolute.
+working directory when the policy is made, and ``sandbox_wrapper()`` refuses one that is not
+absolute.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class SandboxPolicy:
         object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
 
 
-def available() -> dict[str, str | None]:
+def sandbox_tools() -> dict[str, str | None]:
     """The sandbox tools that are installed *and work here* (bwrap needs user namespaces,
     which some containers and CI runners forbid: then we fall back to rlimits only)."""
     return {"prlimit": sandbox_program("prlimit"), "bwrap": _working_bwrap()}
@@ -117,9 +118,9 @@ def hiding(path: Path, tmpfs: Sequence[str] = ()) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)] if path.exists() else []
 
 
-def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
+def sandbox_wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
     """The command prefix that runs a program under ``policy``."""
-    tools = available()
+    tools = sandbox_tools()
     parts: list[str] = []
     if tools["prlimit"]:
         parts.append(tools["prlimit"])
@@ -147,4 +148,4 @@ def wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
 
 
 def uses_namespaces(policy: SandboxPolicy) -> bool:
-    return policy.use_bwrap is not False and available()["bwrap"] is not None
+    return policy.use_bwrap is not False and sandbox_tools()["bwrap"] is not None

@@ -22,6 +22,7 @@ it, so a slot is never kept by one and killed by the other.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -34,6 +35,7 @@ import structlog
 from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
+    TRACE_EVENT,
     ContentModified,
     DocQuery,
     DocumentReport,
@@ -419,6 +421,7 @@ class Slot:
                 if not client.is_open(uri):
                     self._documents.pop(uri, None)  # as in send(): never opened
                 raise
+            sys.audit(TRACE_EVENT, "Lean's answers in")
             symbols, *goals = answers
             goal = goals.pop(0) if goal_at is not None else None
             term = goals.pop(0) if term_at is not None else None

@@ -14,6 +14,50 @@ import structlog
 from lsp_bridge import LeanClient, LeanInstall, ServerCommand, Timeouts, find_lean
 from lsp_bridge.proctree import TOKEN_VAR, read_environ, token_of
 
+# The suite's tiers (pyproject's markers; `make test` runs them all, `make test-fast` unit and
+# lean). A test file's tests take its tier here; a test marked with a tier itself keeps its own.
+# A new test file must be given one (collection fails until it is).
+TIERS: dict[str, tuple[str, ...]] = {
+    # pure functions and in-process fakes: no Lean, no subprocess
+    "unit": ("test_architecture", "test_attempt_state", "test_calls", "test_catalogue",
+             "test_completeness", "test_node_routing",
+             "test_body_bounds", "test_harness_presets", "test_header", "test_lean_text",
+             "test_metrics", "test_minimal_edit", "test_model_gateway", "test_positions",
+             "test_probe", "test_replay_model", "test_report", "test_results",
+             "test_wire_usage"),
+    # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
+    "lean": ("test_cli", "test_direct_workers", "test_trace_points", "test_early_barrier",
+             "test_editor_sweep",
+             "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
+             "test_mcp_lines", "test_oneshot", "test_pool", "test_prefix", "test_serve_run_dir",
+             "test_service", "test_session_probe", "test_slot_health", "test_slow_steps",
+             "test_suite", "test_verifier"),
+    # CLI subprocesses, sandboxes, editors, harnesses
+    "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
+            "test_cancelled_steps", "test_editor_nvim", "test_editor_proxy", "test_fdstreams",
+            "test_harness_runs", "test_hostile_clients", "test_human_attempts",
+            "test_network_servers", "test_runner", "test_runner_faults",
+            "test_runner_isolation", "test_server_heap"),
+    # spawn loops, Ray, bench smoke, crash and fault injection at scale
+    "stress": ("test_as_typed_ray", "test_bench_smoke", "test_lsp_faults", "test_ray_cluster"),
+}  # fmt: skip
+TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
+SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_bench_smoke": "ray"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unknown = sorted({item.path.stem for item in items if item.path.stem not in TIER_OF})
+    if unknown:
+        raise pytest.UsageError(f"tests/conftest.py TIERS names no tier for {unknown}")
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(getattr(pytest.mark, TIER_OF[item.path.stem]))
+        # On two workers (`make test`: --dist loadgroup) a module's tests stay together (its
+        # module fixtures start once), and the modules that start a Ray cluster share one
+        # worker: `--ray auto` found the other worker's cluster.
+        group = SHARED_WORKER.get(item.path.stem, item.path.stem)
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 def _test_logging() -> None:
     structlog.reset_defaults()

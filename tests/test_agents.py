@@ -1,4 +1,4 @@
-"""The agents leanrig ships (`leanrig agent scripted|search`, agent_tools/runs/agent_*.py):
+"""The agents leanrig ships (`leanrig agent scripted|search`, agent_tools/agents/):
 the search agent's term reading and library instantiation (no Lean), the scripted agent under
 `leanrig run`, and `make demo-run` as typed on a two-task cut of the demo suite (one task the
 baseline search proves, one only the library's lemmas give)."""
@@ -15,7 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agent_tools.runs.agent_search import (
+from agent_tools.agents.candidate_terms import App, Sym, declaration_parts, parse_term, unify
+from agent_tools.agents.search_agent import (
     Lemma,
     derive,
     lemma_candidates,
@@ -23,8 +24,7 @@ from agent_tools.runs.agent_search import (
     prove,
     read_problem,
 )
-from agent_tools.runs.agent_terms import App, Sym, declaration_parts, parse_term, unify
-from agent_tools.runs.runner import RunOptions, run_benchmark
+from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.tasks import Task, load_suite
 
 from .test_runner import SUITE, attempt_processes, raw_lines

@@ -29,6 +29,7 @@ AGENT_LAYERS = {
     "servers": 4,
     "models": 5,
     "runs": 6,
+    "agents": 7,
     "editor": 7,
     "cli": 8,
 }
@@ -64,6 +65,9 @@ def agent_tools_imports(path: Path) -> list[tuple[str, str]]:
                 node.level == 1 and own is None and node.module
             ):
                 modules.append(node.module)
+            elif (node.level == 2 and own is not None) or (node.level == 1 and own is None):
+                # `from .. import servers`: the names are the layers themselves
+                modules += [alias.name for alias in node.names]
         elif isinstance(node, ast.Import):
             modules += [
                 a.name.removeprefix("agent_tools.")
@@ -107,14 +111,16 @@ def test_agent_tools_layers_point_inward() -> None:
 
 
 def test_layer_checker_sees_a_violation(tmp_path: Path) -> None:
-    """The checker itself can fail: an inner layer importing an outer one is reported."""
-    src = "from ..servers import TOOLS\nfrom ..sessions.ledger import Ledger\n"
+    """The checker itself can fail: an inner layer importing an outer one is reported, also
+    as `from .. import LAYER` (which named no module and went unseen)."""
+    src = "from ..servers import bind\nfrom ..sessions.ledger import Ledger\nfrom .. import runs\n"
     probe = ROOT / "agent_tools" / "tasks" / "_probe_for_test.py"
     probe.write_text(src, encoding="utf-8")
     try:
         assert agent_tools_imports(probe) == [
             ("servers", "servers"),
             ("sessions", "sessions.ledger"),
+            ("runs", "runs"),
         ]
     finally:
         probe.unlink()
@@ -168,9 +174,9 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
     ("module", "absent"),
     [
         ("agent_tools.cli.main", ("mcp", "lsprotocol")),  # `leanrig --help`, every command
-        ("agent_tools.runs.runreport", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
+        ("agent_tools.runs.run_report", ("mcp", "lsprotocol")),  # `leanrig report`, `compare`
         ("agent_tools.editor.lsp", ("mcp",)),  # `leanrig lsp`: no MCP at all
-        ("agent_tools.runs.agent_search", ("lsprotocol",)),  # an agent: an MCP client only
+        ("agent_tools.agents.search_agent", ("lsprotocol",)),  # an agent: an MCP client only
     ],
 )
 def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...]) -> None:
@@ -181,3 +187,203 @@ def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=120)  # fmt: skip
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def _module_level_imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` (dotted, e.g. ``agent_tools.runs.runner``) that ``path``
+    imports when it is loaded: top-level and class-level imports, not those under
+    ``if TYPE_CHECKING:`` or inside functions (deferred on purpose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    base = here.rsplit(".", 1)[0] if path.name != "__init__.py" else here.removesuffix(".__init__")
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.If | ast.Try | ast.With):
+                for part in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, part, []):
+                        visit(child.body if isinstance(child, ast.ExceptHandler) else [child])
+                continue
+            if isinstance(node, ast.ClassDef):
+                visit(node.body)
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                parts = base.split(".")
+                anchor = ".".join(parts[: len(parts) - (node.level - 1)])
+                target = f"{anchor}.{node.module}" if node.module else anchor
+                names = [f"{target}.{a.name}" for a in node.names] if not node.module else []
+                found.update(m for m in [target, *names] if m.startswith(package))
+            elif (
+                isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package)
+            ):
+                found.add(node.module)
+
+    visit(tree.body)
+    return found
+
+
+def _import_cycles(package_dir: Path) -> list[list[str]]:
+    """Cycles among the modules of one folder (each module's load-time imports)."""
+    package = ".".join(package_dir.relative_to(ROOT).parts)
+    modules = {
+        f"{package}.{p.stem}": p for p in package_dir.glob("*.py") if p.name != "__init__.py"
+    }
+    graph = {
+        m: sorted(_module_level_imports(p, package) & set(modules)) for m, p in modules.items()
+    }
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in graph[m]:
+            if state.get(n) == 1:
+                cycles.append([*stack[stack.index(n) :], n])
+            elif n not in state:
+                walk(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            walk(m)
+    return cycles
+
+
+PACKAGE_DIRS = sorted(
+    p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name in {"lsp_bridge", "repl_pool"}
+) + sorted(p.parent for p in (ROOT / "agent_tools").glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("folder", PACKAGE_DIRS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_cycle_inside_a_folder(folder: Path) -> None:
+    """A cycle (mcp_direct ↔ mcp_server was one) makes two modules one: neither can be read,
+    tested or removed alone."""
+    assert _import_cycles(folder) == []
+
+
+def test_the_cycle_checker_sees_a_cycle(tmp_path: Path) -> None:
+    folder = ROOT / "agent_tools" / "tasks"
+    a, b = folder / "_cycle_a_for_test.py", folder / "_cycle_b_for_test.py"
+    a.write_text("from ._cycle_b_for_test import X\n", encoding="utf-8")
+    b.write_text(
+        "from typing import TYPE_CHECKING\nfrom . import _cycle_a_for_test\n", encoding="utf-8"
+    )
+    try:
+        (cycle,) = _import_cycles(folder)
+        assert {m.rsplit(".", 1)[1] for m in cycle} == {"_cycle_a_for_test", "_cycle_b_for_test"}
+    finally:
+        a.unlink()
+        b.unlink()
+
+
+LEANRIG_PACKAGES = ("lsp_bridge", "repl_pool", "agent_tools")
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _reaches_past_public_api(path: Path) -> list[str]:
+    """What ``path`` uses of leanrig that is not public: a module below a package's or an
+    agent_tools folder's `__init__`, or a private attribute (``_name``) of something it
+    imported from leanrig (a monkeypatched method, a private helper), also through
+    ``setattr``/``getattr`` with a literal name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    ours: set[str] = set()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] in LEANRIG_PACKAGES:
+                depth = 2 if parts[0] == "agent_tools" else 1
+                if len(parts) > depth:
+                    found.append(f"imports {node.module}")
+                elif len(parts) == depth:
+                    public = set(importlib.import_module(node.module).__all__)
+                    found += [f"imports {node.module}.{a.name}" for a in node.names
+                              if a.name not in public]  # fmt: skip
+                ours.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in LEANRIG_PACKAGES:
+                    depth = 2 if parts[0] == "agent_tools" else 1
+                    if len(parts) > depth:
+                        found.append(f"imports {alias.name}")
+                    ours.add(alias.asname or parts[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and _root_name(node) in ours
+        ):
+            found.append(f"uses {ast.unparse(node)}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name | ast.Attribute)
+            and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+            in {"setattr", "getattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in ours
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and node.args[1].value.startswith("_")
+        ):
+            found.append(f"{ast.unparse(node.func)}s {node.args[0].id}.{node.args[1].value}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_bench_uses_public_apis_only(path: Path) -> None:
+    """bench measures what users get: it monkeypatched ~12 private methods (step stamps) and
+    imported `sessions.elaborate`, so a refactor broke it silently, and its figures were of a
+    path no user takes."""
+    assert _reaches_past_public_api(path) == []
+
+
+def test_the_public_api_checker_sees_a_reach(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from agent_tools.sessions.elaborate import LeanStep\n"
+        "from agent_tools.sessions import ProofService\n"
+        "import lsp_bridge\n"
+        "from lsp_bridge import transport\n"
+        "transport.LspTransport._write = None\n"
+        "ProofService._step = None\n"
+        "setattr(ProofService, '_call', None)\n"
+        "lsp_bridge._groups\n",
+        encoding="utf-8",
+    )
+    assert sorted(_reaches_past_public_api(probe)) == [
+        "imports agent_tools.sessions.elaborate",
+        "imports lsp_bridge.transport",
+        "setattrs ProofService._call",
+        "uses ProofService._step",
+        "uses lsp_bridge._groups",
+        "uses transport.LspTransport._write",
+    ]
+
+
+def test_a_package_s_names_are_written_once_and_unknown_ones_fail() -> None:
+    """Each `__init__` spelled every name three times (its imports, a lazy table, `__all__`;
+    262 lines) and its `__getattr__` made every unknown name `Any` to the type checker (a
+    missing export passed mypy and failed at run time). Now the imports are the list."""
+    import agent_tools.runs as runs
+
+    for path in [ROOT / "lsp_bridge" / "__init__.py", ROOT / "repl_pool" / "__init__.py",
+                 *sorted((ROOT / "agent_tools").glob("*/__init__.py"))]:  # fmt: skip
+        text = path.read_text(encoding="utf-8")
+        assert "_LAZY" not in text and "__all__ = [" not in text, path
+    assert "run_benchmark" in runs.__all__ and runs.run_benchmark is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing_like_this'"):
+        _ = runs.nothing_like_this  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from lsp_bridge import LeanClient, LeanInstall, ServerStartFailed, Timeouts
-from repl_pool.sandbox import SandboxPolicy, available, wrapper
+from repl_pool.sandbox import SandboxPolicy, sandbox_tools, sandbox_wrapper
 
 from .rpc_client import RpcError, RpcProcess, stop_process
 
@@ -47,7 +47,7 @@ DEADLINE = 120.0  # one command, end to end, on a loaded machine (Lean's own wai
 
 
 def sandbox_or_skip() -> str:
-    bwrap = available()["bwrap"]
+    bwrap = sandbox_tools()["bwrap"]
     if bwrap is None:
         reason = (
             "bwrap is installed but cannot create namespaces here"
@@ -485,7 +485,7 @@ def test_doctor_json(cwd: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["smoke_ok"] is True, report["detail"]
-    assert report["bwrap"] == available()["bwrap"] and report["lean_version"]
+    assert report["bwrap"] == sandbox_tools()["bwrap"] and report["lean_version"]
     # Without --json (README's first check): the same facts, one per line.
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "smoke_ok: True" in plain.stdout
@@ -572,7 +572,7 @@ def test_a_relative_sandbox_path_is_bound_where_the_caller_meant(
     sandbox_or_skip()
     monkeypatch.chdir(tmp_path)
     Path("scratch").mkdir()
-    argv = wrapper(SandboxPolicy(writable=(Path("scratch"),)))
+    argv = sandbox_wrapper(SandboxPolicy(writable=(Path("scratch"),)))
     target = tmp_path / "scratch" / "written"
     done = subprocess.run(
         [*argv, "sh", "-c", f"echo ok > {target}"], cwd="/", capture_output=True, text=True,
@@ -589,7 +589,7 @@ async def test_a_lean_the_sandbox_cannot_start_names_the_sandbox_error(
     sandbox_or_skip()
     missing = tmp_path / "missing"  # bwrap cannot bind what does not exist
     command = lean_install.server_command(
-        tmp_path, use_lake=False, wrapper=wrapper(SandboxPolicy(writable=(missing,)))
+        tmp_path, use_lake=False, wrapper=sandbox_wrapper(SandboxPolicy(writable=(missing,)))
     )
     with anyio.fail_after(30), pytest.raises(ServerStartFailed) as failed:
         async with LeanClient.start(command, timeouts=Timeouts(spawn=20)):

@@ -52,6 +52,26 @@ def cluster_processes(tmpdir: str) -> list[psutil.Process]:
     return found
 
 
+def test_serve_without_a_cluster_says_so_in_one_line(cwd: Path, tmp_path: Path) -> None:
+    """(First in this module, and the Ray modules share a worker: `--ray auto` finds any
+    cluster running on the machine, a later test's included.)
+
+    `--ray auto` with no cluster running printed a 75-line exception group ending in Ray's
+    advice to set `--address` (a flag leanrig does not have), exit 1 (a docs sweep)."""
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path)}  # no cluster recorded there
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "leanrig"), "serve", "--suite", "lean_project/suites/demo",
+         "--jsonrpc", "--ray", "auto"],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("leanrig:")]
+    assert "cannot join a Ray cluster at 'auto'" in line and "--ray HOST:PORT" in line, line
+
+
 @pytest.fixture
 def ray_head(cwd: Path) -> Iterator[dict[str, str]]:
     """`ray start --head --resources '{"lean_slots": 4}' --include-dashboard=false` in ``cwd``;
@@ -102,20 +122,3 @@ async def test_serve_on_the_ray_cluster_ray_start_made(
                             if p.name() == "lean"]:  # fmt: skip
             await anyio.sleep(0.2)
     assert lean_left == []
-
-
-def test_serve_without_a_cluster_says_so_in_one_line(cwd: Path, tmp_path: Path) -> None:
-    """`--ray auto` with no cluster running printed a 75-line exception group ending in Ray's
-    advice to set `--address` (a flag leanrig does not have), exit 1 (a docs sweep)."""
-    env = {**os.environ, "RAY_TMPDIR": str(tmp_path)}  # no cluster recorded there
-    env.pop("RAY_ADDRESS", None)
-    done = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "leanrig"), "serve", "--suite", "lean_project/suites/demo",
-         "--jsonrpc", "--ray", "auto"],
-        cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    (line,) = [x for x in done.stderr.splitlines() if x.startswith("leanrig:")]
-    assert "cannot join a Ray cluster at 'auto'" in line and "--ray HOST:PORT" in line, line

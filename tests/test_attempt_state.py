@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from agent_tools.editor import rundir
-from agent_tools.editor.attempt import Attempt
+from agent_tools.editor.human_attempt import HumanAttempt
 from agent_tools.editor.rundir import attempt_lock, attempt_state
 from agent_tools.runs import read_results
 from agent_tools.sessions import Ledger
@@ -32,14 +32,14 @@ def verdict(accepted: bool, why: str = "") -> Verdict:
     return Verdict(accepted, () if accepted else (why,), (), 12.0, "4.35.0")
 
 
-def attempt(run: Path, task: Task = TASK, limit: float | None = LIMIT) -> Attempt:
-    a = Attempt(task, Ledger(run / "ledger.jsonl"), run / "results.jsonl", time_limit=limit,
+def attempt(run: Path, task: Task = TASK, limit: float | None = LIMIT) -> HumanAttempt:
+    a = HumanAttempt(task, Ledger(run / "ledger.jsonl"), run / "results.jsonl", time_limit=limit,
                 state=attempt_state(run, task, limit))  # fmt: skip
     a.open({"name": "t", "version": "1"}, None)
     return a
 
 
-def edited(a: Attempt, version: int, body: str) -> None:
+def edited(a: HumanAttempt, version: int, body: str) -> None:
     a.forwarded(version, time.perf_counter())
     a.elaborated(version, errors=1, fatal=False, body=body)
 

@@ -246,6 +246,16 @@ def smoke_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return {name: {"Ray (1 node, same machine)": row} for name, row in remote.items()}
 
 
+def smoke_gateway(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A few calls each way; the gateway's rows beside the direct ones."""
+    from bench import bench_gateway
+
+    result: dict[str, Any] = anyio.run(bench_gateway.measure, 3)
+    assert set(result["anthropic call"]) == {"anthropic direct call", "anthropic gateway call"}
+    assert all(row["n"] == 3 for row in result["responses ttft"].values())
+    return result
+
+
 SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     "lsp_bridge": smoke_lsp_bridge,
     "pool": smoke_pool,
@@ -253,6 +263,7 @@ SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     "sessions": smoke_sessions,
     "editor": smoke_editor,
     "ray": smoke_ray,
+    "gateway": smoke_gateway,
 }
 
 

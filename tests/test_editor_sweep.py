@@ -114,7 +114,7 @@ async def test_sigterm_still_records_the_last_valid_body_and_its_verdict(cwd: Pa
     alive = [k for k in kids if psutil.pid_exists(k) and psutil.Process(k).status() != "zombie"]
     assert alive == []
     (result,) = lines(cwd / "ws" / "run" / "results.jsonl")
-    from agent_tools.editor.attempt import body_sha
+    from agent_tools.editor.human_attempt import body_sha
 
     assert result["final_body_sha"] == body_sha(RIGHT.rstrip())
     assert result["accepted"] is True, result["reasons"]

@@ -15,8 +15,8 @@ import pytest
 from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.runs.harness import (
     KEY_PLACEHOLDER,
-    Attempt,
     HarnessError,
+    PresetInputs,
     codex_config,
     find_harness,
     harness_usage,
@@ -24,16 +24,17 @@ from agent_tools.runs.harness import (
     launch,
     usage_mismatch,
 )
+from agent_tools.runs.model_access import model_route
+from agent_tools.runs.options import RunError
 from agent_tools.runs.results import Usage
-from agent_tools.runs.runner import RunError, model_route
 
 from .suites import DEMO as DEMO_SUITE
 
 pytestmark = pytest.mark.anyio
 
 
-def attempt(tmp: Path) -> Attempt:
-    return Attempt(
+def attempt(tmp: Path) -> PresetInputs:
+    return PresetInputs(
         prompt="Prove `Demo.AndSwap.main` (task `and_swap` of suite `demo`)",
         workspace=tmp / "ws", home=tmp / "home",
         mcp_command=["/venv/bin/python", "-I", "-S", "/x/relay.py", "/tmp/s/1/mcp.sock"],

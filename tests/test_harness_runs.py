@@ -24,14 +24,14 @@ from typing import Any
 import psutil
 import pytest
 
-from agent_tools.runs.harness import KEY_PLACEHOLDER, installed_harness
+from agent_tools.runs.harness import KEY_PLACEHOLDER, HarnessName, installed_harness
 
 from .conftest import stray_guard
 from .test_as_typed import DEMO, SUITE, leanrig, leanrig_each, leanrig_exe, sandbox_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 PROOFS: dict[str, str] = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())
-TASKS = ("refl_z", "and_swap", "or_swap", "eq_symm", "add_zero", "true_intro")
+TASKS = tuple(PROOFS)  # every task of the demo suite
 HARNESSES = ("claude-code", "codex")
 CONDITIONS = ("baseline", "lad")
 LIMIT = "120"  # each attempt takes a few seconds; the limit only bounds a hung one
@@ -42,7 +42,8 @@ def harnesses_or_skip() -> None:
     if missing:
         pytest.skip(f"{' and '.join(missing)} not on PATH: the agent harnesses (Claude Code, "
                     "Codex) install from the npm registry (`make harnesses`)")  # fmt: skip
-    for name in HARNESSES:
+    names: tuple[HarnessName, ...] = ("claude-code", "codex")
+    for name in names:
         if installed_harness(name) is None:
             pytest.fail(f"{name} is not installed: run `make harnesses` (`make test` does)")
 
@@ -78,6 +79,12 @@ class ModelServer:
     log: Path
     process: subprocess.Popen[str]
 
+    def stop(self) -> None:
+        """SIGTERM: it stops cleanly (exit 0); its pipes read to the end and closed."""
+        self.process.terminate()
+        self.process.communicate(timeout=30)
+        assert self.process.returncode == 0, self.process.returncode
+
 
 def model_serve(cwd: Path, plan_file: str, log: str) -> ModelServer:
     """`leanrig model serve --plan FILE --log FILE` as typed; its URL read off stderr."""
@@ -90,6 +97,7 @@ def model_serve(cwd: Path, plan_file: str, log: str) -> ModelServer:
     found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
     if found is None:
         process.kill()
+        process.communicate()
         raise AssertionError(f"leanrig model serve said: {line!r} {process.stderr.read()!r}")
     return ModelServer(found.group(1), cwd / log, process)
 
@@ -120,7 +128,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             commands = [
                 ("run", "--suite", SUITE, "--harness", harness, "--model", "replay",
                  "--model-endpoint", models[condition].url, "--condition", condition,
-                 "--out", out(harness, condition), "--time-limit", LIMIT, "--quiet")
+                 "--out", out(harness, condition), "--time-limit", LIMIT, "--quiet",
+                 *(("--reasoning", "low") if condition == "lad" else ()))
                 for harness in HARNESSES for condition in CONDITIONS
             ]  # fmt: skip
             finished = leanrig_each(*commands, cwd=cwd)
@@ -135,8 +144,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         yield Runs(cwd, models, done)
     finally:
         for server in models.values():
-            server.process.terminate()
-            server.process.wait(timeout=30)
+            server.stop()
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -151,14 +159,13 @@ def test_every_demo_task_is_proved_through_the_harness_and_the_ledger_shows_the_
     summary = runs.done[(harness, condition)]
     assert summary["attempts"] == len(TASKS) and summary["accepted"] == len(TASKS), summary
     run_dir = runs.cwd / out(harness, condition)
-    calls: dict[str, list[str]] = defaultdict(list)
-    for entry in lines(run_dir / "ledger.jsonl"):
-        if entry.get("tool"):
-            calls[entry["task"]].append(entry["tool"])
     first = "set_proof" if condition == "baseline" else "search_library"
     for task in TASKS:
-        tools = calls[task]
+        # (each attempt's own ledger: a library call belongs to no session, so to no task)
+        ledger = lines(run_dir / "attempts" / task / "1" / "ledger.jsonl")
+        tools = [entry["tool"] for entry in ledger if entry.get("tool")]
         assert tools[:4] == ["open_task", first, "set_proof", "check_proof"], (task, tools)
+    assert len(lines(run_dir / "ledger.jsonl")) >= 4 * len(TASKS)  # the run's, all of them
 
 
 @pytest.mark.parametrize("condition", CONDITIONS)
@@ -182,7 +189,12 @@ def test_the_gateway_counts_what_the_model_served_and_what_the_harness_reported(
         assert r["usage_mismatch"] == []
         assert r["model_s"] > 0 and r["lean_s"] > 0 and r["model_s"] < r["invocation_s"]
         attempt = run_dir / "attempts" / r["task"] / "1"
-        assert len(lines(attempt / "model_calls.jsonl")) == r["model_calls"]
+        calls = lines(attempt / "model_calls.jsonl")
+        assert len(calls) == r["model_calls"]
+        # --reasoning low (the LAD runs) reached the model in the harness's own terms (each
+        # harness's default is higher)
+        efforts = {c["reasoning_effort"] for c in calls}
+        assert (efforts == {"low"}) == (condition == "lad"), efforts
         # The harness got the gateway's placeholder, never a key.
         assert KEY_PLACEHOLDER in (attempt / "harness.json").read_text()
 
@@ -200,6 +212,9 @@ def test_run_json_records_the_harness_its_version_and_what_it_was_given(
         info["agent_network"] == "model" and info["model_endpoint"] == runs.models["baseline"].url
     )
     assert info["agent_command"] == f"--harness {harness}"
+    lad = json.loads((runs.cwd / out(harness, "lad") / "run.json").read_text())["harness"]
+    assert h["reasoning"] is None and lad["reasoning"] == "low"
+    assert "low" in json.dumps(lad["command"]) + json.dumps(lad["files"])
     assert "its model only" in info["sandbox"]
 
 
@@ -258,8 +273,7 @@ def test_at_the_time_limit_the_harness_s_process_tree_is_gone(tmp_path: Path, ha
                     if any(home in part for part in (p.info["cmdline"] or []))]  # fmt: skip
             assert left == []
     finally:
-        model.process.terminate()
-        model.process.wait(timeout=30)
+        model.stop()
 
 
 PROBE = """
@@ -307,5 +321,4 @@ def test_inside_the_sandbox_only_the_model_is_reachable_unless_asked(
         assert f"model {model_seen}" in log and f"other {other_seen}" in log, log
     finally:
         for server in (model, other):
-            server.process.terminate()
-            server.process.wait(timeout=30)
+            server.stop()

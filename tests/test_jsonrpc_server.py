@@ -291,7 +291,7 @@ async def test_mcp_bad_arguments_are_errors_not_crashes(mcp: McpConn) -> None:
 
 
 async def test_mcp_tools_match_the_shared_catalogue(mcp: McpConn) -> None:
-    from agent_tools.servers import TOOLS
+    from agent_tools.sessions import TOOLS
 
     listed = {t.name: t for t in (await mcp.client.list_tools()).tools}
     assert set(listed) == {spec.name for spec in TOOLS}

@@ -45,7 +45,7 @@ from lsp_bridge.framing import (
 )
 from lsp_bridge.proctree import TOKEN_VAR, children, new_token, spawn_marked, token_of
 from lsp_bridge.transport import LspTransport
-from repl_pool.sandbox import SandboxPolicy, uses_namespaces, wrapper
+from repl_pool.sandbox import SandboxPolicy, sandbox_wrapper, uses_namespaces
 
 from .conftest import RUN_VAR, leanrig_processes, stray_guard
 
@@ -310,7 +310,7 @@ async def test_a_sandboxed_lean_whose_start_is_cancelled_leaves_nothing(tmp_path
     killed the new pid alone; bwrap's inner process, forked before it set its parent-death
     signal, lived on (7 of 71 cancelled spawns, measured). Spawns are cancelled here at points
     spread over the first milliseconds of a start."""
-    argv = [*wrapper(_BWRAP), str(find_lean().lean), "--worker"]
+    argv = [*sandbox_wrapper(_BWRAP), str(find_lean().lean), "--worker"]
     before = set(leanrig_processes())
     cancelled = 0
     for i in range(400):
@@ -362,10 +362,10 @@ async def test_a_spawn_cancelled_inside_the_library_call_kills_the_whole_tree(
 def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> None:
     """The message named `/usr/bin/prlimit` (the wrapper) as the server that failed."""
     from lsp_bridge import find_lean
-    from repl_pool.sandbox import SandboxPolicy, wrapper
+    from repl_pool.sandbox import SandboxPolicy, sandbox_wrapper
 
     install = find_lean()
-    command = install.server_command(tmp_path, wrapper=wrapper(SandboxPolicy()))
+    command = install.server_command(tmp_path, wrapper=sandbox_wrapper(SandboxPolicy()))
     assert command.argv[0] != str(install.lean)
     assert command.program == str(install.lean)
 

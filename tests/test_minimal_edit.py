@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_tools.editor.scoping import changed_span
+from agent_tools.editor.text_scope import changed_span
 from lsp_bridge import apply_edit, minimal_edit
 
 texts = st.text(alphabet=st.sampled_from("ab\n →𝔸"), max_size=40)

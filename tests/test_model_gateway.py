@@ -222,8 +222,8 @@ def test_the_endpoint_and_the_request_path_join_as_each_vendor_expects(
 def _call(start: float, length: float) -> ModelCall:
     usage = CallUsage(None, None, None, None, None)
     return ModelCall(api=None, method="POST", path="/", status=200, model=None, streaming=None,
-                     started=start, latency_s=length, ttft_s=None, usage=usage, complete=True,
-                     request_bytes=0, response_bytes=0)  # fmt: skip
+                     reasoning_effort=None, started=start, latency_s=length, ttft_s=None,
+                     usage=usage, complete=True, request_bytes=0, response_bytes=0)  # fmt: skip
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 100)), max_size=20))
@@ -232,3 +232,12 @@ def test_model_time_counts_each_second_with_a_call_in_flight_once(
 ) -> None:
     covered = {t for a, n in spans for t in range(a, a + n)}  # unit slots [t, t+1)
     assert model_time([_call(a, n) for a, n in spans]) == pytest.approx(len(covered))
+
+
+async def test_a_served_tcp_connection_sends_each_event_at_once() -> None:
+    """Nagle's algorithm held every event after a connection's first answer until the client's
+    delayed ACK: ~44 ms a call on keep-alive connections (bench gateway: 44 -> 1 ms). The
+    listener's TCP_NODELAY is inherited by each connection it accepts."""
+    listener = listen_local(0)
+    async with serving(Upstream(), listener):
+        assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1

@@ -20,20 +20,19 @@ import orjson
 import pytest
 
 from agent_tools.models.replay import (
-    DEFAULT_FINAL,
-    MAX_SEARCHES,
     ReplayApp,
     ReplayPlan,
     ReplayPlanInvalid,
     ReplayPortUnavailable,
     Turn,
-    last_session,
     load_plan,
     next_turn,
     replay_app,
     serve_replay_model,
 )
-from agent_tools.models.replay_wire import Conversation, Text, ToolSearch
+from agent_tools.models.replay_plan import DEFAULT_FINAL
+from agent_tools.models.replay_requests import Conversation, Text, ToolSearch
+from agent_tools.models.replay_turns import MAX_SEARCHES, last_session
 
 pytestmark = pytest.mark.anyio
 

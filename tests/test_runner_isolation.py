@@ -21,15 +21,16 @@ from typing import Any
 import orjson
 import pytest
 
-from agent_tools.runs import relay
-from agent_tools.runs.invocation import (
+from agent_tools.runs import RunOptions, relay, run_benchmark
+from agent_tools.runs.agent_sandbox import (
     agent_homes,
     agent_sandbox,
     pinned_ancestors,
     scratch_mounts,
 )
-from agent_tools.runs.runner import RunOptions, body_sha, run_benchmark, socket_parent
-from agent_tools.runs.workspace import relay_command
+from agent_tools.runs.attempt_dir import relay_command
+from agent_tools.runs.leftovers import socket_parent
+from agent_tools.sessions import body_sha
 from agent_tools.tasks import load_suite
 
 from .test_runner import AGENTS, PY, SUITE, attempt_processes, mcp_agent, options, raw_lines
@@ -202,7 +203,7 @@ def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
     # A missing socket is retried until the connect deadline, then exit status 1.
     t0 = time.perf_counter()
     assert relay.relay(str(tmp_path / "none.sock"), timeout=0.2) == 1
-    assert 0.2 <= time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 >= 0.2  # it retried until its deadline
 
 
 @sandboxed
@@ -307,16 +308,16 @@ async def test_a_sandbox_that_cannot_be_set_up_is_the_runners_failure_not_the_ag
     as the agent's own failure (not accepted, no retry). bwrap now says when the agent started
     (`--json-status-fd`); without that, the attempt is an infrastructure failure: retried once,
     and its reason names the sandbox."""
-    from agent_tools.runs.runner import Runner
+    from agent_tools.runs.agent_sandbox import RunSandbox
 
-    real = Runner._sandbox
+    real = RunSandbox.prefix
 
-    def broken(self: Runner, ws: Any, argv: Any) -> tuple[str, ...]:
-        prefix = real(self, ws, argv)
+    def broken(self: RunSandbox, *args: Any) -> tuple[str, ...]:
+        prefix = real(self, *args)
         bad = "/leanrig-no-such-directory"
         return (*prefix[:-2], "--ro-bind", bad, bad, *prefix[-2:])
 
-    monkeypatch.setattr(Runner, "_sandbox", broken)
+    monkeypatch.setattr(RunSandbox, "prefix", broken)
     run_dir = tmp_path / "run"
     await run_benchmark(options(run_dir, mcp_agent("solve"), tasks=("refl_z",)))
     (line,) = raw_lines(run_dir)
@@ -414,7 +415,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
 def test_a_command_naming_a_hidden_paths_parent_shows_nothing_more(tmp_path: Path) -> None:
     """A review: `…/Solutions/..` in the agent's command is lexically under the hidden
     directory, and the suite itself was bound back over every hidden path."""
-    from agent_tools.runs.invocation import hidden_mounts
+    from agent_tools.runs.agent_sandbox import hidden_mounts
 
     hidden = tmp_path / "suite" / "Solutions"
     (hidden / "deep").mkdir(parents=True)

@@ -1045,7 +1045,6 @@ async def test_constructs_that_act_while_lean_elaborates_never_reach_the_session
     assert (await service.get_proof_state(sid)).version == opened.version  # nothing went to Lean
     tried = await service.try_proofs(sid, ['\n  (include_str "x")', "\n  h"])
     assert tried.results[0].rejected is not None and "include_str" in tried.results[0].rejected
-    assert tried.results[0].elapsed_ms < 50
     assert tried.results[1].rejected is None
     # In a comment or a string it is no construct.
     plain = await service.set_proof(sid, '\n  -- include_str "x"\n  h')

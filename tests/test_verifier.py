@@ -37,7 +37,7 @@ from agent_tools.verdict.forbidden import _forbidden_in_code
 from agent_tools.verdict.lean_output import compile_failure
 from agent_tools.verdict.sandboxed_lean import SandboxedLean
 from lsp_bridge import find_lean
-from repl_pool.sandbox import SandboxPolicy, available, wrapper
+from repl_pool.sandbox import SandboxPolicy, sandbox_tools, sandbox_wrapper
 
 from .exploits import CORPUS
 from .suites import demo_with_tasks
@@ -278,7 +278,7 @@ async def test_a_construct_inside_an_interpolated_string_is_rejected(
     """A review: the forbidden constructs were looked for outside strings, and an interpolated
     string's `{…}` is code (`s!"{include_str …}"`): it passed the verdict's check and the
     session's refusal."""
-    from agent_tools.sessions.service import refusal
+    from agent_tools.sessions.body_text import refusal
 
     verifier, task = exploit_suite_with(tmp_path, "interpolated", SPACED_TASK)
     verdict = await verifier.verify(task, task.with_body(body))
@@ -480,7 +480,7 @@ async def test_a_relative_work_root_works_from_any_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_bwrap: bool
 ) -> None:
     # `leanrig serve` defaults to `--run-dir runs`: the verifier's scratch root is relative.
-    if use_bwrap and available()["bwrap"] is None:
+    if use_bwrap and sandbox_tools()["bwrap"] is None:
         pytest.skip("bwrap does not work on this machine: only the rlimits-only path is tested")
     monkeypatch.chdir(tmp_path)
     scratch = anyio.Path("runs/scratch")
@@ -596,7 +596,7 @@ print(" ".join(results))
 """
 
 
-@pytest.mark.skipif(available()["bwrap"] is None, reason="bwrap not installed")
+@pytest.mark.skipif(sandbox_tools()["bwrap"] is None, reason="bwrap not installed")
 def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path: Path) -> None:
     session_dir = tmp_path / "session"
     session_dir.mkdir()
@@ -606,7 +606,7 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     port = listener.getsockname()[1]
     try:
         # Launched exactly like Lean: the same wrapper, then the program.
-        argv = [*wrapper(SandboxPolicy(writable=(session_dir,))), sys.executable, "-c",
+        argv = [*sandbox_wrapper(SandboxPolicy(writable=(session_dir,))), sys.executable, "-c",
                 SANDBOX_HELPER, str(session_dir), str(port)]  # fmt: skip
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
     finally:
@@ -628,7 +628,7 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     assert free.stdout.split() == ["write-ok", "write-ok", "net-ok"]
 
 
-@pytest.mark.skipif(available()["bwrap"] is None, reason="bwrap not installed")
+@pytest.mark.skipif(sandbox_tools()["bwrap"] is None, reason="bwrap not installed")
 def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
     """A review: run as root, bwrap left Lean every capability, so code run while elaborating
     could `mount -o remount,rw,bind /` and then write outside its directory, on the host.
@@ -638,7 +638,7 @@ def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     script = f"mount -o remount,rw,bind / 2>/dev/null; umount {tmp_path} 2>/dev/null; " \
              f"echo x > {outside} 2>/dev/null; grep CapEff /proc/self/status"  # fmt: skip
-    argv = [*wrapper(SandboxPolicy(writable=(session_dir,))), "sh", "-c", script]
+    argv = [*sandbox_wrapper(SandboxPolicy(writable=(session_dir,))), "sh", "-c", script]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert not outside.exists(), out
     assert out.stdout.split()[-1] == "0000000000000000", out.stdout  # no capability left
@@ -660,7 +660,7 @@ def test_the_sandbox_programs_come_from_the_system_and_are_looked_up_once(
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
     sandbox_program.cache_clear()
     try:
-        prefix = wrapper(SandboxPolicy(writable=(tmp_path,)))
+        prefix = sandbox_wrapper(SandboxPolicy(writable=(tmp_path,)))
         assert prefix and not any(part.startswith(str(fake)) for part in prefix), prefix
         found = sandbox_program("prlimit")
         assert found is not None and not found.startswith(str(fake))
@@ -679,8 +679,8 @@ def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_p
     sandbox._working_bwrap.cache_clear()
     sandbox.sandbox_program.cache_clear()
     try:
-        assert sandbox.available()["bwrap"] is None
-        prefix = sandbox.wrapper(SandboxPolicy())
+        assert sandbox.sandbox_tools()["bwrap"] is None
+        prefix = sandbox.sandbox_wrapper(SandboxPolicy())
         assert str(fake) not in prefix and "--unshare-all" not in prefix
         out = subprocess.run([*prefix, "true"], capture_output=True, check=False, timeout=10)
         assert out.returncode == 0  # rlimits only, still runs

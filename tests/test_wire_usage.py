@@ -14,14 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_tools.models.usage import (
-    Api,
-    CallUsage,
-    RequestFacts,
-    WireMeter,
-    api_of,
-    request_facts,
-)
+from agent_tools.models.model_request import Api, RequestFacts, api_of, request_facts
+from agent_tools.models.usage import CallUsage, WireMeter
 
 
 @pytest.fixture(autouse=True)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +14,12 @@ import orjson
 
 from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 
-from ..servers import ignore_stop_signals, on_first, stop_signals
 from .logs import configure_logging
+from .run_command import cmd_model, cmd_run
+from .serve_command import cmd_serve
 
 if TYPE_CHECKING:
-    from ..sessions import ProofService
+    pass
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -50,121 +48,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo()
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..servers import (
-        ServeOptions,
-        claimed_stdio,
-        freeze_heap,
-        listen_local,
-        open_service,
-        run_event_loop,
-    )
-    from ..sessions import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS
-
-    options = ServeOptions(
-        suite=Path(args.suite),
-        run_dir=Path(args.run_dir),
-        ledger=Path(args.ledger) if args.ledger else None,
-        max_processes=args.max_processes,
-        step_timeout=args.step_timeout,
-        sandbox=not args.no_sandbox,
-        task=args.task,
-        ray=args.ray,
-        condition="lad" if args.lad else args.condition,
-        sessions_per_client=SHARED_CLIENT_SESSIONS
-        if args.http is not None
-        else MAX_SESSIONS_PER_CLIENT,
-    )
-
-    stdio = args.port is None and args.http is None
-    stop_http = anyio.Event()  # set by a stop signal: the HTTP server shuts down gracefully
-
-    async def main() -> None:
-        opened: list[ProofService] = []  # the service, once open (a signal may come before)
-        with stop_signals() as signals:
-            async with anyio.create_task_group() as tg:
-                http = stop_http if args.http is not None else None
-                stop = partial(_shut_down, opened, tg.cancel_scope, http)
-                tg.start_soon(on_first, signals, stop)
-                async with open_service(options) as service:
-                    opened.append(service)
-                    await run(service)
-                    if stdio:
-                        # The client closed stdin: it is gone (MCP's stdio shutdown) and waits
-                        # for this process to exit; nothing in a Lean process is worth keeping,
-                        # so kill the trees now.
-                        service.pool.kill_all("stdio client gone")
-                tg.cancel_scope.cancel()
-
-    async def run(service: ProofService) -> None:
-        if args.jsonrpc:
-            from ..servers import serve_stdio, serve_tcp
-
-            freeze_heap()
-            if args.port is None:
-                await serve_stdio(service, wire)
-            else:
-                assert listener is not None
-                await serve_tcp(service, listener, ready=_announce_port)
-            return
-        from ..servers import build_mcp
-
-        server = build_mcp(service)
-        freeze_heap()
-        if args.http is not None:
-            assert listener is not None
-            await server.run_http_async(listener, stop_http, ready=_announce_url)
-        else:
-            await server.run_stdio_async(wire)
-
-    # A stdio wire is claimed before anything starts a process (suite library builds, Lean,
-    # Ray): no child ever inherits it (servers/fdstreams.py).
-    # A network server's port is taken before anything starts (in use: exit 2, no Lean).
-    listener = None if stdio else listen_local(args.http if args.port is None else args.port)
-    with listener or nullcontext(), claimed_stdio() if stdio else nullcontext(None) as wire:
-        run_event_loop(main)
-    ignore_stop_signals()  # stopped or done: what is left is exiting
-    # Everything is shut down (Lean trees killed, ledger closed, replies written). What is
-    # left is the interpreter's final garbage collections over every imported module's
-    # objects: ~0.4 s on a loaded 2-core machine, which a stdio client waits for. Those
-    # objects die with the process anyway; exclude them from collection.
-    gc.freeze()
-    return 0
-
-
-def _announce_port(port: int) -> None:
-    print(f"leanrig: JSON-RPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
-
-
-def _announce_url(url: str) -> None:
-    print(f"leanrig: MCP (streamable HTTP) on {url}", file=sys.stderr, flush=True)
-
-
-def _shut_down(
-    opened: list[ProofService],
-    scope: anyio.CancelScope,
-    stop_http: anyio.Event | None,
-    signum: int,
-) -> None:
-    """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
-    cancel the server — or its start, if the service is not open yet (a slow start, e.g. Lean
-    processes warming, is cancelled: what it started is closed on the way out); an HTTP server
-    that is open is asked to stop instead (``stop_http``), and returns. A thread blocked
-    reading stdin, or a slow HTTP shutdown, can delay the exit: bounded by a timer."""
-    import os
-    import threading
-
-    for service in opened:
-        service.pool.kill_all(f"signal {signum}")
-    timer = threading.Timer(3.0, os._exit, (128 + signum,))
-    timer.daemon = True
-    timer.start()
-    if opened and stop_http is not None:
-        stop_http.set()  # the server returns; main ends the rest
-    else:
-        scope.cancel()
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -243,91 +126,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from ..runs import RunOptions, RunSummary, run_benchmark, summary_json
-
-    # Settings left out are None here: RunOptions' defaults, or the recorded ones on --resume.
-    settings = {
-        "condition": args.condition, "time_limit": args.time_limit, "attempts": args.attempts,
-        "parallel": args.parallel, "label": args.label, "model": args.model,
-        "agent_tool": args.agent_tool,
-        "prices": Path(args.prices).absolute() if args.prices else None,
-        "tasks": tuple(dict.fromkeys(args.tasks)) if args.tasks else None,
-    }  # fmt: skip
-    given = {name: value for name, value in settings.items() if value is not None}
-    # A harness run records its preset as its agent (a resume must name the same one).
-    agent = f"--harness {args.harness}" if args.harness else args.agent
-    options = RunOptions(
-        suite=Path(args.suite).absolute(), agent=agent,
-        out=Path(args.out).absolute() if args.out else None, resume=args.resume,
-        agent_network=args.agent_network, quiet=args.quiet, harness=args.harness,
-        harness_bin=Path(args.harness_bin) if args.harness_bin else None,
-        reasoning=args.reasoning, model_endpoint=args.model_endpoint,
-        model_key_env=args.model_key_env,
-        given=frozenset({"agent", *given}), **given,
-    )  # fmt: skip
-    from lsp_bridge import single_errors
-
-    from ..servers import freeze_heap, run_event_loop
-
-    interrupted: list[int] = []
-
-    async def main() -> RunSummary | None:
-        """The run, ended cleanly by SIGTERM/SIGINT: the running attempts are cancelled (their
-        agents and Lean killed, the socket directory removed) and the finished ones stay in
-        results.jsonl for `--resume`. (A signal used to kill the runner outright, leaving its
-        socket directory, or print two tracebacks for Ctrl-C.)"""
-        done: list[RunSummary] = []
-        with single_errors(), stop_signals() as signals:
-            async with anyio.create_task_group() as tg:
-
-                async def run() -> None:
-                    done.append(await run_benchmark(options))
-                    tg.cancel_scope.cancel()
-
-                def stop(signum: int) -> None:
-                    interrupted.append(signum)
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(on_first, signals, stop)
-                tg.start_soon(run)
-        return done[0] if done else None
-
-    # Each attempt's service runs in this process: on the servers' loop (uvloop), as `serve`,
-    # over a frozen heap (what importing the run's code allocated: the MCP SDK's models,
-    # lsprotocol). Once, here: a freeze per attempt would also keep the cycles of attempts
-    # that ended meanwhile for ever.
-    freeze_heap()
-    summary = run_event_loop(main)
-    ignore_stop_signals()  # stopped or done: what is left is saying so
-    if summary is None:
-        signum = interrupted[0] if interrupted else 2
-        where = f" --out {options.out}" if options.out else ""
-        print(f"leanrig run: stopped by signal {signum}; finished attempts are in the run's "
-              f"results.jsonl (continue with the same command{where} and --resume)",
-              file=sys.stderr)  # fmt: skip
-        return 128 + signum
-    print(orjson.dumps(summary_json(summary)).decode())
-    if summary.agent_never_ran:
-        codes = sorted({str(r.exit_code) for r in summary.results if r.exit_code is not None})
-        how = f"exited with an error (exit code {', '.join(codes)})" if codes else "did not start"
-        print(f"leanrig run: every attempt's agent {how} before calling a tool; see "
-              f"{summary.run_dir}/attempts/*/*/agent.log and the log's run.agent_start_failed. "
-              "The agent command runs in each attempt's workspace: give it absolute paths",
-              file=sys.stderr)  # fmt: skip
-    return 0
-
-
 def _cmd_agent(args: argparse.Namespace) -> int:
     if args.agent_kind == "scripted":
-        from ..runs import run_scripted_agent
+        from ..agents import run_scripted_agent
 
         return anyio.run(
             lambda: run_scripted_agent(
                 Path(args.plan).absolute(), mcp_config=args.mcp_config, task=args.task
             )
         )
-    from ..runs import run_search_agent
+    from ..agents import run_search_agent
 
     def main() -> Any:
         a = args
@@ -337,32 +145,6 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
     code: int = anyio.run(main)
     return code
-
-
-def _cmd_model(args: argparse.Namespace) -> int:
-    """`leanrig model serve`: the replay model until SIGTERM/Ctrl-C (exit 0)."""
-    from lsp_bridge import single_errors
-
-    from ..models import load_plan, serve_replay_model
-    from ..servers import ignore_stop_signals, on_first, stop_signals
-
-    plan = load_plan(Path(args.plan).absolute())
-    log_path = Path(args.log).absolute() if args.log else None
-
-    async def main() -> None:
-        with single_errors(), stop_signals() as signals:
-            async with anyio.create_task_group() as tg:
-                url = await tg.start(
-                    partial(serve_replay_model, plan, host=args.host, port=args.port, log=log_path)
-                )
-                print(f"leanrig model: replaying {args.plan} at {url}", file=sys.stderr,
-                      flush=True)  # fmt: skip
-                await on_first(signals, lambda _signum: tg.cancel_scope.cancel())
-                tg.cancel_scope.cancel()
-
-    anyio.run(main)
-    ignore_stop_signals()
-    return 0
 
 
 def _cmd_editor(args: argparse.Namespace) -> int:
@@ -443,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="lad: also serve search_library/read_library over the suite's "
                        "[lad] library (docs/agent-tools.md)")  # fmt: skip
     serve.add_argument("--lad", action="store_true", help="the same as --condition lad")
-    serve.set_defaults(func=_cmd_serve)
+    serve.set_defaults(func=cmd_serve)
 
     check = command("check", help="the final verdict on a submission (exit 0/1/2)")
     check.add_argument("--suite", required=True)
@@ -508,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the environment variable holding the model's API key (default: "
                      "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.set_defaults(func=_cmd_run)
+    run.set_defaults(func=cmd_run)
 
     model = command("model", help="the replay model: a local model endpoint for offline runs")
     model_kinds = model.add_subparsers(dest="model_command", required=True)
@@ -521,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--port", type=int, default=0, help="default 0: a free port, said on "
                         "stderr")  # fmt: skip
     replay.add_argument("--log", help="one JSON line per call served (tokens as served)")
-    replay.set_defaults(func=_cmd_model)
+    replay.set_defaults(func=cmd_model)
 
     agent = command("agent", help="agents leanrig ships, for `leanrig run --agent`")
     kinds = agent.add_subparsers(dest="agent_kind", required=True)

@@ -2,28 +2,25 @@
 proxy in front of a sandboxed Lean server, and `leanrig edit`, the workspace that wires VS Code,
 Neovim and Emacs to it. Uses tasks, verdict and sessions (the ledger); never cli."""
 
-from .attempt import Attempt
-from .commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
-from .lsp import LspOptions, run_lsp
-from .proxy import CHECK_COMMAND, EditorProxy, ProxyTimeouts
-from .scoping import Decision, TaskScope, apply_changes
-from .workspace import EditOptions, Workspace, prepare_workspace
+from __future__ import annotations
 
-__all__ = [
-    "CHECK_COMMAND",
-    "Attempt",
-    "Decision",
-    "EditOptions",
-    "EditorProxy",
-    "LspOptions",
-    "ProxyTimeouts",
-    "TaskScope",
-    "Workspace",
-    "add_edit_arguments",
-    "add_lsp_arguments",
-    "apply_changes",
-    "cmd_edit",
-    "cmd_lsp",
-    "prepare_workspace",
-    "run_lsp",
-]
+from lsp_bridge import exports as _exports
+
+from .commands import add_edit_arguments as add_edit_arguments
+from .commands import add_lsp_arguments as add_lsp_arguments
+from .commands import cmd_edit as cmd_edit
+from .commands import cmd_lsp as cmd_lsp
+from .edit_workspace import EditOptions as EditOptions
+from .edit_workspace import EditWorkspace as EditWorkspace
+from .edit_workspace import prepare_workspace as prepare_workspace
+from .human_attempt import HumanAttempt as HumanAttempt
+from .lsp import LspOptions as LspOptions
+from .lsp import run_lsp as run_lsp
+from .proxy import CHECK_COMMAND as CHECK_COMMAND
+from .proxy import EditorProxy as EditorProxy
+from .proxy import ProxyTimeouts as ProxyTimeouts
+from .text_scope import Decision as Decision
+from .text_scope import TaskScope as TaskScope
+from .text_scope import apply_changes as apply_changes
+
+__all__, _getattr = _exports(__name__)

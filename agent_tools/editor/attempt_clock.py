@@ -4,7 +4,7 @@ limit kept on the wall clock, and the verdicts on the text Lean has — asked by
 (``leanrig.checkProof``) or called once when the time is up.
 
 Must not route frames or decide scope: it reads the task file's state from ``TaskDocument``
-and records in ``Attempt`` (attempt.py keeps the clock's readings and the result line).
+and records in ``HumanAttempt`` (human_attempt.py keeps the clock's readings and the result line).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import structlog
 
 from ..tasks import Task
 from ..verdict import Verdict, Verifier
-from .attempt import Attempt
+from .human_attempt import HumanAttempt
 from .supervised_lean import INTERNAL_ERROR
 from .task_document import TaskDocument
 
@@ -35,7 +35,7 @@ class AttemptClock:
         self,
         task: Task,
         verifier: Verifier,
-        attempt: Attempt,
+        attempt: HumanAttempt,
         document: TaskDocument,
         *,
         verdict_timeout: float,
@@ -78,7 +78,7 @@ class AttemptClock:
 
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
         """The verdict on the text Lean has (the last valid body); shown to the editor too."""
-        requested = time.time()  # the attempt's clock (attempt.py)
+        requested = time.time()  # the attempt's clock (human_attempt.py)
         self.attempt.expire()  # a request after the limit is one, whether the timer saw it or not
         document = self._document
         document.record_done()

@@ -12,8 +12,8 @@ import anyio
 from lsp_bridge import LeanrigError
 
 from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
+from .edit_workspace import EditOptions, prepare_workspace
 from .lsp import LspOptions, run_lsp
-from .workspace import EditOptions, prepare_workspace
 
 
 def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,11 +25,11 @@ from ..servers import FdReceive, FdSend, claimed_stdio, freeze_heap
 from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
-from .attempt import Attempt
+from .edit_workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
+from .human_attempt import HumanAttempt
 from .proxy import EditorProxy, ProxyTimeouts
 from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
 from .supervised_lean import frame
-from .workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
 
 log = structlog.get_logger("leanrig.editor")
 
@@ -64,7 +64,7 @@ def _lean_env(library: Path | None) -> dict[str, str]:
     return env
 
 
-async def _out_of_time(attempt: Attempt, verifier: Verifier, seconds: float) -> None:
+async def _out_of_time(attempt: HumanAttempt, verifier: Verifier, seconds: float) -> None:
     attempt.expire()
     task, body = attempt.task, attempt.body
     if not attempt.judged(body):
@@ -174,7 +174,7 @@ async def _serve(
     sandbox = ("bwrap" if uses_namespaces(policy) else "rlimits") if options.sandbox else "none"
     ensure_run_info(run_dir, suite, install.version, options.time_limit, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
-    attempt = Attempt(
+    attempt = HumanAttempt(
         task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit, state=state
     )
     if state is not None and attempt.out_of_time():

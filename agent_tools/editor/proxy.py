@@ -45,11 +45,11 @@ from repl_pool import LeanEnvironment
 
 from ..tasks import Task
 from ..verdict import Verifier
-from .attempt import Attempt
 from .attempt_clock import AttemptClock
-from .scoping import TaskScope, apply_changes
+from .human_attempt import HumanAttempt
 from .supervised_lean import ID_PREFIX, INTERNAL_ERROR, SupervisedLean, frame
 from .task_document import EditorDocument, TaskDocument
+from .text_scope import TaskScope, apply_changes
 
 log = structlog.get_logger("leanrig.editor")
 
@@ -82,7 +82,7 @@ class EditorProxy:
         task_path: Path,
         environment: LeanEnvironment,
         verifier: Verifier,
-        attempt: Attempt,
+        attempt: HumanAttempt,
         send_editor: Callable[[bytes], Awaitable[None]],
         timeouts: ProxyTimeouts | None = None,
         restart_limit: int = 5,

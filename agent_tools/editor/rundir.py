@@ -34,7 +34,7 @@ from ..runs import (
 )
 from ..servers import package_version
 from ..tasks import Suite, SuiteError, Task
-from .attempt import AttemptState, AttemptStateError, read_state, repair_line
+from .human_attempt import AttemptState, AttemptStateError, read_state, repair_line
 
 HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
 # Before the run directory was checked, run.json recorded this limit for human attempts made

@@ -1,5 +1,5 @@
 """The task file between the editor and Lean (``leanrig lsp``): which of the editor's texts
-reach Lean — those in the task's scope (``scoping.py``), before the time limit — and how the
+reach Lean — those in the task's scope (``text_scope.py``), before the time limit — and how the
 editor is brought back when one does not: an edit outside the proof body gets a versioned
 ``workspace/applyEdit`` restoring the last text in scope, checked against the document the
 editor sends back and retried, then a diagnostic; a held body gets a diagnostic (Lean keeps
@@ -24,10 +24,10 @@ import structlog
 from lsp_bridge import LineIndex
 
 from ..tasks import Task
-from .attempt import Attempt
-from .scoping import OUTSIDE_MESSAGE, TaskScope, changed_span, diagnostic, replace_edit
-from .scoping import lsp_range as _lsp_range
+from .human_attempt import HumanAttempt
 from .supervised_lean import ID_PREFIX, SupervisedLean
+from .text_scope import OUTSIDE_MESSAGE, TaskScope, changed_span, diagnostic, replace_edit
+from .text_scope import lsp_range as _lsp_range
 
 log = structlog.get_logger("leanrig.editor")
 
@@ -50,7 +50,7 @@ class TaskDocument:
         self,
         task: Task,
         scope: TaskScope,
-        attempt: Attempt,
+        attempt: HumanAttempt,
         lean: SupervisedLean,
         *,
         docs: Mapping[str, EditorDocument],

@@ -10,44 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .index import INDEX_SCHEMA, index_dir, library_digest, open_library, prepare_library
-    from .parse import Declaration, LibraryError, parse_library
-    from .search import MAX_LIMIT, Hit, LibraryIndex, fts_query
+    from .index import INDEX_SCHEMA as INDEX_SCHEMA
+    from .index import index_dir as index_dir
+    from .index import library_digest as library_digest
+    from .index import open_library as open_library
+    from .index import prepare_library as prepare_library
+    from .parse import Declaration as Declaration
+    from .parse import LibraryError as LibraryError
+    from .parse import parse_library as parse_library
+    from .search import MAX_LIMIT as MAX_LIMIT
+    from .search import Hit as Hit
+    from .search import LibraryIndex as LibraryIndex
+    from .search import fts_query as fts_query
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "Declaration": ("parse", "Declaration"),
-    "Hit": ("search", "Hit"),
-    "INDEX_SCHEMA": ("index", "INDEX_SCHEMA"),
-    "LibraryError": ("parse", "LibraryError"),
-    "LibraryIndex": ("search", "LibraryIndex"),
-    "MAX_LIMIT": ("search", "MAX_LIMIT"),
-    "fts_query": ("search", "fts_query"),
-    "index_dir": ("index", "index_dir"),
-    "library_digest": ("index", "library_digest"),
-    "open_library": ("index", "open_library"),
-    "parse_library": ("parse", "parse_library"),
-    "prepare_library": ("index", "prepare_library"),
-}
-
-
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
-
-
-__all__ = [
-    "INDEX_SCHEMA",
-    "MAX_LIMIT",
-    "Declaration",
-    "Hit",
-    "LibraryError",
-    "LibraryIndex",
-    "fts_query",
-    "index_dir",
-    "library_digest",
-    "open_library",
-    "parse_library",
-    "prepare_library",
-]
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

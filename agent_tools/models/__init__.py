@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    # (`X as X`: re-exported for the type checker; the table below loads them at run time.)
     from .asgi import serve_asgi as serve_asgi
     from .asgi import socket_url as socket_url
     from .gateway import ModelCall as ModelCall
@@ -21,40 +20,19 @@ if TYPE_CHECKING:
     from .gateway import gateway_client as gateway_client
     from .gateway import model_time as model_time
     from .gateway import upstream_url as upstream_url
-    from .replay import ReplayPlan as ReplayPlan
-    from .replay import ReplayPlanInvalid as ReplayPlanInvalid
+    from .model_request import Api as Api
+    from .model_request import RequestFacts as RequestFacts
+    from .model_request import api_of as api_of
+    from .model_request import request_facts as request_facts
     from .replay import ReplayPortUnavailable as ReplayPortUnavailable
-    from .replay import load_plan as load_plan
     from .replay import replay_app as replay_app
     from .replay import serve_replay_model as serve_replay_model
-    from .usage import Api as Api
+    from .replay_plan import ReplayPlan as ReplayPlan
+    from .replay_plan import ReplayPlanInvalid as ReplayPlanInvalid
+    from .replay_plan import load_plan as load_plan
     from .usage import CallUsage as CallUsage
-    from .usage import RequestFacts as RequestFacts
     from .usage import WireMeter as WireMeter
-    from .usage import api_of as api_of
-    from .usage import request_facts as request_facts
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "Api": ("usage", "Api"),
-    "CallUsage": ("usage", "CallUsage"),
-    "ModelCall": ("gateway", "ModelCall"),
-    "ModelGateway": ("gateway", "ModelGateway"),
-    "ReplayPlan": ("replay", "ReplayPlan"),
-    "ReplayPlanInvalid": ("replay", "ReplayPlanInvalid"),
-    "ReplayPortUnavailable": ("replay", "ReplayPortUnavailable"),
-    "RequestFacts": ("usage", "RequestFacts"),
-    "WireMeter": ("usage", "WireMeter"),
-    "api_of": ("usage", "api_of"),
-    "gateway_client": ("gateway", "gateway_client"),
-    "load_plan": ("replay", "load_plan"),
-    "model_time": ("gateway", "model_time"),
-    "replay_app": ("replay", "replay_app"),
-    "request_facts": ("usage", "request_facts"),
-    "serve_asgi": ("asgi", "serve_asgi"),
-    "serve_replay_model": ("replay", "serve_replay_model"),
-    "socket_url": ("asgi", "socket_url"),
-    "upstream_url": ("gateway", "upstream_url"),
-}
-__all__ = sorted(_LAZY)
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -44,6 +44,10 @@ async def serve_asgi(
             if self.started and ready is not None:
                 ready()
 
+    if listener.family in (socket.AF_INET, socket.AF_INET6):
+        # Accepted connections inherit it: each server-sent event leaves at once (with Nagle
+        # on, every answer after a connection's first waited ~40 ms for a delayed ACK).
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=graceful_s,
         access_log=False,

@@ -30,7 +30,8 @@ import httpx2 as httpx
 import orjson
 import structlog
 
-from .usage import CallUsage, WireMeter, api_of, request_facts
+from .model_request import api_of, request_facts
+from .usage import CallUsage, WireMeter
 
 log = structlog.get_logger("leanrig.gateway")
 
@@ -58,6 +59,7 @@ class ModelCall:
     status: int | None  # None: no answer from upstream
     model: str | None
     streaming: bool | None
+    reasoning_effort: str | None  # as the request asked (the harness's --reasoning on the wire)
     started: float  # epoch seconds
     latency_s: float  # request in until the answer's last byte out (or the failure)
     ttft_s: float | None  # until the chunk holding the first token
@@ -72,6 +74,7 @@ class ModelCall:
             "v": 1, "ts": datetime.fromtimestamp(self.started, UTC).isoformat(),
             "api": self.api, "method": self.method, "path": self.path, "status": self.status,
             "model": self.model, "streaming": self.streaming,
+            "reasoning_effort": self.reasoning_effort,
             "latency_s": round(self.latency_s, 4),
             "ttft_s": None if self.ttft_s is None else round(self.ttft_s, 4),
             **{k: v for k, v in self.usage.to_json().items() if k != "model"},
@@ -205,7 +208,9 @@ class ModelGateway:
             record = ModelCall(
                 api=api, method=method, path=path, status=status,
                 model=usage.model or (facts.model if facts is not None else None),
-                streaming=facts.stream if facts is not None else None, started=started,
+                streaming=facts.stream if facts is not None else None,
+                reasoning_effort=facts.reasoning_effort if facts is not None else None,
+                started=started,
                 latency_s=time.perf_counter() - t0, ttft_s=ttft, usage=usage,
                 complete=complete, request_bytes=len(body), response_bytes=sent, error=error,
             )  # fmt: skip

@@ -8,7 +8,7 @@ Completions), streaming or not, with the plan's next step for the request's task
 deterministic `usage`; ``GET /v1/models``; anything else a 404 JSON error. Stateless per
 request: the request carries the whole conversation, so the position in the plan is the number
 of tool calls it already holds (tool searches not counted), and many attempts can share one
-server. The wire formats are `replay_wire.py`'s.
+server. Requests are read by `replay_requests.py`, answers written by `replay_answers.py`.
 
 The plan (the shape of `leanrig agent scripted`'s)::
 
@@ -34,13 +34,10 @@ crash on a request it cannot read (the API's own error shape, 400/404).
 from __future__ import annotations
 
 import gzip
-import math
 import os
-import re
 import socket
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -52,33 +49,24 @@ import orjson
 from lsp_bridge import LeanrigError
 
 from .asgi import serve_asgi
-from .replay_wire import (
+from .model_request import Api
+from .replay_answers import error_body, render_events, render_json
+from .replay_plan import ReplayPlan, ReplayPlanInvalid, load_plan
+from .replay_requests import (
     Conversation,
-    OfferedTool,
-    Output,
-    Text,
+    ServedUsage,
     ToolCall,
     ToolSearch,
-    Usage,
     WireError,
-    error_body,
-    output_bytes,
     parse_request,
-    render_events,
-    render_json,
 )
-from .usage import Api
+from .replay_turns import Turn, next_turn, usage_of
 
 __all__ = [
-    "DEFAULT_FINAL",
     "ReplayApp",
     "ReplayPlan",
     "ReplayPlanInvalid",
     "ReplayPortUnavailable",
-    "SayStep",
-    "SleepStep",
-    "Step",
-    "ToolStep",
     "Turn",
     "load_plan",
     "next_turn",
@@ -86,32 +74,7 @@ __all__ = [
     "serve_replay_model",
 ]
 
-DEFAULT_FINAL: Final = "done"
-PLAN_HINT: Final = (
-    'a JSON plan: {"calls": [{"tool": NAME, "args": {…}}, {"sleep": SECONDS}, {"say": TEXT}], '
-    '"tasks": {"TASK_ID": [ … ]}} (a bare list is "calls")'
-)
-# Tool searches in a row that may come back without the planned tool (a harness whose MCP
-# server is still starting answers an empty search: Codex) before the model gives up; the wait
-# before each repeated search doubles from the first to the cap.
-MAX_SEARCHES: Final = 8
-FIRST_SEARCH_WAIT: Final = 0.25
-MAX_SEARCH_WAIT: Final = 2.0
-# Codex's tool search returns its best `limit` matches (8 unless asked): ask for all of them.
-SEARCH_LIMIT: Final = 64
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
-REASONING_TOKENS: Final = 8
-
-TASK_IN_TITLE = re.compile(r"\(task `([^`]+)` of suite `[^`]*`\)")
-TASK_IN_CALL = re.compile(r'task_id = "([^"]+)"')
-SESSION_ID = re.compile(r'"session_id"\s*:\s*"([^"\\]*)"')
-SESSION_ID_ESCAPED = re.compile(r'\\"session_id\\"\s*:\s*\\"([^"\\]*)\\"')
-
-
-class ReplayPlanInvalid(LeanrigError):
-    """The plan file cannot be read or is not a plan."""
-
-    hint = PLAN_HINT
 
 
 class ReplayPortUnavailable(LeanrigError):
@@ -121,245 +84,7 @@ class ReplayPortUnavailable(LeanrigError):
 # --- the plan ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ToolStep:
-    tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class SleepStep:
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class SayStep:
-    text: str
-
-
-Step = ToolStep | SleepStep | SayStep
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayPlan:
-    """Steps per task (``tasks``), else ``calls``."""
-
-    calls: tuple[Step, ...] = ()
-    tasks: Mapping[str, tuple[Step, ...]] = field(default_factory=dict)
-
-    def steps_for(self, task: str | None) -> tuple[Step, ...]:
-        if task is not None and task in self.tasks:
-            return self.tasks[task]
-        return self.calls
-
-    @classmethod
-    def from_json(cls, value: Any, *, source: str = "the plan") -> ReplayPlan:
-        """A plan from its parsed JSON; `ReplayPlanInvalid` says what is wrong."""
-        if isinstance(value, list):
-            value = {"calls": value}
-        if not isinstance(value, dict):
-            raise ReplayPlanInvalid(f"{source}: a plan is a list of steps or an object")
-        # `usage` (and each step's `expect`) belong to `leanrig agent scripted`: accepted so
-        # its plans replay here unchanged, not used.
-        unknown = set(value) - {"calls", "tasks", "usage"}
-        if unknown:
-            raise ReplayPlanInvalid(f"{source}: unknown keys {sorted(unknown)}")
-        tasks = value.get("tasks", {})
-        if not isinstance(tasks, dict):
-            raise ReplayPlanInvalid(f"{source}: `tasks` maps a task id to its list of steps")
-        return cls(
-            calls=_steps(value.get("calls", []), f"{source}: calls"),
-            tasks={str(k): _steps(v, f"{source}: tasks.{k}") for k, v in tasks.items()},
-        )
-
-
-def _steps(value: Any, where: str) -> tuple[Step, ...]:
-    if not isinstance(value, list):
-        raise ReplayPlanInvalid(f"{where} must be a list of steps")
-    steps: list[Step] = []
-    for i, raw in enumerate(value):
-        at = f"{where}[{i}]"
-        if steps and isinstance(steps[-1], SayStep):
-            raise ReplayPlanInvalid(f"{at}: `say` is the final answer; nothing can follow it")
-        steps.append(_step(raw, at))
-    return tuple(steps)
-
-
-def _step(raw: Any, at: str) -> Step:
-    if not isinstance(raw, dict):
-        raise ReplayPlanInvalid(f"{at}: a step is an object, not {raw!r}")
-    kinds = [k for k in ("tool", "sleep", "say") if k in raw]
-    if len(kinds) != 1:
-        raise ReplayPlanInvalid(f"{at}: a step has one of `tool`, `sleep` or `say`: {raw!r}")
-    allowed = {"tool": {"tool", "args", "expect"}, "sleep": {"sleep"}, "say": {"say"}}[kinds[0]]
-    if set(raw) - allowed:
-        raise ReplayPlanInvalid(f"{at}: unknown keys {sorted(set(raw) - allowed)}")
-    if "tool" in raw:
-        tool, args = raw["tool"], raw.get("args", {})
-        if not isinstance(tool, str) or not tool:
-            raise ReplayPlanInvalid(f"{at}: `tool` is a tool name")
-        if not isinstance(args, dict):
-            raise ReplayPlanInvalid(f"{at}: `args` is an object of arguments")
-        return ToolStep(tool, args)
-    if "sleep" in raw:
-        seconds = raw["sleep"]
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds)
-            or seconds < 0
-        ):
-            raise ReplayPlanInvalid(f"{at}: `sleep` is a number of seconds ≥ 0")
-        return SleepStep(float(seconds))
-    if not isinstance(raw["say"], str):
-        raise ReplayPlanInvalid(f"{at}: `say` is the final answer's text")
-    return SayStep(raw["say"])
-
-
-def load_plan(path: Path) -> ReplayPlan:
-    """The plan in a JSON file; `ReplayPlanInvalid` (with a hint) when it is not one."""
-    try:
-        value = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ReplayPlanInvalid(f"cannot read the plan {path}: {exc.strerror or exc}") from None
-    except orjson.JSONDecodeError as exc:
-        raise ReplayPlanInvalid(f"the plan {path} is not JSON: {exc}") from None
-    return ReplayPlan.from_json(value, source=str(path))
-
-
 # --- one turn ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """The model's answer to one request: ``output`` after ``pause`` seconds."""
-
-    output: Output
-    pause: float
-    task: str | None
-    step: int
-    # The plan's tool this turn calls or loads (None: the final answer).
-    tool: str | None
-
-
-def find_task(plan: ReplayPlan, texts: Sequence[str]) -> str | None:
-    """The task the conversation names, else the plan's only task."""
-    for pattern in (TASK_IN_TITLE, TASK_IN_CALL):
-        for text in texts:
-            if found := pattern.search(text):
-                return found.group(1)
-    if len(plan.tasks) == 1:
-        return next(iter(plan.tasks))
-    return None
-
-
-def last_session(results: Sequence[str]) -> str:
-    """The ``session_id`` of the last tool result holding one ("" before any)."""
-    for text in reversed(results):
-        for pattern in (SESSION_ID, SESSION_ID_ESCAPED):
-            if found := pattern.search(text):
-                return found.group(1)
-    return ""
-
-
-def _fill(value: Any, names: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, text in names.items():
-            value = value.replace("{" + key + "}", text)
-        return value
-    if isinstance(value, list):
-        return [_fill(v, names) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill(v, names) for k, v in value.items()}
-    return value
-
-
-def _offered(conv: Conversation, tool: str) -> OfferedTool | None:
-    exact = [t for t in conv.tools if t.name == tool]
-    found = exact or [t for t in conv.tools if t.matches(tool)]
-    return found[0] if found else None
-
-
-def _full_name(tool: str, texts: Sequence[str]) -> str:
-    """How the request names a tool it has not loaded (Claude Code lists deferred tools by
-    name in a message: ``mcp__leanrig__open_task``); the plan's name when it does not."""
-    pattern = re.compile(r"(?<![\w-])([\w-]*__" + re.escape(tool) + r")(?![\w-])")
-    for text in texts:
-        if found := pattern.search(text):
-            return found.group(1)
-    return tool
-
-
-def next_turn(plan: ReplayPlan, conv: Conversation) -> Turn:
-    """What the model says to this conversation (no I/O, no clock)."""
-    task = find_task(plan, conv.texts)
-    steps = plan.steps_for(task)
-    step = conv.calls_made
-    pause, upcoming = _position(steps, step)
-    if not isinstance(upcoming, ToolStep):
-        text = upcoming.text if isinstance(upcoming, SayStep) else DEFAULT_FINAL
-        return Turn(Text(text), pause, task, step, None)
-    names = {"task": task or "", "session": last_session(conv.results)}
-    arguments = _fill(dict(upcoming.args), names)
-    offered = _offered(conv, upcoming.tool)
-    if offered is not None:
-        call = ToolCall(offered.name, arguments, offered.namespace)
-        return Turn(call, pause, task, step, upcoming.tool)
-    if conv.search_tool is None:
-        # Nothing to load it with: call it by the name the request knows (the harness says
-        # whether that works).
-        call = ToolCall(_full_name(upcoming.tool, conv.texts), arguments)
-        return Turn(call, pause, task, step, upcoming.tool)
-    tried = conv.searches_since_call
-    if tried >= MAX_SEARCHES:
-        text = (
-            f"replay model: the plan's tool `{upcoming.tool}` is not among the tools offered "
-            f"after {tried} tool searches; stopping"
-        )
-        return Turn(Text(text), 0.0, task, step, None)
-    # Every tool of the plan not loaded yet, loaded at once (Claude Code selects them by name).
-    planned = [s.tool for s in steps if isinstance(s, ToolStep) and _offered(conv, s.tool) is None]
-    missing = list(dict.fromkeys([upcoming.tool, *planned]))
-    search = ToolSearch(
-        conv.search_tool,
-        tuple(_full_name(t, conv.texts) for t in missing),
-        " ".join(missing),
-        SEARCH_LIMIT,
-    )
-    wait = 0.0 if tried == 0 else min(FIRST_SEARCH_WAIT * 2 ** (tried - 1), MAX_SEARCH_WAIT)
-    return Turn(search, wait, task, step, upcoming.tool)
-
-
-def _position(steps: Sequence[Step], calls_made: int) -> tuple[float, Step | None]:
-    """The pause and the step after ``calls_made`` tool steps (None: the plan ran out)."""
-    seen, pause = 0, 0.0
-    for s in steps:
-        if isinstance(s, ToolStep):
-            if seen == calls_made:
-                return pause, s
-            seen += 1
-            pause = 0.0
-        elif isinstance(s, SleepStep):
-            pause += s.seconds
-        else:  # `say`: the final answer, also to a conversation past the plan's calls
-            return (pause if seen == calls_made else 0.0), s
-    return (pause if seen == calls_made else 0.0), None
-
-
-def usage_of(conv: Conversation, output: Output) -> Usage:
-    """Deterministic token counts: all input = body bytes // 4; the cached part = the
-    conversation before the model's last turn (simulated prompt caching, 0 before the model
-    has spoken); Anthropic cache writes = half the new part when the request marks cache
-    breakpoints; output = output bytes // 4 (at least 1) plus 8 reasoning tokens when the
-    request asks for reasoning (OpenAI APIs)."""
-    total = max(1, conv.body_bytes // 4)
-    cached = 0
-    if conv.new_bytes is not None:
-        cached = min(max(0, (conv.body_bytes - conv.new_bytes) // 4), total - 1)
-    write = (total - cached) // 2 if conv.api == "anthropic-messages" and conv.cache_marked else 0
-    reasoning = REASONING_TOKENS if conv.reasoning and conv.api != "anthropic-messages" else 0
-    output_tokens = max(1, output_bytes(output) // 4) + reasoning
-    return Usage(total, cached, write, output_tokens, reasoning)
 
 
 # --- HTTP -------------------------------------------------------------------------------------
@@ -476,7 +201,7 @@ class ReplayApp:
             return "gone"
         return "closing" if scope.cancelled_caught else "done"
 
-    def _log(self, conv: Conversation, turn: Turn, usage: Usage) -> None:
+    def _log(self, conv: Conversation, turn: Turn, usage: ServedUsage) -> None:
         if self.log is None:
             return
         output = turn.output

@@ -44,18 +44,11 @@ from typing import Any, Final, Literal
 
 import orjson
 
-__all__ = [
-    "MAX_BODY_BYTES",
-    "MAX_EVENT_BYTES",
-    "Api",
-    "CallUsage",
-    "RequestFacts",
-    "WireMeter",
-    "api_of",
-    "request_facts",
-]
+from .model_request import Api, count
+from .sse_events import SseEvents
 
-Api = Literal["anthropic-messages", "openai-responses", "openai-chat"]
+__all__ = ["MAX_BODY_BYTES", "MAX_EVENT_BYTES", "CallUsage", "WireMeter"]
+
 
 MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 """An SSE line or event longer than this is dropped (with a note), the stream read on."""
@@ -95,32 +88,6 @@ _CHAT_DELTA_KEYS: Final = (
 )
 
 
-def api_of(path: str) -> Api | None:
-    """The API a request path (or URL) calls, or None for anything else.
-
-    Matches the path's end, so any prefix (`/v1`, `/openai/v1`, a gateway's route) and a query
-    are ignored: `…/messages` is Anthropic Messages, `…/responses` OpenAI Responses,
-    `…/chat/completions` Chat Completions. Endpoints below those (`/v1/messages/count_tokens`,
-    `/v1/responses/{id}`) make no model call and are None.
-    """
-    if "://" in path:
-        path = path.split("://", 1)[1]
-        slash = path.find("/")
-        path = path[slash:] if slash >= 0 else "/"
-    path = path.split("?", 1)[0].split("#", 1)[0]
-    parts = [p for p in path.split("/") if p]
-    if not parts:
-        return None
-    last = parts[-1]
-    if last == "messages" and "threads" not in parts:
-        return "anthropic-messages"
-    if last == "responses":
-        return "openai-responses"
-    if last == "completions" and len(parts) >= 2 and parts[-2] == "chat":
-        return "openai-chat"
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class CallUsage:
     """One call's token counts in leanrig's convention; None = the API did not say."""
@@ -136,54 +103,6 @@ class CallUsage:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
-class RequestFacts:
-    """What a request body says about the call; None where it does not say (or is not JSON).
-
-    `reasoning_effort`: Responses `reasoning.effort`; Chat Completions `reasoning_effort` (or
-    an OpenRouter-style `reasoning.effort`); Anthropic `output_config.effort` when given, else
-    the `thinking` type (`"enabled"`, `"adaptive"`, `"disabled"`). `thinking_budget`: Anthropic
-    `thinking.budget_tokens`.
-    """
-
-    model: str | None
-    stream: bool | None
-    reasoning_effort: str | None
-    thinking_budget: int | None = None
-
-    def to_json(self) -> dict[str, int | str | bool | None]:
-        return asdict(self)
-
-
-def request_facts(api: Api, body: bytes) -> RequestFacts:
-    """The model, stream flag and reasoning setting of a request body; junk gives all None."""
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return RequestFacts(None, None, None)
-    if not isinstance(obj, dict):
-        return RequestFacts(None, None, None)
-    model = _str(obj.get("model"))
-    stream = obj.get("stream")
-    effort: str | None = None
-    budget: int | None = None
-    if api == "anthropic-messages":
-        config = obj.get("output_config")
-        if isinstance(config, dict):
-            effort = _str(config.get("effort"))
-        thinking = obj.get("thinking")
-        if isinstance(thinking, dict):
-            effort = effort or _str(thinking.get("type"))
-            budget = _count(thinking.get("budget_tokens"))
-    else:
-        if api == "openai-chat":
-            effort = _str(obj.get("reasoning_effort"))
-        reasoning = obj.get("reasoning")
-        if effort is None and isinstance(reasoning, dict):
-            effort = _str(reasoning.get("effort"))
-    return RequestFacts(model, stream if isinstance(stream, bool) else None, effort, budget)
-
-
 class WireMeter:
     """Reads one call's response as it passes: `feed` every chunk in order, then `finish`.
 
@@ -196,27 +115,20 @@ class WireMeter:
 
     __slots__ = (
         "_api",
-        "_data",
-        "_data_size",
-        "_dropping_event",
         "_ended",
-        "_event",
         "_events",
-        "_first_line",
         "_first_token",
         "_json",
         "_json_overflow",
         "_max_body",
-        "_max_event",
         "_mode",
         "_model",
         "_more_errors",
         "_raw",
         "_result",
-        "_skipping_line",
+        "_sse",
         "_started",
         "_streaming_hint",
-        "_tail",
         "api_error",
         "errors",
     )
@@ -232,18 +144,10 @@ class WireMeter:
         self._api: Api = api
         self._streaming_hint = streaming
         self._mode: Literal["sse", "json"] | None = None
-        self._max_event = max_event_bytes
         self._max_body = max_body_bytes
         self._started = False
         self._result: CallUsage | None = None
-        # SSE state: the unfinished line, the event being assembled.
-        self._tail = bytearray()
-        self._skipping_line = False
-        self._first_line = True
-        self._event: bytes = b""
-        self._data: list[bytes] = []
-        self._data_size = 0
-        self._dropping_event = False
+        self._sse = SseEvents(self._on_event, self._note, max_event_bytes)
         self._events = 0
         # JSON body state.
         self._json = bytearray()
@@ -304,7 +208,7 @@ class WireMeter:
             self._feed_json(chunk[start:])
             return False
         before = self._first_token
-        self._feed_sse(chunk, start)
+        self._sse.feed(chunk, start)
         return self._first_token and not before
 
     def finish(self) -> CallUsage:
@@ -314,12 +218,7 @@ class WireMeter:
         if self._mode == "json":
             self._finish_json()
         elif self._mode == "sse":
-            if self._tail and not self._skipping_line:
-                self._line(bytes(self._tail))
-            elif self._skipping_line:
-                self._dropping_event = True
-            self._tail.clear()
-            self._dispatch()
+            self._sse.finish()
         if self._more_errors:
             self.errors.append(f"… and {self._more_errors} more")
             self._more_errors = 0
@@ -328,87 +227,9 @@ class WireMeter:
 
     # -- server-sent events ----------------------------------------------------------------
 
-    def _feed_sse(self, chunk: bytes, start: int) -> None:
-        end = len(chunk)
-        while start < end:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                self._keep_tail(chunk, start, end)
-                return
-            if self._skipping_line:
-                self._skipping_line = False
-            elif self._tail:
-                self._tail += chunk[start:nl]
-                line = bytes(self._tail)
-                self._tail.clear()
-                self._line(line)
-            else:
-                self._line(chunk[start:nl])
-            start = nl + 1
-
-    def _keep_tail(self, chunk: bytes, start: int, end: int) -> None:
-        if self._skipping_line:
-            return
-        if len(self._tail) + (end - start) > self._max_event:
-            self._drop_line()
-            self._tail.clear()
-            self._skipping_line = True
-            return
-        self._tail += chunk[start:end]
-
-    def _drop_line(self) -> None:
-        self._note(f"an SSE line over {self._max_event} bytes was dropped, and its event")
-        self._first_line = False
-        self._dropping_event = True
-
-    def _line(self, line: bytes) -> None:
-        if len(line) > self._max_event:  # the same limit as an unfinished line's
-            self._drop_line()
-            return
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if self._first_line:
-            self._first_line = False
-            if line.startswith(_BOM):
-                line = line[3:]
-        if not line:
-            self._dispatch()
-            return
-        if line[0] == 0x3A:  # ":" a comment
-            return
-        colon = line.find(b":")
-        if colon < 0:
-            name, value = line, b""
-        else:
-            name, value = line[:colon], line[colon + 1 :]
-            if value[:1] == b" ":
-                value = value[1:]
-        if name == b"data":
-            if self._dropping_event:
-                return
-            self._data_size += len(value) + 1
-            if self._data_size > self._max_event:
-                self._note(f"an SSE event over {self._max_event} bytes was dropped")
-                self._data.clear()
-                self._dropping_event = True
-                return
-            self._data.append(value)
-        elif name == b"event":
-            self._event = value
-        # `id`, `retry` and unknown fields say nothing about usage.
-
-    def _dispatch(self) -> None:
-        data = self._data
-        name = self._event
-        dropped = self._dropping_event
-        self._data = []
-        self._data_size = 0
-        self._event = b""
-        self._dropping_event = False
-        if dropped or not data:
-            return
+    def _on_event(self, name: bytes, payload: bytes) -> None:
+        """One whole server-sent event (`SseEvents` frames them)."""
         self._events += 1
-        payload = data[0] if len(data) == 1 else b"\n".join(data)
         if self._skippable(name, payload):
             return
         if payload.strip() == b"[DONE]":
@@ -467,7 +288,7 @@ class WireMeter:
         if not self._take(usage, "cache_creation_input_tokens", "cache_write"):
             parts = usage.get("cache_creation")  # the per-TTL breakdown, when the total is absent
             if isinstance(parts, dict):
-                counts = [_count(v) for v in parts.values()]
+                counts = [count(v) for v in parts.values()]
                 known = [c for c in counts if c is not None]
                 if known:
                     self._raw["cache_write"] = sum(known)
@@ -560,11 +381,11 @@ class WireMeter:
         value = usage.get(key)
         if value is None:
             return False
-        count = _count(value)
-        if count is None:
+        tokens = count(value)
+        if tokens is None:
             self._note(f"usage field {key} is not a count: {_short(repr(value))}")
             return False
-        self._raw[slot] = count
+        self._raw[slot] = tokens
         return True
 
     def _take_model(self, value: object) -> None:
@@ -611,21 +432,6 @@ class WireMeter:
             raw.get("reasoning"),
             self._model,
         )
-
-
-def _count(value: object) -> int | None:
-    """A token count: a non-negative int (or an integral float); anything else is None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    return None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _name(event: bytes) -> str:

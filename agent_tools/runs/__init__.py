@@ -1,209 +1,77 @@
 """runs: benchmark runs and their metrics — `leanrig run` (the run protocol: per-attempt
 workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
 (run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
-ledgers, runs and baseline-vs-LAD comparisons; and the agents leanrig ships (`leanrig agent
-scripted|search`, docs/agents.md).
+ledgers, runs and baseline-vs-LAD comparisons. (The agents leanrig ships are in ../agents.)
 
 Names load on first use (PEP 562): the report of a run must not import the runner's servers and
-the MCP SDK (~1 s here), nor an agent the runner.
+the MCP SDK (~1 s here).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .agent_scripted import replay as run_scripted_agent
-    from .agent_search import search as run_search_agent
-    from .metrics import (
-        Change,
-        Comparison,
-        FieldDiff,
-        RunMetrics,
-        TaskOutcome,
-        compare,
-        compute_metrics,
-        pass_at_k,
-        per_point,
-        relative_change,
-        task_outcomes,
-        weighted_score,
-    )
-    from .prices import (
-        Cost,
-        ModelPrice,
-        PriceSchedule,
-        PricesError,
-        attempt_cost,
-        load_prices,
-        token_cost,
-    )
-    from .report import (
-        ReportError,
-        benchmark_metrics,
-        percentile,
-        read_ledger,
-        summarize,
-        write_ledger_report,
-    )
-    from .results import (
-        ATTEMPT_STATE,
-        RESULTS_FILE,
-        RESULTS_SCHEMA,
-        RUN_FILE,
-        RUN_SCHEMA,
-        USAGE_FILE,
-        AttemptResult,
-        Condition,
-        Machine,
-        ResultsError,
-        ResultsRead,
-        RunInfo,
-        TaskRef,
-        Usage,
-        append_result,
-        finished_attempts,
-        parse_results,
-        read_results,
-        read_run_info,
-        read_usage,
-        time_limit_text,
-        write_run_info,
-    )
-    from .runner import (
-        RunError,
-        RunOptions,
-        RunSummary,
-        run_benchmark,
-        summary_json,
-    )
-    from .runreport import compare_runs, load_run, report_runs, write_report
+    from .attempt_dir import SERVER_NAME as SERVER_NAME
+    from .ledger_report import ReportError as ReportError
+    from .ledger_report import benchmark_metrics as benchmark_metrics
+    from .ledger_report import percentile as percentile
+    from .ledger_report import read_ledger as read_ledger
+    from .ledger_report import summarize as summarize
+    from .ledger_report import write_ledger_report as write_ledger_report
+    from .loaded_run import load_run as load_run
+    from .metrics import Change as Change
+    from .metrics import Comparison as Comparison
+    from .metrics import FieldDiff as FieldDiff
+    from .metrics import RunMetrics as RunMetrics
+    from .metrics import TaskOutcome as TaskOutcome
+    from .metrics import compare as compare
+    from .metrics import compute_metrics as compute_metrics
+    from .metrics import pass_at_k as pass_at_k
+    from .metrics import per_point as per_point
+    from .metrics import relative_change as relative_change
+    from .metrics import task_outcomes as task_outcomes
+    from .metrics import weighted_score as weighted_score
+    from .options import RunError as RunError
+    from .options import RunOptions as RunOptions
+    from .prices import Cost as Cost
+    from .prices import ModelPrice as ModelPrice
+    from .prices import PriceSchedule as PriceSchedule
+    from .prices import PricesError as PricesError
+    from .prices import attempt_cost as attempt_cost
+    from .prices import load_prices as load_prices
+    from .prices import token_cost as token_cost
+    from .progress import RunSummary as RunSummary
+    from .progress import summary_json as summary_json
+    from .results import ATTEMPT_STATE as ATTEMPT_STATE
+    from .results import RESULTS_FILE as RESULTS_FILE
+    from .results import RESULTS_SCHEMA as RESULTS_SCHEMA
+    from .results import RUN_FILE as RUN_FILE
+    from .results import RUN_SCHEMA as RUN_SCHEMA
+    from .results import USAGE_FILE as USAGE_FILE
+    from .results import AttemptResult as AttemptResult
+    from .results import Condition as Condition
+    from .results import Machine as Machine
+    from .results import ResultsError as ResultsError
+    from .results import ResultsRead as ResultsRead
+    from .results import RunInfo as RunInfo
+    from .results import TaskRef as TaskRef
+    from .results import Usage as Usage
+    from .results import append_result as append_result
+    from .results import finished_attempts as finished_attempts
+    from .results import parse_results as parse_results
+    from .results import read_results as read_results
+    from .results import read_run_info as read_run_info
+    from .results import read_usage as read_usage
+    from .results import time_limit_text as time_limit_text
+    from .results import write_run_info as write_run_info
+    from .run_report import compare_runs as compare_runs
+    from .run_report import report_runs as report_runs
+    from .run_report import write_report as write_report
+    from .runner import run_benchmark as run_benchmark
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "ATTEMPT_STATE": ("results", "ATTEMPT_STATE"),
-    "AttemptResult": ("results", "AttemptResult"),
-    "Change": ("metrics", "Change"),
-    "Comparison": ("metrics", "Comparison"),
-    "Condition": ("results", "Condition"),
-    "Cost": ("prices", "Cost"),
-    "FieldDiff": ("metrics", "FieldDiff"),
-    "Machine": ("results", "Machine"),
-    "ModelPrice": ("prices", "ModelPrice"),
-    "PriceSchedule": ("prices", "PriceSchedule"),
-    "PricesError": ("prices", "PricesError"),
-    "RESULTS_FILE": ("results", "RESULTS_FILE"),
-    "RESULTS_SCHEMA": ("results", "RESULTS_SCHEMA"),
-    "RUN_FILE": ("results", "RUN_FILE"),
-    "RUN_SCHEMA": ("results", "RUN_SCHEMA"),
-    "ReportError": ("report", "ReportError"),
-    "ResultsError": ("results", "ResultsError"),
-    "ResultsRead": ("results", "ResultsRead"),
-    "RunError": ("runner", "RunError"),
-    "RunInfo": ("results", "RunInfo"),
-    "RunMetrics": ("metrics", "RunMetrics"),
-    "RunOptions": ("runner", "RunOptions"),
-    "RunSummary": ("runner", "RunSummary"),
-    "TaskOutcome": ("metrics", "TaskOutcome"),
-    "TaskRef": ("results", "TaskRef"),
-    "USAGE_FILE": ("results", "USAGE_FILE"),
-    "Usage": ("results", "Usage"),
-    "append_result": ("results", "append_result"),
-    "attempt_cost": ("prices", "attempt_cost"),
-    "benchmark_metrics": ("report", "benchmark_metrics"),
-    "compare": ("metrics", "compare"),
-    "compare_runs": ("runreport", "compare_runs"),
-    "compute_metrics": ("metrics", "compute_metrics"),
-    "finished_attempts": ("results", "finished_attempts"),
-    "load_prices": ("prices", "load_prices"),
-    "load_run": ("runreport", "load_run"),
-    "parse_results": ("results", "parse_results"),
-    "pass_at_k": ("metrics", "pass_at_k"),
-    "per_point": ("metrics", "per_point"),
-    "percentile": ("report", "percentile"),
-    "read_ledger": ("report", "read_ledger"),
-    "read_results": ("results", "read_results"),
-    "read_run_info": ("results", "read_run_info"),
-    "read_usage": ("results", "read_usage"),
-    "relative_change": ("metrics", "relative_change"),
-    "report_runs": ("runreport", "report_runs"),
-    "run_benchmark": ("runner", "run_benchmark"),
-    "run_scripted_agent": ("agent_scripted", "replay"),
-    "run_search_agent": ("agent_search", "search"),
-    "summarize": ("report", "summarize"),
-    "summary_json": ("runner", "summary_json"),
-    "task_outcomes": ("metrics", "task_outcomes"),
-    "time_limit_text": ("results", "time_limit_text"),
-    "token_cost": ("prices", "token_cost"),
-    "weighted_score": ("metrics", "weighted_score"),
-    "write_ledger_report": ("report", "write_ledger_report"),
-    "write_report": ("runreport", "write_report"),
-    "write_run_info": ("results", "write_run_info"),
-}
-
-
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
-
-
-__all__ = [
-    "ATTEMPT_STATE",
-    "RESULTS_FILE",
-    "RESULTS_SCHEMA",
-    "RUN_FILE",
-    "RUN_SCHEMA",
-    "USAGE_FILE",
-    "AttemptResult",
-    "Change",
-    "Comparison",
-    "Condition",
-    "Cost",
-    "FieldDiff",
-    "Machine",
-    "ModelPrice",
-    "PriceSchedule",
-    "PricesError",
-    "ReportError",
-    "ResultsError",
-    "ResultsRead",
-    "RunError",
-    "RunInfo",
-    "RunMetrics",
-    "RunOptions",
-    "RunSummary",
-    "TaskOutcome",
-    "TaskRef",
-    "Usage",
-    "append_result",
-    "attempt_cost",
-    "benchmark_metrics",
-    "compare",
-    "compare_runs",
-    "compute_metrics",
-    "finished_attempts",
-    "load_prices",
-    "load_run",
-    "parse_results",
-    "pass_at_k",
-    "per_point",
-    "percentile",
-    "read_ledger",
-    "read_results",
-    "read_run_info",
-    "read_usage",
-    "relative_change",
-    "report_runs",
-    "run_benchmark",
-    "run_scripted_agent",
-    "run_search_agent",
-    "summarize",
-    "summary_json",
-    "task_outcomes",
-    "time_limit_text",
-    "token_cost",
-    "weighted_score",
-    "write_ledger_report",
-    "write_report",
-    "write_run_info",
-]
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -66,7 +66,7 @@ class Launch:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class PresetInputs:
     """What a preset needs of an attempt."""
 
     prompt: str
@@ -130,7 +130,7 @@ def _homes(home: Path) -> dict[str, str]:
 
 
 def claude_code(
-    program: Path, a: Attempt, *, model: str, reasoning: str | None, key_var: str | None
+    program: Path, a: PresetInputs, *, model: str, reasoning: str | None, key_var: str | None
 ) -> Launch:
     """``claude -p`` with only leanrig's MCP tools (and its tool search): no shell, file or web
     tool; JSON output with its usage; nothing kept between runs."""
@@ -181,7 +181,7 @@ def _toml(value: object) -> str:
     raise TypeError(f"no TOML for {type(value).__name__}")
 
 
-def codex_config(a: Attempt, *, model: str, reasoning: str | None) -> str:
+def codex_config(a: PresetInputs, *, model: str, reasoning: str | None) -> str:
     """``CODEX_HOME/config.toml``: the model through the gateway (a provider of its own), the
     attempt's MCP server, approvals that never ask, the sandbox read-only, web search and
     every tool but MCP's off, no analytics."""
@@ -210,7 +210,7 @@ def codex_config(a: Attempt, *, model: str, reasoning: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def codex(program: Path, a: Attempt, *, model: str, reasoning: str | None) -> Launch:
+def codex(program: Path, a: PresetInputs, *, model: str, reasoning: str | None) -> Launch:
     """``codex exec --json`` in the workspace with a per-attempt ``CODEX_HOME``."""
     codex_home = a.home / ".codex"
     argv = [
@@ -226,7 +226,7 @@ def codex(program: Path, a: Attempt, *, model: str, reasoning: str | None) -> La
 def plan_launch(
     name: HarnessName,
     program: Path,
-    attempt: Attempt,
+    attempt: PresetInputs,
     *,
     model: str,
     reasoning: str | None,
@@ -241,7 +241,7 @@ def plan_launch(
 def launch(
     name: HarnessName,
     program: Path,
-    attempt: Attempt,
+    attempt: PresetInputs,
     *,
     model: str,
     reasoning: str | None,
@@ -338,10 +338,10 @@ __all__ = [
     "HARNESSES",
     "KEY_PLACEHOLDER",
     "VENDOR_ENDPOINT",
-    "Attempt",
     "HarnessError",
     "HarnessName",
     "Launch",
+    "PresetInputs",
     "codex_config",
     "find_harness",
     "harness_usage",

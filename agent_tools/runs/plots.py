@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .ledger_report import ReportError
 from .metrics import RunMetrics
 from .prices import fmt_usd
-from .report import ReportError
 
 COLORS = {"baseline": "#4477aa", "lad": "#ee6677", "human": "#228833"}
 

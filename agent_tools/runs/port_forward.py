@@ -66,6 +66,9 @@ def main(argv: list[str]) -> int:
         return 2
     port, path, command = int(argv[0]), argv[1], argv[3:]
     listener = socket.create_server(("127.0.0.1", port))
+    # Inherited by each connection: a server-sent event relayed leaves at once (with Nagle on,
+    # the events after the first waited for the harness's delayed ACK, ~40 ms a call).
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     threading.Thread(target=_accept, args=(listener, path), daemon=True).start()
     try:
         child = subprocess.Popen(command, close_fds=False)

@@ -1,9 +1,13 @@
-"""The run's progress on the terminal (rich, on stderr): attempts done / running / accepted,
-elapsed time and ETA. Off when stderr is not a terminal or with ``--quiet``."""
+"""What a run says while it runs and when it ends: progress on the terminal (rich, on stderr:
+attempts done / running / accepted, elapsed time and ETA; off when stderr is not a terminal or
+with ``--quiet``), and the summary `leanrig run` prints as JSON (`RunSummary`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -15,6 +19,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from .results import AttemptResult
 
 
 class RunProgress:
@@ -73,3 +79,43 @@ class RunProgress:
     def note(self, message: str) -> None:
         if self._progress is not None:
             self._progress.console.print(message)
+
+
+@dataclass(slots=True)
+class RunSummary:
+    run_dir: Path
+    results: list[AttemptResult] = field(default_factory=list)  # this invocation's lines
+    skipped: int = 0  # attempts already finished (resume)
+    infra_retries: int = 0
+    elapsed_s: float = 0.0
+    overhead_s: list[float] = field(default_factory=list)  # per attempt, beyond the agent
+    kill_s: list[float] = field(default_factory=list)  # per timed-out attempt
+
+    @property
+    def accepted(self) -> int:
+        return sum(r.accepted for r in self.results)
+
+    @property
+    def agent_never_ran(self) -> bool:
+        """Did every attempt's agent fail before calling any tool — exit with an error, or not
+        start at all (no exit code) — rather than run out of time (a command that cannot run in
+        the attempt's workspace: a relative path, a missing program)?"""
+        return bool(self.results) and all(
+            r.tool_calls == 0 and not r.timed_out and r.exit_code != 0 for r in self.results
+        )
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    def median(xs: list[float]) -> float | None:
+        return round(sorted(xs)[len(xs) // 2], 3) if xs else None
+
+    return {
+        "run_dir": str(summary.run_dir),
+        "attempts": len(summary.results),
+        "accepted": summary.accepted,
+        "skipped": summary.skipped,
+        "infra_retries": summary.infra_retries,
+        "elapsed_s": round(summary.elapsed_s, 3),
+        "overhead_s_median": median(summary.overhead_s),
+        "kill_s_median": median(summary.kill_s),
+    }

@@ -43,7 +43,7 @@ RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 USAGE_FILE = "usage.json"
 # A human run directory's attempts in progress (`leanrig lsp`): one state file per task,
-# ``<task>.json``, which the next editor connection resumes (editor/attempt.py).
+# ``<task>.json``, which the next editor connection resumes (editor/human_attempt.py).
 ATTEMPT_STATE = "attempt-state"
 
 Condition = Literal["baseline", "lad", "human"]

@@ -11,121 +11,45 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .app import ServeOptions, open_service
-    from .clients import (
-        JsonRpcProcess,
-        McpConnection,
-        RpcError,
-        jsonrpc_subprocess,
-        mcp_subprocess,
-        serve_argv,
-        stop_process,
-    )
-    from .eventloop import freeze_heap
-    from .eventloop import run as run_event_loop
-    from .fdstreams import FdReceive, FdSend, claimed_stdio
-    from .jsonrpc_server import handle_message, serve_stdio, serve_stream, serve_tcp
-    from .listen import PortUnavailable, listen_local
-    from .mcp_server import build_mcp
-    from .signals import ignore_stop_signals, on_first, stop_signals
-    from .socket_server import serve_mcp_listener, serve_mcp_stream, serve_mcp_unix
-    from .tools import (
-        TOOL_BY_NAME,
-        TOOLS,
-        ToolSpec,
-        bind,
-        call_tool,
-        failure,
-        service_tool,
-        service_tools,
-        validate_params,
-    )
-    from .version import package_version
+    from .app import ServeOptions as ServeOptions
+    from .app import open_service as open_service
+    from .clients import JsonRpcProcess as JsonRpcProcess
+    from .clients import McpConnection as McpConnection
+    from .clients import RpcError as RpcError
+    from .clients import jsonrpc_subprocess as jsonrpc_subprocess
+    from .clients import mcp_subprocess as mcp_subprocess
+    from .clients import serve_argv as serve_argv
+    from .clients import stop_process as stop_process
+    from .eventloop import freeze_heap as freeze_heap
+    from .eventloop import run_event_loop as run_event_loop
+    from .fdstreams import FdReceive as FdReceive
+    from .fdstreams import FdSend as FdSend
+    from .fdstreams import claimed_stdio as claimed_stdio
+    from .jsonrpc_server import handle_message as handle_message
+    from .jsonrpc_server import serve_stdio as serve_stdio
+    from .jsonrpc_server import serve_stream as serve_stream
+    from .jsonrpc_server import serve_tcp as serve_tcp
+    from .listen import PortUnavailable as PortUnavailable
+    from .listen import listen_local as listen_local
+    from .mcp_server import build_mcp as build_mcp
+    from .signals import ignore_stop_signals as ignore_stop_signals
+    from .signals import on_first as on_first
+    from .signals import stop_signals as stop_signals
+    from .socket_server import serve_mcp_listener as serve_mcp_listener
+    from .socket_server import serve_mcp_stream as serve_mcp_stream
+    from .socket_server import serve_mcp_unix as serve_mcp_unix
+    from .tools import ToolSpec as ToolSpec
+    from .tools import bind as bind
+    from .tools import call_tool as call_tool
+    from .tools import failure as failure
+    from .tools import service_tool as service_tool
+    from .tools import service_tools as service_tools
+    from .tools import validate_params as validate_params
+    from .version import package_version as package_version
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "FdReceive": ("fdstreams", "FdReceive"),
-    "FdSend": ("fdstreams", "FdSend"),
-    "JsonRpcProcess": ("clients", "JsonRpcProcess"),
-    "McpConnection": ("clients", "McpConnection"),
-    "PortUnavailable": ("listen", "PortUnavailable"),
-    "RpcError": ("clients", "RpcError"),
-    "ServeOptions": ("app", "ServeOptions"),
-    "TOOLS": ("tools", "TOOLS"),
-    "TOOL_BY_NAME": ("tools", "TOOL_BY_NAME"),
-    "ToolSpec": ("tools", "ToolSpec"),
-    "bind": ("tools", "bind"),
-    "freeze_heap": ("eventloop", "freeze_heap"),
-    "build_mcp": ("mcp_server", "build_mcp"),
-    "call_tool": ("tools", "call_tool"),
-    "claimed_stdio": ("fdstreams", "claimed_stdio"),
-    "failure": ("tools", "failure"),
-    "handle_message": ("jsonrpc_server", "handle_message"),
-    "ignore_stop_signals": ("signals", "ignore_stop_signals"),
-    "jsonrpc_subprocess": ("clients", "jsonrpc_subprocess"),
-    "listen_local": ("listen", "listen_local"),
-    "mcp_subprocess": ("clients", "mcp_subprocess"),
-    "on_first": ("signals", "on_first"),
-    "open_service": ("app", "open_service"),
-    "package_version": ("version", "package_version"),
-    "run_event_loop": ("eventloop", "run"),
-    "serve_argv": ("clients", "serve_argv"),
-    "serve_mcp_listener": ("socket_server", "serve_mcp_listener"),
-    "serve_mcp_stream": ("socket_server", "serve_mcp_stream"),
-    "serve_mcp_unix": ("socket_server", "serve_mcp_unix"),
-    "serve_stdio": ("jsonrpc_server", "serve_stdio"),
-    "serve_stream": ("jsonrpc_server", "serve_stream"),
-    "serve_tcp": ("jsonrpc_server", "serve_tcp"),
-    "service_tool": ("tools", "service_tool"),
-    "service_tools": ("tools", "service_tools"),
-    "stop_process": ("clients", "stop_process"),
-    "stop_signals": ("signals", "stop_signals"),
-    "validate_params": ("tools", "validate_params"),
-}
-
-
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
-
-
-__all__ = [
-    "TOOLS",
-    "TOOL_BY_NAME",
-    "FdReceive",
-    "FdSend",
-    "JsonRpcProcess",
-    "McpConnection",
-    "PortUnavailable",
-    "RpcError",
-    "ServeOptions",
-    "ToolSpec",
-    "bind",
-    "build_mcp",
-    "call_tool",
-    "claimed_stdio",
-    "failure",
-    "freeze_heap",
-    "handle_message",
-    "ignore_stop_signals",
-    "jsonrpc_subprocess",
-    "listen_local",
-    "mcp_subprocess",
-    "on_first",
-    "open_service",
-    "package_version",
-    "run_event_loop",
-    "serve_argv",
-    "serve_mcp_listener",
-    "serve_mcp_stream",
-    "serve_mcp_unix",
-    "serve_stdio",
-    "serve_stream",
-    "serve_tcp",
-    "service_tool",
-    "service_tools",
-    "stop_process",
-    "stop_signals",
-    "validate_params",
-]
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

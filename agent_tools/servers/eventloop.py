@@ -31,7 +31,7 @@ def has_uvloop() -> bool:
     return importlib.util.find_spec("uvloop") is not None
 
 
-def run(func: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
+def run_event_loop(func: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
     """``anyio.run(func, *args)`` on the fastest loop available."""
     return anyio.run(func, *args, backend_options={"use_uvloop": has_uvloop()})
 

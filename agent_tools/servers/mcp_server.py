@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -65,6 +66,8 @@ from mcp_types import (
 )
 from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
+
+from lsp_bridge import TRACE_EVENT
 
 from ..sessions import (
     InvalidArguments,
@@ -167,9 +170,11 @@ class LeanrigMCP(Server[Any]):
                 message=f"unknown tool {name!r}",
                 data={"tools": sorted(t.name for t in service_tools(self.service))},
             )
+        sys.audit(TRACE_EVENT, "tool starts")
         try:
             try:
                 result = await call_tool(self.service, spec, arguments, self.client)
+                sys.audit(TRACE_EVENT, "tool ends")
             except ToolError as exc:
                 text = failure(exc).render()
                 text.encode()  # (a lone surrogate cannot be written: a crash, below)

@@ -14,6 +14,8 @@ import structlog
 from anyio.abc import ByteReceiveStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from lsp_bridge import TRACE_EVENT
+
 log = structlog.get_logger("leanrig.lines")
 
 # The longest MCP message a peer may send (tool arguments are at most ~1 MB of proof text,
@@ -82,6 +84,7 @@ class TextLines:
             line = None  # (the peer reset its end: no more input)
         if line is None:
             raise StopAsyncIteration
+        sys.audit(TRACE_EVENT, "line read")
         try:
             self.last_invalid = False
             return line.decode("utf-8") + "\n"
@@ -100,6 +103,7 @@ class TextWriter:
         self._send = send
 
     async def write(self, text: str) -> int:
+        sys.audit(TRACE_EVENT, "reply write")
         await self._send(text.encode("utf-8"))
         return len(text)
 

@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..sessions import (
-    TOOL_BY_NAME,
-    TOOLS,
     InvalidArguments,
     ProofService,
     ToolDef,
@@ -82,8 +80,6 @@ def failure(exc: ToolError) -> ToolFailure:
 
 
 __all__ = [
-    "TOOLS",
-    "TOOL_BY_NAME",
     "ToolSpec",
     "bind",
     "call_tool",

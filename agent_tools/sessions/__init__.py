@@ -10,85 +10,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsp_bridge import lazy_attributes as _lazy_attributes
+from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .catalogue import (
-        ALL_TOOLS,
-        LIBRARY_TOOLS,
-        TOOL_BY_NAME,
-        TOOLS,
-        ToolDef,
-        input_schema,
-        output_schema,
-        parse_input,
-        tools_for,
-    )
-    from .errors import InvalidArguments, ToolError, agent_error
-    from .files import replace_file
-    from .ledger import LEDGER_SCHEMA, Ledger, StepTimer
-    from .service import MAX_SESSIONS_PER_CLIENT, SHARED_CLIENT_SESSIONS, ProofService
-    from .session import ProofSession
-    from .tool_inputs import MAX_CANDIDATES, ToolInput
-    from .tool_outputs import LedgerEntry, ToolFailure, ToolOutput
+    from .catalogue import ALL_TOOLS as ALL_TOOLS
+    from .catalogue import LIBRARY_TOOLS as LIBRARY_TOOLS
+    from .catalogue import TOOL_BY_NAME as TOOL_BY_NAME
+    from .catalogue import TOOLS as TOOLS
+    from .catalogue import ToolDef as ToolDef
+    from .catalogue import input_schema as input_schema
+    from .catalogue import output_schema as output_schema
+    from .catalogue import parse_input as parse_input
+    from .catalogue import tools_for as tools_for
+    from .errors import InvalidArguments as InvalidArguments
+    from .errors import ToolError as ToolError
+    from .errors import agent_error as agent_error
+    from .files import replace_file as replace_file
+    from .ledger import LEDGER_SCHEMA as LEDGER_SCHEMA
+    from .ledger import Ledger as Ledger
+    from .ledger import StepTimer as StepTimer
+    from .service import MAX_SESSIONS_PER_CLIENT as MAX_SESSIONS_PER_CLIENT
+    from .service import SHARED_CLIENT_SESSIONS as SHARED_CLIENT_SESSIONS
+    from .service import ProofService as ProofService
+    from .session import ProofSession as ProofSession
+    from .session import body_sha as body_sha
+    from .tool_inputs import MAX_CANDIDATES as MAX_CANDIDATES
+    from .tool_inputs import ToolInput as ToolInput
+    from .tool_outputs import LedgerEntry as LedgerEntry
+    from .tool_outputs import ToolFailure as ToolFailure
+    from .tool_outputs import ToolOutput as ToolOutput
 
-# name -> (submodule, attribute)
-_LAZY: dict[str, tuple[str, str]] = {
-    "ALL_TOOLS": ("catalogue", "ALL_TOOLS"),
-    "InvalidArguments": ("errors", "InvalidArguments"),
-    "LEDGER_SCHEMA": ("ledger", "LEDGER_SCHEMA"),
-    "LIBRARY_TOOLS": ("catalogue", "LIBRARY_TOOLS"),
-    "Ledger": ("ledger", "Ledger"),
-    "LedgerEntry": ("tool_outputs", "LedgerEntry"),
-    "MAX_CANDIDATES": ("tool_inputs", "MAX_CANDIDATES"),
-    "MAX_SESSIONS_PER_CLIENT": ("service", "MAX_SESSIONS_PER_CLIENT"),
-    "ProofService": ("service", "ProofService"),
-    "ProofSession": ("session", "ProofSession"),
-    "SHARED_CLIENT_SESSIONS": ("service", "SHARED_CLIENT_SESSIONS"),
-    "StepTimer": ("ledger", "StepTimer"),
-    "TOOLS": ("catalogue", "TOOLS"),
-    "TOOL_BY_NAME": ("catalogue", "TOOL_BY_NAME"),
-    "ToolDef": ("catalogue", "ToolDef"),
-    "ToolError": ("errors", "ToolError"),
-    "ToolFailure": ("tool_outputs", "ToolFailure"),
-    "ToolInput": ("tool_inputs", "ToolInput"),
-    "ToolOutput": ("tool_outputs", "ToolOutput"),
-    "agent_error": ("errors", "agent_error"),
-    "input_schema": ("catalogue", "input_schema"),
-    "output_schema": ("catalogue", "output_schema"),
-    "parse_input": ("catalogue", "parse_input"),
-    "replace_file": ("files", "replace_file"),
-    "tools_for": ("catalogue", "tools_for"),
-}
-
-
-__getattr__ = _lazy_attributes(__name__, globals(), _LAZY)
-
-
-__all__ = [
-    "ALL_TOOLS",
-    "LEDGER_SCHEMA",
-    "LIBRARY_TOOLS",
-    "MAX_CANDIDATES",
-    "MAX_SESSIONS_PER_CLIENT",
-    "SHARED_CLIENT_SESSIONS",
-    "TOOLS",
-    "TOOL_BY_NAME",
-    "InvalidArguments",
-    "Ledger",
-    "LedgerEntry",
-    "ProofService",
-    "ProofSession",
-    "StepTimer",
-    "ToolDef",
-    "ToolError",
-    "ToolFailure",
-    "ToolInput",
-    "ToolOutput",
-    "agent_error",
-    "input_schema",
-    "output_schema",
-    "parse_input",
-    "replace_file",
-    "tools_for",
-]
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -17,6 +17,7 @@ here; they must not move into the operation, which a ``RayPool`` runs on another
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import structlog
 
 from lsp_bridge import (
+    TRACE_EVENT,
     DocumentReport,
     LeanDiagnostic,
     LeanrigError,
@@ -325,6 +327,7 @@ class Elaborator:
             if completeness.status == "placeholder" and completeness.reason:
                 at = index.lsp_of_offset(task.span.decl_start)
                 report = _with_warnings(report, at, [completeness.reason])
+        sys.audit(TRACE_EVENT, "scope checked")
         return Elaborated(text, index, report, goals, rejected, completeness)
 
     def _scope_rejection(

@@ -10,6 +10,7 @@ elaborator (elaborate.py). Must stay picklable: plain fields, no session or pool
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from lsprotocol.types import DocumentSymbol
 
 from lsp_bridge import (
     COMMENT_KINDS,
+    TRACE_EVENT,
     DocumentReport,
     LineIndex,
     LspPos,
@@ -138,6 +140,7 @@ class LeanStep:
                     learned = term.goal
                 goals = [learned] if learned is not None else []
         took = time.perf_counter() - started
+        sys.audit(TRACE_EVENT, "step done on its slot")
         return LeanAnswer(done.report, done.symbols, goals, took, learned)
 
     def covers_body(self, term: PlainTermGoal) -> bool:

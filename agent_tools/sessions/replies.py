@@ -15,7 +15,7 @@ from .tool_outputs import (
     BodyRange,
     Diagnostic,
     LedgerEntry,
-    NodeStatus,
+    NodeReport,
     PoolStatus,
     Position,
     StepState,
@@ -95,8 +95,8 @@ def pool_status(stats: PoolStats) -> PoolStatus:
     return PoolStatus.model_validate(stats.to_json())
 
 
-def node_status(pool: Pool) -> list[NodeStatus] | None:
+def node_status(pool: Pool) -> list[NodeReport] | None:
     """Per Ray node (a `RayPool`); None for the local pool."""
     if not isinstance(pool, RayPool):
         return None
-    return [NodeStatus.model_validate(n.to_json()) for n in pool.nodes()]
+    return [NodeReport.model_validate(n.to_json()) for n in pool.nodes()]

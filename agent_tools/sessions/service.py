@@ -4,13 +4,14 @@ Each tool method returns its typed result (catalogue.py). Around every call: the
 session is resolved and locked, exactly one ledger line is written (failures included), and
 every failure leaves as a `ToolError` that says what to do next (never a raw stderr or path).
 The pieces live beside it: calls.py (ledger, locking), elaborate.py (Lean, scope, goals),
-replies.py (result building), errors.py (error translation).
+replies.py (result building), errors.py (error translation), body_text.py (a body's text).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
+import sys
 import time
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -20,33 +21,20 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import LeanrigError, LineIndex, Pos
+from lsp_bridge import TRACE_EVENT, LeanrigError, LineIndex, Pos
 from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
-from ..tasks import (
-    Suite,
-    SuiteError,
-    axioms_declared,
-    library_sources,
-    precheck_body,
-    sorry_outside,
-)
-from ..verdict import Verifier, effects_when_elaborated
+from ..tasks import Suite, SuiteError, axioms_declared, library_sources, sorry_outside
+from ..verdict import Verifier
+from .body_text import as_lean_reads, occurrences, refusal, short
 from .calls import Call, Calls
 from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error
 from .files import replace_file
 from .ledger import Ledger, StepTimer
 from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
-from .replies import (
-    agent_diagnostics,
-    body_range,
-    node_status,
-    pool_status,
-    step_state,
-    timings,
-)
+from .replies import agent_diagnostics, body_range, node_status, pool_status, step_state, timings
 from .session import ProofSession, body_sha
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
 from .tool_outputs import (
@@ -73,26 +61,6 @@ from .tool_outputs import (
 log = structlog.get_logger("leanrig.tools")
 
 
-def as_lean_reads(body: str) -> str:
-    """``body`` with CRLF line ends as LF: Lean converts them on its side, so a range edit
-    computed on CRLF text would split a pair and leave Lean's copy out of step with ours."""
-    return body.replace("\r\n", "\n") if "\r" in body else body
-
-
-def occurrences(text: str, part: str) -> int:
-    """How often ``part`` occurs in ``text``, overlapping ones counted (``str.count`` does not:
-    "h h" is in "h h h" twice)."""
-    count, at = 0, text.find(part)
-    while at >= 0:
-        count += 1
-        at = text.find(part, at + 1)
-    return count
-
-
-def short(value: str, limit: int = 100) -> str:
-    return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
 # Open sessions per client (connection): each holds its task's text and its body (up to 1 MB)
 # and, in Lean, a document; without a bound one client grew the server by ~2 MB per session
 # (a red-team sweep: 100 sessions with 1 MB bodies, 92 → 291 MB).
@@ -102,12 +70,6 @@ SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one 
 # A try_proofs call's whole Lean budget, in step timeouts: one slow candidate gets its full
 # step, a batch of them no more than this in all (candidates left are answered `timeout`).
 TRY_TIMEOUTS = 2
-
-
-def refusal(body: str) -> str | None:
-    """Why a body does not go to Lean: the text prechecks, and constructs that act while Lean
-    elaborates (a session's Lean reads more than its agent may: their effects would show it)."""
-    return precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None
 
 
 class ProofService:
@@ -292,6 +254,7 @@ class ProofService:
         session.last = self._state(session.version, elaborated)
         call.extra.update(version=session.version, complete=session.last.complete)
         await self._record_submission(session)
+        sys.audit(TRACE_EVENT, "result built")
         return EditResult(
             **dict(session.last), elapsed_ms=round((time.perf_counter() - started) * 1000, 2)
         )

@@ -218,7 +218,7 @@ class PoolStatus(ToolOutput):
     acquire: AcquireStats
 
 
-class NodeStatus(ToolOutput):
+class NodeReport(ToolOutput):
     node_id: str = Field(description="the Ray node id")
     address: str
     alive: bool
@@ -237,7 +237,7 @@ class ServerStatusResult(ToolOutput):
     mode: str
     sessions: int
     pool: PoolStatus
-    nodes: list[NodeStatus] | None = Field(
+    nodes: list[NodeReport] | None = Field(
         default=None, description="Ray nodes (`serve --ray`); null with the local pool"
     )
 

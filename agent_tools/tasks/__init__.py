@@ -2,90 +2,48 @@
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
-from .frame import END_BLANKS, body_bounds, editor_trimmed
-from .locate import (
-    BodySpan,
-    LocateError,
-    comment_mask,
-    declaration_end,
-    declaration_head,
-    locate_body,
-    scan_trivia,
-)
-from .prefix import (
-    Command,
-    PrefixSplit,
-    all_wrappers,
-    check_command,
-    commands,
-    exit_after,
-    insert_before_exit,
-    scope_wrappers,
-    split_prefix,
-    unwrap,
-)
-from .scope import (
-    MAX_BODY_BYTES,
-    Symbol,
-    axioms_declared,
-    check_scope,
-    code_end,
-    code_span,
-    flatten_symbols,
-    precheck_body,
-    sorry_outside,
-    suffix_structure,
-)
-from .suite import (
-    DEFAULT_AXIOMS,
-    LadSpec,
-    Limits,
-    Suite,
-    SuiteError,
-    Task,
-    library_dir,
-    library_sources,
-    load_suite,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_AXIOMS",
-    "END_BLANKS",
-    "MAX_BODY_BYTES",
-    "BodySpan",
-    "Command",
-    "LadSpec",
-    "Limits",
-    "LocateError",
-    "PrefixSplit",
-    "Suite",
-    "SuiteError",
-    "Symbol",
-    "Task",
-    "all_wrappers",
-    "axioms_declared",
-    "body_bounds",
-    "check_command",
-    "check_scope",
-    "code_end",
-    "code_span",
-    "commands",
-    "comment_mask",
-    "declaration_end",
-    "declaration_head",
-    "editor_trimmed",
-    "exit_after",
-    "flatten_symbols",
-    "insert_before_exit",
-    "library_dir",
-    "library_sources",
-    "load_suite",
-    "locate_body",
-    "precheck_body",
-    "scan_trivia",
-    "scope_wrappers",
-    "sorry_outside",
-    "split_prefix",
-    "suffix_structure",
-    "unwrap",
-]
+from lsp_bridge import exports as _exports
+
+from .body_bounds import END_BLANKS as END_BLANKS
+from .body_bounds import body_bounds as body_bounds
+from .body_bounds import editor_trimmed as editor_trimmed
+from .body_scope import MAX_BODY_BYTES as MAX_BODY_BYTES
+from .body_scope import Symbol as Symbol
+from .body_scope import axioms_declared as axioms_declared
+from .body_scope import check_scope as check_scope
+from .body_scope import code_end as code_end
+from .body_scope import code_span as code_span
+from .body_scope import flatten_symbols as flatten_symbols
+from .body_scope import precheck_body as precheck_body
+from .body_scope import sorry_outside as sorry_outside
+from .body_scope import suffix_structure as suffix_structure
+from .locate import BodySpan as BodySpan
+from .locate import LocateError as LocateError
+from .locate import comment_mask as comment_mask
+from .locate import declaration_end as declaration_end
+from .locate import declaration_head as declaration_head
+from .locate import locate_body as locate_body
+from .locate import scan_trivia as scan_trivia
+from .suite import DEFAULT_AXIOMS as DEFAULT_AXIOMS
+from .suite import LadSpec as LadSpec
+from .suite import Limits as Limits
+from .suite import Suite as Suite
+from .suite import SuiteError as SuiteError
+from .suite import Task as Task
+from .suite import library_dir as library_dir
+from .suite import library_sources as library_sources
+from .suite import load_suite as load_suite
+from .target_split import Command as Command
+from .target_split import PrefixSplit as PrefixSplit
+from .target_split import all_wrappers as all_wrappers
+from .target_split import check_command as check_command
+from .target_split import commands as commands
+from .target_split import exit_after as exit_after
+from .target_split import insert_before_exit as insert_before_exit
+from .target_split import scope_wrappers as scope_wrappers
+from .target_split import split_prefix as split_prefix
+from .target_split import unwrap as unwrap
+
+__all__, _getattr = _exports(__name__)

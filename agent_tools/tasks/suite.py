@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lsp_bridge import LeanInstall, LeanrigError, cache_root
 from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 
+from .body_scope import precheck_body, uses_sorry
 from .locate import BodySpan, LocateError, is_public, locate_body
-from .prefix import scope_wrappers, unwrap
-from .scope import precheck_body, uses_sorry
+from .target_split import scope_wrappers, unwrap
 
 DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 

@@ -1,20 +1,20 @@
 """verdict: the independent, tamper-proof final check of a submission in fresh sandboxed
 Lean processes. Uses tasks; knows nothing of sessions or servers."""
 
-from .forbidden import FORBIDDEN, effects_when_elaborated, forbidden_constructs
-from .lean_output import Statement, escape_name, parse_axioms, parse_check
-from .verifier import PLACEHOLDER_PROVES, Verdict, Verifier, axioms_outside
+from __future__ import annotations
 
-__all__ = [
-    "FORBIDDEN",
-    "PLACEHOLDER_PROVES",
-    "Statement",
-    "Verdict",
-    "Verifier",
-    "axioms_outside",
-    "effects_when_elaborated",
-    "escape_name",
-    "forbidden_constructs",
-    "parse_axioms",
-    "parse_check",
-]
+from lsp_bridge import exports as _exports
+
+from .forbidden import FORBIDDEN as FORBIDDEN
+from .forbidden import effects_when_elaborated as effects_when_elaborated
+from .forbidden import forbidden_constructs as forbidden_constructs
+from .lean_output import Statement as Statement
+from .lean_output import escape_name as escape_name
+from .lean_output import parse_axioms as parse_axioms
+from .lean_output import parse_check as parse_check
+from .verifier import PLACEHOLDER_PROVES as PLACEHOLDER_PROVES
+from .verifier import Verdict as Verdict
+from .verifier import Verifier as Verifier
+from .verifier import axioms_outside as axioms_outside
+
+__all__, _getattr = _exports(__name__)

@@ -219,7 +219,7 @@ class Verifier:
     def _structure(self, task: Task, submission: str) -> str:
         prefix, suffix = task.text[: task.span.start], task.text[task.span.end :]
         # What editors add or trim on save (spaces at line ends, the final line break) does
-        # not change what Lean reads (tasks.frame): the file compiled is the task file's own
+        # not change what Lean reads (tasks.body_bounds): the file compiled is the task file's own
         # text around the body.
         bounds = body_bounds(submission, prefix, suffix)
         if bounds is None:

@@ -11,144 +11,21 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .metrics import Comparison, RunMetrics, compare, compute_metrics
+from .ledger_report import ReportError, write_ledger_report
+from .loaded_run import RUN_HINT, LoadedRun, is_run_dir, load_run
+from .metrics import Comparison, RunMetrics, compare
 from .plots import PlotRun, run_plots
 from .prices import PriceSchedule, fmt_usd
-from .report import ReportError, write_ledger_report
 from .results import (
-    ATTEMPT_STATE,
-    RESULTS_FILE,
     RUN_FILE,
-    AttemptResult,
-    ResultsError,
     RunInfo,
-    read_results,
-    read_run_info,
     time_limit_text,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedRun:
-    path: Path
-    info: RunInfo
-    metrics: RunMetrics
-    notes: list[str]
-    # Set when runs shown together share a display name (no --label or --model): the rows
-    # would not be told apart, so the directory's name is added.
-    qualified: bool = False
-
-    @property
-    def name(self) -> str:
-        name = self.info.display_name() or self.path.name
-        return f"{name} ({self.path.name})" if self.qualified and name != self.path.name else name
-
-    def plot_run(self) -> PlotRun:
-        return PlotRun(self.name, self.info.condition, self.metrics)
-
-
-RUN_HINT = "pass a run directory written by `leanrig run` (it holds run.json and results.jsonl)"
-
-
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / RUN_FILE).is_file()
-
-
-def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun:
-    """A run's metadata, results and metrics. ``prices`` overrides the schedule in run.json."""
-    if not run_dir.is_dir():
-        raise ReportError(f"no such run directory: {run_dir}", hint=RUN_HINT)
-    try:
-        info = read_run_info(run_dir)
-    except ResultsError as exc:
-        ledger = run_dir / "ledger.jsonl"
-        if ledger.is_file() and not (run_dir / "run.json").exists():
-            # `leanrig serve`'s own run directory (runs/<timestamp>/): a ledger, no run.
-            hint = f"a `leanrig serve` directory has a ledger, not a run: pass {ledger}"
-            raise ReportError(exc.message, hint=hint) from None
-        raise ReportError(exc.message, hint=RUN_HINT) from None
-    read = read_results(run_dir)
-    if not read.results:
-        why = "; ".join(read.notes()) or f"{RESULTS_FILE} is missing or empty"
-        hint = RUN_HINT
-        if info.condition == "human":
-            hint = "; ".join(_unfinished_attempts(run_dir, [])) or (
-                "a human run directory gets its results from `leanrig lsp` (the editor): "
-                "attempt a task first"
-            )
-        raise ReportError(f"{run_dir} has no usable results ({why})", hint=hint)
-    metrics = compute_metrics(
-        read.results, inventory=info.tasks, prices=prices or info.prices, model=info.model
-    )
-    notes = read.notes()
-    if metrics.missing_tasks:
-        notes.append(
-            f"{len(metrics.missing_tasks)} task(s) of the inventory have no results and count "
-            f"as unverified: {', '.join(metrics.missing_tasks)}"
-        )
-    elif not info.tasks and metrics.tasks < info.task_count:
-        notes.append(
-            f"results cover {metrics.tasks} of {info.task_count} tasks (run.json lists no "
-            "inventory, so the score is over the tasks with results)"
-        )
-    if metrics.unlisted_tasks:
-        notes.append(
-            f"results of {len(metrics.unlisted_tasks)} task(s) that run.json's inventory does "
-            f"not list count for nothing: {', '.join(metrics.unlisted_tasks[:20])}"
-        )
-    if info.condition != "human" and info.attempts > 1:
-        short = _short_of_attempts(read.results, info.attempts)
-        if short:
-            notes.append(
-                f"{len(short)} task(s) have fewer than the run's {info.attempts} attempts "
-                f"(interrupted? `leanrig run --resume` adds them): {', '.join(short)}; pass@k "
-                "and the per-attempt rates are over the attempts present"
-            )
-    if info.condition == "human":
-        notes.extend(_unfinished_attempts(run_dir, read.results))
-    # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
-    # end, and saying so would read as an error in every human baseline's report.
-    if info.ended_at is None and info.condition != "human":
-        notes.append("run.json has no end time: the run was interrupted or is still running")
-    if metrics.cost_tasks < metrics.tasks:
-        notes.append(
-            f"cost is reconstructable for {metrics.cost_tasks} of {metrics.tasks} task(s); "
-            "USD per point is over those"
-        )
-    return LoadedRun(run_dir, info, metrics, notes)
-
-
-def _unfinished_attempts(run_dir: Path, results: Sequence[AttemptResult]) -> list[str]:
-    """A note naming the human attempts that started (a state file in ATTEMPT_STATE) but have
-    no result line: an editor that stopped its server before the final verdict ended (VS
-    Code kills it 2 s after asking it to stop), a killed `leanrig lsp`, or one still open."""
-    have = {r.task for r in results}
-    started = sorted(p.stem for p in (run_dir / ATTEMPT_STATE).glob("*.json"))
-    missing = [task for task in started if task not in have]
-    if not missing:
-        return []
-    return [
-        f"{len(missing)} attempt(s) started in an editor have no result yet and count as not "
-        f"accepted: {', '.join(missing)} (the editor stopped leanrig before the verdict ended, "
-        "or is still open); open the task in the editor again to resume and finish it"
-    ]
-
-
-def _short_of_attempts(results: Sequence[AttemptResult], attempts: int) -> list[str]:
-    """The tasks with results but fewer than ``attempts`` distinct attempts, as ``task (k of
-    n)``."""
-    made: dict[str, set[int]] = {}
-    for r in results:
-        made.setdefault(r.task, set()).add(r.attempt)
-    return [f"{task} ({len(done)} of {attempts})" for task, done in sorted(made.items())
-            if len(done) < attempts]  # fmt: skip
-
 
 # -- formatting --------------------------------------------------------------------------------
 
@@ -220,9 +97,9 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"infrastructure retries {m.infra_retries}",
             f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
     if m.mean_model_s is not None:
-        out.append(f"- of which model {fmt(m.mean_model_s, 1)} s (the run's gateway), Lean "
-                   f"{fmt(m.mean_lean_s, 1)} s (the ledger), the rest "
-                   f"{fmt(m.mean_other_s, 1)} s (means per task)")  # fmt: skip
+        out.append(f"- of which model {fmt(m.mean_model_s, 2)} s (the run's gateway), Lean "
+                   f"{fmt(m.mean_lean_s, 2)} s (the ledger), the rest "
+                   f"{fmt(m.mean_other_s, 2)} s (means per task)")  # fmt: skip
     if info.harness is not None:
         h = info.harness
         out.append(f"- harness {cell(h.name)} {cell(h.version)}, model {cell(h.model)}"

@@ -49,7 +49,7 @@ def relay_command(socket: Path) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Workspace:
+class AttemptDir:
     task: Task
     attempt: int
     root: Path  # RUN_DIR/attempts/<task>/<k>
@@ -87,7 +87,7 @@ class Workspace:
         return sorted(self.serve_dir.glob("submission-*.json"))
 
 
-def agent_argv(command: Sequence[str], workspace: Workspace) -> list[str]:
+def agent_argv(command: Sequence[str], workspace: AttemptDir) -> list[str]:
     """``--agent`` split into words (shlex), each word's ``{prompt}``, ``{task}``,
     ``{workspace}`` and ``{mcp_config}`` replaced (other braces are left alone)."""
     values = workspace.placeholders()
@@ -137,7 +137,7 @@ time limit stops you — that body gets an independent check. Lean here is
 """
 
 
-def create_workspace(
+def create_attempt_dir(
     run_dir: Path,
     suite: Suite,
     task: Task,
@@ -147,7 +147,7 @@ def create_workspace(
     socket: Path,
     retry: bool = False,
     library: bool = False,
-) -> Workspace:
+) -> AttemptDir:
     """A fresh attempt directory (an old one of the same name is removed first) whose MCP
     config relays to ``socket`` (bound by the runner); ``library``: the LAD condition, whose
     prompt names the library tools."""
@@ -177,7 +177,7 @@ def create_workspace(
     }
     mcp_config = workspace / MCP_CONFIG_FILE
     mcp_config.write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
-    return Workspace(
+    return AttemptDir(
         task=task, attempt=attempt, root=root, workspace=workspace, task_file=task_file,
         prompt=prompt, mcp_config=mcp_config, submission=workspace / SUBMISSION_FILE,
         serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,

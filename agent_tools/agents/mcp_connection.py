@@ -18,8 +18,7 @@ import orjson
 
 from lsp_bridge import LeanrigError, error_leaves, first_line
 
-from .results import USAGE_FILE
-from .workspace import SERVER_NAME
+from ..runs import SERVER_NAME, USAGE_FILE
 
 CONFIG_VAR: Final = "LEANRIG_MCP_CONFIG"
 CONNECT_TIMEOUT: Final = 120.0  # the server's start (imports, Lean pool) on a loaded machine

@@ -1,5 +1,5 @@
-"""The one frame rule (tasks.frame): the verdict and the editor proxy read a body alike, and what
-an editor's save trims or adds outside the body is no change to either. Pure."""
+"""The one frame rule (tasks.body_bounds): the verdict and the editor proxy read a body alike,
+and what an editor's save trims or adds outside the body is no change to either. Pure."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import orjson
 
-from .agent_mcp import AgentError, connect, load_config, task_id, workspace_dir, write_usage
+from .mcp_connection import AgentError, connect, load_config, task_id, workspace_dir, write_usage
 
 
 def load_plan(path: Path) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def _fill(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-async def replay(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
+async def run_scripted_agent(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
     plan = load_plan(plan_path)
     config = load_config(mcp_config)
     workspace = workspace_dir()

@@ -42,7 +42,7 @@ class EditOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Workspace:
+class EditWorkspace:
     root: Path
     task_file: Path
     shim_dir: Path
@@ -114,7 +114,7 @@ def _shim(kind: str, lsp: list[str], install: LeanInstall, shim_dir: Path) -> st
     return "\n".join([*head, *body]) + "\n"
 
 
-def prepare_workspace(options: EditOptions) -> Workspace:
+def prepare_workspace(options: EditOptions) -> EditWorkspace:
     """Write the workspace for one human attempt; returns where everything is."""
     suite = load_suite(options.suite)
     task = suite.task(options.task)
@@ -212,4 +212,4 @@ def prepare_workspace(options: EditOptions) -> Workspace:
                     "lean": str(install.lean), "lsp_command": lsp}, indent=2) + "\n",
         encoding="utf-8",
     )  # fmt: skip
-    return Workspace(root, task_path, shim_dir, run_dir, tuple(lsp), files, kept)
+    return EditWorkspace(root, task_path, shim_dir, run_dir, tuple(lsp), files, kept)

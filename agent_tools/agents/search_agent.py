@@ -36,9 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from .agent_mcp import AgentClient, ToolCallError, connect, load_config, task_id, workspace_dir
-from .agent_mcp import write_usage as _write_usage
-from .agent_terms import (
+from .candidate_terms import (
     HOLE,
     App,
     Arrow,
@@ -56,6 +54,8 @@ from .agent_terms import (
     substitute,
     unify,
 )
+from .mcp_connection import AgentClient, ToolCallError, connect, load_config, task_id, workspace_dir
+from .mcp_connection import write_usage as _write_usage
 
 Subst = dict[str, Term]
 
@@ -406,7 +406,7 @@ def parse_lemma(name: str, statement: object, source: object) -> Lemma | None:
 # -- the agent ---------------------------------------------------------------------------------
 
 
-async def search(
+async def run_search_agent(
     *, mcp_config: str | None, task: str | None, max_candidates: int, limit: int, check: bool
 ) -> int:
     config = load_config(mcp_config)

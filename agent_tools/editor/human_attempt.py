@@ -176,7 +176,7 @@ class _Pending:
 
 
 @dataclass(slots=True)
-class Attempt:
+class HumanAttempt:
     task: Task
     ledger: Ledger
     results: Path  # RUN_DIR/results.jsonl

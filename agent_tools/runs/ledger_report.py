@@ -1,5 +1,5 @@
 """`leanrig report LEDGER.jsonl [--out DIR]`: where proof-step time goes (run directories:
-runreport.py).
+run_report.py).
 
 Reads ledger lines (ledger.py), tolerating what real runs produce: an empty file, a truncated
 last line (a run killed mid-write), lines of other schema versions (skipped and counted), and

@@ -1,0 +1,23 @@
+"""agents: the agents leanrig ships, for `leanrig run --agent` (docs/agents.md) — MCP clients
+of an attempt's server like any other agent: `leanrig agent search` (a model-free prover:
+candidate terms tried with `try_proofs`; `search_agent.py`, its terms `candidate_terms.py`)
+and `leanrig agent scripted` (a JSON plan of tool calls replayed; `scripted_agent.py`), on one
+connection helper (`mcp_connection.py`: the attempt's MCP config, the official SDK's client,
+usage.json).
+
+Names load on first use (PEP 562): `leanrig agent …` imports only the agent it runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsp_bridge import exports as _exports
+
+if TYPE_CHECKING:
+    from .scripted_agent import run_scripted_agent as run_scripted_agent
+    from .search_agent import run_search_agent as run_search_agent
+
+__all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

@@ -1,0 +1,208 @@
+"""How an attempt's agent reaches its model under `leanrig run`: the network policy, where the
+run's gateway forwards (`ModelRoute`, the key read from the runner's environment), the
+gateway's listening socket and the URL the agent is given, the harness's launch, and the
+attempt's tokens as the gateway counted them. Must not: hold a key anywhere but the route and
+the gateway; decide the verdict.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from ..models import ModelGateway, socket_url
+from ..servers import listen_local
+from .attempt_dir import ATTEMPT_TOKEN_VAR, AttemptDir, relay_command
+from .harness import (
+    KEY_PLACEHOLDER,
+    KEY_VARS,
+    VENDOR_ENDPOINT,
+    HarnessName,
+    Launch,
+    PresetInputs,
+    key_variable,
+    launch,
+    plan_launch,
+)
+from .options import NetworkPolicy, RunError, RunOptions
+from .results import HarnessInfo, Usage
+
+MODEL_SOCKET_FILE: Final = "model.sock"
+
+
+# The model gateway's port on the loopback of the agent's own network namespace.
+MODEL_PORT: Final = 4141
+
+
+FORWARD_SCRIPT: Final = Path(__file__).resolve().with_name("port_forward.py")
+
+
+MODEL_CALLS_FILE: Final = "model_calls.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """How the attempts' agents reach their model: through a gateway per attempt to
+    ``upstream``, the key (from the runner's environment) added on the way out."""
+
+    upstream: str
+    key_var: str | None
+    key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessSetup:
+    name: HarnessName
+    program: Path
+    version: str
+
+
+def network_policy(options: RunOptions) -> NetworkPolicy:
+    """The agent's network: as given, else its model only when it has one, else none."""
+    if options.agent_network is not None:
+        return options.agent_network
+    return "model" if options.harness or options.model_endpoint else "none"
+
+
+def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
+    """Where the gateway forwards (None: no gateway), refusing settings that cannot work."""
+    policy = network_policy(options)
+    if options.harness is not None and policy == "none":
+        raise RunError(
+            "--agent-network none leaves a harness no way to its model",
+            hint="leave --agent-network out (model: the gateway only), or give all",
+        )
+    endpoint = options.model_endpoint
+    if endpoint is None and options.harness is not None:
+        endpoint = VENDOR_ENDPOINT[options.harness]
+    if endpoint is None:
+        if policy == "model":
+            raise RunError("--agent-network model needs a model: give --model-endpoint URL")
+        return None
+    if policy == "none":
+        raise RunError("--model-endpoint with --agent-network none: the agent could not reach it")
+    if not endpoint.startswith(("http://", "https://")):
+        raise RunError(f"--model-endpoint {endpoint!r} is not an http(s) URL")
+    var = (
+        key_variable(options.harness, options.model_key_env, env)
+        if options.harness is not None
+        else options.model_key_env
+    )
+    key = env.get(var) if var else None
+    if var is not None and not key:
+        raise RunError(f"--model-key-env {var}: the variable is not set (or empty)")
+    return ModelRoute(upstream=endpoint, key_var=var, key=key)
+
+
+def gateway_usage(gateway: ModelGateway) -> Usage:
+    """The attempt's tokens as the gateway counted them off the wire: the sum over its
+    answered calls (2xx); a count any of them lacks is unknown (None), never guessed."""
+    answered = [c.usage for c in gateway.calls if c.status is not None and 200 <= c.status < 300]
+
+    def total(key: str) -> int | None:
+        values = [getattr(u, key) for u in answered]
+        return None if any(v is None for v in values) else sum(values)  # (no call: 0)
+
+    return Usage(input_tokens=total("input_tokens"), cached_input_tokens=total(
+        "cached_input_tokens"), output_tokens=total("output_tokens"),
+        reasoning_tokens=total("reasoning_tokens"))  # fmt: skip
+
+
+def read_capped(path: Path, cap: int = 16 * 2**20) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(cap)
+    except OSError:
+        return b""
+
+
+def open_gateway(
+    route: ModelRoute | None, client: object, ws: AttemptDir, *, forwarded: bool
+) -> tuple[ModelGateway | None, socket.socket | None, str | None]:
+    """The attempt's model gateway, its listening socket and the URL the agent reaches it
+    at: ``forwarded`` (in the sandbox, without the host's network), a Unix socket beside the
+    attempt's MCP socket, which a forwarder inside the sandbox serves on ``MODEL_PORT``; else
+    a loopback TCP port. Nothing without a route."""
+    if route is None:
+        return None, None, None
+    gateway = ModelGateway(upstream=route.upstream, client=client,  # type: ignore[arg-type]
+                           calls_path=ws.root / MODEL_CALLS_FILE,
+                           placeholder=KEY_PLACEHOLDER, key=route.key)  # fmt: skip
+    if forwarded:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(ws.socket.parent / MODEL_SOCKET_FILE))
+        listener.listen(64)
+        listener.setblocking(False)
+        return gateway, listener, f"http://127.0.0.1:{MODEL_PORT}"
+    listener = listen_local(0)
+    return gateway, listener, socket_url(listener)
+
+
+def forwarder(ws: AttemptDir, python: str) -> list[str]:
+    """The command prefix that serves the gateway on the sandbox's loopback, then runs the
+    agent (port_forward.py)."""
+    return [python, "-I", "-S", str(FORWARD_SCRIPT), str(MODEL_PORT),
+            str(ws.socket.parent / MODEL_SOCKET_FILE), "--"]  # fmt: skip
+
+
+def harness_attempt(ws: AttemptDir, home: Path, model_url: str, time_limit: float) -> PresetInputs:
+    return PresetInputs(
+        prompt=ws.prompt.read_text(encoding="utf-8"), workspace=ws.workspace, home=home,
+        mcp_command=relay_command(ws.socket), mcp_env={ATTEMPT_TOKEN_VAR: ws.token},
+        model_url=model_url, time_limit=time_limit,
+    )  # fmt: skip
+
+
+def launch_harness(
+    harness: HarnessSetup, route: ModelRoute | None, options: RunOptions, ws: AttemptDir,
+    home: Path, model_url: str,
+) -> Launch:  # fmt: skip
+    """The harness's command for this attempt; its configuration written into ``home`` and
+    recorded (``harness.json`` in the attempt's directory)."""
+    home.mkdir(parents=True, exist_ok=True)
+    started = launch(harness.name, harness.program,
+                     harness_attempt(ws, home, model_url, options.time_limit),
+                     model=options.model or "", reasoning=options.reasoning,
+                     key_var=route.key_var if route else None)  # fmt: skip
+    record = {"argv": started.argv, "env": started.env,
+              "files": {str(p): t for p, t in started.files.items()}}  # fmt: skip
+    (ws.root / "harness.json").write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    return started
+
+
+def model_env(env: dict[str, str], route: ModelRoute | None, model_url: str | None) -> None:
+    """The agent's environment with a model: the keys stay with the runner (removed), the
+    gateway's URL and placeholder key given instead."""
+    if route is None or model_url is None:
+        return
+    for var in {*(v for vs in KEY_VARS.values() for v in vs), route.key_var}:
+        if var is not None:
+            env.pop(var, None)
+    env["LEANRIG_MODEL_URL"] = model_url
+    env["LEANRIG_MODEL_KEY"] = KEY_PLACEHOLDER
+
+
+def harness_record(
+    harness: HarnessSetup | None, route: ModelRoute | None, options: RunOptions
+) -> HarnessInfo | None:
+    """run.json's harness: what ran, and its command and configuration as templates (an
+    attempt's paths, prompt and token as ``{…}``; each attempt's own in its ``harness.json``)."""
+    if harness is None:
+        return None
+    template = PresetInputs(
+        prompt="{prompt}", workspace=Path("{workspace}"), home=Path("{home}"),
+        mcp_command=relay_command(Path("{mcp_socket}")), mcp_env={ATTEMPT_TOKEN_VAR: "{token}"},
+        model_url="{model_url}", time_limit=options.time_limit,
+    )  # fmt: skip
+    shown = plan_launch(harness.name, harness.program, template, model=options.model or "",
+                        reasoning=options.reasoning,
+                        key_var=route.key_var if route else None)  # fmt: skip
+    return HarnessInfo(
+        name=harness.name, version=harness.version, program=str(harness.program),
+        model=options.model or "", reasoning=options.reasoning, command=shown.argv,
+        env=shown.env, files={str(p): t for p, t in shown.files.items()},
+    )  # fmt: skip
