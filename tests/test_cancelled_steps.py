@@ -267,19 +267,21 @@ def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
         body = json.dumps(message).encode()
         head = "".join(f"{k}: {v}\r\n" for k, v in (session | headers).items())
         conn = socket.create_connection(("127.0.0.1", port), timeout=60)
-        conn.sendall(
-            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{head}\r\n".encode()
-            + body
-        )
-        deadline = time.monotonic() + 30  # (its Lean busy: above the bound it must fall to)
-        while busiest_lean_cpu(server.pid) <= 30:
-            assert time.monotonic() < deadline, "the runaway step is not running"
-        if era != MODERN:
-            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                      "params": {"requestId": 2, "reason": "the client gave up"}}  # fmt: skip
-            anyio.run(http_post, port, cancel, accept | session)
-        conn.close()  # the client gives up
+        try:
+            conn.sendall(
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{head}\r\n"
+                .encode() + body
+            )  # fmt: skip
+            deadline = time.monotonic() + 30  # (its Lean busy: above the bound it must fall to)
+            while busiest_lean_cpu(server.pid) <= 30:
+                assert time.monotonic() < deadline, "the runaway step is not running"
+            if era != MODERN:
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 2, "reason": "the client gave up"}}  # fmt: skip
+                anyio.run(http_post, port, cancel, accept | session)
+        finally:
+            conn.close()  # the client gives up (also when the test fails: no socket left open)
         busiest = busiest_lean_cpu(server.pid)
         end = time.monotonic() + 15
         while busiest > 30 and time.monotonic() < end:

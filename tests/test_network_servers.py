@@ -10,6 +10,7 @@ from subprocess import PIPE
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import orjson
 import pytest
 from anyio.abc import Process
@@ -96,34 +97,14 @@ async def test_mcp_over_streamable_http() -> None:
 async def http_post(
     port: int, message: object, headers: dict[str, str]
 ) -> tuple[dict[str, str], bytes]:
-    """One HTTP/1.1 POST of ``message`` to /mcp (its own connection): the reply's headers
-    (lower-case names) and body (chunked transfer decoded)."""
-    body = orjson.dumps(message)
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    request = (
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n{head}\r\n"
-    ).encode() + body
-    raw = b""
-    with anyio.fail_after(60):
-        async with await connect(port) as stream:
-            await stream.send(request)
-            try:
-                while True:
-                    raw += await stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                pass
-    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
-    lines = head_bytes.decode().split("\r\n")[1:]
-    got = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
-    if got.get("transfer-encoding") == "chunked":
-        decoded = b""
-        while rest:
-            size, _, rest = rest.partition(b"\r\n")
-            n = int(size, 16)
-            decoded, rest = decoded + rest[:n], rest[n + 2 :]
-        rest = decoded
-    return got, rest
+    """One POST of ``message`` to /mcp on its own connection (httpx): the reply's headers
+    (lower-case names) and body."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(
+            f"http://127.0.0.1:{port}/mcp", content=orjson.dumps(message),
+            headers={"content-type": "application/json", **headers},
+        )  # fmt: skip
+    return {k.lower(): v for k, v in response.headers.items()}, response.content
 
 
 def mcp_reply(headers: dict[str, str], body: bytes) -> Any:
