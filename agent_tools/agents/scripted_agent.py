@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import orjson
 
+from ..models import fill_placeholders
 from .mcp_connection import AgentError, connect, load_config, task_id, workspace_dir, write_usage
 
 
@@ -54,18 +55,6 @@ def load_plan(path: Path) -> dict[str, Any]:
 EXPECTATIONS = ("ok", "error", "any")
 
 
-def _fill(value: Any, names: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, text in names.items():
-            value = value.replace("{" + key + "}", text)
-        return value
-    if isinstance(value, list):
-        return [_fill(v, names) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill(v, names) for k, v in value.items()}
-    return value
-
-
 async def run_scripted_agent(plan_path: Path, *, mcp_config: str | None, task: str | None) -> int:
     plan = load_plan(plan_path)
     config = load_config(mcp_config)
@@ -83,7 +72,7 @@ async def run_scripted_agent(plan_path: Path, *, mcp_config: str | None, task: s
             if "sleep" in step:
                 await anyio.sleep(float(step["sleep"]))
                 continue
-            args = _fill(step.get("args", {}), names)
+            args = fill_placeholders(step.get("args", {}), names)
             t0 = time.perf_counter()
             is_error, value = await client.call_raw(step["tool"], args)
             ms = round((time.perf_counter() - t0) * 1000, 1)

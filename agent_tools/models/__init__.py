@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .replay import serve_replay_model as serve_replay_model
     from .replay_plan import ReplayPlan as ReplayPlan
     from .replay_plan import ReplayPlanInvalid as ReplayPlanInvalid
+    from .replay_plan import fill_placeholders as fill_placeholders
     from .replay_plan import load_plan as load_plan
     from .usage import CallUsage as CallUsage
     from .usage import WireMeter as WireMeter

@@ -135,3 +135,18 @@ def load_plan(path: Path) -> ReplayPlan:
     except orjson.JSONDecodeError as exc:
         raise ReplayPlanInvalid(f"the plan {path} is not JSON: {exc}") from None
     return ReplayPlan.from_json(value, source=str(path))
+
+
+def fill_placeholders(value: Any, names: Mapping[str, str]) -> Any:
+    """A plan step's arguments with ``{name}`` replaced in every string, nested lists and
+    objects included (the plan format's one rule: the replay model and `leanrig agent
+    scripted` fill ``{task}`` and ``{session}`` alike)."""
+    if isinstance(value, str):
+        for key, text in names.items():
+            value = value.replace("{" + key + "}", text)
+        return value
+    if isinstance(value, list):
+        return [fill_placeholders(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, names) for k, v in value.items()}
+    return value

@@ -8,12 +8,20 @@ no time. Must not: read or write a wire format (`replay_requests.py`, `replay_an
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from .replay_answers import output_bytes
-from .replay_plan import DEFAULT_FINAL, ReplayPlan, SayStep, SleepStep, Step, ToolStep
+from .replay_plan import (
+    DEFAULT_FINAL,
+    ReplayPlan,
+    SayStep,
+    SleepStep,
+    Step,
+    ToolStep,
+    fill_placeholders,
+)
 from .replay_requests import (
     Conversation,
     OfferedTool,
@@ -87,18 +95,6 @@ def last_session(results: Sequence[str]) -> str:
     return ""
 
 
-def _fill(value: Any, names: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, text in names.items():
-            value = value.replace("{" + key + "}", text)
-        return value
-    if isinstance(value, list):
-        return [_fill(v, names) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill(v, names) for k, v in value.items()}
-    return value
-
-
 def _offered(conv: Conversation, tool: str) -> OfferedTool | None:
     exact = [t for t in conv.tools if t.name == tool]
     found = exact or [t for t in conv.tools if t.matches(tool)]
@@ -125,7 +121,7 @@ def next_turn(plan: ReplayPlan, conv: Conversation) -> Turn:
         text = upcoming.text if isinstance(upcoming, SayStep) else DEFAULT_FINAL
         return Turn(Text(text), pause, task, step, None)
     names = {"task": task or "", "session": last_session(conv.results)}
-    arguments = _fill(dict(upcoming.args), names)
+    arguments = fill_placeholders(dict(upcoming.args), names)
     offered = _offered(conv, upcoming.tool)
     if offered is not None:
         call = ToolCall(offered.name, arguments, offered.namespace)
