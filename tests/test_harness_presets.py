@@ -21,7 +21,7 @@ from agent_tools.runs.harness import (
     find_harness,
     harness_usage,
     key_variable,
-    launch,
+    plan_launch,
     usage_mismatch,
 )
 from agent_tools.runs.model_access import model_route
@@ -47,8 +47,8 @@ def test_claude_code_gets_leanrig_s_tools_only_json_output_and_a_home_of_its_own
     tmp_path: Path,
 ) -> None:
     a = attempt(tmp_path)
-    out = launch("claude-code", Path("/bin/claude"), a, model="kimi-k3", reasoning="high",
-                 key_var="ANTHROPIC_AUTH_TOKEN")  # fmt: skip
+    out = plan_launch("claude-code", Path("/bin/claude"), a, model="kimi-k3", reasoning="high",
+                 key_var="ANTHROPIC_AUTH_TOKEN").write_files()  # fmt: skip
     argv = out.argv
     assert argv[:3] == ["/bin/claude", "-p", a.prompt]
     for flag, value in [("--model", "kimi-k3"), ("--tools", "ToolSearch"),
@@ -68,16 +68,16 @@ def test_claude_code_gets_leanrig_s_tools_only_json_output_and_a_home_of_its_own
 
 
 def test_claude_code_sends_an_api_key_header_when_the_key_is_an_api_key(tmp_path: Path) -> None:
-    out = launch("claude-code", Path("/bin/claude"), attempt(tmp_path), model="m",
-                 reasoning=None, key_var="ANTHROPIC_API_KEY")  # fmt: skip
+    out = plan_launch("claude-code", Path("/bin/claude"), attempt(tmp_path), model="m",
+                 reasoning=None, key_var="ANTHROPIC_API_KEY").write_files()  # fmt: skip
     assert out.env["ANTHROPIC_API_KEY"] == KEY_PLACEHOLDER
     assert "ANTHROPIC_AUTH_TOKEN" not in out.env and "--effort" not in out.argv
 
 
 def test_codex_s_config_names_the_gateway_the_server_and_never_asks(tmp_path: Path) -> None:
     a = attempt(tmp_path)
-    out = launch("codex", Path("/bin/codex"), a, model="gpt-5.5", reasoning="xhigh",
-                 key_var="OPENAI_API_KEY")  # fmt: skip
+    out = plan_launch("codex", Path("/bin/codex"), a, model="gpt-5.5", reasoning="xhigh",
+                 key_var="OPENAI_API_KEY").write_files()  # fmt: skip
     (path,) = out.files
     assert path == a.home / ".codex" / "config.toml" and path.exists()
     config = tomllib.loads(path.read_text())

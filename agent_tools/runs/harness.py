@@ -1,10 +1,10 @@
 """Harness presets: `leanrig run --harness claude-code|codex` — how each published harness is
 started for one attempt, from the attempt's MCP server, its model gateway and its home.
 
-Per attempt the runner calls `launch`, which writes the harness's own configuration into the
-attempt's home (a fresh directory: no memory between attempts) and returns the command and
-environment. What each preset turns off, and what a harness cannot turn off, is in
-docs/agents.md; the verdict does not depend on it (the submission is the runner's service's
+Per attempt the runner calls `plan_launch` (the command, the environment and the harness's
+own configuration) and `Launch.write_files` (that configuration into the attempt's home, a
+fresh directory: no memory between attempts). What each preset turns off, and what a
+harness cannot turn off, is in docs/agents.md; the verdict does not depend on it (the submission is the runner's service's
 last accepted body, never a file the harness wrote). `harness_usage` reads what the harness
 itself reported about its tokens from its output, to check the gateway's count against.
 
@@ -63,6 +63,13 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     files: dict[Path, str] = field(default_factory=dict)
+
+    def write_files(self) -> Launch:
+        """Its configuration files written (their directories made); itself."""
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,23 +245,6 @@ def plan_launch(
     return codex(program, attempt, model=model, reasoning=reasoning)
 
 
-def launch(
-    name: HarnessName,
-    program: Path,
-    attempt: PresetInputs,
-    *,
-    model: str,
-    reasoning: str | None,
-    key_var: str | None,
-) -> Launch:
-    """`plan_launch`, its configuration files written."""
-    out = plan_launch(name, program, attempt, model=model, reasoning=reasoning, key_var=key_var)
-    for path, text in out.files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return out
-
-
 def key_variable(name: HarnessName, explicit: str | None, env: Mapping[str, str]) -> str | None:
     """The runner's environment variable holding the model's key: ``--model-key-env``, else
     the harness's usual ones that are set; None: no key (a local endpoint)."""
@@ -348,7 +338,6 @@ __all__ = [
     "harness_version",
     "installed_harness",
     "key_variable",
-    "launch",
     "plan_launch",
     "usage_mismatch",
 ]

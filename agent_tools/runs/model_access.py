@@ -25,7 +25,6 @@ from .harness import (
     Launch,
     PresetInputs,
     key_variable,
-    launch,
     plan_launch,
 )
 from .options import NetworkPolicy, RunError, RunOptions
@@ -164,10 +163,11 @@ def launch_harness(
     """The harness's command for this attempt; its configuration written into ``home`` and
     recorded (``harness.json`` in the attempt's directory)."""
     home.mkdir(parents=True, exist_ok=True)
-    started = launch(harness.name, harness.program,
-                     harness_attempt(ws, home, model_url, options.time_limit),
-                     model=options.model or "", reasoning=options.reasoning,
-                     key_var=route.key_var if route else None)  # fmt: skip
+    started = plan_launch(
+        harness.name, harness.program, harness_attempt(ws, home, model_url, options.time_limit),
+        model=options.model or "", reasoning=options.reasoning,
+        key_var=route.key_var if route else None,
+    ).write_files()  # fmt: skip
     record = {"argv": started.argv, "env": started.env,
               "files": {str(p): t for p, t in started.files.items()}}  # fmt: skip
     (ws.root / "harness.json").write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
