@@ -5,8 +5,9 @@ Per attempt the runner calls `plan_launch` (the command, the environment and the
 own configuration) and `Launch.write_files` (that configuration into the attempt's home, a
 fresh directory: no memory between attempts). What each preset turns off, and what a
 harness cannot turn off, is in docs/agents.md; the verdict does not depend on it (the
-submission is the runner's service's last accepted body, never a file the harness wrote). `harness_usage` reads what the harness
-itself reported about its tokens from its output, to check the gateway's count against.
+submission is the runner's service's last accepted body, never a file the harness wrote).
+`harness_usage` reads what the harness itself reported about its tokens from its output, to
+check the gateway's count against.
 
 Must not: hold an API key (the harness gets the gateway's placeholder; the gateway swaps in
 the key), or run anything.
