@@ -151,19 +151,22 @@ async def test_a_killed_lsp_leaves_its_attempt_to_resume_and_the_report_says_so(
     assert "no result yet" in stderr and "editor again" in stderr, stderr
     assert "leanrig run" not in stderr  # (it said: pass a `leanrig run` directory)
     # ... but the attempt is not erased: the next start goes on with it.
-    second = time.time()
     async with start_editor(workspace, run) as editor:
         uri = await _prove(editor, workspace, RIGHT)
         assert (await _check(editor, uri))["accepted"] is True
         asked = time.time()
     (result,) = read_results(run).results
     assert result.attempt == 1 and result.accepted
-    # More than the second connection alone (it began at attempt 1 with a fresh clock).
-    assert asked - second < result.invocation_s <= asked - started
     ledger = lines(run / "ledger.jsonl")
     opened = [e for e in ledger if e["tool"] == "open_task"]
     assert [e["connection"] for e in opened] == [1, 2]
-    assert opened[1]["attempt_s"] > 0  # the second connection began with time on the clock
+    carried = opened[1]["attempt_s"]
+    assert carried > 0  # the second connection began with the first one's time on the clock
+    # The attempt's time is the first connection's and the second's: more than what was
+    # carried over, never more than the wall time since the first start. (It compared with
+    # the wall time since the second editor was started, which a loaded machine's slow editor
+    # start made longer than the second connection: a fresh-clone run failed on it.)
+    assert carried < result.invocation_s <= asked - started
 
 
 async def test_the_clock_starts_when_the_editor_connects_not_when_it_opens_the_file(
