@@ -24,6 +24,7 @@ BENCHES = {
     "editor": "bench.bench_editor",
     "ray": "bench.bench_ray",
     "gateway": "bench.bench_gateway",
+    "queries": "bench.bench_queries",
 }
 
 
