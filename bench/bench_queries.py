@@ -39,7 +39,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from agent_tools.tasks import load_suite
 from lsp_bridge import find_lean
 
-from .bench_agent import DEMO, RIGHT, ROOT, TASK, texts
+from .bench_agent import OTHER, RIGHT, ROOT, TASK, make_suite, texts
 from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
 
@@ -49,25 +49,34 @@ NAME = "And.intro"  # hover target, declaration name
 PEER = "lean-lsp-mcp {tool} (peer)"
 OURS = "leanrig {tool}, MCP stdio"
 WARMUP = 3  # calls per side and tool before measuring
+PADDED = 10  # declarations before the theorem in the second task file (bench_agent.make_suite)
 
 
 @dataclass(frozen=True)
 class Spots:
-    """Where the calls point in the task file (1-based lines, 1-based code-point columns)."""
+    """One task file and where the calls point in it (1-based lines, 1-based code-point
+    columns)."""
 
+    task: str  # the leanrig task id
+    file: str  # the task file, relative to the suite (and to the peer's project)
     text: str  # the task file with the complete body
+    decls: int  # declarations before the theorem
     line: int  # the body's line holding `@And.intro`
     hover: int  # the column of `A` in `@And.intro`
     complete: int  # the column just after `@And.i`
     theorem: int  # the line of `theorem main`
 
     @classmethod
-    def of(cls, text: str) -> Spots:
+    def of(cls, suite: Path, task_id: str, decls: int) -> Spots:
+        task = load_suite(suite).task(task_id)
+        text = task.with_body(RIGHT)
         lines = text.splitlines()
         line = next(i for i, s in enumerate(lines) if "@And.intro" in s)
         start = lines[line].index("@And.intro") + 1  # 0-based `A`
         theorem = next(i for i, s in enumerate(lines) if s.startswith("theorem "))
-        return cls(text, line + 1, start + 1, start + len("And.i") + 1, theorem + 1)
+        file = task.spec.file
+        return cls(task_id, file, text, decls, line + 1, start + 1,
+                   start + len("And.i") + 1, theorem + 1)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,8 +95,11 @@ class Pair:
     calls_scale: float = 1.0  # fewer calls for slow tools
 
 
-def pairs(spots: Spots, task_file: Path, by_file: Path) -> list[Pair]:
-    file = str(task_file)
+def pairs(spots: Spots, project: Path) -> list[Pair]:
+    file = str(project / spots.file)
+    by_file = str(project / by_name(spots.file))
+    # leanrig's outline lists what precedes the target theorem; the peer's, the whole file.
+    last = f"d{spots.decls - 1}" if spots.decls else ""
     return [
         Pair("get_hover", "lean_hover_info",
              lambda sid, i: {"session_id": sid, "line": spots.line, "column": spots.hover},
@@ -105,17 +117,22 @@ def pairs(spots: Spots, task_file: Path, by_file: Path) -> list[Pair]:
         Pair("get_outline", "lean_file_outline",
              lambda sid, i: {"session_id": sid},
              lambda i: {"file_path": file},
-             lambda i: "main"),
+             lambda i: last),
         Pair("check_term", "lean_run_code",
              lambda sid, i: {"session_id": sid, "term": TERMS[i % 2], "in_context": False},
              lambda i: {"code": f"{HEADER}#check {TERMS[i % 2]}\n"},
              lambda i: TERMS[i % 2].lstrip("@")),
         Pair("profile_proof", "lean_profile_proof",
              lambda sid, i: {"session_id": sid},
-             lambda i: {"file_path": str(by_file), "line": spots.theorem},
+             lambda i: {"file_path": by_file, "line": spots.theorem},
              lambda i: "",
              peer_error="unknown tactic", calls_scale=0.3),
     ]  # fmt: skip
+
+
+def by_name(file: str) -> str:
+    """The peer's copy of a task file with the body as `by exact …` (for lean_profile_proof)."""
+    return file.removesuffix(".lean") + "By.lean"
 
 
 def answer_text(result: Any) -> str:
@@ -125,21 +142,21 @@ def answer_text(result: Any) -> str:
     return "\n".join(parts)
 
 
-def peer_project(root: Path, spots: Spots) -> tuple[Path, Path, dict[str, str]]:
-    """A prelude project for lean-lsp-mcp (bench_agent's set-up): the demo sources, the task
-    file with the complete body, the same with a `by` body (what lean_profile_proof needs),
-    and the environment: the `lake` stand-in, LEAN_PATH to the compiled Demo.Basic."""
-    shutil.copytree(DEMO / "Demo", root / "Demo")
-    task_file = root / "Demo" / "AndSwap.lean"
-    task_file.write_text(spots.text, encoding="utf-8")
-    by_file = root / "Demo" / "AndSwapBy.lean"
-    by_file.write_text(spots.text.replace(":=" + RIGHT, ":= by\n  exact " + RIGHT.strip()))
+def peer_project(root: Path, suite: Path, files: list[Spots]) -> dict[str, str]:
+    """A prelude project for lean-lsp-mcp (bench_agent's set-up): the suite's sources, each
+    task file with the complete body and a copy with a `by` body (what lean_profile_proof
+    needs); and its environment: the `lake` stand-in, LEAN_PATH to the compiled Demo.Basic."""
+    shutil.copytree(suite / "Demo", root / "Demo")
+    for spots in files:
+        (root / spots.file).write_text(spots.text, encoding="utf-8")
+        by_text = spots.text.replace(":=" + RIGHT, ":= by\n  exact " + RIGHT.strip())
+        (root / by_name(spots.file)).write_text(by_text, encoding="utf-8")
     lake_dir = root / ".standin"
     lean = find_lean().lean
     lake_standin(lean, lake_dir)
     (root / "lakefile.toml").write_text('name = "bench"\n')
     (root / "lean-toolchain").write_text("leanprover/lean4:v4.35.0\n")
-    _, _, lib = texts(DEMO)
+    _, _, lib = texts(suite)
     env = peer_env(lake_dir, lib)
     env["LEAN_PROJECT_PATH"] = str(root)
     # Two things `lake` gives a real project that the stand-in does not: the sources' search
@@ -149,45 +166,59 @@ def peer_project(root: Path, spots: Spots) -> tuple[Path, Path, dict[str, str]]:
     # fails and the peer reports an empty profile in a few ms without running Lean).
     env["LEAN_SRC_PATH"] = str(root)
     env["PATH"] = f"{lean.parent}:{env['PATH']}"
-    return task_file, by_file, env
+    return env
+
+
+def label(spots: Spots) -> str:
+    return f"{spots.file} ({spots.decls} declarations before the theorem)"
 
 
 async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
-    spots = Spots.of(load_task_text())
+    suite = make_suite(work, PADDED)
+    files = [Spots.of(suite, OTHER, 0), Spots.of(suite, TASK, PADDED)]
     python = ensure_peers()
-    task_file, by_file, env = peer_project(work / "peer", spots)
-    table = pairs(spots, task_file, by_file)
-    samples: dict[str, dict[str, list[float]]] = {p.tool: {} for p in table}
+    project = work / "peer"
+    env = peer_project(project, suite, files)
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {label(f): {} for f in files}
     async with AsyncExitStack() as stack:
         errlog = stack.enter_context((work / "lean-lsp-mcp.stderr.log").open("w"))
         peer_params = StdioServerParameters(
-            command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(work / "peer")
+            command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(project)
         )
         peer = await stack.enter_async_context(Client(stdio_client(peer_params, errlog=errlog)))
         ours_params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
+            args=["-m", "agent_tools.cli", "serve", "--suite", str(suite),
                   "--run-dir", str(work / "runs")],
             cwd=str(ROOT),
         )  # fmt: skip
         ours = await stack.enter_async_context(Client(ours_params))
         have = {t.name for t in (await ours.list_tools()).tools}
-        opened = await ours.call_tool("open_task", {"task_id": TASK})
-        assert isinstance(opened.structured_content, dict), opened.content
-        sid = str(opened.structured_content["session_id"])
-        done = await ours.call_tool("set_proof", {"session_id": sid, "body": RIGHT})
-        assert not done.is_error, done.content
-        assert isinstance(done.structured_content, dict), done.content
-        assert done.structured_content["complete"], done.structured_content
-        # The peer opens its file on its first call (as an agent's first call would).
-        first = await peer.call_tool("lean_diagnostic_messages", {"file_path": str(task_file)})
-        assert not first.is_error, first.content
+        table: list[tuple[Spots, str, Pair]] = []  # (file, leanrig session, pair)
+        for spots in files:
+            opened = await ours.call_tool("open_task", {"task_id": spots.task})
+            assert isinstance(opened.structured_content, dict), opened.content
+            sid = str(opened.structured_content["session_id"])
+            mode = opened.structured_content.get("mode")
+            notes.append(f"leanrig's session on {spots.file}: {mode} mode")
+            done = await ours.call_tool("set_proof", {"session_id": sid, "body": RIGHT})
+            assert not done.is_error, done.content
+            assert isinstance(done.structured_content, dict), done.content
+            assert done.structured_content["complete"], done.structured_content
+            # The peer opens its file on its first call (as an agent's first call would).
+            path = str(project / spots.file)
+            first = await peer.call_tool("lean_diagnostic_messages", {"file_path": path})
+            assert not first.is_error, first.content
+            table += [(spots, sid, pair) for pair in pairs(spots, project)]
+        missing = sorted({p.tool for _, _, p in table} - have)
+        if missing:
+            notes.append(f"leanrig has no {', '.join(missing)} tool (tools/list): rows missing")
 
-        async def timed(client: Client, side: str, pair: Pair, i: int) -> float | None:
+        async def timed(side: str, sid: str, pair: Pair, i: int) -> float | None:
             if side == "ours":
-                tool, args = pair.tool, pair.ours(sid, i)
+                client, tool, args = ours, pair.tool, pair.ours(sid, i)
             else:
-                tool, args = pair.peer_tool, pair.theirs(i)
+                client, tool, args = peer, pair.peer_tool, pair.theirs(i)
             t = time.perf_counter()
             result = await client.call_tool(tool, args)
             ms = (time.perf_counter() - t) * 1000
@@ -197,47 +228,33 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
             else:
                 ok = not result.is_error and pair.expect(i) in text
             if not ok:
-                note = f"{tool} ({side}) answered unexpectedly: {text[:300]!r}"
-                if note not in notes:
-                    notes.append(note)
+                notes.append(f"{tool} ({side}) answered unexpectedly: {text[:300]!r}")
                 return None
             return ms
 
-        live: dict[str, set[str]] = {}  # tool -> the sides still measured
-        for pair in table:
-            sides = {"peer"}
-            if pair.tool in have:
-                sides.add("ours")
-            else:
-                notes.append(f"leanrig has no `{pair.tool}` tool (tools/list): its row is missing")
-            live[pair.tool] = sides
-        clients = {"ours": ours, "peer": peer}
-        for pair in table:  # warm-up, both sides
-            for side in sorted(live[pair.tool]):
+        live = {(s.file, p.tool): {"peer"} | ({"ours"} if p.tool in have else set())
+                for s, _, p in table}  # fmt: skip
+        for spots, sid, pair in table:  # warm-up, both sides
+            for side in sorted(live[spots.file, pair.tool]):
                 for i in range(WARMUP):
-                    if await timed(clients[side], side, pair, i) is None:
-                        live[pair.tool].discard(side)
+                    if await timed(side, sid, pair, i) is None:
+                        live[spots.file, pair.tool].discard(side)
                         break
         for i in range(calls):
-            for pair in table:
+            for spots, sid, pair in table:
                 if i >= max(3, round(calls * pair.calls_scale)):
                     continue
                 # Which side goes first alternates by round.
-                for side in sorted(live[pair.tool], reverse=i % 2 == 1):
-                    ms = await timed(clients[side], side, pair, WARMUP + i)
+                for side in sorted(live[spots.file, pair.tool], reverse=i % 2 == 1):
+                    ms = await timed(side, sid, pair, WARMUP + i)
                     if ms is None:
-                        live[pair.tool].discard(side)
+                        live[spots.file, pair.tool].discard(side)
                         continue
                     row = (OURS if side == "ours" else PEER).format(
                         tool=pair.tool if side == "ours" else pair.peer_tool
                     )
-                    samples[pair.tool].setdefault(row, []).append(ms)
-    return {tool: rows for tool, rows in samples.items()}
-
-
-def load_task_text() -> str:
-    """The task file with the complete body (what both servers hold)."""
-    return load_suite(DEMO).task(TASK).with_body(RIGHT)
+                    samples[label(spots)].setdefault(pair.tool, {}).setdefault(row, []).append(ms)
+    return {"files": files, "samples": samples}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -245,21 +262,26 @@ def run(quick: bool = False) -> dict[str, Any]:
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="leanrig-bench-queries-") as tmp:
         work = Path(tmp)
-        (work / "peer").mkdir()
-        samples = anyio.run(measure, calls, work, notes)
-    results: dict[str, Any] = {}
-    ratios: dict[str, Any] = {}
-    for pair in pairs(Spots.of(load_task_text()), Path("-"), Path("-")):
-        rows = samples.get(pair.tool, {})
-        peer_row = PEER.format(tool=pair.peer_tool)
-        ours_row = OURS.format(tool=pair.tool)
-        # The peer first: the summary's "vs first" column is then leanrig over the peer.
-        ordered = {r: summarize(rows[r]) for r in (peer_row, ours_row) if r in rows}
-        results[pair.tool] = ordered
-        print_table(f"{pair.tool} vs {pair.peer_tool}", ordered, peer_row)
-        if peer_row in ordered and ours_row in ordered:
-            ratio = ordered[ours_row]["median_ms"] / ordered[peer_row]["median_ms"]
-            ratios[f"{pair.tool}_vs_{pair.peer_tool} (target <= 0.8)"] = round(ratio, 2)
+        measured = anyio.run(measure, calls, work, notes)
+        files: list[Spots] = measured["files"]
+        samples = measured["samples"]
+        results: dict[str, Any] = {}
+        ratios: dict[str, Any] = {}
+        for spots in files:
+            results[label(spots)] = {}
+            ratios[label(spots)] = {}
+            for pair in pairs(spots, work):
+                rows = samples[label(spots)].get(pair.tool, {})
+                peer_row = PEER.format(tool=pair.peer_tool)
+                ours_row = OURS.format(tool=pair.tool)
+                # The peer first: the summary's "vs first" column is leanrig over the peer.
+                ordered = {r: summarize(rows[r]) for r in (peer_row, ours_row) if r in rows}
+                results[label(spots)][pair.tool] = ordered
+                print_table(f"{pair.tool} vs {pair.peer_tool}: {label(spots)}", ordered, peer_row)
+                if peer_row in ordered and ours_row in ordered:
+                    ratio = ordered[ours_row]["median_ms"] / ordered[peer_row]["median_ms"]
+                    key = f"{pair.tool} / {pair.peer_tool} (target <= 0.8)"
+                    ratios[label(spots)][key] = round(ratio, 2)
     notes += [
         "lean_profile_proof needs a `by` proof (it looks for `:= by` and profiles the tactic "
         "lines); the bootstrap Lean has no Init, so no tactics: on a term body the peer "
@@ -267,14 +289,18 @@ def run(quick: bool = False) -> dict[str, Any]:
         "proof as `by exact …` it runs `lake env lean --profile -Dtrace.profiler=true` on the "
         'extracted theorem to the end and then refuses ("Profiled snippet failed to compile: '
         '… unknown tactic"). Its row times that call (the whole Lean run it pays for a '
-        "profile), on AndSwapBy.lean; leanrig profiles the session's term body.",
+        "profile) on the file's `by` copy; leanrig profiles the session's term body.",
         "lean_run_code's #check runs in the peer's scratch document (its REPL is off by "
         f"default); both sides check {' and '.join(TERMS)} alternately, with the task's imports "
         "(check_term in_context=false).",
+        "lean_file_outline lists the whole file (the theorem too) and caches its answer per "
+        "file content; leanrig's get_outline lists the declarations before the theorem.",
         "The peer project is given LEAN_SRC_PATH (the project root) and the bootstrap `lean` on "
         "PATH, as a real lake project has; see peer_project.",
     ]
-    print("\nleanrig median / peer median:", ratios)
+    print(
+        "\nleanrig median / peer median:", orjson.dumps(ratios, option=orjson.OPT_INDENT_2).decode()
+    )
     for note in notes:
         print("note:", note)
     result = {"calls": calls, "results": results, "ratios": ratios, "notes": notes}
