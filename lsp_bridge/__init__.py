@@ -54,7 +54,9 @@ from .lean_text import LITERAL_KINDS as LITERAL_KINDS
 from .lean_text import LeanToken as LeanToken
 from .lean_text import TextScan as TextScan
 from .lean_text import TokenKind as TokenKind
+from .lean_text import brackets_balanced as brackets_balanced
 from .lean_text import has_tactic_block as has_tactic_block
+from .lean_text import is_identifier as is_identifier
 from .lean_text import lean_tokens as lean_tokens
 from .lean_text import lone_carriage_return as lone_carriage_return
 from .lean_text import name_parts as name_parts

@@ -405,7 +405,7 @@ class LeanClient:
             # Someone changed the document meanwhile: report as wait_for does, and ask again.
             report = await self.wait_for(uri, version, timeout=remaining())
             answered = [
-                None if q.unless_clean and report.clean else await self._ask(uri, q, remaining())
+                None if q.unless_clean and report.clean else await self.ask(uri, q, remaining())
                 for q in queries
             ]
         else:
@@ -420,7 +420,7 @@ class LeanClient:
                 # Not waited for (the version did not finish, so no problem was reported
                 # before the barrier): asked now, a round trip of their own.
                 answered = [
-                    await self._ask(uri, q, remaining()) if q.unless_clean else a
+                    await self.ask(uri, q, remaining()) if q.unless_clean else a
                     for q, a in zip(queries, answered, strict=True)
                 ]
         for query, result in zip(queries, answered, strict=True):
@@ -445,7 +445,7 @@ class LeanClient:
             return doc, version, []
         return doc, version, [("textDocument/didChange", params)]
 
-    async def _ask(self, uri: str, query: DocQuery, timeout: float) -> Any:
+    async def ask(self, uri: str, query: DocQuery, timeout: float) -> Any:
         """``query`` alone, about the current version (``doc_requests.ask_alone``)."""
         return await ask_alone(self._docs, uri, self._lean, query, timeout)
 

@@ -7,15 +7,16 @@ Must not send anything or hold state: the client frames the queries into its exc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
-from .lean_types import PlainGoal, PlainTermGoal
+from .lean_types import LspRange, PlainGoal, PlainTermGoal
 from .positions import LspPos
 
 _converter = get_converter()
@@ -60,9 +61,13 @@ class DocQuery:
     # Needed only if the version is not clean (``DocumentReport.clean``): asked with the
     # change, but not waited for when the version turns out clean (its answer is then None).
     unless_clean: bool = False
+    # Parameters beside the document and position (a code action's range and context) ...
+    extra: Mapping[str, Any] | None = None
+    # ... or instead of them: a resolve request's parameters are the item it resolves.
+    item: Any = None
 
     def made_optional(self) -> DocQuery:
-        return DocQuery(self.method, self.parse, self.position, True, self.unless_clean)
+        return dataclasses.replace(self, optional=True)
 
     def made_unless_clean(self) -> DocQuery:
         """This query, needed only about a version that is not clean. It goes to Lean with
@@ -70,13 +75,17 @@ class DocQuery:
         on the version's first error instead, it cost a round trip after the barrier: the
         first error of a short file comes at its end); a clean version's step does not wait
         for it (``Conditional``)."""
-        return DocQuery(self.method, self.parse, self.position, self.optional, True)
+        return dataclasses.replace(self, unless_clean=True)
 
     def params(self, uri: str) -> dict[str, Any]:
         """The request's parameters about document ``uri``."""
+        if self.item is not None:
+            return self.item  # type: ignore[no-any-return]
         params: dict[str, Any] = {"textDocument": {"uri": uri}}
         if self.position is not None:
             params["position"] = self.position.to_json()
+        if self.extra is not None:
+            params.update(self.extra)
         return params
 
     @staticmethod
@@ -96,6 +105,47 @@ class DocQuery:
     @staticmethod
     def plain_term_goal(pos: LspPos) -> DocQuery:
         return DocQuery("$/lean/plainTermGoal", PlainTermGoal.from_json, pos)
+
+    @staticmethod
+    def hover(pos: LspPos) -> DocQuery:
+        return DocQuery("textDocument/hover", parse_hover, pos)
+
+    @staticmethod
+    def definition(pos: LspPos) -> DocQuery:
+        """Where the constant at ``pos`` is declared: Lean's location links (raw JSON)."""
+        return DocQuery("textDocument/definition", _as_list, pos)
+
+    @staticmethod
+    def completion(pos: LspPos) -> DocQuery:
+        """Lean's completion items at ``pos`` (raw JSON: Lean's ``data`` must go back
+        unchanged in ``completionItem/resolve``)."""
+        return DocQuery("textDocument/completion", _completion_items, pos)
+
+    @staticmethod
+    def code_actions(at: LspRange, diagnostics: Sequence[Any] = ()) -> DocQuery:
+        """Lean's code actions for ``at`` (raw JSON; those with ``data`` resolve lazily)."""
+        extra = {"range": at.to_json(), "context": {"diagnostics": list(diagnostics)}}
+        return DocQuery("textDocument/codeAction", _as_list, extra=extra)
+
+    @staticmethod
+    def resolve(method: str, item: Any) -> DocQuery:
+        """``completionItem/resolve`` or ``codeAction/resolve`` of one item Lean gave."""
+        return DocQuery(method, _as_dict, item=item)
+
+
+def _as_list(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, list) else []
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    return dict(result) if isinstance(result, dict) else {}
+
+
+def _completion_items(result: Any) -> list[Any]:
+    """A completion answer's items (a bare list or a ``CompletionList``)."""
+    if isinstance(result, dict):
+        return _as_list(result.get("items"))
+    return _as_list(result)
 
 
 def framed_requests(

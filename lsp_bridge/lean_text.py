@@ -37,6 +37,7 @@ here. Offsets are code point offsets into the Python string.
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -324,3 +325,37 @@ def _interpolated(text: str, string: LeanToken) -> bool:
 
 
 _CODE_WORDS = frozenset({TokenKind.IDENT, TokenKind.SYMBOL})
+
+
+_CLOSING = {")": "(", "]": "[", "}": "{", "⟩": "⟨", "⦄": "⦃", "⟧": "⟦", "⦘": "⦗"}
+_OPENING = frozenset(_CLOSING.values())
+
+
+def brackets_balanced(text: str) -> bool:
+    """Does every bracket of ``text`` (outside comments and literals) close the innermost one
+    it opened, all closed at the end, and every comment, literal and ``«»`` name end within
+    ``text``? Such a text put between parentheses cannot end them early: it stays one term."""
+    stack: list[str] = []
+    for token in lean_tokens(text):
+        if not token.terminated:
+            return False
+        if token.kind is not TokenKind.SYMBOL:
+            continue
+        char = text[token.start]
+        if char in _OPENING:
+            stack.append(char)
+        elif char in _CLOSING and (not stack or stack.pop() != _CLOSING[char]):
+            return False
+    return not stack
+
+
+def is_identifier(text: str) -> bool:
+    """Is ``text`` exactly one identifier (``And.intro``, ``«my lemma».foo``, ``α.β``)?"""
+    tokens = list(itertools.islice(lean_tokens(text), 2))
+    return (
+        len(tokens) == 1
+        and tokens[0].kind is TokenKind.IDENT
+        and tokens[0].terminated
+        and tokens[0].start == 0
+        and tokens[0].end == len(text)
+    )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .config import PoolConfig as PoolConfig
     from .config import RayOptions as RayOptions
     from .config import default_max_processes as default_max_processes
+    from .doc_questions import ask_in as ask_in
     from .environment import LeanEnvironment as LeanEnvironment
     from .errors import NodeLost as NodeLost
     from .errors import NoNodes as NoNodes

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -451,6 +451,11 @@ class Slot:
         client = self._client()
         uri = self.document_of(self.holder)
         return client.text(uri) if uri is not None else ""
+
+    async def ask(self, query: DocQuery, *, timeout: float) -> Any:
+        """``query`` about the holder's document as it is now (lsp_bridge ``DocQuery``)."""
+        async with self._guard():
+            return await self._client().ask(self.uri, query, timeout)
 
     async def plain_goal(self, pos: LspPos, *, timeout: float) -> PlainGoal:
         async with self._guard():

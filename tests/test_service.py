@@ -77,6 +77,13 @@ async def test_a_full_session_returns_typed_results_that_match_their_schemas(
     results.append(("check_proof", await service.check_proof(sid)))
     results.append(("get_timings", await service.get_timings(sid)))
     results.append(("server_status", await service.server_status()))
+    results.append(("get_hover", await service.get_hover(sid, start.line, 3)))
+    results.append(("check_term", await service.check_term(sid, "@And.intro q p", True)))
+    results.append(("get_declaration", await service.get_declaration(sid, "And.intro")))
+    results.append(("get_outline", await service.get_outline(sid)))
+    results.append(("get_completions", await service.get_completions(sid, None, None, "And.")))
+    results.append(("get_code_actions", await service.get_code_actions(sid, start.line + 1, 3)))
+    results.append(("profile_proof", await service.profile_proof(sid)))
     results.append(("close_session", await service.close_session(sid)))
     for tool, result in results:
         assert isinstance(result, TOOL_BY_NAME[tool].output), tool
@@ -226,9 +233,24 @@ async def test_every_result_of_a_full_session_matches_its_output_schema_on_both_
             assert (await call("check_proof", session_id=sid))["accepted"] is True
             await call("get_timings", session_id=sid)
             await call("server_status")
+            at = {"line": start["line"] + 1, "column": 4}  # `Or.rec` of the body
+            hover = await call("get_hover", session_id=sid, **at)
+            assert hover["found"] is True and hover["name"] == "Or.rec", hover
+            checked = await call("check_term", session_id=sid, term="h", in_context=True)
+            assert checked["type"] == "Or p q"
+            declared = await call("get_declaration", session_id=sid, name="Or.inl")
+            assert declared["kind"] == "constructor"
+            await call("get_outline", session_id=sid)
+            offered = await call("get_completions", session_id=sid, line=None, column=None,
+                                 prefix="Or.i")  # fmt: skip
+            assert {c["name"] for c in offered["completions"]} == {"Or.inl", "Or.inr"}
+            await call("get_code_actions", session_id=sid, **at)
+            assert (await call("profile_proof", session_id=sid))["status"] == "complete"
             await call("close_session", session_id=sid)
             seen |= {"open_task", "get_goals", "set_proof", "try_proofs", "replace_in_proof",
                      "get_proof_state", "check_proof", "get_timings", "server_status",
+                     "get_hover", "check_term", "get_declaration", "get_outline",
+                     "get_completions", "get_code_actions", "profile_proof",
                      "close_session"}  # fmt: skip
             assert seen == set(TOOL_BY_NAME)
 

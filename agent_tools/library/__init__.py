@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .index import prepare_library as prepare_library
     from .parse import Declaration as Declaration
     from .parse import LibraryError as LibraryError
+    from .parse import declaration_kind as declaration_kind
+    from .parse import declarations_in as declarations_in
+    from .parse import docstring as docstring
     from .parse import parse_library as parse_library
     from .search import MAX_LIMIT as MAX_LIMIT
     from .search import Hit as Hit

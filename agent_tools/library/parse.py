@@ -144,7 +144,7 @@ async def _file_declarations(
         if d.severity == Severity.WARNING and _USES_SORRY.search(d.message)
     ]
     found = []
-    for symbol, namespace in _declarations(symbols, ()):
+    for symbol, namespace in declarations_in(symbols, ()):
         start = index.offset_of_lsp(LspPos(symbol.range.start.line, symbol.range.start.character))
         end = index.offset_of_lsp(LspPos(symbol.range.end.line, symbol.range.end.character))
         source = text[start:end].rstrip()
@@ -226,12 +226,12 @@ async def _symbols(client: LeanClient, uri: str, text: str) -> list[lsp.Document
         await client.close_document(copy)
 
 
-def _declarations(
+def declarations_in(
     symbols: Iterable[lsp.DocumentSymbol], namespace: tuple[str, ...]
 ) -> Iterator[tuple[lsp.DocumentSymbol, tuple[str, ...]]]:
     for s in symbols:
         if s.kind.name in CONTAINERS:
-            yield from _declarations(s.children or (), (*namespace, s.name))
+            yield from declarations_in(s.children or (), (*namespace, s.name))
         else:
             yield s, namespace
 

@@ -24,9 +24,13 @@ from pydantic import ValidationError
 from .errors import InvalidArguments
 from .tool_inputs import (
     MAX_CANDIDATES,
+    CheckTermInput,
+    CompletionsInput,
+    DeclarationInput,
     GetGoalsInput,
     NoArguments,
     OpenTaskInput,
+    PositionInput,
     ReadLibraryInput,
     ReplaceInProofInput,
     SearchLibraryInput,
@@ -36,11 +40,18 @@ from .tool_inputs import (
     TryProofsInput,
 )
 from .tool_outputs import (
+    CheckTermResult,
     CloseResult,
+    CodeActionsResult,
+    CompletionsResult,
+    DeclarationResult,
     EditResult,
     GoalsResult,
+    HoverResult,
     ListTasksResult,
     OpenTaskResult,
+    OutlineResult,
+    ProfileResult,
     ProofStateResult,
     ReadLibraryResult,
     SearchLibraryResult,
@@ -137,6 +148,87 @@ TOOLS: list[ToolDef] = [
         "goals (hypotheses and target). " + POSITIONS,
         GetGoalsInput,
         GoalsResult,
+        read_only=True,
+    ),
+    _tool(
+        "get_hover",
+        "Hover at a position",
+        "What Lean shows on hovering a position of the task file: the constant's full name, "
+        "its signature (or `term : type` for a local), its docstring and the module it comes "
+        "from. Use it to learn what a name in the statement or the proof means, instead of "
+        'writing a question into the proof. Example: {"session_id": "…", "line": 7, '
+        '"column": 12}. ' + POSITIONS,
+        PositionInput,
+        HoverResult,
+        read_only=True,
+    ),
+    _tool(
+        "check_term",
+        "Check a term",
+        "The type Lean gives a term, as `#check` would just before the target theorem; with "
+        "`in_context: true` the target's hypotheses and variables are in scope (the term is "
+        "elaborated where the proof begins). Nothing is edited: not the proof, not the "
+        "session's history. Use it to try a lemma application before putting it in the proof. "
+        'Errors come back positioned in the term. Example: {"session_id": "…", '
+        '"term": "@And.intro q p", "in_context": true}.',
+        CheckTermInput,
+        CheckTermResult,
+        read_only=True,
+    ),
+    _tool(
+        "get_declaration",
+        "Look up a declaration",
+        "A declaration by name, as known at the target theorem: its kind, full statement "
+        "(universe parameters included), docstring, module, and — when its file is readable "
+        "here (the task file, the suite's own library) — file, line and source text. Use it "
+        'to read what a lemma states before using it. Example: {"session_id": "…", '
+        '"name": "And.intro"}.',
+        DeclarationInput,
+        DeclarationResult,
+        read_only=True,
+    ),
+    _tool(
+        "get_outline",
+        "Outline of the task file",
+        "The task file's declarations above the target theorem, in order: name, kind, "
+        "signature, line — the definitions and lemmas the proof may use. Example: "
+        '{"session_id": "…"}.',
+        SessionInput,
+        OutlineResult,
+        read_only=True,
+    ),
+    _tool(
+        "get_completions",
+        "Complete a name",
+        "Names Lean offers, with their kinds and types: at a position of the task file "
+        "(`line` and `column`, `prefix` null), or for the start of a name as at the target "
+        "theorem (`prefix`, `line` and `column` null). Use it to find a lemma's exact name. "
+        'Example: {"session_id": "…", "line": null, "column": null, '
+        '"prefix": "And."}. ' + POSITIONS,
+        CompletionsInput,
+        CompletionsResult,
+        read_only=True,
+    ),
+    _tool(
+        "get_code_actions",
+        "Lean's suggestions",
+        'Lean\'s code actions and "Try this" suggestions at a position in the proof body, '
+        "each as an edit replace_in_proof applies as it is (`old`, `new`) and as the whole new "
+        "body (for set_proof). Suggestions that would edit outside the body are left out and "
+        'counted. Example: {"session_id": "…", "line": 9, "column": 5}. ' + POSITIONS,
+        PositionInput,
+        CodeActionsResult,
+        read_only=True,
+    ),
+    _tool(
+        "profile_proof",
+        "Profile the proof",
+        "Where Lean's elaboration time goes for the current proof body: the total, and the "
+        "costliest steps (Lean's profiler trace: category, milliseconds, the body line when it "
+        "is known, what was elaborated). Use it when a step is slow, before check_proof's "
+        'time limit is at risk. Example: {"session_id": "…"}.',
+        SessionInput,
+        ProfileResult,
         read_only=True,
     ),
     _tool(

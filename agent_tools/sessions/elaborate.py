@@ -259,7 +259,7 @@ class Elaborator:
         )
         return self._memos.setdefault(task.id, made)  # (a concurrent first use made one too)
 
-    def _key(self, memo: TaskMemo, lean_text: str) -> PoolKey:
+    def pool_key(self, memo: TaskMemo, lean_text: str) -> PoolKey:
         """The task's pool key (the header never changes: only the body is edited)."""
         if memo.key is None:
             memo.key = self.pool.key_for(lean_text, memo.view.environment)
@@ -273,8 +273,8 @@ class Elaborator:
         memo = self._memos.get(task.id) or await self.memo(task)
         view = memo.view
         text = task.with_body(body)
-        lean_text, probe_line = self._lean_document(task, memo, text)
-        key = self._key(memo, lean_text)
+        lean_text, probe_line = self.lean_document(task, memo, text)
+        key = self.pool_key(memo, lean_text)
         body_start, body_end = task.span.start, task.span.start + len(body)
         index = LineIndex.sharing(memo.lines, body_start, text)
         step = step_for(task, view, body, text, lean_text, index, memo.expected, self.step_timeout)
@@ -406,7 +406,7 @@ class Elaborator:
         message = first.message.strip().splitlines()[0][:200] if first.message.strip() else ""
         return WRITTEN_FILE_ERRORS.format(line=first.range.start.line + 1, message=message)
 
-    def _lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
+    def lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
         """Lean's session document for the task-file ``text`` — the view's document, the
         wrappers unwrapped, and for a probed step (``_probed``) ``#print axioms`` of the
         target (``SORRY_HELPER``) — and the line of its probe (None: not probed). The probe
@@ -440,8 +440,8 @@ class Elaborator:
         if pos is None:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
                                term_goal=None, structured=[])  # fmt: skip
-        lean_text = self._lean_document(task, memo, text)[0]
-        key = self._key(memo, lean_text)
+        lean_text = self.lean_document(task, memo, text)[0]
+        key = self.pool_key(memo, lean_text)
         entered = time.perf_counter()
         timeout = self.step_timeout
 

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from lsp_bridge import SETUP_ARTEFACT_NOTE, LeanDiagnostic, LineIndex, without_setup_artefacts
 from repl_pool import Pool, PoolStats, RayPool
 
+from .completeness import Completeness
+from .elaborate import Elaborated
 from .ledger import SessionTotals
 from .session import ProofSession
 from .tool_outputs import (
@@ -19,8 +21,10 @@ from .tool_outputs import (
     PoolStatus,
     Position,
     StepState,
+    StepStatus,
     TimingsResult,
     TimingTotals,
+    ToolFailure,
 )
 
 
@@ -56,14 +60,58 @@ def body_range(session: ProofSession) -> BodyRange:
 
 def step_state(
     version: int, index: LineIndex, diagnostics: Sequence[LeanDiagnostic], goals: list[str],
-    complete: bool,
+    completeness: Completeness,
 ) -> StepState:  # fmt: skip
+    shown = agent_diagnostics(index, diagnostics)
+    status, reason = step_outcome(shown, goals, completeness)
     return StepState(
         version=version,
-        diagnostics=agent_diagnostics(index, diagnostics),
+        status=status,
+        status_reason=reason,
+        diagnostics=shown,
         goals=goals,
-        complete=complete,
+        complete=completeness.complete,
     )
+
+
+def step_outcome(
+    diagnostics: Sequence[Diagnostic], goals: Sequence[str], completeness: Completeness
+) -> tuple[StepStatus, str | None]:
+    """The step's outcome said once, with its reason (never an empty list read as success):
+    complete; error (Lean reported one: the first); incomplete (why, as the completeness
+    decision or Lean's warning says it)."""
+    if completeness.complete:
+        return "complete", None
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return "error", f"line {first.line}: {_one_line(first.message)}{more}"
+    if completeness.reason:
+        return "incomplete", _one_line(completeness.reason)
+    if goals:
+        return "incomplete", f"{len(goals)} goal(s) left: {_one_line(goals[0])}"
+    warnings = [d for d in diagnostics if d.severity == "warning"]
+    if warnings:
+        return "incomplete", f"line {warnings[0].line}: {_one_line(warnings[0].message)}"
+    return "incomplete", "Lean did not finish this version"
+
+
+def candidate_outcome(
+    shown: Sequence[Diagnostic], rejected: str | None, failure: ToolFailure | None,
+    elaborated: Elaborated | None,
+) -> tuple[StepStatus, str | None]:  # fmt: skip
+    """A try_proofs candidate's outcome: not checked when refused or not elaborated."""
+    if rejected is not None:
+        return "not_checked", f"refused: {_one_line(rejected)}"
+    if failure is not None or elaborated is None:
+        return "not_checked", failure.message if failure is not None else None
+    return step_outcome(shown, elaborated.goals, elaborated.completeness)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def timings(session: ProofSession, totals: SessionTotals) -> TimingsResult:

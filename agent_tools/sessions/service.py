@@ -21,7 +21,7 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import TRACE_EVENT, LeanrigError, LineIndex, Pos
+from lsp_bridge import TRACE_EVENT, LeanrigError
 from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
@@ -34,7 +34,17 @@ from .errors import ToolError, agent_error
 from .files import replace_file
 from .ledger import Ledger, StepTimer
 from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
-from .replies import agent_diagnostics, body_range, node_status, pool_status, step_state, timings
+from .question_lean import LeanQuestions
+from .questions import QuestionTools, position_in
+from .replies import (
+    agent_diagnostics,
+    body_range,
+    candidate_outcome,
+    node_status,
+    pool_status,
+    step_state,
+    timings,
+)
 from .session import ProofSession, body_sha
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
 from .tool_outputs import (
@@ -72,7 +82,7 @@ SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one 
 TRY_TIMEOUTS = 2
 
 
-class ProofService:
+class ProofService(QuestionTools):
     def __init__(
         self,
         suite: Suite,
@@ -124,9 +134,10 @@ class ProofService:
             allowed_axioms=suite.spec.axioms,
             verdict_seconds=suite.spec.limits.wall_seconds,
         )  # fmt: skip
+        self.questions = LeanQuestions(self.elaborator, suite, library)
         self._submission_lock = anyio.Lock()
 
-    def _on_session(
+    def _on_session(  # (QuestionTools' too)
         self,
         tool: str,
         session_id: str,
@@ -281,7 +292,7 @@ class ProofService:
             elaborated.index,
             elaborated.report.diagnostics,
             elaborated.goals,
-            elaborated.complete,
+            elaborated.completeness,
         )
 
     async def get_goals(
@@ -289,23 +300,9 @@ class ProofService:
     ) -> GoalsResult:
         async with self._on_session("get_goals", session_id, client) as call:
             session = call.open_session
-            index = LineIndex(session.text)
-            if not 1 <= line <= index.line_count:
-                raise ToolError(
-                    f"line {line} is outside the file",
-                    code="invalid_argument",
-                    hint=f"lines are 1..{index.line_count}; columns are 1-based code points",
-                )
-            width = len(index.line(line - 1))
-            if not 1 <= column <= width + 1:
-                raise ToolError(
-                    f"column {column} is outside line {line}, which has {width} characters",
-                    code="invalid_argument",
-                    hint=f"columns of line {line} are 1..{width + 1}: 1-based code points, "
-                    f"{width + 1} is the line's end",
-                )
+            at = position_in(session.text, line, column)
             return await self.elaborator.goals_at(
-                session.task, session.text, Pos(line, column), call.timer, session.id
+                session.task, session.text, at, call.timer, session.id
             )
 
     async def get_proof_state(self, session_id: str, client: str = "local") -> ProofStateResult:
@@ -360,13 +357,19 @@ class ProofService:
                     index=i, queue_ms=round(timer.queue_ms, 3), lean_ms=round(timer.lean_ms, 3),
                     total_ms=round(elapsed, 3),
                 )  # fmt: skip
+                shown = (
+                    agent_diagnostics(elaborated.index, elaborated.report.diagnostics)
+                    if elaborated
+                    else []
+                )
+                status, reason = candidate_outcome(shown, rejected, failure, elaborated)
                 results[i] = Candidate(
                     index=i,
+                    status=status,
+                    status_reason=reason,
                     rejected=rejected,
                     error=failure,
-                    diagnostics=agent_diagnostics(elaborated.index, elaborated.report.diagnostics)
-                    if elaborated
-                    else [],
+                    diagnostics=shown,
                     goals=elaborated.goals if elaborated else [],
                     complete=elaborated.complete if elaborated else False,
                     elapsed_ms=round(elapsed, 2),
@@ -390,8 +393,9 @@ class ProofService:
             for i in range(len(bodies)):
                 if results[i] is None:
                     results[i] = Candidate(
-                        index=i, rejected=None, diagnostics=[], goals=[], complete=False,
-                        elapsed_ms=0.0,
+                        index=i, status="not_checked", status_reason="not tried: the call's "
+                        "time ran out first", rejected=None, diagnostics=[], goals=[],
+                        complete=False, elapsed_ms=0.0,
                         error=ToolFailure(
                             code="timeout",
                             message=f"not tried: the call's time ({budget:g} s, "

@@ -17,6 +17,9 @@ from ..tasks import MAX_BODY_BYTES
 MAX_CANDIDATES = 16
 MAX_QUERY_CHARS = 1000  # search_library's query (checked by the service: no maxLength in schemas)
 MAX_BODY_CHARS = MAX_BODY_BYTES  # a code point is at least one UTF-8 byte; bytes are checked too
+# Checked by the service (strict clients take no minLength/maxLength beside the body's):
+MAX_TERM_CHARS = 20_000  # check_term's term
+MAX_NAME_CHARS = 1_000  # get_declaration's name, get_completions' prefix
 
 
 class ToolInput(BaseModel):
@@ -65,10 +68,65 @@ class ReplaceInProofInput(ToolInput):
     new: Annotated[str, Field(max_length=MAX_BODY_CHARS, description="its replacement")]
 
 
+Line = Annotated[int, Field(ge=1, description="1-based line")]
+Column = Annotated[int, Field(ge=1, description="1-based Unicode code point column")]
+
+
 class GetGoalsInput(ToolInput):
     session_id: SessionId
-    line: Annotated[int, Field(ge=1, description="1-based line")]
-    column: Annotated[int, Field(ge=1, description="1-based Unicode code point column")]
+    line: Line
+    column: Column
+
+
+class PositionInput(ToolInput):
+    session_id: SessionId
+    line: Line
+    column: Column
+
+
+class CheckTermInput(ToolInput):
+    session_id: SessionId
+    term: Annotated[
+        str,
+        Field(
+            description=f"a Lean term, as you would write it after `#check` (at most "
+            f"{MAX_TERM_CHARS} characters)",
+        ),
+    ]
+    in_context: Annotated[
+        bool,
+        Field(
+            description="true: the target theorem's hypotheses and variables are in scope "
+            "(the term is elaborated where its proof begins); false: as `#check` just before "
+            "the target theorem"
+        ),
+    ]
+
+
+class DeclarationInput(ToolInput):
+    session_id: SessionId
+    name: Annotated[
+        str,
+        Field(
+            description="a constant's name, as you would write it at the target theorem "
+            "(`And.intro`, `Nat.add_comm`; opened namespaces apply)",
+        ),
+    ]
+
+
+class CompletionsInput(ToolInput):
+    session_id: SessionId
+    line: Annotated[int | None, Field(ge=1, description="1-based line, or null with `prefix`")]
+    column: Annotated[
+        int | None, Field(ge=1, description="1-based code point column, or null with `prefix`")
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description="the start of a name (`And.i`, `Nat.add_`), completed as at the target "
+            "theorem; or null with `line` and `column`",
+        ),
+    ]
 
 
 class TryProofsInput(ToolInput):
@@ -115,11 +173,17 @@ __all__ = [
     "MAX_BODY_CHARS",
     "MAX_CANDIDATES",
     "MAX_LIBRARY_RESULTS",
+    "MAX_NAME_CHARS",
     "MAX_QUERY_CHARS",
+    "MAX_TERM_CHARS",
     "Body",
+    "CheckTermInput",
+    "CompletionsInput",
+    "DeclarationInput",
     "GetGoalsInput",
     "NoArguments",
     "OpenTaskInput",
+    "PositionInput",
     "ReadLibraryInput",
     "ReplaceInProofInput",
     "SearchLibraryInput",

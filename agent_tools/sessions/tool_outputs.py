@@ -64,8 +64,18 @@ class ListTasksResult(ToolOutput):
     tasks: list[TaskSummary]
 
 
+StepStatus = Literal["complete", "incomplete", "error", "not_checked"]
+STATUS_DESCRIPTION = (
+    "the step's outcome: complete (no error, no sorry, no unsolved goal: check_proof gives the "
+    "verdict), incomplete (no error, but sorry, unsolved goals or a rule not met), error (Lean "
+    "reported an error), not_checked (refused before Lean, or Lean did not answer in time)"
+)
+
+
 class StepState(ToolOutput):
     version: int = Field(description="1 after open_task, +1 per accepted edit")
+    status: StepStatus = Field(description=STATUS_DESCRIPTION)
+    status_reason: str | None = Field(description="why not complete, in one line")
     diagnostics: list[Diagnostic]
     goals: list[str] = Field(description="goals at the end of the body (or the expected type)")
     complete: bool = Field(description="no error in the file, no sorry or unsolved goal in the "
@@ -119,6 +129,8 @@ class GoalsResult(ToolOutput):
 
 class Candidate(ToolOutput):
     index: int
+    status: StepStatus = Field(description=STATUS_DESCRIPTION)
+    status_reason: str | None = Field(description="why not complete, in one line")
     rejected: str | None = Field(description="why the edit would leave the proof body")
     error: ToolFailure | None = Field(description="the candidate could not be elaborated")
     diagnostics: list[Diagnostic]
@@ -130,6 +142,86 @@ class Candidate(ToolOutput):
 class TryProofsResult(ToolOutput):
     results: list[Candidate]
     elapsed_ms: float = Field(description="wall-clock time of the whole call")
+
+
+class HoverResult(ToolOutput):
+    line: int
+    column: int
+    name: str | None = Field(description="the constant's full name, when the position is on one")
+    signature: str | None = Field(description="Lean's signature or `term : type` there")
+    docstring: str | None
+    module: str | None = Field(description="the module it is imported from (null: this file)")
+    found: bool = Field(description="false: Lean has nothing to show at this position")
+
+
+class CheckTermResult(ToolOutput):
+    term: str
+    type: str | None = Field(description="the elaborated type (null when the term has errors)")
+    shown: str | None = Field(description="Lean's `#check` line, `term : type`")
+    in_context: bool
+    errors: list[Diagnostic] = Field(description="Lean's errors about the term, positions "
+                                     "counted in the term (line 1 is its first)")  # fmt: skip
+
+
+class DeclarationResult(ToolOutput):
+    name: str = Field(description="the full name")
+    kind: str = Field(description="theorem, def, axiom, inductive, structure, constructor, …")
+    statement: str = Field(description="Lean's signature, universe parameters included")
+    universe_params: list[str]
+    docstring: str | None
+    module: str | None = Field(description="the module declaring it (null: the task file)")
+    file: str | None = Field(description="its file, relative to the suite, when readable here")
+    line: int | None = Field(description="1-based line of the declaration in `file`")
+    source: str | None = Field(description="its source text, when readable to this session")
+
+
+class OutlineEntry(ToolOutput):
+    name: str
+    kind: str
+    signature: str
+    line: int
+
+
+class OutlineResult(ToolOutput):
+    declarations: list[OutlineEntry] = Field(description="the task file's declarations above "
+                                             "the target, in file order")  # fmt: skip
+    truncated: bool = Field(description="only the last ones before the target are listed")
+
+
+class Completion(ToolOutput):
+    name: str = Field(description="the name to write")
+    kind: str
+    type: str | None
+
+
+class CompletionsResult(ToolOutput):
+    completions: list[Completion]
+    truncated: bool = Field(description="more names matched; type more of the name")
+
+
+class CodeAction(ToolOutput):
+    title: str
+    old: str = Field(description="replace_in_proof's `old`: occurs once in the body")
+    new: str = Field(description="replace_in_proof's `new`")
+    body: str = Field(description="the whole body after the edit (for set_proof)")
+
+
+class CodeActionsResult(ToolOutput):
+    actions: list[CodeAction]
+    outside_body: int = Field(description="actions left out: they edit outside the proof body")
+
+
+class ProfileEntry(ToolOutput):
+    category: str = Field(description="Lean's trace class, e.g. Elab.step, Meta.isDefEq")
+    ms: float
+    line: int | None = Field(description="1-based task-file line when it is known")
+    text: str = Field(description="what was elaborated (its first line)")
+
+
+class ProfileResult(ToolOutput):
+    total_ms: float = Field(description="Lean's elaboration of the target theorem, in all")
+    entries: list[ProfileEntry] = Field(description="the costliest steps, costliest first")
+    status: StepStatus = Field(description=STATUS_DESCRIPTION)
 
 
 class VerdictResult(ToolOutput):

@@ -24,6 +24,7 @@ from .locate import LocateError as LocateError
 from .locate import comment_mask as comment_mask
 from .locate import declaration_end as declaration_end
 from .locate import declaration_head as declaration_head
+from .locate import declaration_source as declaration_source
 from .locate import locate_body as locate_body
 from .locate import scan_trivia as scan_trivia
 from .suite import DEFAULT_AXIOMS as DEFAULT_AXIOMS

@@ -298,3 +298,33 @@ def locate_body(text: str, theorem: str) -> BodySpan:
     if end <= start:
         raise LocateError(f"theorem {theorem} has an empty body")
     return BodySpan(decl_start=m.start(), start=start, end=end)
+
+
+_ANY_DECL_RE = re.compile(
+    rf"^(?:{_ATTRS}\s*)?"
+    r"(?:(?:private|protected|public|noncomputable|nonrec|unsafe|partial)\s+)*"
+    r"(?:theorem|lemma|def|abbrev|axiom|inductive|structure|class|instance|opaque)\s+",
+    re.MULTILINE,
+)
+
+
+def declaration_source(text: str, name: str) -> tuple[int, int] | None:
+    """The source of the declaration of ``name`` (fully qualified) in ``text``: from its doc
+    comment (if any) to its end, as ``(start, end)`` offsets; for a constructor or field
+    (``And.intro``), its type's. None: not declared in ``text`` (or more than once)."""
+    opaque = scan_text(text).mask(_OPAQUE)
+    decls = [m for m in _ANY_DECL_RE.finditer(text) if not opaque[m.start()]]
+    wanted = name_parts(name)
+    for target in (wanted, wanted[:-1]):
+        found = []
+        for m, scopes in zip(decls, scopes_at(text, [m.start() for m in decls]), strict=True):
+            declared = name_parts(_word_at(text, m.end()))
+            full = declared[1:] if declared[:1] == ("_root_",) else (*scopes.namespace, *declared)
+            if declared and full == target:
+                found.append(m)
+        if len(found) == 1:
+            start = declaration_head(text, found[0].start())[0]
+            return start, declaration_end(text, found[0].end(), opaque)
+        if found or len(target) < 2:
+            return None
+    return None

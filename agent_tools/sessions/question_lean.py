@@ -1,0 +1,348 @@
+"""The question tools' Lean side: each question asked on a warm slot of the task's pool key,
+with the step's deadline, timed into the call's `StepTimer`, and answered in task-file terms.
+
+A question about a position of the session's text goes to the session's own document (its
+slot and version: nothing to elaborate again); one asked "at the target theorem" goes to a
+throwaway document of the part before the target (question_documents.py) with no holder, so
+the session's document and its next step are untouched. Raises lower-level errors unchanged
+(the service translates them); holds no session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import lsprotocol.types as lsp
+
+from lsp_bridge import DocQuery, DocumentReport, LeanrigError, LineIndex, LspPos, LspRange, Pos
+from repl_pool import PoolKey, Slot, ask_in
+
+from ..library import LibraryError, LibraryIndex, declaration_kind, declarations_in, docstring
+from ..tasks import Suite, Task, declaration_source
+from .elaborate import Elaborator, TaskMemo
+from .ledger import StepTimer
+from .question_documents import (
+    QuestionDoc,
+    body_edit,
+    command_start,
+    info_at,
+    printed_kind,
+    read_hover,
+    signature_name,
+    universe_params,
+)
+from .tool_outputs import (
+    CodeAction,
+    CodeActionsResult,
+    Completion,
+    CompletionsResult,
+    DeclarationResult,
+    HoverResult,
+    OutlineEntry,
+    OutlineResult,
+)
+
+T = TypeVar("T")
+
+MAX_OUTLINE = 200  # declarations listed, the last ones before the target
+MAX_COMPLETIONS = 50  # names listed (each resolved for its type)
+COMPLETION_KINDS = {k.value: k.name.lower() for k in lsp.CompletionItemKind}
+
+
+class UnknownDeclaration(LeanrigError):
+    hint = "check the name's spelling, or find it with get_completions"
+
+
+class LeanQuestions:
+    def __init__(self, elaborator: Elaborator, suite: Suite, library: LibraryIndex | None) -> None:
+        """``library``: the LAD condition's index (its declarations are not in Lean's
+        environment: get_declaration reads them from the index, in LAD sessions only)."""
+        self.elaborator = elaborator
+        self.pool = elaborator.pool
+        self.timeout = elaborator.step_timeout
+        self.suite = suite
+        self.library = library
+        self._outlines: dict[str, OutlineResult] = {}
+
+    async def _run(
+        self, key: PoolKey, holder: str | None, timer: StepTimer,
+        work: Callable[[Slot], Awaitable[T]],
+    ) -> T:  # fmt: skip
+        entered = time.perf_counter()
+
+        async def operation(slot: Slot) -> T:
+            timer.queued(entered)
+            with timer.lean():
+                return await work(slot)
+
+        return await self.pool.run(key, operation, holder=holder)
+
+    async def ask_about(
+        self, task: Task, doc: str, queries: list[DocQuery], timer: StepTimer,
+        holder: str | None = None, then: Callable[[Slot, list[Any]], Awaitable[Any]] | None = None,
+    ) -> tuple[DocumentReport, list[Any]]:  # fmt: skip
+        """``queries`` about ``doc`` (a throwaway document, unless ``holder`` owns it), and
+        ``then`` with their answers on the same slot and version (resolving items)."""
+        memo = await self.elaborator.memo(task)
+        key = self.pool.key_for(doc, memo.view.environment)
+
+        async def work(slot: Slot) -> tuple[DocumentReport, list[Any]]:
+            report, answers = await ask_in(slot, doc, queries, timeout=self.timeout)
+            if then is not None:
+                answers = [*answers, await then(slot, answers)]
+            return report, answers
+
+        return await self._run(key, holder, timer, work)
+
+    async def document_at(
+        self, task: Task, text: str, at: Pos, holder: str
+    ) -> tuple[str, LspPos, str | None, TaskMemo]:
+        """The document to ask about a position of the session's ``text``: the session's own
+        (its holder's), or — for a position in a compiled prefix — the whole file, alone."""
+        memo = await self.elaborator.memo(task)
+        pos = LineIndex(text).to_lsp(at)
+        in_lean = memo.view.lsp_to_lean(pos)
+        if in_lean is None:
+            return task.unwrapped(text), pos, None, memo
+        return self.elaborator.lean_document(task, memo, text)[0], in_lean, holder, memo
+
+    # -- the questions ------------------------------------------------------------------------
+
+    async def hover(
+        self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str
+    ) -> HoverResult:
+        doc, pos, owner, _ = await self.document_at(task, text, at, holder)
+        _, (hover,) = await self.ask_about(task, doc, [DocQuery.hover(pos)], timer, owner)
+        read = read_hover(hover)
+        signature = read.signature if read else None
+        name = None
+        if signature is not None and read is not None and (read.docstring or read.module):
+            name = signature_name(signature)  # a constant's signature, not `term : type`
+        return HoverResult(
+            line=at.line, column=at.column, name=name, signature=signature,
+            docstring=read.docstring if read else None, module=read.module if read else None,
+            found=read is not None and (signature is not None or read.docstring is not None),
+        )  # fmt: skip
+
+    async def check(self, task: Task, doc: QuestionDoc, in_context: bool, timer: StepTimer) -> Any:
+        """Lean's report and answer for a check_term document: the hover on the let-bound
+        name (in context), or nothing (the ``#check`` message is in the report)."""
+        queries = [DocQuery.hover(doc.at)] if in_context else []
+        report, answers = await self.ask_about(task, doc.text, queries, timer)
+        hover = read_hover(answers[0]) if answers else None
+        return report, hover
+
+    async def declaration(self, task: Task, doc: QuestionDoc, timer: StepTimer,
+                          lad: bool) -> DeclarationResult:  # fmt: skip
+        name_asked = doc.text.rsplit("#print ", 1)[1].strip()
+        report, (hover,) = await self.ask_about(task, doc.text, [DocQuery.hover(doc.at)], timer)
+        read = read_hover(hover)
+        errors = [
+            d for d in report.diagnostics if d.is_error and d.range.start.line >= doc.first_line
+        ]
+        if errors or read is None or read.signature is None:
+            if lad and self.library is not None:
+                return await self._lad_declaration(name_asked)
+            raise UnknownDeclaration(
+                f"no declaration {name_asked!r} is known at the target theorem"
+            )
+        signature = read.signature
+        name = signature_name(signature)
+        kind = printed_kind(info_at(report.diagnostics, doc.last_line) or "")
+        file, line, source = self._source(task, name, read.module, lad)
+        return DeclarationResult(
+            name=name, kind=kind, statement=signature, universe_params=universe_params(signature),
+            docstring=read.docstring, module=read.module, file=file, line=line, source=source,
+        )  # fmt: skip
+
+    async def _lad_declaration(self, name: str) -> DeclarationResult:
+        assert self.library is not None
+        try:
+            d = await self.library.read(name)
+        except LibraryError as exc:
+            raise UnknownDeclaration(exc.message) from exc
+        statement = next((h.statement for h in await self.library.search(d.name, 1)
+                          if h.name == d.name), d.name)  # fmt: skip
+        return DeclarationResult(
+            name=d.name, kind=d.kind, statement=statement,
+            universe_params=universe_params(statement), docstring=docstring(d.source),
+            module=None, file=d.file, line=d.line, source=d.source,
+        )  # fmt: skip
+
+    def _readable(self, path: Path, lad: bool) -> bool:
+        """May this session read ``path``: inside the suite, not hidden, and a LAD library
+        file only in a LAD session?"""
+        root = self.suite.root.resolve()
+        path = path.resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            return False
+        if any(path == h or path.is_relative_to(h) for h in self.suite.hidden_paths):
+            return False
+        return lad or path not in self.suite.lad_files
+
+    def _source(
+        self, task: Task, name: str, module: str | None, lad: bool
+    ) -> tuple[str | None, int | None, str | None]:
+        """(file relative to the suite, 1-based line, source) of ``name`` when this session
+        may read where it is declared: the task file before the target, or a suite module."""
+        if module is None:
+            path, text = task.path, task.text[: task.span.decl_start]
+        else:
+            path = self.suite.root / (module.replace(".", "/") + ".lean")
+            if not self._readable(path, lad):
+                return None, None, None
+            text = path.read_text(encoding="utf-8")
+        span = declaration_source(text, name)
+        if span is None:
+            return None, None, None
+        rel = path.resolve().relative_to(self.suite.root.resolve()).as_posix()
+        return rel, text.count("\n", 0, span[0]) + 1, text[span[0] : span[1]]
+
+    async def outline(self, task: Task, timer: StepTimer) -> OutlineResult:
+        """The task file's declarations above the target (asked once per task)."""
+        known = self._outlines.get(task.id)
+        if known is not None:
+            return known
+        memo = await self.elaborator.memo(task)
+        text = task.unwrapped(task.text)[: command_start(task, memo.view)]
+        index = LineIndex(text)
+        found: list[tuple[lsp.DocumentSymbol, str]] = []
+
+        async def hovers(slot: Slot, answers: list[Any]) -> list[Any]:
+            for symbol, _ in declarations_in(answers[0] or [], ()):
+                start = index.offset_of_lsp(
+                    LspPos(symbol.range.start.line, symbol.range.start.character)
+                )
+                end = index.offset_of_lsp(LspPos(symbol.range.end.line, symbol.range.end.character))
+                kind = declaration_kind(text[start:end])
+                if kind != "example":
+                    found.append((symbol, kind))
+            del found[: max(0, len(found) - MAX_OUTLINE)]
+            signs: list[Any] = [None] * len(found)
+
+            async def sign(i: int, pos: lsp.Position) -> None:
+                signs[i] = await slot.ask(DocQuery.hover(LspPos(pos.line, pos.character)),
+                                          timeout=self.timeout)  # fmt: skip
+
+            async with anyio.create_task_group() as tg:
+                for i, (symbol, _) in enumerate(found):
+                    tg.start_soon(sign, i, symbol.selection_range.start)
+            return signs
+
+        key_doc = text
+        _, (_, signs) = await self.ask_about(
+            task, key_doc, [DocQuery.symbols()], timer, then=hovers
+        )
+        entries = []
+        for (symbol, kind), hover in zip(found, signs, strict=True):
+            read = read_hover(hover)
+            signature = read.signature if read and read.signature else symbol.name
+            entries.append(OutlineEntry(name=signature_name(signature), kind=kind,
+                                        signature=signature,
+                                        line=symbol.selection_range.start.line + 1))  # fmt: skip
+        total = len(found)
+        result = OutlineResult(declarations=entries, truncated=total >= MAX_OUTLINE)
+        self._outlines[task.id] = result
+        return result
+
+    async def completions(
+        self, task: Task, doc: str, pos: LspPos, qualifier: str, timer: StepTimer,
+        holder: str | None,
+    ) -> CompletionsResult:  # fmt: skip
+        async def resolve(slot: Slot, answers: list[Any]) -> list[Any]:
+            items = answers[0][:MAX_COMPLETIONS]
+            resolved: list[Any] = list(items)
+
+            async def one(i: int, item: Any) -> None:
+                if isinstance(item, dict) and "data" in item and not item.get("detail"):
+                    try:
+                        resolved[i] = await slot.ask(
+                            DocQuery.resolve("completionItem/resolve", item), timeout=self.timeout
+                        )
+                    except LeanrigError:
+                        pass  # the item stands without its type
+
+            async with anyio.create_task_group() as tg:
+                for i, item in enumerate(items):
+                    tg.start_soon(one, i, item)
+            return resolved
+
+        _, (items, resolved) = await self.ask_about(
+            task, doc, [DocQuery.completion(pos)], timer, holder, then=resolve
+        )
+        out = []
+        for item in resolved:
+            if not isinstance(item, dict) or not isinstance(item.get("label"), str):
+                continue
+            kind = COMPLETION_KINDS.get(item.get("kind", 0), "name")
+            detail = item.get("detail")
+            typed = isinstance(detail, str) and kind != "module"
+            out.append(Completion(name=qualifier + item["label"], kind=kind,
+                                  type=detail if typed else None))  # fmt: skip
+        return CompletionsResult(completions=out, truncated=len(items) > MAX_COMPLETIONS)
+
+    async def code_actions(
+        self, task: Task, text: str, at: Pos, body: tuple[int, int], timer: StepTimer, holder: str
+    ) -> CodeActionsResult:
+        doc, pos, owner, memo = await self.document_at(task, text, at, holder)
+        query = DocQuery.code_actions(LspRange(pos, pos))
+
+        async def resolve(slot: Slot, answers: list[Any]) -> list[Any]:
+            actions = [a for a in answers[0] if isinstance(a, dict)]
+            done: list[Any] = list(actions)
+
+            async def one(i: int, action: Any) -> None:
+                if "edit" not in action and "data" in action:
+                    done[i] = await slot.ask(DocQuery.resolve("codeAction/resolve", action),
+                                             timeout=self.timeout)  # fmt: skip
+
+            async with anyio.create_task_group() as tg:
+                for i, action in enumerate(actions):
+                    tg.start_soon(one, i, action)
+            return done
+
+        _, (_, actions) = await self.ask_about(task, doc, [query], timer, owner, then=resolve)
+        index = LineIndex(text)
+        out, outside = [], 0
+        for action in actions:
+            edits = _document_edits(action.get("edit"))
+            if memo.view.prefixed and owner is not None:
+                edits = [_shifted(e, memo.view.line_shift) for e in edits]
+            edit = body_edit(str(action.get("title", "")), edits, text, index, *body)
+            if edit is None:
+                outside += 1
+            else:
+                out.append(CodeAction(title=edit.title, old=edit.old, new=edit.new, body=edit.body))
+        return CodeActionsResult(actions=out, outside_body=outside)
+
+    async def profiled(self, task: Task, doc: str, timer: StepTimer) -> DocumentReport:
+        """Lean's report of a profiled document (profile_document), in task-file positions."""
+        memo = await self.elaborator.memo(task)
+        report, _ = await self.ask_about(task, doc, [], timer)
+        return memo.view.report_from_lean(report)
+
+
+def _document_edits(edit: Any) -> list[Any]:
+    """A workspace edit's text edits, whatever its shape (one document: Lean's own)."""
+    if not isinstance(edit, dict):
+        return []
+    out: list[Any] = []
+    for edits in (edit.get("changes") or {}).values():
+        out += edits
+    for change in edit.get("documentChanges") or []:
+        if isinstance(change, dict):
+            out += change.get("edits") or []
+    return out
+
+
+def _shifted(edit: Any, line_shift: int) -> Any:
+    """A text edit on the session's document (prefix mode) → on the task file."""
+    r = edit["range"]
+    return {**edit, "range": {
+        "start": {**r["start"], "line": r["start"]["line"] - line_shift},
+        "end": {**r["end"], "line": r["end"]["line"] - line_shift},
+    }}  # fmt: skip

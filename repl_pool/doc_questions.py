@@ -1,0 +1,58 @@
+"""Questions about a document that are not proof steps (hover, completions, code actions,
+definitions): the text made the holder's document, fully elaborated, then each question asked
+about that version — with the slot's health rules applied here, where the processes are owned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from lsp_bridge import (
+    DocQuery,
+    DocumentReport,
+    ElaborationFailed,
+    RequestTimeout,
+    WorkerCrashed,
+    WorkerExited,
+)
+
+from .slot import Slot
+
+
+async def ask_in(
+    slot: Slot, text: str, queries: Sequence[DocQuery], *, timeout: float
+) -> tuple[DocumentReport, list[Any]]:
+    """``text``'s report as the holder's document (sent first unless it already is; the
+    barrier either way, so no answer is about an older version) and each query's answer
+    (an optional query's error in its place), all within ``timeout``.
+
+    A document whose worker stopped fails a query alone, and so would the pool's retry: the
+    text is sent again, which restarts the worker, and the questions asked once more."""
+    try:
+        with anyio.fail_after(timeout):
+            try:
+                return await _ask_once(slot, text, queries, timeout, resend=slot.text() != text)
+            except (WorkerCrashed, WorkerExited, ElaborationFailed):
+                return await _ask_once(slot, text, queries, timeout, resend=True)
+    except TimeoutError:
+        raise RequestTimeout("a question about the document", timeout) from None
+
+
+async def _ask_once(
+    slot: Slot, text: str, queries: Sequence[DocQuery], timeout: float, *, resend: bool
+) -> tuple[DocumentReport, list[Any]]:
+    report = await (slot.elaborate(text, timeout=timeout) if resend else slot.wait(timeout=timeout))
+    answers: list[Any] = [None] * len(queries)
+
+    async def one(i: int, query: DocQuery) -> None:
+        answers[i] = await slot.ask(query, timeout=timeout)
+
+    # At once: each costs Lean a walk over the version's info trees, which its worker's
+    # threads share.
+    async with anyio.create_task_group() as tg:
+        for i, query in enumerate(queries):
+            tg.start_soon(one, i, query)
+    return report, answers
