@@ -44,7 +44,9 @@ async def ask_in(
 async def _ask_once(
     slot: Slot, text: str, queries: Sequence[DocQuery], timeout: float, *, resend: bool
 ) -> tuple[DocumentReport, list[Any]]:
-    report = await (slot.elaborate(text, timeout=timeout) if resend else slot.wait(timeout=timeout))
+    if resend:  # the change and the questions in one write
+        return await slot.elaborate_with(text, queries, timeout=timeout)
+    report = await slot.wait(timeout=timeout)
     answers: list[Any] = [None] * len(queries)
 
     async def one(i: int, query: DocQuery) -> None:

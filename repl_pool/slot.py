@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -440,6 +440,21 @@ class Slot:
                 goal if isinstance(goal, PlainGoal) else None,
                 term if isinstance(term, PlainTermGoal) else None,
             )
+
+    async def elaborate_with(
+        self, text: str, queries: Sequence[DocQuery], *, timeout: float
+    ) -> tuple[DocumentReport, list[Any]]:
+        """``elaborate(text)`` with ``queries`` about that version in the same write (each
+        answered as Lean gets there: no round trip after the barrier)."""
+        client = self._client()
+        async with self._guard(abandon_on_cancel=True):
+            uri, _ = self._place(client, text)
+            try:
+                return await client.update(uri, text, queries, timeout=timeout)
+            except BaseException:
+                if not client.is_open(uri):
+                    self._documents.pop(uri, None)  # as in send(): never opened
+                raise
 
     async def wait(self, *, timeout: float) -> DocumentReport:
         """The barrier: the current version fully elaborated, with its diagnostics."""

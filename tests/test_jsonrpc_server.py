@@ -272,7 +272,8 @@ async def test_mcp_tool_schemas_are_plain_json_schema(mcp: McpConn) -> None:
     assert {t.name for t in tools} == {
         "list_tasks", "open_task", "set_proof", "replace_in_proof", "get_goals",
         "get_proof_state", "try_proofs", "check_proof", "get_timings", "close_session",
-        "server_status",
+        "server_status", "get_hover", "check_term", "get_declaration", "get_outline",
+        "get_completions", "get_code_actions", "profile_proof",
     }  # fmt: skip
     for tool in tools:
         schema = orjson.dumps(tool.input_schema).decode()

@@ -67,6 +67,9 @@ class LeanQuestions:
         self.suite = suite
         self.library = library
         self._outlines: dict[str, OutlineResult] = {}
+        # (task id or module, name, lad) -> where it is declared: files are read once (the
+        # suite is loaded once per service; its files do not change under it)
+        self._sources: dict[tuple[str, str, bool], tuple[str | None, int | None, str | None]] = {}
 
     async def _run(
         self, key: PoolKey, holder: str | None, timer: StepTimer,
@@ -189,6 +192,17 @@ class LeanQuestions:
     ) -> tuple[str | None, int | None, str | None]:
         """(file relative to the suite, 1-based line, source) of ``name`` when this session
         may read where it is declared: the task file before the target, or a suite module."""
+        key = (task.id if module is None else module, name, lad)
+        known = self._sources.get(key)
+        if known is None:
+            if len(self._sources) >= 4096:  # an agent asking ever new names: start over
+                self._sources.clear()
+            known = self._sources[key] = self._read_source(task, name, module, lad)
+        return known
+
+    def _read_source(
+        self, task: Task, name: str, module: str | None, lad: bool
+    ) -> tuple[str | None, int | None, str | None]:
         if module is None:
             path, text = task.path, task.text[: task.span.decl_start]
         else:
