@@ -186,9 +186,12 @@ async def test_a_question_writes_one_ledger_line_and_never_the_submission(
     async with open_service(options) as service:
         service.submission = submission
         sid = (await service.open_task("realistic")).session_id
+        other = (await service.open_task("realistic")).session_id
         before = submission.read_bytes()
-        await service.check_term(sid, "@and_swap'", False)
+        first = await service.check_term(sid, "@and_swap'", False)
         await service.get_outline(sid)
+        # Asked again (another session of the task): the same answer, without Lean.
+        assert await service.check_term(other, "@and_swap'", False) == first
         with pytest.raises(ToolError):
             await service.check_term(sid, "#eval 1", False)
         assert submission.read_bytes() == before

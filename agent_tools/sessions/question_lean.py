@@ -11,6 +11,7 @@ the session's document and its next step are untouched. Raises lower-level error
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +45,7 @@ from .tool_outputs import (
     HoverResult,
     OutlineEntry,
     OutlineResult,
+    ToolOutput,
 )
 
 T = TypeVar("T")
@@ -51,6 +53,28 @@ T = TypeVar("T")
 MAX_OUTLINE = 200  # declarations listed, the last ones before the target
 MAX_COMPLETIONS = 50  # names listed (each resolved for its type)
 COMPLETION_KINDS = {k.value: k.name.lower() for k in lsp.CompletionItemKind}
+
+
+class AnswerCache:
+    """Answers asked "at the target theorem", kept per task: what is before the target never
+    changes in a session (only the body is edited), so the same question gets the same
+    answer — asked again, it costs no Lean. Least recently used first out."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._answers: OrderedDict[tuple[str, ...], ToolOutput] = OrderedDict()
+
+    def get(self, key: tuple[str, ...]) -> ToolOutput | None:
+        answer = self._answers.get(key)
+        if answer is not None:
+            self._answers.move_to_end(key)
+        return answer
+
+    def put(self, key: tuple[str, ...], answer: ToolOutput) -> None:
+        self._answers[key] = answer
+        self._answers.move_to_end(key)
+        while len(self._answers) > self.size:
+            self._answers.popitem(last=False)
 
 
 class UnknownDeclaration(LeanrigError):
@@ -67,6 +91,7 @@ class LeanQuestions:
         self.suite = suite
         self.library = library
         self._outlines: dict[str, OutlineResult] = {}
+        self.answers = AnswerCache()
         # (task id or module, name, lad) -> where it is declared: files are read once (the
         # suite is loaded once per service; its files do not change under it)
         self._sources: dict[tuple[str, str, bool], tuple[str | None, int | None, str | None]] = {}

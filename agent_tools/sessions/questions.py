@@ -54,6 +54,7 @@ from .tool_outputs import (
     OutlineResult,
     ProfileEntry,
     ProfileResult,
+    ToolOutput,
 )
 
 if TYPE_CHECKING:
@@ -128,6 +129,14 @@ class QuestionTools:
     ) -> AbstractAsyncContextManager[Call]:  # fmt: skip
         raise NotImplementedError  # ProofService's
 
+    def _known(self, call: Call, key: tuple[str, ...]) -> ToolOutput | None:
+        """The answer already given to this question about this task (its ledger line says
+        ``cached``), or None."""
+        known = self.questions.answers.get(key)
+        if known is not None:
+            call.extra["cached"] = True
+        return known
+
     async def get_hover(
         self, session_id: str, line: int, column: int, client: str = "local"
     ) -> HoverResult:
@@ -147,6 +156,9 @@ class QuestionTools:
             term = as_lean_reads(term)
             call.extra["in_context"] = in_context
             _one_term(term)
+            key = (session.task.id, "check_term", term, str(in_context))
+            if (known := self._known(call, key)) is not None:
+                return CheckTermResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
             view = memo.view
             doc = (context_document if in_context else check_document)(session.task, view, term)
@@ -172,8 +184,10 @@ class QuestionTools:
                 type_ = _split_shown(shown) if shown is not None else None
             if errors:
                 type_ = shown = None
-            return CheckTermResult(term=term, type=type_, shown=shown, in_context=in_context,
-                                   errors=errors)  # fmt: skip
+            result = CheckTermResult(term=term, type=type_, shown=shown, in_context=in_context,
+                                     errors=errors)  # fmt: skip
+            self.questions.answers.put(key, result)
+            return result
 
     async def get_declaration(
         self, session_id: str, name: str, client: str = "local"
@@ -188,15 +202,20 @@ class QuestionTools:
                     code="invalid_argument",
                     hint="give one name, such as `And.intro` (no spaces, terms or commands)",
                 )
+            key = (session.task.id, "get_declaration", name)
+            if (known := self._known(call, key)) is not None:
+                return DeclarationResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
             doc = declaration_document(session.task, memo.view, name)
             with answering("the declaration"):
                 try:
-                    return await self.questions.declaration(
+                    result = await self.questions.declaration(
                         session.task, doc, call.timer, lad=self.library is not None
                     )
                 except UnknownDeclaration as exc:
                     raise ToolError(exc.message, code="not_found", hint=exc.hint) from exc
+            self.questions.answers.put(key, result)
+            return result
 
     async def get_outline(self, session_id: str, client: str = "local") -> OutlineResult:
         async with self._on_session("get_outline", session_id, client, lock=False) as call:
@@ -227,12 +246,17 @@ class QuestionTools:
                         code="invalid_argument",
                         hint="give the first characters of a name, such as `And.i`",
                     )
+                key = (task.id, "get_completions", prefix)
+                if (known := self._known(call, key)) is not None:
+                    return CompletionsResult.model_validate(known)
                 memo = await self.questions.elaborator.memo(task)
                 doc = prefix_document(task, memo.view, prefix)
                 with answering("the completions"):
-                    return await self.questions.completions(
+                    result = await self.questions.completions(
                         task, doc.text, doc.at, _qualifier(prefix), call.timer, None
                     )
+                self.questions.answers.put(key, result)
+                return result
             assert line is not None
             assert column is not None
             at = position_in(session.text, line, column)
