@@ -44,6 +44,16 @@ from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
 
 TERMS = ("@And.intro", "@Or.inl")  # check_term / #check, alternating call by call
+# leanrig keeps an answer asked at the target theorem (what precedes it never changes in a
+# session): a term asked again costs it no Lean. The first-ask rows make every call's text new
+# (a comment numbered by the call: the same Lean work); the asked-again rows repeat one.
+FIRST_ASK = "{term} /- call {i} -/"
+# Names for get_declaration's first asks: Demo.Basic's constants (the peer's
+# lean_declaration_file answers only a symbol written in its file, so its row asks NAME).
+BASIC_NAMES = ("Bool", "Bool.false", "Bool.true", "sorryAx", "True", "True.intro", "False",
+               "Eq", "Eq.refl", "And", "And.intro", "Or", "Or.inl", "Or.inr", "N", "N.z", "N.s",
+               "List", "List.nil", "List.cons", "N.add", "List.length", "Eq.rec", "And.rec",
+               "Or.rec", "N.rec", "List.rec", "True.rec", "False.rec", "Bool.rec")  # fmt: skip
 HEADER = "prelude\nimport Demo.Basic\n"  # the task file's header (the peer's #check needs it)
 NAME = "And.intro"  # hover target, declaration name
 PEER = "lean-lsp-mcp {tool} (peer)"
@@ -93,6 +103,11 @@ class Pair:
     # time is still what the call costs, labelled as such.
     peer_error: str | None = None
     calls_scale: float = 1.0  # fewer calls for slow tools
+    variant: str = ""  # "first ask" / "asked again" (leanrig keeps answers at the target)
+
+    @property
+    def key(self) -> str:
+        return f"{self.tool} ({self.variant})" if self.variant else self.tool
 
 
 def pairs(spots: Spots, project: Path) -> list[Pair]:
@@ -108,7 +123,12 @@ def pairs(spots: Spots, project: Path) -> list[Pair]:
         Pair("get_declaration", "lean_declaration_file",
              lambda sid, i: {"session_id": sid, "name": NAME},
              lambda i: {"file_path": file, "symbol": NAME},
-             lambda i: "intro"),
+             lambda i: "intro", variant="asked again"),
+        Pair("get_declaration", "lean_declaration_file",
+             lambda sid, i: {"session_id": sid, "name": BASIC_NAMES[i % len(BASIC_NAMES)]},
+             lambda i: {"file_path": file, "symbol": NAME},
+             lambda i: "", variant="first ask",
+             calls_scale=(len(BASIC_NAMES) - WARMUP) / 100),
         Pair("get_completions", "lean_completions",
              lambda sid, i: {"session_id": sid, "line": spots.line, "column": spots.complete,
                              "prefix": None},
@@ -119,15 +139,23 @@ def pairs(spots: Spots, project: Path) -> list[Pair]:
              lambda i: {"file_path": file},
              lambda i: last),
         Pair("check_term", "lean_run_code",
-             lambda sid, i: {"session_id": sid, "term": TERMS[i % 2], "in_context": False},
-             lambda i: {"code": f"{HEADER}#check {TERMS[i % 2]}\n"},
-             lambda i: TERMS[i % 2].lstrip("@")),
+             lambda sid, i: {"session_id": sid, "term": first_ask(i), "in_context": False},
+             lambda i: {"code": f"{HEADER}#check {first_ask(i)}\n"},
+             lambda i: TERMS[i % 2].lstrip("@"), variant="first ask"),
+        Pair("check_term", "lean_run_code",
+             lambda sid, i: {"session_id": sid, "term": TERMS[0], "in_context": False},
+             lambda i: {"code": f"{HEADER}#check {TERMS[0]}\n"},
+             lambda i: TERMS[0].lstrip("@"), variant="asked again"),
         Pair("profile_proof", "lean_profile_proof",
              lambda sid, i: {"session_id": sid},
              lambda i: {"file_path": by_file, "line": spots.theorem},
              lambda i: "",
              peer_error="unknown tactic", calls_scale=0.3),
     ]  # fmt: skip
+
+
+def first_ask(i: int) -> str:
+    return FIRST_ASK.format(term=TERMS[i % 2], i=i)
 
 
 def by_name(file: str) -> str:
@@ -232,7 +260,7 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
                 return None
             return ms
 
-        live = {(s.file, p.tool): {"peer"} | ({"ours"} if p.tool in have else set())
+        live = {(s.file, p.key): {"peer"} | ({"ours"} if p.tool in have else set())
                 for s, _, p in table}  # fmt: skip
         # The slow tools (profile_proof) in a phase of their own, after the others: with them
         # in the same rounds, the peer's next calls paid ~130 ms now and then (its hover and
@@ -240,24 +268,24 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
         for scale in sorted({p.calls_scale for _, _, p in table}, reverse=True):
             group = [(s, sid, p) for s, sid, p in table if p.calls_scale == scale]
             for spots, sid, pair in group:  # warm-up, both sides
-                for side in sorted(live[spots.file, pair.tool]):
+                for side in sorted(live[spots.file, pair.key]):
                     for i in range(WARMUP):
                         if await timed(side, sid, pair, i) is None:
-                            live[spots.file, pair.tool].discard(side)
+                            live[spots.file, pair.key].discard(side)
                             break
             for i in range(max(3, round(calls * scale))):
                 for spots, sid, pair in group:
                     # Which side goes first alternates by round.
-                    for side in sorted(live[spots.file, pair.tool], reverse=i % 2 == 1):
+                    for side in sorted(live[spots.file, pair.key], reverse=i % 2 == 1):
                         ms = await timed(side, sid, pair, WARMUP + i)
                         if ms is None:
-                            live[spots.file, pair.tool].discard(side)
+                            live[spots.file, pair.key].discard(side)
                             continue
                         row = (OURS if side == "ours" else PEER).format(
                             tool=pair.tool if side == "ours" else pair.peer_tool
                         )
-                        samples[label(spots)].setdefault(pair.tool, {}).setdefault(row, [])
-                        samples[label(spots)][pair.tool][row].append(ms)
+                        samples[label(spots)].setdefault(pair.key, {}).setdefault(row, [])
+                        samples[label(spots)][pair.key][row].append(ms)
     return {"files": files, "samples": samples}
 
 
@@ -275,16 +303,16 @@ def run(quick: bool = False) -> dict[str, Any]:
             results[label(spots)] = {}
             ratios[label(spots)] = {}
             for pair in pairs(spots, work):
-                rows = samples[label(spots)].get(pair.tool, {})
+                rows = samples[label(spots)].get(pair.key, {})
                 peer_row = PEER.format(tool=pair.peer_tool)
                 ours_row = OURS.format(tool=pair.tool)
                 # The peer first: the summary's "vs first" column is leanrig over the peer.
                 ordered = {r: summarize(rows[r]) for r in (peer_row, ours_row) if r in rows}
-                results[label(spots)][pair.tool] = ordered
-                print_table(f"{pair.tool} vs {pair.peer_tool}: {label(spots)}", ordered, peer_row)
+                results[label(spots)][pair.key] = ordered
+                print_table(f"{pair.key} vs {pair.peer_tool}: {label(spots)}", ordered, peer_row)
                 if peer_row in ordered and ours_row in ordered:
                     ratio = ordered[ours_row]["median_ms"] / ordered[peer_row]["median_ms"]
-                    key = f"{pair.tool} / {pair.peer_tool} (target <= 0.8)"
+                    key = f"{pair.key} / {pair.peer_tool} (target <= 0.8)"
                     ratios[label(spots)][key] = round(ratio, 2)
     notes += [
         "lean_profile_proof needs a `by` proof (it looks for `:= by` and profiles the tactic "

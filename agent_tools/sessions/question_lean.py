@@ -3,8 +3,10 @@ with the step's deadline, timed into the call's `StepTimer`, and answered in tas
 
 A question about a position of the session's text goes to the session's own document (its
 slot and version: nothing to elaborate again); one asked "at the target theorem" goes to a
-throwaway document of the part before the target (question_documents.py) with no holder, so
-the session's document and its next step are untouched. Raises lower-level errors unchanged
+throwaway document of the part before the target (question_documents.py), held by the task's
+question holder (``question_holder``): the session's document and its next step are untouched,
+and the task's questions share one document per process, where Lean elaborates only what
+follows the part they share. Raises lower-level errors unchanged
 (the service translates them); holds no session.
 """
 
@@ -53,6 +55,13 @@ T = TypeVar("T")
 MAX_OUTLINE = 200  # declarations listed, the last ones before the target
 MAX_COMPLETIONS = 50  # names listed (each resolved for its type)
 COMPLETION_KINDS = {k.value: k.name.lower() for k in lsp.CompletionItemKind}
+
+
+def question_holder(task: Task) -> str:
+    """Who holds a task's throwaway question documents in the pool. Without a holder of their
+    own they took turns with other tasks' (and try_proofs') free documents, each question
+    elaborating the other task's preamble again (10 definitions: ~20 ms a question)."""
+    return f"questions:{task.id}"
 
 
 class AnswerCache:
@@ -113,8 +122,10 @@ class LeanQuestions:
         self, task: Task, doc: str, queries: list[DocQuery], timer: StepTimer,
         holder: str | None = None, then: Callable[[Slot, list[Any]], Awaitable[Any]] | None = None,
     ) -> tuple[DocumentReport, list[Any]]:  # fmt: skip
-        """``queries`` about ``doc`` (a throwaway document, unless ``holder`` owns it), and
-        ``then`` with their answers on the same slot and version (resolving items)."""
+        """``queries`` about ``doc`` (a throwaway document of the task's question holder,
+        unless ``holder`` owns it), and ``then`` with their answers on the same slot and
+        version (resolving items)."""
+        holder = holder or question_holder(task)
         memo = await self.elaborator.memo(task)
         key = self.pool.key_for(doc, memo.view.environment)
 
