@@ -505,6 +505,28 @@ async def test_a_new_holder_gets_its_own_document_while_there_is_room_then_takes
             assert slot.holders().count("c") == 1 and len(slot.holders()) == 2
 
 
+async def test_holderless_work_goes_to_the_free_document_sharing_the_most_with_it(
+    environment: LeanEnvironment,
+) -> None:
+    # Two holderless texts of one key taking turns (try_proofs candidates of two tasks): each
+    # goes back to the free document it shares most with, not to the most recent one, where
+    # Lean would elaborate the other's declarations again at every turn.
+    async with WarmPool.open(environment, config(max_processes=1), documents_per_process=3) as pool:
+        big = prelude_file(decls(150) + GOOD)
+        small = prelude_file(GOOD)
+        seen: dict[str, list[str]] = {"big": [], "small": []}
+        for i in range(4):
+            for name, text in (("big", big), ("small", small)):
+                text += f"-- turn {i}\n"
+                async with pool.acquire(pool.key_for(text)) as slot:
+                    report = await slot.elaborate(text, timeout=30)
+                    assert report.errors == ()
+                    seen[name].append(slot.uri)
+        # (The first turn settles them: small took the document big had just made.)
+        assert len(set(seen["big"][1:])) == 1 and len(set(seen["small"][1:])) == 1
+        assert seen["big"][1] != seen["small"][1]
+
+
 async def test_a_process_keeps_at_most_its_document_limit_open(
     environment: LeanEnvironment,
 ) -> None:
