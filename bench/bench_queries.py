@@ -201,19 +201,25 @@ def label(spots: Spots) -> str:
     return f"{spots.file} ({spots.decls} declarations before the theorem)"
 
 
-async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
+async def measure(
+    calls: int, work: Path, notes: list[str], *, with_peer: bool = True
+) -> dict[str, Any]:
+    """``with_peer=False``: leanrig's rows alone (the smoke test: the peer is installed by
+    `make bench`, not `make setup`)."""
     suite = make_suite(work, PADDED)
     files = [Spots.of(suite, OTHER, 0), Spots.of(suite, TASK, PADDED)]
-    python = ensure_peers()
     project = work / "peer"
-    env = peer_project(project, suite, files)
     samples: dict[str, dict[str, dict[str, list[float]]]] = {label(f): {} for f in files}
     async with AsyncExitStack() as stack:
-        errlog = stack.enter_context((work / "lean-lsp-mcp.stderr.log").open("w"))
-        peer_params = StdioServerParameters(
-            command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(project)
-        )
-        peer = await stack.enter_async_context(Client(stdio_client(peer_params, errlog=errlog)))
+        peer: Client | None = None
+        if with_peer:
+            python = ensure_peers()
+            env = peer_project(project, suite, files)
+            errlog = stack.enter_context((work / "lean-lsp-mcp.stderr.log").open("w"))
+            peer_params = StdioServerParameters(
+                command=str(python.parent / "lean-lsp-mcp"), args=[], env=env, cwd=str(project)
+            )
+            peer = await stack.enter_async_context(Client(stdio_client(peer_params, errlog=errlog)))
         ours_params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "agent_tools.cli", "serve", "--suite", str(suite),
@@ -234,9 +240,10 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
             assert isinstance(done.structured_content, dict), done.content
             assert done.structured_content["complete"], done.structured_content
             # The peer opens its file on its first call (as an agent's first call would).
-            path = str(project / spots.file)
-            first = await peer.call_tool("lean_diagnostic_messages", {"file_path": path})
-            assert not first.is_error, first.content
+            if peer is not None:
+                path = str(project / spots.file)
+                first = await peer.call_tool("lean_diagnostic_messages", {"file_path": path})
+                assert not first.is_error, first.content
             table += [(spots, sid, pair) for pair in pairs(spots, project)]
         missing = sorted({p.tool for _, _, p in table} - have)
         if missing:
@@ -246,6 +253,7 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
             if side == "ours":
                 client, tool, args = ours, pair.tool, pair.ours(sid, i)
             else:
+                assert peer is not None
                 client, tool, args = peer, pair.peer_tool, pair.theirs(i)
             t = time.perf_counter()
             result = await client.call_tool(tool, args)
@@ -260,7 +268,8 @@ async def measure(calls: int, work: Path, notes: list[str]) -> dict[str, Any]:
                 return None
             return ms
 
-        live = {(s.file, p.key): {"peer"} | ({"ours"} if p.tool in have else set())
+        live = {(s.file, p.key): ({"peer"} if peer is not None else set())
+                | ({"ours"} if p.tool in have else set())
                 for s, _, p in table}  # fmt: skip
         # The slow tools (profile_proof) in a phase of their own, after the others: with them
         # in the same rounds, the peer's next calls paid ~130 ms now and then (its hover and

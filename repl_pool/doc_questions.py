@@ -46,15 +46,20 @@ async def _ask_once(
 ) -> tuple[DocumentReport, list[Any]]:
     if resend:  # the change and the questions in one write
         return await slot.elaborate_with(text, queries, timeout=timeout)
-    report = await slot.wait(timeout=timeout)
     answers: list[Any] = [None] * len(queries)
+    reports: list[DocumentReport] = []
+
+    async def barrier() -> None:
+        reports.append(await slot.wait(timeout=timeout))
 
     async def one(i: int, query: DocQuery) -> None:
         answers[i] = await slot.ask(query, timeout=timeout)
 
-    # At once: each costs Lean a walk over the version's info trees, which its worker's
-    # threads share.
+    # The barrier and the questions at once: Lean answers each about the version it has (the
+    # current one: nothing else changes the holder's document meanwhile), so none waits for
+    # another's round trip.
     async with anyio.create_task_group() as tg:
+        tg.start_soon(barrier)
         for i, query in enumerate(queries):
             tg.start_soon(one, i, query)
-    return report, answers
+    return reports[0], answers

@@ -3,6 +3,7 @@ registered in bench/__main__.py, and the summary step `make bench` ends with."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -256,6 +257,23 @@ def smoke_gateway(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str,
     return result
 
 
+def smoke_queries(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """leanrig's question tools over MCP stdio, a few calls each, every answer checked (the
+    peer's rows need `make bench`'s peer venv: left out here)."""
+    from bench import bench_queries
+
+    notes: list[str] = []
+    measured = anyio.run(functools.partial(bench_queries.measure, 3, tmp_path, notes,
+                                           with_peer=False))  # fmt: skip
+    assert not [n for n in notes if "answered unexpectedly" in n or "has no" in n], notes
+    rows = {f"{file} / {tool}": summarize(ms)
+            for file, tools in measured["samples"].items() for tool, by_row in tools.items()
+            for ms in by_row.values()}  # fmt: skip
+    assert len(rows) == 2 * 8, sorted(rows)  # two task files, eight rows each
+    _samples(rows)
+    return {"results": {"smoke": rows}}
+
+
 SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     "lsp_bridge": smoke_lsp_bridge,
     "pool": smoke_pool,
@@ -264,6 +282,7 @@ SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     "editor": smoke_editor,
     "ray": smoke_ray,
     "gateway": smoke_gateway,
+    "queries": smoke_queries,
 }
 
 
