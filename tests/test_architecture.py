@@ -31,7 +31,8 @@ AGENT_LAYERS = {
     "runs": 6,
     "agents": 7,
     "editor": 7,
-    "cli": 8,
+    "authoring": 8,
+    "cli": 9,
 }
 
 
