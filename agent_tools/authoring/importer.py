@@ -103,9 +103,14 @@ def import_suite(
 
 
 async def _import(
-    sources: list[SourceFile], lake: bool, prelude: bool, install: LeanInstall, out: Path,
-    name: str | None, metadata: dict[str, dict[str, Any]],
-) -> ImportReport:  # fmt: skip
+    sources: list[SourceFile],
+    lake: bool,
+    prelude: bool,
+    install: LeanInstall,
+    out: Path,
+    name: str | None,
+    metadata: dict[str, dict[str, Any]],
+) -> ImportReport:
     imported = {m for s in sources for m in imported_modules(s.header)}
     library = [s for s in library_order(sources) if s.module in imported]
     skipped: list[SkippedTheorem] = []
@@ -154,8 +159,15 @@ async def _import(
     except LeanrigError as exc:  # a suite we wrote must load: say so rather than leave it
         raise AuthoringError(f"the imported suite in {out} does not load: {exc}") from exc
     lean_kind = "prelude" if prelude else "full"
-    return ImportReport(out=str(out), name=suite_name, lean=lean_kind, library=libraries,
-                        tasks=tasks, skipped=skipped, removed=removed)  # fmt: skip
+    return ImportReport(
+        out=str(out),
+        name=suite_name,
+        lean=lean_kind,
+        library=libraries,
+        tasks=tasks,
+        skipped=skipped,
+        removed=removed,
+    )
 
 
 async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
@@ -207,8 +219,10 @@ def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library:
         return "Lean did not report its statement"
     used = sorted((code_words(statement) & facts.tainted) - {target.name})
     if used:
-        return (f"its statement uses {', '.join(used)}, which depends on sorry itself: "
-                "prove or define it first")  # fmt: skip
+        return (
+            f"its statement uses {', '.join(used)}, which depends on sorry itself: "
+            "prove or define it first"
+        )
     return ""
 
 
@@ -216,9 +230,10 @@ def _task_text(source: SourceFile, target: Placeholder, tainted: set[str]) -> st
     """The source file without its other declarations that depend on sorry."""
     text = source.text
     drops = [
-        declaration_span(text, d) for d in source.declarations
+        declaration_span(text, d)
+        for d in source.declarations
         if d.full_name in tainted and d.full_name != target.name
-    ]  # fmt: skip
+    ]
     for start, end in sorted(drops, reverse=True):
         while end < len(text) and text[end] == "\n":
             end += 1
@@ -262,12 +277,18 @@ def task_file_problem(answer: LeanAnswer, text: str, decl_start: int) -> str:
 
 
 def _task_entry(
-    ident: str, target: Placeholder, source: SourceFile, metadata: dict[str, dict[str, Any]],
+    ident: str,
+    target: Placeholder,
+    source: SourceFile,
+    metadata: dict[str, dict[str, Any]],
     old: dict[str, Any] | None,
-) -> ImportedTask:  # fmt: skip
+) -> ImportedTask:
     given = meta_for(metadata, target.name)
-    defaults = {"title": title_of(target.doc) or target.name, "field": source.field_name,
-                "difficulty": 1}  # fmt: skip
+    defaults = {
+        "title": title_of(target.doc) or target.name,
+        "field": source.field_name,
+        "difficulty": 1,
+    }
     values: dict[str, Any] = {}
     used_default = []
     for key, fallback in defaults.items():
@@ -278,8 +299,14 @@ def _task_entry(
         else:
             values[key] = fallback
             used_default.append(key)
-    return ImportedTask(id=ident, theorem=target.name, file=f"{TASK_DIR}/{ident}.lean",
-                        source=str(source.rel), defaults=used_default, **values)  # fmt: skip
+    return ImportedTask(
+        id=ident,
+        theorem=target.name,
+        file=f"{TASK_DIR}/{ident}.lean",
+        source=str(source.rel),
+        defaults=used_default,
+        **values,
+    )
 
 
 def _existing_manifest(out: Path) -> dict[str, Any]:
@@ -330,12 +357,18 @@ def _toml_key(key: str) -> str:
 
 
 def _manifest(
-    existing: dict[str, Any], name: str, prelude: bool, library: list[str],
+    existing: dict[str, Any],
+    name: str,
+    prelude: bool,
+    library: list[str],
     tasks: list[ImportedTask],
-) -> str:  # fmt: skip
-    top: dict[str, Any] = {"name": name, "version": existing.get("version", "1.0"),
-                           "lean": "prelude" if prelude else "full",
-                           "axioms": existing.get("axioms", list(DEFAULT_AXIOMS))}  # fmt: skip
+) -> str:
+    top: dict[str, Any] = {
+        "name": name,
+        "version": existing.get("version", "1.0"),
+        "lean": "prelude" if prelude else "full",
+        "axioms": existing.get("axioms", list(DEFAULT_AXIOMS)),
+    }
     if library:
         top["library"] = library
     for key, value in existing.items():
@@ -345,15 +378,25 @@ def _manifest(
             and not isinstance(value, dict)
         ):
             top[key] = value
-    lines = ["# Written by `leanrig suite import`; titles, fields and difficulties edited here",
-             "# are kept by the next import.", ""]  # fmt: skip
+    lines = [
+        "# Written by `leanrig suite import`; titles, fields and difficulties edited here",
+        "# are kept by the next import.",
+        "",
+    ]
     lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in top.items()]
     for key, value in existing.items():  # tables: [limits], [lad], [lint]
         if isinstance(value, dict) and key != "tasks":
             lines += ["", f"[{_toml_key(key)}]"]
             lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()]
     for task in tasks:
-        lines += ["", "[[tasks]]", f"id = {_toml(task.id)}", f"file = {_toml(task.file)}",
-                  f"theorem = {_toml(task.theorem)}", f"title = {_toml(task.title)}",
-                  f"field = {_toml(task.field)}", f"difficulty = {task.difficulty}"]  # fmt: skip
+        lines += [
+            "",
+            "[[tasks]]",
+            f"id = {_toml(task.id)}",
+            f"file = {_toml(task.file)}",
+            f"theorem = {_toml(task.theorem)}",
+            f"title = {_toml(task.title)}",
+            f"field = {_toml(task.field)}",
+            f"difficulty = {task.difficulty}",
+        ]
     return "\n".join(lines) + "\n"

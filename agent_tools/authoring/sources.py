@@ -93,10 +93,12 @@ def task_id(name: str) -> str:
     prime ``_prime``, any other character ``_u<hex>`` (``congr_φ`` → ``congr_u3c6``)."""
     out = []
     for part in name.replace("«", "").replace("»", "").split("."):
-        out.append("".join(
-            ch if _ID_CHAR.fullmatch(ch) else "_prime" if ch == "'" else f"_u{ord(ch):x}"
-            for ch in part
-        ))  # fmt: skip
+        out.append(
+            "".join(
+                ch if _ID_CHAR.fullmatch(ch) else "_prime" if ch == "'" else f"_u{ord(ch):x}"
+                for ch in part
+            )
+        )
     return ".".join(out)
 
 
@@ -125,10 +127,11 @@ def read_sources(paths: list[Path]) -> tuple[list[SourceFile], bool]:
             root = path
             lake = lake or any((path / f).exists() for f in LAKE_FILES[:2])
             files = sorted(
-                p for p in path.rglob("*.lean")
+                p
+                for p in path.rglob("*.lean")
                 if not _SKIPPED_DIRS & set(p.relative_to(path).parts[:-1])
                 and p.name not in ("lakefile.lean",)
-            )  # fmt: skip
+            )
         for file in files:
             if file in found:
                 continue
