@@ -23,7 +23,7 @@ from lsp_bridge import LeanInstall, find_lean
 
 from ..tasks import Suite, Task, axioms_declared, library_dir, load_suite
 from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
-from .lean_runs import LeanAnswer, LeanRuns, line_of
+from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
 
 
 class TaskCheck(BaseModel):
@@ -47,10 +47,11 @@ def check_suite(root: Path, solutions: Path | None = None) -> CheckReport:
     return anyio.run(_check, suite, install, solutions)
 
 
-def lean_path_of(suite: Suite, install: LeanInstall) -> list[Path]:
-    """What a suite's tasks import from: its compiled prelude library, if it has one."""
-    built = library_dir(suite, install)
-    return [built] if built is not None else []
+async def lean_path_of(suite: Suite, install: LeanInstall) -> list[Path]:
+    """What a suite's tasks import from: its compiled prelude library, if it has one, and a
+    Lake suite's dependencies (``lake env``)."""
+    built = await anyio.to_thread.run_sync(library_dir, suite, install)
+    return ([built] if built is not None else []) + await lake_lean_path(suite.root, install)
 
 
 def query_lines(task: Task) -> tuple[str, int, int]:
@@ -67,11 +68,12 @@ def outside_body(task: Task) -> str:
 
 
 async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> CheckReport:
-    lean_path = await anyio.to_thread.run_sync(lean_path_of, suite, install)
+    lean_path = await lean_path_of(suite, install)
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)  # (built: cached)
     results: dict[str, TaskCheck] = {}
     index = {task_id: i for i, task_id in enumerate(suite.tasks)}
     limiter = anyio.CapacityLimiter(2)
-    verifier = Verifier(suite, install, library=lean_path[0] if lean_path else None)
+    verifier = Verifier(suite, install, library=library)
     async with LeanRuns.scratch(install, lean_path, suite.spec.limits.wall_seconds) as lean:
 
         async def one(task: Task) -> None:

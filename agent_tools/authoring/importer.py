@@ -33,7 +33,7 @@ from lsp_bridge import LeanInstall, LeanrigError, find_lean
 
 from ..tasks import DEFAULT_AXIOMS, load_suite, locate_body
 from ..verdict import escape_name, parse_axioms, parse_check
-from .lean_runs import AuthoringError, LeanAnswer, LeanRuns, line_of
+from .lean_runs import AuthoringError, LeanAnswer, LeanRuns, lake_lean_path, line_of
 from .sources import (
     LAKE_FILES,
     Placeholder,
@@ -115,7 +115,10 @@ async def _import(
     library = [s for s in library_order(sources) if s.module in imported]
     skipped: list[SkippedTheorem] = []
     planned: list[tuple[SourceFile, Placeholder, str]] = []  # (source, target, task text)
-    async with LeanRuns.scratch(install, [], WALL_SECONDS) as lean:
+    lake_path: list[Path] = []
+    for root in sorted({s.root for s in sources}) if lake else []:
+        lake_path += await lake_lean_path(root, install)
+    async with LeanRuns.scratch(install, lake_path, WALL_SECONDS) as lean:
         facts = await _ask_lean(lean, sources)
         for source in sources:
             for target in source.placeholders:

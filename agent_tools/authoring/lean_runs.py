@@ -83,6 +83,25 @@ class LeanAnswer:
         return f"Lean exited with {self.returncode}: {self.stderr.strip()[-200:]}"
 
 
+LAKE_ENV_SECONDS = 600.0  # `lake env` may build the project's dependencies first
+
+
+async def lake_lean_path(root: Path, install: LeanInstall) -> list[Path]:
+    """A Lake project's ``LEAN_PATH`` (its dependencies' ``.olean`` files: Mathlib…), asked
+    from ``lake env`` in ``root``; empty without a lakefile or without Lake (the bootstrap)."""
+    lakefiles = [await anyio.Path(root / f).exists() for f in ("lakefile.toml", "lakefile.lean")]
+    if install.lake is None or not any(lakefiles):
+        return []
+    try:
+        done = await run_once([str(install.lake), "env", "printenv", "LEAN_PATH"], cwd=root,
+                              env=base_env(), timeout=LAKE_ENV_SECONDS)  # fmt: skip
+    except LeanrigError as exc:
+        raise AuthoringError(f"lake could not start: {exc.message}") from exc
+    if done.returncode != 0:
+        raise AuthoringError(f"`lake env` failed in {root}: {done.stderr.strip()[-300:]}")
+    return [Path(p) for p in done.stdout.strip().split(os.pathsep) if p]
+
+
 def _fresh_dir() -> Path:
     work = Path(os.path.abspath(tempfile.mkdtemp(prefix="leanrig-suite-")))
     (work / "build").mkdir()

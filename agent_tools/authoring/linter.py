@@ -94,7 +94,7 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
     findings: list[Finding] = []
     probed: dict[str, _Probed] = {}
     old_statements: dict[str, str] = {}
-    lean_path = await anyio.to_thread.run_sync(lean_path_of, suite, install)
+    lean_path = await lean_path_of(suite, install)
     limiter = anyio.CapacityLimiter(2)
     async with LeanRuns.scratch(install, lean_path, budget) as lean:
 
@@ -111,7 +111,7 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
             for i, task in enumerate(suite.tasks.values()):
                 tg.start_soon(one, i, task)
     if old is not None:
-        old_path = await anyio.to_thread.run_sync(lean_path_of, old, install)
+        old_path = await lean_path_of(old, install)
         async with LeanRuns.scratch(install, old_path, budget) as lean:
             for task_id in suite.tasks:
                 if task_id in old.tasks:
