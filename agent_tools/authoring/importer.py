@@ -90,7 +90,7 @@ class _Facts:
 def import_suite(
     paths: list[Path], out: Path, *, name: str | None = None, meta: Path | None = None
 ) -> ImportReport:
-    sources, lake = read_sources(paths)
+    sources, lake = read_sources(paths, exclude=out.resolve())
     prelude = all(s.header.prelude for s in sources)
     install = find_lean(paths[0].resolve() if paths[0].is_dir() else paths[0].resolve().parent)
     if not prelude and install.mode != "toolchain":
@@ -121,6 +121,15 @@ async def _import(
     async with LeanRuns.scratch(install, lake_path, WALL_SECONDS) as lean:
         facts = await _ask_lean(lean, sources)
         for source in sources:
+            for theorem, why in source.unlocated.items():
+                if theorem in facts.tainted:
+                    skipped.append(
+                        SkippedTheorem(
+                            theorem=theorem,
+                            source=str(source.rel),
+                            reason=f"it uses sorry, but {why}",
+                        )
+                    )
             for target in source.placeholders:
                 where = str(source.rel)
                 why = _why_not(source, target, facts, source.module in imported)

@@ -49,6 +49,7 @@ class SourceFile:
     header: Header
     declarations: list[Declaration] = field(default_factory=list)
     placeholders: list[Placeholder] = field(default_factory=list)
+    unlocated: dict[str, str] = field(default_factory=dict)  # theorem → why its body is not found
 
     @property
     def rel(self) -> Path:
@@ -110,9 +111,10 @@ def declaration_span(text: str, decl: Declaration) -> tuple[int, int]:
     return start, declaration_end(text, decl.keyword_start)
 
 
-def read_sources(paths: list[Path]) -> tuple[list[SourceFile], bool]:
+def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[SourceFile], bool]:
     """The Lean files under ``paths`` (each file's module name relative to its PATH: the
-    directory, or a file's own directory) and whether a PATH is a Lake project."""
+    directory, or a file's own directory) and whether a PATH is a Lake project; files under
+    ``exclude`` (the suite being written, when it lies inside a PATH) are left out."""
     found: dict[Path, SourceFile] = {}
     lake = False
     for given in paths:
@@ -130,7 +132,8 @@ def read_sources(paths: list[Path]) -> tuple[list[SourceFile], bool]:
                 p
                 for p in path.rglob("*.lean")
                 if not _SKIPPED_DIRS & set(p.relative_to(path).parts[:-1])
-                and p.name not in ("lakefile.lean",)
+                and p.name != "lakefile.lean"
+                and not (exclude is not None and p.is_relative_to(exclude))
             )
         for file in files:
             if file in found:
@@ -156,8 +159,9 @@ def read_declarations(source: SourceFile) -> None:
             continue
         try:
             span = locate_body(text, decl.full_name)
-        except LocateError:
-            continue  # reported by the importer when its placeholder is seen
+        except LocateError as exc:
+            source.unlocated[decl.full_name] = str(exc)  # reported if Lean says it uses sorry
+            continue
         if is_placeholder(span.body(text)):
             doc = doc_text(text, span.decl_start)
             source.placeholders.append(Placeholder(decl.full_name, decl, span, doc))
