@@ -153,6 +153,12 @@ def test_preamble_give_aways_are_findings_and_fail_the_check(imported: Imported)
     task.write_text(text.replace("namespace Bench.Logic\n", "namespace Bench.Logic\n\n"
                                  "axiom cheat (p : Prop) : p\n\n"
                                  "opaque secret : N := N.z\n"), encoding="utf-8")  # fmt: skip
+    # An unproved helper left in another task's file: a second placeholder.
+    other = suite / "tasks" / "Bench.Logic.and_swap.lean"
+    other.write_text(other.read_text(encoding="utf-8").replace(
+        "namespace Bench.Logic\n",
+        "namespace Bench.Logic\n\ntheorem helper (p : Prop) : p :=\n  sorryAx p Bool.false\n\n",
+    ), encoding="utf-8")  # fmt: skip
     done = leanrig("suite", "lint", "giveaway", "--json", "--budget", "20", cwd=imported.cwd)
     codes = {(f["code"], f["task"]) for f in json.loads(done.stdout)["findings"]}
     assert {("preamble-axiom", "Bench.Logic.or_swap"),
@@ -161,6 +167,8 @@ def test_preamble_give_aways_are_findings_and_fail_the_check(imported: Imported)
     assert done.returncode == 1
     assert ("FAIL Bench.Logic.or_swap: the file declares axioms outside the allow-list: "
             "Bench.Logic.cheat") in done.stdout  # fmt: skip
+    assert "FAIL Bench.Logic.and_swap: another declaration uses sorry (line 12)" in done.stdout
+    assert sum(line.startswith("FAIL") for line in done.stdout.splitlines()) == 2
 
 
 def test_lint_against_an_older_version_reports_changed_statements(imported: Imported) -> None:
@@ -272,19 +280,20 @@ def test_alpha_equivalent_statements_print_alike() -> None:
 @pytest.mark.toolchain
 @pytest.mark.skipif(shutil.which("lake") is None, reason="needs a full Lean toolchain")
 def test_on_a_full_toolchain_lint_also_tries_tactics(tmp_path: Path) -> None:
-    """Where Lean has Init: `decide`, `simp`, `omega`, `aesop` are probes too (`omega` closes
-    `n + 0 = n`, which the term candidates here do not try as a tactic)."""
+    """Where Lean has Init: `decide`, `simp`, `omega`, `aesop` are probes too. `n + m = m + n`
+    is no `rfl` (the term candidates fail) and `omega` proves it."""
     suite = tmp_path / "full"
     (suite / "Full").mkdir(parents=True)
     (suite / "Full" / "Arith.lean").write_text(
-        "theorem Full.add_zero' (n : Nat) (m : Nat) : n + 0 + m = n + m := by\n  sorry\n",
+        "theorem Full.add_comm' (n : Nat) (m : Nat) : n + m = m + n := by\n  sorry\n",
         encoding="utf-8",
     )
     (suite / "suite.toml").write_text(
-        'name = "full"\nlean = "full"\n\n[[tasks]]\nid = "add_zero"\nfile = "Full/Arith.lean"\n'
-        'theorem = "Full.add_zero\'"\ndifficulty = 1\n', encoding="utf-8",
+        'name = "full"\nlean = "full"\n\n[[tasks]]\nid = "add_comm"\nfile = "Full/Arith.lean"\n'
+        'theorem = "Full.add_comm\'"\ndifficulty = 1\n', encoding="utf-8",
     )  # fmt: skip
     done = subprocess.run([str(leanrig_exe()), "suite", "lint", "full", "--json"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     findings = json.loads(done.stdout)["findings"]
-    assert ("trivial-target", "add_zero") in {(f["code"], f["task"]) for f in findings}
+    trivial = [f for f in findings if (f["code"], f["task"]) == ("trivial-target", "add_comm")]
+    assert trivial and "`by " in trivial[0]["message"]
