@@ -2,8 +2,9 @@
 open where in a file. Pure; built on ``lean_text``'s tokens.
 
 The one scope tracker: locating a task's theorem (its full name, whether it sits in a ``mutual``
-block or a ``public section``) and listing the axioms a file declares (their full names) both
-read it, so the two cannot disagree about a name.
+block or a ``public section``), listing the axioms a file declares (their full names) and
+listing every named declaration of a file (``declarations``: what ``leanrig suite import`` asks
+Lean about) all read it, so they cannot disagree about a name.
 
 As Lean keeps them, a scope is one entry per name component: ``namespace A.B`` opens two, which
 ``end A.B`` closes, or ``end B`` then ``end A``; ``section S.T`` likewise; an anonymous

@@ -229,6 +229,8 @@ def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library:
     statement = facts.statements.get(target.name)
     if statement is None:
         return "Lean did not report its statement"
+    if "sorryAx" in code_words(statement):
+        return "its statement itself uses sorry"
     used = sorted((code_words(statement) & facts.tainted) - {target.name})
     if used:
         return (
