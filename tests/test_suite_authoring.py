@@ -161,6 +161,9 @@ def test_preamble_give_aways_are_findings_and_fail_the_check(imported: Imported)
     ), encoding="utf-8")  # fmt: skip
     done = leanrig("suite", "lint", "giveaway", "--json", "--budget", "20", cwd=imported.cwd)
     codes = {(f["code"], f["task"]) for f in json.loads(done.stdout)["findings"]}
+    findings = json.loads(done.stdout)["findings"]
+    axiom = next(f for f in findings if f["code"] == "preamble-axiom")
+    assert axiom["location"] == "tasks/Bench.Logic.or_swap.lean:12:1"
     assert {("preamble-axiom", "Bench.Logic.or_swap"),
             ("preamble-opaque", "Bench.Logic.or_swap")} <= codes  # fmt: skip
     done = leanrig("suite", "check", "giveaway", cwd=imported.cwd)

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from lsp_bridge import LeanInstall, LineIndex, declarations, find_lean
 
 from ..agents import Fact, Problem, Sym, TermError, parse_signature, prove
-from ..tasks import Suite, Task, axioms_declared, load_suite
+from ..tasks import Suite, Task, load_suite
 from ..verdict import escape_name, forbidden_constructs, parse_check
 from .checker import lean_path_of, outside_body
 from .lean_runs import LeanAnswer, LeanRuns
@@ -317,31 +317,31 @@ def _unused(job: _Probed, at: str) -> list[Finding]:
 
 
 def _text_findings(task: Task) -> list[Finding]:
+    """What the task file's own text gives away, outside the body: an ``axiom`` (``sorryAx``,
+    the placeholder's, and ``unsafe`` ones, which no theorem can use, aside), ``opaque``,
+    ``implemented_by``/``extern``."""
     around = outside_body(task)
+    found: list[Finding] = []
+    for decl in declarations(task.text):
+        if task.span.start <= decl.keyword_start < task.span.end:
+            continue
+        at = _where(task, decl.keyword_start)
+        if (
+            decl.keyword == "axiom"
+            and decl.full_name != "sorryAx"
+            and ("unsafe" not in decl.modifiers)
+        ):
+            found.append(Finding(
+                code="preamble-axiom", severity="error", task=task.id, location=at,
+                message=f"the task file declares the axiom {decl.full_name}: a proof may use it",
+            ))  # fmt: skip
+        elif decl.keyword == "opaque":
+            found.append(Finding(
+                code="preamble-opaque", severity="warning", task=task.id, location=at,
+                message=f"`opaque {decl.full_name}`: the kernel cannot see its value, so a "
+                "statement about it may be unprovable or free",
+            ))  # fmt: skip
     at = _where(task, 0)
-    found = [
-        Finding(
-            code="preamble-axiom",
-            severity="error",
-            task=task.id,
-            location=at,
-            message=f"the task file declares the axiom {name}: a proof may use it",
-        )
-        for name in axioms_declared(around)
-        if name != "sorryAx"
-    ]
-    for decl in declarations(around):
-        if decl.keyword == "opaque":
-            found.append(
-                Finding(
-                    code="preamble-opaque",
-                    severity="warning",
-                    task=task.id,
-                    location=_where(task, decl.keyword_start),
-                    message=f"`opaque {decl.full_name}`: the kernel cannot see its "
-                    "value, so a statement about it may be unprovable or free",
-                )
-            )
     for reason in forbidden_constructs(around):
         if "implemented_by" in reason or "extern" in reason:
             found.append(
