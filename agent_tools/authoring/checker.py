@@ -82,10 +82,11 @@ async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> 
                 text, check_line, axioms_line = query_lines(task)
                 answer = await lean.elaborate(f"Check_{index[task.id]}", text)
             check = task_check(suite, task, answer, check_line, axioms_line)
-            solution = solutions / f"{task.id}.lean" if solutions is not None else None
-            if solution is not None and solution.is_file():
+            solution = anyio.Path(solutions / f"{task.id}.lean") if solutions else None
+            if solution is not None and await solution.is_file():
+                submitted = (await solution.read_bytes()).decode("utf-8", "replace")
                 async with limiter:
-                    verdict = await verifier.verify(task, solution.read_text(encoding="utf-8"))
+                    verdict = await verifier.verify(task, submitted)
                 check.solution = "accepted" if verdict.accepted else "rejected"
                 if not verdict.accepted:
                     check.problems.append(

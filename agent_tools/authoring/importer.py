@@ -99,50 +99,60 @@ def import_suite(
             "toolchain (elan/lake); the bootstrap Lean elaborates prelude files only"
         )
     metadata = read_meta(meta) if meta is not None else {}
-    return anyio.run(_import, sources, lake, prelude, install, out.resolve(), name, metadata)
+    plan = anyio.run(_plan, sources, lake, install)
+    return _write_suite(plan, sources, lake, prelude, out.resolve(), name, metadata)
 
 
-async def _import(
-    sources: list[SourceFile],
-    lake: bool,
-    prelude: bool,
-    install: LeanInstall,
-    out: Path,
-    name: str | None,
-    metadata: dict[str, dict[str, Any]],
-) -> ImportReport:
+@dataclass(slots=True)
+class _Plan:
+    library: list[SourceFile]
+    planned: list[tuple[SourceFile, Placeholder, str]]  # (source, target, task text)
+    verdicts: list[str]  # per planned task: '' or why its file is not sound
+    skipped: list[SkippedTheorem]
+
+
+async def _plan(sources: list[SourceFile], lake: bool, install: LeanInstall) -> _Plan:
+    """What Lean says: the library, each task's file and whether it is sound, what is skipped."""
     imported = {m for s in sources for m in imported_modules(s.header)}
     library = [s for s in library_order(sources) if s.module in imported]
     skipped: list[SkippedTheorem] = []
-    planned: list[tuple[SourceFile, Placeholder, str]] = []  # (source, target, task text)
+    planned: list[tuple[SourceFile, Placeholder, str]] = []
     lake_path: list[Path] = []
     for root in sorted({s.root for s in sources}) if lake else []:
         lake_path += await lake_lean_path(root, install)
     async with LeanRuns.scratch(install, lake_path, WALL_SECONDS) as lean:
         facts = await _ask_lean(lean, sources)
         for source in sources:
+            where = str(source.rel)
             for theorem, why in source.unlocated.items():
                 if theorem in facts.tainted:
-                    skipped.append(
-                        SkippedTheorem(
-                            theorem=theorem,
-                            source=str(source.rel),
-                            reason=f"it uses sorry, but {why}",
-                        )
-                    )
+                    said = f"it uses sorry, but {why}"
+                    skipped.append(SkippedTheorem(theorem=theorem, source=where, reason=said))
             for target in source.placeholders:
-                where = str(source.rel)
                 why = _why_not(source, target, facts, source.module in imported)
                 if why:
                     skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=why))
                     continue
                 planned.append((source, target, _task_text(source, target, facts.tainted)))
         verdicts = await _elaborate_all(lean, planned)
+    return _Plan(library, planned, verdicts, skipped)
+
+
+def _write_suite(
+    plan: _Plan,
+    sources: list[SourceFile],
+    lake: bool,
+    prelude: bool,
+    out: Path,
+    name: str | None,
+    metadata: dict[str, dict[str, Any]],
+) -> ImportReport:
     existing = _existing_manifest(out)
     old_tasks = {t.get("id"): t for t in existing.get("tasks", []) if isinstance(t, dict)}
     tasks: list[ImportedTask] = []
+    skipped = list(plan.skipped)
     seen: dict[str, str] = {}
-    for (source, target, text), why in zip(planned, verdicts, strict=True):
+    for (source, target, text), why in zip(plan.planned, plan.verdicts, strict=True):
         where = str(source.rel)
         if why:
             skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=why))
@@ -155,7 +165,7 @@ async def _import(
         seen[ident] = target.name
         tasks.append(_task_entry(ident, target, source, metadata, old_tasks.get(ident)))
         _write(out / TASK_DIR / f"{ident}.lean", text)
-    for lib in library:
+    for lib in plan.library:
         _write(out / lib.rel, lib.text)
     if lake:
         for config in LAKE_FILES:
@@ -164,17 +174,16 @@ async def _import(
                     shutil.copy2(source_root / config, out / config)
     removed = _remove_stale(out, {t.id for t in tasks}, old_tasks)
     suite_name = name or str(existing.get("name") or out.name)
-    libraries = [s.module for s in library] if prelude else []
+    libraries = [s.module for s in plan.library] if prelude else []
     _write(out / "suite.toml", _manifest(existing, suite_name, prelude, libraries, tasks))
     try:
         load_suite(out)
     except LeanrigError as exc:  # a suite we wrote must load: say so rather than leave it
         raise AuthoringError(f"the imported suite in {out} does not load: {exc}") from exc
-    lean_kind = "prelude" if prelude else "full"
     return ImportReport(
         out=str(out),
         name=suite_name,
-        lean=lean_kind,
+        lean="prelude" if prelude else "full",
         library=libraries,
         tasks=tasks,
         skipped=skipped,
