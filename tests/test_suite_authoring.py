@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agent_tools.authoring.sources import read_meta, task_id
+from agent_tools.authoring.sources import is_placeholder, read_meta, task_id
 from agent_tools.authoring.statements import canonical, split_signature
 from lsp_bridge import declarations
 
@@ -234,6 +234,23 @@ def test_the_imported_suite_runs_under_leanrig_run_with_the_search_agent(
 
 
 # -- the parts, without Lean ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "placeholder"),
+    [
+        (" sorry", True),
+        (" by sorry", True),
+        ("\n  by\n    sorry -- later", True),
+        ("\n  sorryAx (@Eq N N.z N.z) Bool.false", True),
+        (" (sorryAx p Bool.false)", True),
+        (" by first | rfl | sorry", False),  # a proof that mentions sorry is no placeholder
+        (" @Eq.refl N N.z", False),
+        (" sorry_lemma h", False),
+    ],
+)
+def test_placeholders_are_sorry_alone(body: str, placeholder: bool) -> None:
+    assert is_placeholder(body) is placeholder
 
 
 def test_task_ids_are_stable_ascii_from_theorem_names() -> None:
