@@ -44,9 +44,12 @@ from .header import Header as Header
 from .header import parse_header as parse_header
 from .lazy import exports as exports
 from .lean_scopes import COMMAND_KEYWORDS as COMMAND_KEYWORDS
+from .lean_scopes import DECLARATION_KEYWORDS as DECLARATION_KEYWORDS
 from .lean_scopes import SCOPE_KEYWORDS as SCOPE_KEYWORDS
+from .lean_scopes import Declaration as Declaration
 from .lean_scopes import OpenScopes as OpenScopes
 from .lean_scopes import ScopeCommand as ScopeCommand
+from .lean_scopes import declarations as declarations
 from .lean_scopes import scope_commands as scope_commands
 from .lean_scopes import scopes_at as scopes_at
 from .lean_text import COMMENT_KINDS as COMMENT_KINDS

@@ -2,8 +2,9 @@
 open where in a file. Pure; built on ``lean_text``'s tokens.
 
 The one scope tracker: locating a task's theorem (its full name, whether it sits in a ``mutual``
-block or a ``public section``) and listing the axioms a file declares (their full names) both
-read it, so the two cannot disagree about a name.
+block or a ``public section``), listing the axioms a file declares (their full names) and
+listing every named declaration of a file (``declarations``: what ``leanrig suite import`` asks
+Lean about) all read it, so they cannot disagree about a name.
 
 As Lean keeps them, a scope is one entry per name component: ``namespace A.B`` opens two, which
 ``end A.B`` closes, or ``end B`` then ``end A``; ``section S.T`` likewise; an anonymous
@@ -17,6 +18,7 @@ propext : False`` opens an anonymous section and declares an axiom (a review fou
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -154,4 +156,76 @@ def scopes_at(text: str, offsets: list[int], skip: tuple[int, int] = (0, 0)) -> 
             scopes.apply(command)
             command = next(commands, None)
         out.append(OpenScopes(list(scopes.entries)))
+    return out
+
+
+# Keywords that declare a named constant (`class inductive` declares with `inductive`).
+DECLARATION_KEYWORDS = frozenset(
+    {"theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive", "class",
+     "opaque", "axiom"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One declaration of a file, read lexically: its keyword, its full name (the enclosing
+    ``namespace``s prefixed, a ``_root_.`` prefix dropped), where the keyword and the name
+    start. Modifiers (``noncomputable``, ``private``, ``unsafe``…) are in ``modifiers``."""
+
+    keyword: str
+    name: tuple[str, ...]
+    keyword_start: int
+    name_start: int
+    modifiers: tuple[str, ...] = ()
+
+    @property
+    def full_name(self) -> str:
+        """The name as Lean prints it: a part that needs it escaped (``A.«my thm»``)."""
+        return ".".join(p if _PLAIN_NAME_PART.fullmatch(p) else f"«{p}»" for p in self.name)
+
+
+_PLAIN_NAME_PART = re.compile(r"[^\W\d][\w'!?]*")
+_DECL_MODIFIERS = frozenset(
+    {"noncomputable", "private", "protected", "public", "unsafe", "partial", "nonrec"}
+)
+
+
+def declarations(text: str) -> list[Declaration]:
+    """The named declarations of ``text``, in order: ``theorem``, ``lemma``, ``def``,
+    ``abbrev``, ``instance`` (named ones), ``structure``, ``inductive``, ``class``, ``opaque``,
+    ``axiom``. A keyword counts where a command can start (not inside brackets: ``attribute
+    [instance] f``; not after ``deriving``), outside comments, literals and quotations."""
+    found: list[tuple[str, tuple[str, ...], int, int, tuple[str, ...]]] = []
+    tokens = list(_outside_quotations(text))
+    depth = 0
+    for i, token in enumerate(tokens):
+        piece = token.text(text)
+        if token.kind is TokenKind.SYMBOL:
+            depth += (piece in "([{⟨⦃") - (piece in ")]}⟩⦄")
+            depth = max(depth, 0)
+            continue
+        if token.kind is not TokenKind.IDENT or piece not in DECLARATION_KEYWORDS or depth:
+            continue
+        if i + 1 >= len(tokens) or tokens[i + 1].kind is not TokenKind.IDENT:
+            continue
+        following = tokens[i + 1].text(text)
+        if following in DECLARATION_KEYWORDS:  # `class inductive`: the second one declares
+            continue
+        modifiers: list[str] = []
+        j = i - 1
+        while j >= 0 and tokens[j].kind is TokenKind.IDENT:
+            word = tokens[j].text(text)
+            if word not in _DECL_MODIFIERS and word != "class":
+                break
+            modifiers.append(word)
+            j -= 1
+        if j >= 0 and tokens[j].text(text) == "deriving":
+            continue
+        found.append((piece, name_parts(following), token.start, tokens[i + 1].start,
+                      tuple(reversed(modifiers))))  # fmt: skip
+    scopes = scopes_at(text, [at for _, _, at, _, _ in found])
+    out = []
+    for (keyword, parts, at, name_at, mods), open_scopes in zip(found, scopes, strict=True):
+        full = parts[1:] if parts[:1] == ("_root_",) else (*open_scopes.namespace, *parts)
+        out.append(Declaration(keyword, full, at, name_at, mods))
     return out

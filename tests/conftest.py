@@ -38,7 +38,7 @@ TIERS: dict[str, tuple[str, ...]] = {
             "test_cancelled_steps", "test_editor_nvim", "test_editor_proxy", "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
             "test_network_servers", "test_runner", "test_runner_faults",
-            "test_runner_isolation", "test_server_heap"),
+            "test_runner_isolation", "test_server_heap", "test_suite_authoring"),
     # spawn loops, Ray, bench smoke, crash and fault injection at scale
     "stress": ("test_as_typed_ray", "test_bench_smoke", "test_lsp_faults", "test_ray_cluster"),
 }  # fmt: skip

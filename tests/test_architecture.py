@@ -1,7 +1,7 @@
 """The layering: imports point one way (agent_tools → repl_pool → lsp_bridge); inside
 agent_tools the folders are layers (tasks → verdict → library → sessions → servers → runs →
-cli, outer using inner, never the reverse, and only through a folder's public __init__); each
-package's public names are what its __all__ says."""
+authoring → cli, outer using inner, never the reverse, and only through a folder's public
+__init__); each package's public names are what its __all__ says."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ AGENT_LAYERS = {
     "runs": 6,
     "agents": 7,
     "editor": 7,
-    "cli": 8,
+    "authoring": 8,
+    "cli": 9,
 }
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent_tools.tasks import LocateError, axioms_declared, locate_body
 from agent_tools.tasks.locate import is_public
-from lsp_bridge import PRELUDE_HEADER, find_lean, scope_commands
+from lsp_bridge import PRELUDE_HEADER, declarations, find_lean, scope_commands
 
 HEAD = PRELUDE_HEADER + "inductive T : Prop where\n  | intro : T\n"
 
@@ -146,3 +146,32 @@ def test_scoping_commands_quoted_in_a_macro_are_syntax_not_commands() -> None:
         ("end", ("A",)),
     ]
     assert axioms_declared(text) == ["A.a"]
+
+
+def test_declarations_are_the_named_constants_with_their_full_names() -> None:
+    """What `leanrig suite import` asks Lean about: named declarations only (not `attribute
+    [instance] f`, `deriving instance`, nor words in comments, strings or quotations), their
+    namespaces prefixed, `_root_` dropped, `class inductive` declared by `inductive`."""
+    text = (
+        "namespace A.B\n"
+        "/-- theorem fake : True -/\n"
+        "@[simp] protected noncomputable def f (n : N) : N := n\n"
+        "attribute [instance] f\n"
+        "deriving instance Repr for N\n"
+        "class inductive C : Prop where\n  | mk : C\n"
+        "theorem _root_.top : True := trivial\n"
+        "  theorem «with space» : True := trivial\n"
+        'def s : String := "def hidden := 1"\n'
+        'macro "m" : term => `(def quoted := 1)\n'
+        "end A.B\n"
+        "private axiom ax : False\n"
+    )
+    found = [(d.keyword, d.full_name, d.modifiers) for d in declarations(text)]
+    assert found == [
+        ("def", "A.B.f", ("protected", "noncomputable")),
+        ("inductive", "A.B.C", ("class",)),
+        ("theorem", "top", ()),
+        ("theorem", "A.B.«with space»", ()),
+        ("def", "A.B.s", ()),
+        ("axiom", "ax", ("private",)),
+    ]

@@ -3,7 +3,8 @@ of an attempt's server like any other agent: `leanrig agent search` (a model-fre
 candidate terms tried with `try_proofs`; `search_agent.py`, its terms `candidate_terms.py`)
 and `leanrig agent scripted` (a JSON plan of tool calls replayed; `scripted_agent.py`), on one
 connection helper (`mcp_connection.py`: the attempt's MCP config, the official SDK's client,
-usage.json).
+usage.json). The search agent's candidate terms (``prove`` over a ``Problem``) also serve
+authoring's linter, which tries them on a task's statement.
 
 Names load on first use (PEP 562): `leanrig agent …` imports only the agent it runs.
 """
@@ -15,7 +16,14 @@ from typing import TYPE_CHECKING
 from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
+    from .candidate_terms import Signature as Signature
+    from .candidate_terms import Sym as Sym
+    from .candidate_terms import TermError as TermError
+    from .candidate_terms import parse_signature as parse_signature
     from .scripted_agent import run_scripted_agent as run_scripted_agent
+    from .search_agent import Fact as Fact
+    from .search_agent import Problem as Problem
+    from .search_agent import prove as prove
     from .search_agent import run_search_agent as run_search_agent
 
 __all__, _getattr = _exports(__name__)

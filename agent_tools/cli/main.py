@@ -17,6 +17,7 @@ from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 from .logs import configure_logging
 from .run_command import cmd_model, cmd_run
 from .serve_command import cmd_serve
+from .suite_command import add_suite_command
 
 if TYPE_CHECKING:
     pass
@@ -317,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
         kind.add_argument("--mcp-config", help="MCP config (default: $LEANRIG_MCP_CONFIG)")
         kind.add_argument("--task", help="task id (default: $LEANRIG_TASK, else the first)")
     agent.set_defaults(func=_cmd_agent)
+
+    add_suite_command(sub, common)
 
     # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
     # are parsed by the editor's own parser from what follows the command name).

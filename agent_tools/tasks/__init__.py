@@ -30,6 +30,7 @@ from .locate import scan_trivia as scan_trivia
 from .suite import DEFAULT_AXIOMS as DEFAULT_AXIOMS
 from .suite import LadSpec as LadSpec
 from .suite import Limits as Limits
+from .suite import LintSpec as LintSpec
 from .suite import Suite as Suite
 from .suite import SuiteError as SuiteError
 from .suite import Task as Task

@@ -65,6 +65,16 @@ class LadSpec(BaseModel):
     )
 
 
+class LintSpec(BaseModel):
+    """Findings of `leanrig suite lint` the suite's author accepts: code → task ids (a demo's
+    warm-up task that `rfl` closes on purpose)."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: dict[str, list[str]] = Field(
+        default_factory=dict, description="finding code → the task ids it is accepted for"
+    )
+
+
 class SuiteSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -74,6 +84,7 @@ class SuiteSpec(BaseModel):
     library: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=lambda: Limits())
     lad: LadSpec | None = None
+    lint: LintSpec | None = None
     hidden: list[str] = Field(
         default_factory=list,
         description="files or directories (relative to the suite directory) agents under "

@@ -12,6 +12,7 @@ from .lean_output import Statement as Statement
 from .lean_output import escape_name as escape_name
 from .lean_output import parse_axioms as parse_axioms
 from .lean_output import parse_check as parse_check
+from .lean_output import parse_json_messages as parse_json_messages
 from .verifier import PLACEHOLDER_PROVES as PLACEHOLDER_PROVES
 from .verifier import Verdict as Verdict
 from .verifier import Verifier as Verifier

@@ -1,0 +1,155 @@
+"""``leanrig suite check``: is every task of a suite sound to hand out?
+
+Per task, in a fresh sandboxed Lean run: the task file elaborates with no error; exactly one
+declaration uses ``sorry`` — the target; ``#print axioms`` of the target lists ``sorryAx`` and
+otherwise only allowed axioms; the text outside the body declares no axiom the allow-list does
+not name and holds none of the constructs the verdict forbids in a proof (``unsafe``,
+``implemented_by``, ``extern``, ``#exit``…). Across tasks: ids (``load_suite``) and elaborated
+statements (``#check @T`` under ``pp.all``) are unique. With ``--solutions DIR``, each
+``DIR/<id>.lean`` (the task file with a proof) must be accepted by the verdict agents get.
+
+Must not change the suite.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+from pydantic import BaseModel
+
+from lsp_bridge import LeanInstall, find_lean
+
+from ..tasks import Suite, Task, axioms_declared, library_dir, load_suite
+from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
+from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
+
+
+class TaskCheck(BaseModel):
+    task: str
+    ok: bool
+    problems: list[str]
+    statement: str = ""  # the elaborated statement (pp.all), universe parameters first
+    solution: str = "none"  # "accepted" | "rejected" | "none" (no file given)
+    elapsed_ms: float = 0.0
+
+
+class CheckReport(BaseModel):
+    suite: str
+    ok: bool
+    tasks: list[TaskCheck]
+
+
+def check_suite(root: Path, solutions: Path | None = None) -> CheckReport:
+    suite = load_suite(root)
+    install = find_lean(suite.root)
+    return anyio.run(_check, suite, install, solutions)
+
+
+async def lean_path_of(suite: Suite, install: LeanInstall) -> list[Path]:
+    """What a suite's tasks import from: its compiled prelude library, if it has one, and a
+    Lake suite's dependencies (``lake env``)."""
+    built = await anyio.to_thread.run_sync(library_dir, suite, install)
+    return ([built] if built is not None else []) + await lake_lean_path(suite.root, install)
+
+
+def query_lines(task: Task) -> tuple[str, int, int]:
+    """The task file with the trusted queries appended; the lines of their answers."""
+    name = escape_name(task.spec.theorem)
+    text = task.text.rstrip("\n") + "\n\n"
+    first = text.count("\n") + 1
+    text += f"set_option pp.all true in\n#check @{name}\n#print axioms {name}\n"
+    return text, first + 1, first + 2
+
+
+def outside_body(task: Task) -> str:
+    return task.text[: task.span.start] + task.text[task.span.end :]
+
+
+async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> CheckReport:
+    lean_path = await lean_path_of(suite, install)
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)  # (built: cached)
+    results: dict[str, TaskCheck] = {}
+    index = {task_id: i for i, task_id in enumerate(suite.tasks)}
+    limiter = anyio.CapacityLimiter(2)
+    verifier = Verifier(suite, install, library=library)
+    async with LeanRuns.scratch(install, lean_path, suite.spec.limits.wall_seconds) as lean:
+
+        async def one(task: Task) -> None:
+            started = time.perf_counter()
+            async with limiter:
+                text, check_line, axioms_line = query_lines(task)
+                answer = await lean.elaborate(f"Check_{index[task.id]}", text)
+            check = task_check(suite, task, answer, check_line, axioms_line)
+            solution = anyio.Path(solutions / f"{task.id}.lean") if solutions else None
+            if solution is not None and await solution.is_file():
+                submitted = (await solution.read_bytes()).decode("utf-8", "replace")
+                async with limiter:
+                    verdict = await verifier.verify(task, submitted)
+                check.solution = "accepted" if verdict.accepted else "rejected"
+                if not verdict.accepted:
+                    check.problems.append(
+                        "the reference solution is rejected: " + "; ".join(verdict.reasons)
+                    )
+            check.ok = not check.problems
+            check.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+            results[task.id] = check
+
+        async with anyio.create_task_group() as tg:
+            for task in suite.tasks.values():
+                tg.start_soon(one, task)
+    checks = [results[task_id] for task_id in suite.tasks]
+    by_statement: dict[str, str] = {}
+    for check in checks:
+        if not check.statement:
+            continue
+        other = by_statement.setdefault(check.statement, check.task)
+        if other != check.task:
+            check.problems.append(f"the same statement as task {other}")
+            check.ok = False
+    return CheckReport(suite=suite.name, ok=all(c.ok for c in checks), tasks=checks)
+
+
+def task_check(
+    suite: Suite, task: Task, answer: LeanAnswer, check_line: int, axioms_line: int
+) -> TaskCheck:
+    """What is wrong with ``task``, from Lean's answer on its file with the queries appended."""
+    problems: list[str] = []
+    theorem = task.spec.theorem
+    if answer.returncode is None:
+        problems.append("Lean did not finish within the suite's wall-clock limit")
+    for error in answer.errors[:1]:
+        problems.append(
+            f"does not elaborate: {error.line}:{error.column}: {error.text.splitlines()[0][:200]}"
+        )
+    target_line = line_of(task.text, task.span.decl_start)
+    sorries = [m.line for m in answer.messages if m.uses_sorry]
+    if target_line not in sorries and not answer.errors:
+        problems.append("its placeholder does not use sorry")
+    others = [line for line in sorries if line != target_line]
+    if others:
+        problems.append(f"another declaration uses sorry (line {others[0]})")
+    statement = ""
+    for m in answer.at_lines(check_line, check_line):
+        parsed = parse_check(m.text, theorem)
+        if parsed is not None:
+            statement = f"{parsed.universe_list()} {parsed.type}"
+    axioms = parse_axioms(
+        [{"data": m.text} for m in answer.at_lines(axioms_line, axioms_line)], theorem
+    )
+    allowed = {*suite.spec.axioms, "sorryAx"}
+    if axioms is not None:
+        extra = [a for a in axioms if a not in allowed]
+        if extra:
+            problems.append(
+                f"the target depends on axioms outside the allow-list: {', '.join(extra)}"
+            )
+    elif not answer.errors:
+        problems.append("Lean did not answer `#print axioms` for the target")
+    around = outside_body(task)
+    declared = [a for a in axioms_declared(around) if a not in allowed]
+    if declared:
+        problems.append(f"the file declares axioms outside the allow-list: {', '.join(declared)}")
+    problems += [f"outside the proof: {reason}" for reason in forbidden_constructs(around)]
+    return TaskCheck(task=task.id, ok=not problems, problems=problems, statement=statement)

@@ -1,0 +1,425 @@
+"""``leanrig suite import``: a suite from a benchmark's Lean files, every ``theorem``/``lemma``
+whose proof is a placeholder one task.
+
+Lean decides what text cannot: every file is compiled (imported files first, into one scratch
+build directory), then asked ``#print axioms`` of each of its declarations (which depend on
+``sorryAx``: the *tainted* ones) and ``#check @T`` under ``pp.all`` of each placeholder theorem
+(its elaborated statement, constants fully qualified). A task's file is its source file with
+every other tainted declaration dropped (nothing kept can depend on a dropped one: it would be
+tainted too), so its only placeholder is its own; a target whose statement names a tainted
+constant is skipped with that reason. Each task file is then elaborated once more: exactly one
+"declaration uses sorry", on the target, and no error — else it is skipped, never written
+broken. Files other files import are the suite's library (prelude suites compile them), copied
+at their paths.
+
+Must not guess from text where Lean can say; must not lose hand-edited metadata: a task id that
+is already in ``OUT/suite.toml`` keeps its title, field and difficulty, and the manifest's other
+settings are kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from pydantic import BaseModel
+
+from lsp_bridge import LeanInstall, LeanrigError, find_lean
+
+from ..tasks import DEFAULT_AXIOMS, load_suite, locate_body
+from ..verdict import escape_name, parse_axioms, parse_check
+from .lean_runs import AuthoringError, LeanAnswer, LeanRuns, lake_lean_path, line_of
+from .sources import (
+    LAKE_FILES,
+    Placeholder,
+    SourceFile,
+    code_words,
+    declaration_span,
+    imported_modules,
+    library_order,
+    meta_for,
+    read_meta,
+    read_sources,
+    task_id,
+    title_of,
+)
+
+TASK_DIR = "tasks"
+WALL_SECONDS = 60.0
+
+
+class ImportedTask(BaseModel):
+    id: str
+    theorem: str
+    file: str
+    source: str
+    title: str
+    field: str
+    difficulty: int
+    defaults: list[str]  # which of title/field/difficulty fell back to a default
+
+
+class SkippedTheorem(BaseModel):
+    theorem: str
+    source: str
+    reason: str
+
+
+class ImportReport(BaseModel):
+    out: str
+    name: str
+    lean: str
+    library: list[str]
+    tasks: list[ImportedTask]
+    skipped: list[SkippedTheorem]
+    removed: list[str]  # task ids of an earlier import whose theorem is gone
+
+
+@dataclass(slots=True)
+class _Facts:
+    tainted: set[str] = field(default_factory=set)  # declarations depending on sorryAx
+    statements: dict[str, str] = field(default_factory=dict)  # theorem → pp.all type
+    broken: dict[str, str] = field(default_factory=dict)  # module → why it does not compile
+
+
+def import_suite(
+    paths: list[Path], out: Path, *, name: str | None = None, meta: Path | None = None
+) -> ImportReport:
+    sources, lake = read_sources(paths, exclude=out.resolve())
+    prelude = all(s.header.prelude for s in sources)
+    install = find_lean(paths[0].resolve() if paths[0].is_dir() else paths[0].resolve().parent)
+    if not prelude and install.mode != "toolchain":
+        raise AuthoringError(
+            "these files import Init (no `prelude` header): importing them needs a full Lean "
+            "toolchain (elan/lake); the bootstrap Lean elaborates prelude files only"
+        )
+    metadata = read_meta(meta) if meta is not None else {}
+    plan = anyio.run(_plan, sources, lake, install)
+    return _write_suite(plan, sources, lake, prelude, out.resolve(), name, metadata)
+
+
+@dataclass(slots=True)
+class _Plan:
+    library: list[SourceFile]
+    planned: list[tuple[SourceFile, Placeholder, str]]  # (source, target, task text)
+    verdicts: list[str]  # per planned task: '' or why its file is not sound
+    skipped: list[SkippedTheorem]
+
+
+async def _plan(sources: list[SourceFile], lake: bool, install: LeanInstall) -> _Plan:
+    """What Lean says: the library, each task's file and whether it is sound, what is skipped."""
+    imported = {m for s in sources for m in imported_modules(s.header)}
+    library = [s for s in library_order(sources) if s.module in imported]
+    skipped: list[SkippedTheorem] = []
+    planned: list[tuple[SourceFile, Placeholder, str]] = []
+    lake_path: list[Path] = []
+    for root in sorted({s.root for s in sources}) if lake else []:
+        lake_path += await lake_lean_path(root, install)
+    async with LeanRuns.scratch(install, lake_path, WALL_SECONDS) as lean:
+        facts = await _ask_lean(lean, sources)
+        for source in sources:
+            where = str(source.rel)
+            for theorem, why in source.unlocated.items():
+                if theorem in facts.tainted:
+                    said = f"it uses sorry, but {why}"
+                    skipped.append(SkippedTheorem(theorem=theorem, source=where, reason=said))
+            for target in source.placeholders:
+                why = _why_not(source, target, facts, source.module in imported)
+                if why:
+                    skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=why))
+                    continue
+                planned.append((source, target, _task_text(source, target, facts.tainted)))
+        verdicts = await _elaborate_all(lean, planned)
+    return _Plan(library, planned, verdicts, skipped)
+
+
+def _write_suite(
+    plan: _Plan,
+    sources: list[SourceFile],
+    lake: bool,
+    prelude: bool,
+    out: Path,
+    name: str | None,
+    metadata: dict[str, dict[str, Any]],
+) -> ImportReport:
+    existing = _existing_manifest(out)
+    old_tasks = {t.get("id"): t for t in existing.get("tasks", []) if isinstance(t, dict)}
+    tasks: list[ImportedTask] = []
+    skipped = list(plan.skipped)
+    seen: dict[str, str] = {}
+    for (source, target, text), why in zip(plan.planned, plan.verdicts, strict=True):
+        where = str(source.rel)
+        if why:
+            skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=why))
+            continue
+        ident = task_id(target.name)
+        if ident in seen:
+            taken = f"its id {ident} is taken by {seen[ident]}"
+            skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=taken))
+            continue
+        seen[ident] = target.name
+        tasks.append(_task_entry(ident, target, source, metadata, old_tasks.get(ident)))
+        _write(out / TASK_DIR / f"{ident}.lean", text)
+    for lib in plan.library:
+        _write(out / lib.rel, lib.text)
+    if lake:
+        for config in LAKE_FILES:
+            for source_root in {s.root for s in sources}:
+                if (source_root / config).exists():
+                    shutil.copy2(source_root / config, out / config)
+    removed = _remove_stale(out, {t.id for t in tasks}, old_tasks)
+    suite_name = name or str(existing.get("name") or out.name)
+    libraries = [s.module for s in plan.library] if prelude else []
+    _write(out / "suite.toml", _manifest(existing, suite_name, prelude, libraries, tasks))
+    try:
+        load_suite(out)
+    except LeanrigError as exc:  # a suite we wrote must load: say so rather than leave it
+        raise AuthoringError(f"the imported suite in {out} does not load: {exc}") from exc
+    return ImportReport(
+        out=str(out),
+        name=suite_name,
+        lean="prelude" if prelude else "full",
+        library=libraries,
+        tasks=tasks,
+        skipped=skipped,
+        removed=removed,
+    )
+
+
+async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
+    """Compile every file (imports first) and ask Lean which declarations depend on sorryAx and
+    what each placeholder theorem states."""
+    facts = _Facts()
+    for source in library_order(sources):
+        if any(m in facts.broken for m in imported_modules(source.header)):
+            facts.broken[source.module] = "a file it imports does not compile"
+            continue
+        compiled = await lean.compile(source.module, source.text)
+        if not compiled.ok:
+            facts.broken[source.module] = compiled.why()
+            continue
+        names = [d.full_name for d in source.declarations if "private" not in d.modifiers]
+        lines = [*(["prelude"] if source.header.prelude else []), f"import {source.module}"]
+        axiom_lines: dict[int, str] = {}
+        check_lines: dict[int, str] = {}
+        for decl in names:
+            lines.append(f"#print axioms {escape_name(decl)}")
+            axiom_lines[len(lines)] = decl
+        for target in source.placeholders:
+            lines += ["set_option pp.all true in", f"#check @{escape_name(target.name)}"]
+            check_lines[len(lines)] = target.name
+        answer = await lean.elaborate("Query", "\n".join(lines) + "\n")
+        for line, decl in axiom_lines.items():
+            axioms = parse_axioms([_data(m) for m in answer.at_lines(line, line)], decl)
+            if axioms is not None and "sorryAx" in axioms:
+                facts.tainted.add(decl)
+        for line, theorem in check_lines.items():
+            for m in answer.at_lines(line, line):
+                statement = parse_check(m.text, theorem)
+                if statement is not None:
+                    facts.statements[theorem] = statement.type
+    return facts
+
+
+def _data(message: Any) -> dict[str, Any]:
+    return {"data": message.text}
+
+
+def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library: bool) -> str:
+    if source.module in facts.broken:
+        return f"its file does not compile: {facts.broken[source.module]}"
+    if is_library:
+        return "its file is imported by other files (it is part of the suite's library)"
+    statement = facts.statements.get(target.name)
+    if statement is None:
+        return "Lean did not report its statement"
+    if "sorryAx" in code_words(statement):
+        return "its statement itself uses sorry"
+    used = sorted((code_words(statement) & facts.tainted) - {target.name})
+    if used:
+        return (
+            f"its statement uses {', '.join(used)}, which depends on sorry itself: "
+            "prove or define it first"
+        )
+    return ""
+
+
+def _task_text(source: SourceFile, target: Placeholder, tainted: set[str]) -> str:
+    """The source file without its other declarations that depend on sorry."""
+    text = source.text
+    drops = [
+        declaration_span(text, d)
+        for d in source.declarations
+        if d.full_name in tainted and d.full_name != target.name
+    ]
+    for start, end in sorted(drops, reverse=True):
+        while end < len(text) and text[end] == "\n":
+            end += 1
+        text = text[:start] + text[end:]
+    return text
+
+
+async def _elaborate_all(
+    lean: LeanRuns, planned: list[tuple[SourceFile, Placeholder, str]]
+) -> list[str]:
+    """For each planned task file: '' when it elaborates with one placeholder, its target's;
+    else why not."""
+    results = [""] * len(planned)
+    limiter = anyio.CapacityLimiter(2)
+
+    async def one(i: int, target: Placeholder, text: str) -> None:
+        async with limiter:
+            answer = await lean.elaborate(f"Task{i}", text)
+        results[i] = task_file_problem(answer, text, locate_body(text, target.name).decl_start)
+
+    async with anyio.create_task_group() as tg:
+        for i, (_, target, text) in enumerate(planned):
+            tg.start_soon(one, i, target, text)
+    return results
+
+
+def task_file_problem(answer: LeanAnswer, text: str, decl_start: int) -> str:
+    """'' when ``answer`` (Lean on a task file) has no error and one "declaration uses sorry",
+    on the target's line (``decl_start``: where its ``theorem`` line starts); else what is
+    wrong."""
+    if not answer.ok:
+        return f"its task file does not elaborate: {answer.why()}"
+    target_line = line_of(text, decl_start)
+    sorries = [m for m in answer.messages if m.uses_sorry]
+    others = [m.line for m in sorries if m.line != target_line]
+    if others:
+        return f"its task file has other declarations using sorry (line {others[0]})"
+    if not sorries:
+        return "its placeholder does not use sorry"
+    return ""
+
+
+def _task_entry(
+    ident: str,
+    target: Placeholder,
+    source: SourceFile,
+    metadata: dict[str, dict[str, Any]],
+    old: dict[str, Any] | None,
+) -> ImportedTask:
+    given = meta_for(metadata, target.name)
+    defaults = {
+        "title": title_of(target.doc) or target.name,
+        "field": source.field_name,
+        "difficulty": 1,
+    }
+    values: dict[str, Any] = {}
+    used_default = []
+    for key, fallback in defaults.items():
+        if old is not None and key in old:
+            values[key] = old[key]
+        elif key in given:
+            values[key] = given[key]
+        else:
+            values[key] = fallback
+            used_default.append(key)
+    return ImportedTask(
+        id=ident,
+        theorem=target.name,
+        file=f"{TASK_DIR}/{ident}.lean",
+        source=str(source.rel),
+        defaults=used_default,
+        **values,
+    )
+
+
+def _existing_manifest(out: Path) -> dict[str, Any]:
+    manifest = out / "suite.toml"
+    if not manifest.exists():
+        return {}
+    try:
+        return tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise AuthoringError(f"{manifest} exists and cannot be read: {exc}") from exc
+
+
+def _remove_stale(out: Path, kept: set[str], old: dict[Any, dict[str, Any]]) -> list[str]:
+    removed = []
+    for ident, entry in old.items():
+        if ident in kept:
+            continue
+        removed.append(str(ident))
+        file = str(entry.get("file", ""))
+        if file.startswith(f"{TASK_DIR}/") and (out / file).is_file():
+            (out / file).unlink()
+    return removed
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: strings as basic strings (JSON escapes are TOML escapes), ints, lists,
+    booleans, inline tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    raise AuthoringError(f"cannot write {value!r} to suite.toml")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else _toml(key)
+
+
+def _manifest(
+    existing: dict[str, Any],
+    name: str,
+    prelude: bool,
+    library: list[str],
+    tasks: list[ImportedTask],
+) -> str:
+    top: dict[str, Any] = {
+        "name": name,
+        "version": existing.get("version", "1.0"),
+        "lean": "prelude" if prelude else "full",
+        "axioms": existing.get("axioms", list(DEFAULT_AXIOMS)),
+    }
+    if library:
+        top["library"] = library
+    for key, value in existing.items():
+        if (
+            key not in top
+            and key not in ("tasks", "library", "lean")
+            and not isinstance(value, dict)
+        ):
+            top[key] = value
+    lines = [
+        "# Written by `leanrig suite import`; titles, fields and difficulties edited here",
+        "# are kept by the next import.",
+        "",
+    ]
+    lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in top.items()]
+    for key, value in existing.items():  # tables: [limits], [lad], [lint]
+        if isinstance(value, dict) and key != "tasks":
+            lines += ["", f"[{_toml_key(key)}]"]
+            lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()]
+    for task in tasks:
+        lines += [
+            "",
+            "[[tasks]]",
+            f"id = {_toml(task.id)}",
+            f"file = {_toml(task.file)}",
+            f"theorem = {_toml(task.theorem)}",
+            f"title = {_toml(task.title)}",
+            f"field = {_toml(task.field)}",
+            f"difficulty = {task.difficulty}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,444 @@
+"""``leanrig suite lint``: statement defects that give every agent the same free points, each a
+``Finding`` (code, severity, task, location, message).
+
+One Lean run per task (its file with probes inserted right after the target's body, under the
+``--budget`` deadline) answers what text cannot:
+
+- ``trivial-target``: a trivial term closes the target — the search agent's depth-0 candidates
+  (hypotheses, constructors, ``@Eq.refl``), and ``decide``/``simp``/``omega``/``aesop`` on a
+  full toolchain; ``unfolds-to-true`` when ``True.intro`` closes a target that is not ``True``;
+- ``contradictory-hypotheses``: ``False`` follows from the hypotheses by such a term;
+- ``unused-variable``: Lean's unused-variables linter names a binder the statement never
+  mentions (the body is the placeholder), and ``example … : Prop := T`` fails for its type:
+  data, not a hypothesis;
+- the statement as Lean elaborates it (``#check`` under ``pp.all``), for
+  ``duplicate-statement`` (alpha-equivalent across tasks) and, with ``--against OLD``,
+  ``statement-changed`` (Lean is asked whether the new theorem proves the old statement:
+  definitionally equal) or ``statement-text-changed``.
+
+From the text (no Lean needed): ``preamble-axiom`` (an ``axiom`` in the task file),
+``preamble-opaque``, ``preamble-unchecked-code`` (``implemented_by``, ``extern``).
+Findings the suite accepts (``[lint] allow``) are reported as allowed and do not fail.
+
+Must not change the suite.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import anyio
+from pydantic import BaseModel
+
+from lsp_bridge import LeanInstall, LineIndex, declarations, find_lean
+
+from ..agents import Fact, Problem, Sym, TermError, parse_signature, prove
+from ..tasks import Suite, Task, load_suite
+from ..verdict import escape_name, forbidden_constructs, parse_check
+from .checker import lean_path_of, outside_body
+from .lean_runs import LeanAnswer, LeanRuns
+from .statements import Signature, canonical, signature
+
+Severity = Literal["error", "warning", "info"]
+CANDIDATES = 24  # per probe kind: a small budget, as an agent's first look would be
+TACTICS = ("decide", "simp", "omega", "aesop")  # a full toolchain only
+FALSE_TACTICS = ("simp_all", "omega", "aesop")
+_UNUSED = re.compile(r"(?:unused variable|Variable name) `([^`]+)`")
+
+
+class Finding(BaseModel):
+    code: str
+    severity: Severity
+    task: str
+    location: str  # FILE:LINE:COLUMN, the file relative to the suite
+    message: str
+    allowed: bool = False  # accepted by the suite's [lint] allow
+
+
+class LintReport(BaseModel):
+    suite: str
+    ok: bool  # no finding of severity error or warning that the suite does not allow
+    findings: list[Finding]
+
+
+@dataclass(slots=True)
+class _Probe:
+    kind: str  # "trivial" | "false" | "sort" | "against"
+    text: str  # the term or the binder name it probes
+    first: int = 0  # its lines in the probed file (1-based, inclusive)
+    last: int = 0
+
+
+@dataclass(slots=True)
+class _Probed:
+    task: Task
+    signature: Signature
+    probes: list[_Probe] = field(default_factory=list)
+    statement: str = ""
+    answer: LeanAnswer | None = None
+
+
+def lint_suite(root: Path, *, budget: float = 10.0, against: Path | None = None) -> LintReport:
+    suite = load_suite(root)
+    old = load_suite(against) if against is not None else None
+    install = find_lean(suite.root)
+    return anyio.run(_lint, suite, install, budget, old)
+
+
+async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | None) -> LintReport:
+    full = suite.spec.lean == "full" and install.mode == "toolchain"
+    findings: list[Finding] = []
+    probed: dict[str, _Probed] = {}
+    old_statements: dict[str, str] = {}
+    lean_path = await lean_path_of(suite, install)
+    limiter = anyio.CapacityLimiter(2)
+    async with LeanRuns.scratch(install, lean_path, budget) as lean:
+
+        async def one(i: int, task: Task) -> None:
+            prior = old.tasks.get(task.id) if old is not None else None
+            job = _probe_file(task, full, prior)
+            text = _probed_text(job, prior)
+            async with limiter:
+                job.answer = await lean.elaborate(f"Lint_{i}", text)
+            _read_statement(job, text)
+            probed[task.id] = job
+
+        async with anyio.create_task_group() as tg:
+            for i, task in enumerate(suite.tasks.values()):
+                tg.start_soon(one, i, task)
+    if old is not None:
+        old_path = await lean_path_of(old, install)
+        async with LeanRuns.scratch(install, old_path, budget) as lean:
+            for task_id in suite.tasks:
+                if task_id in old.tasks:
+                    prior = _Probed(old.tasks[task_id], signature(old.tasks[task_id]))
+                    text = _probed_text(prior, None)
+                    prior.answer = await lean.elaborate(f"Old_{len(old_statements)}", text)
+                    _read_statement(prior, text)
+                    old_statements[task_id] = prior.statement
+    for task in suite.tasks.values():
+        findings += _text_findings(task)
+        findings += _lean_findings(probed[task.id])
+    findings += _duplicates(suite, probed)
+    if old is not None:
+        findings += _changes(suite, old, probed, old_statements)
+    allow = suite.spec.lint.allow if suite.spec.lint is not None else {}
+    for f in findings:
+        f.allowed = f.task in allow.get(f.code, [])
+    ok = not any(f.severity != "info" and not f.allowed for f in findings)
+    return LintReport(suite=suite.name, ok=ok, findings=findings)
+
+
+# -- the probes ---------------------------------------------------------------------------------
+
+
+def _problem(sig: Signature) -> Problem | None:
+    """The search agent's view of the statement: its binders as hypotheses."""
+    try:
+        parsed = parse_signature(f"{sig.binders} : {sig.conclusion}")
+    except TermError:
+        return None
+    hyps = {b.name: b.type for b in parsed.binders}
+    return Problem(parsed.conclusion, hyps, [Fact(n, t) for n, t in hyps.items()])
+
+
+def _first(terms: Iterator[str], n: int) -> list[str]:
+    out: list[str] = []
+    for term in terms:
+        if term not in out:
+            out.append(term)
+        if len(out) == n:
+            break
+    return out
+
+
+def _probe_file(task: Task, full: bool, prior: Task | None) -> _Probed:
+    sig = signature(task)
+    job = _Probed(task, sig)
+    problem = _problem(sig)
+    trivial = ["True.intro"]
+    false: list[str] = []
+    if problem is not None:
+        trivial += _first(prove(problem, problem.target, 0), CANDIDATES)
+        false = _first(prove(problem, Sym("False"), 1), CANDIDATES) if sig.groups else []
+    if full:
+        trivial += [f"by {t}" for t in TACTICS]
+        false += [f"by {t}" for t in FALSE_TACTICS] if sig.groups else []
+    job.probes += [_Probe("trivial", t) for t in dict.fromkeys(trivial)]
+    job.probes += [_Probe("false", t) for t in dict.fromkeys(false)]
+    job.probes += [_Probe("sort", name) for g in sig.groups for name in g.names]
+    if prior is not None:
+        job.probes.append(_Probe("against", ""))
+    return job
+
+
+def _probe_decl(job: _Probed, probe: _Probe, i: int, prior: Task | None) -> str:
+    sig = job.signature
+    heartbeats = "set_option maxHeartbeats 50000 in\n" if probe.text.startswith("by ") else ""
+    if probe.kind == "trivial":
+        return f"{heartbeats}theorem «leanrig_lint_{i}»{sig.text}:=\n  {probe.text}\n"
+    if probe.kind == "false":
+        return f"{heartbeats}theorem «leanrig_lint_{i}» {sig.binders} : False :=\n  {probe.text}\n"
+    if probe.kind == "sort":
+        before: list[str] = []
+        for group in sig.groups:
+            if probe.text in group.names:
+                return f"example {' '.join(before)} : Prop :=\n  {group.type}\n"
+            before.append(group.text)
+        return ""
+    assert prior is not None
+    old = signature(prior)
+    args = " ".join(old.names)
+    head = f"theorem «leanrig_lint_{i}» {old.binders} : {old.conclusion}"
+    return f"{head} :=\n  @{_target(job)} {args}\n"
+
+
+def _target(job: _Probed) -> str:
+    return escape_name(job.task.spec.theorem)
+
+
+def _probed_text(job: _Probed, prior: Task | None) -> str:
+    """The task file with every probe right after the target's body, and the statement query
+    at its end; each probe's lines recorded."""
+    task = job.task
+    head = task.text[: task.span.end] + "\n\n"
+    line = head.count("\n") + 1
+    block = []
+    for i, probe in enumerate(job.probes):
+        decl = _probe_decl(job, probe, i, prior)
+        probe.first, probe.last = line, line + decl.count("\n") - 1
+        line += decl.count("\n") + 1
+        block.append(decl)
+    text = head + "\n".join(block) + "\n" + task.text[task.span.end :].lstrip("\n")
+    return text.rstrip("\n") + f"\n\nset_option pp.all true in\n#check @{_target(job)}\n"
+
+
+def _read_statement(job: _Probed, text: str) -> None:
+    assert job.answer is not None
+    last = text.count("\n")
+    for m in job.answer.at_lines(last, last):
+        parsed = parse_check(m.text, job.task.spec.theorem)
+        if parsed is not None:
+            job.statement = canonical(f"{parsed.universe_list()} {parsed.type}")
+
+
+def _closes(answer: LeanAnswer, probe: _Probe) -> bool:
+    return not any(
+        m.severity == "error" or m.uses_sorry for m in answer.at_lines(probe.first, probe.last)
+    )
+
+
+# -- findings -----------------------------------------------------------------------------------
+
+
+def _where(task: Task, offset: int) -> str:
+    pos = LineIndex(task.text).pos_of(offset)
+    return f"{task.spec.file}:{pos.line}:{pos.column}"
+
+
+def _lean_findings(job: _Probed) -> list[Finding]:
+    task, answer = job.task, job.answer
+    assert answer is not None
+    at = _where(task, task.span.decl_start)
+    found: list[Finding] = []
+    if answer.returncode is None:
+        return [
+            Finding(
+                code="budget-exceeded",
+                severity="info",
+                task=task.id,
+                location=at,
+                message="Lean did not finish the probes within the budget",
+            )
+        ]
+    closing = [p for p in job.probes if p.kind == "trivial" and _closes(answer, p)]
+    contradiction = [p for p in job.probes if p.kind == "false" and _closes(answer, p)]
+    if contradiction:
+        found.append(
+            Finding(
+                code="contradictory-hypotheses",
+                severity="error",
+                task=task.id,
+                location=at,
+                message=f"False follows from the hypotheses: "
+                f"`{contradiction[0].text}`; any conclusion is then free",
+            )
+        )
+    if closing and closing[0].text == "True.intro" and job.signature.conclusion != "True":
+        found.append(
+            Finding(
+                code="unfolds-to-true",
+                severity="error",
+                task=task.id,
+                location=at,
+                message=f"the target `{job.signature.conclusion}` unfolds to True "
+                "(the preamble's definitions give it away): `True.intro` proves it",
+            )
+        )
+    elif closing and not contradiction:
+        found.append(
+            Finding(
+                code="trivial-target",
+                severity="error",
+                task=task.id,
+                location=at,
+                message=f"a trivial term closes the target: `{closing[0].text}`",
+            )
+        )
+    found += _unused(job, at)
+    return found
+
+
+def _unused(job: _Probed, at: str) -> list[Finding]:
+    """Binders Lean's linter says are never referenced (the body is the placeholder, so: not
+    by the statement) whose type is not a proposition (its ``: Prop`` probe failed)."""
+    task, answer = job.task, job.answer
+    assert answer is not None
+    first = task.text.count("\n", 0, task.span.decl_start) + 1
+    last = task.text.count("\n", 0, task.span.start) + 1
+    named = {match[1] for m in answer.at_lines(first, last) if (match := _UNUSED.search(m.text))}
+    data = {p.text for p in job.probes if p.kind == "sort" and not _closes(answer, p)}
+    return [
+        Finding(
+            code="unused-variable",
+            severity="warning",
+            task=task.id,
+            location=at,
+            message=f"the variable `{name}` is bound but neither the target nor any "
+            "hypothesis mentions it",
+        )
+        for name in job.signature.names
+        if name in named and name in data
+    ]
+
+
+def _text_findings(task: Task) -> list[Finding]:
+    """What the task file's own text gives away, outside the body: an ``axiom`` (``sorryAx``,
+    the placeholder's, and ``unsafe`` ones, which no theorem can use, aside), ``opaque``,
+    ``implemented_by``/``extern``."""
+    around = outside_body(task)
+    found: list[Finding] = []
+    for decl in declarations(task.text):
+        if task.span.start <= decl.keyword_start < task.span.end:
+            continue
+        at = _where(task, decl.keyword_start)
+        if (
+            decl.keyword == "axiom"
+            and decl.full_name != "sorryAx"
+            and ("unsafe" not in decl.modifiers)
+        ):
+            found.append(Finding(
+                code="preamble-axiom", severity="error", task=task.id, location=at,
+                message=f"the task file declares the axiom {decl.full_name}: a proof may use it",
+            ))  # fmt: skip
+        elif decl.keyword == "opaque":
+            found.append(Finding(
+                code="preamble-opaque", severity="warning", task=task.id, location=at,
+                message=f"`opaque {decl.full_name}`: the kernel cannot see its value, so a "
+                "statement about it may be unprovable or free",
+            ))  # fmt: skip
+    at = _where(task, 0)
+    for reason in forbidden_constructs(around):
+        if "implemented_by" in reason or "extern" in reason:
+            found.append(
+                Finding(
+                    code="preamble-unchecked-code",
+                    severity="error",
+                    task=task.id,
+                    location=at,
+                    message=f"the preamble: {reason}",
+                )
+            )
+    return found
+
+
+def _duplicates(suite: Suite, probed: dict[str, _Probed]) -> list[Finding]:
+    first: dict[str, str] = {}
+    found = []
+    for task in suite.tasks.values():
+        statement = probed[task.id].statement
+        if not statement:
+            continue
+        other = first.setdefault(statement, task.id)
+        if other != task.id:
+            found.append(
+                Finding(
+                    code="duplicate-statement",
+                    severity="error",
+                    task=task.id,
+                    location=_where(task, task.span.decl_start),
+                    message=f"the same statement as task {other} (up to the "
+                    "names of bound variables)",
+                )
+            )
+    return found
+
+
+def _changes(
+    suite: Suite, old: Suite, probed: dict[str, _Probed], old_statements: dict[str, str]
+) -> list[Finding]:
+    found = []
+    for task in suite.tasks.values():
+        if task.id not in old.tasks:
+            continue
+        job = probed[task.id]
+        at = _where(task, task.span.decl_start)
+        old_text = " ".join(signature(old.tasks[task.id]).text.split())
+        text_changed = old_text != " ".join(job.signature.text.split())
+        if job.statement and job.statement == old_statements.get(task.id):
+            if text_changed:
+                found.append(
+                    Finding(
+                        code="statement-text-changed",
+                        severity="info",
+                        task=task.id,
+                        location=at,
+                        message="the statement's text changed; Lean "
+                        "elaborates it to the same statement",
+                    )
+                )
+            continue
+        if not text_changed and not job.statement:
+            continue
+        against = next(p for p in job.probes if p.kind == "against")
+        assert job.answer is not None
+        if _closes(job.answer, against):
+            found.append(
+                Finding(
+                    code="statement-changed",
+                    severity="info",
+                    task=task.id,
+                    location=at,
+                    message="the statement changed, to one Lean shows "
+                    "definitionally equal to the old (the new theorem proves the "
+                    "old statement)",
+                )
+            )
+        else:
+            found.append(
+                Finding(
+                    code="statement-changed",
+                    severity="warning",
+                    task=task.id,
+                    location=at,
+                    message="the statement changed and Lean does not "
+                    "show it definitionally equal to the old one: results on the "
+                    "two versions are not comparable",
+                )
+            )
+    found += [
+        Finding(
+            code="task-removed",
+            severity="warning",
+            task=task_id,
+            location="suite.toml",
+            message="the old suite has this task; the new one does not",
+        )
+        for task_id in old.tasks
+        if task_id not in suite.tasks
+    ]
+    return found

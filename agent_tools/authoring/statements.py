@@ -1,0 +1,109 @@
+"""A task's statement as text: its signature (after the theorem's name, up to ``:=``) split
+into binder groups and conclusion, and Lean's printed statement (``#check`` under ``pp.all``)
+with its bound names made canonical, so alpha-equivalent statements compare equal. Pure;
+tokens are lsp_bridge's ``lean_tokens``.
+
+Must not decide what a statement means: Lean's answers do (the linter asks them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lsp_bridge import COMMENT_KINDS, TokenKind, lean_tokens
+
+from ..tasks import Task, declaration_head
+
+_OPEN = "([{⦃⟨"
+_CLOSE = ")]}⦄⟩"
+
+
+@dataclass(frozen=True, slots=True)
+class BinderGroup:
+    text: str  # as written, brackets included: `{a b : α}`
+    names: tuple[str, ...]  # () for an anonymous instance binder `[C α]`
+    type: str  # the text after its `:` (the whole inside for `[C α]`)
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    text: str  # after the name (universe parameters `.{u}` included), up to `:=`
+    groups: tuple[BinderGroup, ...]
+    conclusion: str
+
+    @property
+    def binders(self) -> str:
+        return " ".join(g.text for g in self.groups)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for g in self.groups for n in g.names)
+
+
+def signature(task: Task) -> Signature:
+    """The target's signature, read from the task file."""
+    _, name_end = declaration_head(task.text, task.span.decl_start)
+    return split_signature(task.text[name_end : task.span.start - 2])
+
+
+def split_signature(text: str) -> Signature:
+    """``.{u} {α : Sort u} (x : α) : P x`` → its binder groups and conclusion."""
+    tokens = [t for t in lean_tokens(text) if t.kind not in COMMENT_KINDS]
+    groups: list[BinderGroup] = []
+    depth = 0
+    start = 0
+    colon = len(text)
+    for token in tokens:
+        piece = token.text(text)
+        if token.kind is not TokenKind.SYMBOL:
+            continue
+        if piece in _OPEN:
+            if depth == 0:
+                start = token.start
+            depth += 1
+        elif piece in _CLOSE:
+            depth -= 1
+            if depth == 0 and text[start] in "([{⦃":
+                groups.append(_group(text[start : token.end]))
+        elif piece == ":" and depth == 0:
+            colon = token.start
+            break
+    return Signature(text, tuple(groups), text[colon + 1 :].strip())
+
+
+def _group(text: str) -> BinderGroup:
+    inner = text[1:-1]
+    depth = 0
+    for token in lean_tokens(inner):
+        piece = token.text(inner)
+        depth += (piece in _OPEN) - (piece in _CLOSE)
+        if piece == ":" and depth == 0 and token.kind is TokenKind.SYMBOL:
+            names = tuple(inner[: token.start].split())
+            return BinderGroup(text, names, inner[token.end :].strip())
+    return BinderGroup(text, (), inner.strip())
+
+
+def canonical(statement: str) -> str:
+    """Lean's printed statement with every bound name renamed ``x0, x1, …`` in the order they
+    are bound (binder groups ``(a b : T)``, ``{…}``, ``[…]``, ``⦃…⦄`` and ``fun x =>``), and
+    whitespace normalized: alpha-equivalent statements print alike."""
+    tokens = [t for t in lean_tokens(statement) if t.kind not in COMMENT_KINDS]
+    names: dict[str, str] = {}
+    binding: set[int] = set()
+    for i, token in enumerate(tokens):
+        piece = token.text(statement)
+        if piece in "({[⦃" or piece in ("fun", "λ", "∀", "∃"):
+            j = i + 1
+            run = []
+            while j < len(tokens) and tokens[j].kind is TokenKind.IDENT:
+                run.append(j)
+                j += 1
+            if run and j < len(tokens) and tokens[j].text(statement) in (":", "=>", ","):
+                binding.update(run)
+    out = []
+    for i, token in enumerate(tokens):
+        piece = token.text(statement)
+        if i in binding and piece not in names:
+            names[piece] = f"x{len(names)}"
+        out.append(names.get(piece, piece) if token.kind is TokenKind.IDENT else piece)
+    return " ".join(out)
