@@ -121,21 +121,32 @@ class LeanQuestions:
     async def ask_about(
         self, task: Task, doc: str, queries: list[DocQuery], timer: StepTimer,
         holder: str | None = None, then: Callable[[Slot, list[Any]], Awaitable[Any]] | None = None,
-    ) -> tuple[DocumentReport, list[Any]]:  # fmt: skip
+        report: bool = False,
+    ) -> tuple[DocumentReport | None, list[Any]]:  # fmt: skip
         """``queries`` about ``doc`` (a throwaway document of the task's question holder,
         unless ``holder`` owns it), and ``then`` with their answers on the same slot and
-        version (resolving items)."""
+        version (resolving items); with ``report``, the version's report too (``reported``)."""
         holder = holder or question_holder(task)
         memo = await self.elaborator.memo(task)
         key = self.pool.key_for(doc, memo.view.environment)
+        wanted = report
 
-        async def work(slot: Slot) -> tuple[DocumentReport, list[Any]]:
-            report, answers = await ask_in(slot, doc, queries, timeout=self.timeout)
+        async def work(slot: Slot) -> tuple[DocumentReport | None, list[Any]]:
+            report, answers = await ask_in(slot, doc, queries, timeout=self.timeout,
+                                           report=wanted)  # fmt: skip
             if then is not None:
                 answers = [*answers, await then(slot, answers)]
             return report, answers
 
         return await self._run(key, holder, timer, work)
+
+    async def reported(
+        self, task: Task, doc: str, queries: list[DocQuery], timer: StepTimer
+    ) -> tuple[DocumentReport, list[Any]]:
+        """``ask_about`` with the version's report (its diagnostics are the answer)."""
+        report, answers = await self.ask_about(task, doc, queries, timer, report=True)
+        assert report is not None  # (a report was asked for: the barrier gave it)
+        return report, answers
 
     async def document_at(
         self, task: Task, text: str, at: Pos, holder: str
@@ -171,14 +182,14 @@ class LeanQuestions:
         """Lean's report and answer for a check_term document: the hover on the let-bound
         name (in context), or nothing (the ``#check`` message is in the report)."""
         queries = [DocQuery.hover(doc.at)] if in_context else []
-        report, answers = await self.ask_about(task, doc.text, queries, timer)
+        report, answers = await self.reported(task, doc.text, queries, timer)
         hover = read_hover(answers[0]) if answers else None
         return report, hover
 
     async def declaration(self, task: Task, doc: QuestionDoc, timer: StepTimer,
                           lad: bool) -> DeclarationResult:  # fmt: skip
         name_asked = doc.text.rsplit("#print ", 1)[1].strip()
-        report, (hover,) = await self.ask_about(task, doc.text, [DocQuery.hover(doc.at)], timer)
+        report, (hover,) = await self.reported(task, doc.text, [DocQuery.hover(doc.at)], timer)
         read = read_hover(hover)
         errors = [
             d for d in report.diagnostics if d.is_error and d.range.start.line >= doc.first_line
@@ -372,7 +383,7 @@ class LeanQuestions:
     async def profiled(self, task: Task, doc: str, timer: StepTimer) -> DocumentReport:
         """Lean's report of a profiled document (profile_document), in task-file positions."""
         memo = await self.elaborator.memo(task)
-        report, _ = await self.ask_about(task, doc, [], timer)
+        report, _ = await self.reported(task, doc, [], timer)
         return memo.view.report_from_lean(report)
 
 
