@@ -25,7 +25,7 @@ from lsp_bridge import DocQuery, DocumentReport, LeanrigError, LineIndex, LspPos
 from repl_pool import PoolKey, Slot, ask_in
 
 from ..library import LibraryError, LibraryIndex, declaration_kind, declarations_in, docstring
-from ..tasks import Suite, Task, declaration_source
+from ..tasks import DeclarationIndex, Suite, Task, declaration_index, declaration_source
 from .elaborate import Elaborator, TaskMemo
 from .ledger import StepTimer
 from .question_documents import (
@@ -104,6 +104,7 @@ class LeanQuestions:
         # (task id or module, name, lad) -> where it is declared: files are read once (the
         # suite is loaded once per service; its files do not change under it)
         self._sources: dict[tuple[str, str, bool], tuple[str | None, int | None, str | None]] = {}
+        self._indexes: dict[str, tuple[str, DeclarationIndex]] = {}
 
     async def _run(
         self, key: PoolKey, holder: str | None, timer: StepTimer,
@@ -250,14 +251,18 @@ class LeanQuestions:
     def _read_source(
         self, task: Task, name: str, module: str | None, lad: bool
     ) -> tuple[str | None, int | None, str | None]:
+        where = f"task:{task.id}" if module is None else module
         if module is None:
-            path, text = task.path, task.text[: task.span.decl_start]
+            path = task.path
         else:
             path = self.suite.root / (module.replace(".", "/") + ".lean")
             if not self._readable(path, lad):
                 return None, None, None
-            text = path.read_text(encoding="utf-8")
-        span = declaration_source(text, name)
+        if where not in self._indexes:  # (a file read and its declarations scanned once)
+            text = task.text[: task.span.decl_start] if module is None else path.read_text("utf-8")
+            self._indexes[where] = (text, declaration_index(text))
+        text, index = self._indexes[where]
+        span = declaration_source(text, name, index)
         if span is None:
             return None, None, None
         rel = path.resolve().relative_to(self.suite.root.resolve()).as_posix()

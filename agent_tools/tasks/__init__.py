@@ -20,10 +20,12 @@ from .body_scope import precheck_body as precheck_body
 from .body_scope import sorry_outside as sorry_outside
 from .body_scope import suffix_structure as suffix_structure
 from .locate import BodySpan as BodySpan
+from .locate import DeclarationIndex as DeclarationIndex
 from .locate import LocateError as LocateError
 from .locate import comment_mask as comment_mask
 from .locate import declaration_end as declaration_end
 from .locate import declaration_head as declaration_head
+from .locate import declaration_index as declaration_index
 from .locate import declaration_source as declaration_source
 from .locate import locate_body as locate_body
 from .locate import scan_trivia as scan_trivia

@@ -308,23 +308,35 @@ _ANY_DECL_RE = re.compile(
 )
 
 
-def declaration_source(text: str, name: str) -> tuple[int, int] | None:
-    """The source of the declaration of ``name`` (fully qualified) in ``text``: from its doc
-    comment (if any) to its end, as ``(start, end)`` offsets; for a constructor or field
-    (``And.intro``), its type's. None: not declared in ``text`` (or more than once)."""
+DeclarationIndex = dict[tuple[str, ...], tuple[int, int] | None]
+
+
+def declaration_index(text: str) -> DeclarationIndex:
+    """Every declaration of ``text`` by full name: its source span, from its doc comment (if
+    any) to its end (None: declared more than once). Made once per file: a lookup is then a
+    dict access (``declaration_source``), where a scan of the file cost ~0.8 ms per KB."""
     opaque = scan_text(text).mask(_OPAQUE)
     decls = [m for m in _ANY_DECL_RE.finditer(text) if not opaque[m.start()]]
+    index: DeclarationIndex = {}
+    for m, scopes in zip(decls, scopes_at(text, [m.start() for m in decls]), strict=True):
+        declared = name_parts(_word_at(text, m.end()))
+        if not declared:
+            continue
+        full = declared[1:] if declared[:1] == ("_root_",) else (*scopes.namespace, *declared)
+        span = (declaration_head(text, m.start())[0], declaration_end(text, m.end(), opaque))
+        index[full] = None if full in index else span
+    return index
+
+
+def declaration_source(
+    text: str, name: str, index: DeclarationIndex | None = None
+) -> tuple[int, int] | None:
+    """The source of the declaration of ``name`` (fully qualified) in ``text``, as ``(start,
+    end)`` offsets from its doc comment (if any) to its end; for a constructor or field
+    (``And.intro``), its type's. None: not declared in ``text`` (or more than once).
+    ``index``: ``declaration_index(text)``, if the caller keeps it."""
+    index = declaration_index(text) if index is None else index
     wanted = name_parts(name)
-    for target in (wanted, wanted[:-1]):
-        found = []
-        for m, scopes in zip(decls, scopes_at(text, [m.start() for m in decls]), strict=True):
-            declared = name_parts(_word_at(text, m.end()))
-            full = declared[1:] if declared[:1] == ("_root_",) else (*scopes.namespace, *declared)
-            if declared and full == target:
-                found.append(m)
-        if len(found) == 1:
-            start = declaration_head(text, found[0].start())[0]
-            return start, declaration_end(text, found[0].end(), opaque)
-        if found or len(target) < 2:
-            return None
-    return None
+    if wanted in index:
+        return index[wanted]
+    return index.get(wanted[:-1]) if len(wanted) > 1 else None
