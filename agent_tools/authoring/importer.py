@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
+import tomli_w
 from pydantic import BaseModel
 
 from lsp_bridge import LeanInstall, LeanrigError, find_lean
@@ -359,26 +359,6 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _toml(value: Any) -> str:
-    """A TOML value: strings as basic strings (JSON escapes are TOML escapes), ints, lists,
-    booleans, inline tables."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()) + "}"
-    raise AuthoringError(f"cannot write {value!r} to suite.toml")
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else _toml(key)
-
-
 def _manifest(
     existing: dict[str, Any],
     name: str,
@@ -401,25 +381,17 @@ def _manifest(
             and not isinstance(value, dict)
         ):
             top[key] = value
-    lines = [
-        "# Written by `leanrig suite import`; titles, fields and difficulties edited here",
-        "# are kept by the next import.",
-        "",
-    ]
-    lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in top.items()]
-    for key, value in existing.items():  # tables: [limits], [lad], [lint]
-        if isinstance(value, dict) and key != "tasks":
-            lines += ["", f"[{_toml_key(key)}]"]
-            lines += [f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()]
-    for task in tasks:
-        lines += [
-            "",
-            "[[tasks]]",
-            f"id = {_toml(task.id)}",
-            f"file = {_toml(task.file)}",
-            f"theorem = {_toml(task.theorem)}",
-            f"title = {_toml(task.title)}",
-            f"field = {_toml(task.field)}",
-            f"difficulty = {task.difficulty}",
-        ]
-    return "\n".join(lines) + "\n"
+    tables = {k: v for k, v in existing.items() if isinstance(v, dict) and k != "tasks"}
+    manifest = {
+        **top,
+        **tables,  # [limits], [lad], [lint]
+        "tasks": [
+            {"id": t.id, "file": t.file, "theorem": t.theorem, "title": t.title,
+             "field": t.field, "difficulty": t.difficulty}
+            for t in tasks
+        ],
+    }  # fmt: skip
+    return (
+        "# Written by `leanrig suite import`; titles, fields and difficulties edited here\n"
+        "# are kept by the next import.\n\n" + tomli_w.dumps(manifest)
+    )

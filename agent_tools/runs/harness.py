@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import orjson
+import tomli_w
 
 from lsp_bridge import LeanrigError, cache_root
 
@@ -174,21 +175,6 @@ def claude_code(
     return Launch(argv, env, {mcp: text, config_dir / ".keep": ""})
 
 
-def _toml(value: object) -> str:
-    """A TOML value (strings as basic strings: JSON's escapes are TOML's)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML for {type(value).__name__}")
-
-
 def codex_config(a: PresetInputs, *, model: str, reasoning: str | None) -> str:
     """``CODEX_HOME/config.toml``: the model through the gateway (a provider of its own), the
     attempt's MCP server, approvals that never ask, the sandbox read-only, web search and
@@ -200,22 +186,23 @@ def codex_config(a: PresetInputs, *, model: str, reasoning: str | None) -> str:
     }  # fmt: skip
     if reasoning:
         top["model_reasoning_effort"] = reasoning
-    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
-    # (`[agents] enabled = false`: no subagents; its `multi_agent` feature is deprecated.)
-    lines += ["", "[analytics]", "enabled = false", "", "[agents]", "enabled = false", "",
-              "[features]"]  # fmt: skip
-    lines += [f"{f} = false" for f in CODEX_FEATURES_OFF]
     provider = {"name": "leanrig gateway", "base_url": f"{a.model_url}/v1",
                 "wire_api": "responses", "env_key": "LEANRIG_MODEL_KEY",
                 "request_max_retries": 4, "stream_max_retries": 4}  # fmt: skip
-    lines += ["", "[model_providers.leanrig]", *(f"{k} = {_toml(v)}" for k, v in provider.items())]
     # `required`: Codex waits for the server before its first model request (else its first
     # tool searches found no tools, and a model without tool search had none at all).
     server = {"command": a.mcp_command[0], "args": a.mcp_command[1:], "env": a.mcp_env,
               "cwd": str(a.workspace), "required": True, "startup_timeout_sec": 60,
               "tool_timeout_sec": max(60, int(a.time_limit))}  # fmt: skip
-    lines += ["", f"[mcp_servers.{MCP_SERVER}]", *(f"{k} = {_toml(v)}" for k, v in server.items())]
-    return "\n".join(lines) + "\n"
+    return tomli_w.dumps({
+        **top,
+        "analytics": {"enabled": False},
+        # (No subagents; its `multi_agent` feature is deprecated.)
+        "agents": {"enabled": False},
+        "features": {f: False for f in CODEX_FEATURES_OFF},
+        "model_providers": {"leanrig": provider},
+        "mcp_servers": {MCP_SERVER: server},
+    })  # fmt: skip
 
 
 def codex(program: Path, a: PresetInputs, *, model: str, reasoning: str | None) -> Launch:
