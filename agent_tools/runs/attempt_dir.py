@@ -121,7 +121,9 @@ signature — may change; every other byte of the file is fixed.
 Work through the `{SERVER_NAME}` MCP server's tools: `open_task` with `task_id = "{s.id}"`,
 then `set_proof` / `replace_in_proof` to change the body (each returns Lean's diagnostics and
 goals), `get_goals`, `try_proofs` to test several bodies at once, and `check_proof` for the
-verdict. Editing the file on disk has no effect.
+verdict. Ask without editing: `check_term` (a term's type), `get_declaration`, `get_hover`,
+`get_completions`, `get_outline`, `get_code_actions`, `profile_proof`. Editing the file on
+disk has no effect.
 {LIBRARY_PROMPT if library else ""}
 **Your submission is the last body you set** (in any session). When you stop — or when the
 time limit stops you — that body gets an independent check. Lean here is
