@@ -55,6 +55,7 @@ class Upstream:
         self.paths: list[str] = []
         self.hung_up = anyio.Event()  # the gateway closed its connection to us
         self.hold = False  # never release: the test disconnects
+        self.linger = False  # the whole answer, then the stream kept open until a hang-up
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         assert scope["type"] == "http"
@@ -72,7 +73,11 @@ class Upstream:
             return
         await self.release.wait()
         await send({"type": "http.response.body", "body": DELTA, "more_body": True})
-        await send({"type": "http.response.body", "body": END})
+        await send({"type": "http.response.body", "body": END, "more_body": self.linger})
+        if self.linger:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.hung_up.set()
 
 
 @asynccontextmanager
@@ -180,6 +185,32 @@ async def test_an_agent_hanging_up_mid_answer_ends_the_upstream_call(tmp_path: P
     (call,) = gateway.calls
     assert not call.complete and call.error is not None and "closed" in call.error
     assert call.usage.input_tokens == 105  # what the wire said before the hang-up
+
+
+async def test_an_agent_hanging_up_after_the_answer_s_end_event_got_the_whole_answer(
+    tmp_path: Path,
+) -> None:
+    # Codex closes its connection on `response.completed`, before the stream's own end: the
+    # call counted as broken off (complete: false) though the model had served all of it,
+    # and a fresh clone's harness test found 4 answered calls against 5 served.
+    upstream = Upstream()
+    upstream.release.set()
+    upstream.linger = True
+    async with gateway_to(upstream, tmp_path) as (gateway, agent):
+        async with agent.stream("POST", "/v1/messages", json=REQUEST) as response:
+            seen = b""
+            with anyio.fail_after(10):
+                async for chunk in response.aiter_raw():
+                    seen += chunk
+                    if b"message_stop" in seen:
+                        break
+        with anyio.fail_after(10):
+            await upstream.hung_up.wait()
+            while not gateway.calls:
+                await anyio.sleep(0.01)
+    (call,) = gateway.calls
+    assert call.complete and call.error is None
+    assert call.usage.output_tokens == 7
 
 
 async def test_an_unreachable_endpoint_is_a_502_in_the_api_s_error_shape(tmp_path: Path) -> None:

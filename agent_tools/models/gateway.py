@@ -193,6 +193,10 @@ class ModelGateway:
                             sent += len(chunk)
                             await send({"type": "http.response.body", "body": chunk,
                                         "more_body": True})  # fmt: skip
+                            # The API's end event reached the agent: the answer is whole,
+                            # and the agent may hang up before the stream's own end (Codex
+                            # closes on `response.completed`).
+                            complete = complete or (meter is not None and meter.ended)
                         await send({"type": "http.response.body", "body": b""})
                         complete = True
                     except httpx.HTTPError as exc:
