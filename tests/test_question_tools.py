@@ -128,6 +128,10 @@ async def test_each_question_answers_about_the_realistic_task(service: ProofServ
 
     outside = await service.check_term(sid, "@and_swap' 𝔹", False)
     assert outside.errors == [] and outside.type == "∀ (q : Prop), And 𝔹 q → And q 𝔹"
+    lone = await service.check_term(sid, "and_swap'", False)  # a name: as `#check` shows it
+    assert lone.type == "∀ (p q : Prop), And p q → And q p" and lone.term == "and_swap'"
+    missing = await service.check_term(sid, "no_such_lemma", False)
+    assert [(e.line, e.column) for e in missing.errors] == [(1, 1)], missing.errors
     inside = await service.check_term(sid, "@and_swap' 𝔸 𝔹 h𝔸𝔹", True)
     assert inside.errors == [] and inside.type == "And 𝔹 𝔸", inside
     unknown = await service.check_term(sid, "@and_swap' 𝔸 𝔹 h𝔸𝔹", False)  # no hypotheses there

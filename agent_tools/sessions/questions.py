@@ -161,14 +161,18 @@ class QuestionTools:
                 return CheckTermResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
             view = memo.view
-            doc = (context_document if in_context else check_document)(session.task, view, term)
+            # A lone name is checked with its implicit arguments explicit (`@And.intro`), as
+            # `#check And.intro` shows a constant; `(And.intro)` alone would read `?m.1 → …`.
+            lean_term = f"@{term.strip()}" if is_identifier(term.strip()) else term
+            make = context_document if in_context else check_document
+            doc = make(session.task, view, lean_term)
             with answering("the term"):
                 report, hover = await self.questions.check(
                     session.task, doc, in_context, call.timer
                 )
-            term_index = LineIndex(term)
+            term_index = LineIndex(lean_term)
             errors = [
-                _in_term(d, term_index, doc.first_line)
+                _in_term(d, term_index, doc.first_line, len(lean_term) - len(term))
                 for d in messages_on(report.diagnostics, doc.first_line, doc.last_line)
                 if d.is_error
             ]
@@ -350,12 +354,14 @@ def _one_term(term: str) -> None:
         )
 
 
-def _in_term(d: LeanDiagnostic, index: LineIndex, first_line: int) -> Diagnostic:
-    """An error of the question's document, positioned in the term (line 1: its first)."""
+def _in_term(d: LeanDiagnostic, index: LineIndex, first_line: int, added: int) -> Diagnostic:
+    """An error of the question's document, positioned in the term as asked (line 1: its
+    first; ``added``: characters leanrig put before it, the `@` of a lone name)."""
 
     def at(pos: LspPos) -> Pos:
         line = min(max(pos.line - first_line, 0), index.line_count - 1)
-        return index.from_lsp(LspPos(line, pos.character))
+        found = index.from_lsp(LspPos(line, pos.character))
+        return Pos(found.line, max(1, found.column - added)) if found.line == 1 else found
 
     start, end = at(d.range.start), at(d.range.end)
     return Diagnostic(severity="error", line=start.line, column=start.column,
