@@ -28,14 +28,14 @@ TIERS: dict[str, tuple[str, ...]] = {
     # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
     "lean": ("test_cli", "test_direct_workers", "test_question_tools", "test_trace_points",
              "test_early_barrier",
-             "test_editor_sweep",
              "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
              "test_mcp_lines", "test_oneshot", "test_pool", "test_prefix", "test_serve_run_dir",
              "test_service", "test_session_probe", "test_slot_health", "test_slow_steps",
              "test_suite", "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
-            "test_cancelled_steps", "test_editor_nvim", "test_editor_proxy", "test_fdstreams",
+            "test_cancelled_steps", "test_editor_nvim", "test_editor_proxy", "test_editor_sweep",
+            "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
             "test_network_servers", "test_runner", "test_runner_faults",
             "test_runner_isolation", "test_server_heap", "test_suite_authoring"),
