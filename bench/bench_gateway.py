@@ -23,9 +23,8 @@ from agent_tools.models import (
     ReplayPlan,
     gateway_client,
     replay_app,
-    serve_asgi,
 )
-from agent_tools.servers import listen_local
+from agent_tools.servers import listen_local, serve_asgi
 
 from .common import print_table, summarize, write_result
 

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_tools.models import ModelGateway, gateway_client, model_time, serve_asgi, upstream_url
+from agent_tools.models import ModelGateway, gateway_client, model_time, upstream_url
 from agent_tools.models.gateway import ModelCall
 from agent_tools.models.usage import CallUsage
-from agent_tools.servers import listen_local
+from agent_tools.servers import listen_local, serve_asgi
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING
 from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .asgi import serve_asgi as serve_asgi
-    from .asgi import socket_url as socket_url
     from .gateway import ModelCall as ModelCall
     from .gateway import ModelGateway as ModelGateway
     from .gateway import gateway_client as gateway_client

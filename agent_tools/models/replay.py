@@ -48,7 +48,7 @@ import orjson
 
 from lsp_bridge import LeanrigError
 
-from .asgi import serve_asgi
+from ..servers import serve_asgi
 from .model_request import Api
 from .replay_answers import error_body, render_events, render_json
 from .replay_plan import ReplayPlan, ReplayPlanInvalid, load_plan

@@ -14,8 +14,8 @@ from typing import Final
 
 import orjson
 
-from ..models import ModelGateway, socket_url
-from ..servers import listen_local
+from ..models import ModelGateway
+from ..servers import listen_local, socket_url
 from .attempt_dir import ATTEMPT_TOKEN_VAR, AttemptDir, relay_command
 from .harness import (
     KEY_PLACEHOLDER,

@@ -34,8 +34,8 @@ from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
 from repl_pool import SandboxPolicy, sandbox_programs, uses_namespaces
 
 from ..library import index_dir, prepare_library
-from ..models import gateway_client, model_time, serve_asgi
-from ..servers import ServeOptions, package_version
+from ..models import gateway_client, model_time
+from ..servers import ServeOptions, package_version, serve_asgi
 from ..tasks import Suite, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
 from .agent_sandbox import RunSandbox, agent_sandbox, hidden_paths, trusted_paths

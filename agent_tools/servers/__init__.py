@@ -16,6 +16,8 @@ from lsp_bridge import exports as _exports
 if TYPE_CHECKING:
     from .app import ServeOptions as ServeOptions
     from .app import open_service as open_service
+    from .asgi import serve_asgi as serve_asgi
+    from .asgi import socket_url as socket_url
     from .clients import JsonRpcProcess as JsonRpcProcess
     from .clients import McpConnection as McpConnection
     from .clients import RpcError as RpcError

@@ -34,11 +34,10 @@ exporter, and a span per message is work on every call. One middleware of our ow
 
 from __future__ import annotations
 
-import logging
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -77,6 +76,7 @@ from ..sessions import (
     input_schema,
     output_schema,
 )
+from .asgi import serve_asgi, socket_url
 from .fdstreams import FdReceive, FdSend, Wire, claimed_stdio
 from .jsonrpc_server import TCP_WRITE_TIMEOUT, lenient_json, request_id
 from .textlines import MAX_MCP_LINE, TextLines, TextWriter
@@ -209,41 +209,11 @@ class LeanrigMCP(Server[Any]):
         shutdown; ``ready(url)`` once it listens. uvicorn's own signal handlers are left out:
         the caller's handle SIGTERM/SIGINT and set ``stop`` (cancelled instead, uvicorn logged
         its lifespan's ``CancelledError`` as an ERROR traceback on every Ctrl-C)."""
-        import uvicorn
-
-        port = listener.getsockname()[1]
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        class Server(uvicorn.Server):
-            @contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                yield
-
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets)
-                if self.started and ready is not None:
-                    ready(url)
-
-        config = uvicorn.Config(
-            self.streamable_http_app(),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            timeout_graceful_shutdown=1,
-        )
-        server = Server(config)
-
-        async def stop_when_asked() -> None:
-            await stop.wait()
-            # Requests still running are cancelled on the way out (their Lean is already
-            # killed): uvicorn logs each as an ERROR with a traceback. Shutdown noise only.
-            logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
-            server.should_exit = True
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_when_asked)
-            await server.serve(sockets=[listener])
-            tg.cancel_scope.cancel()
+        url = f"{socket_url(listener)}/mcp"
+        await serve_asgi(
+            self.streamable_http_app(), listener, stop,
+            (lambda: ready(url)) if ready is not None else None, lifespan="auto",
+        )  # fmt: skip
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
         """MCP over newline-delimited messages (stdio, a Unix-socket connection), the lines

@@ -1,7 +1,8 @@
 """An ASGI app served by uvicorn on a socket bound by the caller (TCP or Unix), under anyio,
-until a stop event: the model gateway and the replay model both need a socket known before
-they serve (a port chosen by the system, an attempt's Unix socket) and leanrig's own signal
-handling (uvicorn's handlers left out). Nothing else: no routing, no app logic."""
+until a stop event: MCP over HTTP (`leanrig serve --http`), the model gateway and the replay
+model all need a socket known before they serve (a port in use fails before Lean starts, a
+port chosen by the system, an attempt's Unix socket) and leanrig's own signal handling
+(uvicorn's handlers left out). Nothing else: no routing, no app logic."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -29,9 +30,11 @@ async def serve_asgi(
     ready: Callable[[], None] | None = None,
     *,
     graceful_s: int = 1,
+    lifespan: Literal["auto", "on", "off"] = "off",
 ) -> None:
     """Serve ``app`` on ``listener`` until ``stop`` is set, then shut down (requests still
-    running get ``graceful_s`` seconds); ``ready()`` once uvicorn listens."""
+    running get ``graceful_s`` seconds); ``ready()`` once uvicorn listens. ``lifespan``: as
+    uvicorn's (the MCP SDK's app runs its session manager in its lifespan)."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -49,15 +52,15 @@ async def serve_asgi(
         # on, every answer after a connection's first waited ~40 ms for a delayed ACK).
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=graceful_s,
+        app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=graceful_s,
         access_log=False,
     )  # fmt: skip
     server = Server(config)
 
     async def stop_when_asked() -> None:
         await stop.wait()
-        # Requests cut off at the stop (an agent killed mid-stream) are logged by uvicorn as
-        # ERROR tracebacks: shutdown noise only.
+        # Requests cut off at the stop (an agent killed mid-stream, a tool call whose Lean is
+        # already killed) are logged by uvicorn as ERROR tracebacks: shutdown noise only.
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         server.should_exit = True
 
