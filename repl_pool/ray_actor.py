@@ -49,8 +49,8 @@ log = structlog.get_logger("leanrig.ray_actor")
 ACTOR_VAR = "LEANRIG_RAY_ACTOR"
 # Slot methods a lease may run (the backend-neutral Slot interface).
 SLOT_METHODS = frozenset(
-    {"elaborate", "elaborate_and_ask", "send", "wait", "text", "plain_goal", "plain_term_goal",
-     "document_symbols", "interactive_goals"}
+    {"elaborate", "elaborate_and_ask", "elaborate_with", "send", "wait", "text", "ask",
+     "plain_goal", "plain_term_goal", "document_symbols", "interactive_goals"}
 )  # fmt: skip
 
 _REAPER = r"""

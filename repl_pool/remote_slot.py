@@ -9,11 +9,19 @@ It must not own a process or a lease's lifetime (the router's acquire does), nor
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol.types import DocumentSymbol
 
-from lsp_bridge import DocumentReport, InteractiveGoal, LspPos, PlainGoal, PlainTermGoal
+from lsp_bridge import (
+    DocQuery,
+    DocumentReport,
+    InteractiveGoal,
+    LspPos,
+    PlainGoal,
+    PlainTermGoal,
+)
 
 from .node_routing import RayNode
 from .slot import Elaboration, PoolKey, Slot
@@ -108,6 +116,18 @@ class RemoteSlot(Slot):
         )  # fmt: skip
         self._text = text
         return done
+
+    async def elaborate_with(
+        self, text: str, queries: Sequence[DocQuery], *, timeout: float
+    ) -> tuple[DocumentReport, list[Any]]:
+        done: tuple[DocumentReport, list[Any]] = await self._remote(
+            "elaborate_with", timeout, text, list(queries), timeout=timeout
+        )
+        self._text = text
+        return done
+
+    async def ask(self, query: DocQuery, *, timeout: float) -> Any:
+        return await self._remote("ask", timeout, query, timeout=timeout)
 
     async def plain_goal(self, pos: LspPos, *, timeout: float) -> PlainGoal:
         goal: PlainGoal = await self._remote("plain_goal", timeout, pos, timeout=timeout)

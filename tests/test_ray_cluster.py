@@ -122,6 +122,11 @@ async def test_sessions_spread_over_nodes_with_header_affinity(
             at = opened.body_range.start
             goals = await service.get_goals(opened.session_id, at.line, at.column)
             assert goals.line == at.line
+            # So do the questions (issue 36): on the session's document, and on the task's.
+            hover = await service.get_hover(opened.session_id, at.line, at.column - 2)
+            assert hover.line == at.line
+            checked = await service.check_term(opened.session_id, "N.z", False)
+            assert checked.type == "N", checked
 
         async with anyio.create_task_group() as tg:
             for task in tasks:
@@ -129,7 +134,8 @@ async def test_sessions_spread_over_nodes_with_header_affinity(
         assert isinstance(service.pool, RayPool)
         nodes = (await service.server_status()).nodes
         assert nodes is not None and len(nodes) == 2
-        assert sorted(n.sessions for n in nodes) == [4, 4]
+        # (each node: 4 sessions and their tasks' question documents, held beside them)
+        assert sorted(n.sessions for n in nodes) == [8, 8]
         assert sorted(len(n.headers) for n in nodes) == [1, 1]
         for session in sessions.values():
             await service.close_session(session)

@@ -315,7 +315,8 @@ class NodeReport(ToolOutput):
     address: str
     alive: bool
     slots: int = Field(description="lean_slots: Lean server processes the node may run")
-    sessions: int = Field(description="sessions that stick to this node")
+    sessions: int = Field(description="document holders that stick to this node: sessions, "
+                          "and each task's question document")  # fmt: skip
     inflight: int = Field(description="steps running on the node now")
     steps: int
     headers: list[str] = Field(description="header keys the router has sent to the node")
