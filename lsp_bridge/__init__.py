@@ -79,6 +79,7 @@ from .lean_types import without_setup_artefacts as without_setup_artefacts
 from .positions import LineIndex as LineIndex
 from .positions import LspPos as LspPos
 from .positions import Pos as Pos
+from .positions import utf16_len as utf16_len
 from .proctree import kill_tree as kill_tree
 from .proctree import kill_tree_async as kill_tree_async
 from .proctree import spawn_marked as spawn_marked

@@ -16,7 +16,7 @@ from typing import Any
 
 import lsprotocol.types as lsp
 
-from lsp_bridge import LeanDiagnostic, LineIndex, LspPos, Severity
+from lsp_bridge import LeanDiagnostic, LineIndex, LspPos, Severity, utf16_len
 
 from ..tasks import Task, declaration_head
 from .prefix import TaskView
@@ -84,7 +84,7 @@ def prefix_document(task: Task, view: TaskView, prefix: str) -> QuestionDoc:
     head = _before_target(task, view)
     line = head.count("\n")
     text = f"{head}#check {prefix}\n"
-    return QuestionDoc(text, LspPos(line, len("#check ") + _utf16(prefix)), line, line)
+    return QuestionDoc(text, LspPos(line, len("#check ") + utf16_len(prefix)), line, line)
 
 
 PROFILE_OPTIONS = "set_option trace.profiler true in set_option trace.profiler.threshold 0 in "
@@ -96,10 +96,6 @@ def profile_document(task: Task, view: TaskView, text: str) -> tuple[str, int]:
     start = command_start(task, view)
     profiled = text[:start] + PROFILE_OPTIONS + text[start:]
     return view.to_lean(task.unwrapped(profiled)), task.text.count("\n", 0, start)
-
-
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 # -- answers ------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..tasks import DeclarationIndex, Suite, Task, declaration_index, declaratio
 from .elaborate import Elaborator, TaskMemo
 from .ledger import StepTimer
 from .question_documents import (
+    HoverText,
     QuestionDoc,
     body_edit,
     command_start,
@@ -179,7 +180,9 @@ class LeanQuestions:
             found=read is not None and (signature is not None or read.docstring is not None),
         )  # fmt: skip
 
-    async def check(self, task: Task, doc: QuestionDoc, in_context: bool, timer: StepTimer) -> Any:
+    async def check(
+        self, task: Task, doc: QuestionDoc, in_context: bool, timer: StepTimer
+    ) -> tuple[DocumentReport, HoverText | None]:
         """Lean's report and answer for a check_term document: the hover on the let-bound
         name (in context), or nothing (the ``#check`` message is in the report)."""
         queries = [DocQuery.hover(doc.at)] if in_context else []
@@ -187,9 +190,8 @@ class LeanQuestions:
         hover = read_hover(answers[0]) if answers else None
         return report, hover
 
-    async def declaration(self, task: Task, doc: QuestionDoc, timer: StepTimer,
+    async def declaration(self, task: Task, name_asked: str, doc: QuestionDoc, timer: StepTimer,
                           lad: bool) -> DeclarationResult:  # fmt: skip
-        name_asked = doc.text.rsplit("#print ", 1)[1].strip()
         report, (hover,) = await self.reported(task, doc.text, [DocQuery.hover(doc.at)], timer)
         read = read_hover(hover)
         errors = [

@@ -214,7 +214,7 @@ class QuestionTools:
             with answering("the declaration"):
                 try:
                     result = await self.questions.declaration(
-                        session.task, doc, call.timer, lad=self.library is not None
+                        session.task, name, doc, call.timer, lad=self.library is not None
                     )
                 except UnknownDeclaration as exc:
                     raise ToolError(exc.message, code="not_found", hint=exc.hint) from exc
