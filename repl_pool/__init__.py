@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .config import default_max_processes as default_max_processes
     from .doc_questions import ask_in as ask_in
     from .environment import LeanEnvironment as LeanEnvironment
+    from .errors import NoCluster as NoCluster
     from .errors import NodeLost as NodeLost
     from .errors import NoNodes as NoNodes
     from .errors import PoolBusy as PoolBusy
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from .goals import GoalsAnswer as GoalsAnswer
     from .goals import goals_in as goals_in
     from .goals import unless_refused as unless_refused
+    from .node_actors import import_ray as import_ray
+    from .node_actors import joined_cluster as joined_cluster
+    from .node_routing import RESOURCE as RESOURCE
     from .oneshot import Completed as Completed
     from .oneshot import base_env as base_env
     from .oneshot import run_once as run_once
@@ -39,6 +43,8 @@ if TYPE_CHECKING:
     from .pool_protocol import Pool as Pool
     from .pool_stats import PoolStats as PoolStats
     from .pool_stats import ProcessStat as ProcessStat
+    from .reaper import ProcessReaper as ProcessReaper
+    from .reaper import tagged_processes as tagged_processes
     from .remote_slot import node_of as node_of
     from .sandbox import CAP_DROP as CAP_DROP
     from .sandbox import SandboxPolicy as SandboxPolicy

@@ -6,12 +6,10 @@ held for the router between ``acquire`` and ``release``, with a deadline so a va
 cannot hold it forever), run slot methods on a lease, report stats, and make sure no Lean
 process outlives the actor.
 
-That last point needs more than the pool's own teardown: Ray kills only a dead worker's direct
-children (and nothing when the worker is SIGKILLed), while Lean's workers are grandchildren
-in their own sessions. So every Lean process started here carries ``LEANRIG_RAY_ACTOR=<tag>``
-in its environment, and a tiny *reaper* process (its own session, stdin = a pipe whose write
-end only this actor holds) kills every process with that tag when the pipe reaches EOF — on a
-clean stop, a crash or a SIGKILL of the actor alike.
+That last point needs more than the pool's own teardown (Ray kills only a dead worker's direct
+children, and nothing after a SIGKILL): every Lean process started here carries
+``LEANRIG_RAY_ACTOR=<tag>`` in its environment, and a `ProcessReaper` (reaper.py) kills every
+process with that tag when the actor is gone — on a clean stop, a crash or a SIGKILL alike.
 
 Errors cross the wire as values (``Shipped``), not pickled exceptions: leanrig's errors take
 keyword or extra constructor arguments that ``pickle`` cannot replay. The router turns them
@@ -26,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +38,7 @@ from .config import PoolConfig
 from .environment import LeanEnvironment
 from .pool import WarmPool
 from .pool_stats import PoolStats
+from .reaper import ProcessReaper
 from .slot import Slot
 
 log = structlog.get_logger("leanrig.ray_actor")
@@ -52,23 +49,6 @@ SLOT_METHODS = frozenset(
     {"elaborate", "elaborate_and_ask", "elaborate_with", "send", "wait", "text", "ask",
      "plain_goal", "plain_term_goal", "document_symbols", "interactive_goals"}
 )  # fmt: skip
-
-_REAPER = r"""
-import os, signal, sys
-needle = ("LEANRIG_RAY_ACTOR=" + sys.argv[1]).encode()
-sys.stdin.buffer.read()  # EOF: the actor is gone (stopped, crashed or killed)
-for _ in range(2):
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                marked = needle in fh.read().split(b"\0")
-            if marked:
-                os.kill(int(entry), signal.SIGKILL)
-        except OSError:
-            pass
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +127,7 @@ class LeanNode:
         self._released: set[str] = set()  # released before granted (the router gave up)
         self._stop: asyncio.Event | None = None
         self._main: asyncio.Task[None] | None = None
-        self._reaper: subprocess.Popen[bytes] | None = None
-        self._reaper_pipe: int | None = None
+        self._reaper = ProcessReaper(ACTOR_VAR, tag)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -159,26 +138,13 @@ class LeanNode:
         if self._main is None:
             for path in sandbox_binds(self.environment.wrapper):
                 path.mkdir(parents=True, exist_ok=True)
-            self._start_reaper()
+            self._reaper.start()
             ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._stop = asyncio.Event()
             self._main = asyncio.get_running_loop().create_task(self._run(ready))
             await ready
         context = ray.get_runtime_context()
         return {"node_id": context.get_node_id(), "pid": os.getpid()}
-
-    def _start_reaper(self) -> None:
-        read_end, write_end = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k != ACTOR_VAR}
-        try:
-            self._reaper = subprocess.Popen(
-                [sys.executable, "-c", _REAPER, self.tag], stdin=read_end, env=env,
-                stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-            )  # fmt: skip
-        finally:
-            os.close(read_end)
-        os.set_inheritable(write_end, False)
-        self._reaper_pipe = write_end
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         assert self._stop is not None
@@ -197,12 +163,7 @@ class LeanNode:
             raise
         finally:
             self.pool = None
-            self._close_reaper()
-
-    def _close_reaper(self) -> None:
-        if self._reaper_pipe is not None:
-            os.close(self._reaper_pipe)  # EOF: the reaper sweeps and exits
-            self._reaper_pipe = None
+            self._reaper.close()
 
     async def stop(self) -> None:
         """Close the pool (every Lean tree killed) and let the reaper go."""
@@ -212,12 +173,8 @@ class LeanNode:
                 await asyncio.wait_for(asyncio.shield(self._main), timeout=30)
             except BaseException:  # the pool's own errors are logged by it; the reaper sweeps
                 pass
-        self._close_reaper()
-        if self._reaper is not None:
-            try:
-                await asyncio.to_thread(self._reaper.wait, 10)
-            except subprocess.TimeoutExpired:
-                self._reaper.kill()
+        self._reaper.close()
+        await asyncio.to_thread(self._reaper.wait, 10)
 
     def kill_all(self, reason: str) -> None:
         if self.pool is not None:
@@ -310,15 +267,4 @@ class LeanNode:
 
     def lean_pids(self) -> list[int]:
         """Every live process carrying this actor's tag (tests check that they die with it)."""
-        needle = f"{ACTOR_VAR}={self.tag}".encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                continue
-        return found
+        return self._reaper.tagged()
