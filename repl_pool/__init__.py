@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from .pool_protocol import Pool as Pool
     from .pool_stats import PoolStats as PoolStats
     from .pool_stats import ProcessStat as ProcessStat
+    from .ray_actor import Shipped as Shipped
+    from .ray_actor import land as land
+    from .ray_actor import ship as ship
     from .reaper import ProcessReaper as ProcessReaper
     from .reaper import tagged_processes as tagged_processes
     from .remote_slot import node_of as node_of

@@ -184,6 +184,21 @@ def _task_ids(text: str) -> list[str]:
     return ids
 
 
+def _megabytes(text: str) -> int:
+    """A memory size in MB: ``8G``, ``512M``, ``8192`` (MB)."""
+    units = {"M": 1, "G": 1024, "T": 1024 * 1024}
+    word = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = units.get(word[-1:])
+    number = word[:-1] if scale is not None else word
+    try:
+        value = float(number) * (scale or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 8G, 512M)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1M")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanrig", description=__doc__)
     # Also after the subcommand (`leanrig serve … --log-level info`, as docs/cli.md lists it).
@@ -290,6 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model-key-env", metavar="NAME",
                      help="the environment variable holding the model's API key (default: "
                      "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)")  # fmt: skip
+    run.add_argument("--ray", metavar="ADDRESS",
+                     help="place each attempt on a node of a Ray cluster: ADDRESS or auto "
+                     "(needs leanrig[ray]; docs/scale-out.md)")  # fmt: skip
+    run.add_argument("--attempt-memory", metavar="SIZE", type=_megabytes,
+                     help="what an attempt reserves on a cluster node (e.g. 8G, 512M; "
+                     "default: the suite's [limits])")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 

@@ -40,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         agent_network=args.agent_network, quiet=args.quiet, harness=args.harness,
         harness_bin=Path(args.harness_bin) if args.harness_bin else None,
         reasoning=args.reasoning, model_endpoint=args.model_endpoint,
-        model_key_env=args.model_key_env,
+        model_key_env=args.model_key_env, ray=args.ray, attempt_memory_mb=args.attempt_memory,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
     from lsp_bridge import single_errors

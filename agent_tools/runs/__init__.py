@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .results import RUN_SCHEMA as RUN_SCHEMA
     from .results import USAGE_FILE as USAGE_FILE
     from .results import AttemptResult as AttemptResult
+    from .results import ClusterInfo as ClusterInfo
     from .results import Condition as Condition
     from .results import Machine as Machine
     from .results import ResultsError as ResultsError

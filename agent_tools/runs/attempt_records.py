@@ -82,15 +82,21 @@ def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[st
             lean_ms += lean
         if entry.get("outcome") in INFRA_OUTCOMES:
             died += 1
-    if data:
-        if not data.endswith(b"\n"):
-            data += b"\n"
-        fd = os.open(run_ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+    append_run_ledger(run_ledger, data)
     return calls, lean_ms / 1000, [f"Lean died under {died} call(s)"] if died else []
+
+
+def append_run_ledger(run_ledger: Path, data: bytes) -> None:
+    """An attempt's ledger lines appended to the run's (one write, whole lines)."""
+    if not data:
+        return
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    fd = os.open(run_ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def ignored_edits(
@@ -121,4 +127,11 @@ def ignored_edits(
     return notes, now
 
 
-__all__ = ["body_sha", "final_body", "ignored_edits", "ledger_totals", "write_submission"]
+__all__ = [
+    "append_run_ledger",
+    "body_sha",
+    "final_body",
+    "ignored_edits",
+    "ledger_totals",
+    "write_submission",
+]

@@ -67,6 +67,10 @@ class RunOptions:
     given: frozenset[str] | None = None
     # A resumed run's recorded price schedule (the file it came from may be gone).
     prices_schedule: PriceSchedule | None = None
+    # Attempts placed on a Ray cluster (cluster_run.py): its address ("auto", host:port).
+    ray: str | None = None
+    # The memory each attempt reserves there (MB); default: the suite's [limits].
+    attempt_memory_mb: int | None = None
 
 
 # The settings a run directory records and a resume must keep: RunOptions field → how run.json

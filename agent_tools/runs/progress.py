@@ -90,6 +90,7 @@ class RunSummary:
     elapsed_s: float = 0.0
     overhead_s: list[float] = field(default_factory=list)  # per attempt, beyond the agent
     kill_s: list[float] = field(default_factory=list)  # per timed-out attempt
+    placement_s: list[float] = field(default_factory=list)  # per attempt on a cluster (--ray)
 
     @property
     def accepted(self) -> int:
@@ -118,4 +119,6 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
         "elapsed_s": round(summary.elapsed_s, 3),
         "overhead_s_median": median(summary.overhead_s),
         "kill_s_median": median(summary.kill_s),
+        "placement_s_median": median(summary.placement_s),
+        "nodes": sorted({r.node for r in summary.results if r.node is not None}),
     }

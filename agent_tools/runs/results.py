@@ -146,6 +146,12 @@ class AttemptResult(_TokensMixin):
     timed_out: bool = False
     exit_code: int | None = None
     infra_retry: bool = Field(default=False, description="this line replaces a failed attempt")
+    infra_failures: list[str] = Field(
+        default_factory=list, description="why the attempt this line replaces failed"
+    )
+    node: str | None = Field(
+        default=None, description="the cluster node it ran on (`--ray`): host (node id)"
+    )
     tool_calls: int = Field(default=0, ge=0)
     lean_s: float = Field(default=0.0, ge=0, description="Lean time, from the ledger")
     final_body_sha: str | None = None
@@ -197,6 +203,17 @@ class Machine(BaseModel):
     memory_bytes: int = Field(ge=0)
 
 
+class ClusterInfo(BaseModel):
+    """A run's attempts placed on a Ray cluster (`leanrig run --ray`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    address: str = Field(description="as given to --ray")
+    attempt_memory_mb: int = Field(ge=0, description="the Ray memory each attempt reserves")
+    nodes: list[str] = Field(
+        default_factory=list, description="the nodes offering lean_slots at the start"
+    )
+
+
 class RunInfo(BaseModel):
     """``run.json``: the metadata of one run."""
 
@@ -233,6 +250,9 @@ class RunInfo(BaseModel):
     )
     model_endpoint: str | None = Field(
         default=None, description="where the gateway forwarded model calls"
+    )
+    cluster: ClusterInfo | None = Field(
+        default=None, description="where attempts ran, when on a Ray cluster (--ray)"
     )
 
     def display_name(self) -> str:

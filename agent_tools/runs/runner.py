@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,7 @@ from .progress import RunProgress, RunSummary
 from .results import (
     USAGE_FILE,
     AttemptResult,
+    ClusterInfo,
     Machine,
     RunInfo,
     TaskRef,
@@ -94,12 +96,41 @@ RETRY_POLICY: Final = "an infrastructure failure (Lean or leanrig died) is retri
 
 
 @dataclass(frozen=True, slots=True)
-class _Outcome:
+class AttemptOutcome:
+    """One invocation's end: its results line and what the runner saw of it."""
+
     result: AttemptResult
     infra: list[str]  # why this looks like an infrastructure failure (empty: it does not)
-    overhead_s: float
-    invocation: Invocation
+    overhead_s: float  # leanrig's own time: everything but the agent's run and the verdict
+    invocation: Invocation | None  # None: the invocation never came back (a lost node)
     service_open_s: float | None = None  # opening the attempt's service (beside the agent)
+    placement_s: float | None = None  # on a cluster: until a node had taken the attempt
+
+
+# One invocation of an attempt: (task, k, retry) → its outcome; here or on a cluster node.
+InvokeAttempt = Callable[[Task, int, bool], Awaitable[AttemptOutcome]]
+# A whole attempt (its infrastructure retry included), as the run's attempts call it.
+RunAttempt = Callable[[Task, int, RunProgress], Awaitable[AttemptOutcome]]
+
+
+async def with_infra_retry(
+    once: InvokeAttempt, task: Task, k: int, progress: RunProgress
+) -> AttemptOutcome:
+    """``once``, and on an infrastructure failure once more from a fresh invocation (the
+    published protocol): the retry's line replaces the attempt, says it is one and why."""
+    outcome = await once(task, k, False)
+    if not outcome.infra:
+        return outcome
+    log.warning("run.infra_failure", task=task.id, attempt=k, why=outcome.infra)
+    progress.note(f"{task.id}#{k}: infrastructure failure ({outcome.infra[0]}); retrying")
+    retry = await once(task, k, True)
+    result = retry.result.model_copy(
+        update={"infra_retry": True, "infra_failures": list(outcome.infra)}
+    )
+    if retry.infra:
+        reasons = [*result.reasons, *(f"infrastructure: {w}" for w in retry.infra)]
+        result = result.model_copy(update={"reasons": reasons})
+    return dataclasses.replace(retry, result=result)
 
 
 class Runner:
@@ -162,28 +193,20 @@ class Runner:
         self.harness = harness
         self.route = route
         self.client: Any = None  # the gateways' upstream client, open during the run
+        self.cluster: ClusterInfo | None = None  # attempts placed on a Ray cluster (--ray)
 
     # -- one attempt --------------------------------------------------------------------------
 
-    async def attempt(self, task: Task, k: int, progress: RunProgress) -> _Outcome:
-        outcome = await self._attempt_once(task, k, retry=False)
-        if outcome.infra:
-            log.warning("run.infra_failure", task=task.id, attempt=k, why=outcome.infra)
-            progress.note(f"{task.id}#{k}: infrastructure failure ({outcome.infra[0]}); retrying")
-            retry = await self._attempt_once(task, k, retry=True)
-            result = retry.result.model_copy(update={"infra_retry": True})
-            if retry.infra:
-                reasons = [*result.reasons, *(f"infrastructure: {w}" for w in retry.infra)]
-                result = result.model_copy(update={"reasons": reasons})
-            return _Outcome(result, retry.infra, retry.overhead_s, retry.invocation,
-                            retry.service_open_s)  # fmt: skip
-        return outcome
+    async def attempt(self, task: Task, k: int, progress: RunProgress) -> AttemptOutcome:
+        return await with_infra_retry(self.attempt_once, task, k, progress)
 
     def _socket(self) -> Path:
         self._sockets += 1
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
-    async def _attempt_once(self, task: Task, k: int, *, retry: bool) -> _Outcome:
+    async def attempt_once(self, task: Task, k: int, retry: bool) -> AttemptOutcome:
+        """One fresh invocation of attempt ``k`` at ``task`` and its verdict, on this
+        machine; its files in ``RUN_DIR/attempts/<task>/<k>[-retry]``."""
         t0 = time.perf_counter()
         started_at = datetime.now(UTC)
         o = self.options
@@ -299,7 +322,7 @@ class Runner:
         log.info("run.attempt_timing", task=task.id, attempt=k,
                  overhead_ms=round(overhead * 1000, 1), service_open_s=server.open_s,
                  service_close_s=server.close_s)  # fmt: skip
-        return _Outcome(result, infra, overhead, inv, server.open_s)
+        return AttemptOutcome(result, infra, overhead, inv, server.open_s)
 
     async def _verdict(self, task: Task, submission: str) -> Verdict:
         verdict = await self.verifier.verify(task, submission)
@@ -323,6 +346,11 @@ class Runner:
             if self.isolated
             else "run state and verdict inputs writable by the agent (no bwrap)"
         )
+        sandbox = f"{self.sandbox}; agent network {network}; {state}"
+        if self.cluster is not None:
+            sandbox = (f"on each cluster node as here, where bwrap works there (a results line "
+                       f"notes an agent that ran without it); agent network "
+                       f"{self.network}")  # fmt: skip
         return RunInfo(
             label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
             suite_hash=self.suite.content_hash(), task_count=len(self.selected()),
@@ -332,7 +360,7 @@ class Runner:
             time_limit_s=o.time_limit, attempts=o.attempts, parallel=o.parallel,
             retry_policy=RETRY_POLICY, leanrig_version=package_version(),
             lean_version=self.install.version,
-            sandbox=f"{self.sandbox}; agent network {network}; {state}",
+            sandbox=sandbox, cluster=self.cluster,
             machine=Machine(cores=os.cpu_count() or 1,
                             memory_bytes=psutil.virtual_memory().total),
             started_at=started_at, ended_at=ended_at, agent_command=o.agent,
@@ -402,7 +430,13 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         done |= await anyio.to_thread.run_sync(record_interrupted, run_dir, suite, options, done)
     runner = Runner(options, suite, install, library, run_dir, words, harness, route)
     try:
-        return await _run(runner, options, run_dir, started_at, done, t_start)
+        if options.ray is None:
+            return await _run(runner, options, run_dir, started_at, done, t_start, runner.attempt)
+        from .cluster_run import ClusterAttempts  # (Ray only when asked for)
+
+        async with ClusterAttempts.joined(runner) as cluster:
+            return await _run(runner, options, run_dir, started_at, done, t_start,
+                              cluster.attempt)  # fmt: skip
     finally:
         shutil.rmtree(runner.socket_root, ignore_errors=True)
 
@@ -414,6 +448,7 @@ async def _run(
     started_at: datetime,
     done: set[tuple[str, int]],
     t_start: float,
+    attempt: RunAttempt,
 ) -> RunSummary:
     summary = RunSummary(run_dir)
     sandbox = await anyio.to_thread.run_sync(
@@ -434,7 +469,7 @@ async def _run(
     limiter = anyio.CapacityLimiter(options.parallel)
     async with gateway_client() as client:
         runner.client = client
-        await _attempts(runner, options, run_dir, jobs, limiter, summary)
+        await _attempts(attempt, options, run_dir, jobs, limiter, summary)
     await anyio.to_thread.run_sync(
         write_run_info, run_dir, runner.run_info(started_at, datetime.now(UTC))
     )
@@ -443,7 +478,7 @@ async def _run(
 
 
 async def _attempts(
-    runner: Runner,
+    attempt: RunAttempt,
     options: RunOptions,
     run_dir: Path,
     jobs: list[tuple[Task, int]],
@@ -458,7 +493,7 @@ async def _attempts(
                 marker = started_marker(run_dir, task.id, k)
                 await anyio.to_thread.run_sync(mark_started, marker)
                 try:
-                    outcome = await runner.attempt(task, k, bar)
+                    outcome = await attempt(task, k, bar)
                 except anyio.get_cancelled_exc_class():
                     # Stopped by the user (SIGTERM, Ctrl-C; or another attempt's failure):
                     # `--resume` runs it again.
@@ -469,7 +504,9 @@ async def _attempts(
                 summary.results.append(outcome.result)
                 summary.infra_retries += outcome.result.infra_retry
                 summary.overhead_s.append(outcome.overhead_s)
-                if outcome.invocation.timed_out:
+                if outcome.placement_s is not None:
+                    summary.placement_s.append(outcome.placement_s)
+                if outcome.invocation is not None and outcome.invocation.timed_out:
                     summary.kill_s.append(outcome.invocation.kill_s)
                 bar.finished(outcome.result.accepted)
 

@@ -42,6 +42,10 @@ class Limits(BaseModel):
     )
     cpu_seconds: int = Field(default=120, gt=0, description="verifier CPU-time limit per check")
     memory_mb: int = Field(default=4096, gt=0, description="verifier resident-memory cap")
+    attempt_memory_mb: int | None = Field(
+        default=None, gt=0, description="what one attempt needs on a cluster node (its agent, "
+        "its Lean and the verifier's; `leanrig run --ray` reserves it); default: memory_mb",
+    )  # fmt: skip
 
 
 class TaskSpec(BaseModel):

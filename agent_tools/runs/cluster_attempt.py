@@ -1,0 +1,264 @@
+"""The node side of `leanrig run --ray`: one attempt placed on a cluster node.
+
+`AttemptOnNode` is a Ray actor (an async actor: anyio runs on its asyncio loop), one per
+attempt, reserving one ``lean_slots`` unit and the attempt's memory (cluster_run.py creates
+it). On its node it does what a local attempt does — a fresh workspace, the attempt's own
+service and Lean, the agent or harness in its sandbox, its model gateway, the independent
+verdict — with the `Runner` a local run uses, over a run directory of its own on the node.
+Then it packs the attempt's directory (`pack_attempt`) for the starting machine, removes its
+own, and is killed there.
+
+Everything it starts carries ``LEANRIG_RAY_ATTEMPT=<tag>`` (set in the actor's own
+environment before anything starts, so the agent, the relay, Lean's server and workers and the
+verifier's Lean inherit it), and a `repl_pool.ProcessReaper` kills every tagged process when
+the actor is gone: cancelled from the starting machine, killed, or its node lost.
+
+What the node needs (docs/scale-out.md; `leanrig doctor --ray` checks it): leanrig and Ray of
+the starting machine's versions, a Lean of the same version, the harness program, and the
+suite — at the same path with the same content, or, for a prelude suite, the files shipped in
+the plan (`suite_here`). Must not: write to the starting machine's run directory (results come
+home as values), decide a retry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import structlog
+
+from lsp_bridge import LeanrigError, cache_root, find_lean
+from repl_pool import ProcessReaper, ship
+
+from ..library import prepare_library
+from ..models import gateway_client
+from ..tasks import Suite, library_dir, load_suite
+from .agent_sandbox import agent_sandbox
+from .harness import find_harness, harness_version
+from .model_access import HarnessSetup, ModelRoute
+from .options import RunError, RunOptions, agent_words
+from .runner import AttemptOutcome, Runner
+
+log = structlog.get_logger("leanrig.run")
+
+ATTEMPT_NODE_VAR: Final = "LEANRIG_RAY_ATTEMPT"
+# What comes home of an attempt's directory: every file up to FILE_CAP bytes while the whole
+# stays under TOTAL_CAP (the records first); the rest is named in the results line's notes.
+FILE_CAP: Final = 64 * 2**20
+TOTAL_CAP: Final = 256 * 2**20
+# The attempt's own records, packed before the agent's workspace files.
+RECORDS: Final = ("ledger.jsonl", "agent.log", "model_calls.jsonl", "harness.json",
+                  "workspace/Submission.lean", "workspace/usage.json")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """What every attempt of a run needs on its node, as the starting machine resolved it."""
+
+    options: RunOptions  # (``service`` None: a factory does not cross machines)
+    suite_root: Path
+    suite_hash: str
+    suite_files: dict[str, bytes]  # relative path → content: what the suite's hash covers
+    lean_version: str
+    harness: HarnessSetup | None  # the starting machine's (its version is what the run records)
+    route: ModelRoute | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutcome:
+    """One attempt's end on its node: its outcome and its directory, packed."""
+
+    outcome: AttemptOutcome
+    files: bytes  # a tar of RUN_DIR/attempts/<task>/<k>[-retry]/
+    left_out: list[str]  # files not packed (over the caps, or not regular files)
+    node: str  # "host (node id)"
+    isolated: bool  # the agent ran in its sandbox (bwrap works on this node)
+
+
+def suite_files(suite: Suite) -> dict[str, bytes]:
+    """The files ``suite.content_hash()`` covers, by path relative to the suite."""
+    paths = [suite.root / "suite.toml", *(t.path for t in suite.tasks.values()), *suite.lad_files]
+    paths += [suite.root / (m.replace(".", "/") + ".lean") for m in suite.spec.library]
+    return {
+        str(p.resolve().relative_to(suite.root.resolve())): p.read_bytes()
+        for p in paths
+        if p.exists()
+    }
+
+
+def suite_here(plan: NodePlan) -> Suite:
+    """The run's suite on this node: at the starting machine's path when its content is the
+    same, else (a prelude suite) the shipped files, unpacked once per content hash into
+    leanrig's cache. A full-toolchain suite must be at the same path (its Lake build is not
+    shipped)."""
+    try:
+        suite = load_suite(plan.suite_root)
+        if suite.content_hash() == plan.suite_hash:
+            return suite
+        found = f"a different suite (content hash {suite.content_hash()})"
+    except LeanrigError as exc:
+        found = f"no suite ({exc.message})"
+    if not plan.suite_files or b'lean = "prelude"' not in plan.suite_files.get("suite.toml", b""):
+        raise RunError(
+            f"the suite is not at {plan.suite_root} on {node_name()}: found {found}",
+            hint="a full-toolchain suite (its Lake build) must be at the same path on every "
+            "node; see docs/scale-out.md and `leanrig doctor --ray ADDRESS --suite DIR`",
+        )
+    root = cache_root() / "ray-suites" / plan.suite_hash
+    if not (root / ".complete").exists():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=root.parent))
+        for rel, data in plan.suite_files.items():
+            path = (staging / rel).resolve()
+            if not path.is_relative_to(staging.resolve()):
+                raise RunError(f"the shipped suite names a path outside it: {rel}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        (staging / ".complete").touch()
+        try:
+            staging.rename(root)
+        except OSError:  # another attempt unpacked it first
+            shutil.rmtree(staging, ignore_errors=True)
+    suite = load_suite(root)
+    if suite.content_hash() != plan.suite_hash:
+        raise RunError(f"the suite shipped to {node_name()} does not hash as on the starting "
+                       "machine")  # fmt: skip
+    return suite
+
+
+def node_name() -> str:
+    """This node as records name it: host (Ray node id, short)."""
+    node_id = os.environ.get("RAY_NODE_ID", "")
+    try:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()
+    except Exception:  # (outside a Ray worker: the host alone)
+        pass
+    return f"{socket.gethostname()} ({node_id[:12]})" if node_id else socket.gethostname()
+
+
+def pack_attempt(root: Path) -> tuple[bytes, list[str]]:
+    """The attempt's directory as a tar (regular files, directories and links as links; the
+    records first), and what was left out."""
+    buffer = io.BytesIO()
+    left_out: list[str] = []
+    total = 0
+    seen: set[Path] = set()
+    order = [root / r for r in RECORDS] + sorted(root.rglob("*"))
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in order:
+            if path in seen or not (path.exists() or path.is_symlink()):
+                continue
+            seen.add(path)
+            rel = str(path.relative_to(root))
+            if path.is_symlink() or path.is_dir():
+                tar.add(path, arcname=rel, recursive=False)
+                continue
+            if not path.is_file():
+                left_out.append(f"{rel} (not a regular file)")
+                continue
+            size = path.stat().st_size
+            if size > FILE_CAP or total + size > TOTAL_CAP:
+                left_out.append(f"{rel} ({size} bytes)")
+                continue
+            total += size
+            tar.add(path, arcname=rel, recursive=False)
+    return buffer.getvalue(), left_out
+
+
+def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessSetup | None:
+    """The harness program on this node, of the version the run records."""
+    if expected is None:
+        return None
+    program = find_harness(expected.name, options.harness_bin)
+    version = harness_version(program)
+    if version != expected.version:
+        raise RunError(
+            f"{node_name()} has {expected.name} {version!r}; the run records {expected.version!r}",
+            hint="install the same harness version on every node (`make harnesses`)",
+        )
+    return dataclasses.replace(expected, program=program)
+
+
+class AttemptOnNode:
+    """One attempt on one node; created by cluster_run (``ray.remote(AttemptOnNode)``)."""
+
+    def __init__(self, plan: NodePlan, tag: str) -> None:
+        self.plan = plan
+        # Before anything starts: every process of the attempt inherits the tag.
+        os.environ[ATTEMPT_NODE_VAR] = tag
+        self.reaper = ProcessReaper(ATTEMPT_NODE_VAR, tag)
+        self.reaper.start()
+
+    async def where(self) -> str:
+        """This node (answered once the actor is placed and started)."""
+        return node_name()
+
+    async def run(self, task_id: str, k: int, retry: bool) -> tuple[str, Any]:
+        """("ok", `NodeOutcome`) or ("error", the `LeanrigError` shipped): a node that
+        cannot run attempts (no harness, another Lean) says why."""
+        try:
+            return "ok", await self._run(task_id, k, retry)
+        except LeanrigError as exc:
+            return "error", ship(exc)
+        finally:
+            self.reaper.close()  # whatever of the attempt is still alive goes now
+
+    async def _run(self, task_id: str, k: int, retry: bool) -> NodeOutcome:
+        plan = self.plan
+        options = plan.options
+        if options.max_processes is None:  # one lean_slots unit: one Lean server
+            options = dataclasses.replace(options, max_processes=1)
+        suite = await anyio.to_thread.run_sync(suite_here, plan)
+        install = await anyio.to_thread.run_sync(
+            lambda: find_lean(suite.root, explicit=options.lean)
+        )
+        if install.version != plan.lean_version:
+            raise RunError(
+                f"{node_name()} runs Lean {install.version}; the run records {plan.lean_version}",
+                hint="the same toolchain on every node (docs/scale-out.md)",
+            )
+        library = await anyio.to_thread.run_sync(library_dir, suite, install)
+        if options.condition == "lad":
+            (await prepare_library(suite, install, library)).close()
+        harness = await anyio.to_thread.run_sync(node_harness, plan.harness, options)
+        words = [] if harness is not None else agent_words(options.agent)
+        run_dir = Path(tempfile.mkdtemp(prefix="leanrig-attempt-"))
+        runner = Runner(options, suite, install, library, run_dir, words, harness, plan.route)
+        try:
+            sandbox = await anyio.to_thread.run_sync(
+                lambda: agent_sandbox(network=runner.network == "all", mounts=())
+            )
+            runner.isolated = sandbox is not None
+            async with gateway_client() as client:
+                runner.client = client
+                outcome = await runner.attempt_once(suite.task(task_id), k, retry)
+            root = run_dir / "attempts" / task_id / (f"{k}-retry" if retry else str(k))
+            files, left_out = await anyio.to_thread.run_sync(pack_attempt, root)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(shutil.rmtree, run_dir, True)
+                await anyio.to_thread.run_sync(shutil.rmtree, runner.socket_root, True)
+        return NodeOutcome(outcome, files, left_out, node_name(), runner.isolated)
+
+
+__all__ = [
+    "ATTEMPT_NODE_VAR",
+    "AttemptOnNode",
+    "NodeOutcome",
+    "NodePlan",
+    "node_name",
+    "pack_attempt",
+    "suite_files",
+    "suite_here",
+]

@@ -1,0 +1,259 @@
+"""`leanrig run --ray`: each attempt placed on a node of a local two-node Ray cluster
+(`ray.cluster_utils.Cluster`, one ``lean_slots`` per node), run as a user types it — a
+subprocess from a temporary working directory, the demo suite at a relative path, the sandbox
+on where bwrap works.
+
+- the demo suite with the search agent, ``--parallel 4``: both nodes used, every verdict equal
+  to a local run's, each attempt's records home (ledger, transcript, final body, workspace);
+- Ctrl-C mid-run: exit 130, no attempt's process left on any node, ``--resume`` finishes;
+- a node added, then killed mid-run: every attempt ends with one results line, and those it
+  held say they were retried (from a fresh invocation, on a live node).
+
+Runs in `make test` when the `ray` extra is installed; skipped (and reported) without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import pytest
+
+from .test_as_typed import DEMO, SUITE, leanrig_exe, sandbox_or_skip
+
+ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(150)]
+
+ATTEMPT_VAR = "LEANRIG_RAY_ATTEMPT"  # what every process of an attempt on a node carries
+
+
+def search_agent(delay: float = 0.0) -> str:
+    """The model-free search agent as `--agent`; ``delay``: it first sleeps (an attempt that
+    holds its node long enough to be interrupted there)."""
+    search = f"{leanrig_exe()} agent search --mcp-config"
+    if not delay:
+        return f"{search} {{mcp_config}}"
+    return f"sh -c 'sleep {delay}; exec {search} \"$0\"' {{mcp_config}}"
+
+
+def run_argv(out: str, *extra: str, agent: str | None = None) -> list[str]:
+    return [str(leanrig_exe()), "run", "--suite", SUITE, "--agent", agent or search_agent(),
+            "--time-limit", "60", "--model", "none", "--quiet", "--out", out,
+            *extra]  # fmt: skip
+
+
+def results(run_dir: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines()]
+
+
+def attempt_processes() -> list[psutil.Process]:
+    """Processes of attempts placed on a node (the agent, its relay, Lean: each carries the
+    attempt's tag) and the attempts' actors themselves."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if ATTEMPT_VAR in proc.environ() or "AttemptOnNode" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def agent_on(raylet: int) -> bool:
+    """Is an attempt's process (its agent, relay or Lean) running on the node of ``raylet``?"""
+    for proc in attempt_processes():
+        try:
+            if ATTEMPT_VAR in proc.environ() and on_node(proc, raylet):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def raylet_pid(node: Any) -> int:
+    (info,) = node.all_processes["raylet"]
+    return int(info.process.pid)
+
+
+def on_node(proc: psutil.Process, raylet: int) -> bool:
+    try:
+        return any(p.pid == raylet for p in proc.parents())
+    except psutil.Error:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """Head + one worker node, 1 lean_slots each, small and without a dashboard."""
+    c: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    c.add_node(num_cpus=1, resources={"lean_slots": 1})
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        procs = []
+        for node in c.list_all_nodes():
+            for infos in node.all_processes.values():
+                for info in infos:
+                    if info.process is not None:
+                        try:
+                            proc = psutil.Process(info.process.pid)
+                            procs += [proc, *proc.children(recursive=True)]
+                        except psutil.Error:
+                            pass
+        c.shutdown()
+        _, alive = psutil.wait_procs(procs, timeout=15)
+        assert alive == [], f"Ray processes outlived the cluster: {alive}"
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    sandbox_or_skip()
+    shutil.copytree(DEMO, tmp_path / SUITE)
+    return tmp_path
+
+
+def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path) -> None:
+    argv = run_argv("on-ray", "--parallel", "4", "--ray", cluster.address)
+    placed = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    local = subprocess.run(run_argv("local", "--parallel", "2"), cwd=cwd, capture_output=True,
+                           text=True, timeout=120, check=False)  # fmt: skip
+    out, err = placed.communicate(timeout=140)
+    assert placed.returncode == 0, err[-3000:]
+    assert local.returncode == 0, local.stderr[-3000:]
+    summary = orjson.loads(out.strip().splitlines()[-1])
+    on_ray, here = results(cwd / "on-ray"), results(cwd / "local")
+    tasks = {t["id"] for t in orjson.loads((cwd / "local" / "run.json").read_bytes())["tasks"]}
+    assert [r["task"] for r in on_ray].count("and_swap") == 1
+    assert {r["task"] for r in on_ray} == tasks and len(on_ray) == len(tasks)
+    assert {r["task"]: r["accepted"] for r in on_ray} == {r["task"]: r["accepted"] for r in here}
+    assert any(r["accepted"] for r in on_ray) and not all(r["accepted"] for r in on_ray)
+    # Both nodes took attempts, and each line names its node.
+    nodes = {r["node"] for r in on_ray}
+    assert len(nodes) == 2 and None not in nodes, nodes
+    assert len(summary["nodes"]) == 2 and summary["placement_s_median"] > 0, summary
+    assert not any(r["infra_retry"] for r in on_ray)
+    info = orjson.loads((cwd / "on-ray" / "run.json").read_bytes())
+    assert info["cluster"]["address"] == cluster.address and len(info["cluster"]["nodes"]) == 2
+    # Records came home: each attempt's directory as a local run writes it, the run's ledger
+    # holds every attempt's tool calls, and a solved task's final body is its submission.
+    for r in on_ray:
+        attempt = cwd / "on-ray" / "attempts" / r["task"] / "1"
+        assert (attempt / "agent.log").is_file() and (attempt / "ledger.jsonl").is_file()
+        assert (attempt / "workspace" / "Submission.lean").is_file()
+        assert (attempt / "workspace" / "PROMPT.md").is_file()
+        assert list((attempt / "serve").glob("submission-*.json")), attempt
+        assert r["tool_calls"] > 0
+    ledger = (cwd / "on-ray" / "ledger.jsonl").read_bytes().splitlines()
+    each = [(cwd / "on-ray" / "attempts" / r["task"] / "1" / "ledger.jsonl").read_bytes()
+            for r in on_ray]  # fmt: skip
+    assert sorted(ledger) == sorted(line for data in each for line in data.splitlines())
+    solved = next(r for r in on_ray if r["accepted"])
+    body = cwd / "on-ray" / "attempts" / solved["task"] / "1" / "workspace" / "Submission.lean"
+    assert "sorry" not in body.read_text()
+    # `leanrig report` reads it as any run.
+    report = subprocess.run([str(leanrig_exe()), "report", "on-ray", "--out", "report"],
+                            cwd=cwd, capture_output=True, text=True, timeout=120,
+                            check=False)  # fmt: skip
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert attempt_processes() == []
+
+
+def test_ctrl_c_leaves_no_process_on_any_node_and_resume_finishes(cluster: Any, cwd: Path) -> None:
+    agent = search_agent(delay=6)
+    argv = run_argv("stopped", "--parallel", "2", "--ray", cluster.address, "--tasks",
+                    "refl_z,and_swap", agent=agent)  # fmt: skip
+    run = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    try:
+        # Both nodes hold an attempt whose agent is running.
+        raylets = [raylet_pid(n) for n in cluster.list_all_nodes()]
+        wait_for(lambda: all(agent_on(r) for r in raylets), 60, "an agent running on each node")
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err[-3000:]
+    assert "--resume" in err
+    left = wait_for(lambda: attempt_processes() == [] or None, 30, "every attempt process gone")
+    assert left
+    assert not (cwd / "stopped" / "results.jsonl").exists() or results(cwd / "stopped") == []
+    resumed = subprocess.run(
+        run_argv("stopped", "--parallel", "2", "--ray", cluster.address, "--resume",
+                 agent=agent),
+        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    done = results(cwd / "stopped")
+    assert sorted(r["task"] for r in done) == ["and_swap", "refl_z"]
+    assert all(r["accepted"] for r in done), done
+
+
+def test_a_node_killed_mid_run_retries_its_attempts_once_elsewhere(cluster: Any, cwd: Path) -> None:
+    added = cluster.add_node(num_cpus=1, resources={"lean_slots": 1})
+    cluster.wait_for_nodes()
+    tasks = "refl_z,and_swap,add_zero,true_intro,length_one,or_swap"
+    argv = run_argv("killed", "--parallel", "3", "--ray", cluster.address, "--tasks", tasks,
+                    agent=search_agent(delay=6))  # fmt: skip
+    run = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    try:
+        raylet = raylet_pid(added)
+        wait_for(lambda: agent_on(raylet), 60, "an agent running on the added node")
+        cluster.remove_node(added, allow_graceful=False)
+        out, err = run.communicate(timeout=140)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err[-3000:]
+    lines = results(cwd / "killed")
+    # One line per attempt, none twice (a dead attempt's files never reach results.jsonl).
+    assert sorted(r["task"] for r in lines) == sorted(tasks.split(","))
+    retried = [r for r in lines if r["infra_retry"]]
+    assert retried, lines
+    for r in retried:
+        assert any("was lost" in why for why in r["infra_failures"]), r
+        assert r["node"] is not None and r["accepted"] is not None
+        assert (cwd / "killed" / "attempts" / r["task"] / "1-retry" / "agent.log").is_file()
+    summary = orjson.loads(out.strip().splitlines()[-1])
+    assert summary["infra_retries"] == len(retried)
+    assert {r["task"]: r["accepted"] for r in lines} == {
+        t: t != "or_swap" for t in tasks.split(",")
+    }
+    assert wait_for(lambda: attempt_processes() == [] or None, 30, "no attempt process left")
+
+
+def test_without_lean_slots_the_run_says_what_to_start(cwd: Path, cluster: Any) -> None:
+    done = subprocess.run(
+        run_argv("big", "--ray", cluster.address, "--attempt-memory", "64T"),
+        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "offers a lean_slots unit" in done.stderr and "--attempt-memory" in done.stderr
