@@ -20,6 +20,7 @@ from lsp_bridge.proctree import TOKEN_VAR, read_environ, token_of
 TIERS: dict[str, tuple[str, ...]] = {
     # pure functions and in-process fakes: no Lean, no subprocess
     "unit": ("test_architecture", "test_attempt_state", "test_calls", "test_catalogue",
+             "test_cluster_attempts",
              "test_completeness", "test_node_routing",
              "test_body_bounds", "test_harness_presets", "test_header", "test_lean_text",
              "test_metrics", "test_minimal_edit", "test_model_gateway", "test_positions",

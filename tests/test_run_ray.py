@@ -7,7 +7,9 @@ on where bwrap works.
   to a local run's, each attempt's records home (ledger, transcript, final body, workspace);
 - Ctrl-C mid-run: exit 130, no attempt's process left on any node, ``--resume`` finishes;
 - a node added, then killed mid-run: every attempt ends with one results line, and those it
-  held say they were retried (from a fresh invocation, on a live node).
+  held say they were retried (from a fresh invocation, on a live node);
+- Codex through each attempt's gateway on its node: tokens, calls and network policy as a
+  local run's.
 
 Runs in `make test` when the `ray` extra is installed; skipped (and reported) without it.
 """
@@ -28,6 +30,7 @@ import psutil
 import pytest
 
 from .test_as_typed import DEMO, SUITE, leanrig_exe, sandbox_or_skip
+from .test_harness_runs import harnesses_or_skip, model_serve, plan
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -257,3 +260,45 @@ def test_without_lean_slots_the_run_says_what_to_start(cwd: Path, cluster: Any) 
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert "offers a lean_slots unit" in done.stderr and "--attempt-memory" in done.stderr
+
+
+def test_a_harness_on_the_cluster_meters_its_model_as_a_local_run(cluster: Any, cwd: Path) -> None:
+    """Codex through the attempt's own gateway on its node: the same tokens, calls and network
+    policy as the same attempts run here, and the model calls' records home."""
+    harnesses_or_skip()
+    (cwd / "plan.json").write_text(orjson.dumps(plan("baseline")).decode())
+    model = model_serve(cwd, "plan.json", "served.jsonl")
+    try:
+        common = ("--harness", "codex", "--model", "replay", "--model-endpoint", model.url,
+                  "--tasks", "and_swap,eq_symm", "--parallel", "2")  # fmt: skip
+        argv = [a for a in run_argv("x") if a not in ("--agent", search_agent(), "--model",
+                                                      "none")]  # fmt: skip
+        here, there = [[*argv[:-1], out, *common, *extra] for out, extra in
+                       (("local", ()), ("on-ray", ("--ray", cluster.address)))]  # fmt: skip
+        placed = subprocess.Popen(there, cwd=cwd, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        local = subprocess.run(here, cwd=cwd, capture_output=True, text=True, timeout=140,
+                               check=False)  # fmt: skip
+        _, err = placed.communicate(timeout=140)
+    finally:
+        model.stop()
+    assert local.returncode == 0 and placed.returncode == 0, (local.stderr[-2000:], err[-2000:])
+    # The same metering: the gateway's counts equal what the harness itself reported
+    # (usage_mismatch empty) and the local run's, but for the input's paths (the prompt names
+    # the attempt's workspace: a node's is another directory).
+    metered = ("accepted", "usage_source", "model_calls", "output_tokens", "usage_mismatch")
+    by_task = [{r["task"]: r for r in results(cwd / d)} for d in ("local", "on-ray")]
+    assert sorted(by_task[0]) == sorted(by_task[1]) == ["and_swap", "eq_symm"]
+    for task, r in by_task[1].items():
+        mine = by_task[0][task]
+        assert {k: r[k] for k in metered} == {k: mine[k] for k in metered}, (r, mine)
+        assert r["accepted"] and r["model_calls"] and r["usage_mismatch"] == [], r
+        assert abs(r["input_tokens"] - mine["input_tokens"]) < 0.01 * mine["input_tokens"]
+        assert r["harness_usage"]["input_tokens"] == r["input_tokens"]
+        assert r["model_s"] > 0 and r["node"] is not None
+    for d in ("local", "on-ray"):
+        info = orjson.loads((cwd / d / "run.json").read_bytes())
+        assert info["agent_network"] == "model", info
+    for task in ("and_swap", "eq_symm"):
+        attempt = cwd / "on-ray" / "attempts" / task / "1"
+        assert (attempt / "model_calls.jsonl").is_file() and (attempt / "harness.json").is_file()
