@@ -25,6 +25,7 @@ BENCHES = {
     "ray": "bench.bench_ray",
     "gateway": "bench.bench_gateway",
     "queries": "bench.bench_queries",
+    "run_ray": "bench.bench_run_ray",
 }
 
 

@@ -4,6 +4,7 @@ registered in bench/__main__.py, and the summary step `make bench` ends with."""
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from agent_tools.runs import percentile
 from bench import bench_lsp
 from bench.__main__ import render_summary
-from bench.common import summarize
+from bench.common import DEMO, summarize
 from bench.ts_mcp import TsClientUnavailable
 
 
@@ -247,6 +248,36 @@ def smoke_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return {name: {"Ray (1 node, same machine)": row} for name, row in remote.items()}
 
 
+def smoke_run_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """`leanrig run --ray` on a one-node cluster, two tasks without think time, beside the
+    same run here."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+    from ray.cluster_utils import Cluster
+
+    from bench import bench_run_ray
+
+    suite = Path(shutil.copytree(DEMO, tmp_path / "demo"))
+    tasks = ["refl_z", "and_swap"]
+
+    def measure(name: str, ray: str | None) -> dict[str, Any]:
+        return anyio.run(lambda: bench_run_ray.measure(suite, tmp_path / name, tasks=tasks,
+                                                       parallel=2, delay=0, ray=ray),
+                         backend="asyncio")  # fmt: skip
+
+    local = measure("local", None)
+    cluster: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    try:
+        placed = measure("ray", cluster.address)
+    finally:
+        cluster.shutdown()
+    assert local["verdicts"] == placed["verdicts"] == {"refl_z": True, "and_swap": True}
+    assert len(placed["nodes"]) == 1 and placed["placement"]["n"] == 2, placed
+    return {"overhead": {"local": local["overhead"], "Ray": placed["overhead"]}}
+
+
 def smoke_gateway(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A few calls each way; the gateway's rows beside the direct ones."""
     from bench import bench_gateway
@@ -283,11 +314,13 @@ SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     "ray": smoke_ray,
     "gateway": smoke_gateway,
     "queries": smoke_queries,
+    "run_ray": smoke_run_ray,
 }
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=[pytest.mark.ray] if n == "ray" else []) for n in SMOKES]
+    "name",
+    [pytest.param(n, marks=[pytest.mark.ray] if n in ("ray", "run_ray") else []) for n in SMOKES],
 )
 def test_the_benchmark_runs_small_and_summarizes(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -140,7 +140,8 @@ def cwd(tmp_path: Path) -> Path:
 
 
 def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path) -> None:
-    argv = run_argv("on-ray", "--parallel", "4", "--ray", cluster.address)
+    argv = run_argv("on-ray", "--parallel", "4", "--ray", cluster.address,
+                    "--attempt-memory", "512M")  # fmt: skip
     placed = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)  # fmt: skip
     local = subprocess.run(run_argv("local", "--parallel", "2"), cwd=cwd, capture_output=True,
@@ -161,7 +162,9 @@ def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path
     assert len(summary["nodes"]) == 2 and summary["placement_s_median"] > 0, summary
     assert not any(r["infra_retry"] for r in on_ray)
     info = orjson.loads((cwd / "on-ray" / "run.json").read_bytes())
-    assert info["cluster"]["address"] == cluster.address and len(info["cluster"]["nodes"]) == 2
+    assert info["cluster"] == {"address": cluster.address, "attempt_memory_mb": 512,
+                               "nodes": info["cluster"]["nodes"]}  # fmt: skip
+    assert len(info["cluster"]["nodes"]) == 2
     # Records came home: each attempt's directory as a local run writes it, the run's ledger
     # holds every attempt's tool calls, and a solved task's final body is its submission.
     for r in on_ray:
