@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,3 +306,35 @@ def test_a_harness_on_the_cluster_meters_its_model_as_a_local_run(cluster: Any, 
     for task in ("and_swap", "eq_symm"):
         attempt = cwd / "on-ray" / "attempts" / task / "1"
         assert (attempt / "model_calls.jsonl").is_file() and (attempt / "harness.json").is_file()
+
+
+def test_an_agent_on_a_node_cannot_reach_the_starting_machine_s_run_directory(
+    cluster: Any, cwd: Path, request: pytest.FixtureRequest
+) -> None:
+    """The nodes here are the starting machine: an agent that writes a forged results line and
+    reads the run's files (its path given to it) finds neither; its attempt counts as the
+    search agent's after it. (The run directory is in the user's home, which agents may write:
+    the agent's /tmp and /var/tmp are its own, the rest of the file system read-only.)"""
+    run_dir = Path(tempfile.mkdtemp(prefix="leanrig-test-run-", dir=Path.home())) / "guarded"
+    request.addfinalizer(lambda: shutil.rmtree(run_dir.parent, ignore_errors=True))
+    forged = orjson.dumps({"v": 1, "task": "refl_z", "difficulty": 1, "accepted": True,
+                           "invocation_s": 0}).decode()  # fmt: skip
+    script = cwd / "cheat.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo '{forged}' >> {run_dir}/results.jsonl\n"
+        f"ls {run_dir}\n"
+        f'exec {leanrig_exe()} agent search --mcp-config "$1"\n'
+    )
+    script.chmod(0o755)
+    done = subprocess.run(
+        run_argv(str(run_dir), "--ray", cluster.address, "--tasks", "eq_symm",
+                 agent=f"{script} {{mcp_config}}"),
+        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = results(run_dir)
+    assert line["task"] == "eq_symm" and line["accepted"] is False and line["node"]
+    log = (run_dir / "attempts" / "eq_symm" / "1" / "agent.log").read_text()
+    # What it saw there was its own empty directory (where its write went), not the run's.
+    assert "run.json" not in log and "started" not in log, log

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import shlex
 import shutil
 import socket
 import tarfile
@@ -71,6 +72,8 @@ class NodePlan:
     lean_version: str
     harness: HarnessSetup | None  # the starting machine's (its version is what the run records)
     route: ModelRoute | None
+    words: tuple[str, ...] = ()  # the agent command as resolved there (its program absolute)
+    home: Path | None = None  # the run directory there: hidden from agents on that machine
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +183,7 @@ def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessS
     """The harness program on this node, of the version the run records."""
     if expected is None:
         return None
-    program = find_harness(expected.name, options.harness_bin)
+    program = find_harness(expected.name, options.harness_bin)  # (absolute: see cluster_run)
     version = harness_version(program)
     if version != expected.version:
         raise RunError(
@@ -232,9 +235,13 @@ class AttemptOnNode:
         if options.condition == "lad":
             (await prepare_library(suite, install, library)).close()
         harness = await anyio.to_thread.run_sync(node_harness, plan.harness, options)
-        words = [] if harness is not None else agent_words(options.agent)
+        # (As resolved on the starting machine: a relative program is relative to where
+        # `leanrig run` was typed, not to this actor's directory. Checked again here.)
+        words = [] if harness is not None else agent_words(shlex.join(plan.words))
         run_dir = Path(tempfile.mkdtemp(prefix="leanrig-attempt-"))
-        runner = Runner(options, suite, install, library, run_dir, words, harness, plan.route)
+        hide = [plan.home] if plan.home is not None else []
+        runner = Runner(options, suite, install, library, run_dir, words, harness, plan.route,
+                        hide=hide)  # fmt: skip
         try:
             sandbox = await anyio.to_thread.run_sync(
                 lambda: agent_sandbox(network=runner.network == "all", mounts=())

@@ -117,29 +117,34 @@ class ClusterAttempts:
     @asynccontextmanager
     async def joined(cls, runner: Runner) -> AsyncIterator[ClusterAttempts]:
         options = runner.options
-        assert options.ray is not None
+        address = options.ray
+        assert address is not None
         if options.service is not None:
             raise RunError("a service factory cannot be sent to cluster nodes")
         memory = memory_mb(options, runner)
-        async with joined_cluster(RayOptions(address=options.ray)) as ray:
+        async with joined_cluster(RayOptions(address=address)) as ray:
             nodes = lean_nodes(await anyio.to_thread.run_sync(ray.nodes), memory)
             if not nodes:
                 raise RunError(
-                    f"no node of the cluster at {options.ray} offers a {RESOURCE} unit with "
+                    f"no node of the cluster at {address} offers a {RESOURCE} unit with "
                     f"{memory} MB of memory",
                     hint="start nodes with `ray start ... --resources '{\"lean_slots\": N}'` "
                     "(docs/scale-out.md), or lower --attempt-memory",
                 )
             suite = runner.suite
+            if options.harness_bin is not None and runner.harness is not None:
+                # (A relative --harness-bin is relative to where `leanrig run` was typed.)
+                options = dataclasses.replace(options, harness_bin=runner.harness.program)
             plan = NodePlan(
                 options=options, suite_root=suite.root.resolve(), suite_hash=runner.suite_hash,
                 suite_files=suite_files(suite), lean_version=runner.install.version,
-                harness=runner.harness, route=runner.route,
+                harness=runner.harness, route=runner.route, words=tuple(runner.words),
+                home=runner.run_dir,
             )  # fmt: skip
             ref = await anyio.to_thread.run_sync(ray.put, plan)
-            runner.cluster = ClusterInfo(address=options.ray, attempt_memory_mb=memory,
+            runner.cluster = ClusterInfo(address=address, attempt_memory_mb=memory,
                                          nodes=nodes)  # fmt: skip
-            log.info("run.cluster", address=options.ray, nodes=nodes, memory_mb=memory)
+            log.info("run.cluster", address=address, nodes=nodes, memory_mb=memory)
             yield cls(ray, runner, ref, memory)
 
     async def attempt(self, task: Task, k: int, progress: RunProgress) -> AttemptOutcome:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,7 +144,10 @@ class Runner:
         words: list[str],
         harness: HarnessSetup | None = None,
         route: ModelRoute | None = None,
+        hide: Sequence[Path] = (),
     ) -> None:
+        """``hide``: more paths the agent must not reach (on a cluster node: the starting
+        machine's run directory, when the node is that machine)."""
         # Resolved once, before any agent runs: a link on the way (`~/.cache` pointing at
         # another disk) is in a directory the agent may write, and repointed it would hand the
         # verdicts another Lean or library.
@@ -182,6 +185,7 @@ class Runner:
         self.network = network_policy(options)
         self.hidden = hidden_paths(suite, lad=options.condition == "lad", trusted=self.trusted,
                                    run_dir=run_dir, socket_parent=self.socket_parent)  # fmt: skip
+        self.hidden += [p for p in hide if p.exists() and p not in self.hidden]
         self.agent_sandbox = RunSandbox(
             trusted=self.trusted, suite=suite.root.resolve(), run_dir=run_dir,
             socket_parent=self.socket_parent, hidden=self.hidden, network=self.network == "all",
