@@ -28,6 +28,7 @@ import os
 import shlex
 import shutil
 import socket
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -140,13 +141,10 @@ def suite_here(plan: NodePlan) -> Suite:
 
 def node_name() -> str:
     """This node as records name it: host (Ray node id, short)."""
-    node_id = os.environ.get("RAY_NODE_ID", "")
-    try:
-        import ray
-
+    node_id = ""
+    ray = sys.modules.get("ray")  # (imported in a Ray worker; never imported for this)
+    if ray is not None and ray.is_initialized():
         node_id = ray.get_runtime_context().get_node_id()
-    except Exception:  # (outside a Ray worker: the host alone)
-        pass
     return f"{socket.gethostname()} ({node_id[:12]})" if node_id else socket.gethostname()
 
 
