@@ -122,6 +122,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "overhead": {name: r["overhead"] for name, r in rows.items()},
         "placement": {name: r["placement"] for name, r in rows.items() if r["placement"]},
         "ratios": {
+            "attempts_per_min": {name: r["attempts_per_min"] for name, r in rows.items()},
             "two_nodes_vs_one_throughput": round(
                 two["attempts_per_min"] / one["attempts_per_min"], 2
             ),
@@ -131,7 +132,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             "both nodes share this machine's 2 cores: the 2-node row measures the cluster's "
             "capacity for attempts waiting on their model (the think time), not more CPU",
             "placement is per attempt: a fresh actor (a worker process and leanrig's imports "
-            "there, ~1.1 s of it) — the price of a clean process per attempt",
+            "there, ~1.1 s of it) — the price of a clean process per attempt; on 1 node it "
+            "also holds the wait for the node's one unit (parallel 2)",
         ],
     }
     write_result("run_ray", result)
