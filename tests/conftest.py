@@ -41,12 +41,12 @@ TIERS: dict[str, tuple[str, ...]] = {
             "test_network_servers", "test_runner", "test_runner_faults",
             "test_runner_isolation", "test_server_heap", "test_suite_authoring"),
     # spawn loops, Ray, bench smoke, crash and fault injection at scale
-    "stress": ("test_as_typed_ray", "test_bench_smoke", "test_lsp_faults", "test_ray_cluster",
-               "test_run_ray"),
+    "stress": ("test_as_typed_ray", "test_bench_smoke", "test_doctor_ray", "test_lsp_faults",
+               "test_ray_cluster", "test_run_ray"),
 }  # fmt: skip
 TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_bench_smoke": "ray",
-                 "test_run_ray": "ray"}  # fmt: skip
+                 "test_doctor_ray": "ray", "test_run_ray": "ray"}  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

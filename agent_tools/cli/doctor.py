@@ -60,7 +60,7 @@ class DoctorReport:
         return asdict(self)
 
 
-async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
+async def _smoke(install: LeanInstall, deadline: float) -> tuple[bool, float, str]:
     with tempfile.TemporaryDirectory(prefix="leanrig-doctor-") as tmp:
         suite_dir = Path(tmp) / "suite"
         suite_dir.mkdir()
@@ -70,13 +70,13 @@ async def _smoke(install: LeanInstall) -> tuple[bool, float, str]:
             suite=suite_dir, run_dir=Path(tmp) / "runs", max_processes=1, lean=str(install.lean)
         )
         started = time.perf_counter()
-        with anyio.fail_after(SMOKE_DEADLINE):
+        with anyio.fail_after(deadline):
             async with open_service(options) as service:
-                deadline = service.step_timeout
+                step = service.step_timeout
 
                 async def elaborate(slot: Slot) -> tuple[list[str], str, str]:
-                    report = await slot.elaborate(SMOKE_TEXT, timeout=deadline)
-                    goal = await slot.plain_term_goal(SMOKE_GOAL_AT, timeout=deadline)
+                    report = await slot.elaborate(SMOKE_TEXT, timeout=step)
+                    goal = await slot.plain_term_goal(SMOKE_GOAL_AT, timeout=step)
                     return [e.message for e in report.errors], goal.status, goal.goal
 
                 key = service.pool.key_for(SMOKE_TEXT)
@@ -97,30 +97,46 @@ def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+@dataclass(frozen=True, slots=True)
+class SmokeResult:
+    ok: bool
+    ms: float | None  # None: it did not get as far as a verdict
+    detail: str
+
+
+def smoke_test(install: LeanInstall, deadline: float = SMOKE_DEADLINE) -> SmokeResult:
+    """The smoke test on ``install``, from synchronous code (it runs its own event loop): the
+    local doctor calls it here, `leanrig doctor --ray` on every node (node_check.py)."""
+    try:
+        ok, ms, detail = anyio.run(_smoke, install, deadline)
+    except LeanrigError as exc:
+        return SmokeResult(False, None, f"smoke test failed: {exc}")
+    except TimeoutError:
+        return SmokeResult(False, None, f"smoke test did not finish within {deadline:g} s")
+    return SmokeResult(ok, round(ms, 1), detail)
+
+
+def sandbox_note(bwrap: str | None) -> str:
+    """Why Lean runs with rlimits only ("" when bwrap works): ``bwrap`` is what
+    `sandbox_tools` found usable."""
+    if bwrap is not None:
+        return ""
+    if shutil.which("bwrap"):
+        return "bwrap is installed but cannot create namespaces here: Lean runs with rlimits only"
+    return "bwrap not found: Lean processes run with rlimits only (no namespaces)"
+
+
 def run_doctor() -> DoctorReport:
     tools = sandbox_tools()
     bwrap, prlimit = tools["bwrap"], tools["prlimit"]
-    sandbox_note = ""
-    if bwrap is None:
-        sandbox_note = (
-            "; bwrap is installed but cannot create namespaces here: Lean runs with rlimits only"
-            if shutil.which("bwrap")
-            else "; bwrap not found: Lean processes run with rlimits only (no namespaces)"
-        )
+    note = sandbox_note(bwrap)
     try:
         install = find_lean()
     except LeanrigError as exc:
         return DoctorReport(
             None, None, None, None, None, None, bwrap, prlimit, False, None, str(exc)
         )
-    ms: float | None
-    try:
-        ok, ms, detail = anyio.run(_smoke, install)
-    except LeanrigError as exc:
-        ok, ms, detail = False, None, f"smoke test failed: {exc}"
-    except TimeoutError:
-        ok, ms, detail = False, None, f"smoke test did not finish within {SMOKE_DEADLINE:g} s"
-    detail += sandbox_note
+    smoke = smoke_test(install)
     return DoctorReport(
         lean_path=str(install.lean),
         lean_version=install.version,
@@ -130,7 +146,7 @@ def run_doctor() -> DoctorReport:
         lake=str(install.lake) if install.lake else None,
         bwrap=bwrap,
         prlimit=prlimit,
-        smoke_ok=ok,
-        smoke_ms=round(ms, 1) if ms is not None else None,
-        detail=detail,
+        smoke_ok=smoke.ok,
+        smoke_ms=smoke.ms,
+        detail=smoke.detail + (f"; {note}" if note else ""),
     )

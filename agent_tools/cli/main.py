@@ -31,6 +31,13 @@ def _cmd_bootstrap(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    if args.ray is not None:
+        return _cmd_doctor_ray(args)
+    given = [o for o, v in (("--suite", args.suite), ("--harness", args.harness),
+                            ("--harness-bin", args.harness_bin)) if v is not None]  # fmt: skip
+    if given:
+        raise LeanrigError(f"{', '.join(given)}: what every node of a cluster must have",
+                           hint="add --ray ADDRESS (or --ray auto)")  # fmt: skip
     from .doctor import run_doctor
 
     report = run_doctor()
@@ -43,6 +50,24 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print("leanrig: no usable Lean. Run `make setup` or set LEANRIG_LEAN.", file=sys.stderr)
         return 2
     return 0 if report.smoke_ok else 1
+
+
+def _cmd_doctor_ray(args: argparse.Namespace) -> int:
+    from .doctor_cluster import run_cluster_doctor
+
+    if args.harness_bin is not None and args.harness is None:
+        raise LeanrigError("--harness-bin: whose program?", hint="add --harness claude-code|codex")
+    report = run_cluster_doctor(
+        args.ray,
+        suite=Path(args.suite).absolute() if args.suite is not None else None,
+        harness=args.harness,
+        harness_bin=Path(args.harness_bin).absolute() if args.harness_bin is not None else None,
+    )
+    if args.json:
+        print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -215,8 +240,20 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--quiet", action="store_true")
     boot.set_defaults(func=_cmd_bootstrap)
 
-    doctor = command("doctor", help="which Lean, its mode, sandbox tools, smoke test")
+    doctor = command("doctor", help="which Lean, its mode, sandbox tools, smoke test; with "
+                     "--ray: every node of a Ray cluster")  # fmt: skip
     doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--ray", metavar="ADDRESS", help="check every alive node of the Ray "
+                        "cluster at ADDRESS (or auto) for `leanrig run --ray` "
+                        "(docs/scale-out.md)")  # fmt: skip
+    doctor.add_argument("--suite", metavar="DIR", help="with --ray: the suite the run will use "
+                        "(same path and content on every node, or a prelude suite shipped with "
+                        "the run)")  # fmt: skip
+    doctor.add_argument("--harness", choices=["claude-code", "codex"],
+                        help="with --ray: the harness the run will use (same version on every "
+                        "node)")  # fmt: skip
+    doctor.add_argument("--harness-bin", metavar="PATH", help="with --harness: its program "
+                        "(default: PATH, `make harnesses`)")  # fmt: skip
     doctor.set_defaults(func=_cmd_doctor)
 
     demo = command("demo", help="a scripted agent solving a demo task over MCP")

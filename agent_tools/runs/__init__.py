@@ -15,6 +15,10 @@ from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
     from .attempt_dir import SERVER_NAME as SERVER_NAME
+    from .harness import HarnessError as HarnessError
+    from .harness import HarnessName as HarnessName
+    from .harness import find_harness as find_harness
+    from .harness import harness_version as harness_version
     from .ledger_report import ReportError as ReportError
     from .ledger_report import benchmark_metrics as benchmark_metrics
     from .ledger_report import percentile as percentile
