@@ -11,6 +11,7 @@ about slots beyond the actor's methods.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,6 +44,24 @@ def import_ray() -> Any:
     return ray
 
 
+REACH_DEADLINE = 10.0  # connecting to HOST:PORT before Ray's join, which retries it for ever
+
+
+def reachable(address: str | None, timeout: float = REACH_DEADLINE) -> None:
+    """`NoCluster` unless ``HOST:PORT`` accepts a connection within ``timeout``: ``ray.init``
+    waits for ever at an address where nothing listens (Ray 2.60: "Failed to connect to GCS",
+    retried every 30 s). ``auto`` and ``ray://`` addresses are Ray's to resolve."""
+    if address is None:
+        return
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise NoCluster(address, exc) from exc
+
+
 @asynccontextmanager
 async def joined_cluster(options: RayOptions) -> AsyncIterator[Any]:
     """``ray``, joined to the cluster at ``options.address`` (unless this process already
@@ -54,6 +73,7 @@ async def joined_cluster(options: RayOptions) -> AsyncIterator[Any]:
     ray = import_ray()
     started_ray = False
     if not ray.is_initialized():
+        await anyio.to_thread.run_sync(reachable, options.address)
         kwargs: dict[str, Any] = {"address": options.address, "namespace": options.namespace,
                                   "log_to_driver": False, **options.init_kwargs}  # fmt: skip
         if options.address is None:

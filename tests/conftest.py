@@ -30,7 +30,8 @@ TIERS: dict[str, tuple[str, ...]] = {
     "lean": ("test_cli", "test_direct_workers", "test_question_tools", "test_trace_points",
              "test_early_barrier",
              "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
-             "test_mcp_lines", "test_oneshot", "test_pool", "test_prefix", "test_serve_run_dir",
+             "test_mcp_lines", "test_oneshot", "test_pool", "test_prefix", "test_reaper",
+             "test_serve_run_dir",
              "test_service", "test_session_probe", "test_slot_health", "test_slow_steps",
              "test_suite", "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses

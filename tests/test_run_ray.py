@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -338,3 +339,17 @@ def test_an_agent_on_a_node_cannot_reach_the_starting_machine_s_run_directory(
     log = (run_dir / "attempts" / "eq_symm" / "1" / "agent.log").read_text()
     # What it saw there was its own empty directory (where its write went), not the run's.
     assert "run.json" not in log and "started" not in log, log
+
+
+def test_an_address_where_no_cluster_listens_is_refused_at_once(cwd: Path) -> None:
+    """Ray's join retried such an address for ever (a run that never started, silent)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    t = time.monotonic()
+    done = subprocess.run(run_argv("nowhere", "--ray", f"127.0.0.1:{port}"), cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2 and time.monotonic() - t < 60, done.stderr[-2000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("leanrig:")]
+    assert f"cannot join a Ray cluster at '127.0.0.1:{port}'" in line, line
+    assert not (cwd / "nowhere" / "results.jsonl").exists()

@@ -13,7 +13,6 @@ node itself (node_check.py does, on the node).
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -23,7 +22,7 @@ from typing import Any
 import anyio
 
 from lsp_bridge import first_line
-from repl_pool import RESOURCE, NoCluster, RayOptions, joined_cluster
+from repl_pool import RESOURCE, RayOptions, joined_cluster
 
 from ..runs import HarnessName
 from .doctor import SMOKE_DEADLINE
@@ -34,7 +33,6 @@ NODE_BUDGET = SMOKE_DEADLINE + 60.0
 # What the walk waits beyond it: scheduling, a worker started for the task, imports.
 ANSWER_MARGIN = 30.0
 CANCEL_GRACE = 15.0  # a late check's unwinding (its reaper waits up to 10 s)
-REACH_DEADLINE = 10.0  # connecting to HOST:PORT before Ray's join, which retries it for ever
 NO_LEAN_SLOTS = (
     f"no alive node offers {RESOURCE}: start the Lean nodes with `ray start ... --resources "
     f"'{{\"{RESOURCE}\": N}}'` (docs/scale-out.md)"
@@ -142,7 +140,6 @@ async def check_cluster(
     seconds on the node; a node that has not answered ``budget + margin`` seconds after it was
     asked has failed (asyncio only: Ray's futures are asyncio futures)."""
     deadline = budget + margin
-    await anyio.to_thread.run_sync(reachable, address)
     async with joined_cluster(RayOptions(address=address)) as ray:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -202,19 +199,6 @@ async def _cancelled(ray: Any, ref: Any) -> None:
             await ref
         except Exception:  # TaskCancelledError, or whatever the interrupted check raised
             pass
-
-
-def reachable(address: str, timeout: float = REACH_DEADLINE) -> None:
-    """`NoCluster` unless ``HOST:PORT`` accepts a connection within ``timeout``: ``ray.init``
-    waits for ever at an address where nothing listens (Ray 2.60: "Failed to connect to GCS",
-    retried every 30 s). ``auto`` and ``ray://`` addresses are Ray's to resolve."""
-    host, sep, port = address.rpartition(":")
-    if address == "auto" or "://" in address or not sep or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as exc:
-        raise NoCluster(address, exc) from exc
 
 
 def _failed_call(exc: Exception, expected: Expected) -> str:
