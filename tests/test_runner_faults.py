@@ -129,8 +129,11 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
     try:
         # No event says "a line was appended" to another process's file: poll, bounded.
         deadline = time.monotonic() + 60
+        # ...and the second attempt under way, its marker written (it is written after the
+        # first's line: on a loaded machine the kill came between the two, nothing under way).
+        second = run_dir / "started" / "and_swap.1"
         while time.monotonic() < deadline and process.poll() is None:
-            if results.exists() and results.read_bytes().count(b"\n") >= 1:
+            if results.exists() and results.read_bytes().count(b"\n") >= 1 and second.exists():
                 break
             time.sleep(0.05)
         assert process.poll() is None, process.communicate()
