@@ -50,6 +50,10 @@ SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_be
                  "test_doctor_ray": "ray", "test_run_ray": "ray"}  # fmt: skip
 
 
+# First: pytest-xdist's own hook reads the xdist_group markers added here (run after it, they
+# were never seen: a module's tests were spread over both workers, test_harness_runs' module
+# fixture — four harness runs, ~90 s — ran on each, and the Ray modules' clusters overlapped).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unknown = sorted({item.path.stem for item in items if item.path.stem not in TIER_OF})
     if unknown:
