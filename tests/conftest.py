@@ -40,7 +40,8 @@ TIERS: dict[str, tuple[str, ...]] = {
             "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
             "test_network_servers", "test_runner", "test_runner_faults",
-            "test_runner_isolation", "test_server_heap", "test_suite_authoring"),
+            "test_runner_isolation", "test_server_heap", "test_suite_authoring",
+            "test_test_grouping"),
     # spawn loops, Ray, bench smoke, crash and fault injection at scale
     "stress": ("test_as_typed_ray", "test_bench_smoke", "test_doctor_ray", "test_lsp_faults",
                "test_ray_cluster", "test_run_ray"),
@@ -50,9 +51,10 @@ SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_be
                  "test_doctor_ray": "ray", "test_run_ray": "ray"}  # fmt: skip
 
 
-# First: pytest-xdist's own hook reads the xdist_group markers added here (run after it, they
-# were never seen: a module's tests were spread over both workers, test_harness_runs' module
-# fixture — four harness runs, ~90 s — ran on each, and the Ray modules' clusters overlapped).
+# First: pytest-xdist's own hook reads the xdist_group markers added here. (Grouping failed
+# silently under pytest 9.2, pytest-dev/pytest-xdist#1386: a module's tests spread over both
+# workers, test_harness_runs' four harness runs, ~90 s, ran on each, the Ray modules' clusters
+# overlapped; constraints.txt pins 9.1.1, tests/test_test_grouping.py checks it.)
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unknown = sorted({item.path.stem for item in items if item.path.stem not in TIER_OF})

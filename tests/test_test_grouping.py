@@ -1,0 +1,30 @@
+"""The suite's own scheduling: under `make test` (`-n 2 --dist loadgroup`) a test module's
+tests run on one worker (its module fixtures start once), and the modules sharing a group
+(tests/conftest.py SHARED_WORKER: those that start a Ray cluster) on one worker too. Under
+pytest 9.2 the grouping silently stopped (pytest-dev/pytest-xdist#1386): test_harness_runs'
+four harness runs ran on both workers."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
+    modules = ["tests/test_metrics.py", "tests/test_results.py", "tests/test_positions.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
+         "-p", "no:cacheprovider", *modules],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    workers: dict[str, set[str]] = defaultdict(set)
+    for worker, module in re.findall(r"\[(gw\d)\].*?PASSED (tests/test_\w+\.py)", done.stdout):
+        workers[module].add(worker)
+    assert set(workers) == set(modules), done.stdout[-2000:]
+    assert all(len(w) == 1 for w in workers.values()), dict(workers)
