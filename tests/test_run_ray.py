@@ -3,8 +3,9 @@
 subprocess from a temporary working directory, the demo suite at a relative path, the sandbox
 on where bwrap works.
 
-- the demo suite with the search agent, ``--parallel 4``: both nodes used, every verdict equal
-  to a local run's, each attempt's records home (ledger, transcript, final body, workspace);
+- docs/scale-out.md's sweep as typed (doctor, the demo suite with the search agent over
+  ``--parallel 4``, report): both nodes used, every verdict equal to a local run's, each
+  attempt's records home (ledger, transcript, final body, workspace);
 - Ctrl-C mid-run: exit 130, no attempt's process left on any node, ``--resume`` finishes;
 - a node added, then killed mid-run: every attempt ends with one results line, and those it
   held say they were retried (from a fresh invocation, on a live node);
@@ -17,6 +18,7 @@ Runs in `make test` when the `ray` extra is installed; skipped (and reported) wi
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,7 +33,7 @@ import orjson
 import psutil
 import pytest
 
-from .test_as_typed import DEMO, SUITE, leanrig_exe, sandbox_or_skip
+from .test_as_typed import DEMO, ROOT, SUITE, leanrig_exe, sandbox_or_skip
 from .test_harness_runs import harnesses_or_skip, model_serve, plan
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
@@ -141,18 +143,33 @@ def cwd(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def sweep_lines() -> list[str]:
+    """docs/scale-out.md's sweep: its `.venv/bin/leanrig` lines (doctor, run, report)."""
+    page = (ROOT / "docs" / "scale-out.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "leanrig run" in b)
+    lines = [x for x in block.replace("\\\n", " ").splitlines() if x.startswith(".venv/bin/")]
+    assert [x.split()[1] for x in lines] == ["doctor", "run", "report"], lines
+    return lines
+
+
 def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path) -> None:
-    argv = run_argv("on-ray", "--parallel", "4", "--ray", cluster.address,
-                    "--attempt-memory", "512M")  # fmt: skip
-    placed = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)  # fmt: skip
+    """docs/scale-out.md's sweep as typed — `doctor --ray auto`, `run … --ray auto --parallel
+    4`, `report` — on the two-node cluster (`auto` finds it through RAY_ADDRESS, as on a
+    machine of a cluster), beside a local run of the same suite."""
+    (cwd / ".venv").symlink_to(ROOT / ".venv")
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    script = "\n".join(sweep_lines())
+    placed = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     local = subprocess.run(run_argv("local", "--parallel", "2"), cwd=cwd, capture_output=True,
                            text=True, timeout=120, check=False)  # fmt: skip
     out, err = placed.communicate(timeout=140)
-    assert placed.returncode == 0, err[-3000:]
+    assert placed.returncode == 0, out[-3000:] + err[-3000:]
     assert local.returncode == 0, local.stderr[-3000:]
-    summary = orjson.loads(out.strip().splitlines()[-1])
-    on_ray, here = results(cwd / "on-ray"), results(cwd / "local")
+    assert "ok: every node (2) passes" in out  # the doctor's verdict
+    assert (cwd / "runs" / "sweep" / "report" / "report.md").is_file()  # the report's
+    summary = next(orjson.loads(x) for x in out.splitlines() if x.startswith('{"run_dir"'))
+    on_ray, here = results(cwd / "runs" / "sweep"), results(cwd / "local")
     tasks = {t["id"] for t in orjson.loads((cwd / "local" / "run.json").read_bytes())["tasks"]}
     assert [r["task"] for r in on_ray].count("and_swap") == 1
     assert {r["task"] for r in on_ray} == tasks and len(on_ray) == len(tasks)
@@ -163,31 +180,26 @@ def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path
     assert len(nodes) == 2 and None not in nodes, nodes
     assert len(summary["nodes"]) == 2 and summary["placement_s_median"] > 0, summary
     assert not any(r["infra_retry"] for r in on_ray)
-    info = orjson.loads((cwd / "on-ray" / "run.json").read_bytes())
-    assert info["cluster"] == {"address": cluster.address, "attempt_memory_mb": 512,
+    info = orjson.loads((cwd / "runs" / "sweep" / "run.json").read_bytes())
+    assert info["cluster"] == {"address": "auto", "attempt_memory_mb": 2048,
                                "nodes": info["cluster"]["nodes"]}  # fmt: skip
     assert len(info["cluster"]["nodes"]) == 2
     # Records came home: each attempt's directory as a local run writes it, the run's ledger
     # holds every attempt's tool calls, and a solved task's final body is its submission.
     for r in on_ray:
-        attempt = cwd / "on-ray" / "attempts" / r["task"] / "1"
+        attempt = cwd / "runs" / "sweep" / "attempts" / r["task"] / "1"
         assert (attempt / "agent.log").is_file() and (attempt / "ledger.jsonl").is_file()
         assert (attempt / "workspace" / "Submission.lean").is_file()
         assert (attempt / "workspace" / "PROMPT.md").is_file()
         assert list((attempt / "serve").glob("submission-*.json")), attempt
         assert r["tool_calls"] > 0
-    ledger = (cwd / "on-ray" / "ledger.jsonl").read_bytes().splitlines()
-    each = [(cwd / "on-ray" / "attempts" / r["task"] / "1" / "ledger.jsonl").read_bytes()
+    ledger = (cwd / "runs" / "sweep" / "ledger.jsonl").read_bytes().splitlines()
+    each = [(cwd / "runs" / "sweep" / "attempts" / r["task"] / "1" / "ledger.jsonl").read_bytes()
             for r in on_ray]  # fmt: skip
     assert sorted(ledger) == sorted(line for data in each for line in data.splitlines())
     solved = next(r for r in on_ray if r["accepted"])
-    body = cwd / "on-ray" / "attempts" / solved["task"] / "1" / "workspace" / "Submission.lean"
-    assert "sorry" not in body.read_text()
-    # `leanrig report` reads it as any run.
-    report = subprocess.run([str(leanrig_exe()), "report", "on-ray", "--out", "report"],
-                            cwd=cwd, capture_output=True, text=True, timeout=120,
-                            check=False)  # fmt: skip
-    assert report.returncode == 0, report.stderr[-2000:]
+    body = cwd / "runs" / "sweep" / "attempts" / solved["task"] / "1" / "workspace"
+    assert "sorry" not in (body / "Submission.lean").read_text()
     assert attempt_processes() == []
 
 
@@ -225,7 +237,7 @@ def test_ctrl_c_leaves_no_process_on_any_node_and_resume_finishes(cluster: Any, 
 def test_a_node_killed_mid_run_retries_its_attempts_once_elsewhere(cluster: Any, cwd: Path) -> None:
     added = cluster.add_node(num_cpus=1, resources={"lean_slots": 1})
     cluster.wait_for_nodes()
-    tasks = "refl_z,and_swap,true_intro,or_swap"
+    tasks = "refl_z,and_swap,or_swap"
     argv = run_argv("killed", "--parallel", "3", "--ray", cluster.address, "--tasks", tasks,
                     agent=search_agent(delay=4))  # fmt: skip
     run = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -275,7 +287,7 @@ def test_a_harness_on_the_cluster_meters_its_model_as_a_local_run(cluster: Any, 
     model = model_serve(cwd, "plan.json", "served.jsonl")
     try:
         common = ("--harness", "codex", "--model", "replay", "--model-endpoint", model.url,
-                  "--tasks", "and_swap,eq_symm", "--parallel", "2")  # fmt: skip
+                  "--tasks", "eq_symm")  # fmt: skip
         argv = [a for a in run_argv("x") if a not in ("--agent", search_agent(), "--model",
                                                       "none")]  # fmt: skip
         here, there = [[*argv[:-1], out, *common, *extra] for out, extra in
@@ -293,7 +305,7 @@ def test_a_harness_on_the_cluster_meters_its_model_as_a_local_run(cluster: Any, 
     # the attempt's workspace: a node's is another directory).
     metered = ("accepted", "usage_source", "model_calls", "output_tokens", "usage_mismatch")
     by_task = [{r["task"]: r for r in results(cwd / d)} for d in ("local", "on-ray")]
-    assert sorted(by_task[0]) == sorted(by_task[1]) == ["and_swap", "eq_symm"]
+    assert sorted(by_task[0]) == sorted(by_task[1]) == ["eq_symm"]
     for task, r in by_task[1].items():
         mine = by_task[0][task]
         assert {k: r[k] for k in metered} == {k: mine[k] for k in metered}, (r, mine)
@@ -304,9 +316,8 @@ def test_a_harness_on_the_cluster_meters_its_model_as_a_local_run(cluster: Any, 
     for d in ("local", "on-ray"):
         info = orjson.loads((cwd / d / "run.json").read_bytes())
         assert info["agent_network"] == "model", info
-    for task in ("and_swap", "eq_symm"):
-        attempt = cwd / "on-ray" / "attempts" / task / "1"
-        assert (attempt / "model_calls.jsonl").is_file() and (attempt / "harness.json").is_file()
+    attempt = cwd / "on-ray" / "attempts" / "eq_symm" / "1"
+    assert (attempt / "model_calls.jsonl").is_file() and (attempt / "harness.json").is_file()
 
 
 def test_an_agent_on_a_node_cannot_reach_the_starting_machine_s_run_directory(
