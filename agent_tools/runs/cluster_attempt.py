@@ -1,17 +1,19 @@
-"""The node side of `leanrig run --ray`: one attempt placed on a cluster node.
+"""The node side of `leanrig run --ray`: attempts placed on a cluster node.
 
-`AttemptOnNode` is a Ray actor (an async actor: anyio runs on its asyncio loop), one per
-attempt, reserving one ``lean_slots`` unit and the attempt's memory (cluster_run.py creates
-it). On its node it does what a local attempt does — a fresh workspace, the attempt's own
-service and Lean, the agent or harness in its sandbox, its model gateway, the independent
-verdict — with the `Runner` a local run uses, over a run directory of its own on the node.
-Then it packs the attempt's directory (`pack_attempt`) for the starting machine, removes its
-own, and is killed there.
+`AttemptOnNode` is a Ray actor (an async actor: anyio runs on its asyncio loop) reserving one
+``lean_slots`` unit and an attempt's memory, which runs attempts one at a time: cluster_run.py
+creates it and keeps giving it attempts (a fresh actor per attempt cost ~1.6 s here: a worker
+process and leanrig's imports). For each attempt it does what a local attempt does — a fresh
+workspace, the attempt's own service and Lean, the agent or harness in its sandbox, its model
+gateway, the independent verdict — with the `Runner` a local run uses, over a run directory of
+its own on the node. Then it packs the attempt's directory (`pack_attempt`) for the starting
+machine and removes its own.
 
-Everything it starts carries ``LEANRIG_RAY_ATTEMPT=<tag>`` (set in the actor's own
+Everything an attempt starts carries ``LEANRIG_RAY_ATTEMPT=<tag>`` (set in the actor's own
 environment before anything starts, so the agent, the relay, Lean's server and workers and the
-verifier's Lean inherit it), and a `repl_pool.ProcessReaper` kills every tagged process when
-the actor is gone: cancelled from the starting machine, killed, or its node lost.
+verifier's Lean inherit it), and the attempt's `repl_pool.ProcessReaper` kills every tagged
+process when the attempt ends or the actor is gone: cancelled from the starting machine,
+killed, or its node lost.
 
 What the node needs (docs/scale-out.md; `leanrig doctor --ray` checks it): leanrig and Ray of
 the starting machine's versions, a Lean of the same version, the harness program, and the
@@ -192,28 +194,33 @@ def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessS
 
 
 class AttemptOnNode:
-    """One attempt on one node; created by cluster_run (``ray.remote(AttemptOnNode)``)."""
+    """Attempts on one node, one at a time; created by cluster_run
+    (``ray.remote(AttemptOnNode)``), which gives it attempt after attempt while it lives."""
 
-    def __init__(self, plan: NodePlan, tag: str) -> None:
+    def __init__(self, plan: NodePlan) -> None:
         self.plan = plan
-        # Before anything starts: every process of the attempt inherits the tag.
-        os.environ[ATTEMPT_NODE_VAR] = tag
-        self.reaper = ProcessReaper(ATTEMPT_NODE_VAR, tag)
-        self.reaper.start()
 
     async def where(self) -> str:
         """This node (answered once the actor is placed and started)."""
         return node_name()
 
-    async def run(self, task_id: str, k: int, retry: bool) -> tuple[str, Any]:
-        """("ok", `NodeOutcome`) or ("error", the `LeanrigError` shipped): a node that
-        cannot run attempts (no harness, another Lean) says why."""
+    async def run(self, task_id: str, k: int, retry: bool, tag: str) -> tuple[str, Any]:
+        """One attempt: ("ok", `NodeOutcome`) or ("error", the `LeanrigError` shipped): a
+        node that cannot run attempts (no harness, another Lean) says why."""
+        # Before anything starts: every process of the attempt inherits the attempt's tag (the
+        # actor runs one attempt at a time), and the attempt's reaper kills them all when it
+        # ends or the actor goes.
+        os.environ[ATTEMPT_NODE_VAR] = tag
+        reaper = ProcessReaper(ATTEMPT_NODE_VAR, tag)
+        await anyio.to_thread.run_sync(reaper.start)
         try:
             return "ok", await self._run(task_id, k, retry)
         except LeanrigError as exc:
             return "error", ship(exc)
         finally:
-            self.reaper.close()  # whatever of the attempt is still alive goes now
+            reaper.close()  # whatever of the attempt is still alive goes now
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(reaper.wait, 10)
 
     async def _run(self, task_id: str, k: int, retry: bool) -> NodeOutcome:
         plan = self.plan

@@ -32,11 +32,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 
 from repl_pool import RESOURCE, RayOptions, Shipped, joined_cluster, land
 
@@ -56,6 +58,7 @@ PLACEMENT_DEADLINE: Final = 6 * 3600.0
 # Beyond the time limit: the attempt's setup on its node (a first library build), its service's
 # close, the agent's kill and the verdict's checks.
 SETUP_ALLOWANCE: Final = 600.0
+HOST_RECHECK: Final = 2.0  # waiting for an idle host: how often a lost one is made up for
 CANCEL_GRACE: Final = 20.0  # a cancelled attempt's cleanup on its node, before its actor is killed
 
 
@@ -99,10 +102,24 @@ def unpack_attempt(files: bytes, root: Path) -> list[str]:
     return refused
 
 
-class ClusterAttempts:
-    """The run's attempts on a Ray cluster; create with `ClusterAttempts.joined`."""
+@dataclass(frozen=True, slots=True)
+class _Host:
+    """An `AttemptOnNode` actor, placed: it holds a unit, and takes one attempt at a time."""
 
-    def __init__(self, ray: Any, runner: Runner, plan: Any, memory_mb: int) -> None:
+    actor: Any
+    node: str
+
+
+class ClusterAttempts:
+    """The run's attempts on a Ray cluster; create with `ClusterAttempts.joined`.
+
+    Attempts run on *hosts*: `AttemptOnNode` actors, each holding one ``lean_slots`` unit and
+    an attempt's memory, given attempt after attempt (each attempt's processes, files and
+    reaper are its own). Hosts are started as attempts need them, at most ``--parallel``
+    alive; one lost with its node is replaced (Ray places the replacement on a live node, or
+    on one that joins). At the end every host is killed."""
+
+    def __init__(self, ray: Any, runner: Runner, plan: Any, memory_mb: int, tg: TaskGroup) -> None:
         self._ray = ray
         self._runner = runner
         self._plan = plan  # an ObjectRef of the NodePlan: put once, read by every node
@@ -112,6 +129,45 @@ class ClusterAttempts:
         self._deadline = (
             options.time_limit + SETUP_ALLOWANCE + 2 * runner.suite.spec.limits.wall_seconds
         )
+        self._tg = tg
+        self._actors: set[Any] = set()  # every host started and not yet killed
+        self._idle_in, self._idle = anyio.create_memory_object_stream[_Host](1000)
+        self._limit = options.parallel
+
+    async def _placed_host(self, actor: Any) -> None:
+        """A new host among the idle ones once placed and answering (killed on failure)."""
+        try:
+            with anyio.fail_after(PLACEMENT_DEADLINE):
+                node = await actor.where.remote()
+        except (TimeoutError, self._ray.exceptions.RayError) as exc:
+            log.warning("run.host_not_started", error=repr(exc))
+            self._kill(actor)
+            return
+        await self._idle_in.send(_Host(actor, node))
+
+    async def _host(self) -> _Host:
+        """An idle host; a new one is started while fewer than ``--parallel`` live (those
+        being placed count: one that fails to start is started again here)."""
+        with anyio.fail_after(PLACEMENT_DEADLINE):
+            while True:
+                try:
+                    return self._idle.receive_nowait()
+                except anyio.WouldBlock:
+                    pass
+                if len(self._actors) < self._limit:
+                    actor = self._actor_class.options(
+                        num_cpus=0, resources={RESOURCE: 1}, memory=self._memory_mb * 2**20,
+                        max_restarts=0, max_concurrency=4,
+                    ).remote(self._plan)  # fmt: skip
+                    self._actors.add(actor)
+                    self._tg.start_soon(self._placed_host, actor)
+                with anyio.move_on_after(HOST_RECHECK):
+                    return await self._idle.receive()
+
+    def close(self) -> None:
+        """Every host killed (its attempt's reaper, if any, sweeps on the node)."""
+        for actor in list(self._actors):
+            self._kill(actor)
 
     @classmethod
     @asynccontextmanager
@@ -145,26 +201,28 @@ class ClusterAttempts:
             runner.cluster = ClusterInfo(address=address, attempt_memory_mb=memory,
                                          nodes=nodes)  # fmt: skip
             log.info("run.cluster", address=address, nodes=nodes, memory_mb=memory)
-            yield cls(ray, runner, ref, memory)
+            async with anyio.create_task_group() as tg:
+                attempts = cls(ray, runner, ref, memory, tg)
+                try:
+                    yield attempts
+                finally:
+                    tg.cancel_scope.cancel()  # (hosts still being placed)
+                    attempts.close()
 
     async def attempt(self, task: Task, k: int, progress: RunProgress) -> AttemptOutcome:
         return await with_infra_retry(self.placed, task, k, progress)
 
     async def placed(self, task: Task, k: int, retry: bool) -> AttemptOutcome:
-        """One invocation of the attempt on a node Ray picks; its files written home."""
+        """One invocation of the attempt on an idle host (a node Ray picked); its files
+        written home."""
         t0 = time.perf_counter()
-        tag = uuid.uuid4().hex
-        actor = self._actor_class.options(
-            num_cpus=0, resources={RESOURCE: 1}, memory=self._memory_mb * 2**20,
-            max_restarts=0, max_concurrency=4,
-        ).remote(self._plan, tag)  # fmt: skip
-        node = "a node not yet known"
+        host = await self._host()
+        actor, node = host.actor, host.node
+        lost = True  # the host is given back only when the attempt came back from it
         try:
             try:
-                with anyio.fail_after(PLACEMENT_DEADLINE):
-                    node = await actor.where.remote()
                 t_placed = time.perf_counter()
-                ref = actor.run.remote(task.id, k, retry)
+                ref = actor.run.remote(task.id, k, retry, uuid.uuid4().hex)
                 try:
                     with anyio.fail_after(self._deadline):
                         status, value = await ref
@@ -182,6 +240,7 @@ class ClusterAttempts:
                 first = str(exc).strip().splitlines()[-1:] or [""]
                 return self._failed(task, k, f"the attempt failed on {node}: "
                                     f"{type(exc).__name__}: {first[0][:300]}", node)  # fmt: skip
+            lost = False
             if status == "error":
                 assert isinstance(value, Shipped)
                 error = land(value)
@@ -190,7 +249,10 @@ class ClusterAttempts:
             outcome = await anyio.to_thread.run_sync(self._home, task, k, retry, value, t_placed)
             return dataclasses.replace(outcome, placement_s=t_placed - t0)
         finally:
-            self._kill(actor)
+            if lost:
+                self._kill(actor)
+            else:
+                self._idle_in.send_nowait(host)
 
     async def _cancel(self, ref: Any) -> None:
         """The node's attempt cancelled (its agent and Lean killed there), waited for briefly."""
@@ -202,6 +264,7 @@ class ClusterAttempts:
             pass
 
     def _kill(self, actor: Any) -> None:
+        self._actors.discard(actor)
         try:
             self._ray.kill(actor, no_restart=True)
         except Exception:  # already gone
