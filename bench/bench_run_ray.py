@@ -11,8 +11,8 @@ where a real attempt spends its time; the search itself takes ~1 s of Lean here)
 - Ray, 2 nodes with one unit each, ``--parallel 2``.
 
 Per attempt: leanrig's overhead (all but the agent's run and the verdict; local and placed
-alike) and, on Ray, the placement (creating the attempt's actor until it answers from its
-node: a worker process, leanrig's imports there). Both nodes run on this 2-core machine, so
+alike) and, on Ray, the wait for a host (an idle one, or a new actor placed and answering from
+its node: a worker process and leanrig's imports there, ~1.6 s, once per host). Both nodes run on this 2-core machine, so
 the 2-node row shows what the cluster's capacity allows when attempts wait on their model,
 not a second machine's CPU.
 
@@ -112,7 +112,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     print_table("per-attempt overhead (leanrig's own time)",
                 {name: r["overhead"] for name, r in rows.items()},
                 reference="local, parallel 1")  # fmt: skip
-    print_table("placement on Ray (actor created → answering from its node)",
+    print_table("waiting for a host on Ray (an idle one, or a new one placed)",
                 {name: r["placement"] for name, r in rows.items() if r["placement"]})  # fmt: skip
     one, two = rows["Ray, 1 node, parallel 2"], rows["Ray, 2 nodes, parallel 2"]
     result = {
@@ -131,9 +131,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         "notes": [
             "both nodes share this machine's 2 cores: the 2-node row measures the cluster's "
             "capacity for attempts waiting on their model (the think time), not more CPU",
-            "placement is per attempt: a fresh actor (a worker process and leanrig's imports "
-            "there, ~1.1 s of it) — the price of a clean process per attempt; on 1 node it "
-            "also holds the wait for the node's one unit (parallel 2)",
+            "placement is the wait for a host: an idle one is reused (~0 ms); a new one (a "
+            "worker process and leanrig's imports, ~1.6 s) is started only while fewer than "
+            "--parallel live; on 1 node it also holds the wait for the node's one unit",
         ],
     }
     write_result("run_ray", result)
