@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -83,6 +84,40 @@ def _reset_logging() -> Iterator[None]:
     """Tests that run the CLI reconfigure structlog; put the test setup back afterwards."""
     yield
     _test_logging()
+
+
+@pytest.fixture(scope="session")
+def two_node_cluster() -> Iterator[Any]:
+    """A local Ray cluster: head + one worker node, 1 lean_slots each, small, no dashboard.
+    One per test worker, shared by the modules of the "ray" group that leave its two nodes
+    as they found them (test_run_ray, test_doctor_ray, the run_ray bench smoke); at the end,
+    none of its processes may be left."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+    from ray.cluster_utils import Cluster
+
+    c: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    c.add_node(num_cpus=1, resources={"lean_slots": 1})
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        procs = []
+        for node in c.list_all_nodes():
+            for infos in node.all_processes.values():
+                for info in infos:
+                    if info.process is None:
+                        continue
+                    try:
+                        proc = psutil.Process(info.process.pid)
+                        procs += [proc, *proc.children(recursive=True)]
+                    except psutil.Error:
+                        pass
+        c.shutdown()
+        _, alive = psutil.wait_procs(procs, timeout=15)
+        assert alive == [], f"Ray processes outlived the cluster: {alive}"
 
 
 @pytest.fixture

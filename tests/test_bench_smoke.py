@@ -129,7 +129,7 @@ def _samples(rows: dict[str, Any]) -> None:
     assert rows and all(r["n"] > 0 and r["median_ms"] > 0 for r in rows.values()), rows
 
 
-def smoke_lsp_bridge(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_lsp_bridge(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     raw = bench_lsp.bench_raw(tmp_path, 3, 2)
     bridge, phases = anyio.run(bench_lsp.bench_bridge, tmp_path, 3, 2)
     assert set(phases) == {"first_progress_ms", "last_diagnostics_ms"}
@@ -140,7 +140,7 @@ def smoke_lsp_bridge(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[s
     return {"results": {"3 preceding declarations": rows}}
 
 
-def smoke_pool(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_pool(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     from bench import bench_pool
     from lsp_bridge import find_lean
     from repl_pool import LeanEnvironment
@@ -159,7 +159,8 @@ def smoke_pool(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     return {"acquire": acquire, "throughput_checks_per_s": rows, "checks": len(texts)}
 
 
-def smoke_agent_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_agent_step(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     from bench import bench_agent
 
     def no_peers() -> Path:  # peers come from PyPI: test_bench_peers runs them when installed
@@ -184,7 +185,7 @@ def smoke_agent_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
             "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}  # fmt: skip
 
 
-def smoke_sessions(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_sessions(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     from bench import bench_sessions
     from tests.rpc_client import DEMO, rpc_server
 
@@ -203,7 +204,7 @@ def smoke_sessions(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str
     return result
 
 
-def smoke_editor(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_editor(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     from bench import bench_editor
     from bench.raw_lsp import time_alternating_edits
     from lsp_bridge import find_lean
@@ -228,7 +229,7 @@ def smoke_editor(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     return {"results": rows}
 
 
-def smoke_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_ray(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     """The Ray variant only (the local one is the same function without an address)."""
     pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
     from ray.cluster_utils import Cluster
@@ -248,36 +249,22 @@ def smoke_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return {name: {"Ray (1 node, same machine)": row} for name, row in remote.items()}
 
 
-def smoke_run_ray(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """`leanrig run --ray` on a one-node cluster, two tasks without think time (the local rows
-    are the same function without an address)."""
-    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
-    from ray.cluster_utils import Cluster
-
+def smoke_run_ray(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
+    """`leanrig run --ray`, two tasks without think time, on the shared two-node cluster (the
+    local rows are the same function without an address)."""
     from bench import bench_run_ray
 
     suite = Path(shutil.copytree(DEMO, tmp_path / "demo"))
-    tasks = ["refl_z", "and_swap"]
-
-    def measure(name: str, ray: str | None) -> dict[str, Any]:
-        return anyio.run(lambda: bench_run_ray.measure(suite, tmp_path / name, tasks=tasks,
-                                                       parallel=2, delay=0, ray=ray),
-                         backend="asyncio")  # fmt: skip
-
-    cluster: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
-    )
-    try:
-        placed = measure("ray", cluster.address)
-    finally:
-        cluster.shutdown()
+    cluster = _request.getfixturevalue("two_node_cluster")
+    placed = anyio.run(lambda: bench_run_ray.measure(suite, tmp_path / "ray", tasks=["refl_z",
+                       "and_swap"], parallel=2, delay=0, ray=cluster.address),
+                       backend="asyncio")  # fmt: skip
     assert placed["verdicts"] == {"refl_z": True, "and_swap": True}
-    assert len(placed["nodes"]) == 1 and placed["placement"]["n"] == 2, placed
+    assert placed["nodes"] and placed["placement"]["n"] == 2, placed
     return {"overhead": {"Ray": placed["overhead"]}, "placement": {"Ray": placed["placement"]}}
 
 
-def smoke_gateway(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_gateway(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     """A few calls each way; the gateway's rows beside the direct ones."""
     from bench import bench_gateway
 
@@ -287,7 +274,7 @@ def smoke_gateway(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str,
     return result
 
 
-def smoke_queries(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def smoke_queries(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
     """leanrig's question tools over MCP stdio, a few calls each, every answer checked (the
     peer's rows need `make bench`'s peer venv: left out here)."""
     from bench import bench_queries
@@ -304,7 +291,7 @@ def smoke_queries(tmp_path: Path, _monkeypatch: pytest.MonkeyPatch) -> dict[str,
     return {"results": {"smoke": rows}}
 
 
-SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
+SMOKES: dict[str, Callable[[Path, pytest.FixtureRequest], dict[str, Any]]] = {
     "lsp_bridge": smoke_lsp_bridge,
     "pool": smoke_pool,
     "agent_step": smoke_agent_step,
@@ -322,9 +309,9 @@ SMOKES: dict[str, Callable[[Path, pytest.MonkeyPatch], dict[str, Any]]] = {
     [pytest.param(n, marks=[pytest.mark.ray] if n in ("ray", "run_ray") else []) for n in SMOKES],
 )
 def test_the_benchmark_runs_small_and_summarizes(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    result = SMOKES[name](tmp_path, monkeypatch)
+    result = SMOKES[name](tmp_path, request)
     text = render_summary({name: result}, quick=True)
     assert f"## {name}" in text and "| variant | n | median ms | p95 ms | vs first |" in text
 

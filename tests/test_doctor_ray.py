@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from agent_tools.cli.node_check import Expected, expected_here, suite_check
 from agent_tools.tasks import load_suite
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
-from ray.cluster_utils import Cluster  # noqa: E402
+
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
 
@@ -45,39 +44,10 @@ SUITE = "lean_project/suites/demo"  # as README types it, relative to the workin
 DEADLINE = 120.0  # one command, end to end, on a loaded machine
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """Head + one worker node, 1 lean_slots each, small and without a dashboard."""
-    c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
-    )
-    c.add_node(num_cpus=1, resources={"lean_slots": 1})
-    c.wait_for_nodes()
-    try:
-        yield c
-    finally:
-        ray_procs = []
-        for pid in ray_pids(c):
-            try:
-                proc = psutil.Process(pid)
-                ray_procs += [proc, *proc.children(recursive=True)]
-            except psutil.Error:
-                continue
-        c.shutdown()
-        _, alive = psutil.wait_procs(ray_procs, timeout=15)
-        assert alive == [], f"Ray processes outlived the cluster: {alive}"
-
-
-def ray_pids(c: Any) -> list[int]:
-    """The cluster's own processes (raylet, GCS, ...) on every node still in it."""
-    return [
-        info.process.pid
-        for node in c.list_all_nodes()
-        for infos in node.all_processes.values()
-        for info in infos
-        if info.process is not None
-    ]
+@pytest.fixture
+def cluster(two_node_cluster: Any) -> Any:
+    """Head + one worker node, 1 lean_slots each (tests/conftest.py, shared)."""
+    return two_node_cluster
 
 
 @pytest.fixture

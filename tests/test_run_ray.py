@@ -25,7 +25,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from .test_as_typed import DEMO, ROOT, SUITE, leanrig_exe, sandbox_or_skip
 from .test_harness_runs import harnesses_or_skip, model_serve, plan
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(150)]
 
@@ -109,31 +107,10 @@ def on_node(proc: psutil.Process, raylet: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """Head + one worker node, 1 lean_slots each, small and without a dashboard."""
-    c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
-    )
-    c.add_node(num_cpus=1, resources={"lean_slots": 1})
-    c.wait_for_nodes()
-    try:
-        yield c
-    finally:
-        procs = []
-        for node in c.list_all_nodes():
-            for infos in node.all_processes.values():
-                for info in infos:
-                    if info.process is not None:
-                        try:
-                            proc = psutil.Process(info.process.pid)
-                            procs += [proc, *proc.children(recursive=True)]
-                        except psutil.Error:
-                            pass
-        c.shutdown()
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        assert alive == [], f"Ray processes outlived the cluster: {alive}"
+@pytest.fixture
+def cluster(two_node_cluster: Any) -> Any:
+    """Head + one worker node, 1 lean_slots each (tests/conftest.py, shared)."""
+    return two_node_cluster
 
 
 @pytest.fixture

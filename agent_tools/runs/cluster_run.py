@@ -168,6 +168,8 @@ class ClusterAttempts:
         """Every host killed (its attempt's reaper, if any, sweeps on the node)."""
         for actor in list(self._actors):
             self._kill(actor)
+        self._idle_in.close()
+        self._idle.close()
 
     @classmethod
     @asynccontextmanager
