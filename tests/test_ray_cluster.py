@@ -102,8 +102,10 @@ def ledger_steps(path: Path) -> list[dict[str, Any]]:
 
 
 async def test_sessions_spread_over_nodes_with_header_affinity(
-    cluster: Any, tmp_path: Path
+    two_node_cluster: Any, tmp_path: Path
 ) -> None:
+    """(On the worker's shared cluster, tests/conftest.py: nothing here changes its nodes.)"""
+    cluster = two_node_cluster
     suite = two_header_suite(tmp_path / "suite")
     ledger = tmp_path / "ledger.jsonl"
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", ledger=ledger,

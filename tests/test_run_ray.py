@@ -216,7 +216,7 @@ def test_a_node_killed_mid_run_retries_its_attempts_once_elsewhere(cluster: Any,
     cluster.wait_for_nodes()
     tasks = "refl_z,and_swap,or_swap"
     argv = run_argv("killed", "--parallel", "3", "--ray", cluster.address, "--tasks", tasks,
-                    agent=search_agent(delay=4))  # fmt: skip
+                    agent=search_agent(delay=3))  # fmt: skip
     run = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)  # fmt: skip
     try:

@@ -180,7 +180,7 @@ async def test_parallel_attempts_give_pass_at_k(tmp_path: Path) -> None:
 
 async def test_timeout_kills_the_whole_tree_and_a_correct_body_counts(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    limit = 15.0
+    limit = 10.0
     summary = await run_benchmark(
         options(run_dir, mcp_agent("linger"), tasks=("refl_z",), time_limit=limit)
     )
@@ -274,7 +274,7 @@ async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
 
 async def test_infrastructure_failure_is_retried_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    limit = 15.0
+    limit = 10.0
     summary = await run_benchmark(
         options(run_dir, mcp_agent("linger"), tasks=("refl_z",), service=dying_service,
                 time_limit=limit)
