@@ -86,38 +86,56 @@ def _reset_logging() -> Iterator[None]:
     _test_logging()
 
 
-@pytest.fixture(scope="session")
-def two_node_cluster() -> Iterator[Any]:
-    """A local Ray cluster: head + one worker node, 1 lean_slots each, small, no dashboard.
-    One per test worker, shared by the modules of the "ray" group that leave its two nodes
-    as they found them (test_run_ray, test_doctor_ray, the run_ray bench smoke); at the end,
-    none of its processes may be left."""
-    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
-    from ray.cluster_utils import Cluster
+# The "ray" group's shared cluster: started by the first test that asks for it, stopped after
+# the group's last test on this worker (a session fixture outlived the group, and later
+# modules on the worker found its processes among their children).
+_SHARED_CLUSTER: dict[str, Any] = {}
 
-    c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
-    )
-    c.add_node(num_cpus=1, resources={"lean_slots": 1})
-    c.wait_for_nodes()
-    try:
-        yield c
-    finally:
-        procs = []
-        for node in c.list_all_nodes():
-            for infos in node.all_processes.values():
-                for info in infos:
-                    if info.process is None:
-                        continue
-                    try:
-                        proc = psutil.Process(info.process.pid)
-                        procs += [proc, *proc.children(recursive=True)]
-                    except psutil.Error:
-                        pass
-        c.shutdown()
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        assert alive == [], f"Ray processes outlived the cluster: {alive}"
+
+@pytest.fixture
+def two_node_cluster() -> Any:
+    """A local Ray cluster: head + one worker node, 1 lean_slots each, small, no dashboard.
+    Shared by the tests of the "ray" group that leave its two nodes as they found them
+    (test_run_ray, test_doctor_ray, the run_ray bench smoke, the header-affinity test); none
+    of its processes may be left when it stops."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
+    if "cluster" not in _SHARED_CLUSTER:
+        from ray.cluster_utils import Cluster
+
+        c: Any = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1},
+                            "include_dashboard": False},
+        )  # fmt: skip
+        c.add_node(num_cpus=1, resources={"lean_slots": 1})
+        c.wait_for_nodes()
+        _SHARED_CLUSTER["cluster"] = c
+    return _SHARED_CLUSTER["cluster"]
+
+
+def _stop_shared_cluster() -> None:
+    c = _SHARED_CLUSTER.pop("cluster")
+    procs = []
+    for node in c.list_all_nodes():
+        for infos in node.all_processes.values():
+            for info in infos:
+                if info.process is None:
+                    continue
+                try:
+                    proc = psutil.Process(info.process.pid)
+                    procs += [proc, *proc.children(recursive=True)]
+                except psutil.Error:
+                    pass
+    c.shutdown()
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    assert alive == [], f"Ray processes outlived the cluster: {alive}"
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if "cluster" in _SHARED_CLUSTER and (
+        nextitem is None or SHARED_WORKER.get(nextitem.path.stem) != "ray"
+    ):
+        _stop_shared_cluster()
 
 
 @pytest.fixture
