@@ -100,21 +100,25 @@ def two_node_cluster() -> Any:
     of its processes may be left when it stops."""
     pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
     if "cluster" not in _SHARED_CLUSTER:
-        from ray.cluster_utils import Cluster
-
-        c: Any = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1},
-                            "include_dashboard": False},
-        )  # fmt: skip
-        c.add_node(num_cpus=1, resources={"lean_slots": 1})
-        c.wait_for_nodes()
-        _SHARED_CLUSTER["cluster"] = c
+        _SHARED_CLUSTER["cluster"] = start_two_nodes()
     return _SHARED_CLUSTER["cluster"]
 
 
-def _stop_shared_cluster() -> None:
-    c = _SHARED_CLUSTER.pop("cluster")
+def start_two_nodes() -> Any:
+    """A local Ray cluster: head + one worker node, 1 lean_slots each, small, no dashboard."""
+    from ray.cluster_utils import Cluster
+
+    c: Any = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
+    )
+    c.add_node(num_cpus=1, resources={"lean_slots": 1})
+    c.wait_for_nodes()
+    return c
+
+
+def stop_cluster(c: Any) -> None:
+    """Shut ``c`` down; none of its processes (raylets, GCS, workers) may be left."""
     procs = []
     for node in c.list_all_nodes():
         for infos in node.all_processes.values():
@@ -135,7 +139,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if "cluster" in _SHARED_CLUSTER and (
         nextitem is None or SHARED_WORKER.get(nextitem.path.stem) != "ray"
     ):
-        _stop_shared_cluster()
+        stop_cluster(_SHARED_CLUSTER.pop("cluster"))
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ import pytest
 
 from agent_tools.servers import ServeOptions, open_service
 from repl_pool import RayPool
+from tests.conftest import start_two_nodes, stop_cluster
 from tests.rpc_client import DEMO, rpc_server
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(110)]
 
@@ -63,37 +63,12 @@ def two_header_suite(root: Path) -> Path:
 
 @pytest.fixture
 def cluster() -> Iterator[Any]:
-    """Head + one worker node, 1 lean_slots each, small and without a dashboard."""
-    c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"lean_slots": 1}, "include_dashboard": False},
-    )
-    c.add_node(num_cpus=1, resources={"lean_slots": 1})
-    c.wait_for_nodes()
+    """Head + one worker node, 1 lean_slots each (a node of it may be killed)."""
+    c = start_two_nodes()
     try:
         yield c
     finally:
-        ray_procs = []
-        for pid in ray_pids(c):
-            try:
-                proc = psutil.Process(pid)
-                ray_procs += [proc, *proc.children(recursive=True)]
-            except psutil.Error:
-                continue
-        c.shutdown()
-        _, alive = psutil.wait_procs(ray_procs, timeout=15)
-        assert alive == [], f"Ray processes outlived the cluster: {alive}"
-
-
-def ray_pids(c: Any) -> list[int]:
-    """The cluster's own processes (raylet, GCS, ...) on every node still in it."""
-    return [
-        info.process.pid
-        for node in c.list_all_nodes()
-        for infos in node.all_processes.values()
-        for info in infos
-        if info.process is not None
-    ]
+        stop_cluster(c)
 
 
 def ledger_steps(path: Path) -> list[dict[str, Any]]:

@@ -32,7 +32,8 @@ import orjson
 import psutil
 import pytest
 
-from .test_as_typed import DEMO, ROOT, SUITE, leanrig_exe, sandbox_or_skip
+from .test_as_typed import ROOT, SUITE, leanrig_exe
+from .test_as_typed import cwd as cwd  # the fixture: the demo suite at its README path
 from .test_harness_runs import harnesses_or_skip, model_serve, plan
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install .[ray])")
@@ -111,13 +112,6 @@ def on_node(proc: psutil.Process, raylet: int) -> bool:
 def cluster(two_node_cluster: Any) -> Any:
     """Head + one worker node, 1 lean_slots each (tests/conftest.py, shared)."""
     return two_node_cluster
-
-
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    sandbox_or_skip()
-    shutil.copytree(DEMO, tmp_path / SUITE)
-    return tmp_path
 
 
 def sweep_lines() -> list[str]:
