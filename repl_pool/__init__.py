@@ -52,11 +52,14 @@ if TYPE_CHECKING:
     from .sandbox import CAP_DROP as CAP_DROP
     from .sandbox import SandboxPolicy as SandboxPolicy
     from .sandbox import hiding as hiding
+    from .sandbox import kernel_guards as kernel_guards
+    from .sandbox import listening_sockets as listening_sockets
     from .sandbox import probe_succeeds as probe_succeeds
     from .sandbox import sandbox_program as sandbox_program
     from .sandbox import sandbox_programs as sandbox_programs
     from .sandbox import sandbox_tools as sandbox_tools
     from .sandbox import sandbox_wrapper as sandbox_wrapper
+    from .sandbox import socket_dirs as socket_dirs
     from .sandbox import uses_namespaces as uses_namespaces
     from .slot import Elaboration as Elaboration
     from .slot import PoolKey as PoolKey

@@ -22,12 +22,7 @@ import orjson
 import pytest
 
 from agent_tools.runs import RunOptions, relay, run_benchmark
-from agent_tools.runs.agent_sandbox import (
-    agent_homes,
-    agent_sandbox,
-    pinned_ancestors,
-    scratch_mounts,
-)
+from agent_tools.runs.agent_sandbox import RunSandbox, agent_sandbox, scratch_mounts
 from agent_tools.runs.attempt_dir import relay_command
 from agent_tools.runs.leftovers import socket_parent
 from agent_tools.sessions import body_sha
@@ -44,7 +39,13 @@ sandboxed = pytest.mark.skipif(
 
 @sandboxed
 @pytest.mark.anyio
-async def test_forged_records_change_nothing(tmp_path: Path) -> None:
+async def test_forged_records_change_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lsp_bridge import cache_root
+
+    # The agent's HOME is its attempt's own: it finds the real cache (and Lean) by name.
+    monkeypatch.setenv("LEANRIG_CACHE", str(cache_root()))
     run_dir = tmp_path / "run"
     modes = {"refl_z": "skip", "and_swap": "session"}
     agent = f"{PY} {AGENTS / 'forging_agent.py'} '{json.dumps(modes)}'"
@@ -74,7 +75,8 @@ async def test_forged_records_change_nothing(tmp_path: Path) -> None:
         # The run directory is hidden: its records cannot be read (a later attempt read an
         # earlier one's), and what the agent wrote there went to a private, discarded view.
         assert forged["run_dir_entries"] == ["attempts"], forged
-        assert forged["task_attempts"] == ["1"] and forged["attempt_entries"] == ["workspace"]
+        assert forged["task_attempts"] == ["1"]
+        assert forged["attempt_entries"] == ["home", "workspace"]
         assert not any(k.startswith("overwrite") for k in forged), forged  # none seen
         assert forged["capabilities"] == "0000000000000000", forged
         assert not (root / "forged.txt").exists()
@@ -207,47 +209,45 @@ def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
 
 
 @sandboxed
-def test_a_protected_directory_cannot_be_swapped_by_renaming_the_one_above(
-    tmp_path: Path,
-) -> None:
-    """A review: a read-only mount protects a directory's contents, not its name — renaming
-    the directory above it (`~/.cache`, leanrig's cache inside) swapped in a copy the verdict
-    then used. The directories above every protected path are mount points (pinned), which
-    cannot be renamed, and stay writable. (Outside /tmp, which the agent sees privately.)"""
-    base = Path.home() / f".leanrig-pin-{tmp_path.name}"
-    trusted = base / "a" / "b" / "trusted"
+def test_the_users_home_is_read_only_and_the_attempts_home_is_fresh(tmp_path: Path) -> None:
+    """The agent cannot write the user's home (a plant on PATH there, a rename of the
+    directory above leanrig's cache), nor anything on the runner's PATH; its own home, the
+    attempt's, is writable."""
+    base = Path.home() / f".leanrig-home-{tmp_path.name}"
+    trusted = base / "a" / "trusted"
     trusted.mkdir(parents=True)
     (trusted / "lean").write_text("real")
-    script = (
-        f"mv {base / 'a'} {base / 'a2'}; mv {base / 'a' / 'b'} {base / 'a' / 'b2'}; "
-        f"echo forged > {trusted / 'lean'}; echo ok > {base / 'a' / 'note'}; true"
-    )
-    home = Path.home().resolve()
+    path_dirs = [Path(d) for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    fresh_home = tmp_path / "attempt" / "home"
+    workspace = tmp_path / "attempt" / "workspace"
+    sockets = tmp_path / "sockets"
+    for d in (fresh_home, workspace, sockets / "1"):
+        d.mkdir(parents=True)
+    sandbox = RunSandbox(trusted=[trusted], suite=workspace, run_dir=tmp_path / "run",
+                         socket_parent=sockets, hidden=[], network=False)  # fmt: skip
+    (tmp_path / "run").mkdir()
+    tries = [f"mv {base / 'a'} {base / 'a2'}", f"touch {base / 'planted'}",
+             f"touch {fresh_home / 'mine'}",
+             *(f"touch {d / 'leanrig-planted'}" for d in path_dirs if d.is_dir())]  # fmt: skip
+    script = "; ".join(f"{t} 2>/dev/null && echo yes || echo no" for t in tries)
     try:
-        pinned = [("--bind", home), *pinned_ancestors([trusted], [home]), ("--ro-bind", trusted)]
-        prefix = agent_sandbox(network=False, mounts=pinned)
-        assert prefix is not None
-        subprocess.run([*prefix, "sh", "-c", script], capture_output=True, timeout=30, check=True)
-        assert (trusted / "lean").read_text() == "real"
-        assert not (base / "a2").exists() and not (base / "a" / "b2").exists()
-        assert (base / "a" / "note").read_text() == "ok\n"  # still writable
-        # Control: read-only alone, the rename above goes through (on the host).
-        prefix = agent_sandbox(network=False, mounts=[("--bind", home), ("--ro-bind", trusted)])
-        assert prefix is not None
-        subprocess.run([*prefix, "sh", "-c", f"mv {base / 'a'} {base / 'a2'}"], timeout=30,
-                       check=False)  # fmt: skip
-        assert (base / "a2").exists()
+        prefix = sandbox.prefix(workspace, sockets / "1", [], fresh_home)
+        out = subprocess.run([*prefix, "sh", "-c", script], capture_output=True, text=True,
+                             timeout=30, check=True)  # fmt: skip
+        answers = dict(zip(tries, out.stdout.split(), strict=True))
+        assert answers.pop(f"touch {fresh_home / 'mine'}") == "yes"
+        assert set(answers.values()) == {"no"}, answers
+        assert (trusted / "lean").read_text() == "real" and not (base / "planted").exists()
+        assert (fresh_home / "mine").exists()
+        assert not any((d / "leanrig-planted").exists() for d in path_dirs)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_the_agents_files_under_tmp_and_its_home_there_stay_visible(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_agents_files_under_tmp_stay_visible(tmp_path: Path) -> None:
     """The agent gets a private /tmp; the files its command names there are shown again
     (read-only: each one's first directory under /tmp, so a script's modules or venv come
-    with it), also inside a word, and a home or configuration directory under /tmp stays
-    (writable: a container's HOME=/tmp/home)."""
+    with it), also inside a word."""
     top = Path("/tmp") / f"leanrig-agent-{tmp_path.name}"
     (top / "bin").mkdir(parents=True)
     (top / "home").mkdir()
@@ -259,8 +259,6 @@ def test_the_agents_files_under_tmp_and_its_home_there_stay_visible(
         fresh, named = scratch_mounts(argv)
         assert ("--tmpfs", Path("/tmp")) in fresh
         assert named == [("--ro-bind", top)]  # once, and not what does not exist
-        env = {"HOME": str(top / "home"), "XDG_CONFIG_HOME": "/", "PATH": "/bin"}
-        assert agent_homes(env) == [top / "home"]  # (never `/`)
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
@@ -287,13 +285,13 @@ async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
     agent = tmp_path / "plant.sh"
     agent.write_text(
         "#!/bin/sh\n"
-        f"printf '#!/bin/sh\\ntouch {ran}\\nexit 1\\n' > \"$HOME/bin/lean\"\n"
-        'chmod +x "$HOME/bin/lean"\n'
+        f"printf '#!/bin/sh\\ntouch {ran}\\nexit 1\\n' > {home}/bin/lean\n"
+        f"chmod +x {home}/bin/lean\n"
     )
     agent.chmod(0o755)
     run_dir = tmp_path / "run"
     summary = await run_benchmark(options(run_dir, str(agent), parallel=1))
-    assert (home / "bin" / "lean").exists()  # planted (the home is the agent's to write)
+    assert not (home / "bin" / "lean").exists()  # the user's home is read-only to agents
     assert not ran.exists(), "the runner ran the agent's lean"
     assert len(summary.results) == 2
     assert not any(r.infra_retry for r in raw_lines(run_dir))

@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     who = run.add_mutually_exclusive_group(required=True)
     who.add_argument("--agent", help="agent command; {prompt} {task} {workspace} {mcp_config} "
-                     "are replaced")  # fmt: skip
+                     "{home} are replaced")  # fmt: skip
     who.add_argument("--harness", choices=["claude-code", "codex"],
                      help="a published agent harness, set up per attempt")  # fmt: skip
     run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent-network", nargs="?", const="all", choices=networks,
                      help="what the agent reaches: none, its model through the run's gateway "
                      "(default with --harness or --model-endpoint), or all (bare)")  # fmt: skip
+    run.add_argument("--agent-home", metavar="DIR",
+                     help="copied into each attempt's fresh home, the agent's HOME ({home}; "
+                     "default: empty; the user's home is read-only to agents)")  # fmt: skip
     run.add_argument("--harness-bin", metavar="PATH",
                      help="the harness's program (default: PATH, `make harnesses`)")  # fmt: skip
     run.add_argument("--reasoning", metavar="LEVEL",

@@ -41,6 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         harness_bin=Path(args.harness_bin) if args.harness_bin else None,
         reasoning=args.reasoning, model_endpoint=args.model_endpoint,
         model_key_env=args.model_key_env, ray=args.ray, attempt_memory_mb=args.attempt_memory,
+        agent_home=Path(args.agent_home).absolute() if args.agent_home else None,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
     from lsp_bridge import single_errors

@@ -1,21 +1,21 @@
 """The agent's sandbox under `leanrig run`: bwrap with its own PID and network namespaces, no
 capabilities, the host's file system read-only with the attempt's mounts over it (docs/runs.md,
-step 5): a private /tmp, its home writable, what the verdict trusts read-only, the suite
-read-only but for what is hidden, the run directory and every run's sockets hidden but for the
-attempt's own, its workspace writable.
+step 5): a private /tmp, a fresh home (the user's stays read-only), what the verdict trusts
+read-only, the suite read-only but for what is hidden, the run directory and every run's
+sockets hidden but for the attempt's own, its workspace writable; the kernel's /proc entries
+read-only and the host's Unix sockets out of reach.
 
-Pure path logic (`scratch_mounts`, `pinned_ancestors`, `hidden_mounts`, …) and the probes of
-what this machine's bwrap can do. Must not: start the agent (invocation.py does), decide what an
+Pure path logic (`scratch_mounts`, `hidden_mounts`, `socket_masks`, …) and the probes of what
+this machine's bwrap can do. Must not: start the agent (invocation.py does), decide what an
 attempt is (runner.py).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,7 +23,15 @@ from typing import Literal
 import structlog
 
 from lsp_bridge import cache_root, find_library_dir
-from repl_pool import CAP_DROP, hiding, probe_succeeds, sandbox_program
+from repl_pool import (
+    CAP_DROP,
+    hiding,
+    kernel_guards,
+    listening_sockets,
+    probe_succeeds,
+    sandbox_program,
+    socket_dirs,
+)
 
 from ..library import index_dir
 from ..tasks import Suite
@@ -58,15 +66,12 @@ def _tmpfs_sized(bwrap: str) -> bool:
 
 
 def _base_options(network: bool) -> list[str]:
-    # The host's file system read-only (writable places are mounted over it: the user's home,
-    # the workspace, a private /tmp), a /dev of its own (null, zero, random, tty, …: run as
-    # root, the host's /dev let the agent open the disk that holds every read-only mount's
-    # files for writing), its own /proc.
-    # As root, bwrap leaves the agent every capability: it unmounted a read-only mount and
-    # wrote the file beneath (measured). Without them (CAP_DROP, as Lean's sandbox) no mount
-    # can be changed.
+    # The host's file system read-only (writable places are mounted over it: the attempt's
+    # home, the workspace, a private /tmp), a /dev of its own (the host's let a root agent open
+    # the disk under every read-only mount for writing), its own /proc with the kernel's
+    # settings read-only, and no capabilities (with them a root agent can undo any mount).
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
-               *CAP_DROP]  # fmt: skip
+               *kernel_guards(), *CAP_DROP]  # fmt: skip
     return options if network else [*options, "--unshare-net"]
 
 
@@ -94,10 +99,6 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
 # one attempt could leave state in for the next (a red-team agent stashed its proof in /tmp and
 # attempt 2 "solved" the task in 0.4 s; pass@k assumes independent attempts).
 PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
-# Where agents keep their configuration, credentials and caches: writable in the sandbox
-# (also under a scratch directory: a container's HOME=/tmp/home).
-AGENT_HOME_VARS = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
-                   "XDG_STATE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")  # fmt: skip
 _SCRATCH_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm)/[^\s'\"=:;,]+")
 
 
@@ -138,37 +139,6 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
             continue
         if real.exists() and real not in out:
             out.append(real)
-    return out
-
-
-def pinned_ancestors(paths: Iterable[Path], writable: Iterable[Path]) -> list[Mount]:
-    """Each directory above ``paths`` that lies in a ``writable`` one (the user's home), as a
-    mount point of itself, writable as before: a read-only mount protects a directory's
-    contents, not its name, and renaming the directory above it (`~/.cache`, with leanrig's
-    cache in it) swapped in a copy the verdict then used (a review, measured). A mount point
-    cannot be renamed (elsewhere the file system is read-only). Shallow first; mount them
-    after the writable directories and before the read-only ones."""
-    roots = [w for w in writable if w != Path("/")]
-    found: set[Path] = set()
-    for path in paths:
-        for above in path.parents:
-            if any(above.is_relative_to(w) for w in roots) and not _in_scratch(above):
-                found.add(above)
-    return [("--bind", p) for p in sorted(found, key=lambda p: (len(p.parts), str(p)))]
-
-
-def agent_homes(env: Mapping[str, str]) -> list[Path]:
-    """Where the agent keeps its configuration, credentials and caches, writable in its
-    sandbox (``AGENT_HOME_VARS``: the home, XDG directories, Claude Code's and Codex's): the
-    existing ones, resolved; never ``/``."""
-    out: list[Path] = []
-    for var in AGENT_HOME_VARS:
-        value = env.get(var)
-        if not value or not value.startswith("/"):
-            continue
-        path = Path(value).resolve()
-        if path != Path("/") and path.is_dir() and path not in out:
-            out.append(path)
     return out
 
 
@@ -294,27 +264,24 @@ class RunSandbox:
     network: bool  # the host's network (--agent-network all)
 
     def prefix(
-        self, workspace: Path, socket_dir: Path, argv: Sequence[str], home: Path | None = None
+        self, workspace: Path, socket_dir: Path, argv: Sequence[str], home: Path
     ) -> tuple[str, ...]:
         """The agent's sandbox prefix: the host's file system read-only, then these mounts in
         order (a later one shows through an earlier one): a private /tmp, /var/tmp and
-        /dev/shm, with the files its command names there (read-only); its home and
-        configuration directories writable (``agent_homes``), every directory in them above
-        what follows pinned as a mount point (so it cannot be renamed); read-only what the
-        verdict trusts (``trusted_paths``: Lean, the cache, leanrig and its Python) and the
+        /dev/shm, with the files its command names there (read-only); the host's socket
+        directories hidden; read-only what the verdict trusts (``trusted_paths``) and the
         suite, but for its ``hidden`` paths (and the LAD library in a baseline run), what the
-        command names there shown read-only; the run directory hidden (a later attempt cannot
-        read an earlier one's files); the runner's socket directory hidden but for this
-        attempt's (``socket_dir``); the workspace writable. ``home``: the attempt's own home
-        (a harness: its state and configuration), writable, instead of the user's. Empty when
-        bwrap cannot sandbox here."""
+        command names there shown read-only; the run directory hidden; the runner's socket
+        directory hidden but for this attempt's (``socket_dir``); the workspace and the
+        attempt's fresh ``home`` writable; every other Unix socket bound on the host masked
+        (``socket_masks``). Empty when bwrap cannot sandbox here."""
         fresh, named = scratch_mounts(argv)
-        homes = agent_homes(os.environ) if home is None else []
+        covered = [*PRIVATE_SCRATCH, *socket_dirs(), *self.hidden, self.run_dir,
+                   self.socket_parent]  # fmt: skip
         mounts: list[Mount] = [
             *fresh,
             *named,
-            *(("--bind", h) for h in homes),
-            *pinned_ancestors([*self.trusted, self.suite, self.run_dir], homes),
+            *(("--hide", d) for d in socket_dirs()),
             *(("--ro-bind", p) for p in self.trusted),
             ("--ro-bind", self.suite),
             *hidden_mounts(self.hidden, argv),
@@ -322,9 +289,18 @@ class RunSandbox:
             ("--tmpfs", self.socket_parent),
             ("--ro-bind", socket_dir),
             ("--bind", workspace),
-            *((("--bind", home),) if home is not None else ()),
+            ("--bind", home),
+            *socket_masks(listening_sockets(), covered),
         ]
         return agent_sandbox(network=self.network, mounts=mounts) or ()
+
+
+def socket_masks(sockets: Iterable[Path], covered: Iterable[Path]) -> list[Mount]:
+    """The null device over each of ``sockets`` that no ``covered`` directory (hidden, or
+    replaced by a tmpfs) already takes out of sight: the network namespace stops TCP and UDP,
+    but a socket file the agent can see still connects, read-only mount or not."""
+    roots = list(covered)
+    return [("--hide", s) for s in sockets if not any(s.is_relative_to(r) for r in roots)]
 
 
 def hidden_paths(
@@ -342,5 +318,5 @@ def hidden_paths(
         hidden += [p for p in library if p not in hidden]
     if suite.hidden_paths or suite.lad_files:
         hidden += [p for p in repository_stores(root) if p not in hidden]
-    needed = [root, *trusted, *agent_homes(os.environ), socket_parent]
+    needed = [root, *trusted, socket_parent]
     return hidden + other_runs(run_dir, needed)

@@ -10,7 +10,10 @@
   its ``submission-<pid>.json``: the last accepted body, rewritten on every edit);
 - ``ledger.jsonl`` — the attempt's ledger (one line per tool call, written by the runner's
   service; appended to the run's ``RUN_DIR/ledger.jsonl`` when the attempt ends);
-- ``agent.log`` — the agent's stdout and stderr (capped).
+- ``agent.log`` — the agent's stdout and stderr (capped);
+- ``home/`` — the agent's fresh home (``HOME`` and the XDG directories inside it), empty or a
+  copy of ``--agent-home``: the user's own home is read-only to agents, and nothing carries
+  over from one attempt to the next.
 
 The MCP config is self-contained (MCP clients start the server with only the config's ``env``)
 and uses absolute paths only. Its command is the stdio↔socket relay (relay.py) to the
@@ -42,6 +45,23 @@ ATTEMPT_TOKEN_VAR: Final = "LEANRIG_ATTEMPT_TOKEN"
 RELAY_SCRIPT: Final = Path(__file__).resolve().with_name("relay.py")
 
 
+# Where programs keep configuration, credentials and caches: all point into the attempt's
+# fresh home (a harness preset adds its own, there too).
+HOME_VARS: Final = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+                    "XDG_STATE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")  # fmt: skip
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """``HOME`` and the XDG base directories, inside ``home``."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+    }
+
+
 def relay_command(socket: Path) -> list[str]:
     """The MCP server command of an attempt: this interpreter running relay.py in isolated
     mode without site (standard library only: a fast start) against ``socket``."""
@@ -63,6 +83,7 @@ class AttemptDir:
     log: Path
     token: str
     socket: Path  # the attempt's MCP socket (in a runner-owned directory)
+    home: Path  # the agent's fresh home
 
     def placeholders(self) -> dict[str, str]:
         return {
@@ -70,10 +91,13 @@ class AttemptDir:
             "task": self.task.id,
             "workspace": str(self.workspace),
             "mcp_config": str(self.mcp_config),
+            "home": str(self.home),
         }
 
     def agent_env(self, base: Mapping[str, str]) -> dict[str, str]:
-        env = dict(base)
+        """``base`` with the attempt's variables and its fresh home in place of the user's."""
+        env = {k: v for k, v in base.items() if k not in HOME_VARS}
+        env.update(home_env(self.home))
         env.update(
             LEANRIG_TASK=self.task.id,
             LEANRIG_WORKSPACE=str(self.workspace),
@@ -89,7 +113,7 @@ class AttemptDir:
 
 def agent_argv(command: Sequence[str], workspace: AttemptDir) -> list[str]:
     """``--agent`` split into words (shlex), each word's ``{prompt}``, ``{task}``,
-    ``{workspace}`` and ``{mcp_config}`` replaced (other braces are left alone)."""
+    ``{workspace}``, ``{mcp_config}`` and ``{home}`` replaced (other braces are left alone)."""
     values = workspace.placeholders()
     out = []
     for word in command:
@@ -149,10 +173,12 @@ def create_attempt_dir(
     socket: Path,
     retry: bool = False,
     library: bool = False,
+    home_from: Path | None = None,
 ) -> AttemptDir:
     """A fresh attempt directory (an old one of the same name is removed first) whose MCP
     config relays to ``socket`` (bound by the runner); ``library``: the LAD condition, whose
-    prompt names the library tools."""
+    prompt names the library tools; ``home_from``: copied into the agent's fresh home (links
+    kept as links)."""
     run_dir = run_dir.resolve()
     root = run_dir / "attempts" / task.id / (f"{attempt}-retry" if retry else str(attempt))
     if root.exists():
@@ -161,6 +187,10 @@ def create_attempt_dir(
     serve_dir = root / "serve"
     workspace.mkdir(parents=True)
     serve_dir.mkdir()
+    home = root / "home"
+    if home_from is not None:
+        shutil.copytree(home_from, home, symlinks=True)
+    home.mkdir(exist_ok=True)
     task_file = workspace / task.path.name
     task_file.write_text(task.text, encoding="utf-8")
     prompt = workspace / PROMPT_FILE
@@ -183,5 +213,5 @@ def create_attempt_dir(
         task=task, attempt=attempt, root=root, workspace=workspace, task_file=task_file,
         prompt=prompt, mcp_config=mcp_config, submission=workspace / SUBMISSION_FILE,
         serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,
-        socket=socket,
+        socket=socket, home=home,
     )  # fmt: skip

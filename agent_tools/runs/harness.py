@@ -28,6 +28,7 @@ import tomli_w
 
 from lsp_bridge import LeanrigError, cache_root
 
+from .attempt_dir import home_env
 from .results import Usage
 
 HarnessName = Literal["claude-code", "codex"]
@@ -128,16 +129,6 @@ def harness_version(program: Path, timeout: float = 60.0) -> str:
     return line[0].strip()
 
 
-def _homes(home: Path) -> dict[str, str]:
-    return {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_STATE_HOME": str(home / ".local/state"),
-    }
-
-
 def claude_code(
     program: Path, a: PresetInputs, *, model: str, reasoning: str | None, key_var: str | None
 ) -> Launch:
@@ -160,7 +151,7 @@ def claude_code(
     # ANTHROPIC_AUTH_TOKEN).
     key_env = "ANTHROPIC_API_KEY" if key_var == "ANTHROPIC_API_KEY" else "ANTHROPIC_AUTH_TOKEN"
     env = {
-        **_homes(a.home), "CLAUDE_CONFIG_DIR": str(config_dir),
+        **home_env(a.home), "CLAUDE_CONFIG_DIR": str(config_dir),
         "ANTHROPIC_BASE_URL": a.model_url, key_env: KEY_PLACEHOLDER,
         # Its background and small-model calls go to the same model (a vendor endpoint has
         # no Haiku), and it phones nowhere else (event logging, updates, error reports).
@@ -212,7 +203,7 @@ def codex(program: Path, a: PresetInputs, *, model: str, reasoning: str | None) 
         str(program), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
         "--cd", str(a.workspace), a.prompt,
     ]  # fmt: skip
-    env = {**_homes(a.home), "CODEX_HOME": str(codex_home), "LEANRIG_MODEL_KEY": KEY_PLACEHOLDER}
+    env = {**home_env(a.home), "CODEX_HOME": str(codex_home), "LEANRIG_MODEL_KEY": KEY_PLACEHOLDER}
     return Launch(
         argv, env, {codex_home / "config.toml": codex_config(a, model=model, reasoning=reasoning)}
     )

@@ -71,6 +71,8 @@ class RunOptions:
     ray: str | None = None
     # The memory each attempt reserves there (MB); default: the suite's [limits].
     attempt_memory_mb: int | None = None
+    # Copied into each attempt's fresh home (the agent's configuration); default: empty.
+    agent_home: Path | None = None
 
 
 # The settings a run directory records and a resume must keep: RunOptions field → how run.json

@@ -220,7 +220,8 @@ class Runner:
         def make() -> AttemptDir:
             return create_attempt_dir(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
                                     socket=socket, retry=retry,
-                                    library=self.options.condition == "lad")  # fmt: skip
+                                    library=self.options.condition == "lad",
+                                    home_from=self.options.agent_home)  # fmt: skip
 
         ws = await anyio.to_thread.run_sync(make)
         serve = ServeOptions(
@@ -236,14 +237,12 @@ class Runner:
         gateway, listener, model_url = await anyio.to_thread.run_sync(
             lambda: open_gateway(self.route, self.client, ws, forwarded=forwarded)
         )
-        home = ws.root / "home" if self.harness is not None else None
         harness_env: dict[str, str] = {}
         if self.harness is not None:
             assert model_url is not None
-            assert home is not None
             harness = self.harness
             started = await anyio.to_thread.run_sync(
-                lambda: launch_harness(harness, self.route, o, ws, home, model_url)
+                lambda: launch_harness(harness, self.route, o, ws, ws.home, model_url)
             )
             command, harness_env = started.argv, started.env
         else:
@@ -252,7 +251,7 @@ class Runner:
         # to the gateway's socket (bound into the sandbox with the MCP one).
         forward = forwarder(ws, sys.executable) if gateway is not None and forwarded else []
         sandbox = (
-            self.agent_sandbox.prefix(ws.workspace, ws.socket.parent, command, home)
+            self.agent_sandbox.prefix(ws.workspace, ws.socket.parent, command, ws.home)
             if self.isolated
             else ()
         )
@@ -419,6 +418,8 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         harness = HarnessSetup(options.harness, program, version)
     else:
         words = agent_words(options.agent)
+    if options.agent_home is not None and not options.agent_home.is_dir():
+        raise RunError(f"--agent-home {options.agent_home} is not a directory")
     route = model_route(options, dict(os.environ))
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     check_suite(suite)
