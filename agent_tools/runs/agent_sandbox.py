@@ -295,6 +295,22 @@ class RunSandbox:
         return agent_sandbox(network=self.network, mounts=mounts) or ()
 
 
+def probe_prefix(program: Path) -> tuple[str, ...]:
+    """The sandbox a program leanrig does not trust (a harness found on PATH) answers
+    ``--version`` in: an agent's, without network, with a private /tmp, /var/tmp and /dev/shm
+    (``program`` shown there if it lies there) and the host's sockets out of reach; empty
+    where bwrap cannot sandbox."""
+    fresh, named = scratch_mounts([str(program)])
+    dirs = socket_dirs()
+    mounts: list[Mount] = [
+        *fresh,
+        *named,
+        *(("--hide", d) for d in dirs),
+        *socket_masks(listening_sockets(), [*PRIVATE_SCRATCH, *dirs]),
+    ]
+    return agent_sandbox(network=False, mounts=mounts) or ()
+
+
 def socket_masks(sockets: Iterable[Path], covered: Iterable[Path]) -> list[Mount]:
     """The null device over each of ``sockets`` that no ``covered`` directory (hidden, or
     replaced by a tmpfs) already takes out of sight: the network namespace stops TCP and UDP,

@@ -46,8 +46,8 @@ from repl_pool import ProcessReaper, ship
 from ..library import prepare_library
 from ..models import gateway_client
 from ..tasks import Suite, library_dir, load_suite
-from .agent_sandbox import agent_sandbox
-from .harness import find_harness, harness_version
+from .agent_sandbox import agent_sandbox, probe_prefix
+from .harness import find_harness, harness_version, withdraw_keys
 from .model_access import HarnessSetup, ModelRoute
 from .options import RunError, RunOptions, agent_words
 from .runner import AttemptOutcome, Runner
@@ -184,7 +184,7 @@ def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessS
     if expected is None:
         return None
     program = find_harness(expected.name, options.harness_bin)  # (absolute: see cluster_run)
-    version = harness_version(program)
+    version = harness_version(program, sandbox=probe_prefix(program))
     if version != expected.version:
         raise RunError(
             f"{node_name()} has {expected.name} {version!r}; the run records {expected.version!r}",
@@ -211,6 +211,9 @@ class AttemptOnNode:
         # actor runs one attempt at a time), and the attempt's reaper kills them all when it
         # ends or the actor goes.
         os.environ[ATTEMPT_NODE_VAR] = tag
+        # The route carries the key; the node's own (a `ray start` with keys set) goes.
+        route = self.plan.route
+        withdraw_keys(os.environ, route.key_var if route else self.plan.options.model_key_env)
         reaper = ProcessReaper(ATTEMPT_NODE_VAR, tag)
         await anyio.to_thread.run_sync(reaper.start)
         try:

@@ -16,9 +16,9 @@ the key), or run anything.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -26,9 +26,9 @@ from typing import Final, Literal
 import orjson
 import tomli_w
 
-from lsp_bridge import LeanrigError, cache_root
+from lsp_bridge import LeanrigError, cache_root, find_program
 
-from .attempt_dir import home_env
+from .attempt_dir import HOME_VARS, home_env
 from .results import Usage
 
 HarnessName = Literal["claude-code", "codex"]
@@ -44,6 +44,8 @@ KEY_VARS: Final[dict[HarnessName, tuple[str, ...]]] = {
     "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     "codex": ("OPENAI_API_KEY",),
 }
+# Every variable a model key is read from (what no process but the gateway's may hold).
+KEY_NAMES: Final = frozenset(v for names in KEY_VARS.values() for v in names)
 # What a harness is given instead of a key: the gateway swaps it for the real one.
 KEY_PLACEHOLDER: Final = "leanrig-gateway-key"
 MCP_SERVER: Final = "leanrig"
@@ -105,24 +107,39 @@ def find_harness(name: HarnessName, explicit: Path | None = None) -> Path:
         if not path.is_file() or not os.access(path, os.X_OK):
             raise HarnessError(f"--harness-bin: {explicit} is not an executable file")
         return path
-    on_path = shutil.which(PROGRAM[name])
+    on_path = find_program(PROGRAM[name])
     if on_path is not None:
-        return Path(on_path)
+        return on_path
     pinned = installed_harness(name)
     if pinned is None:
         raise HarnessError(f"cannot find {PROGRAM[name]!r} ({name}) on PATH or in leanrig's cache")
     return pinned
 
 
-def harness_version(program: Path, timeout: float = 60.0) -> str:
-    """What ``program --version`` says (its first line)."""
-    try:
-        done = subprocess.run(
-            [str(program), "--version"], capture_output=True, text=True, timeout=timeout,
-            stdin=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"}, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise HarnessError(f"{program} --version failed: {exc}") from exc
+def withdraw_keys(environ: MutableMapping[str, str], also: str | None = None) -> None:
+    """Remove every model key variable (``KEY_NAMES``, and ``also``: the run's
+    ``--model-key-env``) from ``environ``, once the run's gateway holds its key: each process
+    started after that (Lean's, the verdict's, the agent's, bwrap's) inherits none."""
+    for name in {*KEY_NAMES, *([also] if also else [])}:
+        environ.pop(name, None)
+
+
+def harness_version(program: Path, timeout: float = 60.0, sandbox: Sequence[str] = ()) -> str:
+    """What ``program --version`` says (its first line), run under ``sandbox`` (a command
+    prefix; its private /tmp is the home) or else with a temporary home, and with no model key
+    in its environment: the program is trusted no more than an agent that may have put it
+    there."""
+    base = {k: v for k, v in os.environ.items() if k not in KEY_NAMES and k not in HOME_VARS}
+    with tempfile.TemporaryDirectory(prefix="leanrig-probe-") as scratch:
+        home = Path("/tmp") if sandbox else Path(scratch)
+        env = {**base, **home_env(home), "NO_COLOR": "1"}
+        try:
+            done = subprocess.run(
+                [*sandbox, str(program), "--version"], capture_output=True, text=True,
+                timeout=timeout, stdin=subprocess.DEVNULL, env=env, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HarnessError(f"{program} --version failed: {exc}") from exc
     line = (done.stdout or done.stderr).strip().splitlines()
     if done.returncode != 0 or not line:
         raise HarnessError(f"{program} --version failed (exit {done.returncode})")

@@ -254,6 +254,14 @@ class RunInfo(BaseModel):
     cluster: ClusterInfo | None = Field(
         default=None, description="where attempts ran, when on a Ray cluster (--ray)"
     )
+    programs: dict[str, str] = Field(
+        default_factory=dict,
+        description="each program the runner starts (Lean, bwrap, a harness, …): the absolute "
+        "path resolved once when the run started",
+    )
+    agent_home: str | None = Field(
+        default=None, description="--agent-home: copied into each attempt's fresh home"
+    )
 
     def display_name(self) -> str:
         if self.label:

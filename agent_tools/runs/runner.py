@@ -32,14 +32,14 @@ import psutil
 import structlog
 
 from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
-from repl_pool import SandboxPolicy, sandbox_programs, uses_namespaces
+from repl_pool import SandboxPolicy, sandbox_programs, sandbox_tools, uses_namespaces
 
 from ..library import index_dir, prepare_library
 from ..models import gateway_client, model_time
 from ..servers import ServeOptions, package_version, serve_asgi
 from ..tasks import Suite, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
-from .agent_sandbox import RunSandbox, agent_sandbox, hidden_paths, trusted_paths
+from .agent_sandbox import RunSandbox, agent_sandbox, hidden_paths, probe_prefix, trusted_paths
 from .attempt_dir import (
     ATTEMPT_TOKEN_VAR,
     SOCKET_FILE,
@@ -49,7 +49,13 @@ from .attempt_dir import (
 )
 from .attempt_records import body_sha, final_body, ignored_edits, ledger_totals, write_submission
 from .attempt_server import AttemptServer
-from .harness import find_harness, harness_usage, harness_version, usage_mismatch
+from .harness import (
+    find_harness,
+    harness_usage,
+    harness_version,
+    usage_mismatch,
+    withdraw_keys,
+)
 from .invocation import Invocation, invoke
 from .leftovers import (
     mark_started,
@@ -197,6 +203,10 @@ class Runner:
         self.harness = harness
         self.route = route
         self.client: Any = None  # the gateways' upstream client, open during the run
+        tools = {k: v for k, v in sandbox_tools().items() if v is not None}
+        self.programs: dict[str, str] = {**install.programs(), **tools, "python": sys.executable}
+        if harness is not None:
+            self.programs[harness.name] = str(harness.program)
         self.cluster: ClusterInfo | None = None  # attempts placed on a Ray cluster (--ray)
 
     # -- one attempt --------------------------------------------------------------------------
@@ -371,6 +381,8 @@ class Runner:
             harness=harness_record(self.harness, self.route, o),
             agent_network=self.network if self.isolated else "all",
             model_endpoint=self.route.upstream if self.route is not None else None,
+            programs=self.programs,
+            agent_home=str(o.agent_home) if o.agent_home is not None else None,
         )  # fmt: skip
 
     def selected(self) -> list[Task]:
@@ -412,15 +424,20 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
         if not options.model:
             raise RunError("--harness needs --model ID (the model the harness asks for)")
         words: list[str] = []
-        program = await anyio.to_thread.run_sync(find_harness, options.harness,
-                                                 options.harness_bin)  # fmt: skip
-        version = await anyio.to_thread.run_sync(harness_version, program)
-        harness = HarnessSetup(options.harness, program, version)
     else:
         words = agent_words(options.agent)
+    route = model_route(options, dict(os.environ))
+    # The key now lives in the route (the gateway) alone.
+    withdraw_keys(os.environ, route.key_var if route else options.model_key_env)
+    if options.harness is not None:
+        program = await anyio.to_thread.run_sync(find_harness, options.harness,
+                                                 options.harness_bin)  # fmt: skip
+        version = await anyio.to_thread.run_sync(
+            lambda: harness_version(program, sandbox=probe_prefix(program))
+        )
+        harness = HarnessSetup(options.harness, program, version)
     if options.agent_home is not None and not options.agent_home.is_dir():
         raise RunError(f"--agent-home {options.agent_home} is not a directory")
-    route = model_route(options, dict(os.environ))
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     check_suite(suite)
     for task_id in options.tasks or ():  # refused before anything is written
