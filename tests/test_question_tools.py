@@ -289,3 +289,31 @@ async def test_a_term_that_never_finishes_times_out_and_the_next_step_is_not_slo
         assert time.monotonic() - started < 30  # the deadline, not Lean's minutes
         step = await service.set_proof(sid, "\n  @and_swap' 𝔸 𝔹 h𝔸𝔹")
         assert step.status == "complete"
+
+
+ONE_LINE = """prelude
+import Demo.Basic
+
+namespace OneLine
+theorem main (p q : Prop) (h : And p q) : And q p := sorryAx (And q p) Bool.false
+end OneLine
+"""
+
+
+async def test_check_term_in_context_when_the_body_is_on_the_statements_line(
+    tmp_path: Path,
+) -> None:
+    """With the placeholder on the statement's own line (`… := sorryAx …`, the layout of
+    `… := by` and one-line `:= rfl`), a term checked in context gets its type, hypotheses
+    included; a term Lean rejects gets errors, never an empty answer."""
+    suite = demo_with_tasks(tmp_path / "suite",
+                            {"one_line": ("OneLine.lean", "OneLine.main", ONE_LINE)})  # fmt: skip
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("one_line")).session_id
+        hypothesis = await service.check_term(sid, "h", True)
+        assert hypothesis.type == "And p q" and hypothesis.errors == [], hypothesis
+        intro = await service.check_term(sid, "@And.intro q p", True)
+        assert intro.type == "q → p → And q p", intro
+        wrong = await service.check_term(sid, "no_such_name", True)
+        assert wrong.type is None and wrong.errors, wrong

@@ -66,7 +66,9 @@ def context_document(task: Task, view: TaskView, term: str) -> QuestionDoc:
     scope, its type read by hover on the name."""
     head = view.to_lean(task.text[: task.span.start])
     line = head.count("\n") + 1
-    text = f"{head}\n  let {CHECK_NAME} := (\n{term}\n  )\n  {task.body}\n"
+    # The placeholder starts in the `let`'s column on its own line: a body written on the
+    # statement's line (` := sorryAx …`) would otherwise continue the term as an application.
+    text = f"{head}\n  let {CHECK_NAME} := (\n{term}\n  )\n  {task.body.lstrip()}\n"
     return QuestionDoc(text, LspPos(line, 6), line + 1, line + 1 + term.count("\n"))
 
 

@@ -188,6 +188,13 @@ class QuestionTools:
                 type_ = _split_shown(shown) if shown is not None else None
             if errors:
                 type_ = shown = None
+            elif type_ is None:
+                raise ToolError(
+                    "Lean reported neither a type nor an error for the term",
+                    code="lean_error",
+                    hint="try `in_context: false`, or state the term's expected type with "
+                    "`(term : T)`; the session is unchanged",
+                )
             result = CheckTermResult(term=term, type=type_, shown=shown, in_context=in_context,
                                      errors=errors)  # fmt: skip
             self.questions.answers.put(key, result)
