@@ -149,3 +149,14 @@ def test_the_log_level_may_follow_the_command_as_the_cli_docs_list_it(
 ) -> None:
     assert main(["doctor", "--json", "--log-level", "INFO"]) == 0
     assert '"event":"serve.opened"' in capsys.readouterr().err
+
+
+def test_leanrig_help_describes_leanrig_to_a_user(capsys: pytest.CaptureFixture[str]) -> None:
+    """`leanrig --help` says what leanrig is and where to start, not the CLI module's own
+    docstring ("no logic here")."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert "Lean 4" in out and "leanrig doctor" in out and "leanrig run" in out
+    assert "no logic here" not in out and "``" not in out

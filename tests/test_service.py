@@ -283,6 +283,35 @@ async def test_bad_arguments_get_the_same_error_on_both_wires(
 
 
 @pytest.mark.parametrize("wire", ["mcp", "jsonrpc"])
+async def test_a_nullable_argument_left_out_is_null_and_a_required_one_still_errors(
+    service: ProofService, wire: str
+) -> None:
+    """`get_completions` without `line` and `column` (a client that drops nulls) completes the
+    prefix as if they were null; without `session_id` it is refused naming the argument. The
+    published schema still requires every property (strict clients)."""
+    owner = "mcp-test" if wire == "mcp" else "rpc-test"
+    sid = (await service.open_task("and_swap", client=owner)).session_id
+    lenient = {"session_id": sid, "prefix": "And."}
+    missing = {"prefix": "And."}
+    if wire == "mcp":
+        async with Client(build_mcp(service, client=owner)) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            schema = listed["get_completions"].input_schema
+            assert set(schema["required"]) == {"session_id", "line", "column", "prefix"}
+            ok = await client.call_tool("get_completions", lenient)
+            refused = await client.call_tool("get_completions", missing)
+        assert not ok.is_error and isinstance(ok.structured_content, dict), ok
+        names = [c["name"] for c in ok.structured_content["completions"]]
+        assert refused.is_error and "missing argument `session_id`" in str(refused.content)
+    else:
+        reply = await rpc(service, "get_completions", lenient)
+        names = [c["name"] for c in reply["result"]["completions"]]
+        refused_reply = await rpc(service, "get_completions", missing)
+        assert "missing argument `session_id`" in refused_reply["error"]["message"]
+    assert "intro" in names or "And.intro" in names, names
+
+
+@pytest.mark.parametrize("wire", ["mcp", "jsonrpc"])
 async def test_refused_arguments_still_write_a_ledger_line(
     service: ProofService, wire: str
 ) -> None:

@@ -229,8 +229,24 @@ def _megabytes(text: str) -> int:
     return int(value)
 
 
+DESCRIPTION = """\
+leanrig: a fast, scoped, timed and verified loop for proving in Lean 4 — warm Lean servers for
+proof agents (MCP, JSON-RPC) and human provers (an LSP proxy), benchmark runs with an
+independent sandboxed verdict after every attempt, and the reports behind the metrics."""
+EPILOG = """\
+start here:
+  leanrig doctor                         which Lean, the sandbox, a smoke test
+  leanrig demo                           an agent's proof loop on the demo suite
+  leanrig run --suite DIR --agent CMD    an agent over a suite (docs/runs.md)
+  leanrig report RUN_DIR                 the run's scores, time and cost
+each command's options: leanrig COMMAND --help; docs/cli.md lists them all."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="leanrig", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="leanrig", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     # Also after the subcommand (`leanrig serve … --log-level info`, as docs/cli.md lists it).
     common = argparse.ArgumentParser(add_help=False)
     for where, default in ((parser, "warning"), (common, argparse.SUPPRESS)):

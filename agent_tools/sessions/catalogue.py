@@ -370,12 +370,15 @@ def _explain(error: Any) -> str:
 
 
 def input_schema(tool: ToolDef) -> dict[str, Any]:
-    """The published input schema: inline, closed, all properties required, no titles; a tool
-    without arguments has no ``properties`` key (Gemini refuses an empty one)."""
+    """The published input schema: inline, closed, all properties required (a nullable one
+    left out is still read as null), no titles; a tool without arguments has no
+    ``properties`` key (Gemini refuses an empty one)."""
     schema = plain_schema(tool.input.model_json_schema())
     if not schema.get("properties"):
         schema.pop("properties", None)
         schema.pop("required", None)
+    else:  # (a nullable argument has a default of null, but strict clients send every key)
+        schema["required"] = list(schema["properties"])
     return schema
 
 

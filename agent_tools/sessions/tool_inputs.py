@@ -115,18 +115,22 @@ class DeclarationInput(ToolInput):
 
 
 class CompletionsInput(ToolInput):
+    # The nullable arguments may be left out (a lenient reading of clients that drop nulls);
+    # the published schema still lists them as required (catalogue.input_schema).
     session_id: SessionId
-    line: Annotated[int | None, Field(ge=1, description="1-based line, or null with `prefix`")]
+    line: Annotated[int | None, Field(ge=1, description="1-based line, or null with `prefix`")] = (
+        None
+    )
     column: Annotated[
         int | None, Field(ge=1, description="1-based code point column, or null with `prefix`")
-    ]
+    ] = None
     prefix: Annotated[
         str | None,
         Field(
             description="the start of a name (`And.i`, `Nat.add_`), completed as at the target "
             "theorem; or null with `line` and `column`",
         ),
-    ]
+    ] = None
 
 
 class TryProofsInput(ToolInput):
