@@ -40,7 +40,7 @@ TIERS: dict[str, tuple[str, ...]] = {
             "test_cancelled_steps", "test_editor_nvim", "test_editor_proxy", "test_editor_sweep",
             "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
-            "test_network_servers", "test_runner", "test_runner_faults",
+            "test_network_servers", "test_red_team", "test_runner", "test_runner_faults",
             "test_runner_isolation", "test_server_heap", "test_suite_authoring",
             "test_test_grouping"),
     # spawn loops, Ray, bench smoke, crash and fault injection at scale

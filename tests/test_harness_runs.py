@@ -187,7 +187,9 @@ def test_the_gateway_counts_what_the_model_served_and_what_the_harness_reported(
         # Every call the harness made is a line, also one it gave up on before an answer (Codex
         # on a loaded machine, once): the model served the answered ones.
         answered = [c for c in calls if c["complete"]]
-        assert r["usage_source"] == "gateway" and r["model_calls"] == len(calls)
+        model_calls = [c for c in calls if c["kind"] == "model"]
+        assert r["usage_source"] == "gateway" and r["model_calls"] == len(model_calls)
+        assert r["other_calls"] == len(calls) - len(model_calls)
         assert len(answered) == served[r["task"]]["calls"], calls
         for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
             assert r[key] == served[r["task"]][key], (r["task"], key)

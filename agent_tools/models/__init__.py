@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
+    from .gateway import CallKind as CallKind
     from .gateway import ModelCall as ModelCall
     from .gateway import ModelGateway as ModelGateway
+    from .gateway import count_kinds as count_kinds
     from .gateway import gateway_client as gateway_client
     from .gateway import model_time as model_time
     from .gateway import upstream_url as upstream_url

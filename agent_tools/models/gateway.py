@@ -2,40 +2,74 @@
 
 A streaming reverse proxy (an ASGI app; `asgi.serve_asgi` serves it on the attempt's Unix
 socket, which a forwarder inside the agent's sandbox exposes on the sandbox's own loopback):
-each request is forwarded to the upstream endpoint (``--model-endpoint``) as it came, the
-answer passed back chunk by chunk as it arrives (server-sent events are not buffered), and the
-call metered from the wire (`usage.WireMeter`: the API's own ``usage``, the first token) into
-one ``model_calls.jsonl`` line per call.
+each model API request is forwarded to the upstream endpoint (``--model-endpoint``), the answer
+passed back chunk by chunk as it arrives (server-sent events are not buffered), and the call
+metered from the wire (`usage.WireMeter`: the API's own ``usage``, the first token) into one
+``model_calls.jsonl`` line per request.
+
+The agent is untrusted, so the gateway forwards the model APIs' routes and nothing else:
+
+- *The path* is decoded here from ``raw_path``, segment by segment, and refused (400) when its
+  decoded form holds a dot or empty segment, an encoded slash, a backslash, a control or
+  non-ASCII character, a ``%`` (double encoding) or a broken escape: refused, never normalized
+  into another path. The query string passes through when it is printable ASCII.
+- *The routes*, past an optional ``/v1`` (joined to the endpoint as `upstream_url` says):
+  ``POST messages`` and ``POST messages/count_tokens`` (Anthropic; Claude Code),
+  ``POST responses`` (Codex: its provider's base URL is the gateway's plus ``/v1``),
+  ``POST chat/completions``, ``GET models`` and ``GET models/{id}`` (an id: one segment of
+  letters, digits and ``._:@+~-``). Another path is a 404, a listed one with another method a
+  405. (Codex calls ``responses/compact`` only for its built-in OpenAI provider; nothing uses
+  ``GET responses/{id}``.)
+- *The limits*: a request body over ``max_request_bytes`` (`MAX_REQUEST_BYTES`) is a 413: at
+  once when its Content-Length says so, the body unread (the server drops it), else as soon as
+  the streamed body passes it. At most ``max_concurrent`` calls (`MAX_CONCURRENT`) are in
+  flight; one beyond waits up to ``slot_wait_s`` (`SLOT_WAIT_S`) for a call to end, then is a
+  429 with ``retry-after`` (the harnesses' clients retry it). A body is buffered whole (the
+  meter reads the model, stream flag and effort from it), so an attempt's gateway holds at most
+  ``max_concurrent × max_request_bytes`` of request bodies.
+- *Refusals are metered*: a request the gateway answers itself (its own 4xx; a 500 when it
+  fails) is a line too, ``api: null``, ``kind: "refused"``, its status and an ``error`` saying
+  why (no status: the agent hung up before its request's end). A forwarded request is
+  ``kind: "model"`` (a model call) or ``"other"`` (a models list, a token count: no usage);
+  only model calls count toward the attempt's tokens (`count_kinds` counts each kind).
 
 The API key never reaches the agent: the agent is given a placeholder, and the gateway swaps
 it for the key (from the runner's environment) in the authentication headers on the way out.
 Neither the key nor the headers are written anywhere.
 
-Must not: interpret or change a request's or an answer's body; retry (the harness decides);
-hold a call past its deadlines.
+Must not: forward anything but the routes above; interpret or change a forwarded request's or
+answer's body; retry (the harness decides); hold a call past its deadlines; answer a request
+without its metering line.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
+from urllib.parse import unquote_to_bytes
 
 import anyio
 import httpx2 as httpx
 import orjson
 import structlog
 
-from .model_request import api_of, request_facts
+from .model_request import Api, RequestFacts, api_of, request_facts
 from .usage import CallUsage, WireMeter
 
 log = structlog.get_logger("leanrig.gateway")
 
-MAX_REQUEST_BYTES: Final = 64 * 2**20
+MAX_REQUEST_BYTES: Final = 8 * 2**20
+"""The largest request body forwarded by default (`ModelGateway.max_request_bytes`)."""
+MAX_CONCURRENT: Final = 8
+"""Calls in flight at once per attempt by default (`ModelGateway.max_concurrent`)."""
+SLOT_WAIT_S: Final = 30.0
+"""How long a call beyond ``max_concurrent`` waits for a free slot by default, then 429."""
 # Headers that belong to one connection (RFC 9110 §7.6.1), and what the proxy sets itself.
 _HOP: Final = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -48,14 +82,44 @@ _AUTH: Final = ("x-api-key", "authorization", "api-key")
 UPSTREAM_TIMEOUT: Final = httpx.Timeout(connect=30.0, read=900.0, write=60.0, pool=30.0)
 _UNKNOWN: Final = CallUsage(None, None, None, None, None)
 
+CallKind = Literal["model", "other", "refused"]
+# The routes forwarded (path segments past an optional `/v1`), each with its one method.
+_ROUTES: Final[Mapping[tuple[str, ...], str]] = {
+    ("messages",): "POST", ("messages", "count_tokens"): "POST", ("responses",): "POST",
+    ("chat", "completions"): "POST", ("models",): "GET",
+}  # fmt: skip
+# `GET …/models/{id}`: vendors' ids are one segment (`claude-…`, `gpt-5.1`, `ft:gpt-4o:org:id`).
+_MODEL_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+~-]{0,199}")
+# A path as it may arrive (RFC 3986 path characters) and a decoded segment (the same but `/`
+# and `%`: a segment that decodes to either would mean another path upstream).
+_RAW_PATH: Final = re.compile(rb"[A-Za-z0-9._~!$&'()*+,;=:@/%-]*")
+_SEGMENT: Final = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
+_ESCAPE: Final = re.compile(rb"%(?![0-9A-Fa-f]{2})")  # a `%` not followed by two hex digits
+_QUERY: Final = re.compile(rb"[\x21-\x22\x24-\x7e]*")  # printable ASCII but `#`
+_SHOWN: Final = 256  # characters of a refused request's target kept in its line
+_ERROR_TYPES: Final = {400: "invalid_request_error", 404: "not_found_error",
+                       405: "invalid_request_error", 413: "request_too_large",
+                       429: "rate_limit_error"}  # fmt: skip
+
+
+class RequestRefused(Exception):
+    """A request the gateway answers itself with ``status`` (never forwarded)."""
+
+    def __init__(self, status: int, reason: str, headers: Iterable[tuple[bytes, bytes]] = ()):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = list(headers)
+
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """One model call as the gateway saw it (one line of ``model_calls.jsonl``)."""
+    """One request as the gateway saw it (one line of ``model_calls.jsonl``): a model call, a
+    forwarded request that is none (``api`` None), or one the gateway refused (``refused``)."""
 
-    api: str | None  # anthropic-messages | openai-responses | openai-chat | None (other path)
+    api: str | None  # anthropic-messages | openai-responses | openai-chat | None (no model call)
     method: str
-    path: str
+    path: str  # the decoded path; a refused request's target as it came (cut short)
     status: int | None  # None: no answer from upstream
     model: str | None
     streaming: bool | None
@@ -64,14 +128,23 @@ class ModelCall:
     latency_s: float  # request in until the answer's last byte out (or the failure)
     ttft_s: float | None  # until the chunk holding the first token
     usage: CallUsage
-    complete: bool  # the whole answer reached the agent
+    complete: bool  # the upstream's whole answer reached the agent
     request_bytes: int
     response_bytes: int
     error: str | None = None
+    refused: bool = False  # answered by the gateway itself (`error` says why), not forwarded
+
+    @property
+    def kind(self) -> CallKind:
+        """``model`` (a model call), ``other`` (forwarded, no model call) or ``refused``."""
+        if self.refused:
+            return "refused"
+        return "other" if self.api is None else "model"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "v": 1, "ts": datetime.fromtimestamp(self.started, UTC).isoformat(),
+            "kind": self.kind,
             "api": self.api, "method": self.method, "path": self.path, "status": self.status,
             "model": self.model, "streaming": self.streaming,
             "reasoning_effort": self.reasoning_effort,
@@ -84,6 +157,14 @@ class ModelCall:
         }  # fmt: skip
 
 
+def count_kinds(calls: Iterable[ModelCall]) -> dict[CallKind, int]:
+    """How many of ``calls`` were model calls, other forwarded requests, and refused ones."""
+    counts: dict[CallKind, int] = {"model": 0, "other": 0, "refused": 0}
+    for call in calls:
+        counts[call.kind] += 1
+    return counts
+
+
 def upstream_url(base: str, path: str, query: str) -> str:
     """``base`` (``--model-endpoint``) joined with the request's path: a base ending in
     ``/v1`` takes the path without its own ``/v1`` (Codex's providers name the ``/v1`` base,
@@ -92,6 +173,51 @@ def upstream_url(base: str, path: str, query: str) -> str:
     if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
         path = path[3:]
     return f"{base}{path}" + (f"?{query}" if query else "")
+
+
+def checked_path(raw: bytes, *, encoded: bool = True) -> str:
+    """The request path, decoded segment by segment (``encoded``: percent escapes in ``raw``,
+    as ASGI's ``raw_path``; else ``raw`` is decoded already).
+
+    Raises `RequestRefused` (400) for a path that would mean something else once decoded or
+    normalized: a dot or empty segment, an encoded slash or ``%``, a backslash, a control or
+    non-ASCII character, a broken escape.
+    """
+    if raw == b"/":
+        return "/"
+    if not raw.startswith(b"/") or _RAW_PATH.fullmatch(raw) is None:
+        raise RequestRefused(400, "malformed path: only ASCII path characters, from a leading /")
+    if encoded and _ESCAPE.search(raw):
+        raise RequestRefused(400, "malformed path: a % that is no escape")
+    segments: list[str] = []
+    for part in raw[1:].split(b"/"):
+        text = (unquote_to_bytes(part) if encoded else part).decode("ascii", errors="replace")
+        if not text:
+            raise RequestRefused(400, "malformed path: an empty segment (// or a trailing /)")
+        if text in (".", ".."):
+            raise RequestRefused(400, "malformed path: a dot segment")
+        if _SEGMENT.fullmatch(text) is None:
+            message = "malformed path: a slash, backslash, %, ?, #, space, control or non-ASCII"
+            raise RequestRefused(400, f"{message} character in a segment (encoded or not)")
+        segments.append(text)
+    return "/" + "/".join(segments)
+
+
+def check_route(method: str, path: str) -> None:
+    """Nothing when ``method`` ``path`` (a `checked_path`) is a model API's route; raises
+    `RequestRefused`: 404 for a path outside them, 405 for a route's other methods."""
+    segments = tuple(path.split("/")[1:]) if path != "/" else ()
+    if segments[:1] == ("v1",):
+        segments = segments[1:]
+    allowed = _ROUTES.get(segments)
+    if allowed is None and len(segments) == 2 and segments[0] == "models":
+        allowed = "GET" if _MODEL_ID.fullmatch(segments[1]) else None
+    if allowed is None:
+        message = f"no such endpoint: {path} (the gateway forwards the model APIs only)"
+        raise RequestRefused(404, message)
+    if method != allowed:
+        message = f"{method} {path}: the endpoint takes {allowed} only"
+        raise RequestRefused(405, message, [(b"allow", allowed.encode())])
 
 
 def forwarded_headers(
@@ -134,9 +260,47 @@ def model_time(calls: Iterable[ModelCall]) -> float:
 
 
 @dataclass(slots=True)
+class _Meter:
+    """One request's metering line as it fills in."""
+
+    method: str
+    path: str
+    started: float = field(default_factory=time.time)
+    t0: float = field(default_factory=time.perf_counter)
+    api: Api | None = None
+    facts: RequestFacts | None = None
+    meter: WireMeter | None = None
+    status: int | None = None
+    ttft: float | None = None
+    request_bytes: int = 0
+    response_bytes: int = 0
+    complete: bool = False
+    refused: bool = False
+    error: str | None = None
+
+    def refuse(self, status: int | None, reason: str) -> None:
+        self.refused, self.status, self.error = True, status, reason
+        self.api = self.facts = self.meter = None
+
+    def record(self) -> ModelCall:
+        usage = self.meter.finish() if self.meter is not None else _UNKNOWN
+        facts = self.facts
+        return ModelCall(
+            api=self.api, method=self.method, path=self.path, status=self.status,
+            model=usage.model or (facts.model if facts is not None else None),
+            streaming=facts.stream if facts is not None else None,
+            reasoning_effort=facts.reasoning_effort if facts is not None else None,
+            started=self.started, latency_s=time.perf_counter() - self.t0, ttft_s=self.ttft,
+            usage=usage, complete=self.complete, request_bytes=self.request_bytes,
+            response_bytes=self.response_bytes, error=self.error, refused=self.refused,
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
 class ModelGateway:
-    """An ASGI app forwarding to ``upstream`` and metering each call (``calls``, and one line
-    per call appended to ``calls_path``)."""
+    """An ASGI app forwarding the model APIs' routes to ``upstream`` and metering each request
+    (``calls``, and one line per request appended to ``calls_path``); the limits are the
+    module's (`MAX_REQUEST_BYTES`, `MAX_CONCURRENT`, `SLOT_WAIT_S`)."""
 
     upstream: str
     client: httpx.AsyncClient
@@ -144,98 +308,176 @@ class ModelGateway:
     placeholder: str
     key: str | None = None
     calls: list[ModelCall] = field(default_factory=list)
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_concurrent: int = MAX_CONCURRENT
+    slot_wait_s: float = SLOT_WAIT_S
+    _slots: anyio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_request_bytes < 0 or self.max_concurrent < 1 or self.slot_wait_s < 0:
+            raise ValueError("max_request_bytes >= 0, max_concurrent >= 1, slot_wait_s >= 0")
+        self._slots = anyio.Semaphore(self.max_concurrent)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        started, t0 = time.time(), time.perf_counter()
-        path: str = scope["path"]
-        method: str = scope["method"]
-        api = api_of(path)
-        body = await self._body(receive)
-        if body is None:
-            await _error(send, 413, "the request is larger than the gateway takes")
-            return
-        facts = request_facts(api, body) if api is not None else None
-        url = upstream_url(self.upstream, path, scope.get("query_string", b"").decode("latin-1"))
-        request = self.client.build_request(
-            method, url, headers=forwarded_headers(scope["headers"], self.placeholder, self.key),
-            content=body,
-        )  # fmt: skip
-        meter = WireMeter(api) if api is not None else None
-        status: int | None = None
-        ttft: float | None = None
-        sent = 0
-        complete = False
-        error: str | None = None
+        raw = scope.get("raw_path")
+        shown = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
+        call = _Meter(method=str(scope.get("method", "")), path=shown[:_SHOWN])
+        answering = False  # (a 500 of the gateway's own can go out only before an answer)
+
+        async def answer(message: dict[str, Any]) -> None:
+            nonlocal answering
+            answering = True
+            await send(message)
+
         try:
-            with anyio.CancelScope() as call:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_cancel_on_disconnect, receive, call)
-                    try:
-                        response = await self.client.send(request, stream=True)
-                    except httpx.HTTPError as exc:
-                        error = f"cannot reach the model endpoint: {type(exc).__name__}: {exc}"
-                        await _error(send, 502, f"leanrig gateway: {error}")
-                        tg.cancel_scope.cancel()
-                        return
-                    try:
-                        status = response.status_code
-                        if meter is not None:
-                            meter.content_type(response.headers.get("content-type", ""))
-                        await send({
-                            "type": "http.response.start", "status": status,
-                            "headers": _answer_headers(response.headers),
-                        })  # fmt: skip
-                        async for chunk in response.aiter_raw():
-                            if meter is not None and meter.feed(chunk) and ttft is None:
-                                ttft = time.perf_counter() - t0
-                            sent += len(chunk)
-                            await send({"type": "http.response.body", "body": chunk,
-                                        "more_body": True})  # fmt: skip
-                            # The API's end event reached the agent: the answer is whole,
-                            # and the agent may hang up before the stream's own end (Codex
-                            # closes on `response.completed`).
-                            complete = complete or (meter is not None and meter.ended)
-                        await send({"type": "http.response.body", "body": b""})
-                        complete = True
-                    except httpx.HTTPError as exc:
-                        error = f"the answer broke off: {type(exc).__name__}: {exc}"
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await response.aclose()
-                    tg.cancel_scope.cancel()
-            if call.cancelled_caught and not complete:
-                error = "the agent closed its connection before the answer ended"
+            await self._handle(scope, receive, answer, call)
+        except RequestRefused as exc:
+            call.refuse(exc.status, exc.reason)
+            await _error(send, exc.status, exc.reason, exc.headers)
+        except Exception as exc:  # whatever failed, the request keeps its line
+            reason = f"the gateway failed: {type(exc).__name__}: {exc}"
+            log.exception("gateway.failed", path=call.path)
+            if call.status is None:
+                call.refuse(500, reason)
+            else:
+                call.error = reason
+            if not answering:
+                await _error(send, 500, f"leanrig gateway: {reason}")
         finally:
-            usage = meter.finish() if meter is not None else _UNKNOWN
-            record = ModelCall(
-                api=api, method=method, path=path, status=status,
-                model=usage.model or (facts.model if facts is not None else None),
-                streaming=facts.stream if facts is not None else None,
-                reasoning_effort=facts.reasoning_effort if facts is not None else None,
-                started=started,
-                latency_s=time.perf_counter() - t0, ttft_s=ttft, usage=usage,
-                complete=complete, request_bytes=len(body), response_bytes=sent, error=error,
-            )  # fmt: skip
+            record = call.record()
             self.calls.append(record)
             _append_line(self.calls_path, record.to_json())
 
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any, call: _Meter) -> None:
+        """Check one request, wait for its slot and forward it, filling in ``call``; raises
+        `RequestRefused` for a request the gateway answers itself."""
+        raw = scope.get("raw_path")
+        if isinstance(raw, bytes):
+            path = checked_path(raw)
+        else:
+            path = checked_path(str(scope["path"]).encode("utf-8"), encoded=False)
+        query = scope.get("query_string", b"")
+        if _QUERY.fullmatch(query) is None:
+            raise RequestRefused(400, "malformed query string: printable ASCII only")
+        check_route(call.method, path)
+        call.path = path
+        declared = _declared_length(scope["headers"])
+        if declared is not None and declared > self.max_request_bytes:
+            raise _too_large(self.max_request_bytes, f"its Content-Length is {declared}")
+        if not await self._take_slot():
+            busy = f"more than {self.max_concurrent} calls at once: try again"
+            raise RequestRefused(429, busy, [(b"retry-after", b"1")])
+        try:
+            body = await self._body(receive)
+            if body is None:
+                call.refuse(None, "the agent closed its connection before its request ended")
+                return
+            call.request_bytes = len(body)
+            call.api = api_of(path)
+            if call.api is not None:
+                call.facts = request_facts(call.api, body)
+                call.meter = WireMeter(call.api)
+            url = upstream_url(self.upstream, path, query.decode("ascii"))
+            request = self.client.build_request(
+                call.method, url, content=body,
+                headers=forwarded_headers(scope["headers"], self.placeholder, self.key),
+            )  # fmt: skip
+            await self._forward(request, receive, send, call)
+        finally:
+            self._slots.release()
+
+    async def _take_slot(self) -> bool:
+        """One of the ``max_concurrent`` slots, waiting up to ``slot_wait_s`` for one (False:
+        none came free in time)."""
+        try:
+            self._slots.acquire_nowait()
+            return True
+        except anyio.WouldBlock:
+            pass
+        with anyio.move_on_after(self.slot_wait_s):
+            await self._slots.acquire()
+            return True
+        return False
+
+    async def _forward(self, request: httpx.Request, receive: Any, send: Any, call: _Meter) -> None:
+        """Send ``request`` upstream and its answer to the agent chunk by chunk, metering it."""
+        meter = call.meter
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_on_disconnect, receive, scope)
+                try:
+                    response = await self.client.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    call.error = f"cannot reach the model endpoint: {type(exc).__name__}: {exc}"
+                    await _error(send, 502, f"leanrig gateway: {call.error}")
+                    tg.cancel_scope.cancel()
+                    return
+                try:
+                    call.status = response.status_code
+                    if meter is not None:
+                        meter.content_type(response.headers.get("content-type", ""))
+                    await send({
+                        "type": "http.response.start", "status": call.status,
+                        "headers": _answer_headers(response.headers),
+                    })  # fmt: skip
+                    async for chunk in response.aiter_raw():
+                        if meter is not None and meter.feed(chunk) and call.ttft is None:
+                            call.ttft = time.perf_counter() - call.t0
+                        call.response_bytes += len(chunk)
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})  # fmt: skip
+                        # The API's end event reached the agent: the answer is whole, and
+                        # the agent may hang up before the stream's own end (Codex closes on
+                        # `response.completed`).
+                        call.complete = call.complete or (meter is not None and meter.ended)
+                    await send({"type": "http.response.body", "body": b""})
+                    call.complete = True
+                except httpx.HTTPError as exc:
+                    call.error = f"the answer broke off: {type(exc).__name__}: {exc}"
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.aclose()
+                tg.cancel_scope.cancel()
+        if scope.cancelled_caught and not call.complete:
+            call.error = "the agent closed its connection before the answer ended"
+
     async def _body(self, receive: Any) -> bytes | None:
+        """The request's body (None: the agent hung up first); raises `RequestRefused` (413)
+        as soon as it passes ``max_request_bytes``."""
         parts: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                break
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > MAX_REQUEST_BYTES:
-                return None
+            if size > self.max_request_bytes:
+                raise _too_large(self.max_request_bytes, f"its body passed {size} bytes")
             parts.append(chunk)
             if not message.get("more_body", False):
-                break
-        return b"".join(parts)
+                return b"".join(parts)
+
+
+def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    """The request's Content-Length (None: not given); raises `RequestRefused` (400) for a
+    malformed one."""
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            if not value.strip().isdigit():
+                raise RequestRefused(400, "malformed content-length")
+            return int(value)
+    return None
+
+
+def _too_large(limit: int, seen: str) -> RequestRefused:
+    # The connection stays open: the server drops the rest of the body unbuffered, and a
+    # client that sends its whole body before reading gets the 413 (a closed connection
+    # would reach its SDK as a network error, which it retries).
+    return RequestRefused(413, f"the request is larger than the {limit} bytes the gateway takes: "
+                               f"{seen}")  # fmt: skip
 
 
 async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
@@ -247,11 +489,16 @@ async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
             return
 
 
-async def _error(send: Any, status: int, message: str) -> None:
+async def _error(
+    send: Callable[[dict[str, Any]], Awaitable[None]], status: int, message: str,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:  # fmt: skip
     # Both APIs' clients read an `error.message`; Anthropic's also an `error.type`.
-    body = orjson.dumps({"type": "error", "error": {"type": "api_error", "message": message}})
+    kind = _ERROR_TYPES.get(status, "api_error")
+    body = orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *headers]})  # fmt: skip
     await send({"type": "http.response.body", "body": body})
 
 
@@ -274,9 +521,16 @@ def gateway_client() -> httpx.AsyncClient:
 
 
 __all__ = [
+    "MAX_CONCURRENT",
     "MAX_REQUEST_BYTES",
+    "SLOT_WAIT_S",
+    "CallKind",
     "ModelCall",
     "ModelGateway",
+    "RequestRefused",
+    "check_route",
+    "checked_path",
+    "count_kinds",
     "forwarded_headers",
     "gateway_client",
     "model_time",

@@ -99,8 +99,14 @@ def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
 
 def gateway_usage(gateway: ModelGateway) -> Usage:
     """The attempt's tokens as the gateway counted them off the wire: the sum over its
-    answered calls (2xx); a count any of them lacks is unknown (None), never guessed."""
-    answered = [c.usage for c in gateway.calls if c.status is not None and 200 <= c.status < 300]
+    answered model calls (2xx); a count any of them lacks is unknown (None), never guessed.
+    Requests that are no model call (a models list, a token count, a refused one) have no
+    usage and count for nothing: they cannot make the attempt's tokens unknown."""
+    answered = [
+        c.usage
+        for c in gateway.calls
+        if c.kind == "model" and c.status is not None and 200 <= c.status < 300
+    ]
 
     def total(key: str) -> int | None:
         values = [getattr(u, key) for u in answered]

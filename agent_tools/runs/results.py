@@ -167,7 +167,13 @@ class AttemptResult(_TokensMixin):
     # (off the wire), or the agent's usage.json — and, with a gateway, its calls and the time
     # at least one was in flight.
     usage_source: Literal["gateway", "agent"] | None = None
-    model_calls: int | None = Field(default=None, ge=0)
+    model_calls: int | None = Field(default=None, ge=0, description="model calls, answered or not")
+    other_calls: int | None = Field(
+        default=None,
+        ge=0,
+        description="requests through the gateway that were not model calls: other routes "
+        "(`/v1/models`) and refused ones; never part of the tokens",
+    )
     model_s: float | None = Field(default=None, ge=0, description="model time, from the gateway")
     harness_usage: Usage | None = Field(
         default=None, description="what the harness itself reported (a harness run)"

@@ -35,7 +35,7 @@ from lsp_bridge import LeanInstall, LeanrigError, cache_root, find_lean
 from repl_pool import SandboxPolicy, sandbox_programs, sandbox_tools, uses_namespaces
 
 from ..library import index_dir, prepare_library
-from ..models import gateway_client, model_time
+from ..models import count_kinds, gateway_client, model_time
 from ..servers import ServeOptions, package_version, serve_asgi
 from ..tasks import Suite, Task, library_dir, load_suite
 from ..verdict import Verdict, Verifier
@@ -305,8 +305,13 @@ class Runner:
         if gateway is not None:
             # Tokens from the wire, whatever the agent wrote; USD from --prices.
             usage = gateway_usage(gateway)
-            model = {"model_calls": len(gateway.calls), "usage_source": "gateway",
-                     "model_s": round(model_time(gateway.calls), 3)}  # fmt: skip
+            kinds = count_kinds(gateway.calls)
+            model = {
+                "model_calls": kinds["model"],
+                "other_calls": kinds["other"] + kinds["refused"],
+                "usage_source": "gateway",
+                "model_s": round(model_time(gateway.calls), 3),
+            }
         elif any(v is not None for v in usage.model_dump().values()):
             model = {"usage_source": "agent"}
         if self.harness is not None:
