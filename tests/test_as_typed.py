@@ -490,6 +490,9 @@ def test_doctor_json(cwd: Path) -> None:
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "smoke_ok: True" in plain.stdout
     assert f"lean_version: {report['lean_version']}" in plain.stdout
+    # Every program a run starts, absolute; nothing printed as Python's `None`.
+    assert report["programs"]["lean"] == report["lean_path"] and "None" not in plain.stdout
+    assert all(p.startswith("/") or p == "not found" for p in report["programs"].values())
 
 
 def test_demo(tmp_path: Path) -> None:
@@ -497,6 +500,8 @@ def test_demo(tmp_path: Path) -> None:
     done = leanrig("demo", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "[check_proof] ACCEPTED" in done.stdout
+    # No placeholder or message cut mid-sentence.
+    assert "step - ms" not in done.stdout and "; remove it." in done.stdout
 
 
 def test_make_demo_as_the_readme_types_it() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,9 @@ async def call(client: Client, tool: str, **args: Any) -> tuple[dict[str, Any], 
 
 
 def show(label: str, result: dict[str, Any], ms: float) -> None:
-    print(
-        f"\n[{label}] {ms:.1f} ms round trip (server-side step {result.get('elapsed_ms', '-')} ms)"
-    )
+    step = result.get("elapsed_ms")
+    server = f" (server-side step {step} ms)" if step is not None else ""
+    print(f"\n[{label}] {ms:.1f} ms round trip{server}")
     for d in result.get("diagnostics", []):
         first = d["message"].splitlines()[0]
         print(f"  {d['line']}:{d['column']} {d['severity']}: {first}")
@@ -88,7 +89,8 @@ async def _demo() -> int:
         try:
             await call(client, "set_proof", session_id=sid, body="\n  h\n  #exit")
         except RuntimeError as exc:
-            print(f"\n[escape attempt] rejected as expected: {str(exc)[:160]}")
+            why = textwrap.fill(str(exc), width=96, initial_indent="  ", subsequent_indent="  ")
+            print(f"\n[escape attempt] rejected as expected:\n{why}")
 
         verdict, ms = await call(client, "check_proof", session_id=sid)
         status = "ACCEPTED" if verdict["accepted"] else f"REJECTED {verdict['reasons']}"

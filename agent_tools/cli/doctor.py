@@ -169,7 +169,9 @@ def run_doctor() -> DoctorReport:
         githash=install.githash,
         mode=install.mode,
         source=install.source,
-        lake=str(install.lake) if install.lake else None,
+        lake=str(install.lake)
+        if install.lake
+        else ("not found (bootstrap Lean)" if install.mode == "bootstrap" else "not found"),
         bwrap=bwrap,
         prlimit=prlimit,
         smoke_ok=smoke.ok,
