@@ -298,3 +298,21 @@ if __name__ == "__main__":
     head, rest = text.split(BEGIN, 1)
     DOCS.write_text(f"{head}{BEGIN}\n{tools_table()}\n{END}{rest.split(END, 1)[1]}", "utf-8")
     sys.exit(0)
+
+
+def test_counts_of_tools_in_the_docs_are_the_catalogues() -> None:
+    """Every "N tools" / "leanrig's N (or M with LAD)" in README.md and docs/ is the number the
+    catalogue serves: a baseline session's tools, and with the library tools."""
+    import re
+
+    from agent_tools.sessions import LIBRARY_TOOLS, TOOLS
+
+    counts = {len(TOOLS), len(TOOLS) + len(LIBRARY_TOOLS)}
+    root = DOCS.parents[1]
+    pattern = re.compile(r"leanrig's (\d+) \(or (\d+) with LAD\)|\b(\d+) (?:MCP )?tools\b")
+    found = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for match in pattern.finditer(page.read_text(encoding="utf-8")):
+            found += [(page.name, int(n)) for n in match.groups() if n is not None]
+    assert found, "no tool count in the docs any more: drop this test"
+    assert all(n in counts for _, n in found), (found, counts)
