@@ -5,25 +5,30 @@ declaration uses ``sorry`` — the target; ``#print axioms`` of the target lists
 otherwise only allowed axioms; the text outside the body declares no axiom the allow-list does
 not name and holds none of the constructs the verdict forbids in a proof (``unsafe``,
 ``implemented_by``, ``extern``, ``#exit``…). Across tasks: ids (``load_suite``) and elaborated
-statements (``#check @T`` under ``pp.all``) are unique. With ``--solutions DIR``, each
+statements (``#check @T`` under ``pp.all``) are unique; a statement Lean cannot print equals
+none (a note says so: it is no problem of the task). With ``--solutions DIR``, each
 ``DIR/<id>.lean`` (the task file with a proof) must be accepted by the verdict agents get.
+An ``unsafe axiom`` outside the body (a self-contained prelude's ``lcErased``) is neither a
+declared axiom nor a forbidden construct: no theorem can use it.
 
 Must not change the suite.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
 import anyio
 from pydantic import BaseModel
 
-from lsp_bridge import LeanInstall, find_lean
+from lsp_bridge import COMMENT_KINDS, LeanInstall, TokenKind, find_lean, lean_tokens
 
 from ..tasks import Suite, Task, axioms_declared, library_dir, load_suite
 from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
 from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
+from .statements import read_printed
 
 
 class TaskCheck(BaseModel):
@@ -31,6 +36,9 @@ class TaskCheck(BaseModel):
     ok: bool
     problems: list[str]
     statement: str = ""  # the elaborated statement (pp.all), universe parameters first
+    # What Lean could not answer about the task, which is no problem of it (a statement it
+    # could not print, so compared with no other).
+    notes: list[str] = []
     solution: str = "none"  # "accepted" | "rejected" | "none" (no file given)
     elapsed_ms: float = 0.0
 
@@ -59,12 +67,28 @@ def query_lines(task: Task) -> tuple[str, int, int]:
     name = escape_name(task.spec.theorem)
     text = task.text.rstrip("\n") + "\n\n"
     first = text.count("\n") + 1
-    text += f"set_option pp.all true in\n#check @{name}\n#print axioms {name}\n"
-    return text, first + 1, first + 2
+    text += (
+        f"set_option pp.all true in\nset_option pp.rawOnError true in\n#check @{name}\n"
+        f"#print axioms {name}\n"
+    )
+    return text, first + 2, first + 3
 
 
 def outside_body(task: Task) -> str:
     return task.text[: task.span.start] + task.text[task.span.end :]
+
+
+def without_unsafe_axioms(text: str) -> str:
+    """``text`` with the ``unsafe`` of each ``unsafe axiom`` blanked: no theorem can depend on
+    an unsafe declaration (the kernel refuses), and a self-contained prelude file declares the
+    compiler's ``unsafe axiom lcErased`` before its first ``structure``, as Lean's own prelude
+    does. Any other ``unsafe`` stays for ``forbidden_constructs`` to see."""
+    code = [t for t in lean_tokens(text) if t.kind not in COMMENT_KINDS]
+    for token, after in itertools.pairwise(code):
+        if (token.kind is TokenKind.IDENT and token.text(text) == "unsafe"
+                and after.kind is TokenKind.IDENT and after.text(text) == "axiom"):  # fmt: skip
+            text = text[: token.start] + " " * (token.end - token.start) + text[token.end :]
+    return text
 
 
 async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> CheckReport:
@@ -131,10 +155,19 @@ def task_check(
     if others:
         problems.append(f"another declaration uses sorry (line {others[0]})")
     statement = ""
+    notes: list[str] = []
     for m in answer.at_lines(check_line, check_line):
         parsed = parse_check(m.text, theorem)
-        if parsed is not None:
-            statement = f"{parsed.universe_list()} {parsed.type}"
+        if parsed is None:
+            continue
+        printed = read_printed(parsed.type)
+        if printed.text:
+            statement = f"{parsed.universe_list()} {printed.text}"
+        else:
+            notes.append(
+                f"Lean could not print its elaborated statement ({printed.failure}): "
+                "it is compared with no other task's"
+            )
     axioms = parse_axioms(
         [{"data": m.text} for m in answer.at_lines(axioms_line, axioms_line)], theorem
     )
@@ -151,5 +184,8 @@ def task_check(
     declared = [a for a in axioms_declared(around) if a not in allowed]
     if declared:
         problems.append(f"the file declares axioms outside the allow-list: {', '.join(declared)}")
-    problems += [f"outside the proof: {reason}" for reason in forbidden_constructs(around)]
-    return TaskCheck(task=task.id, ok=not problems, problems=problems, statement=statement)
+    reasons = forbidden_constructs(without_unsafe_axioms(around))
+    problems += [f"outside the proof: {reason}" for reason in reasons]
+    return TaskCheck(
+        task=task.id, ok=not problems, problems=problems, statement=statement, notes=notes
+    )

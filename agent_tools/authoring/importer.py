@@ -2,15 +2,17 @@
 whose proof is a placeholder one task.
 
 Lean decides what text cannot: every file is compiled (imported files first, into one scratch
-build directory), then asked ``#print axioms`` of each of its declarations (which depend on
-``sorryAx``: the *tainted* ones) and ``#check @T`` under ``pp.all`` of each placeholder theorem
-(its elaborated statement, constants fully qualified). A task's file is its source file with
-every other tainted declaration dropped (nothing kept can depend on a dropped one: it would be
-tainted too), so its only placeholder is its own; a target whose statement names a tainted
-constant is skipped with that reason. Each task file is then elaborated once more: exactly one
-"declaration uses sorry", on the target, and no error — else it is skipped, never written
-broken. Files other files import are the suite's library (prelude suites compile them), copied
-at their paths.
+build directory), then asked ``#print axioms`` of each of its declarations but axioms (which
+depend on ``sorryAx``: the *tainted* ones; an axiom, ``sorryAx`` itself in a file's preamble
+included, is no proof and is kept) and ``#check @T`` under ``pp.all`` of each placeholder
+theorem (its elaborated statement, constants fully qualified; the raw printer's text where Lean
+cannot pretty-print it). A task's file is its source file with every other tainted declaration
+and the ``… in`` commands wrapping it dropped (nothing kept can depend on a dropped one: it
+would be tainted too), so its only placeholder is its own; a target whose statement names a
+tainted constant is skipped with that reason. Each task file is then elaborated once more:
+exactly one "declaration uses sorry", on the target, and no error — else it is skipped, never
+written broken. Files other files import are the suite's library (prelude suites compile them),
+copied at their paths.
 
 Must not guess from text where Lean can say; must not lose hand-edited metadata: a task id that
 is already in ``OUT/suite.toml`` keeps its title, field and difficulty, and the manifest's other
@@ -39,7 +41,7 @@ from .sources import (
     Placeholder,
     SourceFile,
     code_words,
-    declaration_span,
+    declaration_spans,
     imported_modules,
     library_order,
     meta_for,
@@ -48,6 +50,7 @@ from .sources import (
     task_id,
     title_of,
 )
+from .statements import read_printed
 
 TASK_DIR = "tasks"
 WALL_SECONDS = 60.0
@@ -85,6 +88,7 @@ class _Facts:
     tainted: set[str] = field(default_factory=set)  # declarations depending on sorryAx
     statements: dict[str, str] = field(default_factory=dict)  # theorem → pp.all type
     broken: dict[str, str] = field(default_factory=dict)  # module → why it does not compile
+    unprinted: dict[str, str] = field(default_factory=dict)  # theorem → why Lean printed nothing
 
 
 def import_suite(
@@ -203,7 +207,13 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
         if not compiled.ok:
             facts.broken[source.module] = compiled.why()
             continue
-        names = [d.full_name for d in source.declarations if "private" not in d.modifiers]
+        # An axiom is no proof that uses sorry, whatever `#print axioms` lists for it (its
+        # own name: `sorryAx` itself, declared in a file's preamble), so none is tainted.
+        names = [
+            d.full_name
+            for d in source.declarations
+            if "private" not in d.modifiers and d.keyword != "axiom"
+        ]
         lines = [*(["prelude"] if source.header.prelude else []), f"import {source.module}"]
         axiom_lines: dict[int, str] = {}
         check_lines: dict[int, str] = {}
@@ -211,7 +221,8 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
             lines.append(f"#print axioms {escape_name(decl)}")
             axiom_lines[len(lines)] = decl
         for target in source.placeholders:
-            lines += ["set_option pp.all true in", f"#check @{escape_name(target.name)}"]
+            lines += ["set_option pp.all true in", "set_option pp.rawOnError true in",
+                      f"#check @{escape_name(target.name)}"]  # fmt: skip
             check_lines[len(lines)] = target.name
         answer = await lean.elaborate("Query", "\n".join(lines) + "\n")
         for line, decl in axiom_lines.items():
@@ -221,8 +232,14 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
         for line, theorem in check_lines.items():
             for m in answer.at_lines(line, line):
                 statement = parse_check(m.text, theorem)
-                if statement is not None:
-                    facts.statements[theorem] = statement.type
+                if statement is None:
+                    continue
+                # What the statement names is all that is read from it: where Lean could not
+                # pretty-print it, its raw printer's text names the same constants.
+                printed = read_printed(statement.type)
+                facts.statements[theorem] = printed.text or printed.raw
+                if not facts.statements[theorem]:
+                    facts.unprinted[theorem] = printed.failure
     return facts
 
 
@@ -236,6 +253,8 @@ def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library:
     if is_library:
         return "its file is imported by other files (it is part of the suite's library)"
     statement = facts.statements.get(target.name)
+    if target.name in facts.unprinted:
+        return f"Lean could not print its statement ({facts.unprinted[target.name]})"
     if statement is None:
         return "Lean did not report its statement"
     if "sorryAx" in code_words(statement):
@@ -252,11 +271,10 @@ def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library:
 def _task_text(source: SourceFile, target: Placeholder, tainted: set[str]) -> str:
     """The source file without its other declarations that depend on sorry."""
     text = source.text
-    drops = [
-        declaration_span(text, d)
-        for d in source.declarations
-        if d.full_name in tainted and d.full_name != target.name
-    ]
+    drops = declaration_spans(
+        text,
+        [d for d in source.declarations if d.full_name in tainted and d.full_name != target.name],
+    )
     for start, end in sorted(drops, reverse=True):
         while end < len(text) and text[end] == "\n":
             end += 1

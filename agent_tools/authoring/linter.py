@@ -2,19 +2,28 @@
 ``Finding`` (code, severity, task, location, message).
 
 One Lean run per task (its file with probes inserted right after the target's body, under the
-``--budget`` deadline) answers what text cannot:
+``--budget`` deadline) answers what text cannot. A probe is a theorem declared where Lean reads
+it as it reads the target: after the body (its section and ``variable``s), with the target's
+``… in`` wrappers made plain commands (their scope then covers the probes), and named under
+the namespace the target's own name opens (``theorem PLift.up_down …`` reads ``up`` as
+``PLift.up``); a probe of the statement restates the target's signature text there, so
+auto-bound implicits bind alike.
 
 - ``trivial-target``: a trivial term closes the target — the search agent's depth-0 candidates
-  (hypotheses, constructors, ``@Eq.refl``), and ``decide``/``simp``/``omega``/``aesop`` on a
-  full toolchain; ``unfolds-to-true`` when ``True.intro`` closes a target that is not ``True``;
+  (hypotheses, constructors, ``@Eq.refl``), a constructor of whatever the target unfolds to,
+  named with a leading dot (``.refl`` for ``LE.le n n`` is ``Nat.le.refl``: conventional names
+  and those of the inductive propositions the task file and the suite's library declare), and
+  ``decide``/``simp``/``omega``/``aesop`` on a full toolchain; ``unfolds-to-true`` when
+  ``True.intro`` closes a target that is not ``True``;
 - ``contradictory-hypotheses``: ``False`` follows from the hypotheses by such a term;
 - ``unused-variable``: Lean's unused-variables linter names a binder the statement never
-  mentions (the body is the placeholder), and ``example … : Prop := T`` fails for its type:
-  data, not a hypothesis;
+  mentions (the body is the placeholder), and a binder ``(_ : (T : Prop))`` fails for its
+  type: data, not a hypothesis;
 - the statement as Lean elaborates it (``#check`` under ``pp.all``), for
   ``duplicate-statement`` (alpha-equivalent across tasks) and, with ``--against OLD``,
   ``statement-changed`` (Lean is asked whether the new theorem proves the old statement:
-  definitionally equal) or ``statement-text-changed``.
+  definitionally equal) or ``statement-text-changed``. A statement Lean cannot print equals no
+  other: ``statement-unprintable`` (info) says so.
 
 From the text (no Lean needed): ``preamble-axiom`` (an ``axiom`` in the task file),
 ``preamble-opaque``, ``preamble-unchecked-code`` (``implemented_by``, ``extern``).
@@ -34,17 +43,30 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel
 
-from lsp_bridge import LeanInstall, LineIndex, declarations, find_lean
+from lsp_bridge import (
+    COMMENT_KINDS,
+    LeanInstall,
+    LineIndex,
+    TokenKind,
+    declarations,
+    find_lean,
+    lean_tokens,
+    name_parts,
+)
 
 from ..agents import Fact, Problem, Sym, TermError, parse_signature, prove
-from ..tasks import Suite, Task, load_suite
+from ..tasks import Suite, Task, declaration_end, library_sources, load_suite
 from ..verdict import escape_name, forbidden_constructs, parse_check
 from .checker import lean_path_of, outside_body
 from .lean_runs import LeanAnswer, LeanRuns
-from .statements import Signature, canonical, signature
+from .statements import Signature, canonical, read_printed, signature
 
 Severity = Literal["error", "warning", "info"]
 CANDIDATES = 24  # per probe kind: a small budget, as an agent's first look would be
+# Constructors that need no proof, by the names libraries give them (`Eq.refl`, `Nat.le.refl`,
+# `True.intro`), and reflexivity lemmas named like them (`Iff.rfl`); a leading dot resolves
+# each in the namespace of what the target unfolds to.
+CONSTRUCTORS = ("refl", "rfl", "intro")
 TACTICS = ("decide", "simp", "omega", "aesop")  # a full toolchain only
 FALSE_TACTICS = ("simp_all", "omega", "aesop")
 _UNUSED = re.compile(r"(?:unused variable|Variable name) `([^`]+)`")
@@ -79,7 +101,24 @@ class _Probed:
     signature: Signature
     probes: list[_Probe] = field(default_factory=list)
     statement: str = ""
+    unprintable: str = ""  # why Lean could not print the statement ('' when it did)
     answer: LeanAnswer | None = None
+    namespace: str = ""  # probe names' prefix (`_namespace_of`)
+
+
+def _namespace_of(task: Task) -> str:
+    """The namespace the target's declared name opens, as a prefix for probe names:
+    ``«PLift».`` for ``theorem PLift.up_down``, '' for an undotted name."""
+    text = task.text
+    tokens = (t for t in lean_tokens(text, task.span.decl_start) if t.kind not in COMMENT_KINDS)
+    for token in tokens:
+        if token.kind is TokenKind.IDENT and token.text(text) in ("theorem", "lemma"):
+            name = next(tokens, None)
+            if name is None:
+                break
+            parts = name_parts(name.text(text))[:-1]
+            return "".join(f"{p}." if p == "_root_" else f"«{p}»." for p in parts)
+    return ""
 
 
 def lint_suite(root: Path, *, budget: float = 10.0, against: Path | None = None) -> LintReport:
@@ -95,12 +134,13 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
     probed: dict[str, _Probed] = {}
     old_statements: dict[str, str] = {}
     lean_path = await lean_path_of(suite, install)
+    library = await anyio.to_thread.run_sync(_library_constructors, suite)
     limiter = anyio.CapacityLimiter(2)
     async with LeanRuns.scratch(install, lean_path, budget) as lean:
 
         async def one(i: int, task: Task) -> None:
             prior = old.tasks.get(task.id) if old is not None else None
-            job = _probe_file(task, full, prior)
+            job = _probe_file(task, full, prior, library)
             text = _probed_text(job, prior)
             async with limiter:
                 job.answer = await lean.elaborate(f"Lint_{i}", text)
@@ -156,15 +196,71 @@ def _first(terms: Iterator[str], n: int) -> list[str]:
     return out
 
 
-def _probe_file(task: Task, full: bool, prior: Task | None) -> _Probed:
+def _inductive_prop_constructors(text: str) -> list[str]:
+    """The constructors' last names of the inductive propositions ``text`` declares, in order
+    (``inductive Nat.le (n : Nat) : Nat → Prop`` with ``| refl …`` and ``| step …`` → ``refl``,
+    ``step``): what a leading-dot probe may name. Lexical; a probe only proposes, Lean decides."""
+    names: list[str] = []
+    for decl in declarations(text):
+        if decl.keyword != "inductive":
+            continue
+        end = declaration_end(text, decl.keyword_start)
+        pieces: list[str] = []
+        for token in lean_tokens(text, decl.name_start):
+            if token.start >= end:
+                break
+            if token.kind not in COMMENT_KINDS:
+                pieces.append(token.text(text))
+        names += _constructors_of(pieces)
+    return list(dict.fromkeys(names))
+
+
+def _constructors_of(pieces: list[str]) -> list[str]:
+    """``pieces`` (an ``inductive``'s tokens from its name on) → its constructors' names, if
+    its type ends in ``Prop``."""
+    depth = 0
+    colon = body = -1
+    for k, piece in enumerate(pieces):
+        depth += (piece in "([{⦃⟨") - (piece in ")]}⦄⟩")
+        if depth == 0 and piece == ":" and colon < 0:
+            colon = k
+        if depth == 0 and piece in ("where", "|"):
+            body = k
+            break
+    if colon < 0 or body < 0 or pieces[body - 1] != "Prop":
+        return []
+    found = []
+    depth = 0
+    for k, piece in enumerate(pieces[body:], start=body):
+        depth += (piece in "([{⦃⟨") - (piece in ")]}⦄⟩")
+        if depth == 0 and piece == "|" and k + 1 < len(pieces):
+            found.append(pieces[k + 1].rsplit(".", 1)[-1])
+    return found
+
+
+def _library_constructors(suite: Suite) -> list[str]:
+    """The constructor names ``_inductive_prop_constructors`` finds in the suite's own library
+    (its prelude modules' sources)."""
+    names: list[str] = []
+    for _, source in library_sources(suite):
+        names += _inductive_prop_constructors(source.read_text(encoding="utf-8"))
+    return list(dict.fromkeys(names))
+
+
+def _probe_file(task: Task, full: bool, prior: Task | None, library: list[str]) -> _Probed:
     sig = signature(task)
-    job = _Probed(task, sig)
+    job = _Probed(task, sig, namespace=_namespace_of(task))
     problem = _problem(sig)
     trivial = ["True.intro"]
     false: list[str] = []
     if problem is not None:
         trivial += _first(prove(problem, problem.target, 0), CANDIDATES)
         false = _first(prove(problem, Sym("False"), 1), CANDIDATES) if sig.groups else []
+    # Lean resolves `.c` in the namespace of the target's head after unfolding it, and `_`
+    # stands for an explicit argument unification determines (`Eq.refl a` in a prelude).
+    names = [*CONSTRUCTORS, *_inductive_prop_constructors(task.text), *library]
+    for name in list(dict.fromkeys(names))[:CANDIDATES]:
+        trivial += [f".{name}", f".{name} _"]
     if full:
         trivial += [f"by {t}" for t in TACTICS]
         false += [f"by {t}" for t in FALSE_TACTICS] if sig.groups else []
@@ -178,22 +274,26 @@ def _probe_file(task: Task, full: bool, prior: Task | None) -> _Probed:
 
 def _probe_decl(job: _Probed, probe: _Probe, i: int, prior: Task | None) -> str:
     sig = job.signature
+    name = f"theorem {job.namespace}«leanrig_lint_{i}»"
     heartbeats = "set_option maxHeartbeats 50000 in\n" if probe.text.startswith("by ") else ""
     if probe.kind == "trivial":
-        return f"{heartbeats}theorem «leanrig_lint_{i}»{sig.text}:=\n  {probe.text}\n"
+        return f"{heartbeats}{name}{sig.text}:=\n  {probe.text}\n"
     if probe.kind == "false":
-        return f"{heartbeats}theorem «leanrig_lint_{i}» {sig.binders} : False :=\n  {probe.text}\n"
+        head = f"{name}{sig.universes} {sig.binders} : False"
+        return f"{heartbeats}{head} :=\n  {probe.text}\n"
     if probe.kind == "sort":
+        # In a binder, as in the target's signature: auto-bound implicits bind alike.
         before: list[str] = []
         for group in sig.groups:
             if probe.text in group.names:
-                return f"example {' '.join(before)} : Prop :=\n  {group.type}\n"
+                binders = " ".join([*before, f"(_ : ({group.type} : Prop))"])
+                return f"{name}{sig.universes} {binders} : ∀ p : Prop, p → p :=\n  fun _ h => h\n"
             before.append(group.text)
         return ""
     assert prior is not None
     old = signature(prior)
     args = " ".join(old.names)
-    head = f"theorem «leanrig_lint_{i}» {old.binders} : {old.conclusion}"
+    head = f"{name}{old.universes} {old.binders} : {old.conclusion}"
     return f"{head} :=\n  @{_target(job)} {args}\n"
 
 
@@ -202,10 +302,12 @@ def _target(job: _Probed) -> str:
 
 
 def _probed_text(job: _Probed, prior: Task | None) -> str:
-    """The task file with every probe right after the target's body, and the statement query
-    at its end; each probe's lines recorded."""
+    """The task file, its target's ``… in`` wrappers made plain commands, with every probe
+    right after the target's body, and the statement query at its end; each probe's lines
+    recorded."""
     task = job.task
-    head = task.text[: task.span.end] + "\n\n"
+    file = task.unwrapped(task.text)  # same length and lines: positions stay the file's
+    head = file[: task.span.end] + "\n\n"
     line = head.count("\n") + 1
     block = []
     for i, probe in enumerate(job.probes):
@@ -213,8 +315,9 @@ def _probed_text(job: _Probed, prior: Task | None) -> str:
         probe.first, probe.last = line, line + decl.count("\n") - 1
         line += decl.count("\n") + 1
         block.append(decl)
-    text = head + "\n".join(block) + "\n" + task.text[task.span.end :].lstrip("\n")
-    return text.rstrip("\n") + f"\n\nset_option pp.all true in\n#check @{_target(job)}\n"
+    text = head + "\n".join(block) + "\n" + file[task.span.end :].lstrip("\n")
+    query = f"set_option pp.all true in\nset_option pp.rawOnError true in\n#check @{_target(job)}"
+    return text.rstrip("\n") + f"\n\n{query}\n"
 
 
 def _read_statement(job: _Probed, text: str) -> None:
@@ -222,8 +325,13 @@ def _read_statement(job: _Probed, text: str) -> None:
     last = text.count("\n")
     for m in job.answer.at_lines(last, last):
         parsed = parse_check(m.text, job.task.spec.theorem)
-        if parsed is not None:
-            job.statement = canonical(f"{parsed.universe_list()} {parsed.type}")
+        if parsed is None:
+            continue
+        printed = read_printed(parsed.type)
+        if printed.text:
+            job.statement = canonical(f"{parsed.universe_list()} {printed.text}")
+        else:
+            job.unprintable = printed.failure
 
 
 def _closes(answer: LeanAnswer, probe: _Probe) -> bool:
@@ -290,6 +398,17 @@ def _lean_findings(job: _Probed) -> list[Finding]:
             )
         )
     found += _unused(job, at)
+    if job.unprintable:
+        found.append(
+            Finding(
+                code="statement-unprintable",
+                severity="info",
+                task=task.id,
+                location=at,
+                message="Lean could not print the elaborated statement (`#check` under pp.all: "
+                f"{job.unprintable}), so it is the same as no other task's",
+            )
+        )
     return found
 
 

@@ -9,6 +9,7 @@ Must not write the suite (importer.py) or run Lean (lean_runs.py).
 
 from __future__ import annotations
 
+import bisect
 import csv
 import re
 import tomllib
@@ -21,7 +22,15 @@ import orjson
 from lsp_bridge import COMMENT_KINDS, Declaration, TokenKind, declarations, lean_tokens, scan_text
 from repl_pool import Header, parse_header
 
-from ..tasks import BodySpan, LocateError, declaration_end, declaration_head, locate_body
+from ..tasks import (
+    BodySpan,
+    LocateError,
+    all_wrappers,
+    commands,
+    declaration_end,
+    declaration_head,
+    locate_body,
+)
 from .lean_runs import AuthoringError
 
 LAKE_FILES = ("lakefile.toml", "lakefile.lean", "lean-toolchain", "lake-manifest.json")
@@ -103,12 +112,29 @@ def task_id(name: str) -> str:
     return ".".join(out)
 
 
-def declaration_span(text: str, decl: Declaration) -> tuple[int, int]:
-    """Where the declaration's whole command is: from its doc comment (or its line's start,
-    attributes and modifiers included) to its end (``declaration_end``)."""
-    line_start = text.rfind("\n", 0, decl.keyword_start) + 1
-    start, _ = declaration_head(text, line_start)
-    return start, declaration_end(text, decl.keyword_start)
+def declaration_spans(text: str, decls: list[Declaration]) -> list[tuple[int, int]]:
+    """Where each declaration's whole command is: from the first ``… in`` command wrapping it
+    (``open Nat in`` on the line above: dropped without it, it would wrap whatever follows),
+    else its doc comment (or its line's start, attributes and modifiers included), to its end
+    (``declaration_end``)."""
+    cmds = commands(text, 0, len(text))
+    starts = [c.start for c in cmds]
+    wrapper_ins = all_wrappers(text)
+
+    def wraps(k: int) -> bool:
+        return any(cmds[k].start <= at < cmds[k].end for at in wrapper_ins)
+
+    spans = []
+    for decl in decls:
+        line_start = text.rfind("\n", 0, decl.keyword_start) + 1
+        start, _ = declaration_head(text, line_start)
+        k = bisect.bisect_right(starts, start) - 1
+        if k >= 0 and cmds[k].start == start:  # its own column-0 command, not an indented one
+            while k > 0 and wraps(k - 1):
+                k -= 1
+            start = cmds[k].start
+        spans.append((start, declaration_end(text, decl.keyword_start)))
+    return spans
 
 
 def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[SourceFile], bool]:

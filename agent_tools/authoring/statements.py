@@ -1,13 +1,15 @@
 """A task's statement as text: its signature (after the theorem's name, up to ``:=``) split
 into binder groups and conclusion, and Lean's printed statement (``#check`` under ``pp.all``)
-with its bound names made canonical, so alpha-equivalent statements compare equal. Pure;
-tokens are lsp_bridge's ``lean_tokens``.
+with its bound names made canonical, so alpha-equivalent statements compare equal — or, where
+Lean could not print it (a prelude without the notation its printer needs for numerals), why
+not: such a statement equals no other. Pure; tokens are lsp_bridge's ``lean_tokens``.
 
 Must not decide what a statement means: Lean's answers do (the linter asks them).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lsp_bridge import COMMENT_KINDS, TokenKind, lean_tokens
@@ -30,6 +32,7 @@ class Signature:
     text: str  # after the name (universe parameters `.{u}` included), up to `:=`
     groups: tuple[BinderGroup, ...]
     conclusion: str
+    universes: str = ""  # `.{u, v}` as written after the name, or ''
 
     @property
     def binders(self) -> str:
@@ -53,6 +56,12 @@ def split_signature(text: str) -> Signature:
     depth = 0
     start = 0
     colon = len(text)
+    universes = ""
+    if len(tokens) > 1 and tokens[0].text(text) == "." and tokens[1].text(text) == "{":
+        close = next((t for t in tokens if t.text(text) == "}"), None)
+        if close is not None:
+            universes = text[tokens[0].start : close.end]
+            tokens = [t for t in tokens if t.start >= close.end]
     for token in tokens:
         piece = token.text(text)
         if token.kind is not TokenKind.SYMBOL:
@@ -68,7 +77,7 @@ def split_signature(text: str) -> Signature:
         elif piece == ":" and depth == 0:
             colon = token.start
             break
-    return Signature(text, tuple(groups), text[colon + 1 :].strip())
+    return Signature(text, tuple(groups), text[colon + 1 :].strip(), universes)
 
 
 def _group(text: str) -> BinderGroup:
@@ -81,6 +90,36 @@ def _group(text: str) -> BinderGroup:
             names = tuple(inner[: token.start].split())
             return BinderGroup(text, names, inner[token.end :].strip())
     return BinderGroup(text, (), inner.strip())
+
+
+# How Lean's `#check` answers when its pretty printer fails on the type: with
+# `pp.rawOnError` it names the error and falls back to the raw printer on the next line.
+_FAILED = "failed to pretty print expression"
+_RAW = re.compile(
+    r"\[Error pretty printing expression: (?P<why>.*?)\.? Falling back to raw printer\.\]",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Printed:
+    """The type in a ``#check`` answer: the statement as Lean printed it, or why it could not."""
+
+    text: str  # the statement; '' when Lean could not print it
+    failure: str = ""  # Lean's reason when it could not ('' when it printed)
+    raw: str = ""  # the raw printer's text Lean fell back to (`pp.rawOnError`), if any
+
+
+def read_printed(answer: str) -> Printed:
+    """``answer`` (the type part of a ``#check`` message) as a ``Printed``: a pretty-printer
+    failure is never a statement, whatever its text, so no two failures compare equal."""
+    answer = answer.strip()
+    if answer.startswith(_FAILED):
+        return Printed("", _FAILED)
+    match = _RAW.match(answer)
+    if match is not None:
+        return Printed("", match["why"].strip(), answer[match.end() :].strip())
+    return Printed(answer)
 
 
 def canonical(statement: str) -> str:

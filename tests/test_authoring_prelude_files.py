@@ -1,0 +1,159 @@
+"""`suite import | check | lint` (in process, the real Lean) on benchmark files written the way
+real ones are (tests/fixtures/authoring): a core-style prelude library (`Core.Prelude`: numerals
+through `OfNat`, structures, classes and instances, dotted namespaces, `PLift`/`ULift`) that the
+task files import, statements with numerals, names resolved from the theorem's own namespace,
+`open … in`, `variable`s and auto-bound implicits; and a self-contained file that declares
+`axiom sorryAx` in its own preamble.
+
+One imported suite (and one check and one lint of it) is shared by the module.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent_tools.authoring import (
+    CheckReport,
+    ImportReport,
+    LintReport,
+    check_suite,
+    import_suite,
+    lint_suite,
+)
+from agent_tools.authoring.statements import read_printed, split_signature
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "authoring"
+# Statements that mention a numeral: the prelude has no `nat_lit` notation, so Lean's `#check`
+# under pp.all cannot print them ("Unknown constant `rawNatLit`").
+NUMERALS = {"Nat.not_lt_zero_task", "Nat.zero_le_task", "Nat.zero_add_task",
+            "Nat.one_mul_task", "Nat.ctorIdx_succ_task", "Nat.even_zero_task"}  # fmt: skip
+# Closed by `rfl` or a constructor, once names resolve as in the theorem: from the namespace
+# its name opens (`up`, `swap`, `ctorIdx`, `Even`), a `variable` (`p`), an auto-bound implicit
+# (`α`), `open Nat in` (`succ`), through the `LE`/`LT` instances (`Nat.le.refl`), and by a
+# constructor only the library names (`Nat.Even.zero`).
+TRIVIAL = {"PLift.up_down_task", "PLift.down_up_task", "PLift.down_up_task_prime",
+           "ULift.up_down_task", "Point.swap_swap_task", "Nat.ctorIdx_succ_task",
+           "Nat.le_refl_task", "lt_succ_self_task", "Nat.even_zero_task"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Core:
+    suite: Path
+    imported: ImportReport
+    checked: CheckReport
+    linted: LintReport
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory: pytest.TempPathFactory) -> Core:
+    work = tmp_path_factory.mktemp("core")
+    shutil.copytree(FIXTURES / "core", work / "core")
+    suite = work / "suites" / "core"
+    imported = import_suite([work / "core"], suite)
+    return Core(suite, imported, check_suite(suite), lint_suite(suite, budget=20))
+
+
+def test_every_sorried_theorem_becomes_a_task_and_an_open_in_goes_with_its_theorem(
+    core: Core,
+) -> None:
+    """All 14 placeholder theorems of the two task files are tasks (none skipped), and a task
+    file keeps no `open Nat in` of another task's dropped theorem (left behind, it wrapped the
+    end of the file: "unexpected end of input"), while that theorem's own file keeps it."""
+    assert core.imported.skipped == []
+    assert len(core.imported.tasks) == 14
+    assert core.imported.library == ["Core.Prelude"]
+    le_refl = (core.suite / "tasks" / "Nat.le_refl_task.lean").read_text(encoding="utf-8")
+    assert "open Nat in" not in le_refl and "lt_succ_self_task" not in le_refl
+    own = (core.suite / "tasks" / "lt_succ_self_task.lean").read_text(encoding="utf-8")
+    assert "open Nat in\n/-- Every number is strictly below its successor. -/\ntheorem" in own
+
+
+def test_statements_lean_cannot_print_are_the_same_as_no_other(core: Core) -> None:
+    """The six statements with numerals, all of which Lean fails to print under pp.all, are
+    no duplicates of each other for `check` (which passes, with a note on each saying Lean
+    could not print it) nor for `lint` (a `statement-unprintable` info finding each); the one
+    real duplicate, alpha-equivalent and printable, is still found."""
+    assert core.checked.ok, [(t.task, t.problems) for t in core.checked.tasks if not t.ok]
+    noted = {t.task for t in core.checked.tasks if t.notes}
+    assert noted == NUMERALS
+    for task in core.checked.tasks:
+        if task.task in NUMERALS:
+            assert task.statement == ""
+            assert "could not print" in task.notes[0] and "rawNatLit" in task.notes[0]
+    found = {(f.code, f.task) for f in core.linted.findings}
+    assert {t for code, t in found if code == "duplicate-statement"} == {"PLift.down_up_task_prime"}
+    unprintable = [f for f in core.linted.findings if f.code == "statement-unprintable"]
+    assert {f.task for f in unprintable} == NUMERALS
+    assert all(f.severity == "info" and "rawNatLit" in f.message for f in unprintable)
+
+
+def test_lint_probes_resolve_names_as_the_target_does(core: Core) -> None:
+    """Every target a trivial term closes in its own scope is a `trivial-target` finding, and
+    no other is: `LE.le n n` by `.refl` (the constructor of what it unfolds to), the
+    `PLift`/`ULift`/`Point` statements by `@Eq.refl`, the `open Nat in` one by `.refl`,
+    `Even 0` by `.zero` (a constructor of the library's)."""
+    trivial = {f.task: f.message for f in core.linted.findings if f.code == "trivial-target"}
+    assert set(trivial) == TRIVIAL
+    assert "`.refl`" in trivial["Nat.le_refl_task"]
+    assert "`.refl`" in trivial["lt_succ_self_task"]
+    assert "@Eq.refl" in trivial["PLift.up_down_task"]
+    assert "`.zero`" in trivial["Nat.even_zero_task"]
+    codes = {f.code for f in core.linted.findings}
+    assert codes == {"trivial-target", "duplicate-statement", "statement-unprintable"}
+
+
+def test_an_axiom_sorryAx_in_a_files_own_preamble_is_kept(tmp_path: Path) -> None:
+    """A self-contained prelude file declaring `axiom sorryAx` (and the compiler's `unsafe
+    axiom lcErased`) itself: each of its three theorems becomes a task whose file keeps that
+    preamble; the suite checks, and a reference solution is accepted by the verdict."""
+    shutil.copytree(FIXTURES / "standalone", tmp_path / "src")
+    suite = tmp_path / "suite"
+    report = import_suite([tmp_path / "src"], suite)
+    assert [t.id for t in report.tasks] == ["Connectives.and_swap", "Connectives.or_swap",
+                                            "Connectives.not_not_intro"]  # fmt: skip
+    assert report.skipped == []
+    task = (suite / "tasks" / "Connectives.and_swap.lean").read_text(encoding="utf-8")
+    assert "axiom sorryAx (α : Sort u) (synthetic : Bool) : α" in task
+    assert "theorem or_swap" not in task and "theorem not_not_intro" not in task
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    proof = task.replace("sorryAx (And q p) Bool.false", "@And.intro q p h.right h.left")
+    (solutions / "Connectives.and_swap.lean").write_text(proof, encoding="utf-8")
+    checked = check_suite(suite, solutions)
+    assert checked.ok, [(t.task, t.problems) for t in checked.tasks]
+    assert {t.task: t.solution for t in checked.tasks}["Connectives.and_swap"] == "accepted"
+
+
+# -- the parts, without Lean ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "text", "failure"),
+    [
+        ("∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n", "∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n",
+         ""),
+        ("failed to pretty print expression (use 'set_option pp.rawOnError true' for raw "
+         "representation)", "", "failed to pretty print expression"),
+        ("[Error pretty printing expression: Unknown constant `rawNatLit`. Falling back to raw "
+         "printer.]\nforall (n : Nat), LT.lt.{0} Nat instLTNat n (OfNat.ofNat.{0} Nat 0 "
+         "(instOfNatNat 0))", "", "Unknown constant `rawNatLit`"),
+    ],
+)  # fmt: skip
+def test_a_print_failure_is_no_statement(answer: str, text: str, failure: str) -> None:
+    """What `#check` printed is the statement unless it is a pretty-printer failure, whose
+    text (the same for every statement) is never one; the raw printer's fallback is kept."""
+    printed = read_printed(answer)
+    assert (printed.text, printed.failure) == (text, failure)
+    assert printed.raw.startswith("forall") == ("raw printer" in answer)
+
+
+def test_universe_parameters_are_no_binder_group() -> None:
+    """`theorem t.{u} {α : Sort u} …`: the `.{u}` after the name is the universe list."""
+    sig = split_signature(".{u} {α : Sort u} (a : α) : Eq a a")
+    assert sig.universes == ".{u}"
+    assert [g.names for g in sig.groups] == [("α",), ("a",)]
+    assert sig.binders == "{α : Sort u} (a : α)"
