@@ -401,6 +401,24 @@ def test_check_output_is_parsed_with_universes_escaped_names_and_line_breaks() -
     assert parse_check("unknown identifier 'Demo.X.main'", "Demo.X.main") is None
 
 
+def test_a_statement_lean_cannot_pretty_print_is_compared_by_its_raw_form() -> None:
+    """A type the pretty printer fails on (numerals in a prelude without `nat_lit`) is the raw
+    printer's text (`pp.rawOnError`), so two such statements are equal only when their raw
+    forms are; the failure sentence alone, the same for every type, is no statement."""
+    fallback = "[Error pretty printing expression: Unknown constant `rawNatLit`. Falling back to "
+    fallback += "raw printer.]\n"
+
+    def raw(n: int) -> str:
+        return f"forall (n : Nat), LT.lt.{{0}} Nat instLTNat n (OfNat.ofNat.{{0}} Nat {n} (x {n}))"
+
+    zero = parse_check(f"T.main : {fallback}{raw(0)}", "T.main")
+    one = parse_check(f"T.main : {fallback}{raw(1)}", "T.main")
+    assert zero is not None and one is not None and zero != one
+    assert zero == parse_check(f"T.main : {fallback}{raw(0)}", "T.main")
+    unprinted = "T.main : failed to pretty print expression (use 'set_option pp.rawOnError true')"
+    assert parse_check(unprinted, "T.main") is None
+
+
 def test_axiom_output_is_parsed_with_escaped_names_and_line_breaks() -> None:
     def msg(data: str) -> list[dict[str, object]]:
         return [{"data": data, "severity": "information"}]

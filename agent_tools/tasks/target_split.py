@@ -334,4 +334,4 @@ def check_command(theorem: str) -> str:
     ``pp.all``, the verifier's query), wherever they are appended (``_root_``: from any
     namespace)."""
     name = ".".join(f"«{part}»" for part in name_parts(theorem))
-    return f"\nset_option pp.all true in\n#check @_root_.{name}\n"
+    return f"\nset_option pp.all true in\nset_option pp.rawOnError true in\n#check @_root_.{name}\n"

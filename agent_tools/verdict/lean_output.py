@@ -31,6 +31,15 @@ _CHECK_RE = re.compile(
 )
 
 
+# Lean's answer when its pretty printer fails on a type (a prelude without `nat_lit` fails on
+# every numeral): without `pp.rawOnError` a fixed sentence, with it the raw printer's text
+# after this marker.
+_UNPRINTED = "failed to pretty print expression"
+_RAW_FALLBACK = re.compile(
+    r"\[Error pretty printing expression: .*?Falling back to raw printer\.\]", re.DOTALL
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Statement:
     """A theorem's statement as the trusted query prints it (``#check @T`` under ``pp.all``):
@@ -79,7 +88,12 @@ def parse_check(data: str, theorem: str, module: str | None = None) -> Statement
     if match is None or name_parts(match["name"]) != name_parts(theorem):
         return None
     levels = tuple(level.strip() for level in (match["levels"] or "").split(",") if level.strip())
-    statement = match["type"]
+    statement = match["type"].strip()
+    fallback = _RAW_FALLBACK.match(statement)
+    if fallback is not None:  # (pp.rawOnError: the raw printer's text, as fully explicit)
+        statement = "raw: " + statement[fallback.end() :].strip()
+    elif statement.startswith(_UNPRINTED):
+        return None  # a printer failure's text is the same for every statement: no statement
     if module is not None:
         statement = statement.replace(f"_private.{module}.0.", "_private.0.")
     return Statement(universes=levels, type=statement)

@@ -358,6 +358,7 @@ class Verifier:
             *(["prelude"] if task.header.prelude else []),
             f"import {module}",
             "set_option pp.all true in",
+            "set_option pp.rawOnError true in",
             f"#check @{name}",
             f"#print axioms {name}",
         ]
