@@ -113,6 +113,17 @@ def test_the_imported_suite_checks_with_reference_solutions(imported: Imported) 
     lines = done.stdout.splitlines()
     assert len(lines) == len(imported.manifest["tasks"]) + 1  # one per task, and the total
     assert "ok   Bench.Logic.and_swap: reference solution accepted" in lines
+    # The tasks without a solution file are listed and counted, not passed over silently...
+    others = len(imported.manifest["tasks"]) - 1
+    assert sum(line.endswith(": no reference solution") for line in lines) == others
+    assert lines[-1].endswith(f"; 1 with a reference solution, {others} without"), lines[-1]
+    # ... and fail the check when solutions are required.
+    required = leanrig("suite", "check", SUITE, "--solutions", "solutions",
+                       "--require-solutions", cwd=imported.cwd)  # fmt: skip
+    assert required.returncode == 1 and "FAIL " in required.stdout, required.stdout
+    # A --solutions directory that is not there is an error, not "every task ok".
+    typo = leanrig("suite", "check", SUITE, "--solutions", "solution", cwd=imported.cwd)
+    assert typo.returncode == 2 and "no such directory" in typo.stderr, typo.stdout + typo.stderr
     # A wrong reference solution fails the check, with the verdict's reason.
     (solutions / "Bench.Logic.and_swap.lean").write_text(
         text.replace("sorryAx (And q p) Bool.false", "h"), encoding="utf-8"
@@ -144,6 +155,10 @@ def test_the_demo_suite_lints_clean_with_its_accepted_findings(imported: Importe
     done = leanrig("suite", "lint", "lean_project/suites/demo", cwd=imported.cwd)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "0 finding(s), 5 allowed"
+    # The allowed findings print as allowed, never as an "error" beside "0 finding(s)".
+    shown = done.stdout.splitlines()[:-1]
+    assert len(shown) == 5 and all(" allowed " in line for line in shown), shown
+    assert not any(" error " in line for line in shown), shown
 
 
 def test_preamble_give_aways_are_findings_and_fail_the_check(imported: Imported) -> None:

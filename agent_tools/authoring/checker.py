@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from lsp_bridge import COMMENT_KINDS, LeanInstall, TokenKind, find_lean, lean_tokens
 
-from ..tasks import Suite, Task, axioms_declared, library_dir, load_suite
+from ..tasks import Suite, SuiteError, Task, axioms_declared, library_dir, load_suite
 from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
 from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
 from .statements import read_printed
@@ -39,7 +39,8 @@ class TaskCheck(BaseModel):
     # What Lean could not answer about the task, which is no problem of it (a statement it
     # could not print, so compared with no other).
     notes: list[str] = []
-    solution: str = "none"  # "accepted" | "rejected" | "none" (no file given)
+    # "accepted" | "rejected" | "missing" (no DIR/<id>.lean) | "none" (no --solutions)
+    solution: str = "none"
     elapsed_ms: float = 0.0
 
 
@@ -47,12 +48,25 @@ class CheckReport(BaseModel):
     suite: str
     ok: bool
     tasks: list[TaskCheck]
+    missing_solutions: list[str] = []  # with --solutions: the tasks that have none
 
 
-def check_suite(root: Path, solutions: Path | None = None) -> CheckReport:
+def check_suite(
+    root: Path, solutions: Path | None = None, *, require_solutions: bool = False
+) -> CheckReport:
+    """Check the suite at ``root``; with ``solutions``, each task's reference solution too.
+
+    Raises SuiteError when ``solutions`` is not a directory (a typo must not read as "every
+    task ok"). ``require_solutions``: a task without a solution file is a problem.
+    """
     suite = load_suite(root)
+    if solutions is not None and not solutions.is_dir():
+        raise SuiteError(
+            f"--solutions {solutions}: no such directory",
+            hint="give the directory holding <task id>.lean for each task",
+        )
     install = find_lean(suite.root)
-    return anyio.run(_check, suite, install, solutions)
+    return anyio.run(_check, suite, install, solutions, require_solutions)
 
 
 async def lean_path_of(suite: Suite, install: LeanInstall) -> list[Path]:
@@ -91,7 +105,9 @@ def without_unsafe_axioms(text: str) -> str:
     return text
 
 
-async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> CheckReport:
+async def _check(
+    suite: Suite, install: LeanInstall, solutions: Path | None, require_solutions: bool
+) -> CheckReport:
     lean_path = await lean_path_of(suite, install)
     library = await anyio.to_thread.run_sync(library_dir, suite, install)  # (built: cached)
     results: dict[str, TaskCheck] = {}
@@ -107,7 +123,11 @@ async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> 
                 answer = await lean.elaborate(f"Check_{index[task.id]}", text)
             check = task_check(suite, task, answer, check_line, axioms_line)
             solution = anyio.Path(solutions / f"{task.id}.lean") if solutions else None
-            if solution is not None and await solution.is_file():
+            if solution is not None and not await solution.is_file():
+                check.solution = "missing"
+                if require_solutions:
+                    check.problems.append(f"no reference solution ({solution.name} in {solutions})")
+            elif solution is not None:
                 submitted = (await solution.read_bytes()).decode("utf-8", "replace")
                 async with limiter:
                     verdict = await verifier.verify(task, submitted)
@@ -132,7 +152,9 @@ async def _check(suite: Suite, install: LeanInstall, solutions: Path | None) -> 
         if other != check.task:
             check.problems.append(f"the same statement as task {other}")
             check.ok = False
-    return CheckReport(suite=suite.name, ok=all(c.ok for c in checks), tasks=checks)
+    missing = [c.task for c in checks if c.solution == "missing"]
+    return CheckReport(suite=suite.name, ok=all(c.ok for c in checks), tasks=checks,
+                       missing_solutions=missing)  # fmt: skip
 
 
 def task_check(

@@ -29,6 +29,8 @@ def add_suite_command(sub: Any, common: argparse.ArgumentParser) -> None:
     check = kinds.add_parser("check", help="every task elaborates with only its placeholder")
     check.add_argument("suite", metavar="DIR", help="the suite directory")
     check.add_argument("--solutions", metavar="DIR", help="reference solutions: DIR/<id>.lean")
+    check.add_argument("--require-solutions", action="store_true",
+                       help="a task without DIR/<id>.lean fails the check")  # fmt: skip
     check.add_argument("--json", action="store_true", help="the report as JSON")
     lint = kinds.add_parser(
         "lint",
@@ -92,20 +94,31 @@ def _import(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from ..authoring import check_suite
+    from ..tasks import SuiteError
 
     solutions = Path(args.solutions).absolute() if args.solutions else None
-    report = check_suite(Path(args.suite).absolute(), solutions)
+    if args.require_solutions and solutions is None:
+        raise SuiteError("--require-solutions needs --solutions DIR")
+    report = check_suite(Path(args.suite).absolute(), solutions,
+                         require_solutions=args.require_solutions)  # fmt: skip
     if args.json:
         _dump(report.model_dump())
     else:
         for task in report.tasks:
             said = "ok  " if task.ok else "FAIL"
-            extra = "; ".join(task.problems) or (
-                "reference solution accepted" if task.solution == "accepted" else ""
-            )
+            extra = "; ".join([*task.problems, *task.notes]) or {
+                "accepted": "reference solution accepted",
+                "missing": "no reference solution",
+            }.get(task.solution, "")
             print(f"{said} {task.task}" + (f": {extra}" if extra else ""))
         failed = sum(not t.ok for t in report.tasks)
-        print(f"{len(report.tasks) - failed} of {len(report.tasks)} task(s) ok")
+        summary = f"{len(report.tasks) - failed} of {len(report.tasks)} task(s) ok"
+        if solutions is not None:
+            missing = len(report.missing_solutions)
+            summary += (
+                f"; {len(report.tasks) - missing} with a reference solution, {missing} without"
+            )
+        print(summary)
     return 0 if report.ok else 1
 
 
@@ -118,8 +131,8 @@ def _lint(args: argparse.Namespace) -> int:
         _dump(report.model_dump())
     else:
         for f in report.findings:
-            allowed = " (allowed by suite.toml)" if f.allowed else ""
-            print(f"{f.location}: {f.severity} {f.code} [{f.task}]{allowed}: {f.message}")
+            level = "allowed" if f.allowed else f.severity
+            print(f"{f.location}: {level} {f.code} [{f.task}]: {f.message}")
         shown = [f for f in report.findings if not f.allowed]
         print(f"{len(shown)} finding(s), {len(report.findings) - len(shown)} allowed")
     return 0 if report.ok else 1
