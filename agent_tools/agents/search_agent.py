@@ -157,12 +157,12 @@ def derive(problem: Problem) -> None:
         new: list[Fact] = []
         for f in problem.facts:
             t, p = f.type, show_arg(Sym(f.proof)) if " " not in f.proof else f"({f.proof})"
-            if isinstance(t, App) and t.head == "And":
+            if isinstance(t, App) and t.head == "And" and len(t.args) == 2:
                 a, b = t.args
                 new += [Fact(f"@And.left {show_arg(a)} {show_arg(b)} {p}", a),
                         Fact(f"@And.right {show_arg(a)} {show_arg(b)} {p}", b),
                         Fact(f"{p}.1", a), Fact(f"{p}.2", b)]  # fmt: skip
-            if isinstance(t, App) and t.head == "@Eq":
+            if isinstance(t, App) and t.head == "@Eq" and len(t.args) == 3:
                 ty, a, b = t.args
                 ty = ty if ty != HOLE else type_of(problem, a)
                 new.append(Fact(f"@Eq.symm {show_arg(ty)} {show_arg(a)} {show_arg(b)} {p}",
@@ -176,6 +176,12 @@ def derive(problem: Problem) -> None:
 # -- candidates --------------------------------------------------------------------------------
 
 
+def _applied(term: Term, head: str, arity: int) -> bool:
+    """Is ``term`` ``head`` applied to exactly ``arity`` arguments (a goal read from Lean's
+    text may apply a connective partially, or to more arguments than its type has)?"""
+    return isinstance(term, App) and term.head == head and len(term.args) == arity
+
+
 def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
     """Candidate proof terms of ``goal`` from hypotheses, constructors and core lemmas."""
     for f in problem.facts:
@@ -184,14 +190,14 @@ def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
     g = show_arg(goal)
     if goal == Sym("True"):
         yield "True.intro"
-    if isinstance(goal, App) and goal.head == "@Eq":
+    if isinstance(goal, App) and goal.head == "@Eq" and len(goal.args) == 3:
         ty, a, b = goal.args
         if ty == HOLE:
             ty = type_of(problem, a) if type_of(problem, a) != HOLE else type_of(problem, b)
         t = show_arg(ty)
         yield f"@Eq.refl {t} {show_arg(a)}"
         yield f"@Eq.refl {t} {show_arg(b)}"
-        eqs = [f for f in problem.facts if isinstance(f.type, App) and f.type.head == "@Eq"]
+        eqs = [f for f in problem.facts if _applied(f.type, "@Eq", 3)]
         for f1 in eqs:
             for f2 in eqs:
                 assert isinstance(f1.type, App)
@@ -214,7 +220,8 @@ def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
                     xt = show_arg(type_of(problem, x))
                     yield (f"@congrArg {xt} {t} {show_arg(x)} {show_arg(y)} {a.head} "
                                f"{_paren(f.proof)}")  # fmt: skip
-    if depth > 0 and isinstance(goal, App) and goal.head in ("And", "Or"):
+    if depth > 0 and (_applied(goal, "And", 2) or _applied(goal, "Or", 2)):
+        assert isinstance(goal, App)
         left, right = goal.args
         ls, rs = show_arg(left), show_arg(right)
         if goal.head == "And":
@@ -230,7 +237,8 @@ def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
         ft = f.type
         if ft == Sym("False"):
             yield f"@False.elim {g} {_paren(f.proof)}"
-        if isinstance(ft, App) and ft.head in ("And", "Or") and isinstance(goal, App):
+        if (_applied(ft, "And", 2) or _applied(ft, "Or", 2)) and isinstance(goal, App):
+            assert isinstance(ft, App)
             swapped = App(ft.head, (ft.args[1], ft.args[0]))
             if same(swapped, goal):
                 sa, sb = (show_arg(x) for x in ft.args)

@@ -178,10 +178,17 @@ def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[S
 
 
 def read_declarations(source: SourceFile) -> None:
+    """The file's declarations and its placeholder theorems. Only a theorem whose text holds
+    ``sorry`` or ``admit`` can be a placeholder, so only those bodies are located (each search
+    reads the whole file: done for every theorem of a library of thousands, it took minutes)."""
     text = source.text
     source.declarations = declarations(text)
-    for decl in source.declarations:
-        if decl.keyword not in ("theorem", "lemma"):
+    starts = [d.keyword_start for d in source.declarations] + [len(text)]
+    for decl, end in zip(source.declarations, starts[1:], strict=True):
+        region = text[decl.keyword_start : end]
+        if decl.keyword not in ("theorem", "lemma") or not any(
+            word in region for word in ("sorry", "admit")
+        ):
             continue
         try:
             span = locate_body(text, decl.full_name)
@@ -191,6 +198,20 @@ def read_declarations(source: SourceFile) -> None:
         if is_placeholder(span.body(text)):
             doc = doc_text(text, span.decl_start)
             source.placeholders.append(Placeholder(decl.full_name, decl, span, doc))
+
+
+def unlocated_reason(source: SourceFile, theorem: str) -> str | None:
+    """Why the body of ``theorem`` (a theorem of ``source``) cannot be located, if it cannot."""
+    if theorem in source.unlocated:
+        return source.unlocated[theorem]
+    if not any(d.full_name == theorem and d.keyword in ("theorem", "lemma")
+               for d in source.declarations):  # fmt: skip
+        return None
+    try:
+        locate_body(source.text, theorem)
+    except LocateError as exc:
+        return str(exc)
+    return None
 
 
 def imported_modules(header: Header) -> list[str]:

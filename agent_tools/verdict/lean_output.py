@@ -32,12 +32,9 @@ _CHECK_RE = re.compile(
 
 
 # Lean's answer when its pretty printer fails on a type (a prelude without `nat_lit` fails on
-# every numeral): without `pp.rawOnError` a fixed sentence, with it the raw printer's text
-# after this marker.
+# every numeral) and `pp.rawOnError` is off: the same sentence for every type. (With it on, the
+# answer names the error and goes on with the raw printer's text: a statement, compared whole.)
 _UNPRINTED = "failed to pretty print expression"
-_RAW_FALLBACK = re.compile(
-    r"\[Error pretty printing expression: .*?Falling back to raw printer\.\]", re.DOTALL
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +85,8 @@ def parse_check(data: str, theorem: str, module: str | None = None) -> Statement
     if match is None or name_parts(match["name"]) != name_parts(theorem):
         return None
     levels = tuple(level.strip() for level in (match["levels"] or "").split(",") if level.strip())
-    statement = match["type"].strip()
-    fallback = _RAW_FALLBACK.match(statement)
-    if fallback is not None:  # (pp.rawOnError: the raw printer's text, as fully explicit)
-        statement = "raw: " + statement[fallback.end() :].strip()
-    elif statement.startswith(_UNPRINTED):
+    statement = match["type"]
+    if statement.strip().startswith(_UNPRINTED):
         return None  # a printer failure's text is the same for every statement: no statement
     if module is not None:
         statement = statement.replace(f"_private.{module}.0.", "_private.0.")
