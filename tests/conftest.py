@@ -28,7 +28,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_probe", "test_replay_model", "test_report", "test_results",
              "test_wire_usage"),
     # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
-    "lean": ("test_authoring_prelude_files", "test_cli", "test_direct_workers",
+    "lean": ("test_authoring_prelude_files", "test_cli", "test_corpus_tools",
+             "test_direct_workers",
              "test_question_tools", "test_trace_points",
              "test_early_barrier",
              "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
