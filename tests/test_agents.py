@@ -60,6 +60,11 @@ def library_lemmas() -> list[Lemma]:
 def test_terms_parse_and_unify() -> None:
     assert parse_term("Eq a b") == App("@Eq", (Sym("_"), Sym("a"), Sym("b")))
     assert parse_term("@Eq α a b") == App("@Eq", (Sym("α"), Sym("a"), Sym("b")))
+    # A projection of a parenthesized term is one atom, as written (`(lift.{u} x).down`).
+    assert parse_term("Eq (Vec.add x Vec.zero).dx x.dx") == App(
+        "@Eq", (Sym("_"), Sym("(Vec.add x Vec.zero).dx"), Sym("x.dx"))
+    )
+    assert parse_term("Eq (lift.{u} x).down x").args[1] == Sym("(lift x).down")  # type: ignore[union-attr]
     assert parse_term("a = b ∧ ¬c") == App(
         "And", (App("@Eq", (Sym("_"), Sym("a"), Sym("b"))), App("Not", (Sym("c"),)))
     )

@@ -152,6 +152,9 @@ class _Parser:
         if tok == "(":
             inner = self.expr()
             self.take(")")
+            while (field := self.peek()) is not None and _is_projection(field):
+                self.take()  # `(e).f`: one atom, kept as written (its type is not known here)
+                inner = Sym(f"({show(inner)}){field}")
             return inner
         if tok == "@":
             return Sym("@" + self.name())
@@ -164,6 +167,11 @@ class _Parser:
         if not _is_name(tok):
             raise TermError(f"expected a name, got {tok!r}")
         return tok
+
+
+def _is_projection(tok: str) -> bool:
+    """``.f`` or ``.1`` right after a closing parenthesis: a field of the parenthesized term."""
+    return tok.startswith(".") and len(tok) > 1 and _is_name(tok)
 
 
 def _is_name(tok: str) -> bool:
