@@ -91,6 +91,61 @@ def make_suite(root: Path, prefix: int) -> Path:
     return suite
 
 
+CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "core" / "Core"
+LIBRARY_TASK = """prelude
+import Core.Library
+
+namespace Bench.{ns}
+
+/-- A conjunction can be swapped. -/
+theorem main (p q : Prop) (h : And p q) : And q p :=
+  sorryAx (And q p) Bool.false
+
+end Bench.{ns}
+"""
+
+
+def make_library_suite(root: Path) -> Path:
+    """A suite whose tasks (``and_swap`` and ``and_swap_0``, the demo's statement) import the
+    corpus library: a core-style prelude and some 6,000 lines over it, as a benchmark's
+    tasks import Mathlib and a domain library."""
+    suite = root / "suite-library"
+    (suite / "Core").mkdir(parents=True)
+    for name in ("Prelude.lean", "Library.lean"):
+        shutil.copy(CORPUS / name, suite / "Core" / name)
+    (suite / "Bench").mkdir()
+    for ns in ("AndSwap", "AndSwap0"):
+        (suite / "Bench" / f"{ns}.lean").write_text(LIBRARY_TASK.format(ns=ns), encoding="utf-8")
+    blocks = [
+        f'[[tasks]]\nid = "{task}"\nfile = "Bench/{ns}.lean"\ntheorem = "Bench.{ns}.main"\n'
+        f'title = "Swap a conjunction"\nfield = "logic"\ndifficulty = 1\n'
+        for task, ns in ((TASK, "AndSwap"), (OTHER, "AndSwap0"))
+    ]
+    (suite / "suite.toml").write_text(
+        'name = "library-bench"\nversion = "1"\nlean = "prelude"\n'
+        'library = ["Core.Prelude", "Core.Library"]\n\n' + "\n".join(blocks),
+        encoding="utf-8",
+    )
+    return suite
+
+
+def measure_library(project: Path, steps: int, notes: list[str]) -> dict[str, Any]:
+    """The step rows on a task that imports a large library (``make_library_suite``)."""
+    suite = make_library_suite(project)
+    work = project / "work-library"
+    work.mkdir()
+    samples = anyio.run(measure_leanrig, project, suite, work, steps, notes)
+    rows = {row: summarize(v) for row, v in samples.items() if not row.startswith(CLIENT_CPU)}
+    print_table(f"agent step: edit → fresh diagnostics ({TASK} importing a "
+                f"{library_lines()}-line library)", rows, "raw Lean LSP (floor)")  # fmt: skip
+    return rows
+
+
+def library_lines() -> int:
+    return sum(len((CORPUS / n).read_text(encoding="utf-8").splitlines())
+               for n in ("Prelude.lean", "Library.lean"))  # fmt: skip
+
+
 def prefixed_texts(suite_dir: Path, lib: Path, out: Path) -> tuple[str, str, Path] | None:
     """The raw floor's texts in prefix mode: the task's prefix compiled to ``out`` (as leanrig
     does, tasks/prefix.py), the document importing it. None: nothing precedes the theorem."""
@@ -607,6 +662,11 @@ def run(quick: bool = False) -> dict[str, Any]:
             client_cpu[f"prefix {prefix}"] = cpu
             ratios[f"prefix {prefix}"] = ratios_of(rows)
             print("ratios:", ratios[f"prefix {prefix}"])
+        # A task importing a large library (issue 44): the same rows, the same guard.
+        rows = measure_library(Path(tmp), steps, notes)
+        results["large imported library"] = rows
+        ratios["large imported library"] = ratios_of(rows)
+        print("ratios (large imported library):", ratios["large imported library"])
     two = "leanrig MCP, 2 sessions on 1 server: this"
     mini = "leanrig MCP, 2 sessions on 1 server, minimal client: this"
     if "prefix 0" in results and "prefix 1000" in results:
