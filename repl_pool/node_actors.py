@@ -11,6 +11,7 @@ about slots beyond the actor's methods.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -74,8 +75,13 @@ async def joined_cluster(options: RayOptions) -> AsyncIterator[Any]:
     started_ray = False
     if not ray.is_initialized():
         await anyio.to_thread.run_sync(reachable, options.address)
+        # Ray's own log lines (its WARNINGs about this machine, its workers') are for debugging:
+        # shown at leanrig's debug level only.
+        quiet = logging.getLogger("leanrig").getEffectiveLevel() > logging.DEBUG
         kwargs: dict[str, Any] = {"address": options.address, "namespace": options.namespace,
-                                  "log_to_driver": False, **options.init_kwargs}  # fmt: skip
+                                  "log_to_driver": False,
+                                  "logging_level": logging.ERROR if quiet else logging.DEBUG,
+                                  **options.init_kwargs}  # fmt: skip
         if options.address is None:
             kwargs.setdefault("include_dashboard", False)
         try:
@@ -199,7 +205,12 @@ class NodeActors:
                     with anyio.fail_after(STOP_SECONDS):
                         await node.handle.stop.remote()
                 except Exception as exc:
-                    log.warning("ray.stop_failed", node=node.node_id[:12], error=repr(exc))
+                    # An actor that died while it stopped has stopped (its reaper's sweep can
+                    # end its worker before the reply): said at debug level only.
+                    died = type(exc).__name__ in ("ActorDiedError", "RayActorError")
+                    (log.debug if died else log.warning)(
+                        "ray.stop_failed", node=node.node_id[:12], error=repr(exc)
+                    )
             self.kill(node)
 
         async with anyio.create_task_group() as tg:

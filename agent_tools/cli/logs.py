@@ -13,7 +13,19 @@ def _stderr_logger(*_args: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(sys.stderr)
 
 
+# Libraries whose own log lines (Ray's warnings about this machine, servers' access lines) are
+# for debugging leanrig: shown at the debug level, else only their errors.
+THIRD_PARTY_LOGGERS = ("ray", "httpx", "httpcore", "uvicorn", "mcp", "asyncio", "filelock")
+
+
 def configure_logging(level: str = "warning") -> None:
+    """leanrig's log lines at ``level`` and above; third parties' at debug, else errors only."""
+    threshold = logging.getLevelNamesMapping().get(level.upper(), logging.WARNING)
+    logging.getLogger("leanrig").setLevel(threshold)
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(
+            logging.DEBUG if threshold <= logging.DEBUG else logging.ERROR
+        )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -22,9 +34,7 @@ def configure_logging(level: str = "warning") -> None:
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(serializer=lambda o, **_: orjson.dumps(o).decode()),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.WARNING)
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
         # Resolve sys.stderr when a logger is made, not at configuration time: it may be
         # replaced (tests capture it). Loggers are not cached for the same reason; leanrig
         # logs rarely (warnings and lifecycle events), so this costs nothing measurable.
