@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
 
-.PHONY: setup harnesses demo demo-run test test-fast lint typecheck suite bench soak clean
+.PHONY: setup harnesses demo demo-run test test-fast lint typecheck suite bench bench-reference soak clean
 
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report,ray]'
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
+	@scripts/install-emacs.sh || true
 	touch $(STAMP)
 
 demo: setup
@@ -65,8 +66,13 @@ test: harnesses lint typecheck suite
 test-fast: lint typecheck
 	$(PYTEST) -m "unit or lean"
 
+# Results to bench/results/latest/ (QUICK=1: quick/), never over the committed reference
+# tables; `make bench-reference` writes those (bench/results/*.json and SUMMARY.md).
 bench: setup
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+bench-reference: setup
+	$(BIN)/python -m bench --reference
 
 # Not part of `make test`: 16 sessions x 1200 steps over MCP (minutes); bench/results/soak.json.
 soak: setup

@@ -1,7 +1,9 @@
-"""`make bench` / `python -m bench [--quick] [names...]`: every benchmark, one SUMMARY.md.
+"""`make bench` / `python -m bench [--quick] [--reference] [names...]`: every benchmark, one
+SUMMARY.md.
 
-A quick run (`make bench QUICK=1`) writes its results and its SUMMARY.md to
-bench/results/quick/ (not committed), never over the reference tables in bench/results/."""
+A run writes its results and its SUMMARY.md to bench/results/latest/ (a quick one,
+`make bench QUICK=1`, to bench/results/quick/; neither committed). Only `--reference`
+(`make bench-reference`) writes over the committed reference tables in bench/results/."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import orjson
 
 from agent_tools.cli import configure_logging
 
-from .common import QUICK_RESULTS, RESULTS, write_results_to
+from .common import LATEST_RESULTS, QUICK_RESULTS, RESULTS, write_results_to
 
 BENCHES = {
     "lsp_bridge": "bench.bench_lsp",
@@ -99,6 +101,10 @@ def main() -> None:
     parser.add_argument(
         "--summary-only", action="store_true", help="rebuild SUMMARY.md from bench/results/*.json"
     )
+    parser.add_argument(
+        "--reference", action="store_true",
+        help="write over the committed reference results in bench/results/ (default: latest/)",
+    )  # fmt: skip
     parser.add_argument("names", nargs="*", choices=[*BENCHES, []], default=[])
     args = parser.parse_args()
     configure_logging()
@@ -107,8 +113,9 @@ def main() -> None:
     if args.summary_only:  # rebuild SUMMARY.md from the saved results
         summary = _saved(names)
         names = []
-    if args.quick:  # smoke numbers: never over the reference tables
-        write_results_to(QUICK_RESULTS)
+    # Smoke numbers and ordinary runs never go over the reference tables.
+    out = QUICK_RESULTS if args.quick else RESULTS if args.reference else LATEST_RESULTS
+    write_results_to(out)
     ran: dict[str, Any] = {}
     for name in names:
         t = time.perf_counter()
@@ -122,7 +129,6 @@ def main() -> None:
         summary = {name: summary[name] for name in BENCHES if name in summary}
     elif ran:
         summary = ran
-    out = QUICK_RESULTS if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)
     (out / "SUMMARY.md").write_text(render_summary(summary, args.quick))
     print(f"\nwrote {out / 'SUMMARY.md'}")

@@ -412,6 +412,7 @@ async def interleaved(variants: list[StepFn], steps: int) -> dict[str, list[floa
             await step(i)
     per_round = 4 if steps >= 8 else 2
     done = 0
+    said = time.monotonic()
     while done < steps:
         n = min(per_round, steps - done)
         for step in variants:
@@ -419,6 +420,9 @@ async def interleaved(variants: list[StepFn], steps: int) -> dict[str, list[floa
                 for row, ms in (await step(i)).items():
                     samples.setdefault(row, []).append(ms)
         done += n
+        if time.monotonic() - said > 10:  # a long phase says how far it is
+            print(f"  {done}/{steps} steps of {len(variants)} variants", flush=True)
+            said = time.monotonic()
     return samples
 
 

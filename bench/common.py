@@ -21,6 +21,8 @@ RESULTS = Path(__file__).with_name("results")
 # `make bench QUICK=1`: smoke-sized numbers go here (not committed), never over the reference
 # tables in RESULTS.
 QUICK_RESULTS = RESULTS / "quick"
+# `make bench`: a full run's numbers (not committed); `make bench-reference` writes RESULTS.
+LATEST_RESULTS = RESULTS / "latest"
 _written_to = [RESULTS]
 
 

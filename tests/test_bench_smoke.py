@@ -84,11 +84,16 @@ def test_running_one_benchmark_keeps_the_others_in_the_summary(
     assert text.index("## lsp_bridge") < text.index("## pool")  # the registry's order
 
 
-def test_a_quick_run_never_writes_over_the_reference_results(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("argv", "written"),
+    [(["--quick", "pool"], "quick"), (["pool"], "latest"), (["--reference", "pool"], "")],
+)
+def test_only_an_explicit_reference_run_writes_over_the_reference_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], written: str
 ) -> None:
-    """`make bench QUICK=1` wrote its smoke-sized numbers over bench/results/*.json and
-    SUMMARY.md, the committed reference tables."""
+    """`make bench` (and `QUICK=1`) wrote its numbers over bench/results/*.json and SUMMARY.md,
+    the committed reference tables; they now go to latest/ (quick/), and only `--reference`
+    (`make bench-reference`) writes the reference."""
     import importlib
     import sys
     import types
@@ -96,9 +101,10 @@ def test_a_quick_run_never_writes_over_the_reference_results(
     import bench.__main__ as runner
     from bench import common
 
-    reference, quick = tmp_path / "results", tmp_path / "results" / "quick"
+    reference = tmp_path / "results"
     monkeypatch.setattr(runner, "RESULTS", reference)
-    monkeypatch.setattr(runner, "QUICK_RESULTS", quick)
+    monkeypatch.setattr(runner, "QUICK_RESULTS", reference / "quick")
+    monkeypatch.setattr(runner, "LATEST_RESULTS", reference / "latest")
     monkeypatch.setattr(common, "_written_to", [reference])  # restored after the test
 
     def run(quick: bool) -> dict[str, Any]:
@@ -107,10 +113,13 @@ def test_a_quick_run_never_writes_over_the_reference_results(
         return result
 
     monkeypatch.setattr(importlib, "import_module", lambda name: types.SimpleNamespace(run=run))
-    monkeypatch.setattr(sys, "argv", ["bench", "--quick", "pool"])
+    monkeypatch.setattr(sys, "argv", ["bench", *argv])
     runner.main()
-    assert (quick / "pool.json").exists() and (quick / "SUMMARY.md").exists()
-    assert not (reference / "pool.json").exists() and not (reference / "SUMMARY.md").exists()
+    out = reference / written if written else reference
+    assert (out / "pool.json").exists() and (out / "SUMMARY.md").exists()
+    if written:
+        assert not (reference / "pool.json").exists()
+        assert not (reference / "SUMMARY.md").exists()
 
 
 # -- every registered benchmark, in a smoke size ------------------------------------------------
