@@ -472,3 +472,18 @@ def test_a_resumed_attempts_session_is_one_invocation_with_its_last_wall_time() 
     summary = summarize(entries)
     assert summary["tasks"]["t"]["invocations"] == 1
     assert summary["tasks"]["t"]["wall_ms"]["median"] == 5000.0
+
+
+def test_a_harness_run_names_its_harness_as_the_agent_tool() -> None:
+    """A `--harness` run records no `--agent-tool`: its report names the harness, not "—"."""
+    from datetime import UTC, datetime
+
+    from agent_tools.runs.results import HarnessInfo, RunInfo
+    from agent_tools.runs.run_report import agent_tool_of
+
+    harness = HarnessInfo(name="claude-code", version="2.0.0", program="/x/claude", model="m")
+    info = RunInfo(suite_name="s", task_count=1, time_limit_s=60, started_at=datetime.now(UTC),
+                   harness=harness)  # fmt: skip
+    assert agent_tool_of(info) == "claude-code"
+    assert agent_tool_of(info.model_copy(update={"agent_tool": "mine"})) == "mine"
+    assert agent_tool_of(info.model_copy(update={"harness": None})) == "—"

@@ -34,6 +34,11 @@ def fmt(value: float | None, digits: int = 1, prefix: str = "") -> str:
     return "N/A" if value is None else f"{prefix}{value:.{digits}f}"
 
 
+def agent_tool_of(info: RunInfo) -> str:
+    """The agent tool a report names: as recorded, else the harness that ran, else a dash."""
+    return info.agent_tool or (info.harness.name if info.harness is not None else "—")
+
+
 def cell(text: str) -> str:
     """``text`` as one Markdown table cell: a ``|`` (in a label, a model name, an agent
     command) would end the cell and shift the row, a line break would end the table."""
@@ -75,7 +80,7 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"| suite | {cell(suite)} (`{info.suite_hash[:12] or '—'}`), {info.task_count} "
             "tasks |",
             f"| model · agent tool · condition | {cell(info.model or '—')} · "
-            f"{cell(info.agent_tool or '—')} · {cell(info.condition)} |",
+            f"{cell(agent_tool_of(info))} · {cell(info.condition)} |",
             f"| time limit · attempts · parallel | {limit} · {info.attempts} · {info.parallel} |",
             f"| retry policy | {info.retry_policy} |",
             f"| leanrig · Lean · sandbox | {info.leanrig_version or '—'} · "
@@ -92,7 +97,8 @@ def render_run_markdown(run: LoadedRun) -> str:
     pak = ", ".join(f"pass@{k} {v:.1f}" for k, v in m.pass_at_k.items()) or "—"
     out += [f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
             f"- first-attempt acceptance {fmt(m.first_attempt_acceptance)}%; "
-            f"{info.attempts}-run coverage {m.coverage:.1f}%",
+            f"coverage {m.coverage:.1f}% (tasks verified in at least one of "
+            f"{info.attempts} attempt(s))",
             f"- timed out {m.timed_out}, of which verified {m.accepted_after_timeout}; "
             f"infrastructure retries {m.infra_retries}",
             f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
@@ -226,7 +232,7 @@ def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
     for i, r in enumerate(ordered, 1):
         m = r.metrics
         out.append(f"| {i} | {cell(r.name)} | {cell(r.info.model or '—')} | "
-                   f"{cell(r.info.agent_tool or '—')} | {cell(r.info.condition)} | "
+                   f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
                    f"{m.score:.1f} | {m.completion:.1f}% | "
                    f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | {m.tasks} | "
                    f"{m.accepted} |")  # fmt: skip
