@@ -120,6 +120,11 @@ def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     assert settings["lean4.envPathExtensions"] == [str(shims)]
     assert f'"{ws / ".leanrig"}"' in (ws / ".dir-locals.el").read_text()
     assert "lean4-rootdir" in (ws / ".dir-locals.el").read_text()
+    # Emacs opens the attempt with one command (docs/human-baselines.md), its server the shim.
+    emacs = (ws / ".leanrig" / "emacs.el").read_text()
+    assert f'"{shims / "lean"}" "--server"' in emacs
+    assert f"emacs -l {ws / '.leanrig' / 'emacs.el'} {ws / file}" in done.stdout
+    assert f"nvim --cmd 'luafile {ws / '.leanrig' / 'nvim.lua'}' {ws / file}" in done.stdout
     # Every path the editor's server command carries is absolute: editors start it anywhere.
     command = json.loads((ws / ".leanrig" / "edit.json").read_text())["lsp_command"]
     for flag, expected in (("--suite", (cwd / SUITE).resolve()), ("--workspace", ws),

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from agent_tools.editor import rundir
@@ -151,3 +152,24 @@ def test_the_clock_is_on_the_disk_before_the_attempt_goes_on(
     synced.clear()
     edited(a, 2, "B")
     assert str(a.path.parent) in synced and os.path.exists(state)
+
+
+def test_a_connection_cut_off_is_noted_on_the_attempts_line(tmp_path: Path) -> None:
+    """An editor connection that ended without `shutdown` (the server killed, the editor
+    crashed or killed) is closed like any other — its ledger close, the attempt's line — and
+    the line notes it, also after a later connection that ends normally; the ledger's closes
+    say how each connection ended."""
+    a = attempt(tmp_path, limit=None)
+    edited(a, 2, "B")
+    a.checked(verdict(False, "B wrong"), "B", requested=time.time())
+    first = a.close("cut off")
+    assert first is not None
+    assert any("without `shutdown`" in note and "once" in note for note in first["notes"])
+    b = attempt(tmp_path, limit=None)  # the next start resumes it
+    b.checked(verdict(True), "C", requested=time.time())
+    last = b.close("shutdown")
+    assert last is not None and last["accepted"]
+    assert any("without `shutdown`" in note for note in last["notes"]), last["notes"]
+    ledger = [orjson.loads(x) for x in (tmp_path / "ledger.jsonl").read_bytes().splitlines()]
+    closes = [e["ended"] for e in ledger if e["tool"] == "close_session"]
+    assert closes == ["cut off", "shutdown"]

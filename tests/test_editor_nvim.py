@@ -7,9 +7,11 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
+import psutil
 import pytest
 
 from agent_tools.editor import EditOptions, prepare_workspace
@@ -161,8 +163,9 @@ def test_headless_neovim_proves_a_task_through_leanrig_lsp(tmp_path: Path) -> No
     assert closing["edit_delay_ms"] == 10  # lean.nvim's editDelay, recorded
 
 
-# docs/human-baselines.md's Neovim steps, after `leanrig edit`: the generated nvim.lua, the task
-# file, a proof typed in the body, and the verdict through vim.lsp.buf.execute_command.
+# docs/human-baselines.md's Neovim steps, after `leanrig edit`: Neovim started with the generated
+# nvim.lua and the task file, a proof typed in the body, and the verdict through
+# vim.lsp.buf.execute_command.
 AS_DOCUMENTED = r"""
 local proof = os.getenv('LEANRIG_PROOF')
 local results = os.getenv('LEANRIG_RESULTS')
@@ -195,9 +198,9 @@ vim.cmd('qa!')
 
 @pytest.mark.skipif(NVIM is None, reason="nvim is not installed")
 def test_neovim_as_the_human_baselines_page_says(tmp_path: Path) -> None:
-    """`leanrig edit …` as typed, then `:luafile <workspace>/.leanrig/nvim.lua` and `:edit` the
-    task file in a clean Neovim (no lean.nvim: its built-in client path), a proof typed in the
-    body, and `vim.lsp.buf.execute_command({command = 'leanrig.checkProof'})`."""
+    """`leanrig edit …` as typed, then `nvim --cmd 'luafile <workspace>/.leanrig/nvim.lua'
+    <task file>` in a clean Neovim (no lean.nvim: its built-in client path), a proof typed in
+    the body, and `vim.lsp.buf.execute_command({command = 'leanrig.checkProof'})`."""
     from .test_as_typed import DEMO, SUITE, leanrig, sandbox_or_skip
 
     sandbox_or_skip()
@@ -219,13 +222,96 @@ def test_neovim_as_the_human_baselines_page_says(tmp_path: Path) -> None:
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     proc = subprocess.run(
-        [NVIM, "--headless", "--clean", "-n",
-         "-c", "luafile attempt-and_swap/.leanrig/nvim.lua",
-         "-c", "edit attempt-and_swap/Demo/AndSwap.lean",
-         "-c", f"luafile {driver}"],
+        [NVIM, "--headless", "--clean", "-n", "--cmd", "luafile attempt-and_swap/.leanrig/nvim.lua",
+         "attempt-and_swap/Demo/AndSwap.lean", "-c", f"luafile {driver}"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert out.exists(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert seen == {"filetype": "lean", "diagnostics": "true", "clients": "1",
                     "no errors": "true", "verdict": "true"}, seen  # fmt: skip
+
+
+# The Neovim steps of docs/human-baselines.md up to a wrong proof Lean has checked; then the
+# editor says it is ready and waits to be killed.
+UNTIL_KILLED = r"""
+local out = io.open(os.getenv('LEANRIG_OUT'), 'w')
+local buf = vim.api.nvim_get_current_buf()
+local function note(k, v) out:write(k .. '=' .. tostring(v) .. '\n'); out:flush() end
+note('diagnostics', vim.wait(60000, function() return #vim.diagnostic.get(buf) > 0 end, 20))
+for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+  if l:find('sorryAx', 1, true) then
+    vim.api.nvim_buf_set_lines(buf, i - 1, i, false, { '  ' .. os.getenv('LEANRIG_WRONG') })
+  end
+end
+note('errors', vim.wait(60000, function()
+  return #vim.diagnostic.get(buf, { severity = vim.diagnostic.severity.ERROR }) > 0
+end, 20))
+note('ready', true)
+vim.wait(120000, function() return false end, 100)
+"""
+
+
+@pytest.mark.skipif(NVIM is None, reason="nvim is not installed")
+@pytest.mark.parametrize("killed", ["server", "editor"])
+def test_neovim_killed_or_its_server_killed_still_closes_the_attempt(
+    tmp_path: Path, killed: str
+) -> None:
+    """Neovim opened as documented (`nvim --cmd 'luafile WS/.leanrig/nvim.lua' <task file>`,
+    a `lean` of its own first on PATH, which never runs), a wrong proof Lean checked, then
+    its server SIGKILLed with its process group, or Neovim itself SIGKILLed: the ledger
+    closes the connection as cut off, the results line holds the closing verdict on that
+    body with the kill noted, and no process of the attempt is left."""
+    from agent_tools.editor.human_attempt import body_sha
+
+    from .test_human_attempts import closed_records, ended, kill_server, process_tree
+
+    assert NVIM is not None
+    run = tmp_path / "run"
+    ws = prepare_workspace(EditOptions(suite=SUITE, task="and_swap", workspace=tmp_path / "ws",
+                                       run_dir=run))  # fmt: skip
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    for name in ("lean", "lake"):
+        (fake / name).write_text(f'#!/bin/sh\necho "$0 $*" >> {tmp_path / "fake-ran"}\nexit 1\n')
+        (fake / name).chmod(0o755)
+    driver = tmp_path / "driver.lua"
+    driver.write_text(UNTIL_KILLED, encoding="utf-8")
+    out = tmp_path / "nvim.out"
+    wrong = "And.intro h.1 h.2"
+    env = {**os.environ, "LEANRIG_OUT": str(out), "LEANRIG_WRONG": wrong,
+           "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
+           "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    editor = subprocess.Popen(
+        [NVIM, "--headless", "--clean", "-n", "--cmd", f"luafile {ws.files['neovim']}",
+         str(ws.task_file), "-c", f"luafile {driver}"],
+        env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "ready=true" not in (out.read_text() if out.exists() else ""):
+            assert editor.poll() is None and time.monotonic() < deadline, (
+                out.read_text() if out.exists() else "no output"
+            )
+            time.sleep(0.05)
+        seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        assert seen == {"diagnostics": "true", "errors": "true", "ready": "true"}, seen
+        tree = process_tree(editor.pid)[1:]  # (what Neovim started)
+        if killed == "server":
+            (relay,) = [p for p in psutil.Process(editor.pid).children()
+                        if "agent_tools.editor" in " ".join(p.cmdline())]  # fmt: skip
+            kill_server(relay)
+        else:
+            editor.kill()
+        results, ledger = closed_records(run, tree)
+    finally:
+        editor.kill()
+        editor.wait(timeout=60)
+    assert not (tmp_path / "fake-ran").exists()
+    (line,) = results
+    assert line["accepted"] is False and line["final_body_sha"] == body_sha("\n  " + wrong)
+    assert line["reasons"] and line["reasons"] != ["no verdict"], line
+    assert any("without `shutdown`" in note for note in line["notes"]), line["notes"]
+    assert ended(ledger) == ["cut off"]

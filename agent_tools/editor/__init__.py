@@ -1,8 +1,15 @@
 """editor: human baselines in a real editor — `leanrig lsp`, a scoped and timed raw-frame LSP
-proxy in front of a sandboxed Lean server, and `leanrig edit`, the workspace that wires VS Code,
-Neovim and Emacs to it. Uses tasks, verdict and sessions (the ledger); never cli."""
+proxy in front of a sandboxed Lean server (behind a relay the editor's kill does not reach
+past), and `leanrig edit`, the workspace that wires VS Code, Neovim and Emacs to it. Uses
+tasks, verdict and sessions (the ledger); never cli.
+
+Names load on first use (PEP 562): the relay `leanrig lsp` starts as (relay.py) must not pay
+for the proxy's imports before the editor's server answers.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from lsp_bridge import exports as _exports
 
@@ -10,17 +17,21 @@ from .commands import add_edit_arguments as add_edit_arguments
 from .commands import add_lsp_arguments as add_lsp_arguments
 from .commands import cmd_edit as cmd_edit
 from .commands import cmd_lsp as cmd_lsp
-from .edit_workspace import EditOptions as EditOptions
-from .edit_workspace import EditWorkspace as EditWorkspace
-from .edit_workspace import prepare_workspace as prepare_workspace
-from .human_attempt import HumanAttempt as HumanAttempt
-from .lsp import LspOptions as LspOptions
-from .lsp import run_lsp as run_lsp
-from .proxy import CHECK_COMMAND as CHECK_COMMAND
-from .proxy import EditorProxy as EditorProxy
-from .proxy import ProxyTimeouts as ProxyTimeouts
-from .text_scope import Decision as Decision
-from .text_scope import TaskScope as TaskScope
-from .text_scope import apply_changes as apply_changes
+
+if TYPE_CHECKING:
+    from .edit_workspace import EditOptions as EditOptions
+    from .edit_workspace import EditWorkspace as EditWorkspace
+    from .edit_workspace import prepare_workspace as prepare_workspace
+    from .human_attempt import HumanAttempt as HumanAttempt
+    from .lsp import LspOptions as LspOptions
+    from .lsp import run_lsp as run_lsp
+    from .proxy import CHECK_COMMAND as CHECK_COMMAND
+    from .proxy import EditorProxy as EditorProxy
+    from .proxy import ProxyTimeouts as ProxyTimeouts
+    from .text_scope import Decision as Decision
+    from .text_scope import TaskScope as TaskScope
+    from .text_scope import apply_changes as apply_changes
 
 __all__, _getattr = _exports(__name__)
+if not TYPE_CHECKING:
+    __getattr__ = _getattr

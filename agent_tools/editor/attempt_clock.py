@@ -77,7 +77,8 @@ class AttemptClock:
         await self._to_editor({"jsonrpc": "2.0", "id": rid, "result": result})
 
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
-        """The verdict on the text Lean has (the last valid body); shown to the editor too."""
+        """The verdict on the text Lean has (the last valid body); shown to the editor too (a
+        ``window/showMessage``, and the answer's ``message``: the same line)."""
         requested = time.time()  # the attempt's clock (human_attempt.py)
         self.attempt.expire()  # a request after the limit is one, whether the timer saw it or not
         document = self._document
@@ -95,18 +96,18 @@ class AttemptClock:
                 self._checks_done.set()
                 self._checks_done = anyio.Event()
         self.attempt.checked(verdict, document.scope.final_body(text), requested=requested)
+        if verdict.accepted:
+            message = f"leanrig: ACCEPTED — {self.task.id} proved in {self.attempt.wall_s():.1f} s"
+        else:
+            message = f"leanrig: not accepted: {'; '.join(verdict.reasons) or 'rejected'}"
+        # The answer carries the human-readable line too: an editor that shows a command's
+        # result (lsp-mode: the raw object) can show this instead.
         result = {**verdict.to_json(), "version": document.lean_version,
                   "attempt_s": round(self.attempt.wall_s(), 3),
-                  "timed_out": self.attempt.timed_out}  # fmt: skip
+                  "timed_out": self.attempt.timed_out, "message": message}  # fmt: skip
         if self.attempt.accepted or self.attempt.timed_out:
             self.attempt.write_result()  # the attempt's line as it stands (a later one replaces it)
-        if verdict.accepted:
-            await self._show(
-                f"leanrig: ACCEPTED — {self.task.id} proved in {self.attempt.wall_s():.1f} s", 3
-            )
-        else:
-            reasons = "; ".join(verdict.reasons) or "rejected"
-            await self._show(f"leanrig: not accepted: {reasons}", 1 if requested_by_editor else 2)
+        await self._show(message, 3 if verdict.accepted else 1 if requested_by_editor else 2)
         return result
 
     async def time_limit(self) -> None:

@@ -1,19 +1,27 @@
 """The `edit` and `lsp` commands' arguments and bodies (`leanrig edit|lsp`, and
-`python -m agent_tools.editor edit|lsp`, which parse the same arguments)."""
+`python -m agent_tools.editor edit|lsp`, which parse the same arguments).
+
+`lsp` as an editor starts it is the relay (relay.py): it starts the supervisor, the same
+command with ``--supervised``, which serves the attempt (lsp.py). This module imports only what
+parsing and the relay need; the serving side loads when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import sys
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
+import structlog
 
 from lsp_bridge import LeanrigError
 
-from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
-from .edit_workspace import EditOptions, prepare_workspace
-from .lsp import LspOptions, run_lsp
+SUPERVISED = "--supervised"
 
 
 def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +35,11 @@ def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:
                         "same for every start of the attempt); then edits are refused and the "
                         "verdict runs")  # fmt: skip
     parser.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
+    parser.add_argument("--lean", help="the Lean to run (default: LEANRIG_LEAN, an elan "
+                        "toolchain, `lean` on PATH, the bootstrap); `leanrig edit` pins the one "
+                        "it found")  # fmt: skip
+    # The relay's child: serve the attempt on this process's stdio (the relay's pipes).
+    parser.add_argument(SUPERVISED, action="store_true", help=argparse.SUPPRESS)
     # Editors append their own server arguments (a root folder, -D options): ignored, so a
     # human runs Lean with the same options as the agents.
     parser.add_argument("editor_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -44,6 +57,8 @@ def add_edit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
+    from .edit_workspace import EditOptions, prepare_workspace
+
     workspace = prepare_workspace(
         EditOptions(
             suite=Path(args.suite),
@@ -66,6 +81,54 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
+    """`leanrig lsp`: the relay (the editor's process), or with ``--supervised`` the server of
+    the attempt; returns the exit code."""
+    if args.supervised:
+        return _serve(args)
+    from ..servers import claimed_stdio, ignore_stop_signals, run_event_loop
+    from .relay import relay
+
+    argv = supervisor_argv(args)
+
+    async def main() -> int:
+        with claimed_stdio() as wire:
+            return await relay(argv, wire)
+
+    code = run_event_loop(main)
+    ignore_stop_signals()
+    return code
+
+
+def supervisor_argv(args: argparse.Namespace) -> list[str]:
+    """The supervisor's command line for the relay's parsed ``args`` (absolute paths: it may
+    outlive the relay, and runs in the relay's working directory)."""
+    argv = [sys.executable, "-m", "agent_tools.editor", "--log-level", _log_level(), "lsp",
+            "--suite", str(Path(args.suite).absolute()), "--task", args.task,
+            "--workspace", str(Path(args.workspace).absolute())]  # fmt: skip
+    if args.run_dir:
+        argv += ["--run-dir", str(Path(args.run_dir).absolute())]
+    if args.time_limit is not None:
+        limit = float(args.time_limit)
+        # Exact (run.json compares it), as it was written.
+        argv += ["--time-limit", str(int(limit)) if limit.is_integer() else repr(limit)]
+    if args.no_sandbox:
+        argv.append("--no-sandbox")
+    if args.lean:
+        argv += ["--lean", args.lean]
+    return [*argv, SUPERVISED]
+
+
+def _log_level() -> str:
+    level = structlog.get_logger().bind().get_effective_level()
+    return logging.getLevelName(level).lower() if isinstance(level, int) else "warning"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """The supervisor: serve the attempt on stdio until the editor (the relay) leaves."""
+    from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
+    from .human_attempt import state_path
+    from .lsp import LspOptions, run_lsp
+
     options = LspOptions(
         suite=Path(args.suite),
         task=args.task,
@@ -73,7 +136,12 @@ def cmd_lsp(args: argparse.Namespace) -> int:
         run_dir=Path(args.run_dir) if args.run_dir else None,
         time_limit=args.time_limit,
         sandbox=not args.no_sandbox,
+        lean=args.lean,
     )
+    _shims_off_path(options.workspace)
+    # The relay reads stderr while it lives; what is said after it died goes to a file.
+    fallback = state_path(options.resolved_run_dir(), args.task).with_suffix(".log")
+    sys.stderr = DetachableStderr(sys.stderr, fallback)
 
     async def main() -> None:
         with stop_signals() as signals:
@@ -94,3 +162,55 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     run_event_loop(main)
     ignore_stop_signals()  # stopped or done: what is left is exiting
     return 0
+
+
+def _shims_off_path(workspace: Path) -> None:
+    """Take the workspace's shim directory off this process's ``PATH``: the editors' settings
+    put it first there (so any Lean they start is leanrig), and the Lean leanrig runs must be
+    the real one, not the shim starting leanrig again."""
+    from .edit_workspace import SHIM_VAR, shim_dir
+
+    shims = {shim_dir(workspace.absolute()).resolve()}
+    if os.environ.get(SHIM_VAR):
+        shims.add(Path(os.environ[SHIM_VAR]).resolve())
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(
+        e for e in entries if not e or Path(e).absolute().resolve() not in shims
+    )
+
+
+class DetachableStderr:
+    """``sys.stderr`` for a process whose stderr reader may die first (the supervisor, under a
+    relay the editor killed): a write that fails moves fd 2 to ``fallback`` (appended) and
+    goes on there, so neither a log line nor a child started later meets a broken pipe."""
+
+    def __init__(self, stream: IO[str], fallback: Path) -> None:
+        self._stream = stream
+        self._fallback = fallback
+        self._moved = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            self._move()
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            self._move()
+
+    def _move(self) -> None:
+        if self._moved:
+            raise OSError("stderr: the fallback failed too")
+        self._moved = True
+        self._fallback.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._fallback, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
+        self._stream = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

@@ -8,7 +8,14 @@ editor's settings:
   (``lean4.envPathExtensions``);
 - Neovim: ``.leanrig/nvim.lua``, the ``cmd`` for the ``leanls`` client (lean.nvim or the
   built-in client);
-- Emacs (lean4-mode): ``.dir-locals.el`` sets ``lean4-rootdir`` (it must contain ``bin/lean``).
+- Emacs: ``.leanrig/emacs.el`` (``emacs -l WS/.leanrig/emacs.el WS/<task file>``): lsp-mode's
+  client or eglot's server program for the workspace's Lean files is the shim, a minimal Lean
+  mode where lean4-mode is missing (emacs_config.py); ``.dir-locals.el`` also sets lean4-mode's
+  ``lean4-rootdir`` (it must contain ``bin/lean``) for lean4-mode users who do not load it.
+
+In every editor's settings the server is the shim by its absolute path, and the shim
+directory comes first on the editor's ``PATH``: a ``lean`` on ``PATH`` never serves the task
+file. (An attempt opened with a Lean of one's own is not one: no ``open_task``, no clock.)
 
 It must not start Lean or talk LSP (the shims run `leanrig lsp`, which does).
 """
@@ -16,6 +23,7 @@ It must not start Lean or talk LSP (the shims run `leanrig lsp`, which does).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +32,7 @@ from pathlib import Path
 from lsp_bridge import LeanInstall, find_lean
 
 from ..tasks import load_suite
+from .emacs_config import CHECK_KEY, emacs_config, open_command
 from .rundir import attempt_state, check_run_dir
 
 SHIM_VAR = "LEANRIG_SHIM_DIR"
@@ -60,14 +69,15 @@ class EditWorkspace:
                 + (" (kept as it was: delete it to start over)" if self.kept_task_file else ""),
                 f"results:   {self.run_dir / 'results.jsonl'} (ledger: ledger.jsonl beside it)",
                 "",
-                "VS Code (vscode-lean4): open the workspace folder; .vscode/settings.json puts "
-                f"{self.shim_dir} first on Lean's PATH (lean4.envPathExtensions).",
+                f"VS Code (vscode-lean4): code {_sh(self.root)}  (the folder, trusted: "
+                f".vscode/settings.json puts {self.shim_dir} first on Lean's PATH)",
                 "  Restart the server (Lean 4: Restart Server) if Lean was already running.",
-                "Neovim: :luafile " + str(self.files["neovim"]) + "  (lean.nvim, or the built-in "
-                "client), or set the leanls cmd to:",
-                f"  {{{cmd}}}",
-                "Emacs (lean4-mode): .dir-locals.el sets lean4-rootdir to "
-                f"{self.shim_dir.parent}; accept it when Emacs asks.",
+                f"Neovim (lean.nvim, or the built-in client): nvim --cmd "
+                f"{_sh('luafile ' + str(self.files['neovim']))} {_sh(self.task_file)}",
+                f"  (or set the leanls cmd to: {{{cmd}}})",
+                "Emacs (lsp-mode or eglot; lean4-mode optional): "
+                + open_command(self.files["emacs"], self.task_file),
+                f"  (M-x leanrig-check-proof, {CHECK_KEY}: the verdict)",
                 "",
                 "Edit only the proof body. The LSP command `leanrig.checkProof` runs the verdict "
                 "(how to call it from each editor: docs/human-baselines.md); the attempt ends at "
@@ -114,6 +124,11 @@ def _shim(kind: str, lsp: list[str], install: LeanInstall, shim_dir: Path) -> st
     return "\n".join([*head, *body]) + "\n"
 
 
+def shim_dir(root: Path) -> Path:
+    """The workspace ``root``'s shim directory (``lean`` and ``lake`` that start leanrig)."""
+    return root / ".leanrig" / "bin"
+
+
 def prepare_workspace(options: EditOptions) -> EditWorkspace:
     """Write the workspace for one human attempt; returns where everything is."""
     suite = load_suite(options.suite)
@@ -130,8 +145,8 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
     if not kept:
         task_path.write_text(task.text, encoding="utf-8")
     hidden = root / ".leanrig"
-    shim_dir = hidden / "bin"
-    shim_dir.mkdir(parents=True, exist_ok=True)
+    shims = shim_dir(root)
+    shims.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
 
     lsp = [options.python, "-m", "agent_tools.editor", "lsp", "--suite", str(suite.root),
@@ -142,10 +157,12 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
         lsp += ["--time-limit", str(int(limit)) if limit.is_integer() else repr(limit)]
     if not options.sandbox:
         lsp.append("--no-sandbox")
+    # The Lean found now, whatever `lean` is on the editor's PATH later.
+    lsp += ["--lean", str(install.lean)]
     files: dict[str, Path] = {}
     for kind in ("lean", "lake"):
-        shim = shim_dir / kind
-        shim.write_text(_shim(kind, lsp, install, shim_dir), encoding="utf-8")
+        shim = shims / kind
+        shim.write_text(_shim(kind, lsp, install, shims), encoding="utf-8")
         shim.chmod(0o755)
         files[f"shim_{kind}"] = shim
 
@@ -158,7 +175,7 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
             settings = loaded if isinstance(loaded, dict) else {}
         except json.JSONDecodeError:
             settings = {}
-    settings["lean4.envPathExtensions"] = [str(shim_dir)]
+    settings["lean4.envPathExtensions"] = [str(shims)]
     vscode.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
     files["vscode"] = vscode
 
@@ -170,6 +187,8 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
                 "-- leanrig: point Neovim's Lean client at `leanrig lsp` for this task.",
                 f"local cmd = {{{lua_cmd}}}",
                 f"local root = {json.dumps(str(root))}",
+                "-- Any `lean`/`lake` Neovim starts is the workspace's shim (leanrig's server).",
+                f"vim.env.PATH = {json.dumps(str(shims) + os.pathsep)} .. (vim.env.PATH or '')",
                 "local ok, lean = pcall(require, 'lean')",
                 "if ok then",
                 "  -- lean.nvim: its leanls client with our cmd",
@@ -198,18 +217,25 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
     )
     files["neovim"] = nvim
 
+    emacs = hidden / "emacs.el"
+    emacs.write_text(
+        emacs_config(root=root, shim_dir=shims, task_file=task_path, task_id=task.id),
+        encoding="utf-8",
+    )
+    files["emacs"] = emacs
     dir_locals = root / ".dir-locals.el"
     rootdir = json.dumps(str(hidden))
     dir_locals.write_text(
-        f";; leanrig: lean4-mode runs {hidden}/bin/lean (the leanrig shim)\n"
+        f";; leanrig: lean4-mode runs {hidden}/bin/lean (the leanrig shim); load "
+        f"{emacs} to be sure of it\n"
         f"((lean4-mode . ((lean4-rootdir . {rootdir}))))\n",
         encoding="utf-8",
     )
-    files["emacs"] = dir_locals
+    files["emacs_dir_locals"] = dir_locals
     (hidden / "edit.json").write_text(
         json.dumps({"suite": str(suite.root), "task": task.id, "workspace": str(root),
                     "run_dir": str(run_dir), "time_limit": options.time_limit,
                     "lean": str(install.lean), "lsp_command": lsp}, indent=2) + "\n",
         encoding="utf-8",
     )  # fmt: skip
-    return EditWorkspace(root, task_path, shim_dir, run_dir, tuple(lsp), files, kept)
+    return EditWorkspace(root, task_path, shims, run_dir, tuple(lsp), files, kept)

@@ -12,8 +12,9 @@ Ledger lines use the agent sessions' schema (``sessions.Ledger``), one session p
 per version Lean elaborated (``tool="edit"``: ``queue_ms`` from the editor's change to leanrig
 forwarding it, ``lean_ms`` from forwarding to Lean's final ``$/lean/fileProgress`` for that
 version, ``errors``), one per refused edit (``outcome="rejected"``), one per verdict
-(``tool="check_proof"``), and an ``open_task`` and a ``close_session`` (``session_wall_ms``) per
-editor connection.
+(``tool="check_proof"``), and an ``open_task`` and a ``close_session`` (``session_wall_ms``,
+how the connection ``ended``) per editor connection; a connection cut off (no `shutdown`: the
+server killed, the editor crashed or killed) is noted on the results line.
 
 It must not talk LSP or start processes: the proxy calls it.
 """
@@ -44,6 +45,11 @@ from ..tasks import Task
 from ..verdict import Verdict
 
 CONDITION: Condition = "human"
+
+# How an editor connection ended: the editor's `shutdown` (or `exit`), a stop signal
+# (SIGTERM/SIGINT: an editor's polite stop), its end of the wire closed without either ("cut
+# off": the server killed, the editor crashed or was killed), or leanrig failing.
+Ending = Literal["shutdown", "signal", "cut off", "error"]
 
 log = structlog.get_logger("leanrig.editor")
 
@@ -78,6 +84,9 @@ class AttemptState(BaseModel):
     worker_stops: int = 0
     connections: int = 0  # editor connections (`leanrig lsp` starts) so far
     changed_before_open: bool = False  # the first open's body was not the task's own
+    # Connections that ended without the editor's `shutdown` (its server killed, the editor
+    # crashed or killed): leanrig finished them as for a closed editor.
+    cut_off: int = 0
     editor: str = "editor"  # the last connection's editor (name and version)
 
     @property
@@ -110,6 +119,12 @@ def result_of(task: Task, state: AttemptState) -> AttemptResult:
             "the task file was first opened with a proof already in it (written before the "
             "clock started)"
         )
+    if state.cut_off:
+        notes.append(
+            f"the editor's connection ended {_times(state.cut_off)} without `shutdown` (its "
+            "server killed, or the editor crashed or was killed): leanrig closed the attempt "
+            "as for a closed editor"
+        )
     body = state.verdict_body if state.verdict_body is not None else state.body
     return AttemptResult(
         task=spec.id, field=spec.field, difficulty=spec.difficulty, attempt=state.attempt,
@@ -121,6 +136,10 @@ def result_of(task: Task, state: AttemptState) -> AttemptResult:
         verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
         started_at=state.started_at, notes=notes,
     )  # fmt: skip
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 def _outcome(result: AttemptResult) -> tuple[object, ...]:
@@ -250,7 +269,7 @@ class HumanAttempt:
             )  # fmt: skip
         self.state.connections += 1
         named = " ".join(str(v) for v in (editor.get("name"), editor.get("version")) if v)
-        self.state.editor = named or "editor"
+        self.state.editor = " ".join(named.split()) or "editor"  # (Emacs's has line breaks)
         self._save()
         self.ledger.record(session=self.id, task=self.task.id, tool="open_task", queue_ms=0.0,
                            lean_ms=0.0, total_ms=0.0, outcome="ok", condition=CONDITION,
@@ -424,12 +443,14 @@ class HumanAttempt:
             self._last_line = result
         return result.model_dump(mode="json")
 
-    def close(self) -> dict[str, Any] | None:
-        """The connection ends: the attempt's line and this connection's closing ledger line
-        (once); None if the attempt never started."""
+    def close(self, ended: Ending = "shutdown") -> dict[str, Any] | None:
+        """The connection ends (``ended``: how): the attempt's line and this connection's
+        closing ledger line (once); None if the attempt never started."""
         if self.closed or self.state is None:
             return None
         self.closed = True
+        if ended == "cut off":
+            self.state.cut_off += 1
         self._save()
         line = self.write_result()
         state = self.state
@@ -439,7 +460,7 @@ class HumanAttempt:
                            condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
                            versions=state.versions, rejected_edits=state.rejected_edits,
                            lean_restarts=state.lean_restarts, worker_stops=state.worker_stops,
-                           connection=state.connections, over=state.over,
+                           connection=state.connections, over=state.over, ended=ended,
                            connection_wall_ms=None if self._connection_wall is None
                            else (time.time() - self._connection_wall) * 1000)  # fmt: skip
         return line

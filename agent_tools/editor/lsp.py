@@ -1,5 +1,10 @@
-"""Wiring for `leanrig lsp`: suite + task + sandboxed Lean + verifier + ledger → an
-``EditorProxy`` on the editor's stdio, and the attempt's result line when the editor leaves.
+"""Wiring for `leanrig lsp --supervised` (the process behind the relay, relay.py): suite +
+task + sandboxed Lean + verifier + ledger → an ``EditorProxy`` on the editor's stdio, and the
+attempt's result line when the editor leaves — however it leaves: `shutdown`/`exit`, a stop
+signal, or the end of its input without either (the relay killed with the editor's server, the
+editor crashed or killed), which is recorded as a connection cut off. Writes to an editor that
+has gone are dropped, so nothing the editor does stops the attempt's closing verdict, its
+ledger close and its results line.
 
 stdout is the LSP channel: nothing else may write to it (logs go to stderr).
 """
@@ -26,7 +31,7 @@ from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
 from .edit_workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
-from .human_attempt import HumanAttempt
+from .human_attempt import Ending, HumanAttempt
 from .proxy import EditorProxy, ProxyTimeouts
 from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
 from .supervised_lean import frame
@@ -198,7 +203,7 @@ async def _serve(
         )
     proxy = EditorProxy(
         task=task, task_path=path, environment=environment, verifier=verifier,
-        attempt=attempt, send_editor=editor_out,
+        attempt=attempt, send_editor=EditorOut(editor_out),
         timeouts=options.timeouts,
     )  # fmt: skip
 
@@ -221,17 +226,39 @@ async def _serve(
             attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
 
     freeze_heap()  # (servers.freeze_heap: no full collection over startup's objects mid-edit)
+    ended: Ending = "error"
     try:
         await proxy.run(editor_in)
+        ended = "shutdown" if proxy.editor_said_goodbye else "cut off"
         await final_verdict()
-        return attempt.close()
+        return attempt.close(ended)
     except anyio.get_cancelled_exc_class():
-        # A signal (an editor may stop its server with SIGTERM rather than `exit`): the
-        # attempt still gets its verdict, bounded as always (later signals wait for it too:
-        # servers/signals.py; SIGKILL does not, and the attempt then has no result line).
+        # A signal (an editor may stop its server with SIGTERM rather than `exit`; the relay
+        # passes it on): the attempt still gets its verdict, bounded as always (later signals
+        # wait for it too: servers/signals.py).
+        ended = "signal"
         with anyio.CancelScope(shield=True):
             await final_verdict()
         raise
     finally:
-        attempt.close()  # the line says what happened, whatever happened
+        attempt.close(ended)  # the line says what happened, whatever happened
         ledger.close()
+
+
+class EditorOut:
+    """The editor's side of the wire: a write to an editor that has gone (its end closed: the
+    relay killed, the editor crashed) is dropped, and so is every later one — the attempt
+    goes on to its end without it."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        self._send = send
+        self.gone = False
+
+    async def __call__(self, data: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            await self._send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.gone = True
+            log.info("editor.gone")

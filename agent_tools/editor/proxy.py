@@ -10,7 +10,9 @@ JSON body untouched, except the few it must inspect or change:
   its ``publishDiagnostics`` (Lean → editor): leanrig's own diagnostics merged in; its
   ``$/lean/fileProgress``: read (not changed) for the ledger;
 - a ``waitForDiagnostics`` for a task-file version Lean never got: asked for the one it has;
-- ``workspace/executeCommand leanrig.checkProof``: answered by leanrig (the verdict).
+- ``workspace/executeCommand leanrig.checkProof``: answered by leanrig (the verdict);
+- a ``workspace/…/refresh`` request (Lean → editor) whose ``refreshSupport`` the editor did not
+  declare: answered by leanrig, not forwarded (Lean asks every editor to refresh inlay hints).
 
 The supervision is beside it, one job each: Lean's process, its restarts and leanrig's own
 requests to it (``supervised_lean.py``: string ids ``leanrig:N``, so no id collides), the task
@@ -18,7 +20,8 @@ file's scope enforced with reverts (``task_document.py``), the attempt's clock, 
 verdicts (``attempt_clock.py``). If Lean dies, pending editor requests get an error, Lean is
 restarted with the editor's ``initialize`` and every open document is re-opened. No Lean
 process outlives the proxy: Lean runs in the proxy's task group under the repl_pool sandbox
-wrapper with a kill token.
+wrapper with a kill token. (The proxy runs in `leanrig lsp`'s supervisor, behind a relay:
+relay.py.)
 
 Why raw frames and not pygls: see agent_tools/README.md (editor decision).
 """
@@ -126,6 +129,11 @@ class EditorProxy:
     def lean_text(self) -> str:
         """The task file as Lean has it: the last editor text that was in scope."""
         return self._task_doc.lean_text
+
+    @property
+    def editor_said_goodbye(self) -> bool:
+        """Did the editor send `shutdown` or `exit` (else its connection was cut off)?"""
+        return self._exit or self._lean.shutdown_asked
 
     @property
     def restarts(self) -> int:
@@ -308,6 +316,19 @@ class EditorProxy:
                 return
             await self._lean.send(body)
 
+    def _editor_refreshes(self, method: str) -> bool:
+        """May ``method`` (a server→client request) go to the editor? False only for a
+        ``workspace/…/refresh`` whose ``refreshSupport`` the editor's ``initialize`` did not
+        declare."""
+        capability = _REFRESH_CAPABILITY.get(method)
+        if capability is None:
+            return True
+        init = self._initialize or {}
+        capabilities = (init.get("params") or {}).get("capabilities") or {}
+        workspace = capabilities.get("workspace") if isinstance(capabilities, dict) else None
+        declared = workspace.get(capability) if isinstance(workspace, dict) else None
+        return isinstance(declared, dict) and declared.get("refreshSupport") is True
+
     def _is_task_uri(self, uri: str) -> bool:
         known = self._is_task.get(uri)
         if known is None:
@@ -330,6 +351,11 @@ class EditorProxy:
             await self._to_editor(body)
             return
         params = message.get("params")
+        if "id" in message and not self._editor_refreshes(method):
+            # A refresh the editor did not declare it supports (Lean asks for inlay hints
+            # regardless; lsp-mode 8.0 warns at each one): answered here, not forwarded.
+            await self._lean.send_json({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            return
         task_uri = self._task_doc.uri
         if (
             method == "textDocument/publishDiagnostics"
@@ -346,6 +372,17 @@ class EditorProxy:
         ):
             await self._task_doc.progress_from_lean(params)
 
+
+# Server→client refresh requests, and the client capability (under ``workspace``) whose
+# ``refreshSupport`` says the editor handles them (LSP 3.17).
+_REFRESH_CAPABILITY = {
+    "workspace/inlayHint/refresh": "inlayHint",
+    "workspace/semanticTokens/refresh": "semanticTokens",
+    "workspace/codeLens/refresh": "codeLens",
+    "workspace/inlineValue/refresh": "inlineValue",
+    "workspace/diagnostic/refresh": "diagnostics",
+    "workspace/foldingRange/refresh": "foldingRange",
+}
 
 _TEXT_SYNC = frozenset(
     {"textDocument/didOpen", "textDocument/didChange", "textDocument/didClose",

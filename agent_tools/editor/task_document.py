@@ -2,9 +2,10 @@
 reach Lean — those in the task's scope (``text_scope.py``), before the time limit — and how the
 editor is brought back when one does not: an edit outside the proof body gets a versioned
 ``workspace/applyEdit`` restoring the last text in scope, checked against the document the
-editor sends back and retried, then a diagnostic; a held body gets a diagnostic (Lean keeps
-the last valid proof). Also leanrig's notices merged into Lean's diagnostics, and each version
-Lean finishes recorded in the attempt's ledger.
+editor sends back and retried, and an error diagnostic — information once the text is back,
+gone at the next edit; a held body gets a diagnostic (Lean keeps the last valid proof). Also
+leanrig's notices merged into Lean's diagnostics, and each version Lean finishes recorded in
+the attempt's ledger.
 
 Must not route other documents or own Lean: the proxy hands it the task file's frames, and it
 writes to Lean through ``SupervisedLean``.
@@ -121,6 +122,7 @@ class TaskDocument:
         refused = self.attempt.expire() and doc.text != self.lean_text
         if decision.outcome in ("ok", "held") and not refused:
             self._scoped_text = doc.text
+        restored = self._restored(doc)
         self._scope_changed.set()
         self._scope_changed = anyio.Event()
         if decision.outcome != "ok" or refused:
@@ -144,12 +146,22 @@ class TaskDocument:
         if not echo:
             self.forwarded(doc.version, received)
         self.lean_text, self.lean_version = doc.text, doc.version
-        changed = self._extra_diags.pop("held", None) is not None
+        changed = self._extra_diags.pop("held", None) is not None or restored
         if not echo:  # a real edit (not the echo of a revert) clears the notice
             changed = self._extra_diags.pop("outside", None) is not None or changed
             self._revert_id = None
         if changed:
             await self.publish_merged()
+
+    def _restored(self, doc: EditorDocument) -> bool:
+        """The editor's text is back where a revert was to bring it (the revert applied, or
+        the human undid the edit): the scoping error, no longer true of the text, stays as
+        information until the next edit (it says why the text jumped back); True if so."""
+        notice = self._extra_diags.get("outside")
+        if notice is None or notice.get("severity") != 1 or doc.text != self._revert_target:
+            return False
+        self._extra_diags["outside"] = {**notice, "severity": 3}
+        return True
 
     def reopened(self, doc: EditorDocument) -> tuple[str, int]:
         """What a restarted Lean gets for the task file: the text it had, under its version
