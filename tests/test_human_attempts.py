@@ -237,7 +237,9 @@ async def test_a_killed_lsp_closes_its_attempt_and_the_next_start_resumes_it(
         [sys.executable, "-m", "agent_tools.cli", "report", str(run), "--no-plots"], tmp_path
     )
     assert code == 0, stderr
-    assert "no result yet" not in stderr + (run / "report" / "report.md").read_text()
+    report = (run / "report" / "report.md").read_text()
+    assert "no result yet" not in stderr + report
+    assert "without `shutdown`" in report, report  # the kill noted in the report too
     # The attempt is not over: the next start goes on with it.
     async with start_editor(workspace, run) as editor:
         uri = await _prove(editor, workspace, RIGHT)

@@ -50,6 +50,19 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / RUN_FILE).is_file()
 
 
+MAX_ATTEMPT_NOTES = 20  # an attempt's own notes shown in a report; the rest are counted
+
+
+def attempt_notes(results: Sequence[AttemptResult]) -> list[str]:
+    """Each results line's own notes (a human attempt's editor killed, an agent's edited copy
+    of the task file…), naming its task and attempt; past ``MAX_ATTEMPT_NOTES``, a count."""
+    found = [f"{r.task} (attempt {r.attempt}): {note}" for r in results for note in r.notes]
+    if len(found) <= MAX_ATTEMPT_NOTES:
+        return found
+    rest = len(found) - MAX_ATTEMPT_NOTES
+    return [*found[:MAX_ATTEMPT_NOTES], f"… and {rest} more attempt notes in results.jsonl"]
+
+
 def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun:
     """A run's metadata, results and metrics. ``prices`` overrides the schedule in run.json."""
     if not run_dir.is_dir():
@@ -102,6 +115,7 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             )
     if info.condition == "human":
         notes.extend(_unfinished_attempts(run_dir, read.results))
+    notes.extend(attempt_notes(read.results))
     # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
     # end, and saying so would read as an error in every human baseline's report.
     if info.ended_at is None and info.condition != "human":
