@@ -1,15 +1,26 @@
 """The corpus (tests/fixtures/corpus: a core-style prelude, a 6,000-line library over it, and
 tasks in the styles real files use) through the commands a user types, from a temporary
 directory with relative paths: `suite import`, `suite check`, `suite lint`, `leanrig run` with
-the search agent, and `leanrig check` of what the run submitted."""
+the search agent, `leanrig check` of what the run submitted, and a human attempt through
+`leanrig edit` and `leanrig lsp` as an editor drives it."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
-from .test_as_typed import leanrig, leanrig_exe, sandbox_or_skip
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agent_tools.editor import TaskScope
+from agent_tools.tasks import load_suite
+
+from .test_as_typed import DEADLINE, leanrig, leanrig_exe, sandbox_or_skip
+from .test_editor_proxy import Editor, body_edit, errors, lines
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
 # Closed by `rfl` in their own scope: names from the theorem's namespace, `open … in`, a
@@ -50,3 +61,53 @@ def test_the_corpus_imports_checks_lints_and_runs_as_typed(tmp_path: Path) -> No
     done = leanrig("check", "--suite", "suites/core", "--task", task, "Submission.lean",
                    cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0 and done.stdout.startswith("ACCEPTED"), done.stdout + done.stderr
+
+
+@pytest.mark.anyio
+async def test_a_human_attempt_at_a_corpus_task_in_an_editor(tmp_path: Path) -> None:
+    """`leanrig edit` and `leanrig lsp` on a task whose body is on the statement's line and
+    whose file imports the 6,000-line library: diagnostics, the proof typed, the verdict, and
+    the attempt's results line after the editor leaves."""
+    sandbox_or_skip()
+    shutil.copytree(CORPUS, tmp_path / "core")
+    done = leanrig("suite", "import", "core", "--out", "suites/core", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    task_id = "Core.Geometry.Vec1.add_zero_dx_task"
+    done = leanrig("edit", "--suite", "suites/core", "--task", task_id, "--workspace", "attempt",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    task = load_suite(tmp_path / "suites" / "core").task(task_id)
+    argv = [str(leanrig_exe()), "lsp", "--suite", "suites/core", "--task", task_id,
+            "--workspace", "attempt"]  # fmt: skip
+    with (tmp_path / "lsp.stderr").open("wb") as stderr:
+        process = await anyio.open_process(argv, cwd=tmp_path, stderr=stderr,
+                                           start_new_session=True)  # fmt: skip
+    assert process.stdout is not None
+    editor = Editor(process, BufferedByteReceiveStream(process.stdout))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(editor.reader)
+            await editor.initialize(tmp_path / "attempt")
+            uri = await editor.open(tmp_path / "attempt" / task.spec.file, task.text)
+            assert errors(await editor.diagnostics_for(uri, 1)) == []
+            edit = body_edit(editor.texts[uri], TaskScope(task), " rfl")
+            version = await editor.change(uri, edit)
+            assert errors(await editor.diagnostics_for(uri, version)) == []
+            verdict = await editor.request(
+                "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+            )
+            assert verdict["result"]["accepted"] is True, verdict
+            await editor.request("shutdown", None)
+            await editor.send({"method": "exit", "params": None})
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.fail_after(DEADLINE):
+                assert await process.wait() == 0
+            tg.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+    (result,) = lines(tmp_path / "attempt" / "run" / "results.jsonl")
+    assert (result["task"], result["accepted"], result["condition"]) == (task_id, True, "human")
