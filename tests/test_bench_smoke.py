@@ -75,10 +75,11 @@ def test_running_one_benchmark_keeps_the_others_in_the_summary(
     )
     fresh = types.SimpleNamespace(run=lambda quick: {"results": {"just now": rows}})
     monkeypatch.setattr(runner, "RESULTS", tmp_path)
+    monkeypatch.setattr(runner, "LATEST_RESULTS", tmp_path / "latest")
     monkeypatch.setattr(importlib, "import_module", lambda name: fresh)
     monkeypatch.setattr(sys, "argv", ["bench", "pool"])
     runner.main()
-    text = (tmp_path / "SUMMARY.md").read_text()
+    text = (tmp_path / "latest" / "SUMMARY.md").read_text()
     assert "## lsp_bridge" in text and "### results / saved earlier" in text
     assert "## pool" in text and "### results / just now" in text
     assert text.index("## lsp_bridge") < text.index("## pool")  # the registry's order

@@ -118,7 +118,9 @@ def sweep_lines() -> list[str]:
     """docs/scale-out.md's sweep: its `.venv/bin/leanrig` lines (doctor, run, report)."""
     page = (ROOT / "docs" / "scale-out.md").read_text()
     block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "leanrig run" in b)
-    lines = [x for x in block.replace("\\\n", " ").splitlines() if x.startswith(".venv/bin/")]
+    lines = [
+        x for x in block.replace("\\\n", " ").splitlines() if x.startswith(".venv/bin/leanrig ")
+    ]
     assert [x.split()[1] for x in lines] == ["doctor", "run", "report"], lines
     return lines
 
