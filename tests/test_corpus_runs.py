@@ -23,18 +23,26 @@ from .test_as_typed import DEADLINE, leanrig, leanrig_exe, sandbox_or_skip
 from .test_editor_proxy import Editor, body_edit, errors, lines
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
-# Closed by `rfl` in their own scope: names from the theorem's namespace, `open … in`, a
-# universe-polymorphic lift, a `match` definition, a body on the statement's line.
-SOLVABLE = ("Core.Geometry.Vec1.Vec.swap_swap_task", "frac_zero_num_task",
-            "Core.Time.Clock62.lift_down_task", "Core.Data.Cell28.Cell.first_eq_task",
-            "Core.Geometry.Vec1.add_zero_dx_task")  # fmt: skip
+# Closed by `rfl` in their own scope: `open … in`, a universe-polymorphic lift, a `match`
+# definition (the editor test takes a body on the statement's line).
+SOLVABLE = ("frac_zero_num_task", "Core.Time.Clock62.lift_down_task",
+            "Core.Data.Cell28.Cell.first_eq_task")  # fmt: skip
 
 
-def test_the_corpus_imports_checks_lints_and_runs_as_typed(tmp_path: Path) -> None:
-    sandbox_or_skip()
-    shutil.copytree(CORPUS, tmp_path / "core")
-    done = leanrig("suite", "import", "core", "--out", "suites/core", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the corpus (`core/`) and the suite imported from it as typed
+    (`suites/core`)."""
+    cwd = tmp_path_factory.mktemp("corpus-runs")
+    shutil.copytree(CORPUS, cwd / "core")
+    done = leanrig("suite", "import", "core", "--out", "suites/core", cwd=cwd)
     assert done.returncode == 0, done.stdout + done.stderr
+    return cwd
+
+
+def test_the_corpus_imports_checks_lints_and_runs_as_typed(imported: Path) -> None:
+    sandbox_or_skip()
+    tmp_path = imported
     done = leanrig("suite", "check", "suites/core", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "22 of 22 task(s) ok"
@@ -64,14 +72,12 @@ def test_the_corpus_imports_checks_lints_and_runs_as_typed(tmp_path: Path) -> No
 
 
 @pytest.mark.anyio
-async def test_a_human_attempt_at_a_corpus_task_in_an_editor(tmp_path: Path) -> None:
+async def test_a_human_attempt_at_a_corpus_task_in_an_editor(imported: Path) -> None:
     """`leanrig edit` and `leanrig lsp` on a task whose body is on the statement's line and
     whose file imports the 6,000-line library: diagnostics, the proof typed, the verdict, and
     the attempt's results line after the editor leaves."""
     sandbox_or_skip()
-    shutil.copytree(CORPUS, tmp_path / "core")
-    done = leanrig("suite", "import", "core", "--out", "suites/core", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    tmp_path = imported
     task_id = "Core.Geometry.Vec1.add_zero_dx_task"
     done = leanrig("edit", "--suite", "suites/core", "--task", task_id, "--workspace", "attempt",
                    cwd=tmp_path)  # fmt: skip

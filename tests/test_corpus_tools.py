@@ -26,7 +26,7 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
 ERROR_CODES = ("rejected", "unknown_task", "unknown_session", "invalid_argument", "timeout",
                "busy", "lean_error", "lean_failure", "unavailable", "not_found")  # fmt: skip
 # Whose verdict is asked (each is a fresh sandboxed Lean: a sample keeps the module short).
-VERDICT_EVERY = 4
+VERDICT_EVERY = 8
 
 
 def _nonempty(*keys: str) -> Callable[[dict[str, Any]], bool]:
