@@ -28,8 +28,7 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_probe", "test_replay_model", "test_report", "test_results",
              "test_wire_usage"),
     # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
-    "lean": ("test_authoring_prelude_files", "test_cli", "test_corpus_tools",
-             "test_direct_workers",
+    "lean": ("test_authoring_prelude_files", "test_cli", "test_direct_workers",
              "test_question_tools", "test_trace_points",
              "test_early_barrier",
              "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
@@ -39,8 +38,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_suite", "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
-            "test_cancelled_steps", "test_corpus_runs", "test_editor_nvim", "test_editor_proxy",
-            "test_editor_sweep",
+            "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_editor_nvim",
+            "test_editor_proxy", "test_editor_sweep",
             "test_editor_emacs", "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
             "test_network_servers", "test_red_team", "test_runner", "test_runner_faults",
