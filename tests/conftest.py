@@ -38,7 +38,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_suite", "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
-            "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_editor_nvim",
+            "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_docs_blocks",
+            "test_editor_nvim",
             "test_editor_proxy", "test_editor_sweep",
             "test_editor_emacs", "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
