@@ -44,10 +44,13 @@ PROOF = "\n  " + json.loads((DEMO.parent.parent.parent / "tests" /
 
 
 @asynccontextmanager
-async def lsp_session(cwd: Path, *args: str, task: str = TASK) -> AsyncIterator[Editor]:
-    """`leanrig lsp --suite lean_project/suites/demo --task TASK ARGS` as an editor starts it,
-    its messages read meanwhile; whatever is still running at the end is killed."""
-    argv = [str(leanrig_exe()), "lsp", "--suite", SUITE, "--task", task, *args]
+async def lsp_session(
+    cwd: Path, *args: str, task: str = TASK, suite: str = SUITE
+) -> AsyncIterator[Editor]:
+    """`leanrig lsp --suite SUITE --task TASK ARGS` as an editor starts it (the demo suite's
+    and_swap by default), its messages read meanwhile; whatever is still running at the end
+    is killed."""
+    argv = [str(leanrig_exe()), "lsp", "--suite", suite, "--task", task, *args]
     with (cwd / "lsp.stderr").open("wb") as stderr:
         process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
     assert process.stdout is not None

@@ -7,20 +7,17 @@ the search agent, `leanrig check` of what the run submitted, and a human attempt
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 from pathlib import Path
 
-import anyio
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agent_tools.editor import TaskScope
 from agent_tools.tasks import load_suite
 
-from .test_as_typed import DEADLINE, leanrig, leanrig_exe, sandbox_or_skip
-from .test_editor_proxy import Editor, body_edit, errors, lines
+from .test_as_typed import leanrig, leanrig_exe, sandbox_or_skip
+from .test_as_typed_editor import leave, lsp_session
+from .test_editor_proxy import body_edit, errors, lines
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
 # Closed by `rfl` in their own scope: `open … in`, a universe-polymorphic lift, a `match`
@@ -83,37 +80,17 @@ async def test_a_human_attempt_at_a_corpus_task_in_an_editor(imported: Path) -> 
                    cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     task = load_suite(tmp_path / "suites" / "core").task(task_id)
-    argv = [str(leanrig_exe()), "lsp", "--suite", "suites/core", "--task", task_id,
-            "--workspace", "attempt"]  # fmt: skip
-    with (tmp_path / "lsp.stderr").open("wb") as stderr:
-        process = await anyio.open_process(argv, cwd=tmp_path, stderr=stderr,
-                                           start_new_session=True)  # fmt: skip
-    assert process.stdout is not None
-    editor = Editor(process, BufferedByteReceiveStream(process.stdout))
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(editor.reader)
-            await editor.initialize(tmp_path / "attempt")
-            uri = await editor.open(tmp_path / "attempt" / task.spec.file, task.text)
-            assert errors(await editor.diagnostics_for(uri, 1)) == []
-            edit = body_edit(editor.texts[uri], TaskScope(task), " rfl")
-            version = await editor.change(uri, edit)
-            assert errors(await editor.diagnostics_for(uri, version)) == []
-            verdict = await editor.request(
-                "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
-            )
-            assert verdict["result"]["accepted"] is True, verdict
-            await editor.request("shutdown", None)
-            await editor.send({"method": "exit", "params": None})
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with anyio.fail_after(DEADLINE):
-                assert await process.wait() == 0
-            tg.cancel_scope.cancel()
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
+    lsp = lsp_session(tmp_path, "--workspace", "attempt", task=task_id, suite="suites/core")
+    async with lsp as editor:
+        await editor.initialize(tmp_path / "attempt")
+        uri = await editor.open(tmp_path / "attempt" / task.spec.file, task.text)
+        assert errors(await editor.diagnostics_for(uri, 1)) == []
+        version = await editor.change(uri, body_edit(editor.texts[uri], TaskScope(task), " rfl"))
+        assert errors(await editor.diagnostics_for(uri, version)) == []
+        verdict = await editor.request(
+            "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
+        )
+        assert verdict["result"]["accepted"] is True, verdict
+        assert await leave(editor) == 0
     (result,) = lines(tmp_path / "attempt" / "run" / "results.jsonl")
     assert (result["task"], result["accepted"], result["condition"]) == (task_id, True, "human")
