@@ -426,3 +426,35 @@ def test_a_command_naming_a_hidden_paths_parent_shows_nothing_more(tmp_path: Pat
         ("--ro-bind", hidden / "agent.py"),
         ("--ro-bind", hidden / "deep"),  # (the link resolved: the hidden path's own name)
     ]
+
+
+@sandboxed
+@pytest.mark.anyio
+async def test_an_agent_gets_a_fresh_home_with_what_agent_home_holds(tmp_path: Path) -> None:
+    """Each attempt's HOME is its own directory (`{home}` in the command), holding a copy of
+    `--agent-home`: what one attempt writes there is not in the next one's, nor in the
+    user's home."""
+    template = tmp_path / "agent-home"
+    (template / ".config").mkdir(parents=True)
+    (template / ".config" / "agent.toml").write_text("model = 'x'\n")
+    script = tmp_path / "home_agent.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        'cat "$HOME/.config/agent.toml" > "$LEANRIG_WORKSPACE/seen.txt"\n'
+        'ls -a "$HOME" > "$LEANRIG_WORKSPACE/listing.txt"\n'
+        'echo "$1" > "$LEANRIG_WORKSPACE/home.txt"\n'
+        'touch "$HOME/left-behind"\n'
+    )
+    script.chmod(0o755)
+    run_dir = tmp_path / "run"
+    await run_benchmark(options(run_dir, f"{script} {{home}}", parallel=1, agent_home=template))
+    for task in ("refl_z", "and_swap"):
+        root = run_dir.resolve() / "attempts" / task / "1"
+        workspace = root / "workspace"
+        assert (workspace / "seen.txt").read_text() == "model = 'x'\n"
+        assert (workspace / "home.txt").read_text().strip() == str(root / "home")
+        assert "left-behind" not in (workspace / "listing.txt").read_text()  # not the other's
+        assert (root / "home" / "left-behind").exists()  # its own, kept with the attempt
+    assert not (template / "left-behind").exists() and not (Path.home() / "left-behind").exists()
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["agent_home"] == str(template)
