@@ -13,7 +13,7 @@ tree's server under cProfile (``OUT``: the stats file; a summary is printed); it
 rows then include the profiler's overhead, so a profiled run is for the breakdown only.
 
 Not registered in `make bench` (a diagnostic, not a reference table): results go to
-bench/results/step_profile.json.
+bench/results/latest/step_profile.json (bench/results/ holds the committed reference run).
 """
 
 from __future__ import annotations
