@@ -452,3 +452,12 @@ def test_usd_per_point_is_over_tasks_with_cost_and_na_is_never_zero() -> None:
     run_model = [attempt("a", True, input_tokens=1_000_000, output_tokens=0)]
     assert compute_metrics(run_model, prices=PRICES, model="m").mean_usd == pytest.approx(2.0)
     assert compute_metrics(run_model, prices=PRICES).mean_usd is None
+
+
+def test_seconds_per_point_print_with_three_significant_digits() -> None:
+    """Tables and plots print s/point alike: 0.0412, not 0.04 in one place and 0.0 in another."""
+    from agent_tools.runs.metrics import per_point_text
+
+    assert [per_point_text(v) for v in (0.041234, 0.00012345, 1.2345, 41.234, 412.34, 4123.4)] \
+        == ["0.0412", "0.000123", "1.23", "41.2", "412", "4123"]  # fmt: skip
+    assert per_point_text(None) == "N/A" and per_point_text(0.0) == "0"

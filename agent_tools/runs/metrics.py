@@ -58,6 +58,17 @@ def per_point(mean_value: float | None, score: float) -> float | None:
     return mean_value / score
 
 
+def per_point_text(value: float | None) -> str:
+    """Seconds (or any amount) per score point as tables and plots print it: three
+    significant digits, no exponent (0.0412, 1.23, 41.2, 412); N/A when unknown."""
+    if value is None:
+        return "N/A"
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
 def relative_change(base: float | None, new: float | None) -> float | None:
     """(new − base) / base in percent; None when either is N/A or the base is 0."""
     if base is None or new is None or base == 0:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .ledger_report import ReportError
-from .metrics import RunMetrics
+from .metrics import RunMetrics, per_point_text
 from .prices import fmt_usd
 
 COLORS = {"baseline": "#4477aa", "lad": "#ee6677", "human": "#228833"}
@@ -46,6 +46,12 @@ def _colors(runs: Sequence[PlotRun]) -> list[str]:
     return [PALETTE[i % len(PALETTE)] for i in range(len(runs))]
 
 
+def _n(runs: Sequence[PlotRun]) -> str:
+    """How many tasks and attempts the figure rests on, for its title."""
+    sizes = sorted({(r.metrics.tasks, r.metrics.attempts) for r in runs})
+    return "; ".join(f"n = {t} tasks, {a} attempts" for t, a in sizes)
+
+
 def _save(fig: Any, plt: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -55,7 +61,7 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
 
 def score_completion(runs: Sequence[PlotRun], path: Path) -> Path:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(runs) + 3), 4))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.2 * len(runs) + 5), 4))
     width = 0.8 / len(runs)
     colors = _colors(runs)
     for i, run in enumerate(runs):
@@ -65,28 +71,34 @@ def score_completion(runs: Sequence[PlotRun], path: Path) -> Path:
         ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], fontsize=8)
     ax.set_xticks([0, 1], ["score", "completion %"])
     ax.set_ylim(0, 105)
-    ax.set_title("score and completion (0–100)")
-    if len(runs) > 3:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    else:
-        ax.legend(fontsize=8)
+    ax.set_ylabel("points (0–100)")
+    ax.set_title(f"score and completion\n{_n(runs)}", fontsize=10)
+    # Beside the axes: inside, the legend covered a bar.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _save(fig, plt, path)
 
 
 def cost_per_point(runs: Sequence[PlotRun], path: Path) -> Path:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.4 * len(runs) + 4), 4))
-    for ax, key, title in (
-        (axes[0], "usd_per_point", "USD per score point"),
-        (axes[1], "seconds_per_point", "seconds per score point"),
+    for ax, key, title, unit in (
+        (axes[0], "usd_per_point", "USD per score point", "USD"),
+        (axes[1], "seconds_per_point", "seconds per score point", "seconds"),
     ):
         names = [r.name for r in runs]
         values = [getattr(r.metrics, key) for r in runs]
+        ax.set_title(f"{title}\n{_n(runs)}", fontsize=10)
+        if all(v is None for v in values):  # an empty panel says why instead
+            why = "no run has a known cost" if unit == "USD" else "no run scored a point"
+            ax.text(0.5, 0.5, f"N/A: {why}", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
         heights = [v if v is not None else 0.0 for v in values]
         bars = ax.bar(names, heights, color=_colors(runs))
-        labels = ["N/A" if v is None else (f"{v:.4g}") for v in values]
-        ax.bar_label(bars, labels=labels, fontsize=8)
-        ax.set_title(title)
+        text = fmt_usd if unit == "USD" else per_point_text
+        ax.bar_label(bars, labels=[text(v) for v in values], fontsize=8)
+        ax.set_ylabel(f"{unit} per point")
         plt.setp(ax.get_xticklabels(), rotation=20, ha="right", fontsize=8)
     return _save(fig, plt, path)
 
@@ -119,19 +131,22 @@ def fields_radar(runs: Sequence[PlotRun], path: Path) -> Path:
 def leaderboard(runs: Sequence[PlotRun], path: Path) -> Path:
     plt = _pyplot()
     ordered = sorted(runs, key=lambda r: r.metrics.score)
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(runs) + 1.5))
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(runs) + 1.5))
     colors = [COLORS.get(r.condition, "#999999") for r in ordered]
     bars = ax.barh([r.name for r in ordered], [r.metrics.score for r in ordered], color=colors)
 
     def label(m: RunMetrics) -> str:
-        usd = fmt_usd(m.usd_per_point)
-        sec = "N/A" if m.seconds_per_point is None else f"{m.seconds_per_point:.1f} s"
-        return f"{m.score:.1f}  ({m.completion:.1f}% done, {usd}/pt, {sec}/pt)"
+        usd = "cost N/A" if m.usd_per_point is None else f"{fmt_usd(m.usd_per_point)}/pt"
+        sec = "N/A" if m.seconds_per_point is None else f"{per_point_text(m.seconds_per_point)}"
+        return f"{m.score:.1f}  ({m.completion:.1f}% done, {usd}, {sec} s/pt)"
 
     ax.bar_label(bars, labels=[label(r.metrics) for r in ordered], fontsize=8, padding=3)
-    ax.set_xlim(0, 130)
-    ax.set_xlabel("score")
-    ax.set_title("leaderboard")
+    # The score runs 0-100; the room to the right is for the labels only.
+    ax.set_xlim(0, 185)
+    ax.set_xticks(range(0, 101, 20))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_xlabel("score (0–100)")
+    ax.set_title(f"leaderboard ({_n(runs)})", fontsize=10)
     return _save(fig, plt, path)
 
 

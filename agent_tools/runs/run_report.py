@@ -18,7 +18,7 @@ import orjson
 
 from .ledger_report import ReportError, write_ledger_report
 from .loaded_run import RUN_HINT, LoadedRun, is_run_dir, load_run
-from .metrics import Comparison, RunMetrics, compare
+from .metrics import Comparison, RunMetrics, compare, per_point_text
 from .plots import PlotRun, run_plots
 from .prices import PriceSchedule, fmt_usd
 from .results import (
@@ -63,7 +63,7 @@ def headline(m: RunMetrics) -> list[str]:
         "attempts accepted after timeout |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {m.score:.1f} | {m.completion:.1f}% | {m.tasks} | {m.accepted} | "
-        f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | "
+        f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
         f"{m.accepted_after_timeout} |",
     ]
 
@@ -234,7 +234,8 @@ def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
         out.append(f"| {i} | {cell(r.name)} | {cell(r.info.model or '—')} | "
                    f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
                    f"{m.score:.1f} | {m.completion:.1f}% | "
-                   f"{fmt(m.seconds_per_point, 2)} | {fmt_usd(m.usd_per_point)} | {m.tasks} | "
+                   f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
+                   f"{m.tasks} | "
                    f"{m.accepted} |")  # fmt: skip
     fields = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
     if fields:
@@ -316,7 +317,8 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
         ("completion %", fmt(c.completion.base), fmt(c.completion.new), c.completion),
         ("USD / point", fmt_usd(c.usd_per_point.base), fmt_usd(c.usd_per_point.new),
          c.usd_per_point),
-        ("s / point", fmt(c.seconds_per_point.base, 2), fmt(c.seconds_per_point.new, 2),
+        ("s / point", per_point_text(c.seconds_per_point.base),
+         per_point_text(c.seconds_per_point.new),
          c.seconds_per_point),
     ]  # fmt: skip
     out += ["| metric | baseline | LAD | change (L − B) / B |", "|---|---:|---:|---:|"]
