@@ -340,13 +340,16 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
     relative = str(runs.base.relative_to(runs.cwd.resolve()))
     done = leanrig("compare", relative, "lad-run", cwd=runs.cwd)
     assert done.returncode == 0, done.stderr
-    assert "| score | 100.0 | 50.0 | -50.0% |" in done.stdout
+    assert "| score | 100.0 | 50.0 | -50 | -50.0% |" in done.stdout  # Δ points beside the %
     out = runs.cwd / "compare"  # default: compare/ beside LAD_DIR
     result = json.loads((out / "compare.json").read_text())
     comparison = result["comparison"]
     assert comparison["score"] == {"base": 100.0, "new": 50.0, "change_percent": -50.0}
     assert comparison["fields"]["logic"]["diff_points"] == -50.0
-    assert list(out.glob("*.png")), "plots are on by default"
+    # It draws the comparison (each side, Δ points, the tasks one side verified), not the
+    # report's plots again (they were byte-identical).
+    assert [p.name for p in out.glob("*.png")] == ["comparison.png"], "plots: on by default"
+    assert "## Tasks verified by one condition only" in done.stdout
 
     usd = comparison["usd_per_point"]  # the LAD run's cost is N/A, and so is the change
     assert usd == {"base": pytest.approx(USD_PER_SOLVE / 100), "new": None, "change_percent": None}

@@ -150,6 +150,56 @@ def leaderboard(runs: Sequence[PlotRun], path: Path) -> Path:
     return _save(fig, plt, path)
 
 
+def comparison(base: PlotRun, lad: PlotRun, path: Path) -> Path:
+    """What changed from the baseline to LAD: each field's score side by side with its Δ
+    points and denominator, the score and completion likewise, and the tasks that only one
+    condition verified."""
+    plt = _pyplot()
+    fields = list(dict.fromkeys([*base.metrics.fields, *lad.metrics.fields]))
+    dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
+    groups = [("score", base.metrics.score, lad.metrics.score),
+              ("completion %", base.metrics.completion, lad.metrics.completion),
+              *((f"{f or '—'}\n(Σd = {dens.get(f, '?')})", base.metrics.fields.get(f),
+                 lad.metrics.fields.get(f)) for f in fields)]  # fmt: skip
+    fig, (ax, side) = plt.subplots(
+        1, 2, figsize=(max(8.0, 1.1 * len(groups) + 5), 4.5), width_ratios=[3, 1]
+    )
+    xs = list(range(len(groups)))
+    for offset, run, values in ((-0.2, base, [g[1] for g in groups]),
+                                (0.2, lad, [g[2] for g in groups])):  # fmt: skip
+        ax.bar([x + offset for x in xs], [v or 0.0 for v in values], 0.4, label=run.name,
+               color=COLORS.get(run.condition, "#999999"))  # fmt: skip
+    for x, (_, b, n) in zip(xs, groups, strict=True):
+        if b is not None and n is not None:
+            ax.annotate(f"{n - b:+.1f}", (x, max(b, n) + 2), ha="center", fontsize=8,
+                        fontweight="bold")  # fmt: skip
+    ax.set_xticks(xs, [g[0] for g in groups], fontsize=8)
+    ax.set_ylim(0, 112)
+    ax.set_ylabel("points (0–100); bold: Δ LAD − baseline")
+    ax.set_title(f"baseline → LAD\n{_n([base, lad])}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=2)
+    only = only_one_side(base, lad)
+    side.axis("off")
+    side.set_title("tasks verified by one side only", fontsize=10)
+    lines = [f"LAD only ({len(only['lad'])}):", *only["lad"][:12], "",
+             f"baseline only ({len(only['baseline'])}):", *only["baseline"][:12]]  # fmt: skip
+    side.text(0, 1, "\n".join(lines), va="top", fontsize=8, family="monospace",
+              transform=side.transAxes)  # fmt: skip
+    return _save(fig, plt, path)
+
+
+def only_one_side(base: PlotRun, lad: PlotRun) -> dict[str, list[str]]:
+    """The tasks with an accepted attempt in one run and none in the other."""
+    solved = {
+        side: {o.task for o in run.metrics.per_task if o.accepted_attempts}
+        for side, run in (("baseline", base), ("lad", lad))
+    }
+    return {
+        "baseline": sorted(solved["baseline"] - solved["lad"]),
+        "lad": sorted(solved["lad"] - solved["baseline"]),
+    }
+
+
 def run_plots(runs: Sequence[PlotRun], out: Path, *, board: bool = False) -> list[Path]:
     paths = [
         score_completion(runs, out / "score_completion.png"),

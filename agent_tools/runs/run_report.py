@@ -19,7 +19,7 @@ import orjson
 from .ledger_report import ReportError, write_ledger_report
 from .loaded_run import RUN_HINT, LoadedRun, is_run_dir, load_run
 from .metrics import Comparison, RunMetrics, compare, per_point_text
-from .plots import PlotRun, run_plots
+from .plots import PlotRun, comparison, only_one_side, run_plots
 from .prices import PriceSchedule, fmt_usd
 from .results import (
     RUN_FILE,
@@ -321,8 +321,11 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
          per_point_text(c.seconds_per_point.new),
          c.seconds_per_point),
     ]  # fmt: skip
-    out += ["| metric | baseline | LAD | change (L − B) / B |", "|---|---:|---:|---:|"]
-    out += [f"| {a} | {b} | {n} | {fmt_change(ch.change_percent)} |" for a, b, n, ch in rows]
+    out += ["| metric | baseline | LAD | Δ (L − B) | change (L − B) / B |",
+            "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for a, b, n, ch in rows:
+        delta = "N/A" if ch.base is None or ch.new is None else f"{ch.new - ch.base:+.3g}"
+        out.append(f"| {a} | {b} | {n} | {delta} | {fmt_change(ch.change_percent)} |")
     out += ["", "| field | denominator | baseline | LAD | Δ points |", "|---|---:|---:|---:|---:|"]
     dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
     for f, d in c.fields.items():
@@ -330,6 +333,11 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
         out.append(
             f"| {cell(f or '—')} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} |"
         )
+    only = only_one_side(base.plot_run(), lad.plot_run())
+    out += ["", "## Tasks verified by one condition only", ""]
+    out += [f"- LAD only ({len(only['lad'])}): {', '.join(only['lad']) or '—'}",
+            f"- baseline only ({len(only['baseline'])}): "
+            f"{', '.join(only['baseline']) or '—'}"]  # fmt: skip
     notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
     out += [""] + [f"> note: {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
@@ -375,7 +383,8 @@ def compare_runs(
     prices: PriceSchedule | None = None,
 ) -> dict[str, Any]:
     """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` (``comparison``,
-    ``base``, ``lad``) and the plots (bars side by side; radar: baseline filled, LAD dashed)."""
+    ``base``, ``lad``) and ``comparison.png`` (per field and headline, baseline beside LAD
+    with the Δ points; the tasks only one side verified)."""
     b, n = distinguishable([load_run(base, prices=prices), load_run(lad, prices=prices)])
     c = compare(b.metrics, n.metrics)
     c.notes.extend(mismatches(b.info, n.info))
@@ -390,6 +399,6 @@ def compare_runs(
     (out / "compare.md").write_text(render_comparison(b, n, c))
     _write_json(out / "compare.json", summary)
     if plots:
-        runs = [PlotRun(b.name, "baseline", b.metrics), PlotRun(n.name, "lad", n.metrics)]
-        summary["plots"] = [str(p) for p in run_plots(runs, out)]
+        pair = (PlotRun(b.name, "baseline", b.metrics), PlotRun(n.name, "lad", n.metrics))
+        summary["plots"] = [str(comparison(*pair, out / "comparison.png"))]
     return summary
