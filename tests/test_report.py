@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -295,6 +296,10 @@ def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
     assert (tmp_path / "board" / "run" / "report.json").exists()  # same dir names: kept apart
     assert (tmp_path / "board" / "run_" / "report.json").exists()
     assert "leaderboard.png" in {Path(p).name for p in summary["plots"]}
+    # Each row links its run's own report, which is there.
+    linked = re.findall(r"\| \[(\w+)\]\(([^)]+)\) \|", md)
+    assert {name for name, _ in linked} == {"strong", "weak"}, md
+    assert all((tmp_path / "board" / target).exists() for _, target in linked)
 
 
 def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
@@ -342,7 +347,7 @@ def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     assert c["fields"]["geo"]["diff_points"] == pytest.approx(0.0)
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "+100.0%" in md and "| alg | 8 | 25.0 | 100.0 | +75.0 |" in md
-    assert {Path(p).name for p in summary["plots"]} >= {"fields_radar.png"}
+    assert {Path(p).name for p in summary["plots"]} == {"comparison.png"}
     assert orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())["kind"] == "compare"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +222,9 @@ def suite_mismatch(runs: Sequence[LoadedRun]) -> str | None:
     )
 
 
-def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
+def render_leaderboard(runs: Sequence[LoadedRun], links: Mapping[Path, str] | None = None) -> str:
+    """The leaderboard page; ``links``: each run's own report, relative to the page."""
+    links = links or {}
     mismatch = suite_mismatch(runs)
     out = ["# leanrig leaderboard", "", *([f"> **warning:** {mismatch}", ""] if mismatch else []),
            "| # | run | model | agent tool | condition | score | completion | s / point | "
@@ -231,7 +233,8 @@ def render_leaderboard(runs: Sequence[LoadedRun]) -> str:
     ordered = sorted(runs, key=lambda r: -r.metrics.score)
     for i, r in enumerate(ordered, 1):
         m = r.metrics
-        out.append(f"| {i} | {cell(r.name)} | {cell(r.info.model or '—')} | "
+        name = f"[{cell(r.name)}]({links[r.path]})" if r.path in links else cell(r.name)
+        out.append(f"| {i} | {name} | {cell(r.info.model or '—')} | "
                    f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
                    f"{m.score:.1f} | {m.completion:.1f}% | "
                    f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
@@ -283,6 +286,7 @@ def report_runs(
     out.mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
     per_run = []
+    links: dict[Path, str] = {}
     for r in runs:
         slug = _slug(r.path.name)
         while slug in used:
@@ -291,6 +295,7 @@ def report_runs(
         sub = out / slug
         sub.mkdir(exist_ok=True)
         (sub / "report.md").write_text(render_run_markdown(r))
+        links[r.path] = f"{slug}/report.md"
         _write_json(sub / "report.json", run_json(r))
         per_run.append(run_json(r))
     mismatch = suite_mismatch(runs)
@@ -300,7 +305,7 @@ def report_runs(
         "notes": [*([mismatch] if mismatch else []), *(f"{r.name}: {n}" for r in runs
                                                         for n in r.notes)],
     }  # fmt: skip
-    (out / "report.md").write_text(render_leaderboard(runs))
+    (out / "report.md").write_text(render_leaderboard(runs, links))
     _write_json(out / "report.json", summary)
     if plots:
         summary["plots"] = [str(p) for p in run_plots([r.plot_run() for r in runs], out,
