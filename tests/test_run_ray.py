@@ -146,7 +146,10 @@ def test_the_demo_suite_on_two_nodes_matches_a_local_run(cluster: Any, cwd: Path
     tasks = {t["id"] for t in orjson.loads((cwd / "local" / "run.json").read_bytes())["tasks"]}
     assert [r["task"] for r in on_ray].count("and_swap") == 1
     assert {r["task"] for r in on_ray} == tasks and len(on_ray) == len(tasks)
-    assert {r["task"]: r["accepted"] for r in on_ray} == {r["task"]: r["accepted"] for r in here}
+    differ = {r["task"]: (r["accepted"], r["timed_out"], r["reasons"], r.get("infra_failures"))
+              for r in on_ray if r["accepted"] != next(h["accepted"] for h in here
+                                                         if h["task"] == r["task"])}  # fmt: skip
+    assert differ == {}, differ  # (the cluster's verdicts, and why, where they differ)
     assert any(r["accepted"] for r in on_ray) and not all(r["accepted"] for r in on_ray)
     # Both nodes took attempts, and each line names its node.
     nodes = {r["node"] for r in on_ray}
