@@ -187,7 +187,7 @@ def read_declarations(source: SourceFile) -> None:
     for decl, end in zip(source.declarations, starts[1:], strict=True):
         region = text[decl.keyword_start : end]
         if decl.keyword not in ("theorem", "lemma") or not any(
-            word in region for word in ("sorry", "admit")
+            word in region for word in _PLACEHOLDER_WORDS
         ):
             continue
         try:
