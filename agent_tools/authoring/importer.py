@@ -216,8 +216,7 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
             continue
         # A declaration depends on sorryAx only through one that uses it directly, for which
         # Lean warns as it compiles: a file without that warning that imports only such files
-        # has nothing tainted and no placeholder, so Lean need not be asked about each of its
-        # declarations (a library of thousands: a `#print axioms` each took minutes).
+        # has nothing tainted and no placeholder, so Lean is not asked about each declaration.
         if not any(m.uses_sorry for m in compiled.messages) and all(
             m in sorry_free or m.split(".")[0] in CORE_MODULES for m in imports
         ):

@@ -178,9 +178,11 @@ def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[S
 
 
 def read_declarations(source: SourceFile) -> None:
-    """The file's declarations and its placeholder theorems. Only a theorem whose text holds
-    ``sorry`` or ``admit`` can be a placeholder, so only those bodies are located (each search
-    reads the whole file: done for every theorem of a library of thousands, it took minutes)."""
+    """The file's declarations and its placeholder theorems.
+
+    Only a theorem whose text holds a placeholder word can be one, so only those bodies are
+    located: each search reads the whole file.
+    """
     text = source.text
     source.declarations = declarations(text)
     starts = [d.keyword_start for d in source.declarations] + [len(text)]
