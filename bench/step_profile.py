@@ -5,7 +5,7 @@ server's own CPU time per step (psutil: the server process only, not its Lean
 children) — far less sensitive to a loaded machine than wall time — and a cProfile of the
 server.
 
-    python -m bench.step_profile [--rounds R] [--steps K] [--baseline DIR] [--profile OUT]
+    python -m bench.step_profile [--rounds R] [--steps K] [--baseline DIR] [--profile OUT] [--library]
 
 ``--baseline DIR``: also serve from another checkout (e.g. ``git archive HEAD~3 | tar -x -C
 DIR``) in the same rounds, so before/after are measured in one run. ``--profile OUT``: run this
@@ -37,7 +37,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from lsp_bridge import REPORT_DELAY_MS, find_lean
 
-from .bench_agent import RIGHT, TASK, WRONG, make_suite, step_positions, texts
+from .bench_agent import RIGHT, TASK, WRONG, make_library_suite, make_suite, step_positions, texts
 from .common import ROOT, print_table, summarize, write_result
 from .raw_lsp import RawLean
 from .raw_mcp import RawMcp
@@ -233,6 +233,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--baseline", type=Path, help="another checkout, served in the same run")
     parser.add_argument("--profile", type=Path, help="cProfile this tree's server to this file")
+    parser.add_argument(
+        "--library",
+        action="store_true",
+        help="the task imports the corpus's large library (bench_agent.make_library_suite)",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results")
     args = parser.parse_args()
     trees = {"leanrig set_proof, MCP stdio (this tree)": ROOT}
@@ -240,7 +245,7 @@ def main() -> None:
         trees["leanrig set_proof, MCP stdio (baseline)"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory(prefix="leanrig-step-profile-") as tmp:
         work = Path(tmp)
-        suite = make_suite(work, 0)
+        suite = make_library_suite(work) if args.library else make_suite(work, 0)
         manifest = suite / "suite.toml"  # without [lad]: a baseline may predate it
         text = manifest.read_text(encoding="utf-8")
         if "\n[lad]" in text:

@@ -6,7 +6,7 @@ stamp also records the server's CPU time (``time.process_time``), so each span s
 of it the server spent computing: on two cores, CPU this process spends while Lean elaborates
 is taken from Lean.
 
-    python -m bench.step_stamps [--steps N] [--idle SECONDS]
+    python -m bench.step_stamps [--steps N] [--idle SECONDS] [--library]
 
 The server is `leanrig serve` with a few methods wrapped to stamp (``--serve`` mode of this
 module, like bench/profiled_serve.py); the wrapping costs a few microseconds per stamp. Not in
@@ -97,7 +97,7 @@ def main() -> None:
         raise SystemExit(_serve())
     from lsp_bridge import REPORT_DELAY_MS, find_lean
 
-    from .bench_agent import RIGHT, TASK, WRONG, make_suite, texts
+    from .bench_agent import RIGHT, TASK, WRONG, make_library_suite, make_suite, texts
     from .common import CpuMeter, write_result
     from .raw_lsp import RawLean
     from .raw_mcp import RawMcp
@@ -110,10 +110,15 @@ def main() -> None:
         default=0.0,
         help="seconds of idle before each step (an agent thinks between steps)",
     )
+    parser.add_argument(
+        "--library",
+        action="store_true",
+        help="the task imports the corpus's large library (bench_agent.make_library_suite)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="leanrig-stamps-") as tmp:
         work = Path(tmp)
-        suite = make_suite(work, 0)
+        suite = make_library_suite(work) if args.library else make_suite(work, 0)
         bad, good, lib = texts(suite)
         stamps = work / "stamps.txt"
         os.environ[STAMPS_VAR] = str(stamps)
