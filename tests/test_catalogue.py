@@ -125,6 +125,8 @@ def expected_openai(tool: ToolDef) -> set[str]:
     out = {f"{p}: keyword maxLength not supported" for p in fields}
     if tool.name == "replace_in_proof":
         out.add("$.old: keyword minLength not supported")
+    if tool.name == "set_statement":
+        out |= {f"$.statement: keyword {k} not supported" for k in ("maxLength", "minLength")}
     if tool.name == "try_proofs":
         out.add("$.bodies[]: keyword maxLength not supported")
     return out

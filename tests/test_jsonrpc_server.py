@@ -271,6 +271,7 @@ async def test_mcp_tool_schemas_are_plain_json_schema(mcp: McpConn) -> None:
     tools = (await mcp.client.list_tools()).tools
     assert {t.name for t in tools} == {
         "list_tasks", "open_task", "set_proof", "replace_in_proof", "get_goals",
+        "set_statement", "check_statement",
         "get_proof_state", "try_proofs", "check_proof", "get_timings", "close_session",
         "server_status", "get_hover", "check_term", "get_declaration", "get_outline",
         "get_completions", "get_code_actions", "profile_proof",

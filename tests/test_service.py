@@ -88,7 +88,8 @@ async def test_a_full_session_returns_typed_results_that_match_their_schemas(
     for tool, result in results:
         assert isinstance(result, TOOL_BY_NAME[tool].output), tool
         conforms(tool, result.model_dump(mode="json"))
-    assert {t for t, _ in results} == set(TOOL_BY_NAME)
+    # (The statement tools refuse a proof task: tests/test_statement_sessions.py runs them.)
+    assert {t for t, _ in results} == set(TOOL_BY_NAME) - {"set_statement", "check_statement"}
 
 
 async def test_a_failing_body_shows_its_error_and_no_internal_exception(
@@ -252,7 +253,8 @@ async def test_every_result_of_a_full_session_matches_its_output_schema_on_both_
                      "get_hover", "check_term", "get_declaration", "get_outline",
                      "get_completions", "get_code_actions", "profile_proof",
                      "close_session"}  # fmt: skip
-            assert seen == set(TOOL_BY_NAME)
+            # (Statement tools need a statement task: tests/test_statement_sessions.py.)
+            assert seen == set(TOOL_BY_NAME) - {"set_statement", "check_statement"}
 
 
 BAD_CALLS = [

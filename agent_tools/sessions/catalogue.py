@@ -36,6 +36,7 @@ from .tool_inputs import (
     SearchLibraryInput,
     SessionInput,
     SetProofInput,
+    SetStatementInput,
     ToolInput,
     TryProofsInput,
 )
@@ -56,6 +57,8 @@ from .tool_outputs import (
     ReadLibraryResult,
     SearchLibraryResult,
     ServerStatusResult,
+    StatementCheckResult,
+    StatementResult,
     TimingsResult,
     ToolOutput,
     TryProofsResult,
@@ -256,6 +259,29 @@ TOOLS: list[ToolDef] = [
         "no sorry, allowed axioms only, statement unchanged, nothing outside the body changed.",
         SessionInput,
         VerdictResult,
+        read_only=True,
+    ),
+    _tool(
+        "set_statement",
+        "Set the statement",
+        "Statement tasks (open_task's `kind`: statement, statement_and_proof): replace the "
+        "target theorem's statement, its binders and type (the text between its name and "
+        "`:=`), with one that states the task's `claim`, and re-elaborate. Returns Lean's "
+        "diagnostics and the statement as Lean elaborated it. Only the statement may change: "
+        "no new declarations. Example: "
+        '{"session_id": "…", "statement": " (a b : Nat) : a + b = b + a"}.',
+        SetStatementInput,
+        StatementResult,
+        read_only=False,
+    ),
+    _tool(
+        "check_statement",
+        "Check the statement",
+        "Statement tasks: the final check of the session's statement in fresh sandboxed Lean: "
+        "it elaborates, only the statement changed, no sorry, allowed axioms only. It does not "
+        "say whether the statement matches the claim: that is graded after the attempt.",
+        SessionInput,
+        StatementCheckResult,
         read_only=True,
     ),
     _tool(

@@ -208,7 +208,7 @@ class Elaborator:
         self.allowed_axioms = tuple(allowed_axioms)
         self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
         self._views: dict[str, TaskView] = {}  # task id -> its view (TaskMemo.view)
-        self._memos: dict[str, TaskMemo] = {}  # task id -> what is known of it
+        self._memos: dict[str, TaskMemo] = {}  # task key -> what is known of it
         # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
         self._init_pattern = init_pattern(self.allowed_axioms)
 
@@ -226,7 +226,7 @@ class Elaborator:
 
     async def memo(self, task: Task) -> TaskMemo:
         """What is known of ``task`` (made on its first use: its view, then text scans)."""
-        memo = self._memos.get(task.id)
+        memo = self._memos.get(task.key)
         if memo is not None:
             return memo
         view = await self.view(task)
@@ -257,7 +257,7 @@ class Elaborator:
                 or self._init_pattern.search(task.text, end) is not None
             ),
         )
-        return self._memos.setdefault(task.id, made)  # (a concurrent first use made one too)
+        return self._memos.setdefault(task.key, made)  # (a concurrent first use made one too)
 
     def pool_key(self, memo: TaskMemo, lean_text: str) -> PoolKey:
         """The task's pool key (the header never changes: only the body is edited)."""
@@ -270,7 +270,7 @@ class Elaborator:
     ) -> Elaborated:
         """Elaborate the task with ``body`` on a warm slot: report, scope verdict,
         completeness, goals."""
-        memo = self._memos.get(task.id) or await self.memo(task)
+        memo = self._memos.get(task.key) or await self.memo(task)
         view = memo.view
         text = task.with_body(body)
         lean_text, probe_line = self.lean_document(task, memo, text)
@@ -435,7 +435,7 @@ class Elaborator:
         """Plain, term and structured goals at ``at`` (1-based line, code point column). With
         the prefix compiled, a position before the target command has no goals to show (that
         part of the file is not in the session's document)."""
-        memo = self._memos.get(task.id) or await self.memo(task)
+        memo = self._memos.get(task.key) or await self.memo(task)
         pos = memo.view.lsp_to_lean(LineIndex(text).to_lsp(at))
         if pos is None:
             return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",

@@ -19,6 +19,7 @@ import lsprotocol.types as lsp
 from lsp_bridge import LeanDiagnostic, LineIndex, LspPos, Severity, utf16_len
 
 from ..tasks import Task, declaration_head
+from ..verdict import escape_name
 from .prefix import TaskView
 
 # The let-bound name an in-context term is given, read back by hover.
@@ -70,6 +71,14 @@ def context_document(task: Task, view: TaskView, term: str) -> QuestionDoc:
     # statement's line (` := sorryAx …`) would otherwise continue the term as an application.
     text = f"{head}\n  let {CHECK_NAME} := (\n{term}\n  )\n  {task.body.lstrip()}\n"
     return QuestionDoc(text, LspPos(line, 6), line + 1, line + 1 + term.count("\n"))
+
+
+def statement_document(task: Task, view: TaskView) -> QuestionDoc:
+    """``#check @target`` just after the target theorem: its statement as Lean prints it."""
+    head = view.to_lean(task.text[: task.span.end])
+    line = head.count("\n") + 1
+    text = f"{head}\n#check @{escape_name(task.spec.theorem)}\n"
+    return QuestionDoc(text, LspPos(line, 0), line, line)
 
 
 def declaration_document(task: Task, view: TaskView, name: str) -> QuestionDoc:

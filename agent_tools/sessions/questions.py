@@ -104,7 +104,7 @@ def answering(what: str) -> Iterator[None]:
         raise error from exc
 
 
-def _split_shown(shown: str) -> str | None:
+def split_shown(shown: str) -> str | None:
     """The type in Lean's ``e : T`` line: after the first ``:`` outside brackets."""
     depth = 0
     for i, ch in enumerate(shown):
@@ -156,7 +156,7 @@ class QuestionTools:
             term = as_lean_reads(term)
             call.extra["in_context"] = in_context
             _one_term(term)
-            key = (session.task.id, "check_term", term, str(in_context))
+            key = (session.task.key, "check_term", term, str(in_context))
             if (known := self._known(call, key)) is not None:
                 return CheckTermResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
@@ -185,7 +185,7 @@ class QuestionTools:
                 shown = f"{term.strip()} : {type_}" if type_ is not None else None
             else:
                 shown = info_at(report.diagnostics, doc.at.line)
-                type_ = _split_shown(shown) if shown is not None else None
+                type_ = split_shown(shown) if shown is not None else None
             if errors:
                 type_ = shown = None
             elif type_ is None:
@@ -213,7 +213,7 @@ class QuestionTools:
                     code="invalid_argument",
                     hint="give one name, such as `And.intro` (no spaces, terms or commands)",
                 )
-            key = (session.task.id, "get_declaration", name)
+            key = (session.task.key, "get_declaration", name)
             if (known := self._known(call, key)) is not None:
                 return DeclarationResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
@@ -257,7 +257,7 @@ class QuestionTools:
                         code="invalid_argument",
                         hint="give the first characters of a name, such as `And.i`",
                     )
-                key = (task.id, "get_completions", prefix)
+                key = (task.key, "get_completions", prefix)
                 if (known := self._known(call, key)) is not None:
                     return CompletionsResult.model_validate(known)
                 memo = await self.questions.elaborator.memo(task)

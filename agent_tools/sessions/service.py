@@ -25,7 +25,15 @@ from lsp_bridge import TRACE_EVENT, LeanrigError
 from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
-from ..tasks import Suite, SuiteError, axioms_declared, library_sources, sorry_outside
+from ..tasks import (
+    Suite,
+    SuiteError,
+    axioms_declared,
+    library_sources,
+    sorry_outside,
+    writes_proof,
+    writes_statement,
+)
 from ..verdict import Verifier
 from .body_text import as_lean_reads, occurrences, refusal, short
 from .calls import Call, Calls
@@ -46,6 +54,7 @@ from .replies import (
     timings,
 )
 from .session import ProofSession, body_sha
+from .statement_tools import StatementTools
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
 from .tool_outputs import (
     Candidate,
@@ -82,7 +91,7 @@ SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one 
 TRY_TIMEOUTS = 2
 
 
-class ProofService(QuestionTools):
+class ProofService(QuestionTools, StatementTools):
     def __init__(
         self,
         suite: Suite,
@@ -190,8 +199,9 @@ class ProofService(QuestionTools):
                     hint="close_session the sessions you no longer need, then open_task again",
                 )
             session = ProofSession(
-                id=secrets.token_hex(16), task=task, client=client, text=task.text, body=task.body
-            )
+                id=secrets.token_hex(16), task=task, client=client, text=task.text,
+                body=task.body, statement=task.statement,
+            )  # fmt: skip
             call.extra["session"] = session.id
             # Deciding the view the first time may run Lean (a prefix module compiled and
             # checked, ~0.3 s): Lean's time, not leanrig's overhead.
@@ -199,6 +209,11 @@ class ProofService(QuestionTools):
                 view = await self.elaborator.view(task)
             call.extra["mode"] = view.mode
             elaborated = await self.elaborator.elaborate(task, task.body, [call.timer], session.id)
+            if writes_statement(task.kind):
+                # The statement view's untouched text (the same document): Lean's parse of it
+                # is what set_statement's scope check compares an edited statement's with.
+                view_task = task.statement_view()
+                await self.elaborator.elaborate(view_task, view_task.body, [call.timer], None)
             session.version = 1
             session.last = self._state(session.version, elaborated)
             self.sessions[session.id] = session
@@ -210,6 +225,9 @@ class ProofService(QuestionTools):
                 body_range=body_range(session),
                 mode=view.mode,
                 mode_reason=view.reason,
+                kind=task.kind,
+                claim=task.claim,
+                statement=task.statement,
                 **dict(session.last),
             )
 
@@ -240,6 +258,12 @@ class ProofService(QuestionTools):
 
     async def _apply_body(self, call: Call, body: str) -> EditResult:
         session = call.open_session
+        if not writes_proof(session.task.kind):
+            raise ToolError(
+                "this task's proof body stays the placeholder: an attempt writes its statement",
+                code="rejected",
+                hint="use set_statement and check_statement (open_task gives the claim)",
+            )
         started = time.perf_counter()
         body = as_lean_reads(body)
         call.extra["body_sha"] = body_sha(body)
@@ -280,6 +304,7 @@ class ProofService(QuestionTools):
         assert session.last is not None
         record = {"v": 1, "task": session.task.id, "session": session.id,
                   "version": session.version, "body": session.body,
+                  "kind": session.task.kind, "statement": session.statement,
                   "body_sha": body_sha(session.body), "complete": session.last.complete,
                   "ts_ns": time.time_ns()}  # fmt: skip
         data = orjson.dumps(record)
@@ -413,6 +438,12 @@ class ProofService(QuestionTools):
     async def check_proof(self, session_id: str, client: str = "local") -> VerdictResult:
         async with self._on_session("check_proof", session_id, client) as call:
             session = call.open_session
+            if not writes_proof(session.task.kind):
+                raise ToolError(
+                    "a statement task has no proof to check",
+                    code="rejected",
+                    hint="check_statement checks the statement",
+                )
             with call.timer.lean():
                 verdict = await self.verifier.verify(session.task, session.text)
             call.extra.update(accepted=verdict.accepted, body_sha=body_sha(session.body))

@@ -61,6 +61,7 @@ class ProofSession:
     client: str  # which connection opened it (sessions of different clients are isolated)
     text: str
     body: str
+    statement: str = ""  # the target's statement as this session has it (statement kinds)
     version: int = 0
     last: StepState | None = None
     opened_at: float = field(default_factory=time.perf_counter)

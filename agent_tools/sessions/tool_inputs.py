@@ -29,6 +29,8 @@ class ToolInput(BaseModel):
 
 
 SessionId = Annotated[str, Field(description="the session_id returned by open_task")]
+MAX_STATEMENT_CHARS = 64 * 1024  # a statement is a line or a few, not a file
+
 Body = Annotated[
     str,
     Field(
@@ -53,6 +55,19 @@ class SessionInput(ToolInput):
 class SetProofInput(ToolInput):
     session_id: SessionId
     body: Body
+
+
+class SetStatementInput(ToolInput):
+    session_id: SessionId
+    statement: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_STATEMENT_CHARS,
+            description="the target's new statement: its binders and type, the text between "
+            "the theorem's name and its `:=`, e.g. ` (a b : Nat) : a + b = b + a`",
+        ),
+    ]
 
 
 class ReplaceInProofInput(ToolInput):

@@ -57,6 +57,11 @@ class TaskSummary(ToolOutput):
     field: str
     difficulty: int
     theorem: str
+    kind: Literal["proof", "statement", "statement_and_proof"] = Field(
+        description="what an attempt writes: the proof body (set_proof), the statement of "
+        "`claim` (set_statement), or both"
+    )
+    claim: str = Field(description="the natural-language claim to state (statement kinds)")
 
 
 class ListTasksResult(ToolOutput):
@@ -92,9 +97,41 @@ class OpenTaskResult(StepState):
         "before the theorem compiled once and imported (faster steps; positions are the file's)"
     )
     mode_reason: str
+    kind: Literal["proof", "statement", "statement_and_proof"] = Field(
+        description="what this task's attempt writes: the proof body (set_proof), the "
+        "statement of `claim` (set_statement), or both"
+    )
+    claim: str = Field(description="the natural-language claim to state (statement kinds)")
+    statement: str = Field(
+        description="the target's statement: its binders and type, between its name and `:=`"
+    )
 
 
 class EditResult(StepState):
+    elapsed_ms: float
+
+
+class StatementResult(ToolOutput):
+    version: int = Field(description="1 after open_task, +1 per accepted edit")
+    status: Literal["elaborated", "error", "not_checked"] = Field(
+        description="elaborated (Lean accepts the statement: check_statement gives the final "
+        "check), error (Lean reported an error), not_checked (Lean did not answer in time)"
+    )
+    status_reason: str | None = Field(description="why not elaborated, in one line")
+    diagnostics: list[Diagnostic]
+    statement: str | None = Field(
+        description="the statement as Lean elaborated and printed it (null: it has errors)"
+    )
+    elapsed_ms: float
+
+
+class StatementCheckResult(ToolOutput):
+    valid: bool = Field(
+        description="the statement elaborates in a fresh sandboxed Lean, only it changed, and "
+        "it uses no sorry and no axiom off the suite's list; says nothing of the claim"
+    )
+    reasons: list[str]
+    statement: str | None = Field(description="the statement as Lean printed it")
     elapsed_ms: float
 
 

@@ -1,4 +1,4 @@
-"""tasks: suites of theorem-completion tasks, where a task's proof body is, which edits
+"""tasks: suites of Lean tasks (proofs and statements), where a task's proof body is, which edits
 stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
 no Lean process is started here except the suite library build."""
 
@@ -49,5 +49,10 @@ from .target_split import insert_before_exit as insert_before_exit
 from .target_split import scope_wrappers as scope_wrappers
 from .target_split import split_prefix as split_prefix
 from .target_split import unwrap as unwrap
+from .task_kinds import TASK_KINDS as TASK_KINDS
+from .task_kinds import TaskKind as TaskKind
+from .task_kinds import reference_statement as reference_statement
+from .task_kinds import writes_proof as writes_proof
+from .task_kinds import writes_statement as writes_statement
 
 __all__, _getattr = _exports(__name__)

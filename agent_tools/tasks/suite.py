@@ -1,4 +1,6 @@
-"""Suites of theorem-completion tasks: ``suite.toml`` + Lean files (see docs/suite-format.md).
+"""Suites of Lean tasks: ``suite.toml`` + Lean files (see docs/suite-format.md). A task's
+``kind`` says what an attempt writes: the proof (``proof``), the statement of a
+natural-language claim (``statement``), or both (task_kinds.py).
 
 Loading validates everything up front (missing file, theorem not found, duplicate ids,
 difficulty out of range, body not locatable) and names the task in every error. A prelude
@@ -9,6 +11,7 @@ checked here (files inside the suite, not imported by any task); agent_tools.lib
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -27,6 +30,7 @@ from repl_pool import Header, SandboxPolicy, parse_header, sandbox_wrapper
 from .body_scope import precheck_body, uses_sorry
 from .locate import BodySpan, LocateError, is_public, locate_body
 from .target_split import scope_wrappers, unwrap
+from .task_kinds import TaskKind, reference_statement, statement_bounds, writes_statement
 
 DEFAULT_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 
@@ -57,6 +61,20 @@ class TaskSpec(BaseModel):
     title: str = ""
     field: str = ""
     difficulty: int = Field(ge=1, le=10)
+    kind: TaskKind = Field(
+        default="proof",
+        description="what an attempt writes: the proof body (proof), the target's statement "
+        "(statement), or both (statement_and_proof)",
+    )
+    claim: str = Field(default="", description="the natural-language claim a statement states")
+    claim_file: str | None = Field(
+        default=None, description="a text file holding the claim, relative to the suite"
+    )
+    reference: str | None = Field(
+        default=None,
+        description="a statement task's reference: a Lean file (inside a `hidden` path) holding "
+        "one theorem whose statement the attempt's must be equivalent to",
+    )
 
 
 class LadSpec(BaseModel):
@@ -106,10 +124,59 @@ class Task:
     header: Header
     # The `in` of each `… in` command wrapping the target (prefix.scope_wrappers).
     wrappers: tuple[int, ...] = ()
+    # The target's statement, from the end of its name to its `:=` (task_kinds.py).
+    statement_span: tuple[int, int] = (0, 0)
+    claim: str = ""  # the natural-language claim (statement kinds; may be given for proofs)
+    # Empty for the task as its file has it; else what this derived task is (``restated``,
+    # ``statement_view``), so that what is known of one text is never used for another.
+    derived: str = ""
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    @property
+    def key(self) -> str:
+        """What caches of this task's text are keyed by: its id, and what it was derived as."""
+        return self.spec.id if not self.derived else f"{self.spec.id}#{self.derived}"
+
+    def restated(self, statement: str) -> Task:
+        """This task with the target's statement replaced (a statement task's attempt)."""
+        if statement == self.statement:
+            return self
+        text = self.with_statement(statement)
+        shift = len(statement) - (self.statement_span[1] - self.statement_span[0])
+        span = BodySpan(self.span.decl_start, self.span.start + shift, self.span.end + shift)
+        bounds = (self.statement_span[0], self.statement_span[1] + shift)
+        return dataclasses.replace(
+            self, text=text, span=span, statement_span=bounds, derived=f"as:{_digest(text)}"
+        )
+
+    def statement_view(self) -> Task:
+        """This task with the statement as its editable span: what a session elaborates for
+        set_statement (``with_body`` then replaces the statement; the body stays)."""
+        start, end = self.statement_span
+        return dataclasses.replace(
+            self,
+            span=BodySpan(self.span.decl_start, start, end),
+            derived=f"statement:{_digest(self.text)}",
+        )
+
+    @property
+    def kind(self) -> TaskKind:
+        return self.spec.kind
+
+    @property
+    def statement(self) -> str:
+        """The target's statement as the task file has it (a statement task's placeholder)."""
+        return self.text[self.statement_span[0] : self.statement_span[1]]
+
+    def with_statement(self, statement: str, body: str | None = None) -> str:
+        """The task file with the target's statement (and, given, its body) replaced."""
+        start, end = self.statement_span
+        between = self.text[end : self.span.start]  # the `:=`
+        proof = self.body if body is None else body
+        return self.text[:start] + statement + between + proof + self.text[self.span.end :]
 
     def unwrapped(self, text: str) -> str:
         """The text (the task file with any body) as Lean's scope parse must see it: the
@@ -126,7 +193,7 @@ class Task:
     def summary(self) -> dict[str, object]:
         s = self.spec
         return {"id": s.id, "title": s.title, "field": s.field, "difficulty": s.difficulty,
-                "theorem": s.theorem}  # fmt: skip
+                "theorem": s.theorem, "kind": s.kind, "claim": self.claim}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +205,12 @@ class Suite:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def reference_path(self, task: Task) -> Path:
+        """A statement task's reference file (absolute). Raises SuiteError: the task has none."""
+        if task.spec.reference is None:
+            raise SuiteError(f"task {task.id}: a {task.kind} task has no reference")
+        return (self.root / task.spec.reference).resolve()
 
     @property
     def lad_files(self) -> tuple[Path, ...]:
@@ -177,6 +250,10 @@ class Suite:
                 f"unknown task {task_id[:100]!r}" + ("…" if len(task_id) > 100 else ""),
                 hint=_known_ids(list(self.tasks)),
             ) from None
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _known_ids(ids: list[str], shown: int = 12) -> str:
@@ -284,11 +361,69 @@ def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
                 "module (mark it `public`, or put it in a `public section`)"
             )
         wrappers = scope_wrappers(text, header.end, span.decl_start)
-        tasks[t.id] = Task(t, path, text, span, header, wrappers)
+        try:
+            bounds = statement_bounds(text, span)
+        except LocateError as exc:
+            raise SuiteError(f"task {t.id}: {exc} in {t.file}") from exc
+        claim = _claim(root, t)
+        tasks[t.id] = Task(t, path, text, span, header, wrappers, bounds, claim)
     suite = Suite(root, spec, tasks)
     _check_lad(suite)
     _check_hidden(suite)
+    for task in suite.tasks.values():
+        _check_reference(suite, task)
     return suite
+
+
+def _claim(root: Path, t: TaskSpec) -> str:
+    """The task's claim: ``claim``, or the text of ``claim_file``; a statement task needs one."""
+    if t.claim and t.claim_file is not None:
+        raise SuiteError(f"task {t.id}: give `claim` or `claim_file`, not both")
+    claim = t.claim
+    if t.claim_file is not None:
+        path = (root / t.claim_file).resolve()
+        if not path.is_relative_to(root):
+            raise SuiteError(f"task {t.id}: claim_file {t.claim_file} is outside the suite")
+        try:
+            claim = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SuiteError(f"task {t.id}: cannot read claim_file {t.claim_file}: {exc}") from exc
+    if writes_statement(t.kind) and not claim.strip():
+        raise SuiteError(
+            f"task {t.id}: a {t.kind} task needs the claim its statement states",
+            hint='add `claim = "…"` (or `claim_file = "….md"`) to the task',
+        )
+    return claim
+
+
+def _check_reference(suite: Suite, task: Task) -> None:
+    """A statement task's ``reference``: a Lean file inside a ``hidden`` path, holding one
+    theorem with a statement; no other kind has one (its text is not kept: only the grader
+    reads it, after the attempt)."""
+    if not writes_statement(task.kind):
+        if task.spec.reference is not None:
+            raise SuiteError(f"task {task.id}: only statement tasks have a `reference`")
+        return
+    if task.spec.reference is None:
+        raise SuiteError(
+            f"task {task.id}: a {task.kind} task needs a `reference`",
+            hint="a Lean file, inside a `hidden` path, holding the theorem whose statement "
+            "the claim's is graded against",
+        )
+    path = suite.reference_path(task)
+    if not path.is_relative_to(suite.root):
+        raise SuiteError(f"task {task.id}: reference {task.spec.reference} is outside the suite")
+    if not any(path == h or path.is_relative_to(h) for h in suite.hidden_paths):
+        raise SuiteError(
+            f"task {task.id}: reference {task.spec.reference} is not in a `hidden` path",
+            hint="agents could read it: list it (or its directory) in `hidden`",
+        )
+    try:
+        reference_statement(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"task {task.id}: cannot read reference {task.spec.reference}") from exc
+    except LocateError as exc:
+        raise SuiteError(f"task {task.id}: reference {task.spec.reference}: {exc}") from exc
 
 
 def _check_hidden(suite: Suite) -> None:

@@ -109,6 +109,13 @@ PLACEHOLDER_PROVES = (
 )
 
 
+# A statement task's submission whose statement is the task file's placeholder.
+UNCHANGED_STATEMENT = (
+    "the statement is the task's placeholder, unchanged: write the statement of the claim "
+    "(set_statement)"
+)
+
+
 def _as_lean_reads(submission: str) -> str:
     """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
     feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
@@ -150,10 +157,15 @@ class Verifier:
 
     # -- public -------------------------------------------------------------------------------
 
-    async def verify(self, task: Task, submission: str) -> Verdict:
+    async def verify(self, task: Task, submission: str, *, statement: bool = False) -> Verdict:
         """The verdict on ``submission``, the task file's whole text as submitted. Its CRLF
         line ends are read as LF, as Lean reads them; a lone carriage return is refused
-        (``_as_lean_reads``)."""
+        (``_as_lean_reads``).
+
+        ``statement``: ``task`` is a statement view (``Task.statement_view``) and the
+        submission's statement is judged on its own: it elaborates, nothing else changed, and
+        it depends on no sorry and no axiom off the allow-list. Whether it states the claim is
+        the equivalence grader's question, not this one's."""
         started = time.perf_counter()
         stages: dict[str, float] = {}
         axioms: tuple[str, ...] = ()
@@ -195,18 +207,26 @@ class Verifier:
                             task, submission, work, "LeanrigSubmission"
                         ),
                     )
-                    tg.start_soon(stage, "reference", lambda: self._reference_type(task))
+                    if not statement:
+                        tg.start_soon(stage, "reference", lambda: self._reference_type(task))
                 for name in ("parse", "compile_query", "reference"):
-                    if isinstance(outcomes[name], NotAccepted):
+                    if isinstance(outcomes.get(name), NotAccepted):
                         raise outcomes[name]
-                statement, axioms = outcomes["compile_query"]
-                reference = outcomes["reference"]
-                reasons = self._judge(task, statement, reference, axioms)
+                checked, axioms = outcomes["compile_query"]
+                if statement:
+                    t = time.perf_counter()
+                    axioms = await self._statement_axioms(task, checked, work)
+                    stages["statement_axioms"] = (time.perf_counter() - t) * 1000
+                    reasons = self._judge_statement(axioms)
+                    if not reasons and body == task.body:
+                        reasons = [UNCHANGED_STATEMENT]
+                else:
+                    reasons = self._judge(task, checked, outcomes["reference"], axioms)
                 if not reasons and self._leanchecker() is not None:
                     t = time.perf_counter()
                     reasons = await self._replay(work)
                     stages["leanchecker"] = (time.perf_counter() - t) * 1000
-                if not reasons and body == task.body:
+                if not reasons and body == task.body and not statement:
                     reasons = [PLACEHOLDER_PROVES]
                 if reasons:
                     raise NotAccepted(*reasons)
@@ -310,7 +330,7 @@ class Verifier:
 
     async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
         # Lean's parse of the untouched file after the body (computed once per task).
-        cached = self._ref_suffix.get(task.id)
+        cached = self._ref_suffix.get(task.key)
         if cached is not None:
             return cached
         async with self._lean.scratch("leanrig-ref-") as work:
@@ -328,7 +348,7 @@ class Verifier:
                     f"the task file itself could not be read by Lean within {wall:g} s"
                 ) from exc
         suffix = suffix_structure(flatten_symbols(symbols, index), task.span.end, len(task.text))
-        self._ref_suffix[task.id] = suffix
+        self._ref_suffix[task.key] = suffix
         return suffix
 
     async def _compile_and_query(
@@ -392,7 +412,7 @@ class Verifier:
 
     async def _reference_type(self, task: Task) -> Statement:
         async with self._reference_lock:
-            cached = self._ref_types.get(task.id)
+            cached = self._ref_types.get(task.key)
             if cached is None:
                 async with self._lean.scratch("leanrig-ref-") as work:
                     try:
@@ -403,7 +423,7 @@ class Verifier:
                         raise NotAccepted(
                             f"the task file itself does not check: {exc.reasons[0]}"
                         ) from exc
-                cached = self._ref_types[task.id] = reference
+                cached = self._ref_types[task.key] = reference
             return cached
 
     def _judge(
@@ -424,6 +444,45 @@ class Verifier:
         extra = axioms_outside(axioms, self.suite.spec.axioms)
         if extra:
             reasons.append(f"the proof uses axioms outside the allow-list: {', '.join(extra)}")
+        return reasons
+
+    async def _statement_axioms(
+        self, task: Task, checked: Statement, work: Path
+    ) -> tuple[str, ...]:
+        """The axioms the compiled submission's target *statement* depends on (its type, as
+        a definition: the placeholder body's sorry is no part of it)."""
+        name = escape_name(task.spec.theorem)
+        levels = ", ".join(checked.universes)
+        params, args = (f".{{{levels}}}", f".{{{levels}}}") if levels else ("", "")
+        lines = [
+            *(["prelude"] if task.header.prelude else []),
+            "import LeanrigSubmission",
+            f"def LeanrigStatement{params} : Prop := type_of% @{name}{args}",
+            "#print axioms LeanrigStatement",
+        ]
+        query = work / "LeanrigStatementQuery.lean"
+        await anyio.Path(query).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        answered = await self._lean.run(
+            [str(self.install.lean), "--json", str(query)],
+            work, work / "build", self.suite.spec.limits.wall_seconds,
+        )  # fmt: skip
+        answers = parse_json_messages(answered.stdout)
+        axioms = parse_axioms(
+            [m for m in answers if m.get("severity") == "information"], "LeanrigStatement"
+        )
+        if answered.returncode != 0 or axioms is None:
+            said = next((str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
+                        answered.stderr[-200:])  # fmt: skip
+            raise NotAccepted(f"the trusted query of the statement failed: {said[:300]}")
+        return axioms
+
+    def _judge_statement(self, axioms: tuple[str, ...]) -> list[str]:
+        reasons = []
+        if "sorryAx" in axioms:
+            reasons.append("the statement depends on sorryAx (it uses sorry)")
+        extra = axioms_outside(axioms, self.suite.spec.axioms)
+        if extra:
+            reasons.append(f"the statement uses axioms outside the allow-list: {', '.join(extra)}")
         return reasons
 
     def _leanchecker(self) -> str | None:

@@ -1,0 +1,135 @@
+"""The statement tools of `ProofService`: ``set_statement`` and ``check_statement``, for tasks
+whose attempt writes the target's statement (task kinds ``statement`` and
+``statement_and_proof``).
+
+A statement edit is elaborated as a body edit is, on the task's statement view
+(``Task.statement_view``: the statement is the editable span, so Lean's scope check keeps
+the edit inside the declaration); the session's task then becomes the task restated with it
+(``Task.restated``), which its proof tools use. Nothing here reads the task's reference: a
+session must not be able to say whether a statement matches it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal
+
+from ..tasks import Suite, writes_statement
+from ..verdict import Verifier
+from .body_text import as_lean_reads, refusal
+from .calls import Call
+from .elaborate import Elaborator
+from .errors import ToolError
+from .question_documents import info_at, statement_document
+from .question_lean import LeanQuestions
+from .questions import answering, split_shown
+from .replies import agent_diagnostics
+from .session import ProofSession, body_sha, leaves_proof_open
+from .tool_outputs import StatementCheckResult, StatementResult
+
+StatementStatus = Literal["elaborated", "error", "not_checked"]
+
+
+class StatementTools:
+    """The statement tools of `ProofService` (which provides the attributes below)."""
+
+    suite: Suite
+    elaborator: Elaborator
+    questions: LeanQuestions
+    verifier: Verifier
+
+    def _on_session(
+        self, tool: str, session_id: str, client: str, *, lock: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> AbstractAsyncContextManager[Call]:  # fmt: skip
+        raise NotImplementedError  # ProofService's
+
+    async def _record_submission(self, session: ProofSession) -> None:
+        raise NotImplementedError  # ProofService's
+
+    async def set_statement(
+        self, session_id: str, statement: str, client: str = "local"
+    ) -> StatementResult:
+        async with self._on_session("set_statement", session_id, client) as call:
+            session = call.open_session
+            _statement_task(session)
+            started = time.perf_counter()
+            statement = as_lean_reads(statement)
+            call.extra["statement_sha"] = body_sha(statement)
+            reason = refusal(statement)
+            if reason is not None:
+                raise ToolError(
+                    f"statement rejected: {reason}",
+                    code="rejected",
+                    hint="send the statement again, mended as this says; the session stays at "
+                    f"version {session.version}",
+                )
+            original = self.suite.task(session.task.id)
+            view = original.statement_view()
+            elaborated = await self.elaborator.elaborate(view, statement, [call.timer], session.id)
+            if elaborated.rejected is not None:
+                raise ToolError(
+                    f"statement rejected: {elaborated.rejected}",
+                    code="rejected",
+                    hint="only the target's binders and type may change (no commands or "
+                    f"declarations in it); the session stays at version {session.version}",
+                )
+            # The placeholder body's `sorry` is the task's, not the agent's to mend.
+            kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
+            diagnostics = agent_diagnostics(elaborated.index, kept)
+            errors = [d for d in diagnostics if d.severity == "error"]
+            session.task = original.restated(statement)
+            session.statement = statement
+            session.text = session.task.with_body(session.body)
+            session.version += 1
+            printed = None if errors else await self._printed(session, call)
+            status: StatementStatus
+            if errors:
+                status, why = "error", f"line {errors[0].line}: {errors[0].message.splitlines()[0]}"
+            elif elaborated.report.status not in ("done", "superseded"):
+                status, why = "not_checked", "Lean did not finish elaborating in time"
+            else:
+                status, why = "elaborated", None
+            call.extra.update(version=session.version, status=status)
+            await self._record_submission(session)
+            return StatementResult(
+                version=session.version, status=status, status_reason=why,
+                diagnostics=diagnostics, statement=printed,
+                elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+            )  # fmt: skip
+
+    async def _printed(self, session: ProofSession, call: Call) -> str | None:
+        """The session's statement as Lean prints it (``#check @target``), or None."""
+        memo = await self.elaborator.memo(session.task)
+        doc = statement_document(session.task, memo.view)
+        with answering("the statement"):
+            report, _ = await self.questions.reported(session.task, doc.text, [], call.timer)
+        shown = info_at(report.diagnostics, doc.at.line)
+        return split_shown(shown) if shown is not None else None
+
+    async def check_statement(self, session_id: str, client: str = "local") -> StatementCheckResult:
+        async with self._on_session("check_statement", session_id, client) as call:
+            session = call.open_session
+            _statement_task(session)
+            original = self.suite.task(session.task.id)
+            with call.timer.lean():
+                verdict = await self.verifier.verify(
+                    original.statement_view(), session.task.text, statement=True
+                )
+            printed = await self._printed(session, call) if verdict.accepted else None
+            call.extra.update(valid=verdict.accepted, statement_sha=body_sha(session.statement))
+            return StatementCheckResult(
+                valid=verdict.accepted, reasons=list(verdict.reasons), statement=printed,
+                elapsed_ms=round(verdict.elapsed_ms, 1),
+            )  # fmt: skip
+
+
+def _statement_task(session: ProofSession) -> None:
+    """Raises ToolError: the session's task has a given statement (a proof task)."""
+    if not writes_statement(session.task.kind):
+        raise ToolError(
+            "this task's statement is given: only its proof may change",
+            code="rejected",
+            hint="use set_proof and check_proof (list_tasks gives each task's kind)",
+        )
