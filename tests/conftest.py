@@ -35,7 +35,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_mcp_lines", "test_oneshot", "test_pool", "test_prefix", "test_reaper",
              "test_serve_run_dir",
              "test_service", "test_session_probe", "test_slot_health", "test_slow_steps",
-             "test_statement_sessions", "test_suite", "test_verifier"),
+             "test_statement_authoring", "test_statement_sessions", "test_suite",
+             "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
             "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_docs_blocks",

@@ -8,6 +8,7 @@ not name and holds none of the constructs the verdict forbids in a proof (``unsa
 statements (``#check @T`` under ``pp.all``) are unique; a statement Lean cannot print equals
 none (a note says so: it is no problem of the task). With ``--solutions DIR``, each
 ``DIR/<id>.lean`` (the task file with a proof) must be accepted by the verdict agents get.
+A statement task is checked with its hidden reference as the target's statement.
 An ``unsafe axiom`` outside the body (a self-contained prelude's ``lcErased``) is neither a
 declared axiom nor a forbidden construct: no theorem can use it.
 
@@ -25,7 +26,16 @@ from pydantic import BaseModel
 
 from lsp_bridge import COMMENT_KINDS, LeanInstall, TokenKind, find_lean, lean_tokens
 
-from ..tasks import Suite, SuiteError, Task, axioms_declared, library_dir, load_suite
+from ..tasks import (
+    Suite,
+    SuiteError,
+    Task,
+    axioms_declared,
+    library_dir,
+    load_suite,
+    reference_statement,
+    writes_statement,
+)
 from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
 from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
 from .statements import read_printed
@@ -88,6 +98,12 @@ def query_lines(task: Task) -> tuple[str, int, int]:
     return text, first + 2, first + 3
 
 
+def with_reference(suite: Suite, task: Task) -> Task:
+    """A statement task restated with its reference's statement."""
+    path = suite.reference_path(task)
+    return task.restated(reference_statement(path.read_text(encoding="utf-8")))
+
+
 def outside_body(task: Task) -> str:
     return task.text[: task.span.start] + task.text[task.span.end :]
 
@@ -118,6 +134,9 @@ async def _check(
 
         async def one(task: Task) -> None:
             started = time.perf_counter()
+            if writes_statement(task.kind):
+                # Checked as its reference states it: what the grader compares with.
+                task = await anyio.to_thread.run_sync(with_reference, suite, task)
             async with limiter:
                 text, check_line, axioms_line = query_lines(task)
                 answer = await lean.elaborate(f"Check_{index[task.id]}", text)

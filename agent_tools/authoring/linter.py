@@ -55,13 +55,16 @@ from lsp_bridge import (
 )
 
 from ..agents import Fact, Problem, Sym, TermError, parse_signature, prove
-from ..tasks import Suite, Task, declaration_end, library_sources, load_suite
+from ..tasks import Suite, Task, declaration_end, library_sources, load_suite, writes_statement
 from ..verdict import escape_name, forbidden_constructs, parse_check
-from .checker import lean_path_of, outside_body
+from .checker import lean_path_of, outside_body, with_reference
 from .lean_runs import LeanAnswer, LeanRuns
 from .statements import Signature, canonical, read_printed, signature
 
 Severity = Literal["error", "warning", "info"]
+# A claim holding this many characters of its reference's text in a row (spaces ignored)
+# spells it out.
+CLAIM_RUN = 24
 CANDIDATES = 24  # per probe kind: a small budget, as an agent's first look would be
 # Constructors that need no proof, by the names libraries give them (`Eq.refl`, `Nat.le.refl`,
 # `True.intro`), and reflexivity lemmas named like them (`Iff.rfl`); a leading dot resolves
@@ -139,6 +142,10 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
     async with LeanRuns.scratch(install, lean_path, budget) as lean:
 
         async def one(i: int, task: Task) -> None:
+            if writes_statement(task.kind):
+                # Its reference is what the suite states (duplicates are of references); an
+                # attempt writes the target's statement, so no probe is of a proof.
+                task = await anyio.to_thread.run_sync(with_reference, suite, task)
             prior = old.tasks.get(task.id) if old is not None else None
             job = _probe_file(task, full, prior, library)
             text = _probed_text(job, prior)
@@ -162,7 +169,10 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
                     old_statements[task_id] = prior.statement
     for task in suite.tasks.values():
         findings += _text_findings(task)
-        findings += _lean_findings(probed[task.id])
+        if writes_statement(task.kind):
+            findings += _claim_findings(suite, task)
+        else:
+            findings += _lean_findings(probed[task.id])
     findings += _duplicates(suite, probed)
     if old is not None:
         findings += _changes(suite, old, probed, old_statements)
@@ -473,6 +483,29 @@ def _text_findings(task: Task) -> list[Finding]:
                 )
             )
     return found
+
+
+def _claim_findings(suite: Suite, task: Task) -> list[Finding]:
+    """A statement task's claim that spells out its reference's Lean text: its type, or a run
+    of it (``CLAIM_RUN`` characters or more, spaces ignored), read as it is written there."""
+    reference = with_reference(suite, task).statement
+    claim = "".join(task.claim.split())
+    kept = "".join(reference.split())
+    _, _, type_ = reference.rpartition(" : ")
+    runs = {"".join(type_.split())} | {
+        kept[i : i + CLAIM_RUN] for i in range(max(0, len(kept) - CLAIM_RUN + 1))
+    }
+    spelled = next((r for r in sorted(runs, key=len, reverse=True) if r and r in claim), None)
+    if spelled is None or len(spelled) < min(CLAIM_RUN, len(kept)):
+        return []
+    return [
+        Finding(
+            code="claim-spells-reference", severity="error", task=task.id,
+            location=_where(task, task.span.decl_start),
+            message="the claim spells out the reference's Lean text "
+            f"(`{spelled[:60]}`): an agent could copy the answer; say it in words",
+        )
+    ]  # fmt: skip
 
 
 def _duplicates(suite: Suite, probed: dict[str, _Probed]) -> list[Finding]:

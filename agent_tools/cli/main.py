@@ -338,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a published agent harness, set up per attempt")  # fmt: skip
     run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
     run.add_argument("--time-limit", type=float, help="seconds per invocation (default 1800)")
+    run.add_argument(
+        "--equiv-budget", type=float, metavar="SECONDS",
+        help="statement tasks: seconds per direction of the equivalence proof with the "
+        "reference (default: the suite's [limits] equiv_seconds, 20)",
+    )  # fmt: skip
     run.add_argument("--attempts", type=int, help="independent attempts per task (default 1)")
     run.add_argument("--parallel", type=int, help="attempts at once (default 1)")
     run.add_argument("--out", help="run directory (default runs/run-<timestamp>)")

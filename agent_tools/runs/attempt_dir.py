@@ -32,7 +32,7 @@ from typing import Final
 
 import orjson
 
-from ..tasks import Suite, Task
+from ..tasks import Suite, Task, writes_statement
 
 PROMPT_FILE: Final = "PROMPT.md"
 MCP_CONFIG_FILE: Final = "mcp.json"
@@ -132,7 +132,17 @@ adapt a lemma's proof into your body rather than naming the lemma.
 """
 
 
+def _lean_here(suite: Suite) -> str:
+    if suite.spec.lean == "prelude":
+        return "prelude-only (no Init library, no tactics): write explicit terms"
+    return "Lean 4 with the suite's libraries"
+
+
 def prompt_text(suite: Suite, task: Task, task_file: Path, library: bool = False) -> str:
+    """The attempt's prompt, per the task's kind: prove the theorem, state the claim, or
+    both."""
+    if writes_statement(task.kind):
+        return statement_prompt(suite, task, task_file, library)
     s = task.spec
     return f"""# Prove `{s.theorem}` (task `{s.id}` of suite `{suite.name}`)
 
@@ -215,3 +225,42 @@ def create_attempt_dir(
         serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,
         socket=socket, home=home,
     )  # fmt: skip
+
+
+def statement_prompt(suite: Suite, task: Task, task_file: Path, library: bool = False) -> str:
+    """The prompt of a statement task (``statement``, ``statement_and_proof``): the claim in
+    words, and how to write its statement (the reference is never in it)."""
+    s = task.spec
+    both = task.kind == "statement_and_proof"
+    goal = "State and prove" if both else "State"
+    proof = (
+        "Then prove it: `set_proof` / `replace_in_proof` change the proof body (the text after "
+        "`:=`), `check_proof` gives the proof's verdict.\n"
+        if both
+        else "The proof body stays as it is: only the statement is graded.\n"
+    )
+    return f"""# {goal} the claim of task `{s.id}` (suite `{suite.name}`)
+
+{s.title}
+
+**The claim:** {task.claim}
+
+Write the statement of the theorem `{s.theorem}` in the Lean file below (a copy is at
+`{task_file}`) so that it says exactly the claim: replace its binders and type — the text
+between the theorem's name and `:=` (now `{task.statement.strip()}`) — using the definitions the
+file and its imports give. Only the statement may change: no new declarations.
+
+Work through the `{SERVER_NAME}` MCP server's tools: `open_task` with `task_id = "{s.id}"`,
+then `set_statement` (returns Lean's diagnostics and the statement as Lean elaborated it) and
+`check_statement` (the final check: it elaborates, no sorry, allowed axioms; it does not say
+whether the statement matches the claim). Ask without editing: `get_declaration`,
+`get_outline`, `check_term`, `get_hover`, `get_completions`. {proof}
+{LIBRARY_PROMPT if library else ""}
+**Your submission is the last statement you set** (in any session). After the attempt it is
+graded by proving it equivalent to a reference statement of the claim, in both directions, in
+Lean. Lean here is {_lean_here(suite)}.
+
+```lean
+{task.text.rstrip()}
+```
+"""

@@ -43,11 +43,11 @@ def write_submission(path: Path, text: str) -> str | None:
     return None
 
 
-def final_body(ws: AttemptDir) -> str:
-    """The last body any session of this attempt's service accepted (the task's initial
-    body when none was opened): its submission record, in the runner's own directory
-    (never the agent's to write where the sandbox works)."""
-    best: tuple[int, str] | None = None
+def final_edit(ws: AttemptDir) -> tuple[str, str]:
+    """The last (body, statement) any session of this attempt's service accepted (the task's
+    own when none was opened): its submission record, in the runner's own directory (never
+    the agent's to write where the sandbox works)."""
+    best: tuple[int, str, str] | None = None
     for path in ws.submission_records():
         try:
             record = orjson.loads(path.read_bytes())
@@ -56,9 +56,20 @@ def final_body(ws: AttemptDir) -> str:
         if not isinstance(record, dict) or record.get("task") != ws.task.id:
             continue
         body, ts = record.get("body"), record.get("ts_ns")
-        if isinstance(body, str) and isinstance(ts, int) and (best is None or ts > best[0]):
-            best = (ts, body)
-    return best[1] if best else ws.task.body
+        statement = record.get("statement", ws.task.statement)
+        if (
+            isinstance(body, str)
+            and isinstance(statement, str)
+            and isinstance(ts, int)
+            and (best is None or ts > best[0])
+        ):
+            best = (ts, body, statement)
+    return (best[1], best[2]) if best else (ws.task.body, ws.task.statement)
+
+
+def final_body(ws: AttemptDir) -> str:
+    """The last body any session of this attempt's service accepted (``final_edit``)."""
+    return final_edit(ws)[0]
 
 
 def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[str]]:
@@ -131,6 +142,7 @@ __all__ = [
     "append_run_ledger",
     "body_sha",
     "final_body",
+    "final_edit",
     "ignored_edits",
     "ledger_totals",
     "write_submission",

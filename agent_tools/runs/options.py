@@ -73,6 +73,9 @@ class RunOptions:
     attempt_memory_mb: int | None = None
     # Copied into each attempt's fresh home (the agent's configuration); default: empty.
     agent_home: Path | None = None
+    # Seconds per direction of a statement task's equivalence proof; default: the suite's
+    # [limits] equiv_seconds.
+    equiv_budget: float | None = None
 
 
 # The settings a run directory records and a resume must keep: RunOptions field → how run.json

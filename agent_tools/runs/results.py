@@ -27,13 +27,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Literal, Self
+from typing import Any, Final, Literal, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lsp_bridge import LeanrigError
 
+from ..tasks import TaskKind
 from .jsonl import LinesRead, records
 from .prices import PriceSchedule
 
@@ -155,6 +156,15 @@ class AttemptResult(_TokensMixin):
     tool_calls: int = Field(default=0, ge=0)
     lean_s: float = Field(default=0.0, ge=0, description="Lean time, from the ledger")
     final_body_sha: str | None = None
+    kind: TaskKind = Field(default="proof", description="what the attempt wrote (task kind)")
+    statement: str | None = Field(
+        default=None, description="the final statement (statement kinds): its binders and type"
+    )
+    equivalence: dict[str, Any] | None = Field(
+        default=None,
+        description="statement kinds: the equivalence with the reference (BEq+): outcome, "
+        "each direction's result, strategy and proof, the portfolio's version",
+    )
     condition: Condition = "baseline"
     model: str | None = None
     agent_tool: str | None = None

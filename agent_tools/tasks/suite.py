@@ -46,6 +46,10 @@ class Limits(BaseModel):
     )
     cpu_seconds: int = Field(default=120, gt=0, description="verifier CPU-time limit per check")
     memory_mb: int = Field(default=4096, gt=0, description="verifier resident-memory cap")
+    equiv_seconds: float = Field(
+        default=20.0, gt=0, description="a statement task's grader: seconds per direction of "
+        "the equivalence proof (`leanrig run --equiv-budget` overrides it)",
+    )  # fmt: skip
     attempt_memory_mb: int | None = Field(
         default=None, gt=0, description="what one attempt needs on a cluster node (its agent, "
         "its Lean and the verifier's; `leanrig run --ray` reserves it); default: memory_mb",
