@@ -143,3 +143,31 @@ async def test_proof_tools_refuse_a_statement_task(service: ProofService) -> Non
         with pytest.raises(ToolError) as caught:
             await call
         assert caught.value.code == "rejected"
+
+
+@pytest.mark.lean
+async def test_a_statement_and_proof_session_proves_its_own_statement(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "claims"
+    shutil.copytree(CLAIMS, root)
+    manifest = root / "suite.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace('id = "and_comm"\nkind = "statement"', 'id = "and_comm"\nkind = '
+                     '"statement_and_proof"'),
+        encoding="utf-8",
+    )  # fmt: skip
+    options = ServeOptions(suite=root, run_dir=tmp_path / "runs", sandbox=False)
+    async with open_service(options) as service:
+        sid = (await service.open_task("and_comm")).session_id
+        stated = await service.set_statement(sid, " (p q : Prop) (h : And p q) : And q p")
+        assert stated.status == "elaborated"
+        proved = await service.set_proof(sid, "\n  And.intro h.right h.left")
+        assert proved.complete, proved
+        verdict = await service.check_proof(sid)
+        assert verdict.accepted, verdict.reasons
+        # A new statement keeps the proof, which no longer fits it.
+        await service.set_statement(sid, " (p q : Prop) (h : And p q) : And p q")
+        assert not (await service.check_proof(sid)).accepted
+        assert (await service.check_statement(sid)).valid

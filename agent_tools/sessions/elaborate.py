@@ -257,6 +257,9 @@ class Elaborator:
                 or self._init_pattern.search(task.text, end) is not None
             ),
         )
+        if task.is_restated and (original := self._memos.get(task.id)) is not None:
+            # Lean's parse after the target is the task file's, whatever its statement.
+            made.suffix = original.suffix
         return self._memos.setdefault(task.key, made)  # (a concurrent first use made one too)
 
     def pool_key(self, memo: TaskMemo, lean_text: str) -> PoolKey:

@@ -144,6 +144,11 @@ class Task:
         """What caches of this task's text are keyed by: its id, and what it was derived as."""
         return self.spec.id if not self.derived else f"{self.spec.id}#{self.derived}"
 
+    @property
+    def is_restated(self) -> bool:
+        """Made by ``restated``: the file after the target reads as the task file's does."""
+        return self.derived.startswith("as:")
+
     def restated(self, statement: str) -> Task:
         """This task with the target's statement replaced (a statement task's attempt)."""
         if statement == self.statement:
