@@ -348,7 +348,8 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
     assert comparison["fields"]["logic"]["diff_points"] == -50.0
     # It draws the comparison (each side, Δ points, the tasks one side verified), not the
     # report's plots again (they were byte-identical).
-    assert [p.name for p in out.glob("*.png")] == ["comparison.png"], "plots: on by default"
+    drawn = sorted(p.name for p in out.glob("*.png"))
+    assert drawn == ["comparison.png", "pass_at_k.png", "task_outcomes.png"], "on by default"
     assert "## Tasks verified by one condition only" in done.stdout
 
     usd = comparison["usd_per_point"]  # the LAD run's cost is N/A, and so is the change

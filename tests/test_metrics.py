@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_tools.runs import (
@@ -29,7 +29,15 @@ from agent_tools.runs import (
     relative_change,
     weighted_score,
 )
-from agent_tools.runs.metrics import field_points
+from agent_tools.runs.metrics import (
+    Interval,
+    attempt_status,
+    bootstrap_interval,
+    field_points,
+    paired_delta_interval,
+    score_of,
+    task_status,
+)
 
 SEED = Path(__file__).parent / "fixtures" / "seed-benchmarks.toml"
 
@@ -256,6 +264,7 @@ def results_from(rows: list[tuple[str, int, bool]], seconds: float = 5.0) -> lis
             for i, (f, d, v) in enumerate(rows)]  # fmt: skip
 
 
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
 @given(tasks_strategy)
 def test_scores_are_percentages_and_fields_combine_to_the_score(
     rows: list[tuple[str, int, bool]],
@@ -272,6 +281,7 @@ def test_scores_are_percentages_and_fields_combine_to_the_score(
         assert m.seconds_per_point == pytest.approx(5.0 / m.score)
 
 
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
 @given(tasks_strategy, st.data())
 def test_accepting_more_never_lowers_the_score(
     rows: list[tuple[str, int, bool]], data: st.DataObject
@@ -283,6 +293,7 @@ def test_accepting_more_never_lowers_the_score(
     assert weighted_score(d, [r[2] for r in better]) >= weighted_score(d, [r[2] for r in rows])
 
 
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
 @given(tasks_strategy, tasks_strategy)
 def test_compare_is_antisymmetric_where_it_can_be(
     a_rows: list[tuple[str, int, bool]], b_rows: list[tuple[str, int, bool]]
@@ -461,3 +472,168 @@ def test_seconds_per_point_print_with_three_significant_digits() -> None:
     assert [per_point_text(v) for v in (0.041234, 0.00012345, 1.2345, 41.234, 412.34, 4123.4)] \
         == ["0.0412", "0.000123", "1.23", "41.2", "412", "4123"]  # fmt: skip
     assert per_point_text(None) == "N/A" and per_point_text(0.0) == "0"
+
+
+# -- uncertainty: bootstrap intervals over tasks ----------------------------------------------
+
+rows_strategy = st.lists(
+    st.tuples(st.integers(1, 10), st.sampled_from([0.0, 1 / 3, 0.5, 2 / 3, 1.0])),
+    min_size=2,
+    max_size=30,
+)
+
+
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
+@given(rows_strategy)
+def test_a_score_interval_holds_the_score_and_stays_in_0_to_100(
+    rows: list[tuple[int, float]],
+) -> None:
+    ci = bootstrap_interval(rows, score_of, resamples=200)
+    assert ci is not None
+    assert 0 <= ci.low <= score_of(rows) <= ci.high <= 100
+
+
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
+@given(st.lists(st.integers(1, 10), min_size=2, max_size=30), st.sampled_from([0.0, 0.5, 1.0]))
+def test_the_interval_is_a_point_when_every_task_has_the_same_verdict(
+    difficulties: list[int], verdict: float
+) -> None:
+    ci = bootstrap_interval([(d, verdict) for d in difficulties], score_of, resamples=200)
+    assert ci == Interval(100 * verdict, 100 * verdict)
+
+
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
+@given(rows_strategy)
+def test_the_same_seed_gives_the_same_interval_and_a_higher_level_a_wider_one(
+    rows: list[tuple[int, float]],
+) -> None:
+    ci = bootstrap_interval(rows, score_of, resamples=200, seed=7)
+    assert ci == bootstrap_interval(rows, score_of, resamples=200, seed=7)
+    wide = bootstrap_interval(rows, score_of, resamples=200, seed=7, level=0.99)
+    assert ci is not None and wide is not None
+    assert wide.low <= ci.low and ci.high <= wide.high
+
+
+def test_the_interval_has_the_width_of_the_sampling_spread() -> None:
+    """40 equal tasks, half verified: the score's standard error is 100·√(¼/40) ≈ 7.9 points,
+    so a 95 % interval is about 50 ± 15.5."""
+    rows = [(5, float(i % 2)) for i in range(40)]
+    ci = bootstrap_interval(rows, score_of)
+    assert ci is not None
+    assert 30 < ci.low < 40 and 60 < ci.high < 70, ci
+
+
+def test_one_task_has_no_interval() -> None:
+    assert bootstrap_interval([(3, 1.0)], score_of) is None
+    assert bootstrap_interval([], score_of) is None
+
+
+paired_strategy = st.lists(
+    st.tuples(st.integers(1, 10), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.0, 1.0])),
+    min_size=2,
+    max_size=30,
+)
+
+
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
+@given(paired_strategy)
+def test_a_paired_delta_interval_holds_the_delta_and_turns_over_with_the_runs(
+    rows: list[tuple[int, float, float]],
+) -> None:
+    forward = [(d, b, d, n) for d, b, n in rows]
+    delta = score_of([(d, n) for d, _, n in rows]) - score_of([(d, b) for d, b, _ in rows])
+    ci = paired_delta_interval(forward, resamples=200)
+    assert ci is not None
+    assert -100 <= ci.low <= delta <= ci.high <= 100
+    back = paired_delta_interval([(d, n, d, b) for d, b, n in rows], resamples=200)
+    assert back is not None
+    assert back.low == pytest.approx(-ci.high) and back.high == pytest.approx(-ci.low)
+
+
+@settings(deadline=None)  # (bootstraps: a loaded machine ran past 200 ms)
+@given(
+    st.lists(st.tuples(st.integers(1, 10), st.sampled_from([0.0, 1.0])), min_size=2, max_size=30)
+)
+def test_runs_that_agree_on_every_task_have_a_delta_of_exactly_zero(
+    rows: list[tuple[int, float]],
+) -> None:
+    assert paired_delta_interval([(d, v, d, v) for d, v in rows], resamples=100) == Interval(0, 0)
+
+
+def test_pairing_removes_the_spread_the_tasks_share() -> None:
+    """LAD verifies what the baseline did and two more of 40 tasks: each run's own interval
+    is ±15 points wide, the paired Δ's lies above 0."""
+    base = [float(i < 20) for i in range(40)]
+    lad = [float(i < 22) for i in range(40)]
+    ci = paired_delta_interval([(5, b, 5, n) for b, n in zip(base, lad, strict=True)])
+    assert ci is not None and ci.low >= 0 and ci.high < 15, ci
+
+
+# -- outcomes of attempts and tasks -------------------------------------------------------------
+
+
+def test_an_attempt_is_verified_timed_out_an_error_or_not_verified() -> None:
+    assert attempt_status(attempt("a", True, timed_out=True)) == "verified"
+    assert attempt_status(attempt("a", False, timed_out=True, exit_code=1)) == "timed out"
+    assert attempt_status(attempt("a", False, exit_code=2)) == "not verified"  # (it gave up)
+    infra = attempt("a", False, reasons=["infrastructure: Lean died"], exit_code=0)
+    assert attempt_status(infra) == "error"
+    assert attempt_status(attempt("a", False, exit_code=0)) == "not verified"
+    assert attempt_status(attempt("a", False)) == "not verified"
+
+
+def test_a_task_s_attempts_in_one_word() -> None:
+    assert task_status([]) == "no result"
+    assert task_status(["verified", "verified"]) == "verified"
+    assert task_status(["verified", "error"]) == "partly verified"
+    assert task_status(["not verified", "error", "timed out"]) == "error"
+    assert task_status(["not verified", "timed out"]) == "timed out"
+    assert task_status(["not verified"]) == "not verified"
+
+
+# -- the metrics carry the intervals -----------------------------------------------------------
+
+
+def test_metrics_carry_intervals_for_score_fields_pass_at_k_and_per_point() -> None:
+    results = [
+        attempt(t, bool(ok), field=f, difficulty=d, attempt=k, cost_usd=0.1)
+        for t, f, d, oks in (("a", "alg", 2, (1, 1)), ("b", "alg", 6, (0, 1)),
+                             ("c", "geo", 4, (0, 0)), ("d", "geo", 8, (1, 0)))
+        for k, ok in enumerate(oks, 1)
+    ]  # fmt: skip
+    m = compute_metrics(results)
+    for value, ci in ((m.score, m.score_ci), (m.completion, m.completion_ci),
+                      (m.fields["alg"], m.field_cis["alg"]), (m.pass_at_k[2], m.pass_at_k_ci[2]),
+                      (m.seconds_per_point, m.seconds_per_point_ci),
+                      (m.usd_per_point, m.usd_per_point_ci)):  # fmt: skip
+        assert ci is not None and value is not None
+        assert ci.low <= value <= ci.high and ci.low < ci.high
+    assert set(m.pass_at_k_ci) == {1, 2}
+    assert m.per_task[1].statuses == {1: "not verified", 2: "verified"}
+    data, ci2 = m.to_json(), m.pass_at_k_ci[2]
+    assert ci2 is not None and data["pass_at_k_ci"]["2"] == {"low": ci2.low, "high": ci2.high}
+    assert "percentile bootstrap" in data["interval_method"] and "scored" not in data
+
+
+def test_a_per_point_interval_is_unbounded_when_resampled_tasks_score_0() -> None:
+    m = compute_metrics([attempt("a", True), attempt("b", False)])
+    assert m.seconds_per_point_ci is not None and math.isinf(m.seconds_per_point_ci.high)
+    assert m.seconds_per_point_ci.low <= (m.seconds_per_point or 0)
+
+
+def test_one_task_reports_no_interval() -> None:
+    m = compute_metrics([attempt("a", True)])
+    assert m.score_ci is None and m.completion_ci is None and m.field_cis == {"F": None}
+
+
+def test_compare_gives_the_paired_interval_over_the_tasks_both_runs_have() -> None:
+    base = compute_metrics([attempt(t, t in "ab") for t in "abcdef"])
+    lad = compute_metrics([attempt(t, t in "abcd") for t in "abcdefg"])
+    c = compare(base, lad)
+    assert c.shared_tasks == 6
+    assert c.score_delta_ci is not None and c.completion_delta_ci is not None
+    assert 0 <= c.score_delta_ci.low < c.score_delta_ci.high  # LAD: a superset of the shared
+    assert c.field_delta_cis["F"] == c.score_delta_ci  # one field: the same resamples
+    assert any("over the 6 task(s) both runs have" in n for n in c.notes), c.notes
+    assert not any("both runs have" in n for n in compare(base, base).notes)
+    assert compare(base, base).score_delta_ci == Interval(0, 0)

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from agent_tools.cli import main
-from agent_tools.runs import ReportError, read_ledger, write_report
+from agent_tools.runs import (
+    AttemptResult,
+    ReportError,
+    RunInfo,
+    append_result,
+    compute_metrics,
+    read_ledger,
+    write_report,
+    write_run_info,
+)
+from agent_tools.runs.metrics import CI_LABEL
+from agent_tools.runs.plots import PlotRun, field_label, outcome_grid, task_outcomes
 
 
 @pytest.fixture(autouse=True)
@@ -209,7 +221,8 @@ def test_run_dir_report_has_the_metrics_and_plots(tmp_path: Path) -> None:
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| alg | 25.0 | 8 |" in md and "70.0" in md
     names = {Path(p).name for p in summary["plots"]}
-    assert names == {"score_completion.png", "cost_per_point.png", "fields_radar.png"}
+    assert names == {"score_completion.png", "cost_per_point.png", "fields_radar.png",
+                     "task_outcomes.png"}  # fmt: skip
     assert all(Path(p).stat().st_size > 0 for p in summary["plots"])
 
 
@@ -347,7 +360,7 @@ def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     assert c["fields"]["geo"]["diff_points"] == pytest.approx(0.0)
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "+100.0%" in md and "| alg | 8 | 25.0 | 100.0 | +75.0 |" in md
-    assert {Path(p).name for p in summary["plots"]} == {"comparison.png"}
+    assert {Path(p).name for p in summary["plots"]} == {"comparison.png", "task_outcomes.png"}
     assert orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())["kind"] == "compare"
 
 
@@ -492,3 +505,129 @@ def test_a_harness_run_names_its_harness_as_the_agent_tool() -> None:
     assert agent_tool_of(info) == "claude-code"
     assert agent_tool_of(info.model_copy(update={"agent_tool": "mine"})) == "mine"
     assert agent_tool_of(info.model_copy(update={"harness": None})) == "—"
+
+
+# -- the per-task grid and per-field labels -----------------------------------------------------
+
+
+def result(task: str = "a", attempt: int = 1, **kw: Any) -> AttemptResult:
+    fields: dict[str, Any] = {"field": "alg", "difficulty": 3, "accepted": False,
+                              "invocation_s": 10.0, **kw}  # fmt: skip
+    return AttemptResult(task=task, attempt=attempt, **fields)
+
+
+def test_the_grid_has_attempts_for_one_run_and_runs_for_several() -> None:
+    one = compute_metrics([
+        result("b", 1, field="geo", difficulty=2, accepted=True),
+        result("b", 2, field="geo", difficulty=2, timed_out=True),
+        result("a", 1, field="alg", difficulty=9, reasons=["infrastructure: Lean died"]),
+        result("z", 1, field="alg", difficulty=1),
+    ])  # fmt: skip
+    grid = outcome_grid([PlotRun("r", "baseline", one)])
+    assert [r.task for r in grid.rows] == ["z", "a", "b"]  # by field, then difficulty
+    assert grid.columns == ["attempt 1", "attempt 2"]
+    assert grid.status == [["not verified", "no result"], ["error", "no result"],
+                           ["verified", "timed out"]]  # fmt: skip
+    other = compute_metrics([result("a", 1, field="alg", difficulty=9, accepted=True)])
+    grid = outcome_grid([PlotRun("r", "baseline", one), PlotRun("s", "lad", other)])
+    assert grid.columns == ["r", "s"]
+    assert grid.status == [["not verified", "not in suite"], ["error", "verified"],
+                           ["partly verified", "not in suite"]]  # fmt: skip
+    assert grid.counts == [["", ""], ["", ""], ["1/2", ""]]
+
+
+def test_per_field_labels_carry_their_points_available() -> None:
+    small = compute_metrics([result("a", difficulty=2), result("b", field="geo", difficulty=9),
+                             result("c", field="geo", difficulty=6)])  # fmt: skip
+    big = compute_metrics([result("a", difficulty=4), result("b", field="geo", difficulty=9),
+                           result("c", field="geo", difficulty=6)])  # fmt: skip
+    runs = [PlotRun("s", "baseline", small), PlotRun("b", "lad", big)]
+    assert field_label("geo", runs) == "geo (Σd = 15)"
+    assert field_label("alg", runs) == "alg (Σd = 2 / 4)"  # the runs differ: each one's
+
+
+def test_the_grid_grows_with_the_tasks(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    heights = []
+    for n in (10, 60):
+        m = compute_metrics([result(f"t{i:02d}", accepted=i % 3 == 0) for i in range(n)])
+        path = task_outcomes([PlotRun("r", "baseline", m)], tmp_path / f"{n}.png")
+        heights.append(imread(path).shape[0])
+    assert heights[1] > 3 * heights[0], heights  # a row keeps its height, labels their size
+
+
+# -- the reports --------------------------------------------------------------------------------
+
+INVENTORY = [{"id": "a", "field": "alg", "difficulty": 2}, {"id": "b", "field": "alg",
+             "difficulty": 6}, {"id": "c", "field": "geo", "difficulty": 4},
+             {"id": "d", "field": "geo", "difficulty": 8}]  # fmt: skip
+
+
+def attempts_run(path: Path, condition: str, outcomes: dict[str, str], label: str) -> Path:
+    """A run of the four-task demo inventory, each task's attempts given as a string of
+    v(erified), n(ot verified), t(imed out), e(rror)."""
+    attempts = max(len(o) for o in outcomes.values())
+    write_run_info(path, RunInfo.model_validate({
+        "suite_name": "demo", "task_count": 4, "tasks": INVENTORY, "model": "m",
+        "condition": condition, "time_limit_s": 60, "label": label, "attempts": attempts,
+        "started_at": "2026-05-01T10:00:00+00:00", "ended_at": "2026-05-01T10:05:00+00:00",
+    }))  # fmt: skip
+    for t in INVENTORY:
+        for k, o in enumerate(outcomes.get(str(t["id"]), ""), 1):
+            append_result(path, AttemptResult.model_validate({
+                "task": t["id"], "field": t["field"], "difficulty": t["difficulty"],
+                "attempt": k, "accepted": o == "v", "timed_out": o == "t",
+                "reasons": ["infrastructure: Lean died"] if o == "e" else [],
+                "invocation_s": 10.0,
+                "condition": condition, "cost_usd": 0.1,
+            }))  # fmt: skip
+    return path
+
+
+def test_a_run_report_gives_intervals_outcomes_and_pass_at_k(tmp_path: Path) -> None:
+    from agent_tools.runs import write_report
+
+    run = attempts_run(tmp_path / "r", "baseline",
+                       {"a": "vvv", "b": "nvt", "c": "ten", "d": "nnn"}, "three")  # fmt: skip
+    summary = write_report(run, tmp_path / "out")
+    assert {Path(p).name for p in summary["plots"]} >= {"task_outcomes.png", "pass_at_k.png"}
+    md = (tmp_path / "out" / "report.md").read_text()
+    _table_rows_keep_their_shape(md)
+    headline = md.split("## Metrics")[1].splitlines()
+    assert headline[5].startswith(f"| {CI_LABEL} ") and "percentile bootstrap" in md
+    assert f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |" in md
+    assert f"pass@3 50.0 ({CI_LABEL} " in md
+    assert "| task | field | d | attempt 1 | attempt 2 | attempt 3 |" in md
+    assert "| c | geo | 4 | timed out | error | not verified |" in md
+    assert "| b | alg | 6 | not verified | verified | timed out |" in md
+    data = orjson.loads((tmp_path / "out" / "report.json").read_bytes())
+    assert data["score_ci"]["low"] <= data["score"] <= data["score_ci"]["high"]
+
+
+def test_compare_and_the_leaderboard_give_delta_intervals_and_the_outcome_grid(
+    tmp_path: Path,
+) -> None:
+    from agent_tools.runs import compare_runs, report_runs
+
+    base = attempts_run(tmp_path / "b", "baseline", {"a": "v", "b": "n", "c": "v", "d": "t"},
+                        "base")  # fmt: skip
+    lad = attempts_run(tmp_path / "l", "lad", {"a": "v", "b": "v", "c": "v", "d": "e"}, "lad")
+    summary = compare_runs(base, lad, tmp_path / "cmp")
+    assert {Path(p).name for p in summary["plots"]} == {"comparison.png", "task_outcomes.png"}
+    c = summary["comparison"]
+    assert c["shared_tasks"] == 4 and c["score_delta_ci"]["low"] >= 0
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    _table_rows_keep_their_shape(md)
+    row = next(line for line in md.splitlines() if line.startswith("| score |"))
+    ci = c["score_delta_ci"]
+    assert row.endswith(f"| [{ci['low']:+.1f}, {ci['high']:+.1f}] |"), row
+    assert "| d | geo | 8 | timed out | error |" in md and "| b | alg | 6 | not verified |" in md
+
+    board = report_runs([base, lad], tmp_path / "board")
+    assert "task_outcomes.png" in {Path(p).name for p in board["plots"]}
+    md = (tmp_path / "board" / "report.md").read_text()
+    _table_rows_keep_their_shape(md)
+    assert f"| score | score {CI_LABEL} |" in md
+    assert "| task | field | d | lad | base |" in md  # the runs in rank order
+    assert "| b | alg | 6 | verified | not verified |" in md

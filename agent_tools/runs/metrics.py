@@ -8,7 +8,11 @@ With d_i the difficulty of task i (1..10) and v_i the verdict of its final submi
 - USD per point = mean USD over the tasks whose cost is reconstructable / the score over
   those tasks (None = N/A when no task has a cost or that score is 0);
 - pass@k (unbiased: 1 − C(n−c, k)/C(n, k), averaged over tasks) for each k ≤ K, first-attempt
-  acceptance, K-run coverage (tasks verified in at least one attempt).
+  acceptance, K-run coverage (tasks verified in at least one attempt);
+- uncertainty: a 95 % percentile bootstrap interval over tasks (the suite's tasks resampled
+  with replacement, a fixed seed, so a report is reproducible) of the score, completion, each
+  field's score, pass@k and the per-point figures; for two runs, a paired bootstrap over the
+  tasks both have of each Δ in points.
 
 With K > 1 attempts per task, v_i is the fraction of task i's attempts that were verified, so
 score, completion and the per-point figures are the expected values of one attempt (with K = 1
@@ -19,16 +23,35 @@ are on a 0–100 scale and unrounded here; rounding is for display only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, TypeVar
 
 from .prices import PriceSchedule, attempt_cost
 from .results import AttemptResult, TaskRef
 
 TOKEN_KINDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+
+CI_LEVEL: Final = 0.95
+BOOTSTRAP_RESAMPLES: Final = 2000
+BOOTSTRAP_SEED: Final = 0
+CI_LABEL: Final = f"{100 * CI_LEVEL:g} % CI"
+CI_METHOD: Final = (
+    f"{100 * CI_LEVEL:g} % percentile bootstrap over tasks, {BOOTSTRAP_RESAMPLES} resamples, "
+    f"seed {BOOTSTRAP_SEED}"
+)
+
+# What became of one attempt, and of a task in a run (several attempts: its summary).
+AttemptStatus = Literal["verified", "not verified", "timed out", "error"]
+TaskStatus = Literal[
+    "verified", "partly verified", "not verified", "timed out", "error", "no result"
+]
+
+T = TypeVar("T")
 
 
 # -- the formulas ------------------------------------------------------------------------------
@@ -69,6 +92,110 @@ def per_point_text(value: float | None) -> str:
     return f"{value:.{digits}f}"
 
 
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A confidence interval; ``high`` is ``inf`` when resamples scored 0 (a per-point
+    figure without an upper bound)."""
+
+    low: float
+    high: float
+
+
+@functools.lru_cache(maxsize=8)
+def _resamples(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
+    """Indices of ``resamples`` draws of ``n`` out of ``n`` with replacement; shared by the
+    intervals of one run, so they rest on the same resampled suites."""
+    rng = random.Random(seed)
+    return tuple(tuple(rng.choices(range(n), k=n)) for _ in range(resamples))
+
+
+def _quantile(ordered: Sequence[float], p: float) -> float:
+    """The ``p`` quantile of sorted values, interpolated linearly (numpy's default)."""
+    h = (len(ordered) - 1) * p
+    i = math.floor(h)
+    lo, hi = ordered[i], ordered[min(i + 1, len(ordered) - 1)]
+    if lo == hi or h == i:  # also keeps inf − inf out
+        return lo
+    return lo + (hi - lo) * (h - i)
+
+
+def bootstrap_interval(
+    rows: Sequence[T],
+    statistic: Callable[[Sequence[T]], float],
+    *,
+    level: float = CI_LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """The percentile bootstrap interval of ``statistic`` over ``rows`` (one per task),
+    resampled with replacement; the same seed gives the same interval. None with fewer than
+    two rows (one task says nothing about the spread) or where the statistic is undefined
+    (nan; resamples where it is are left out). The interval always holds
+    ``statistic(rows)``: where resampling noise would leave the estimate just outside, the
+    interval is widened to it."""
+    if len(rows) < 2:
+        return None
+    drawn = (statistic([rows[i] for i in idx]) for idx in _resamples(len(rows), resamples, seed))
+    values = sorted(v for v in drawn if not math.isnan(v))
+    estimate = statistic(rows)
+    if not values or math.isnan(estimate):
+        return None
+    alpha = (1 - level) / 2
+    low, high = _quantile(values, alpha), _quantile(values, 1 - alpha)
+    return Interval(min(low, estimate), max(high, estimate))
+
+
+def score_of(rows: Sequence[tuple[int, float]]) -> float:
+    """The score of (difficulty, verdict) rows (``weighted_score``)."""
+    return weighted_score([d for d, _ in rows], [v for _, v in rows])
+
+
+def paired_delta_interval(
+    rows: Sequence[tuple[int, float, int, float]],
+    *,
+    level: float = CI_LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """The interval of Δ score (new − base, points) over the tasks two runs share, each row
+    (base difficulty, base verdict, new difficulty, new verdict) of one task: both scores are
+    taken over the same resampled tasks, so what the tasks share cancels out."""
+
+    def delta(rs: Sequence[tuple[int, float, int, float]]) -> float:
+        return score_of([(r[2], r[3]) for r in rs]) - score_of([(r[0], r[1]) for r in rs])
+
+    return bootstrap_interval(rows, delta, level=level, resamples=resamples, seed=seed)
+
+
+def attempt_status(r: AttemptResult) -> AttemptStatus:
+    """Verified; else timed out; else error (an infrastructure failure the retry did not
+    clear); else not verified. The agent's exit status counts for nothing: an agent that gives
+    up (the search agent exits 1) has simply not verified the task."""
+    if r.accepted:
+        return "verified"
+    if r.timed_out:
+        return "timed out"
+    if any(x.startswith("infrastructure:") for x in r.reasons):
+        return "error"
+    return "not verified"
+
+
+def task_status(statuses: Sequence[str]) -> TaskStatus:
+    """A task's attempts in one word: verified (all), partly verified (some), else the
+    gravest failure among them (error, timed out, not verified); no result without any."""
+    if not statuses:
+        return "no result"
+    verified = sum(s == "verified" for s in statuses)
+    if verified == len(statuses):
+        return "verified"
+    if verified:
+        return "partly verified"
+    for worst in ("error", "timed out"):
+        if worst in statuses:
+            return worst
+    return "not verified"
+
+
 def relative_change(base: float | None, new: float | None) -> float | None:
     """(new − base) / base in percent; None when either is N/A or the base is 0."""
     if base is None or new is None or base == 0:
@@ -102,6 +229,17 @@ class TaskOutcome:
     lean_s: float | None = None
     other_s: float | None = None
     usage_mismatches: list[str] = dataclasses.field(default_factory=list)
+    statuses: dict[int, AttemptStatus] = dataclasses.field(default_factory=dict)  # by attempt
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTask:
+    """A task as the score counts it: one of the suite's without results has verdict 0."""
+
+    task: str
+    field: str
+    difficulty: int
+    verdict: float
 
 
 def time_split(r: AttemptResult) -> tuple[float | None, float, float | None]:
@@ -143,10 +281,26 @@ class RunMetrics:
     mean_model_s: float | None = None
     mean_lean_s: float | None = None
     mean_other_s: float | None = None
+    scored: list[ScoredTask] = field(default_factory=list)  # every task of the suite
+    # 95 % intervals (CI_METHOD); None where fewer than two tasks count.
+    score_ci: Interval | None = None
+    completion_ci: Interval | None = None
+    field_cis: dict[str, Interval | None] = field(default_factory=dict)
+    pass_at_k_ci: dict[int, Interval | None] = field(default_factory=dict)
+    seconds_per_point_ci: Interval | None = None
+    usd_per_point_ci: Interval | None = None
+
+    @property
+    def max_attempts(self) -> int:
+        """The most attempts any task had (the per-attempt columns of an outcome view)."""
+        return max((k for o in self.per_task for k in o.statuses), default=0)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["scored"]  # per_task and missing_tasks say it
         out["pass_at_k"] = {str(k): v for k, v in self.pass_at_k.items()}
+        out["pass_at_k_ci"] = {str(k): out["pass_at_k_ci"][k] for k in self.pass_at_k_ci}
+        out["interval_method"] = CI_METHOD
         return out
 
 
@@ -203,6 +357,7 @@ def task_outcomes(
                 usage_mismatches=[
                     f"attempt {r.attempt}: {m}" for r in rs for m in r.usage_mismatch
                 ],
+                statuses={r.attempt: attempt_status(r) for r in rs},
             )
         )
     return outcomes
@@ -295,6 +450,15 @@ def compute_metrics(
             "per_task_mean": round(sum(vals) / len(vals)) if vals else None,
         }
 
+    scored = [ScoredTask(o.task, o.field, o.difficulty, o.verdict) for o in outcomes]
+    scored += [ScoredTask(t.id, t.field, t.difficulty, 0.0) for t in missing]
+    weighted = [(t.difficulty, t.verdict) for t in scored]
+    seconds = {o.task: o.invocation_s for o in outcomes}
+    timed_rows = [(t.difficulty, t.verdict, seconds.get(t.task)) for t in scored]
+    cost_rows = [(o.difficulty, o.verdict, o.cost_usd or 0.0) for o in costed]
+    pass_rows = [[pass_at_k(o.attempts, o.accepted_attempts, k) for k in pak] for o in outcomes]
+    pass_rows += [[0.0] * len(pak) for _ in missing]
+
     return RunMetrics(
         score=score,
         completion=completion,
@@ -324,7 +488,41 @@ def compute_metrics(
         mean_other_s=_mean([o.other_s for o in outcomes if o.other_s is not None]),
         per_task=outcomes,
         unlisted_tasks=unlisted,
+        scored=scored,
+        score_ci=bootstrap_interval(weighted, score_of),
+        completion_ci=bootstrap_interval([v for _, v in weighted], _percent_mean),
+        field_cis={f: bootstrap_interval(by_field[f], score_of) for f in fields},
+        pass_at_k_ci={
+            k: bootstrap_interval([r[i] for r in pass_rows], _percent_mean)
+            for i, k in enumerate(pak)
+        },
+        seconds_per_point_ci=(
+            bootstrap_interval(timed_rows, _seconds_per_point)
+            if per_point(mean_s, score) is not None
+            else None
+        ),
+        usd_per_point_ci=(
+            bootstrap_interval(cost_rows, _usd_per_point) if usd_pp is not None else None
+        ),
     )
+
+
+def _percent_mean(values: Sequence[float]) -> float:
+    return 100 * sum(values) / len(values)
+
+
+def _seconds_per_point(rows: Sequence[tuple[int, float, float | None]]) -> float:
+    """s/point of resampled (difficulty, verdict, seconds) rows; nan when no row has a time."""
+    timed = [s for _, _, s in rows if s is not None]
+    score = score_of([(d, v) for d, v, _ in rows])
+    if not timed:
+        return math.nan
+    return math.inf if score == 0 else sum(timed) / len(timed) / score
+
+
+def _usd_per_point(rows: Sequence[tuple[int, float, float]]) -> float:
+    score = score_of([(d, v) for d, v, _ in rows])
+    return math.inf if score == 0 else sum(u for _, _, u in rows) / len(rows) / score
 
 
 # -- two runs ----------------------------------------------------------------------------------
@@ -352,6 +550,11 @@ class Comparison:
     seconds_per_point: Change
     fields: dict[str, FieldDiff]
     notes: list[str]
+    # Paired bootstrap intervals (CI_METHOD) of the Δ points, over the tasks both runs have.
+    shared_tasks: int = 0
+    score_delta_ci: Interval | None = None
+    completion_delta_ci: Interval | None = None
+    field_delta_cis: dict[str, Interval | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -362,7 +565,8 @@ def _change(base: float | None, new: float | None) -> Change:
 
 
 def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
-    """Baseline → LAD: relative changes from unrounded values, per-field differences in points."""
+    """Baseline → LAD: relative changes from unrounded values, per-field differences in points,
+    and the paired intervals of the Δ points."""
     names = list(dict.fromkeys([*base.fields, *lad.fields]))
     fields = {}
     for f in names:
@@ -379,7 +583,24 @@ def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
             "the baseline scored 0: relative changes from it are N/A (no change from zero "
             "is a percentage); the points are in the table"
         )
+    theirs = {t.task: t for t in lad.scored}
+    pairs = [(t, theirs[t.task]) for t in base.scored if t.task in theirs]
+    if len(pairs) < max(len(base.scored), len(lad.scored)):
+        notes.append(
+            f"the Δ intervals are over the {len(pairs)} task(s) both runs have "
+            f"({len(base.scored)} and {len(lad.scored)} in the runs)"
+        )
+    rows = [(b.difficulty, b.verdict, n.difficulty, n.verdict) for b, n in pairs]
     return Comparison(
+        shared_tasks=len(pairs),
+        score_delta_ci=paired_delta_interval(rows),
+        completion_delta_ci=paired_delta_interval([(1, bv, 1, nv) for _, bv, _, nv in rows]),
+        field_delta_cis={
+            f: paired_delta_interval(
+                [r for r, (b, n) in zip(rows, pairs, strict=True) if b.field == n.field == f]
+            )
+            for f in names
+        },
         score=_change(base.score, lad.score),
         completion=_change(base.completion, lad.completion),
         usd_per_point=_change(base.usd_per_point, lad.usd_per_point),

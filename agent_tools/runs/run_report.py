@@ -1,4 +1,5 @@
-"""Reports of benchmark runs: ``leanrig report RUN_DIR...`` and ``leanrig compare BASE LAD``.
+"""Reports of benchmark runs: ``leanrig report RUN_DIR...`` and ``leanrig compare BASE LAD``,
+with each figure's 95 % bootstrap interval (metrics.CI_METHOD) and the outcome of every task.
 
 ``write_report(path, out)`` takes a run directory (``run.json`` + ``results.jsonl``) or, as
 before, a ledger file. ``report_runs`` reports one run, or several with a leaderboard;
@@ -8,9 +9,10 @@ before, a ledger file. ``report_runs`` reports one run, or several with a leader
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,24 @@ import orjson
 
 from .ledger_report import ReportError, write_ledger_report
 from .loaded_run import RUN_HINT, LoadedRun, is_run_dir, load_run
-from .metrics import Comparison, RunMetrics, compare, per_point_text
-from .plots import PlotRun, comparison, only_one_side, run_plots
+from .metrics import (
+    CI_LABEL,
+    CI_METHOD,
+    Comparison,
+    Interval,
+    RunMetrics,
+    compare,
+    per_point_text,
+)
+from .plots import (
+    PlotRun,
+    comparison,
+    only_one_side,
+    outcome_grid,
+    pass_at_k_curve,
+    run_plots,
+    task_outcomes,
+)
 from .prices import PriceSchedule, fmt_usd
 from .results import (
     RUN_FILE,
@@ -49,6 +67,28 @@ def fmt_change(value: float | None) -> str:
     return "N/A" if value is None else f"{value:+.1f}%"
 
 
+def ci_text(ci: Interval | None, text: Callable[[float], str] = lambda v: f"{v:.1f}") -> str:
+    """An interval as ``41.2–80.0`` (N/A: fewer than two tasks; ∞: no upper bound)."""
+    if ci is None:
+        return "N/A"
+    high = "∞" if math.isinf(ci.high) else text(ci.high)
+    return f"{text(ci.low)}–{high}"
+
+
+def with_ci(value: float, ci: Interval | None) -> str:
+    """A score and its interval as tables print them: ``62.5 (95 % CI 41.2–80.0)``."""
+    return f"{value:.1f}" if ci is None else f"{value:.1f} ({CI_LABEL} {ci_text(ci)})"
+
+
+def _bracketed(ci: Interval | None) -> str:
+    return "" if ci is None else f" [{ci_text(ci)}]"
+
+
+def delta_ci_text(ci: Interval | None) -> str:
+    """A Δ's interval, signed: ``[−5.0, +55.0]``."""
+    return "N/A" if ci is None else f"[{ci.low:+.1f}, {ci.high:+.1f}]"
+
+
 def _n(value: int | None) -> str:
     return "N/A" if value is None else str(value)
 
@@ -58,7 +98,12 @@ def _slug(text: str) -> str:
 
 
 def headline(m: RunMetrics) -> list[str]:
-    return [
+    """The headline table: the figures, and under each that has one, its interval."""
+
+    def under(ci: Interval | None, text: Callable[[float], str] = lambda v: f"{v:.1f}") -> str:
+        return "" if ci is None else f"{CI_LABEL} {ci_text(ci, text)}"
+
+    table = [
         "| score | completion | tasks | tasks accepted | s / point | USD / point | "
         "attempts accepted after timeout |",
         "|---:|---:|---:|---:|---:|---:|---:|",
@@ -66,6 +111,40 @@ def headline(m: RunMetrics) -> list[str]:
         f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
         f"{m.accepted_after_timeout} |",
     ]
+    if m.score_ci is None:  # fewer than two tasks: no interval anywhere
+        return [*table, "", "No intervals: they need at least two tasks."]
+    per_point = [m.seconds_per_point_ci, m.usd_per_point_ci]
+    unbounded = any(ci is not None and math.isinf(ci.high) for ci in per_point)
+    return [
+        *table,
+        f"| {under(m.score_ci)} | {under(m.completion_ci)} | | | "
+        f"{under(m.seconds_per_point_ci, per_point_text)} | "
+        f"{under(m.usd_per_point_ci, fmt_usd)} | |",
+        "",
+        f"Intervals: {CI_METHOD}" + ("; ∞: some resampled suites score 0." if unbounded else "."),
+    ]
+
+
+def outcome_table(runs: Sequence[PlotRun]) -> list[str]:
+    """The per-task outcome grid (``plots.outcome_grid``) as a Markdown table."""
+    grid = outcome_grid(runs)
+    out = ["| task | field | d | " + " | ".join(cell(c) for c in grid.columns) + " |",
+           "|---|---|---:|" + "---|" * len(grid.columns)]  # fmt: skip
+    for row, statuses, counts in zip(grid.rows, grid.status, grid.counts, strict=True):
+        cells = [
+            "—" if st == "not in suite" else f"{st} ({k})" if k else st
+            for st, k in zip(statuses, counts, strict=True)
+        ]
+        out.append(f"| {cell(row.task)} | {cell(row.field or '—')} | {row.difficulty} | "
+                   + " | ".join(cells) + " |")  # fmt: skip
+    return out
+
+
+OUTCOME_NOTE = (
+    "verified; timed out (not verified, the time limit hit); error (an infrastructure failure "
+    "the retry did not clear, or the agent exited non-zero); not verified (the rest); no "
+    "result (no results line)"
+)
 
 
 def render_run_markdown(run: LoadedRun) -> str:
@@ -90,11 +169,13 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
             f"| agent command | `{cell(info.agent_command)}` |", ""]  # fmt: skip
     out += ["## Metrics", "", *headline(m), ""]
-    out += ["## Fields", "", "| field | score | denominator (Σ difficulty) |", "|---|---:|---:|"]
-    out += [f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} |"
-            for f, s in m.fields.items()]  # fmt: skip
+    out += ["## Fields", "", f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
+            "|---|---:|---:|---:|"]  # fmt: skip
+    out += [f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} | "
+            f"{ci_text(m.field_cis.get(f))} |" for f, s in m.fields.items()]  # fmt: skip
     out += ["", "## Attempts", ""]
-    pak = ", ".join(f"pass@{k} {v:.1f}" for k, v in m.pass_at_k.items()) or "—"
+    pak = (", ".join(f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}"
+                     for k, v in m.pass_at_k.items()) or "—")  # fmt: skip
     out += [f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
             f"- first-attempt acceptance {fmt(m.first_attempt_acceptance)}%; "
             f"coverage {m.coverage:.1f}% (tasks verified in at least one of "
@@ -142,6 +223,8 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"{fmt(o.lean_s, 2)} | {fmt(o.other_s, 2)} | {fmt_usd(o.cost_usd)} | "
             f"{_n(o.input_tokens)} | {_n(o.cached_input_tokens)} | {_n(o.output_tokens)} |"
         )
+    out += ["", "## Outcome per task", "", f"Each attempt: {OUTCOME_NOTE}.", "",
+            *outcome_table([run.plot_run()])]  # fmt: skip
     mismatched = [(o.task, x) for o in m.per_task for x in o.usage_mismatches]
     if mismatched:
         out += ["", "## Usage: the harness's count differs from the gateway's", "",
@@ -227,16 +310,16 @@ def render_leaderboard(runs: Sequence[LoadedRun], links: Mapping[Path, str] | No
     links = links or {}
     mismatch = suite_mismatch(runs)
     out = ["# leanrig leaderboard", "", *([f"> **warning:** {mismatch}", ""] if mismatch else []),
-           "| # | run | model | agent tool | condition | score | completion | s / point | "
-           "USD / point | tasks | tasks accepted |",
-           "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+           f"| # | run | model | agent tool | condition | score | score {CI_LABEL} | "
+           "completion | s / point | USD / point | tasks | tasks accepted |",
+           "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     ordered = sorted(runs, key=lambda r: -r.metrics.score)
     for i, r in enumerate(ordered, 1):
         m = r.metrics
         name = f"[{cell(r.name)}]({links[r.path]})" if r.path in links else cell(r.name)
         out.append(f"| {i} | {name} | {cell(r.info.model or '—')} | "
                    f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
-                   f"{m.score:.1f} | {m.completion:.1f}% | "
+                   f"{m.score:.1f} | {ci_text(m.score_ci)} | {m.completion:.1f}% | "
                    f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
                    f"{m.tasks} | "
                    f"{m.accepted} |")  # fmt: skip
@@ -252,9 +335,15 @@ def render_leaderboard(runs: Sequence[LoadedRun], links: Mapping[Path, str] | No
             scores = [
                 fmt(r.metrics.fields.get(f))
                 + ("" if len(shared[f]) == 1 else f" (/{r.metrics.field_denominators.get(f, '?')})")
+                + _bracketed(r.metrics.field_cis.get(f))
                 for f in fields
             ]
             out.append(f"| {cell(r.name)} | " + " | ".join(scores) + " |")
+        out += ["", f"(/Σd): the field's points available; [a–b]: the {CI_LABEL} ({CI_METHOD})."]
+    out += ["", "## Outcome per task", "",
+            f"Each run's attempts at a task: {OUTCOME_NOTE}; with several attempts, partly "
+            "verified where some were, else the gravest failure, and (k/K) attempts verified.",
+            "", *outcome_table([r.plot_run() for r in ordered])]  # fmt: skip
     notes = [f"> note ({r.name}): {n}" for r in runs for n in r.notes]
     out += ["", *notes] if notes else []
     return "\n".join(out) + "\n"
@@ -326,23 +415,33 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
          per_point_text(c.seconds_per_point.new),
          c.seconds_per_point),
     ]  # fmt: skip
-    out += ["| metric | baseline | LAD | Δ (L − B) | change (L − B) / B |",
-            "|---|---:|---:|---:|---:|"]  # fmt: skip
+    cis = {"score": c.score_delta_ci, "completion %": c.completion_delta_ci}
+    out += [f"| metric | baseline | LAD | Δ (L − B) | change (L − B) / B | Δ {CI_LABEL} |",
+            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for a, b, n, ch in rows:
         delta = "N/A" if ch.base is None or ch.new is None else f"{ch.new - ch.base:+.3g}"
-        out.append(f"| {a} | {b} | {n} | {delta} | {fmt_change(ch.change_percent)} |")
-    out += ["", "| field | denominator | baseline | LAD | Δ points |", "|---|---:|---:|---:|---:|"]
+        interval = delta_ci_text(cis[a]) if a in cis else "—"
+        out.append(f"| {a} | {b} | {n} | {delta} | {fmt_change(ch.change_percent)} | {interval} |")
+    out += ["", f"| field | denominator | baseline | LAD | Δ points | Δ {CI_LABEL} |",
+            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
     for f, d in c.fields.items():
         diff = "N/A" if d.diff_points is None else f"{d.diff_points:+.1f}"
         out.append(
-            f"| {cell(f or '—')} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} |"
+            f"| {cell(f or '—')} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} | "
+            f"{delta_ci_text(c.field_delta_cis.get(f))} |"
         )
+    out += ["", f"Δ intervals: paired — the {c.shared_tasks} task(s) both runs have resampled "
+            f"together, each side scored on the same resample ({CI_METHOD}); N/A with fewer "
+            "than two tasks. An interval that excludes 0 is a change the task sample "
+            "supports."]  # fmt: skip
     only = only_one_side(base.plot_run(), lad.plot_run())
     out += ["", "## Tasks verified by one condition only", ""]
     out += [f"- LAD only ({len(only['lad'])}): {', '.join(only['lad']) or '—'}",
             f"- baseline only ({len(only['baseline'])}): "
             f"{', '.join(only['baseline']) or '—'}"]  # fmt: skip
+    out += ["", "## Outcome per task", "", f"Each run's attempts at a task: {OUTCOME_NOTE}.", "",
+            *outcome_table([base.plot_run(), lad.plot_run()])]  # fmt: skip
     notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
     out += [""] + [f"> note: {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
@@ -388,8 +487,10 @@ def compare_runs(
     prices: PriceSchedule | None = None,
 ) -> dict[str, Any]:
     """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` (``comparison``,
-    ``base``, ``lad``) and ``comparison.png`` (per field and headline, baseline beside LAD
-    with the Δ points; the tasks only one side verified)."""
+    ``base``, ``lad``), ``comparison.png`` (per field and headline, baseline beside LAD
+    with the Δ points and their paired intervals; the tasks only one side verified),
+    ``task_outcomes.png`` (tasks × the two runs) and, with several attempts per task,
+    ``pass_at_k.png``."""
     b, n = distinguishable([load_run(base, prices=prices), load_run(lad, prices=prices)])
     c = compare(b.metrics, n.metrics)
     c.notes.extend(mismatches(b.info, n.info))
@@ -405,5 +506,9 @@ def compare_runs(
     _write_json(out / "compare.json", summary)
     if plots:
         pair = (PlotRun(b.name, "baseline", b.metrics), PlotRun(n.name, "lad", n.metrics))
-        summary["plots"] = [str(comparison(*pair, out / "comparison.png"))]
+        paths = [comparison(*pair, out / "comparison.png", delta=c),
+                 task_outcomes(pair, out / "task_outcomes.png")]  # fmt: skip
+        if any(len(r.metrics.pass_at_k) > 1 for r in pair):
+            paths.append(pass_at_k_curve(pair, out / "pass_at_k.png"))
+        summary["plots"] = [str(p) for p in paths]
     return summary
