@@ -631,3 +631,16 @@ def test_compare_and_the_leaderboard_give_delta_intervals_and_the_outcome_grid(
     assert f"| score | score {CI_LABEL} |" in md
     assert "| task | field | d | lad | base |" in md  # the runs in rank order
     assert "| b | alg | 6 | verified | not verified |" in md
+
+
+def test_a_per_point_panel_with_nothing_to_draw_says_why() -> None:
+    from agent_tools.runs.plots import empty_panel_note
+
+    assert empty_panel_note("USD", [0.0, 0.0]) == (
+        "$0 per point in every run: no priced model calls"
+    )
+    assert empty_panel_note("USD", [None, None]) == "N/A: no run has a known cost"
+    assert empty_panel_note("USD", [None, 0.0]) is not None
+    assert empty_panel_note("USD", [0.0, 0.01]) is None
+    assert empty_panel_note("seconds", [None]) == "N/A: no run scored a point"
+    assert empty_panel_note("seconds", [0.04, None]) is None

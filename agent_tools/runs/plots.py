@@ -123,6 +123,18 @@ def score_completion(runs: Sequence[PlotRun], path: Path) -> Path:
     return _save(fig, plt, path)
 
 
+def empty_panel_note(unit: str, values: Sequence[float | None]) -> str | None:
+    """What a per-point panel of ``unit`` (USD, seconds) says instead of bars that would all
+    be empty or zero; None: it has bars to draw."""
+    if any(values):
+        return None
+    if unit == "seconds":
+        return "N/A: no run scored a point"
+    if all(v is None for v in values):
+        return "N/A: no run has a known cost"
+    return "$0 per point in every run: no priced model calls"
+
+
 def cost_per_point(runs: Sequence[PlotRun], path: Path) -> Path:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(max(8.5, 1.6 * len(runs) + 4), 4.4))
@@ -134,9 +146,10 @@ def cost_per_point(runs: Sequence[PlotRun], path: Path) -> Path:
         values = [getattr(r.metrics, key) for r in runs]
         cis: list[Interval | None] = [getattr(r.metrics, f"{key}_ci") for r in runs]
         ax.set_title(f"{title}\n{_n(runs)}", fontsize=10)
-        if all(v is None for v in values):  # an empty panel says why instead
-            why = "no run has a known cost" if unit == "USD" else "no run scored a point"
-            ax.text(0.5, 0.5, f"N/A: {why}", ha="center", va="center", transform=ax.transAxes)
+        why = empty_panel_note(unit, values)
+        if why is not None:  # an empty (or all-zero) panel says why instead
+            ax.text(0.5, 0.5, why.replace("$", r"\$"), ha="center", va="center",
+                    transform=ax.transAxes)  # fmt: skip
             ax.set_xticks([])
             ax.set_yticks([])
             continue
@@ -206,8 +219,8 @@ def fields_radar(runs: Sequence[PlotRun], path: Path) -> Path:
     ax.set_yticks(range(20, 101, 20))
     ax.tick_params(axis="y", labelsize=7, labelcolor="#555555")
     ax.set_rlabel_position(90 - 180 / len(names))  # between the first two spokes
-    ax.set_ylabel("field score (0–100)", labelpad=28)
-    ax.set_title(f"field scores (bars: {CI_LABEL}, bootstrap over the field's tasks)\n"
+    # (The scale in the title: a y label on a polar axis sits on the left spoke's label.)
+    ax.set_title(f"field scores, 0–100 (bars: {CI_LABEL}, bootstrap over the field's tasks)\n"
                  f"{_n(runs)}", fontsize=10, pad=16)  # fmt: skip
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize=8, frameon=False)
     return _save(fig, plt, path)
