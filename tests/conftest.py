@@ -21,6 +21,7 @@ from lsp_bridge.proctree import TOKEN_VAR, read_environ, token_of
 TIERS: dict[str, tuple[str, ...]] = {
     # pure functions and in-process fakes: no Lean, no subprocess
     "unit": ("test_architecture", "test_attempt_state", "test_calls", "test_catalogue",
+             "test_equiv_terms",
              "test_cluster_attempts",
              "test_completeness", "test_node_routing",
              "test_body_bounds", "test_harness_presets", "test_header", "test_lean_text",
@@ -29,6 +30,7 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_wire_usage"),
     # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
     "lean": ("test_authoring_prelude_files", "test_cli", "test_direct_workers",
+             "test_equivalence",
              "test_question_tools", "test_trace_points",
              "test_early_barrier",
              "test_jsonrpc_server", "test_lean_scopes", "test_library", "test_lsp_client",
@@ -39,6 +41,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_verifier"),
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
+            "test_equiv_cli",
+            "test_statement_runs",
             "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_docs_blocks",
             "test_editor_nvim",
             "test_editor_proxy", "test_editor_sweep",

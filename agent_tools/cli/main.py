@@ -14,6 +14,7 @@ import orjson
 
 from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 
+from .equiv_command import add_equiv_command
 from .logs import configure_logging
 from .run_command import cmd_model, cmd_run
 from .serve_command import cmd_serve
@@ -407,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.set_defaults(func=_cmd_agent)
 
     add_suite_command(sub, common)
+    add_equiv_command(sub, common)
 
     # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
     # are parsed by the editor's own parser from what follows the command name).

@@ -6,9 +6,11 @@ line, tasks short of their attempts). Must not: render or write anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..tasks import TaskKind
 from .ledger_report import ReportError
 from .metrics import RunMetrics, compute_metrics
 from .plots import PlotRun
@@ -42,8 +44,30 @@ class LoadedRun:
         name = self.info.display_name() or self.path.name
         return f"{name} ({self.path.name})" if self.qualified and name != self.path.name else name
 
+    # Each task kind's own metrics, when the run has a task of a kind other than `proof`
+    # (a statement task is verified when its statement is shown equivalent to the reference).
+    by_kind: dict[TaskKind, RunMetrics] = dataclasses.field(default_factory=dict)
+
     def plot_run(self) -> PlotRun:
         return PlotRun(self.name, self.info.condition, self.metrics)
+
+
+def metrics_by_kind(
+    results: Sequence[AttemptResult], info: RunInfo, prices: PriceSchedule | None
+) -> dict[TaskKind, RunMetrics]:
+    """Each task kind's metrics (its tasks of the inventory, its results), when the run has a
+    kind other than ``proof``; empty for a proofs-only run (its metrics are the run's)."""
+    kinds = {t.kind for t in info.tasks} | {r.kind for r in results}
+    if kinds <= {"proof"}:
+        return {}
+    out: dict[TaskKind, RunMetrics] = {}
+    for kind in sorted(kinds):
+        inventory = [t for t in info.tasks if t.kind == kind]
+        mine = [r for r in results if r.kind == kind]
+        if mine or inventory:
+            out[kind] = compute_metrics(mine, inventory=inventory, prices=prices,
+                                        model=info.model)  # fmt: skip
+    return out
 
 
 def is_run_dir(path: Path) -> bool:
@@ -89,6 +113,7 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
     metrics = compute_metrics(
         read.results, inventory=info.tasks, prices=prices or info.prices, model=info.model
     )
+    by_kind = metrics_by_kind(read.results, info, prices or info.prices)
     notes = read.notes()
     if metrics.missing_tasks:
         notes.append(
@@ -125,7 +150,7 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
             f"cost is reconstructable for {metrics.cost_tasks} of {metrics.tasks} task(s); "
             "USD per point is over those"
         )
-    return LoadedRun(run_dir, info, metrics, notes)
+    return LoadedRun(run_dir, info, metrics, notes, by_kind=by_kind)
 
 
 def _unfinished_attempts(run_dir: Path, results: Sequence[AttemptResult]) -> list[str]:

@@ -130,6 +130,7 @@ class TaskRef(BaseModel):
     id: str = Field(min_length=1)
     field: str = ""
     difficulty: int = Field(ge=1, le=10)
+    kind: TaskKind = "proof"
 
 
 class AttemptResult(_TokensMixin):

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from ..tasks import TaskKind
 from .ledger_report import ReportError, write_ledger_report
 from .loaded_run import RUN_HINT, LoadedRun, is_run_dir, load_run
 from .metrics import (
@@ -169,6 +170,8 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
             f"| agent command | `{cell(info.agent_command)}` |", ""]  # fmt: skip
     out += ["## Metrics", "", *headline(m), ""]
+    if run.by_kind:
+        out += by_kind_section(run.by_kind)
     out += ["## Fields", "", f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
             "|---|---:|---:|---:|"]  # fmt: skip
     out += [f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} | "
@@ -234,12 +237,47 @@ def render_run_markdown(run: LoadedRun) -> str:
     return "\n".join(out) + "\n"
 
 
+# What verifies a task of each kind (a report's section per kind says it).
+KIND_TITLES = {
+    "proof": "Proofs (theorem proving): verified = the proof is accepted",
+    "statement": "Statements (autoformalization): verified = the statement is shown equivalent "
+    "to the hidden reference in both directions (BEq+, docs/equivalence.md)",
+    "statement_and_proof": "Statements with proofs: verified = the proof of the attempt's own "
+    "statement is accepted and the statement is equivalent to the reference",
+}
+
+
+def by_kind_section(by_kind: Mapping[TaskKind, RunMetrics]) -> list[str]:
+    """The metrics of each task kind apart: a run mixing kinds ranks none by the others."""
+    out = ["## By task kind", "",
+           "Each kind's tasks scored on their own (for a statement task, the score and "
+           "completion are its equivalence rate: difficulty-weighted, and over tasks; pass@k: "
+           "some candidate among k shown equivalent).", ""]  # fmt: skip
+    for kind, m in by_kind.items():
+        out += [f"### {KIND_TITLES.get(kind, kind)}", "", *headline(m), ""]
+        pak = (", ".join(f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}"
+                         for k, v in m.pass_at_k.items()) or "—")  # fmt: skip
+        out += [f"- {m.tasks} task(s), {m.attempts} attempt(s), {m.accepted_attempts} verified "
+                f"(equivalence rate over attempts {_rate(m)}); {pak}", ""]  # fmt: skip
+        out += [f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
+                "|---|---:|---:|---:|"]  # fmt: skip
+        out += [f"| {cell(f or '—')} | {v:.1f} | {m.field_denominators[f]} | "
+                f"{ci_text(m.field_cis.get(f))} |" for f, v in m.fields.items()]  # fmt: skip
+        out.append("")
+    return out
+
+
+def _rate(m: RunMetrics) -> str:
+    return f"{100 * m.accepted_attempts / m.attempts:.1f}%" if m.attempts else "—"
+
+
 def run_json(run: LoadedRun) -> dict[str, Any]:
     return {
         "kind": "run",
         "name": run.name,
         "path": str(run.path),
         **run.metrics.to_json(),
+        "by_kind": {k: m.to_json() for k, m in run.by_kind.items()},
         "run": run.info.model_dump(mode="json"),
         "notes": run.notes,
     }

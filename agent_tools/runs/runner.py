@@ -37,8 +37,8 @@ from repl_pool import SandboxPolicy, sandbox_programs, sandbox_tools, uses_names
 from ..library import index_dir, prepare_library
 from ..models import count_kinds, gateway_client, model_time
 from ..servers import ServeOptions, package_version, serve_asgi
-from ..tasks import Suite, Task, library_dir, load_suite
-from ..verdict import Verdict, Verifier
+from ..tasks import Suite, Task, library_dir, load_suite, writes_proof, writes_statement
+from ..verdict import EquivalenceGrader, StatementGrader, StatementVerdict, Verdict, Verifier
 from .agent_sandbox import RunSandbox, agent_sandbox, hidden_paths, probe_prefix, trusted_paths
 from .attempt_dir import (
     ATTEMPT_TOKEN_VAR,
@@ -47,7 +47,7 @@ from .attempt_dir import (
     agent_argv,
     create_attempt_dir,
 )
-from .attempt_records import body_sha, final_body, ignored_edits, ledger_totals, write_submission
+from .attempt_records import body_sha, final_edit, ignored_edits, ledger_totals, write_submission
 from .attempt_server import AttemptServer
 from .harness import (
     find_harness,
@@ -175,6 +175,11 @@ class Runner:
         policy = SandboxPolicy(writable=(scratch,))
         self.sandbox = "bwrap" if uses_namespaces(policy) else "rlimits"
         self.verifier = Verifier(suite, install, library=library, sandbox=policy, work_root=scratch)
+        self.statements = StatementGrader(
+            suite, self.verifier,
+            EquivalenceGrader(suite, install, library=library, sandbox=policy, work_root=scratch,
+                              allowed_axioms=suite.spec.axioms),
+        )  # fmt: skip
         self.install = install
         # What the agent's sandbox keeps read-only, resolved once, before any agent runs (a
         # link in the agent's home repointed later must not move what is protected).
@@ -287,16 +292,16 @@ class Runner:
             t_after = time.perf_counter()
             stop_gateway.set()
             await server.stop()
-        body = await anyio.to_thread.run_sync(final_body, ws)
+        body, statement = await anyio.to_thread.run_sync(final_edit, ws)
         infra: list[str] = []
         if server.failure is not None:
             infra.append(server.failure)
         if inv.sandbox_error is not None:
             infra.append(inv.sandbox_error)
-        submission = task.with_body(body)
+        submission = task.restated(statement).with_body(body)
         unwritten = await anyio.to_thread.run_sync(write_submission, ws.submission, submission)
         t_verdict = time.perf_counter()
-        verdict = await self._verdict(task, submission)
+        verdict, graded = await self._verdict(task, submission, statement)
         verdict_s = time.perf_counter() - t_verdict
         calls, lean_s, died = await anyio.to_thread.run_sync(ledger_totals, ws, self.ledger_path)
         infra += died
@@ -332,6 +337,10 @@ class Runner:
             invocation_s=round(inv.invocation_s, 3), timed_out=inv.timed_out,
             exit_code=inv.exit_code, tool_calls=calls, lean_s=round(lean_s, 3),
             final_body_sha=body_sha(body), condition=o.condition, model=o.model,
+            kind=task.kind, statement=statement if writes_statement(task.kind) else None,
+            equivalence=(
+                graded.equivalence.to_json() if graded and graded.equivalence else None
+            ),
             agent_tool=o.agent_tool, verdict_s=round(verdict_s, 3), started_at=started_at,
             notes=notes, **model,
         ).with_usage(usage)  # fmt: skip
@@ -342,13 +351,33 @@ class Runner:
                  service_close_s=server.close_s)  # fmt: skip
         return AttemptOutcome(result, infra, overhead, inv, server.open_s)
 
-    async def _verdict(self, task: Task, submission: str) -> Verdict:
-        verdict = await self.verifier.verify(task, submission)
+    async def _verdict(
+        self, task: Task, submission: str, statement: str
+    ) -> tuple[Verdict, StatementVerdict | None]:
+        """The verdict on the attempt, per its task's kind: the proof's (of the statement the
+        attempt wrote, for ``statement_and_proof``), and the statement's grade."""
+        graded = None
+        if writes_statement(task.kind):
+            budget = self.options.equiv_budget or self.suite.spec.limits.equiv_seconds
+            graded = await self.statements.grade(task, statement, budget)
+        if not writes_proof(task.kind):
+            assert graded is not None
+            verdict = Verdict(
+                accepted=graded.accepted, reasons=graded.reasons, axioms=(),
+                elapsed_ms=graded.elapsed_ms, lean_version=self.install.version,
+            )  # fmt: skip
+            return verdict, graded
+        proved = task.restated(statement)
+        verdict = await self.verifier.verify(proved, submission)
         if not verdict.accepted and any(r.startswith("crash:") for r in verdict.reasons):
             # The checking Lean crashed: the runner's own infrastructure; check once more.
             log.warning("run.verdict_crash", task=task.id, reasons=list(verdict.reasons))
-            verdict = await self.verifier.verify(task, submission)
-        return verdict
+            verdict = await self.verifier.verify(proved, submission)
+        if graded is not None and not graded.accepted:
+            verdict = dataclasses.replace(
+                verdict, accepted=False, reasons=(*graded.reasons, *verdict.reasons)
+            )
+        return verdict, graded
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -372,7 +401,8 @@ class Runner:
         return RunInfo(
             label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
             suite_hash=self.suite.content_hash(), task_count=len(self.selected()),
-            tasks=[TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
+            tasks=[TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty,
+                           kind=t.kind)
                    for t in self.selected()],
             model=o.model, agent_tool=o.agent_tool, condition=o.condition,
             time_limit_s=o.time_limit, attempts=o.attempts, parallel=o.parallel,

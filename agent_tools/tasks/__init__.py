@@ -35,6 +35,7 @@ from .suite import Limits as Limits
 from .suite import LintSpec as LintSpec
 from .suite import Suite as Suite
 from .suite import SuiteError as SuiteError
+from .suite import SuiteSpec as SuiteSpec
 from .suite import Task as Task
 from .suite import library_dir as library_dir
 from .suite import library_sources as library_sources

@@ -1,0 +1,146 @@
+"""``leanrig equiv``: whether two statements are equivalent (BEq+, ``verdict.equivalence``),
+with each direction's result and proof, as lines or JSON. Exit 0 equivalent, 1 not shown,
+2 on a usage error or an invalid pair.
+
+One form today: ``leanrig equiv FILE --first NAME --second NAME [--suite DIR]``, two statements
+of one file. Each form is a ``PairSource`` (what is graded: the text, the two names, where
+the direction theorems go, the suite); another form (a task's hidden reference against a
+candidate file) adds its own source and arguments, and shares the grading and the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lsp_bridge import LeanrigError
+
+
+@dataclass(frozen=True, slots=True)
+class PairSource:
+    """What one ``leanrig equiv`` grades: ``first`` (the reference) and ``second`` (the
+    candidate), both declared in ``text``; the direction theorems go at ``insert_at``."""
+
+    text: str
+    first: str
+    second: str
+    suite_dir: Path | None
+    project: Path  # where to look for Lean (a project's toolchain)
+    insert_at: int | None = None
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The ``equiv`` command on ``sub`` (the top-level subparsers)."""
+    equiv = sub.add_parser(
+        "equiv", parents=[common],
+        help="are two statements equivalent? BEq+: each proved from the other in Lean "
+        "(exit 0 yes, 1 not shown, 2 invalid)",
+        description="Grade two statements of FILE by BEq+: each direction is proved from the "
+        "other statement in a fresh sandboxed Lean and re-checked alone (docs/equivalence.md).",
+    )  # fmt: skip
+    equiv.add_argument("file", metavar="FILE", help="a Lean file declaring both statements")
+    equiv.add_argument("--first", required=True, metavar="NAME",
+                       help="the reference statement's full name")  # fmt: skip
+    equiv.add_argument("--second", required=True, metavar="NAME",
+                       help="the candidate statement's full name")  # fmt: skip
+    equiv.add_argument("--suite", metavar="DIR", help="the suite whose library FILE imports, "
+                       "and its axiom allow-list and limits")  # fmt: skip
+    equiv.add_argument("--budget", type=_positive_seconds, metavar="SECONDS",
+                       help="Lean's time per direction (default: the suite's [limits] "
+                       "equiv_seconds, 20 unless the suite says)")  # fmt: skip
+    equiv.add_argument("--json", action="store_true", help="the result as JSON")
+    equiv.set_defaults(func=cmd_equiv)
+
+
+def _file_pair(args: argparse.Namespace) -> PairSource:
+    path = Path(args.file).absolute()
+    try:
+        # The bytes as they are (a lone carriage return is Lean's error, reported as such).
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LeanrigError(f"cannot read {args.file}: {exc}",
+                           hint="pass a UTF-8 Lean file") from exc  # fmt: skip
+    suite_dir = Path(args.suite).absolute() if args.suite else None
+    return PairSource(text, args.first, args.second, suite_dir, suite_dir or _project_of(path))
+
+
+def _project_of(path: Path) -> Path:
+    """The Lean project ``path`` is in: the nearest directory up with a Lake file or a
+    ``lean-toolchain``, else the file's own directory."""
+    marks = ("lakefile.lean", "lakefile.toml", "lean-toolchain")
+    for folder in path.parents:
+        if any((folder / mark).exists() for mark in marks):
+            return folder
+    return path.parent
+
+
+def cmd_equiv(args: argparse.Namespace) -> int:
+    import anyio
+
+    from lsp_bridge import find_lean
+
+    from ..tasks import library_dir, load_suite
+    from ..verdict import EquivalenceGrader
+
+    source = _file_pair(args)
+    # Only the suite's library and settings: its tasks are not this command's concern.
+    suite = load_suite(source.suite_dir, only=[]) if source.suite_dir is not None else None
+    install = find_lean(source.project)
+    library = library_dir(suite, install) if suite is not None else None
+    grader = EquivalenceGrader(suite, install, library=library, project=source.project)
+    # The suite's default (`[limits] equiv_seconds`), read where the suite has one.
+    budget = args.budget or grader.suite.spec.limits.equiv_seconds
+
+    async def grade() -> Any:
+        return await grader.grade(source.text, source.first, source.second,
+                                  insert_at=source.insert_at, budget_seconds=budget)  # fmt: skip
+
+    result = anyio.run(grade)
+    if args.json:
+        print(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print("\n".join(report_lines(result)))
+    if result.outcome == "invalid":
+        return 2  # the reasons are in the report
+    return 0 if result.outcome == "equivalent" else 1
+
+
+def report_lines(result: Any) -> list[str]:
+    """``result`` (an ``Equivalence``) as the lines ``leanrig equiv`` prints."""
+    head = {"equivalent": "EQUIVALENT", "not_equivalent": "NOT SHOWN EQUIVALENT",
+            "invalid": "INVALID"}[result.outcome]  # fmt: skip
+    lines = [
+        f"{head}: {result.first} (reference) and {result.second} (candidate); "
+        f"portfolio {result.portfolio}, {result.elapsed_ms:.0f} ms"
+    ]
+    lines += [f"  - {reason}" for reason in result.reasons]
+    for label, arrow, direction in (
+        ("forward", f"{result.first} ⇒ {result.second}", result.forward),
+        ("backward", f"{result.second} ⇒ {result.first}", result.backward),
+    ):
+        if direction is None:
+            continue
+        said = direction.outcome.replace("_", " ")
+        if direction.strategy:
+            said += f" by {direction.strategy}"
+        lines.append(f"  {label} ({arrow}): {said}, {direction.elapsed_ms:.0f} ms, "
+                     f"{direction.tried} candidate(s)")  # fmt: skip
+        if direction.theorem:
+            lines += [f"    {line}" for line in direction.theorem.splitlines()]
+        if direction.note:
+            lines.append(f"    {direction.note}")
+    return lines

@@ -1,0 +1,721 @@
+"""The equivalence grade (BEq+): whether two statements are shown equivalent by proving each
+from the other in Lean, each proof re-checked alone in a fresh sandboxed Lean.
+
+A direction ``first ⇒ second`` is a theorem inserted in the file, in its scope::
+
+    theorem leanrig_equiv_forward.{u} (base : type_of% @first.{u}) : type_of% @second.{u} := …
+
+1. A probe run asks Lean for both statements (``#check``): a name Lean does not know makes the
+   pair ``invalid``. Universe parameters are pinned pairwise (every matching order for up to
+   three); different counts: not shown, with the reason.
+2. Per direction (both at once), one Lean run checks every candidate of the portfolio (one
+   theorem each: errors are per declaration) and the guards, proofs of the target that do not
+   use ``base``; and that the target statement is a finished one (its type depends on no
+   ``sorryAx`` and no axiom off the allow-list: else the pair is ``invalid``). The portfolio:
+   ``equiv_terms`` (term mode, ``bootstrap-terms/1``) for a `prelude` file or the bootstrap
+   Lean, where a guard that checks sets strategies aside as the reference BEq+'s guards do
+   (``equiv_terms.GUARDS``; ``strict_guards``: all of them); ``equiv_tactics`` (the reference's
+   own steps, ``beq-plus-tactics/1``) for other files on a full toolchain.
+3. The first proof that counts is re-checked alone (the file, that theorem and
+   ``#print axioms``) in a fresh Lean: no error on its lines, no ``sorryAx``, no axiom off the
+   allow-list. Only that makes the direction ``proved``.
+
+"Equivalent" needs both directions proved. Nothing is decided by comparing text: Lean's
+answers decide, the text only proposes candidates.
+
+The file's own text is trusted to be a statement file: what a candidate statement may contain
+(scope, forbidden constructs) is the caller's check, as the proof verdict's structure stage is.
+
+Must not block the event loop: every Lean run is a fresh sandboxed process awaited under the
+direction's deadline (``SandboxedLean.run``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+
+from lsp_bridge import LeanInstall, LeanrigError, lone_carriage_return
+from repl_pool import SandboxPolicy, parse_header
+
+from ..tasks import DEFAULT_AXIOMS, Suite, SuiteSpec
+from .equiv_tactics import (
+    CONVERT_DEPTHS,
+    TACTIC_PORTFOLIO_VERSION,
+    beq_plus_plan,
+    exact_suggestion,
+    tactic_proof,
+)
+from .equiv_terms import (
+    GUARDS,
+    PORTFOLIO_VERSION,
+    STRICT_GUARDS,
+    Candidate,
+    DirectionPlan,
+    direction_plan,
+)
+from .lean_output import Statement, escape_name, parse_axioms, parse_check, parse_json_messages
+from .not_accepted import NotAccepted
+from .sandboxed_lean import SandboxedLean
+from .verifier import axioms_outside
+
+DirectionOutcome = Literal["proved", "not_shown", "timed_out"]
+Outcome = Literal["equivalent", "not_equivalent", "invalid"]
+
+# Every order of the universe parameters is tried up to this many (3! = 6 headers per proof).
+MAX_PERMUTED_UNIVERSES: Final = 3
+# A candidate's elaboration budget: Lean's default, whatever the file sets before it.
+CANDIDATE_HEARTBEATS: Final = 200_000
+# How the probe asks Lean to print a statement: full names, universe levels, binder types,
+# proofs and applications spelled out (what `equiv_terms` reads back).
+_PRINT_OPTIONS: Final = (
+    "pp.fullNames true", "pp.universes true", "pp.funBinderTypes true", "pp.proofs true",
+    "pp.fieldNotation false", "pp.structureInstances false",
+)  # fmt: skip
+_NAMED_RE = re.compile(r"'(?P<name>.+?)' (?:does not depend on any axioms|depends on axioms)")
+
+
+class EquivalenceError(LeanrigError):
+    hint = "check `leanrig doctor`: the grader could not run Lean"
+
+
+@dataclass(frozen=True, slots=True)
+class DirectionResult:
+    """One direction: ``proved`` (by ``strategy``, with ``proof`` and the ``theorem`` that
+    was re-checked), ``not_shown`` (the portfolio found nothing that counts; ``note`` says
+    why) or ``timed_out``."""
+
+    outcome: DirectionOutcome
+    strategy: str | None = None
+    proof: str | None = None
+    theorem: str | None = None
+    elapsed_ms: float = 0.0
+    tried: int = 0
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "strategy": self.strategy,
+            "proof": self.proof,
+            "theorem": self.theorem,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "tried": self.tried,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Equivalence:
+    """The grade of ``second`` (the candidate) against ``first`` (the reference):
+    ``forward`` proves ``second`` from ``first``, ``backward`` the converse; ``reasons``
+    say why a pair is ``invalid`` (then no direction was tried)."""
+
+    outcome: Outcome
+    first: str
+    second: str
+    forward: DirectionResult | None
+    backward: DirectionResult | None
+    reasons: tuple[str, ...]
+    portfolio: str
+    elapsed_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "first": self.first,
+            "second": self.second,
+            "forward": self.forward.to_json() if self.forward else None,
+            "backward": self.backward.to_json() if self.backward else None,
+            "reasons": list(self.reasons),
+            "portfolio": self.portfolio,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """A file with a block of commands inserted: where the block's lines are."""
+
+    text: str
+    first_line: int  # Lean's 1-based line of the block's first line
+
+    @classmethod
+    def insert(cls, text: str, at: int, block: Sequence[str]) -> _Placed:
+        before, after = text[:at], text[at:]
+        if before and not before.endswith("\n"):
+            before += "\n"
+        first = before.count("\n") + 1
+        return cls(before + "\n".join(block) + "\n" + after, first)
+
+
+@dataclass(frozen=True, slots=True)
+class _Theorem:
+    candidate: Candidate
+    name: str
+    lines: tuple[str, ...]  # the declaration, then its `#print axioms`
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    statements: dict[str, Statement | None]  # name -> what Lean printed (None: no print)
+    reasons: tuple[str, ...]  # why the pair is invalid
+    file_error: str | None  # the file's first error, where it has one
+
+
+def _standalone_suite(root: Path, axioms: Iterable[str]) -> Suite:
+    """A suite for a file graded on its own: default limits, the given allow-list."""
+    spec = SuiteSpec(name="leanrig-equiv", axioms=list(axioms), tasks=[])
+    return Suite(root=root, spec=spec, tasks={})
+
+
+class EquivalenceGrader:
+    """BEq+ between two statements of a file, in fresh sandboxed Lean processes, with
+    ``install`` and the ``suite``'s library and limits (or, without a suite, defaults)."""
+
+    def __init__(
+        self,
+        suite: Suite | None,
+        install: LeanInstall,
+        *,
+        library: Path | None,
+        sandbox: SandboxPolicy | None = None,
+        work_root: Path | None = None,
+        allowed_axioms: Iterable[str] | None = None,
+        strict_guards: bool = False,
+        project: Path | None = None,
+    ) -> None:
+        """``project``, without a suite: the directory of the files graded (a Lake project's
+        ``LEAN_PATH`` is asked there; default: the working directory)."""
+        self.guards = STRICT_GUARDS if strict_guards else GUARDS
+        if allowed_axioms is None:
+            allowed_axioms = suite.spec.axioms if suite is not None else DEFAULT_AXIOMS
+        self.allowed = tuple(allowed_axioms)
+        root = (project or Path.cwd()).resolve()
+        self.suite = suite or _standalone_suite(root, self.allowed)
+        self.install = install
+        self.sandbox = sandbox or SandboxPolicy()
+        # Absolute now: scratch paths become sandbox bind mounts and Lean runs elsewhere.
+        work = work_root.resolve() if work_root is not None else None
+        self._lean = SandboxedLean(self.suite, install, library, self.sandbox, work)
+
+    @property
+    def portfolio(self) -> str:
+        return PORTFOLIO_VERSION + ("+strict-guards" if self.guards is STRICT_GUARDS else "")
+
+    async def grade(
+        self,
+        text: str,
+        first: str,
+        second: str,
+        *,
+        insert_at: int | None = None,
+        budget_seconds: float,
+    ) -> Equivalence:
+        """Whether ``second`` (the candidate) is equivalent to ``first`` (the reference),
+        both declared in ``text`` with placeholder bodies; the direction theorems go at
+        ``insert_at`` (default: the end). ``budget_seconds`` bounds each direction, and the
+        probe before them."""
+        started = time.perf_counter()
+        if budget_seconds <= 0:
+            raise EquivalenceError(f"the budget must be positive, not {budget_seconds:g} s")
+        at = len(text) if insert_at is None else insert_at
+        if not 0 <= at <= len(text):
+            raise EquivalenceError(f"insert_at {at} is outside the file (0…{len(text)})")
+        if lone_carriage_return(text) is not None:
+            return self._invalid(first, second, started,
+                                 "the file has a carriage return not followed by a line feed, "
+                                 "which Lean does not accept")  # fmt: skip
+        at = len(text[:at].replace("\r\n", "\n"))  # CRLF read as LF, as Lean reads it
+        text = text.replace("\r\n", "\n")
+        try:
+            probe = await self._probe(text, at, (first, second), budget_seconds)
+        except _TimedOut as exc:
+            return self._invalid(first, second, started,
+                                 f"the statements were not read: {exc}", text=text)  # fmt: skip
+        if probe.reasons:
+            return self._invalid(first, second, started, *probe.reasons, text=text)
+        one, two = probe.statements[first], probe.statements[second]
+        results: dict[str, DirectionResult] = {}
+        invalid: list[str] = []
+
+        async def direction(key: str, source: str, target: str, check: tuple[str, ...]) -> None:
+            result, reasons = await self._direction(
+                text, at, key, (source, probe.statements[source]),
+                (target, probe.statements[target]), check, budget_seconds,
+            )  # fmt: skip
+            results[key] = result
+            invalid.extend(reasons)
+
+        if one is not None and two is not None and len(one.universes) != len(two.universes):
+            note = (
+                f"not tried: `{first}` has {len(one.universes)} universe parameter(s) and "
+                f"`{second}` {len(two.universes)}; the grader pins them pairwise"
+            )
+            results = {k: DirectionResult("not_shown", note=note) for k in ("forward", "backward")}
+            invalid += await self._statements_only(text, at, probe, budget_seconds)
+        else:
+            # Each batch also checks its target statement (`_statement_check`).
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(direction, "forward", first, second, (second,))
+                tg.start_soon(direction, "backward", second, first, (first,))
+        if invalid:
+            return self._invalid(first, second, started, *dict.fromkeys(invalid), text=text)
+        forward, backward = results["forward"], results["backward"]
+        proved = forward.outcome == "proved" and backward.outcome == "proved"
+        return Equivalence(
+            outcome="equivalent" if proved else "not_equivalent",
+            first=first,
+            second=second,
+            forward=forward,
+            backward=backward,
+            reasons=(),
+            portfolio=self.portfolio_for(text),
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    # -- the probe ----------------------------------------------------------------------------
+
+    async def _probe(self, text: str, at: int, names: tuple[str, str], budget: float) -> _Probe:
+        options = " in ".join(f"set_option {o}" for o in _PRINT_OPTIONS)
+        block = [f"{options} in #check @{_ref(name)}" for name in dict.fromkeys(names)]
+        placed = _Placed.insert(text, at, block)
+        messages = await self._run(placed.text, budget, "probe")
+        block_lines = range(placed.first_line, placed.first_line + len(block))
+        # The file's own errors do not decide: a statement is invalid when its type depends on
+        # `sorryAx` (Lean's error recovery), which the batches check.
+        own = [
+            m for m in messages
+            if m.get("severity") == "error" and _line(m) not in block_lines
+        ]  # fmt: skip
+        file_error = _describe(own[0]) if own else None
+        statements: dict[str, Statement | None] = {}
+        reasons: list[str] = []
+        for offset, name in enumerate(dict.fromkeys(names)):
+            answers = [m for m in messages if _line(m) == placed.first_line + offset]
+            errors = [m for m in answers if m.get("severity") == "error"]
+            infos = [m for m in answers if m.get("severity") == "information"]
+            if errors:
+                reasons.append(f"`{name}` is not a declaration Lean knows here: "
+                               f"{_first_line(errors[0])}")  # fmt: skip
+            elif len(infos) != 1:
+                reasons.append(
+                    f"Lean said nothing about `{name}` (is it declared before the insertion "
+                    "point, and does the file not stop early, e.g. at `#exit`?)"
+                )
+            else:  # None where Lean could not print it: only `same` is tried then
+                statements[name] = parse_check(str(infos[0].get("data", "")), name)
+        if reasons and file_error is not None:
+            reasons.append(f"the file's first error: {file_error}")
+        return _Probe(statements, tuple(reasons), file_error)
+
+    def _statement_check(
+        self, name: str, statement: Statement | None, nonce: str, index: int
+    ) -> _Theorem:
+        """A theorem whose axioms are those of ``name``'s statement (not of its placeholder
+        body): ``sorryAx`` there means Lean recovered from an error in the statement."""
+        levels = [f"leanrig_s{i + 1}" for i in range(len(statement.universes))] if statement else []
+        pinned = f".{{{', '.join(levels)}}}" if levels else ""
+        thm = f"leanrig_equiv_{nonce}_statement_{index}"
+        header = (
+            f"theorem {thm}{pinned} (h : type_of% @{_ref(name)}{pinned}) :\n"
+            f"    type_of% @{_ref(name)}{pinned} :="
+        )
+        return _Theorem(Candidate("same", "h"), thm, _declaration(header, "h", thm))
+
+    def _statement_reasons(self, name: str, ok: bool, messages: list[dict[str, Any]],
+                           check: _Theorem, first_line: int) -> list[str]:  # fmt: skip
+        if ok:
+            return []
+        last = first_line + len(check.lines) - 1
+        axioms = _axioms_at(messages, last, check.name) or ()
+        if "sorryAx" in axioms:
+            return [f"`{name}` is not a finished statement: it depends on sorryAx (an error "
+                    "Lean recovered from, or an unfinished definition it uses)"]  # fmt: skip
+        extra = axioms_outside(axioms, self.allowed)
+        if extra:
+            return [f"`{name}`'s statement uses axioms outside the allow-list: "
+                    f"{', '.join(extra)}"]  # fmt: skip
+        errors = [m for m in messages
+                  if m.get("severity") == "error" and first_line <= _line(m) <= last]  # fmt: skip
+        said = _first_line(errors[0]) if errors else "no answer from `#print axioms`"
+        return [f"`{name}`'s statement could not be checked: {said}"]
+
+    async def _statements_only(self, text: str, at: int, probe: _Probe, budget: float) -> list[str]:
+        nonce = secrets.token_hex(4)
+        checks = {
+            n: self._statement_check(n, s, nonce, i)
+            for i, (n, s) in enumerate(probe.statements.items())
+        }
+        placed, spans = _place(text, at, list(checks.values()))
+        try:
+            messages = await self._run(placed.text, budget, "statements")
+        except (_TimedOut, _Crashed) as exc:
+            return [f"the statements could not be checked: {exc}"]
+        reasons: list[str] = []
+        for (name, check), (start, end) in zip(checks.items(), spans, strict=True):
+            ok = self._passes(messages, placed.first_line + start, placed.first_line + end,
+                              check.name)  # fmt: skip
+            reasons += self._statement_reasons(name, ok, messages, check,
+                                               placed.first_line + start)  # fmt: skip
+        return reasons
+
+    # -- one direction ------------------------------------------------------------------------
+
+    async def _direction(
+        self,
+        text: str,
+        at: int,
+        key: str,
+        source: tuple[str, Statement | None],
+        target: tuple[str, Statement | None],
+        check: tuple[str, ...],
+        budget: float,
+    ) -> tuple[DirectionResult, list[str]]:
+        """The direction ``source ⇒ target``, and why the statements in ``check`` are invalid
+        (checked in the same batch)."""
+        started = time.perf_counter()
+        deadline = started + budget
+        (source_name, source_stmt), (target_name, target_stmt) = source, target
+        source_type = source_stmt.type if source_stmt else None
+        tactics = self._tactics(text)
+        if tactics:
+            steps = beq_plus_plan(source_type)
+            plan = DirectionPlan(
+                tuple(c for c in steps.candidates if c.uses_base),
+                tuple(c for c in steps.candidates if not c.uses_base),
+                steps.notes,
+            )
+        else:
+            plan = direction_plan(source_type, target_stmt.type if target_stmt else None)
+        count = len(target_stmt.universes) if target_stmt else 0
+        levels = [f"leanrig_u{i + 1}" for i in range(count)]
+        orders = (
+            list(itertools.permutations(levels)) if count <= MAX_PERMUTED_UNIVERSES
+            else [tuple(levels)]
+        )  # fmt: skip
+        nonce = secrets.token_hex(4)
+        statements = {source_name: source_stmt, target_name: target_stmt}
+        checks = [self._statement_check(n, statements[n], nonce, i) for i, n in enumerate(check)]
+        theorems: list[_Theorem] = []
+        for order in orders:
+            for cand in plan.proofs:
+                name = f"leanrig_equiv_{nonce}_{len(theorems)}"
+                header = _header(name, levels, order, source_name, target_name)
+                theorems.append(_Theorem(cand, name, _declaration(header, cand.proof, name)))
+        for cand in plan.guards:
+            name = f"leanrig_equiv_{nonce}_{len(theorems)}"
+            header = _header(name, levels, None, source_name, target_name)
+            theorems.append(_Theorem(cand, name, _declaration(header, cand.proof, name)))
+        placed, spans = _place(text, at, [*checks, *theorems])
+
+        def elapsed() -> float:
+            return (time.perf_counter() - started) * 1000
+
+        try:
+            messages = await self._run(placed.text, deadline - time.perf_counter(), key)
+        except _TimedOut as exc:
+            return DirectionResult("timed_out", elapsed_ms=elapsed(), tried=len(theorems),
+                                   note=str(exc)), []  # fmt: skip
+        except _Crashed as exc:
+            return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=len(theorems),
+                                   note=f"the candidates' Lean run failed: {exc}"), []  # fmt: skip
+        passed_all = [
+            self._passes(messages, placed.first_line + start, placed.first_line + end, thm.name)
+            for thm, (start, end) in zip([*checks, *theorems], spans, strict=True)
+        ]
+        invalid: list[str] = []
+        for name, thm, ok, (start, _) in zip(check, checks, passed_all, spans, strict=False):
+            invalid += self._statement_reasons(name, ok, messages, thm, placed.first_line + start)
+        if invalid:
+            return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=0), invalid
+        passed = passed_all[len(checks) :]
+        own_spans = spans[len(checks) :]
+        if tactics:
+            starts = [placed.first_line + a for a, _ in own_spans]
+            winners, note = _tactic_winners(theorems, passed, messages, starts)
+        else:
+            winners, note = self._term_winners(theorems, passed, plan)
+        for thm, cand, needs_base in winners[:3]:
+            readable = f"leanrig_equiv_{key}"
+            order = _order_of(thm, theorems, plan, orders)
+            header = _header(readable, levels, order, source_name, target_name)
+            declaration = _declaration(header, cand.proof, readable)
+            # Counted only if it needs `base`: the same proof of the target alone must fail.
+            alone = None
+            if needs_base:
+                bare = f"leanrig_equiv_{key}_alone"
+                alone = _declaration(_header(bare, levels, None, source_name, target_name),
+                                     cand.proof, bare)  # fmt: skip
+            try:
+                ok = await self._recheck(text, at, declaration, readable, deadline, alone)
+            except _TimedOut as exc:
+                return DirectionResult("timed_out", elapsed_ms=elapsed(), tried=len(theorems),
+                                       note=f"the re-check of a proof by {cand.strategy}"
+                                       f" did not finish: {exc}"), []  # fmt: skip
+            if ok:
+                return DirectionResult(
+                    "proved", cand.strategy, cand.proof,
+                    "\n".join(declaration[:-1]), elapsed(), len(theorems),
+                ), []  # fmt: skip
+        if winners:
+            failed = "no proof that passed in the batch passed alone in a fresh Lean (or, found "
+            note = "; ".join([*plan.notes, failed + "by `exact?`, it did not need the other one)"])
+        return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=len(theorems),
+                               note=note), []  # fmt: skip
+
+    def _term_winners(
+        self, theorems: list[_Theorem], passed: list[bool], plan: DirectionPlan
+    ) -> tuple[list[tuple[_Theorem, Candidate, bool]], str]:
+        """The term portfolio's proofs that count, in its order (the guards' rule:
+        ``self.guards``), and why none does."""
+        blocked: set[str] = set()
+        guard_proof: dict[str, str] = {}
+        for thm, ok in zip(theorems, passed, strict=True):
+            if ok and thm.candidate.strategy in self.guards:
+                blocked |= self.guards[thm.candidate.strategy]
+                guard_proof.setdefault(thm.candidate.strategy, thm.candidate.proof)
+        winners = [
+            (thm, thm.candidate, False) for thm, ok in zip(theorems, passed, strict=True)
+            if ok and thm.candidate.uses_base and thm.candidate.strategy not in blocked
+        ]  # fmt: skip
+        return winners, _why_not(theorems, passed, guard_proof, plan)
+
+    def _passes(self, messages: list[dict[str, Any]], first: int, last: int, name: str) -> bool:
+        """The theorem on lines ``first…last`` (its ``#print axioms`` last) elaborated without
+        errors and depends on no ``sorryAx`` and no axiom off the allow-list."""
+        if any(m.get("severity") == "error" and first <= _line(m) <= last for m in messages):
+            return False
+        axioms = _axioms_at(messages, last, name)
+        return (
+            axioms is not None
+            and "sorryAx" not in axioms
+            and not axioms_outside(axioms, self.allowed)
+        )
+
+    async def _recheck(
+        self,
+        text: str,
+        at: int,
+        declaration: tuple[str, ...],
+        name: str,
+        deadline: float,
+        alone: tuple[str, ...] | None = None,
+    ) -> bool:
+        """``declaration`` alone in the file, in a fresh Lean: it passes (``_passes``); and
+        ``alone``, the same proof without ``base``, if given, does not."""
+        placed = _Placed.insert(text, at, (*declaration, *(alone or ())))
+        try:
+            messages = await self._run(placed.text, deadline - time.perf_counter(), "recheck")
+        except _Crashed:
+            return False
+        last = placed.first_line + len(declaration) - 1
+        if not self._passes(messages, placed.first_line, last, name):
+            return False
+        if alone is None:
+            return True
+        bare = alone[-1].removeprefix("#print axioms ")
+        return not self._passes(messages, last + 1, last + len(alone), bare)
+
+    def _tactics(self, text: str) -> bool:
+        """Whether the tactic portfolio grades ``text``: a full toolchain and a file that is
+        not a `prelude` file (those have no tactics)."""
+        return self.install.mode == "toolchain" and not parse_header(text).prelude
+
+    def portfolio_for(self, text: str) -> str:
+        """The portfolio that grades ``text``, with its version."""
+        if self._tactics(text):
+            return TACTIC_PORTFOLIO_VERSION
+        return self.portfolio
+
+    # -- Lean ---------------------------------------------------------------------------------
+
+    async def _run(self, text: str, timeout: float, stem: str) -> list[dict[str, Any]]:
+        """Lean's ``--json`` messages on ``text``, a fresh sandboxed process in a fresh
+        directory, under ``timeout``."""
+        if timeout <= 0:
+            raise _TimedOut("the budget was spent")
+        lean = str(self.install.lean)
+        async with self._lean.scratch(f"leanrig-equiv-{stem}-") as work:
+            src = work / "LeanrigEquiv.lean"
+            await anyio.Path(src).write_text(text, encoding="utf-8")
+            try:
+                result = await self._lean.run([lean, "--json", str(src)], work, work, timeout)
+            except NotAccepted as exc:
+                reason = exc.reasons[0] if exc.reasons else "Lean failed"
+                if reason.startswith("timeout"):
+                    raise _TimedOut(f"Lean did not finish within {timeout:.1f} s") from exc
+                if (
+                    reason.startswith("crash: ")
+                    and "killed by signal" not in reason
+                    and ("exited with status" not in reason)
+                ):
+                    raise EquivalenceError(f"Lean could not run: {reason}") from exc
+                raise _Crashed(reason) from exc
+        return parse_json_messages(result.stdout)
+
+    def _invalid(
+        self, first: str, second: str, started: float, *reasons: str, text: str = "prelude"
+    ) -> Equivalence:
+        return Equivalence(
+            outcome="invalid", first=first, second=second, forward=None, backward=None,
+            reasons=reasons, portfolio=self.portfolio_for(text),
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+        )  # fmt: skip
+
+
+class _TimedOut(Exception):
+    pass
+
+
+class _Crashed(Exception):
+    pass
+
+
+def _ref(name: str) -> str:
+    """``name`` as a reference from any scope: from the root, every component escaped."""
+    return f"_root_.{escape_name(name)}"
+
+
+def _header(
+    name: str, levels: list[str], order: tuple[str, ...] | None, source: str, target: str
+) -> str:
+    params = f".{{{', '.join(levels)}}}" if levels else ""
+    pinned = f".{{{', '.join(levels)}}}" if levels else ""
+    if order is None:  # a guard: the target alone
+        return f"theorem {name}{params} : type_of% @{_ref(target)}{pinned} :="
+    source_levels = f".{{{', '.join(order)}}}" if order else ""
+    return (
+        f"theorem {name}{params} (base : type_of% @{_ref(source)}{source_levels}) :\n"
+        f"    type_of% @{_ref(target)}{pinned} :="
+    )
+
+
+def _declaration(header: str, proof: str, name: str) -> tuple[str, ...]:
+    return (
+        f"set_option maxHeartbeats {CANDIDATE_HEARTBEATS} in",
+        *header.split("\n"),
+        f"  {proof}",
+        f"#print axioms {name}",
+    )
+
+
+def _order_of(
+    thm: _Theorem,
+    theorems: list[_Theorem],
+    plan: DirectionPlan,
+    orders: list[tuple[str, ...]],
+) -> tuple[str, ...]:
+    index = theorems.index(thm)
+    return orders[index // len(plan.proofs)] if plan.proofs else ()
+
+
+def _place(text: str, at: int, theorems: list[_Theorem]) -> tuple[_Placed, list[tuple[int, int]]]:
+    """``theorems`` inserted at ``at``, and each one's first and last line in the block."""
+    block: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for thm in theorems:
+        spans.append((len(block), len(block) + len(thm.lines) - 1))
+        block.extend(thm.lines)
+    return _Placed.insert(text, at, block), spans
+
+
+def _why_not(
+    theorems: list[_Theorem],
+    passed: list[bool],
+    guard_proof: dict[str, str],
+    plan: DirectionPlan,
+) -> str:
+    notes = list(plan.notes)
+    counted = [t for t, ok in zip(theorems, passed, strict=True) if ok and t.candidate.uses_base]
+    if counted and guard_proof:
+        guard = next(g for g in ("assumption", "base-free") if g in guard_proof)
+        notes.append(
+            f"not counted: the proof by {counted[0].candidate.strategy} "
+            f"(`{counted[0].candidate.proof}`) is set aside because the target also follows "
+            f"without the other statement ({guard}: `{guard_proof[guard]}`), as in BEq+"
+        )
+    else:
+        tried = sum(t.candidate.uses_base for t in theorems)
+        notes.append(f"none of the portfolio's {tried} candidate proof(s) checked")
+    return "; ".join(notes)
+
+
+def _tactic_winners(
+    theorems: list[_Theorem],
+    passed: list[bool],
+    messages: list[dict[str, Any]],
+    starts: list[int],
+) -> tuple[list[tuple[_Theorem, Candidate, bool]], str]:
+    """The reference BEq+'s decision over its steps' results (``equiv_tactics``): the proofs
+    to re-check in order (with whether each must need ``base``), and why none counts."""
+    ok = {
+        (t.candidate.strategy, i): p for i, (t, p) in enumerate(zip(theorems, passed, strict=True))
+    }
+    guards = {t.candidate.strategy for t, p in zip(theorems, passed, strict=True)
+              if p and t.candidate.guard}  # fmt: skip
+    winners: list[tuple[_Theorem, Candidate, bool]] = []
+    # 1. `exact?`: its suggestion, counted if it needs `base` (checked when re-checked).
+    for i, thm in enumerate(theorems):
+        if thm.candidate.strategy == "exact?" and ok[("exact?", i)]:
+            end = starts[i] + len(thm.lines) - 1
+            said = [
+                str(m.get("data", "")).strip() for m in messages
+                if starts[i] <= _line(m) <= end and m.get("severity") == "information"
+            ]  # fmt: skip
+            found = exact_suggestion(said)
+            if found is not None:
+                winners.append((thm, Candidate("exact?", tactic_proof(found)), True))
+    # 2. `assumption` alone closes the target: nothing after step 1 counts.
+    if "assumption" in guards:
+        return winners, "not counted: `assumption` proves the target alone, as in BEq+ (step 2)"
+    order = ["apply", *(["have"] if "have-guard" not in guards else []),
+             *(f"convert-{k}" for k in CONVERT_DEPTHS)]  # fmt: skip
+    for step in order:
+        winners += [(t, t.candidate, False) for i, t in enumerate(theorems)
+                    if t.candidate.strategy == step and ok[(step, i)]]  # fmt: skip
+    return winners, "none of the reference BEq+'s steps proved it"
+
+
+def _line(message: dict[str, Any]) -> int:
+    pos = message.get("pos")
+    line = pos.get("line") if isinstance(pos, dict) else None
+    return line if isinstance(line, int) else -1
+
+
+def _first_line(message: dict[str, Any], limit: int = 240) -> str:
+    """Lean's message on one line (its lines joined), cut at ``limit`` characters."""
+    data = " ".join(str(message.get("data", "")).split())
+    if not data:
+        return "(no message)"
+    return data if len(data) <= limit else data[: limit - 1] + "…"
+
+
+def _describe(message: dict[str, Any]) -> str:
+    pos = message.get("pos") if isinstance(message.get("pos"), dict) else {}
+    assert isinstance(pos, dict)
+    return f"{pos.get('line', '?')}:{pos.get('column', '?')}: {_first_line(message)}"
+
+
+def _axioms_at(messages: list[dict[str, Any]], line: int, name: str) -> tuple[str, ...] | None:
+    """What ``#print axioms`` on ``line`` says about our theorem ``name`` (declared in the
+    file's current namespace, whatever it is), or None."""
+    for m in messages:
+        if _line(m) != line or m.get("severity") != "information":
+            continue
+        data = str(m.get("data", "")).strip()
+        match = _NAMED_RE.match(data)
+        if match is None:
+            continue
+        full = match["name"]
+        if full == name or full.endswith("." + name):
+            return parse_axioms([m], full)
+    return None

@@ -1,0 +1,104 @@
+"""The verdict on a statement task's attempt: the statement is valid on its own (the verifier's
+statement check: it elaborates, nothing else changed, no sorry, allowed axioms), then shown
+equivalent to the task's hidden reference in both directions (equivalence.py, BEq+).
+
+The reference is read here, after the attempt, from the suite's hidden file; it goes into the
+grading file only, whose Lean runs are fresh and sandboxed. Nothing of it reaches a session.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from lsp_bridge import name_parts
+
+from ..tasks import Suite, Task, reference_statement
+from .equivalence import Equivalence, EquivalenceGrader
+from .verifier import Verifier
+
+# The reference's name in the grading file, beside the target (its namespace, its scope).
+REFERENCE_NAME = "leanrig_reference"
+
+
+@dataclass(frozen=True, slots=True)
+class StatementVerdict:
+    accepted: bool  # the statement is valid and shown equivalent to the reference
+    reasons: tuple[str, ...]
+    statement: str
+    equivalence: Equivalence | None  # None: the statement is not valid, nothing was graded
+    elapsed_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "reasons": list(self.reasons),
+            "statement": self.statement,
+            "equivalence": self.equivalence.to_json() if self.equivalence else None,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+        }
+
+
+def grading_file(task: Task, statement: str, reference: str) -> tuple[str, str, int]:
+    """The task file with ``statement`` and, right after the target, the reference theorem
+    (its statement ``reference``, the task's placeholder body) in the target's scope.
+
+    Returns the text, the reference's full name, and the offset just after it."""
+    restated = task.restated(statement)
+    namespace = name_parts(task.spec.theorem)[:-1]
+    full = ".".join((*namespace, REFERENCE_NAME))
+    # `_root_.`: the full name whatever namespace the target was declared from.
+    declaration = f"\n\ntheorem _root_.{full}{reference}:={task.body}\n"
+    at = restated.span.end
+    text = restated.text[:at] + declaration + restated.text[at:]
+    return text, full, at + len(declaration)
+
+
+class StatementGrader:
+    """Grades statement attempts of ``suite`` with ``verifier``'s Lean, environment and
+    sandbox; ``equivalence`` proves the directions."""
+
+    def __init__(self, suite: Suite, verifier: Verifier, equivalence: EquivalenceGrader) -> None:
+        self.suite = suite
+        self.verifier = verifier
+        self.equivalence = equivalence
+
+    async def grade(self, task: Task, statement: str, budget_seconds: float) -> StatementVerdict:
+        """The verdict on ``statement`` as the attempt's statement of ``task``; each
+        direction of the equivalence has ``budget_seconds``."""
+        started = time.perf_counter()
+        checked = await self.verifier.verify(
+            task.statement_view(), task.with_statement(statement), statement=True
+        )
+        if not checked.accepted:
+            return StatementVerdict(
+                False, checked.reasons, statement, None, (time.perf_counter() - started) * 1000
+            )
+        path = self.suite.reference_path(task)
+        reference = reference_statement(path.read_text(encoding="utf-8"))
+        text, name, insert_at = grading_file(task, statement, reference)
+        shown = await self.equivalence.grade(
+            text, name, task.spec.theorem, insert_at=insert_at, budget_seconds=budget_seconds
+        )
+        reasons: tuple[str, ...] = ()
+        if shown.outcome != "equivalent":
+            reasons = (_not_shown(shown),)
+        return StatementVerdict(
+            shown.outcome == "equivalent",
+            reasons,
+            statement,
+            shown,
+            (time.perf_counter() - started) * 1000,
+        )
+
+
+def _not_shown(shown: Equivalence) -> str:
+    """Why a valid statement is not accepted, without a word of the reference."""
+    if shown.outcome == "invalid":
+        return "the grader could not elaborate the pair: " + "; ".join(shown.reasons)
+    directions = {"reference ⇒ statement": shown.forward, "statement ⇒ reference": shown.backward}
+    missing = [
+        name for name, d in directions.items() if d is None or d.outcome != "proved"
+    ]  # fmt: skip
+    return "not shown equivalent to the reference: no proof of " + " nor ".join(missing)
