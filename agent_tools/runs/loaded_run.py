@@ -5,8 +5,8 @@ line, tasks short of their attempts). Must not: render or write anything.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
