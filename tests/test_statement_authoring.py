@@ -35,3 +35,16 @@ def test_a_claim_that_spells_out_its_reference_is_a_finding(tmp_path: Path) -> N
     spelled = [f for f in report.findings if f.code == "claim-spells-reference"]
     assert [f.task for f in spelled] == ["add_comm"] and not report.ok
     assert lint_suite(CLAIMS).findings == []
+
+
+def test_a_reference_the_grader_cannot_match_with_itself_is_a_problem(tmp_path: Path) -> None:
+    root = tmp_path / "claims"
+    shutil.copytree(CLAIMS, root)
+    # `assumption` closes it: BEq+ counts no proof of a direction such a statement closes.
+    (root / "References" / "FalseElim.lean").write_text(
+        "theorem reference (p : Prop) (h : p) : p :=\n  sorryAx _ Bool.false\n", encoding="utf-8"
+    )
+    report = check_suite(root)
+    (failed,) = [t for t in report.tasks if not t.ok]
+    assert failed.task == "false_elim"
+    assert "does not show the reference equivalent to itself" in failed.problems[0]

@@ -131,3 +131,21 @@ exec "$2" agent scripted --plan "$3" --mcp-config "$4" --task "$5"
     )
     assert " ".join(reference.split()) not in " ".join(seen.split())
     assert "(N.add m n) (N.add n m)" not in seen and "N.add n m" not in seen
+
+
+def test_equiv_grades_a_candidate_file_against_a_tasks_reference(tmp_path: Path) -> None:
+    cwd = user_dir(tmp_path)
+    task_file = cwd / SUITE / "Claims" / "AddComm.lean"
+    text = task_file.read_text(encoding="utf-8")
+    right = text.replace("theorem main : True :=", "theorem main (a b : N) : Eq (N.add b a) "
+                         "(N.add a b) :=")  # fmt: skip
+    wrong = text.replace("theorem main : True :=", "theorem main (a : N) : Eq (N.add a N.z) a :=")
+    (cwd / "Right.lean").write_text(right, encoding="utf-8")
+    (cwd / "Wrong.lean").write_text(wrong, encoding="utf-8")
+    done = leanrig("equiv", "--suite", SUITE, "--task", "add_comm", "Right.lean", cwd=cwd)
+    assert done.returncode == 0 and done.stdout.startswith("ACCEPTED"), done.stdout + done.stderr
+    done = leanrig("equiv", "--suite", SUITE, "--task", "add_comm", "Wrong.lean", "--json",
+                   cwd=cwd)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    graded = json.loads(done.stdout)
+    assert not graded["accepted"] and graded["equivalence"]["outcome"] == "not_equivalent"

@@ -8,7 +8,8 @@ not name and holds none of the constructs the verdict forbids in a proof (``unsa
 statements (``#check @T`` under ``pp.all``) are unique; a statement Lean cannot print equals
 none (a note says so: it is no problem of the task). With ``--solutions DIR``, each
 ``DIR/<id>.lean`` (the task file with a proof) must be accepted by the verdict agents get.
-A statement task is checked with its hidden reference as the target's statement.
+A statement task is checked with its hidden reference as the target's statement, and the
+grader must show the reference equivalent to itself.
 An ``unsafe axiom`` outside the body (a self-contained prelude's ``lcErased``) is neither a
 declared axiom nor a forbidden construct: no theorem can use it.
 
@@ -36,7 +37,15 @@ from ..tasks import (
     reference_statement,
     writes_statement,
 )
-from ..verdict import Verifier, escape_name, forbidden_constructs, parse_axioms, parse_check
+from ..verdict import (
+    EquivalenceGrader,
+    StatementGrader,
+    Verifier,
+    escape_name,
+    forbidden_constructs,
+    parse_axioms,
+    parse_check,
+)
 from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
 from .statements import read_printed
 
@@ -130,10 +139,14 @@ async def _check(
     index = {task_id: i for i, task_id in enumerate(suite.tasks)}
     limiter = anyio.CapacityLimiter(2)
     verifier = Verifier(suite, install, library=library)
+    statements = StatementGrader(
+        suite, verifier, EquivalenceGrader(suite, install, library=library)
+    )
     async with LeanRuns.scratch(install, lean_path, suite.spec.limits.wall_seconds) as lean:
 
         async def one(task: Task) -> None:
             started = time.perf_counter()
+            original = task
             if writes_statement(task.kind):
                 # Checked as its reference states it: what the grader compares with.
                 task = await anyio.to_thread.run_sync(with_reference, suite, task)
@@ -141,6 +154,16 @@ async def _check(
                 text, check_line, axioms_line = query_lines(task)
                 answer = await lean.elaborate(f"Check_{index[task.id]}", text)
             check = task_check(suite, task, answer, check_line, axioms_line)
+            if writes_statement(task.kind) and not check.problems:
+                async with limiter:
+                    graded = await statements.grade(
+                        original, task.statement, suite.spec.limits.equiv_seconds
+                    )
+                if not graded.accepted:
+                    check.problems.append(
+                        "the grader does not show the reference equivalent to itself: "
+                        + "; ".join(graded.reasons)
+                    )
             solution = anyio.Path(solutions / f"{task.id}.lean") if solutions else None
             if solution is not None and not await solution.is_file():
                 check.solution = "missing"

@@ -52,11 +52,15 @@ def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Grade two statements of FILE by BEq+: each direction is proved from the "
         "other statement in a fresh sandboxed Lean and re-checked alone (docs/equivalence.md).",
     )  # fmt: skip
-    equiv.add_argument("file", metavar="FILE", help="a Lean file declaring both statements")
-    equiv.add_argument("--first", required=True, metavar="NAME",
+    equiv.add_argument("file", metavar="FILE", help="a Lean file declaring both statements; "
+                       "with --task, the task file with a candidate statement")  # fmt: skip
+    equiv.add_argument("--first", metavar="NAME",
                        help="the reference statement's full name")  # fmt: skip
-    equiv.add_argument("--second", required=True, metavar="NAME",
+    equiv.add_argument("--second", metavar="NAME",
                        help="the candidate statement's full name")  # fmt: skip
+    equiv.add_argument("--task", metavar="ID", help="a statement task of --suite: grade FILE's "
+                       "statement against the task's hidden reference, as a run's verdict "
+                       "does (the statement's own check first)")  # fmt: skip
     equiv.add_argument("--suite", metavar="DIR", help="the suite whose library FILE imports, "
                        "and its axiom allow-list and limits")  # fmt: skip
     equiv.add_argument("--budget", type=_positive_seconds, metavar="SECONDS",
@@ -96,6 +100,14 @@ def cmd_equiv(args: argparse.Namespace) -> int:
     from ..tasks import library_dir, load_suite
     from ..verdict import EquivalenceGrader
 
+    if args.task is not None:
+        return _cmd_task(args)
+    if args.first is None or args.second is None:
+        raise LeanrigError(
+            "give --first and --second (two statements of FILE), or --suite and --task",
+            hint="leanrig equiv FILE --first NAME --second NAME, or "
+            "leanrig equiv --suite DIR --task ID CANDIDATE.lean",
+        )
     source = _file_pair(args)
     # Only the suite's library and settings: its tasks are not this command's concern.
     suite = load_suite(source.suite_dir, only=[]) if source.suite_dir is not None else None
@@ -117,6 +129,55 @@ def cmd_equiv(args: argparse.Namespace) -> int:
     if result.outcome == "invalid":
         return 2  # the reasons are in the report
     return 0 if result.outcome == "equivalent" else 1
+
+
+def _cmd_task(args: argparse.Namespace) -> int:
+    """``--suite DIR --task ID FILE``: FILE's statement graded as a run grades an attempt's."""
+    import anyio
+
+    from lsp_bridge import find_lean
+
+    from ..tasks import library_dir, load_suite, writes_statement
+    from ..verdict import EquivalenceGrader, StatementGrader, Verifier
+
+    if args.suite is None:
+        raise LeanrigError("--task needs --suite DIR", hint="name the suite the task is in")
+    suite = load_suite(Path(args.suite).absolute(), only=[args.task])
+    task = suite.task(args.task)
+    if not writes_statement(task.kind):
+        raise LeanrigError(f"task {task.id} is a {task.kind} task: it has no reference",
+                           hint="pick a statement task (suite.toml `kind`)")  # fmt: skip
+    text = _file_pair_text(args.file)
+    start, end = task.statement_span
+    prefix, suffix = task.text[:start], task.text[end:]
+    if not (text.startswith(prefix) and text.endswith(suffix)) or len(text) < len(prefix + suffix):
+        raise LeanrigError(f"{args.file} differs from task {task.id}'s file outside the "
+                           "target's statement", hint="change only the statement (between the "
+                           "theorem's name and `:=`)")  # fmt: skip
+    statement = text[len(prefix) : len(text) - len(suffix)]
+    install = find_lean(suite.root)
+    library = library_dir(suite, install)
+    verifier = Verifier(suite, install, library=library)
+    grader = StatementGrader(suite, verifier, EquivalenceGrader(suite, install, library=library))
+    budget = args.budget or suite.spec.limits.equiv_seconds
+    verdict = anyio.run(grader.grade, task, statement, budget)
+    if args.json:
+        print(orjson.dumps(verdict.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        head = "ACCEPTED" if verdict.accepted else "NOT ACCEPTED"
+        print(f"{head}: task {task.id}, statement{statement.rstrip()}")
+        for reason in verdict.reasons:
+            print(f"  - {reason}")
+        if verdict.equivalence is not None:
+            print("\n".join(report_lines(verdict.equivalence)))
+    return 0 if verdict.accepted else 1
+
+
+def _file_pair_text(file: str) -> str:
+    try:
+        return Path(file).absolute().read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LeanrigError(f"cannot read {file}: {exc}", hint="pass a UTF-8 Lean file") from exc
 
 
 def report_lines(result: Any) -> list[str]:
