@@ -42,7 +42,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     # CLI subprocesses, sandboxes, editors, harnesses
     "e2e": ("test_agents", "test_as_typed", "test_as_typed_editor", "test_as_typed_runs",
             "test_equiv_cli",
-            "test_statement_runs",
+            "test_statement_harness", "test_statement_runs",
             "test_cancelled_steps", "test_corpus_runs", "test_corpus_tools", "test_docs_blocks",
             "test_editor_nvim",
             "test_editor_proxy", "test_editor_sweep",
