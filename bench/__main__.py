@@ -28,6 +28,7 @@ BENCHES = {
     "gateway": "bench.bench_gateway",
     "queries": "bench.bench_queries",
     "run_ray": "bench.bench_run_ray",
+    "equiv": "bench.bench_equiv",
 }
 
 

@@ -12,10 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from lsp_bridge import name_parts
 
 from ..tasks import Suite, Task, reference_statement
 from .equivalence import Equivalence, EquivalenceGrader
+from .forbidden import effects_when_elaborated
 from .verifier import Verifier
 
 # The reference's name in the grading file, beside the target (its namespace, its scope).
@@ -66,31 +69,46 @@ class StatementGrader:
 
     async def grade(self, task: Task, statement: str, budget_seconds: float) -> StatementVerdict:
         """The verdict on ``statement`` as the attempt's statement of ``task``; each
-        direction of the equivalence has ``budget_seconds``."""
+        direction of the equivalence has ``budget_seconds``.
+
+        The statement's own check and the equivalence run at once (each in its own fresh
+        sandboxed Lean); the equivalence counts only for a statement the check accepts. A
+        statement with a construct that acts while Lean elaborates is refused before either."""
         started = time.perf_counter()
-        checked = await self.verifier.verify(
-            task.statement_view(), task.with_statement(statement), statement=True
-        )
-        if not checked.accepted:
-            return StatementVerdict(
-                False, checked.reasons, statement, None, (time.perf_counter() - started) * 1000
-            )
+        acting = effects_when_elaborated(statement)
+        if acting:
+            return StatementVerdict(False, tuple(acting), statement, None, _ms(started))
         path = self.suite.reference_path(task)
         reference = reference_statement(path.read_text(encoding="utf-8"))
         text, name, insert_at = grading_file(task, statement, reference)
-        shown = await self.equivalence.grade(
-            text, name, task.spec.theorem, insert_at=insert_at, budget_seconds=budget_seconds
-        )
+        outcomes: dict[str, Any] = {}
+
+        async def check() -> None:
+            outcomes["check"] = await self.verifier.verify(
+                task.statement_view(), task.with_statement(statement), statement=True
+            )
+
+        async def equivalence() -> None:
+            outcomes["shown"] = await self.equivalence.grade(
+                text, name, task.spec.theorem, insert_at=insert_at, budget_seconds=budget_seconds
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check)
+            tg.start_soon(equivalence)
+        checked, shown = outcomes["check"], outcomes["shown"]
+        if not checked.accepted:
+            return StatementVerdict(False, checked.reasons, statement, None, _ms(started))
         reasons: tuple[str, ...] = ()
         if shown.outcome != "equivalent":
             reasons = (_not_shown(shown),)
         return StatementVerdict(
-            shown.outcome == "equivalent",
-            reasons,
-            statement,
-            shown,
-            (time.perf_counter() - started) * 1000,
+            shown.outcome == "equivalent", reasons, statement, shown, _ms(started)
         )
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _not_shown(shown: Equivalence) -> str:
