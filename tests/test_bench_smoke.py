@@ -301,6 +301,16 @@ def smoke_queries(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, 
     return {"results": {"smoke": rows}}
 
 
+def smoke_equiv(_tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Two candidates' statement verdicts beside proof verdicts; their outcomes the plan's."""
+    from bench import bench_equiv
+
+    result: dict[str, Any] = anyio.run(bench_equiv.measure, 1, 2)
+    assert result["outcomes"] == {"add_comm": True, "add_zero": False}
+    _samples(result["results"])
+    return result
+
+
 SMOKES: dict[str, Callable[[Path, pytest.FixtureRequest], dict[str, Any]]] = {
     "lsp_bridge": smoke_lsp_bridge,
     "pool": smoke_pool,
@@ -311,6 +321,7 @@ SMOKES: dict[str, Callable[[Path, pytest.FixtureRequest], dict[str, Any]]] = {
     "gateway": smoke_gateway,
     "queries": smoke_queries,
     "run_ray": smoke_run_ray,
+    "equiv": smoke_equiv,
 }
 
 
