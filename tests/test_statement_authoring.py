@@ -48,3 +48,29 @@ def test_a_reference_the_grader_cannot_match_with_itself_is_a_problem(tmp_path: 
     (failed,) = [t for t in report.tasks if not t.ok]
     assert failed.task == "false_elim"
     assert "does not show the reference equivalent to itself" in failed.problems[0]
+
+
+def test_import_as_statement_tasks_takes_references_and_claims(tmp_path: Path) -> None:
+    from agent_tools.authoring import import_suite
+    from agent_tools.tasks import load_suite, reference_statement
+
+    demo = CLAIMS.parent / "demo"
+    shutil.copytree(demo / "Demo", tmp_path / "src" / "Demo")
+    (tmp_path / "meta.toml").write_text(
+        '["Demo.AndSwap.main"]\nclaim = "p and q imply q and p"\n'
+        '["Demo.OrSwap.main"]\nclaim = "p or q implies q or p"\n',
+        encoding="utf-8",
+    )
+    report = import_suite([tmp_path / "src"], tmp_path / "out", meta=tmp_path / "meta.toml",
+                          kind="statement")  # fmt: skip
+    assert sorted(t.theorem for t in report.tasks) == ["Demo.AndSwap.main", "Demo.OrSwap.main"]
+    assert all("no claim" in s.reason for s in report.skipped)
+    suite = load_suite(tmp_path / "out")
+    original = load_suite(demo).task("and_swap")
+    task = next(t for t in suite.tasks.values() if t.spec.theorem == "Demo.AndSwap.main")
+    assert task.kind == "statement" and task.claim == "p and q imply q and p"
+    assert task.statement == " : True " and task.body.strip() == "sorryAx _ Bool.false"
+    reference = suite.reference_path(task)
+    assert reference.parent in suite.hidden_paths
+    assert reference_statement(reference.read_text(encoding="utf-8")) == original.statement
+    assert check_suite(tmp_path / "out").ok

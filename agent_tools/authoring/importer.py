@@ -33,7 +33,14 @@ from pydantic import BaseModel
 
 from lsp_bridge import LeanInstall, LeanrigError, find_lean
 
-from ..tasks import DEFAULT_AXIOMS, load_suite, locate_body
+from ..tasks import (
+    DEFAULT_AXIOMS,
+    TaskKind,
+    load_suite,
+    locate_body,
+    statement_bounds,
+    writes_statement,
+)
 from ..verdict import escape_name, parse_axioms, parse_check
 from .lean_runs import AuthoringError, LeanAnswer, LeanRuns, lake_lean_path, line_of
 from .sources import (
@@ -54,6 +61,9 @@ from .sources import (
 from .statements import read_printed
 
 TASK_DIR = "tasks"
+REFERENCE_DIR = "References"  # statement tasks' references (hidden)
+# A statement task's target before the attempt writes its own statement.
+PLACEHOLDER_STATEMENT = " : True "
 # Lean's own libraries, which use no sorry: a file importing only these and sorry-free files of
 # the benchmark is sorry-free when it does not use sorry itself.
 CORE_MODULES = frozenset({"Init", "Std", "Lean"})
@@ -69,6 +79,9 @@ class ImportedTask(BaseModel):
     field: str
     difficulty: int
     defaults: list[str]  # which of title/field/difficulty fell back to a default
+    kind: TaskKind = "proof"
+    claim: str = ""  # statement kinds: from --meta
+    reference: str | None = None  # statement kinds: the hidden reference file
 
 
 class SkippedTheorem(BaseModel):
@@ -96,8 +109,16 @@ class _Facts:
 
 
 def import_suite(
-    paths: list[Path], out: Path, *, name: str | None = None, meta: Path | None = None
+    paths: list[Path],
+    out: Path,
+    *,
+    name: str | None = None,
+    meta: Path | None = None,
+    kind: TaskKind = "proof",
 ) -> ImportReport:
+    """``kind`` ``statement``: each theorem becomes a statement task whose reference is its
+    statement (written to ``REFERENCE_DIR``, hidden) and whose claim is ``--meta``'s
+    ``claim``; the task file's target gets the placeholder statement ``: True``."""
     sources, lake = read_sources(paths, exclude=out.resolve())
     prelude = all(s.header.prelude for s in sources)
     install = find_lean(paths[0].resolve() if paths[0].is_dir() else paths[0].resolve().parent)
@@ -108,7 +129,7 @@ def import_suite(
         )
     metadata = read_meta(meta) if meta is not None else {}
     plan = anyio.run(_plan, sources, lake, install)
-    return _write_suite(plan, sources, lake, prelude, out.resolve(), name, metadata)
+    return _write_suite(plan, sources, lake, prelude, out.resolve(), name, metadata, kind)
 
 
 @dataclass(slots=True)
@@ -155,6 +176,7 @@ def _write_suite(
     out: Path,
     name: str | None,
     metadata: dict[str, dict[str, Any]],
+    kind: TaskKind = "proof",
 ) -> ImportReport:
     existing = _existing_manifest(out)
     old_tasks = {t.get("id"): t for t in existing.get("tasks", []) if isinstance(t, dict)}
@@ -171,8 +193,24 @@ def _write_suite(
             taken = f"its id {ident} is taken by {seen[ident]}"
             skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=taken))
             continue
+        entry = _task_entry(ident, target, source, metadata, old_tasks.get(ident))
+        if writes_statement(kind):
+            stated = _as_statement_task(text, target.name)
+            claim = str(meta_for(metadata, target.name).get("claim", "")).strip()
+            claim = claim or str((old_tasks.get(ident) or {}).get("claim", ""))
+            if isinstance(stated, str) and not claim:
+                stated = (None, "no claim for it (a `claim` in --meta)")
+            if isinstance(stated, tuple):
+                skipped.append(SkippedTheorem(theorem=target.name, source=where,
+                                              reason=stated[1]))  # fmt: skip
+                continue
+            reference = f"{REFERENCE_DIR}/{ident}.lean"
+            _write(out / reference, _reference_text(text, target.name))
+            entry = entry.model_copy(update={"kind": kind, "claim": claim,
+                                             "reference": reference})  # fmt: skip
+            text = stated
         seen[ident] = target.name
-        tasks.append(_task_entry(ident, target, source, metadata, old_tasks.get(ident)))
+        tasks.append(entry)
         _write(out / TASK_DIR / f"{ident}.lean", text)
     for lib in plan.library:
         _write(out / lib.rel, lib.text)
@@ -184,6 +222,10 @@ def _write_suite(
     removed = _remove_stale(out, {t.id for t in tasks}, old_tasks)
     suite_name = name or str(existing.get("name") or out.name)
     libraries = [s.module for s in plan.library] if prelude else []
+    if any(t.reference for t in tasks):
+        hidden = [str(h) for h in existing.get("hidden", [])]
+        existing = {**existing, "hidden": [*hidden, *([REFERENCE_DIR] * (REFERENCE_DIR not in
+                                                                          hidden))]}  # fmt: skip
     _write(out / "suite.toml", _manifest(existing, suite_name, prelude, libraries, tasks))
     try:
         load_suite(out)
@@ -365,6 +407,53 @@ def _task_entry(
     )
 
 
+def _as_statement_task(text: str, theorem: str) -> str | tuple[None, str]:
+    """The task file with the target's statement replaced by the placeholder ``: True``, or
+    (None, why not)."""
+    span = locate_body(text, theorem)
+    start, end = statement_bounds(text, span)
+    body = span.body(text)
+    # The body stays while the statement changes: it must not name the statement's type.
+    flag = _typed_sorry_flag(body.strip())
+    if flag is not None:
+        lead = body[: len(body) - len(body.lstrip())]
+        body = f"{lead}sorryAx _ {flag}"
+    elif body.strip() != "sorry":
+        return None, "its placeholder body is neither `sorry` nor `sorryAx T …`"
+    return text[:start] + PLACEHOLDER_STATEMENT + text[end : span.start] + body + text[span.end :]
+
+
+def _typed_sorry_flag(body: str) -> str | None:
+    """``b`` of a prelude file's typed placeholder ``sorryAx T b`` (``T`` a name or a
+    bracketed term), or None when ``body`` is not one."""
+    if not body.startswith("sorryAx") or body[len("sorryAx") : len("sorryAx") + 1] not in " (":
+        return None
+    rest = body[len("sorryAx") :].lstrip()
+    if rest.startswith("("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0:
+                rest = rest[i + 1 :]
+                break
+        else:
+            return None
+    else:
+        rest = rest.split(maxsplit=1)[1] if len(rest.split(maxsplit=1)) == 2 else ""
+    flag = rest.strip()
+    return flag if flag and " " not in flag else None
+
+
+def _reference_text(text: str, theorem: str) -> str:
+    """The reference file of ``theorem``: its statement, as one theorem (its body a sorry)."""
+    span = locate_body(text, theorem)
+    start, end = statement_bounds(text, span)
+    return (
+        f"-- The reference statement of {theorem} (hidden from agents).\n"
+        f"theorem reference{text[start:end]}:=\n  sorry\n"
+    )
+
+
 def _existing_manifest(out: Path) -> dict[str, Any]:
     manifest = out / "suite.toml"
     if not manifest.exists():
@@ -420,7 +509,9 @@ def _manifest(
         **tables,  # [limits], [lad], [lint]
         "tasks": [
             {"id": t.id, "file": t.file, "theorem": t.theorem, "title": t.title,
-             "field": t.field, "difficulty": t.difficulty}
+             "field": t.field, "difficulty": t.difficulty,
+             **({"kind": t.kind, "claim": t.claim, "reference": t.reference}
+                if t.reference else {})}
             for t in tasks
         ],
     }  # fmt: skip

@@ -245,13 +245,13 @@ def library_order(sources: list[SourceFile]) -> list[SourceFile]:
 
 # -- metadata ----------------------------------------------------------------------------------
 
-META_KEYS = ("title", "field", "difficulty")
+META_KEYS = ("title", "field", "difficulty", "claim")
 
 
 def read_meta(path: Path) -> dict[str, dict[str, Any]]:
-    """``--meta``: theorem name → {title, field, difficulty}, from TOML (tables keyed by theorem
-    name, or ``[[tasks]]`` with ``theorem``), CSV (a ``theorem`` column) or JSONL (one object a
-    line with ``theorem``)."""
+    """``--meta``: theorem name → {title, field, difficulty, claim}, from TOML (tables keyed
+    by theorem name, or ``[[tasks]]`` with ``theorem``), CSV (a ``theorem`` column) or JSONL
+    (one object a line with ``theorem``)."""
     try:
         raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

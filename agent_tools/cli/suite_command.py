@@ -24,7 +24,12 @@ def add_suite_command(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     imp.add_argument("--out", required=True, help="the suite directory to write (or update)")
     imp.add_argument("--name", help="the suite's name (default: kept, else OUT's name)")
-    imp.add_argument("--meta", help="title/field/difficulty by theorem name (TOML, CSV, JSONL)")
+    imp.add_argument("--meta", help="title/field/difficulty (and claim) by theorem name "
+                     "(TOML, CSV, JSONL)")  # fmt: skip
+    imp.add_argument("--kind", choices=["proof", "statement", "statement_and_proof"],
+                     default="proof", help="the tasks' kind: statement tasks take each "
+                     "theorem's statement as their hidden reference, --meta's `claim` as "
+                     "their claim")  # fmt: skip
     imp.add_argument("--json", action="store_true", help="the import report as JSON")
     check = kinds.add_parser("check", help="every task elaborates with only its placeholder")
     check.add_argument("suite", metavar="DIR", help="the suite directory")
@@ -74,6 +79,7 @@ def _import(args: argparse.Namespace) -> int:
         Path(args.out).absolute(),
         name=args.name,
         meta=Path(args.meta).absolute() if args.meta else None,
+        kind=args.kind,
     )
     if args.json:
         _dump(report.model_dump())

@@ -53,6 +53,7 @@ from .target_split import unwrap as unwrap
 from .task_kinds import TASK_KINDS as TASK_KINDS
 from .task_kinds import TaskKind as TaskKind
 from .task_kinds import reference_statement as reference_statement
+from .task_kinds import statement_bounds as statement_bounds
 from .task_kinds import writes_proof as writes_proof
 from .task_kinds import writes_statement as writes_statement
 
