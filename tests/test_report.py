@@ -644,3 +644,42 @@ def test_a_per_point_panel_with_nothing_to_draw_says_why() -> None:
     assert empty_panel_note("USD", [0.0, 0.01]) is None
     assert empty_panel_note("seconds", [None]) == "N/A: no run scored a point"
     assert empty_panel_note("seconds", [0.04, None]) is None
+
+
+def kinds_run(path: Path, condition: str, accepted: dict[str, bool]) -> Path:
+    """A run over two proof tasks (p1, p2) and two statement tasks (s1, s2)."""
+    inventory = [
+        {"id": t, "field": "f", "difficulty": 2, "kind": "proof" if t[0] == "p" else "statement"}
+        for t in ("p1", "p2", "s1", "s2")
+    ]
+    write_run_info(path, RunInfo.model_validate({
+        "suite_name": "mixed", "task_count": 4, "tasks": inventory, "model": "m",
+        "condition": condition, "time_limit_s": 60, "label": condition,
+        "started_at": "2026-05-01T10:00:00+00:00", "ended_at": "2026-05-01T10:05:00+00:00",
+    }))  # fmt: skip
+    for t in inventory:
+        append_result(path, AttemptResult.model_validate({
+            "task": t["id"], "field": "f", "difficulty": 2, "kind": t["kind"],
+            "accepted": accepted[str(t["id"])], "invocation_s": 10.0, "condition": condition,
+        }))  # fmt: skip
+    return path
+
+
+def test_a_run_mixing_kinds_reports_each_kind_apart(tmp_path: Path) -> None:
+    from agent_tools.runs import compare_runs, write_report
+
+    base = kinds_run(tmp_path / "b", "baseline", {"p1": True, "p2": True, "s1": False, "s2": False})
+    lad = kinds_run(tmp_path / "l", "lad", {"p1": True, "p2": False, "s1": True, "s2": True})
+    summary = write_report(base, tmp_path / "out", plots=False)
+    assert summary["score"] == 50.0
+    assert {k: m["score"] for k, m in summary["by_kind"].items()} == {
+        "proof": 100.0,
+        "statement": 0.0,
+    }
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "### Proofs (theorem proving)" in text and "### Statements (autoformalization)" in text
+    compare_runs(base, lad, tmp_path / "cmp", plots=False)
+    rows = [line for line in (tmp_path / "cmp" / "compare.md").read_text().splitlines()
+            if line.startswith(("| proof |", "| statement |"))]  # fmt: skip
+    assert rows[0].startswith("| proof | 100.0 | 50.0 | -50.0 |")
+    assert rows[1].startswith("| statement | 0.0 | 100.0 | +100.0 |")

@@ -57,12 +57,16 @@ def metrics_by_kind(
 ) -> dict[TaskKind, RunMetrics]:
     """Each task kind's metrics (its tasks of the inventory, its results), when the run has a
     kind other than ``proof``; empty for a proofs-only run (its metrics are the run's)."""
-    kinds = {t.kind for t in info.tasks} | {r.kind for r in results}
+    # A task's kind as its results say (a run.json written before inventories had kinds says
+    # `proof` of every task), else as the inventory does.
+    said = {r.task: r.kind for r in results}
+    kind_of = {t.id: said.get(t.id, t.kind) for t in info.tasks}
+    kinds = set(kind_of.values()) | set(said.values())
     if kinds <= {"proof"}:
         return {}
     out: dict[TaskKind, RunMetrics] = {}
     for kind in sorted(kinds):
-        inventory = [t for t in info.tasks if t.kind == kind]
+        inventory = [t for t in info.tasks if kind_of[t.id] == kind]
         mine = [r for r in results if r.kind == kind]
         if mine or inventory:
             out[kind] = compute_metrics(mine, inventory=inventory, prices=prices,

@@ -473,6 +473,7 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
             f"together, each side scored on the same resample ({CI_METHOD}); N/A with fewer "
             "than two tasks. An interval that excludes 0 is a change the task sample "
             "supports."]  # fmt: skip
+    out += by_kind_comparison(base, lad)
     only = only_one_side(base.plot_run(), lad.plot_run())
     out += ["", "## Tasks verified by one condition only", ""]
     out += [f"- LAD only ({len(only['lad'])}): {', '.join(only['lad']) or '—'}",
@@ -483,6 +484,30 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
     notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
     out += [""] + [f"> note: {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
+
+
+def by_kind_comparison(base: LoadedRun, lad: LoadedRun) -> list[str]:
+    """Each task kind's score and completion on both sides (runs with a kind other than
+    ``proof``): a change in proving is not read as one in stating, or the reverse."""
+    kinds = [k for k in base.by_kind if k in lad.by_kind]
+    if not kinds:
+        return []
+    out = ["", "## By task kind", "",
+           "| kind | baseline score | LAD score | Δ points | Δ " + CI_LABEL + " | baseline "
+           "completion | LAD completion |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for kind in kinds:
+        c = compare(base.by_kind[kind], lad.by_kind[kind])
+        delta = (
+            "N/A"
+            if c.score.base is None or c.score.new is None
+            else f"{c.score.new - c.score.base:+.1f}"
+        )
+        out.append(
+            f"| {kind} | {fmt(c.score.base)} | {fmt(c.score.new)} | {delta} | "
+            f"{delta_ci_text(c.score_delta_ci)} | {fmt(c.completion.base)}% | "
+            f"{fmt(c.completion.new)}% |"
+        )
+    return out
 
 
 def mismatches(base: RunInfo, new: RunInfo) -> list[str]:
@@ -536,6 +561,9 @@ def compare_runs(
     summary: dict[str, Any] = {
         "kind": "compare",
         "comparison": c.to_json(),
+        "by_kind": {
+            k: compare(b.by_kind[k], n.by_kind[k]).to_json() for k in b.by_kind if k in n.by_kind
+        },
         "base": run_json(b),
         "lad": run_json(n),
         "notes": c.notes + [f"baseline: {x}" for x in b.notes] + [f"LAD: {x}" for x in n.notes],
