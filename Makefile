@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report,ray]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report,ray,inspect]'
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
 	@scripts/install-emacs.sh || true
@@ -45,8 +45,8 @@ demo-run: setup
 	$(BIN)/leanrig compare $(DEMO_RUN)/baseline $(DEMO_RUN)/lad --out $(DEMO_RUN)/compare
 
 lint: setup
-	$(BIN)/ruff check lsp_bridge repl_pool agent_tools tests bench
-	$(BIN)/ruff format --check lsp_bridge repl_pool agent_tools tests bench
+	$(BIN)/ruff check lsp_bridge repl_pool agent_tools leanrig tests bench
+	$(BIN)/ruff format --check lsp_bridge repl_pool agent_tools leanrig tests bench
 
 typecheck: setup
 	$(BIN)/mypy

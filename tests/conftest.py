@@ -25,7 +25,8 @@ TIERS: dict[str, tuple[str, ...]] = {
              "test_cluster_attempts",
              "test_completeness", "test_node_routing",
              "test_body_bounds", "test_harness_presets", "test_header", "test_lean_text",
-             "test_metrics", "test_minimal_edit", "test_model_gateway", "test_positions",
+             "test_metrics", "test_minimal_edit", "test_model_gateway", "test_model_io",
+             "test_positions",
              "test_probe", "test_replay_model", "test_report", "test_results",
              "test_wire_usage"),
     # the real Lean: clients, pools, the in-process service, the SDK's in-memory MCP client
@@ -48,6 +49,7 @@ TIERS: dict[str, tuple[str, ...]] = {
             "test_editor_proxy", "test_editor_sweep",
             "test_editor_emacs", "test_fdstreams",
             "test_harness_runs", "test_hostile_clients", "test_human_attempts",
+            "test_inspect_export", "test_inspect_task",
             "test_network_servers", "test_red_team", "test_runner", "test_runner_faults",
             "test_runner_isolation", "test_server_heap", "test_suite_authoring",
             "test_test_grouping"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from .conftest import stray_guard
 from .test_as_typed import leanrig, leanrig_each, sandbox_or_skip
@@ -48,3 +49,31 @@ def test_both_harnesses_write_statements_that_are_graded_and_reported(tmp_path: 
         assert "### Statements (autoformalization)" in report.stdout
         rate = "(equivalence rate over attempts 50.0%)"
         assert rate in report.stdout, (harness, report.stdout[-2000:])
+        exported_as_inspect_reads(cwd, harness, got)
+
+
+def exported_as_inspect_reads(cwd: Path, harness: str, got: dict[str, Any]) -> None:
+    """The run (its model I/O recorded: the replay model's default) exported to an Inspect
+    log: a sample per attempt with the verdict, the tokens, and the model's tool calls with
+    leanrig's results in its conversation."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:  # (the `inspect` extra: `make setup` installs it)
+        return
+    for task in got:
+        assert (cwd / "runs" / harness / "attempts" / task / "1" / "model_io.jsonl").is_file()
+    done = leanrig("export", "inspect", f"runs/{harness}", "--out", f"{harness}.eval", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    log = read_eval_log(str(cwd / f"{harness}.eval"))
+    samples = {str(s.id): s for s in log.samples or []}
+    assert set(samples) == set(got)
+    for task, sample in samples.items():
+        r = got[task]
+        assert sample.scores is not None
+        assert sample.scores["leanrig_verdict"].value == ("C" if r["accepted"] else "I")
+        (usage,) = sample.model_usage.values()
+        assert usage.output_tokens == r["output_tokens"]
+        calls = [c.function for m in sample.messages if m.role == "assistant"
+                 for c in m.tool_calls or []]  # fmt: skip
+        assert any(c.endswith("set_statement") for c in calls), calls
+        assert any(m.role == "tool" for m in sample.messages)

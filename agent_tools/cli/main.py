@@ -15,6 +15,7 @@ import orjson
 from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 
 from .equiv_command import add_equiv_command
+from .export_command import add_export_command
 from .logs import configure_logging
 from .run_command import cmd_model, cmd_run
 from .serve_command import cmd_serve
@@ -378,6 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--attempt-memory", metavar="SIZE", type=_megabytes,
                      help="what an attempt reserves on a cluster node (e.g. 8G, 512M; "
                      "default: the suite's [limits])")  # fmt: skip
+    run.add_argument("--record-model-io", action="store_true", default=None,
+                     help="keep each model call's request and answer in the attempt's "
+                     "model_io.jsonl (default with --model replay; no key or header is "
+                     "written)")  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 
@@ -409,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_suite_command(sub, common)
     add_equiv_command(sub, common)
+    add_export_command(sub, common)
 
     # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
     # are parsed by the editor's own parser from what follows the command name).

@@ -42,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         reasoning=args.reasoning, model_endpoint=args.model_endpoint,
         model_key_env=args.model_key_env, ray=args.ray, attempt_memory_mb=args.attempt_memory,
         agent_home=Path(args.agent_home).absolute() if args.agent_home else None,
-        equiv_budget=args.equiv_budget,
+        equiv_budget=args.equiv_budget, record_model_io=args.record_model_io,
         given=frozenset({"agent", *given}), **given,
     )  # fmt: skip
     from lsp_bridge import single_errors

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .gateway import gateway_client as gateway_client
     from .gateway import model_time as model_time
     from .gateway import upstream_url as upstream_url
+    from .model_io import MODEL_IO_FILE as MODEL_IO_FILE
+    from .model_io import MODEL_IO_SCHEMA as MODEL_IO_SCHEMA
+    from .model_io import reassemble as reassemble
     from .model_request import Api as Api
     from .model_request import RequestFacts as RequestFacts
     from .model_request import api_of as api_of

@@ -35,7 +35,9 @@ The agent is untrusted, so the gateway forwards the model APIs' routes and nothi
 
 The API key never reaches the agent: the agent is given a placeholder, and the gateway swaps
 it for the key (from the runner's environment) in the authentication headers on the way out.
-Neither the key nor the headers are written anywhere.
+Neither the key nor the headers are written anywhere. With ``io_path`` (`leanrig run
+--record-model-io`) each model call's request body and answer (a stream reassembled) also go
+to ``model_io.jsonl`` (model_io.py), the key masked in both should a body hold it.
 
 Must not: forward anything but the routes above; interpret or change a forwarded request's or
 answer's body; retry (the harness decides); hold a call past its deadlines; answer a request
@@ -59,6 +61,7 @@ import httpx2 as httpx
 import orjson
 import structlog
 
+from .model_io import AnswerCapture, append_io_line, io_line
 from .model_request import Api, RequestFacts, api_of, request_facts
 from .usage import CallUsage, WireMeter
 
@@ -277,10 +280,13 @@ class _Meter:
     complete: bool = False
     refused: bool = False
     error: str | None = None
+    # With model I/O recorded: the request's body and the answer as it passed.
+    request_body: bytes = b""
+    capture: AnswerCapture | None = None
 
     def refuse(self, status: int | None, reason: str) -> None:
         self.refused, self.status, self.error = True, status, reason
-        self.api = self.facts = self.meter = None
+        self.api = self.facts = self.meter = self.capture = None
 
     def record(self) -> ModelCall:
         usage = self.meter.finish() if self.meter is not None else _UNKNOWN
@@ -311,6 +317,9 @@ class ModelGateway:
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_concurrent: int = MAX_CONCURRENT
     slot_wait_s: float = SLOT_WAIT_S
+    # Set: each model call's request and answer also go to this file (model_io.py), keys
+    # masked, no header written.
+    io_path: Path | None = None
     _slots: anyio.Semaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -349,6 +358,26 @@ class ModelGateway:
             record = call.record()
             self.calls.append(record)
             _append_line(self.calls_path, record.to_json())
+            if call.capture is not None and call.api is not None and self.io_path is not None:
+                # Reassembling a long answer takes a while: off the event loop, and done even
+                # when the call was cancelled (the agent's record must not lose its last turn).
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._record_io, record, call)
+
+    def _record_io(self, record: ModelCall, call: _Meter) -> None:
+        assert call.capture is not None
+        assert call.api is not None
+        assert self.io_path is not None
+        try:
+            line = io_line(
+                api=call.api, path=record.path, started=record.started, status=record.status,
+                streaming=record.streaming, latency_s=record.latency_s,
+                complete=record.complete, error=record.error, request=call.request_body,
+                answer=call.capture, secrets=(self.key, self.placeholder),
+            )  # fmt: skip
+            append_io_line(self.io_path, line)
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("gateway.model_io_unwritable", path=str(self.io_path), error=str(exc))
 
     async def _handle(self, scope: dict[str, Any], receive: Any, send: Any, call: _Meter) -> None:
         """Check one request, wait for its slot and forward it, filling in ``call``; raises
@@ -379,6 +408,8 @@ class ModelGateway:
             if call.api is not None:
                 call.facts = request_facts(call.api, body)
                 call.meter = WireMeter(call.api)
+                if self.io_path is not None:
+                    call.request_body, call.capture = body, AnswerCapture()
             url = upstream_url(self.upstream, path, query.decode("ascii"))
             request = self.client.build_request(
                 call.method, url, content=body,
@@ -418,6 +449,8 @@ class ModelGateway:
                     call.status = response.status_code
                     if meter is not None:
                         meter.content_type(response.headers.get("content-type", ""))
+                    if call.capture is not None:
+                        call.capture.content_type = response.headers.get("content-type", "")
                     await send({
                         "type": "http.response.start", "status": call.status,
                         "headers": _answer_headers(response.headers),
@@ -426,6 +459,8 @@ class ModelGateway:
                         if meter is not None and meter.feed(chunk) and call.ttft is None:
                             call.ttft = time.perf_counter() - call.t0
                         call.response_bytes += len(chunk)
+                        if call.capture is not None:
+                            call.capture.feed(chunk)
                         await send({"type": "http.response.body", "body": chunk,
                                     "more_body": True})  # fmt: skip
                         # The API's end event reached the agent: the answer is whole, and

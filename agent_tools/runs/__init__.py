@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from .harness import HarnessName as HarnessName
     from .harness import find_harness as find_harness
     from .harness import harness_version as harness_version
+    from .inspect_export import ExportedLog as ExportedLog
+    from .inspect_export import InspectMissing as InspectMissing
+    from .inspect_export import export_inspect as export_inspect
     from .ledger_report import ReportError as ReportError
     from .ledger_report import benchmark_metrics as benchmark_metrics
     from .ledger_report import percentile as percentile

@@ -60,7 +60,8 @@ ATTEMPT_NODE_VAR: Final = "LEANRIG_RAY_ATTEMPT"
 FILE_CAP: Final = 64 * 2**20
 TOTAL_CAP: Final = 256 * 2**20
 # The attempt's own records, packed before the agent's workspace files.
-RECORDS: Final = ("ledger.jsonl", "agent.log", "model_calls.jsonl", "harness.json",
+RECORDS: Final = ("ledger.jsonl", "agent.log", "model_calls.jsonl", "model_io.jsonl",
+                  "harness.json",
                   "workspace/Submission.lean", "workspace/usage.json")  # fmt: skip
 
 

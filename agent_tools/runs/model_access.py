@@ -14,7 +14,7 @@ from typing import Final
 
 import orjson
 
-from ..models import ModelGateway
+from ..models import MODEL_IO_FILE, ModelGateway
 from ..servers import listen_local, socket_url
 from .attempt_dir import ATTEMPT_TOKEN_VAR, AttemptDir, relay_command
 from .harness import (
@@ -27,7 +27,7 @@ from .harness import (
     key_variable,
     plan_launch,
 )
-from .options import NetworkPolicy, RunError, RunOptions
+from .options import NetworkPolicy, RunError, RunOptions, records_model_io
 from .results import HarnessInfo, Usage
 
 MODEL_SOCKET_FILE: Final = "model.sock"
@@ -51,6 +51,7 @@ class ModelRoute:
     upstream: str
     key_var: str | None
     key: str | None = field(default=None, repr=False)
+    record_io: bool = False  # each call's request and answer kept (`--record-model-io`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,9 @@ def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
     key = env.get(var) if var else None
     if var is not None and not key:
         raise RunError(f"--model-key-env {var}: the variable is not set (or empty)")
-    return ModelRoute(upstream=endpoint, key_var=var, key=key)
+    return ModelRoute(
+        upstream=endpoint, key_var=var, key=key, record_io=records_model_io(options)
+    )
 
 
 def gateway_usage(gateway: ModelGateway) -> Usage:
@@ -134,9 +137,10 @@ def open_gateway(
     a loopback TCP port. Nothing without a route."""
     if route is None:
         return None, None, None
+    io_path = ws.root / MODEL_IO_FILE if route.record_io else None
     gateway = ModelGateway(upstream=route.upstream, client=client,  # type: ignore[arg-type]
                            calls_path=ws.root / MODEL_CALLS_FILE,
-                           placeholder=KEY_PLACEHOLDER, key=route.key)  # fmt: skip
+                           placeholder=KEY_PLACEHOLDER, key=route.key, io_path=io_path)  # fmt: skip
     if forwarded:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(ws.socket.parent / MODEL_SOCKET_FILE))

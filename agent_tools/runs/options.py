@@ -76,6 +76,16 @@ class RunOptions:
     # Seconds per direction of a statement task's equivalence proof; default: the suite's
     # [limits] equiv_seconds.
     equiv_budget: float | None = None
+    # Each model call's request and answer kept in the attempt's model_io.jsonl (the gateway's
+    # `io_path`); None: on with the replay model (`--model replay`), else off.
+    record_model_io: bool | None = None
+
+
+def records_model_io(options: RunOptions) -> bool:
+    """Whether the run's gateways keep model I/O: as given, else with the replay model."""
+    if options.record_model_io is not None:
+        return options.record_model_io
+    return options.model == "replay"
 
 
 # The settings a run directory records and a resume must keep: RunOptions field → how run.json

@@ -1,0 +1,267 @@
+"""A leanrig suite as an Inspect task: `inspect eval leanrig/suite -T suite=DIR [-T
+condition=lad] [-T kind=proof] --model PROVIDER/MODEL` (the entry point is leanrig/_registry.py;
+this module needs the `leanrig[inspect]` extra).
+
+- Dataset: the suite's tasks (``tasks``: a subset; ``kind``: one kind), each sample's input
+  the prompt a `leanrig run` attempt gets (`attempt_dir.prompt_text`), its metadata the task's
+  id, field, difficulty, kind and the condition.
+- Solver (`leanrig_agent`): Inspect's `react` agent with the task's leanrig tools — per
+  sample a fresh `leanrig serve --suite DIR --task ID` as an MCP stdio server, in a scratch
+  directory of its own (its ledger and submission record), stopped when the agent ends; the
+  LAD tools in the LAD condition. Any Inspect solver can replace it (``solver=``): the scorer
+  only needs the sample's scratch directory in the store (`SCRATCH_KEY`), which a custom solver
+  gets with `leanrig_scratch`.
+- Scorer (`leanrig_verdict`): the final body (the last one the sample's service accepted, as
+  in a run) judged by leanrig's `Verifier` in fresh sandboxed Lean; ``C`` or ``I``, the reasons
+  as the explanation; Lean time and tool calls from the sample's ledger in the score's
+  metadata. Metrics: accuracy, `difficulty_score` (leanrig's score, `metrics.weighted_score`),
+  `completion`, stderr; with ``epochs`` > 1 the reducers ``mean`` and ``pass_at_k`` for each k.
+- Limits: ``time_limit`` (seconds, default `leanrig run`'s) is each sample's time limit.
+
+Statement tasks (``statement``, ``statement_and_proof``) are not served here yet: selecting
+one is refused (`SuiteTaskError`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import structlog
+from inspect_ai import Epochs, Task
+from inspect_ai.agent import as_solver, react
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.scorer import (
+    CORRECT,
+    INCORRECT,
+    Metric,
+    SampleScore,
+    Score,
+    Scorer,
+    Target,
+    accuracy,
+    metric,
+    scorer,
+    stderr,
+    value_to_float,
+)
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+from inspect_ai.tool import mcp_server_stdio
+
+from lsp_bridge import LeanrigError, find_lean
+
+from ..tasks import Suite, library_dir, load_suite, writes_statement
+from ..tasks import Task as LeanTask
+from ..verdict import Verifier
+from .attempt_dir import SERVER_NAME, prompt_text
+from .metrics import weighted_score
+from .options import DEFAULT_TIME_LIMIT
+
+SCRATCH_KEY: Final = "leanrig_scratch"  # the sample's service directory, in the state's store
+_TO_FLOAT: Final = value_to_float()
+
+
+class SuiteTaskError(LeanrigError):
+    hint = "see docs/inspect.md: -T suite=DIR [-T condition=lad] [-T kind=proof] [-T tasks=ID,…]"
+
+
+def _ids(tasks: str | Sequence[str] | None) -> list[str] | None:
+    if tasks is None:
+        return None
+    return [t for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t]
+
+
+def suite_samples(suite: Suite, condition: str, kind: str | None,
+                  tasks: Sequence[str] | None) -> list[Sample]:  # fmt: skip
+    """The suite's tasks as samples (those of ``kind``, those named in ``tasks``)."""
+    unknown = sorted(set(tasks or ()) - set(suite.tasks))
+    if unknown:
+        raise SuiteTaskError(f"suite {suite.name} has no task {', '.join(unknown)}")
+    chosen = [t for t in suite.tasks.values()
+              if (kind is None or t.kind == kind) and (tasks is None or t.id in tasks)]  # fmt: skip
+    statements = [t.id for t in chosen if writes_statement(t.kind)]
+    if statements:
+        raise SuiteTaskError(
+            f"statement tasks are not run under Inspect yet: {', '.join(statements)}",
+            hint="choose proof tasks: -T kind=proof (or -T tasks=ID,…)",
+        )
+    if not chosen:
+        raise SuiteTaskError(f"suite {suite.name}: no task of kind {kind!r} selected")
+    samples = []
+    for t in chosen:
+        metadata = {"task": t.id, "field": t.spec.field, "difficulty": t.spec.difficulty,
+                    "kind": t.kind, "condition": condition, "suite": str(suite.root)}  # fmt: skip
+        prompt = prompt_text(suite, t, t.path, library=condition == "lad")
+        samples.append(Sample(id=t.id, input=prompt, target="", metadata=metadata))
+    return samples
+
+
+@metric
+def difficulty_score() -> Metric:
+    """leanrig's score: 100 · Σ d·v / Σ d over the samples (d: difficulty, v: the verdict,
+    per sample after the epochs' reducer)."""
+
+    def compute(scores: list[SampleScore]) -> float:
+        d = [int((s.sample_metadata or {}).get("difficulty", 1)) for s in scores]
+        return weighted_score(d, [_TO_FLOAT(s.score.value) for s in scores])
+
+    return compute
+
+
+@metric
+def completion() -> Metric:
+    """leanrig's completion: 100 · the mean verdict."""
+
+    def compute(scores: list[SampleScore]) -> float:
+        return 100 * sum(_TO_FLOAT(s.score.value) for s in scores) / max(1, len(scores))
+
+    return compute
+
+
+def leanrig_scratch(state: TaskState) -> Path:
+    """The sample's scratch directory (its service's ledger and submission record), made on
+    first use and kept in the store for the scorer."""
+    where = state.store.get(SCRATCH_KEY)
+    if where is None:
+        where = tempfile.mkdtemp(prefix=f"leanrig-inspect-{state.sample_id}-")
+        state.store.set(SCRATCH_KEY, where)
+    return Path(str(where))
+
+
+def serve_command(suite: Path, task: str, condition: str, scratch: Path) -> list[str]:
+    """`leanrig serve` for one task (MCP on stdio), its ledger and record in ``scratch``."""
+    return [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite),
+            "--task", task, "--condition", condition, "--run-dir", str(scratch),
+            "--ledger", str(scratch / "ledger.jsonl")]  # fmt: skip
+
+
+@solver
+def leanrig_agent(suite: str, condition: str = "baseline") -> Solver:
+    """Inspect's `react` agent with the sample's task's leanrig tools (a fresh `leanrig serve`
+    per sample, over MCP stdio, gone when the agent ends)."""
+    root = Path(suite).absolute()
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        scratch = leanrig_scratch(state)
+        command = serve_command(root, str(state.metadata["task"]), condition, scratch)
+        server = mcp_server_stdio(name=SERVER_NAME, command=command[0], args=command[1:],
+                                  cwd=scratch, env=dict(os.environ))  # fmt: skip
+        agent = react(
+            name="leanrig", tools=[server],
+            description="proves a Lean theorem with leanrig's tools",
+        )  # fmt: skip
+        return await as_solver(agent)(state, generate)
+
+    return solve
+
+
+def _final_body(scratch: Path, task: LeanTask) -> str:
+    """The last body the sample's service accepted (its submission record), else the task's."""
+    best: tuple[int, str] | None = None
+    for path in scratch.glob("submission-*.json"):
+        try:
+            record = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        body, ts = record.get("body"), record.get("ts_ns")
+        if record.get("task") == task.id and isinstance(body, str) and isinstance(ts, int) \
+                and (best is None or ts > best[0]):  # fmt: skip
+            best = (ts, body)
+    return best[1] if best else task.body
+
+
+def _ledger_totals(scratch: Path) -> tuple[int, float]:
+    calls, lean_ms = 0, 0.0
+    try:
+        lines = (scratch / "ledger.jsonl").read_bytes().splitlines()
+    except OSError:
+        return 0, 0.0
+    for line in lines:
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and entry.get("closed_by") != "server":
+            calls += 1
+            lean_ms += float(entry.get("lean_ms") or 0.0)
+    return calls, lean_ms / 1000
+
+
+@scorer(metrics=[accuracy(), difficulty_score(), completion(), stderr()])
+def leanrig_verdict(suite: str) -> Scorer:
+    """leanrig's verdict on the sample's final body, in fresh sandboxed Lean."""
+    loaded = load_suite(Path(suite).absolute())
+    install = find_lean(loaded.root)
+    verifier = Verifier(loaded, install, library=library_dir(loaded, install))
+
+    async def score(state: TaskState, target: Target) -> Score:
+        task = loaded.task(str(state.metadata["task"]))
+        where = state.store.get(SCRATCH_KEY)
+        scratch = Path(str(where)) if where is not None else None
+        try:
+            body = _final_body(scratch, task) if scratch is not None else task.body
+            calls, lean_s = _ledger_totals(scratch) if scratch is not None else (0, 0.0)
+            verdict = await verifier.verify(task, task.with_body(body))
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+        state.metadata.update(lean_s=round(lean_s, 3), tool_calls=calls)
+        return Score(
+            value=CORRECT if verdict.accepted else INCORRECT, answer=body,
+            explanation="; ".join(verdict.reasons) or "verified",
+            metadata={"lean_s": round(lean_s, 3), "tool_calls": calls,
+                      "axioms": list(verdict.axioms), "verdict_ms": verdict.elapsed_ms},
+        )  # fmt: skip
+
+    return score
+
+
+def suite_task(
+    suite: str, condition: str = "baseline", kind: str | None = None,
+    tasks: str | Sequence[str] | None = None, epochs: int = 1,
+    time_limit: float = DEFAULT_TIME_LIMIT, solver: Solver | None = None,
+) -> Task:  # fmt: skip
+    """The suite as an Inspect task (module docstring). Raises `SuiteTaskError` for a bad
+    selection, `SuiteError` for a suite that does not load."""
+    if condition not in ("baseline", "lad"):
+        raise SuiteTaskError(f"condition {condition!r}: baseline or lad")
+    if not structlog.is_configured():
+        # The verdict's Lean logs at debug; Inspect's display is no place for it.
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    loaded = load_suite(Path(suite).absolute())
+    if condition == "lad" and loaded.spec.lad is None:
+        raise SuiteTaskError(f"suite {loaded.name} has no [lad] library for condition lad")
+    samples = suite_samples(loaded, condition, kind, _ids(tasks))
+    reducers: Any = ["mean", *(f"pass_at_{k}" for k in range(1, epochs + 1))] \
+        if epochs > 1 else None  # fmt: skip
+    return Task(
+        dataset=MemoryDataset(samples, name=loaded.name, location=str(loaded.root)),
+        solver=solver or leanrig_agent(str(loaded.root), condition),
+        scorer=leanrig_verdict(str(loaded.root)),
+        epochs=Epochs(epochs, reducers), time_limit=int(time_limit),
+        version=loaded.spec.version or 0,
+        metadata={"suite": loaded.name, "suite_hash": loaded.content_hash(),
+                  "condition": condition},
+    )  # fmt: skip
+
+
+__all__ = [
+    "DEFAULT_TIME_LIMIT",
+    "SCRATCH_KEY",
+    "SuiteTaskError",
+    "completion",
+    "difficulty_score",
+    "leanrig_agent",
+    "leanrig_scratch",
+    "leanrig_verdict",
+    "serve_command",
+    "suite_samples",
+    "suite_task",
+]
