@@ -139,8 +139,10 @@ def test_run_with_default_out_verifies_every_task(runs: Runs) -> None:
         assert Path(server["args"][-1]).is_absolute() and not Path(server["args"][-1]).exists()
     info = run_json(runs.base)
     assert info["condition"] == "baseline" and info["ended_at"] is not None
-    assert info["tasks"] == [{"id": "refl_z", "field": "equality", "difficulty": 1},
-                             {"id": "and_swap", "field": "logic", "difficulty": 3}]  # fmt: skip
+    assert info["tasks"] == [
+        {"id": "refl_z", "field": "equality", "difficulty": 1, "kind": "proof"},
+        {"id": "and_swap", "field": "logic", "difficulty": 3, "kind": "proof"},
+    ]
     assert (info["time_limit_s"], info["attempts"], info["parallel"]) == (60.0, 1, 1)
     assert info["agent_command"] == agent("solve")  # exactly as typed, placeholders kept
     assert (

@@ -70,6 +70,10 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
         isinstance(r.get("accepted"), bool) and (r["accepted"] or bool(r.get("reasons")))
     ),
     "get_timings": lambda r: bool(r),
+    # (A proof task's statement is given: these answer with a typed `rejected` error here;
+    # tests/test_statement_sessions.py runs them on statement tasks.)
+    "set_statement": lambda r: r.get("status") in ("elaborated", "error", "not_checked"),
+    "check_statement": lambda r: isinstance(r.get("valid"), bool),
     "close_session": lambda r: bool(r),
     "server_status": lambda r: bool(r),
     "search_library": _nonempty("hits", "results"),
@@ -161,6 +165,8 @@ async def test_every_tool_answers_or_fails_typed_on_every_corpus_task(
             await ask("profile_proof", session_id=sid)
             if i % VERDICT_EVERY == 0:
                 await ask("check_proof", session_id=sid)
+                await ask("set_statement", session_id=sid, statement=" : True")
+                await ask("check_statement", session_id=sid)
             await ask("get_timings", session_id=sid)
             await ask("close_session", session_id=sid)
     assert called == served
