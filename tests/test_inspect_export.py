@@ -7,7 +7,9 @@ I/O shows the model's conversation. Needs the `inspect` extra (skipped, and said
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
-from .test_as_typed import DEMO, leanrig, leanrig_exe
+from .test_as_typed import DEMO, leanrig
 
 pytestmark = pytest.mark.inspect
+ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("and_swap", "eq_symm", "refl_z")  # the search agent proves two, not eq_symm
 
 
@@ -43,23 +46,28 @@ def check(args: tuple[str, ...], cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
+    """docs/inspect.md's block, run verbatim by bash from a user's directory (the demo suite at
+    its repository path, the project's `.venv` linked), then `leanrig report` of its run."""
     inspect_or_skip()
     from inspect_ai.log import read_eval_log
 
     cwd = tmp_path_factory.mktemp("user")
-    agent = f"{leanrig_exe()} agent search --mcp-config {{mcp_config}}"
-    check(("run", "--suite", str(DEMO), "--agent", agent, "--model", "none",
-           "--agent-tool", "leanrig agent search", "--tasks", ",".join(TASKS),
-           "--time-limit", "120", "--parallel", "2", "--quiet", "--out", "run"), cwd)  # fmt: skip
-    check(("report", "run", "--no-plots", "--out", "report"), cwd)
-    said = json.loads(check(("export", "inspect", "run", "--out", "run.eval"), cwd))
-    assert said["log"] == "run.eval" and said["samples"] == len(TASKS)
-    results = {
-        line["task"]: line
-        for line in map(json.loads, (cwd / "run" / "results.jsonl").read_text().splitlines())
-    }
+    page = (ROOT / "docs" / "inspect.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "export inspect" in b)
+    shutil.copytree(DEMO, cwd / "lean_project" / "suites" / "demo")
+    (cwd / ".venv").symlink_to(ROOT / ".venv")
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = json.loads(done.stdout.splitlines()[-2])  # (export's line; the block prints after)
+    assert said["log"] == "runs/search.eval" and said["samples"] == len(TASKS)
+    assert done.stdout.splitlines()[-1].startswith(f"{len(TASKS)} samples; score")
+    check(("report", "runs/search", "--no-plots", "--out", "report"), cwd)
+    run = cwd / "runs" / "search"
+    lines = (run / "results.jsonl").read_text().splitlines()
+    results = {line["task"]: line for line in map(json.loads, lines)}
     report = json.loads((cwd / "report" / "report.json").read_text())
-    return Exported(cwd, cwd / "run", read_eval_log(str(cwd / "run.eval")), results, report)
+    return Exported(cwd, run, read_eval_log(str(cwd / "runs" / "search.eval")), results, report)
 
 
 def test_every_attempt_is_a_sample_with_its_verdict_tokens_and_time(exported: Exported) -> None:
@@ -172,6 +180,7 @@ def test_an_attempt_with_recorded_model_io_shows_the_model_s_conversation(
 
 
 def test_one_file_holds_one_run(exported: Exported) -> None:
-    done = leanrig("export", "inspect", "run", "run", "--out", "two.eval", cwd=exported.cwd)
+    done = leanrig("export", "inspect", "runs/search", "runs/search", "--out", "two.eval",
+                   cwd=exported.cwd)  # fmt: skip
     assert done.returncode == 2 and "one file holds one run" in done.stderr
     assert "give --out a directory" in done.stderr and not (exported.cwd / "two.eval").exists()

@@ -1,55 +1,55 @@
-"""Claude Code and Codex write statements: `leanrig run --suite lean_project/suites/claims
---harness claude-code|codex --model replay` against the replay model playing the claims suite's
-own plan (lean_project/suites/claims/replay-plan.json), as a user types it; each harness's
-candidates are graded against the hidden references, and `leanrig report` gives the statement
-tasks' equivalence rate. Where node or a harness is missing these tests skip and say so."""
+"""Claude Code and Codex write statements: docs/runs.md's block (`leanrig suite check` of the
+claims suite, the replay model playing the suite's own plan, `leanrig run --harness
+claude-code|codex --model replay`, `leanrig report`) run verbatim by bash from a user's
+directory; each harness's candidates are graded against the hidden references, the report
+gives the statement tasks' equivalence rate, and each run (its model I/O recorded: the replay
+model's default) exports to an Inspect log. Where node or a harness is missing, skipped and
+said."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from .conftest import stray_guard
-from .test_as_typed import leanrig, leanrig_each, sandbox_or_skip
-from .test_harness_runs import HARNESSES, harnesses_or_skip, model_serve
+from .test_as_typed import leanrig, sandbox_or_skip
+from .test_harness_runs import HARNESSES, harnesses_or_skip
 from .test_statement_runs import CLAIMS, SUITE, TASKS
 
-LIMIT = "120"  # each attempt takes seconds; the limit only bounds a hung one
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_both_harnesses_write_statements_that_are_graded_and_reported(tmp_path: Path) -> None:
+def test_the_runs_page_statement_block_runs_as_typed_through_both_harnesses(
+    tmp_path: Path,
+) -> None:
     sandbox_or_skip()
     harnesses_or_skip()
     cwd = tmp_path
     shutil.copytree(CLAIMS, cwd / SUITE)
-    plan = f"{SUITE}/replay-plan.json"  # the suite's own plan, as docs/agents.md uses it
-    server = model_serve(cwd, plan, "served.jsonl")
-    try:
-        with stray_guard():
-            commands = [
-                ("run", "--suite", SUITE, "--tasks", ",".join(TASKS), "--harness", harness,
-                 "--model", "replay", "--model-endpoint", server.url, "--time-limit", LIMIT,
-                 "--out", f"runs/{harness}", "--quiet")
-                for harness in HARNESSES
-            ]  # fmt: skip
-            finished = leanrig_each(*commands, cwd=cwd)
-    finally:
-        server.stop()
-    for harness, done in zip(HARNESSES, finished, strict=True):
-        assert done.returncode == 0, (harness, done.stdout[-2000:], done.stderr[-3000:])
-        lines = (cwd / "runs" / harness / "results.jsonl").read_text().splitlines()
+    (cwd / ".venv").symlink_to(ROOT / ".venv")
+    page = (ROOT / "docs" / "runs.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "claims" in b)
+    with stray_guard():
+        done = subprocess.run(["bash", "-e", "-c", block], cwd=cwd, capture_output=True,
+                              text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "12 of 12 task(s) ok" in done.stdout  # suite check
+    assert "(equivalence rate over attempts 50.0%)" in done.stdout  # the page says so
+    for harness in HARNESSES:
+        run = cwd / "runs" / f"claims-{harness}"
+        lines = (run / "results.jsonl").read_text().splitlines()
         got = {r["task"]: r for r in map(json.loads, lines)}
         assert {t: r["accepted"] for t, r in got.items()} == TASKS, harness
         for r in got.values():
             assert r["kind"] == "statement" and r["model_calls"] and r["equivalence"], r
-        report = leanrig("report", f"runs/{harness}", "--no-plots", cwd=cwd)
+        report = leanrig("report", f"runs/claims-{harness}", "--no-plots", cwd=cwd)
         assert report.returncode == 0, report.stderr
         assert "### Statements (autoformalization)" in report.stdout
-        rate = "(equivalence rate over attempts 50.0%)"
-        assert rate in report.stdout, (harness, report.stdout[-2000:])
-        exported_as_inspect_reads(cwd, harness, got)
+        exported_as_inspect_reads(cwd, f"claims-{harness}", got)
 
 
 def exported_as_inspect_reads(cwd: Path, harness: str, got: dict[str, Any]) -> None:
