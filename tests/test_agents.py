@@ -27,6 +27,7 @@ from agent_tools.agents.search_agent import (
 from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.tasks import Task, load_suite
 
+from .suites import SWEPT, cut_suite
 from .test_runner import SUITE, attempt_processes, raw_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +169,7 @@ def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
     block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "agent search" in b)
     shutil.copytree(ROOT / "lean_project" / "suites" / "demo", tmp_path / "lean_project" /
                     "suites" / "demo")  # fmt: skip
+    cut_suite(tmp_path / "lean_project" / "suites" / "demo", SWEPT)
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     done = subprocess.run(
         ["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600,

@@ -32,6 +32,7 @@ import orjson
 import psutil
 import pytest
 
+from .suites import SWEPT, cut_suite
 from .test_as_typed import ROOT, SUITE, leanrig_exe
 from .test_as_typed import cwd as cwd  # the fixture: the demo suite at its README path
 from .test_harness_runs import harnesses_or_skip, model_serve, plan
@@ -112,19 +113,6 @@ def on_node(proc: psutil.Process, raylet: int) -> bool:
 def cluster(two_node_cluster: Any) -> Any:
     """Head + one worker node, 1 lean_slots each (tests/conftest.py, shared)."""
     return two_node_cluster
-
-
-# The user's suite for the sweep: five demo tasks, some the search agent proves and some it
-# does not (its eleven took the sweep and the local run beside it 55 s of a full test run).
-SWEPT = ("refl_z", "and_swap", "add_zero", "eq_symm", "false_elim")
-
-
-def cut_suite(suite: Path, tasks: tuple[str, ...]) -> None:
-    """``suite``'s manifest cut to ``tasks`` (its files stay)."""
-    head, *blocks = (suite / "suite.toml").read_text(encoding="utf-8").split("[[tasks]]")
-    kept = [b for b in blocks if any(f'id = "{t}"' in b for t in tasks)]
-    assert len(kept) == len(tasks)
-    (suite / "suite.toml").write_text(head + "".join("[[tasks]]" + b for b in kept))
 
 
 def sweep_lines() -> list[str]:
