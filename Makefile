@@ -54,7 +54,8 @@ typecheck: setup
 # The suite in tiers (tests/conftest.py TIERS): unit, lean, e2e, stress. Two workers; a test
 # module's tests stay on one worker (its module fixtures start once), and the Ray ones share
 # one (tests/conftest.py SHARED_WORKER).
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadgroup --durations=15
+# Three workers on two cores: much of a test's time is spent waiting on Lean, a harness or Ray.
+PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --durations=15
 
 suite: setup
 	$(PYTEST)

@@ -1,4 +1,4 @@
-"""The suite's own scheduling: under `make test` (`-n 2 --dist loadgroup`) a test module's
+"""The suite's own scheduling: under `make test` (`-n 3 --dist loadgroup`) a test module's
 tests run on one worker (its module fixtures start once), and the modules sharing a group
 (tests/conftest.py SHARED_WORKER: those that start a Ray cluster) on one worker too. Under
 pytest 9.2 the grouping silently stopped (pytest-dev/pytest-xdist#1386): test_harness_runs'
