@@ -51,7 +51,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# The suite in tiers (tests/conftest.py TIERS): unit, lean, e2e, stress. Two workers; a test
+# The suite in tiers (tests/conftest.py TIERS): unit, lean, e2e, stress. Three workers; a test
 # module's tests stay on one worker (its module fixtures start once), and the Ray ones share
 # one (tests/conftest.py SHARED_WORKER).
 # Three workers on two cores: much of a test's time is spent waiting on Lean, a harness or Ray.
