@@ -74,8 +74,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(getattr(pytest.mark, TIER_OF[item.path.stem]))
-        # On several workers (`make test`: -n 3 --dist loadgroup) a module's tests stay together (its
-        # module fixtures start once), and the modules that start a Ray cluster share one
+        # On several workers (`make test`: --dist loadgroup) a module's tests stay together
+        # (its module fixtures start once), and the modules that start a Ray cluster share one
         # worker: `--ray auto` found the other worker's cluster.
         group = SHARED_WORKER.get(item.path.stem, item.path.stem)
         item.add_marker(pytest.mark.xdist_group(group))
