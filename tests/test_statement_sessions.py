@@ -171,3 +171,21 @@ async def test_a_statement_and_proof_session_proves_its_own_statement(tmp_path: 
         await service.set_statement(sid, " (p q : Prop) (h : And p q) : And p q")
         assert not (await service.check_proof(sid)).accepted
         assert (await service.check_statement(sid)).valid
+
+
+@pytest.mark.lean
+async def test_the_statement_grader_refuses_a_statement_that_uses_sorry(tmp_path: Path) -> None:
+    from agent_tools.tasks import library_dir
+    from agent_tools.verdict import EquivalenceGrader, StatementGrader, Verifier
+    from lsp_bridge import find_lean
+
+    suite = load_suite(CLAIMS)
+    install = find_lean()
+    library = library_dir(suite, install)
+    grader = StatementGrader(suite, Verifier(suite, install, library=library),
+                             EquivalenceGrader(suite, install, library=library))  # fmt: skip
+    task = suite.task("add_comm")
+    graded = await grader.grade(task, " : sorryAx Prop Bool.false", 20.0)
+    assert not graded.accepted and "sorryAx" in " ".join(graded.reasons), graded.reasons
+    right = await grader.grade(task, ADD_COMM, 20.0)
+    assert right.accepted and right.equivalence is not None

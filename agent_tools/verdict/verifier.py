@@ -157,7 +157,9 @@ class Verifier:
 
     # -- public -------------------------------------------------------------------------------
 
-    async def verify(self, task: Task, submission: str, *, statement: bool = False) -> Verdict:
+    async def verify(
+        self, task: Task, submission: str, *, statement: bool = False, statement_axioms: bool = True
+    ) -> Verdict:
         """The verdict on ``submission``, the task file's whole text as submitted. Its CRLF
         line ends are read as LF, as Lean reads them; a lone carriage return is refused
         (``_as_lean_reads``).
@@ -165,7 +167,9 @@ class Verifier:
         ``statement``: ``task`` is a statement view (``Task.statement_view``) and the
         submission's statement is judged on its own: it elaborates, nothing else changed, and
         it depends on no sorry and no axiom off the allow-list. Whether it states the claim is
-        the equivalence grader's question, not this one's."""
+        the equivalence grader's question, not this one's. ``statement_axioms``: ask Lean for
+        the statement's axioms (a caller whose equivalence proof checks them itself, as the
+        statement grader's does, saves that Lean run)."""
         started = time.perf_counter()
         stages: dict[str, float] = {}
         axioms: tuple[str, ...] = ()
@@ -214,9 +218,11 @@ class Verifier:
                         raise outcomes[name]
                 checked, axioms = outcomes["compile_query"]
                 if statement:
-                    t = time.perf_counter()
-                    axioms = await self._statement_axioms(task, checked, work)
-                    stages["statement_axioms"] = (time.perf_counter() - t) * 1000
+                    axioms = ()
+                    if statement_axioms:
+                        t = time.perf_counter()
+                        axioms = await self._statement_axioms(task, checked, work)
+                        stages["statement_axioms"] = (time.perf_counter() - t) * 1000
                     reasons = self._judge_statement(axioms)
                     if not reasons and body == task.body:
                         reasons = [UNCHANGED_STATEMENT]
