@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
 	@scripts/install-emacs.sh || true
+	@scripts/install-chromium.sh || true
 	touch $(STAMP)
 
 demo: setup

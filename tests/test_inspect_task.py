@@ -103,7 +103,7 @@ def prompt_of(task: str) -> str:
     return prompt_text(suite, suite.task(task), suite.task(task).path)
 
 
-def test_a_statement_task_or_an_unknown_id_is_refused_before_anything_runs() -> None:
+def test_an_unknown_id_or_condition_is_refused_before_anything_runs() -> None:
     pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed")
     from agent_tools.runs.inspect_task import SuiteTaskError, suite_task
 

@@ -17,6 +17,7 @@ from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 from .equiv_command import add_equiv_command
 from .export_command import add_export_command
 from .logs import configure_logging
+from .plan_command import add_plan_from_command
 from .run_command import cmd_model, cmd_run
 from .serve_command import cmd_serve
 from .suite_command import add_suite_command
@@ -398,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "stderr")  # fmt: skip
     replay.add_argument("--log", help="one JSON line per call served (tokens as served)")
     replay.set_defaults(func=cmd_model)
+    add_plan_from_command(model_kinds)
 
     agent = command("agent", help="agents leanrig ships, for `leanrig run --agent`")
     kinds = agent.add_subparsers(dest="agent_kind", required=True)

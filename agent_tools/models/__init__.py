@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from .model_request import RequestFacts as RequestFacts
     from .model_request import api_of as api_of
     from .model_request import request_facts as request_facts
+    from .plan_from import PlanFromError as PlanFromError
+    from .plan_from import RecordedPlan as RecordedPlan
+    from .plan_from import plan_from_attempt as plan_from_attempt
     from .replay import ReplayPortUnavailable as ReplayPortUnavailable
     from .replay import replay_app as replay_app
     from .replay import serve_replay_model as serve_replay_model

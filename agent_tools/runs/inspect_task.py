@@ -11,15 +11,16 @@ this module needs the `leanrig[inspect]` extra).
   LAD tools in the LAD condition. Any Inspect solver can replace it (``solver=``): the scorer
   only needs the sample's scratch directory in the store (`SCRATCH_KEY`), which a custom solver
   gets with `leanrig_scratch`.
-- Scorer (`leanrig_verdict`): the final body (the last one the sample's service accepted, as
-  in a run) judged by leanrig's `Verifier` in fresh sandboxed Lean; ``C`` or ``I``, the reasons
-  as the explanation; Lean time and tool calls from the sample's ledger in the score's
-  metadata. Metrics: accuracy, `difficulty_score` (leanrig's score, `metrics.weighted_score`),
-  `completion`, stderr; with ``epochs`` > 1 the reducers ``mean`` and ``pass_at_k`` for each k.
+- Scorer (`leanrig_verdict`): the final body and statement (the last ones the sample's
+  service accepted, as in a run) judged as `leanrig run` judges an attempt, per the task's kind:
+  a proof by leanrig's `Verifier` in fresh sandboxed Lean, a statement by the `StatementGrader`
+  (its equivalence to the hidden reference, the BEq+ grader), a statement and proof by both;
+  ``C`` or ``I``, the reasons as the explanation; Lean time and tool calls from the sample's
+  ledger in the score's metadata. Metrics: accuracy, `difficulty_score` (leanrig's score,
+  `metrics.weighted_score`), `completion`, stderr; with ``epochs`` > 1 the reducers ``mean``
+  and ``pass_at_k`` for each k.
 - Limits: ``time_limit`` (seconds, default `leanrig run`'s) is each sample's time limit.
 
-Statement tasks (``statement``, ``statement_and_proof``) are not served here yet: selecting
-one is refused (`SuiteTaskError`).
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ from inspect_ai.tool import mcp_server_stdio
 
 from lsp_bridge import LeanrigError, find_lean
 
-from ..tasks import Suite, library_dir, load_suite, writes_statement
+from ..tasks import Suite, library_dir, load_suite, writes_proof, writes_statement
 from ..tasks import Task as LeanTask
-from ..verdict import Verifier
+from ..verdict import EquivalenceGrader, StatementGrader, Verifier
 from .attempt_dir import SERVER_NAME, prompt_text
 from .metrics import weighted_score
 from .options import DEFAULT_TIME_LIMIT
@@ -86,12 +87,6 @@ def suite_samples(suite: Suite, condition: str, kind: str | None,
         raise SuiteTaskError(f"suite {suite.name} has no task {', '.join(unknown)}")
     chosen = [t for t in suite.tasks.values()
               if (kind is None or t.kind == kind) and (tasks is None or t.id in tasks)]  # fmt: skip
-    statements = [t.id for t in chosen if writes_statement(t.kind)]
-    if statements:
-        raise SuiteTaskError(
-            f"statement tasks are not run under Inspect yet: {', '.join(statements)}",
-            hint="choose proof tasks: -T kind=proof (or -T tasks=ID,…)",
-        )
     if not chosen:
         raise SuiteTaskError(f"suite {suite.name}: no task of kind {kind!r} selected")
     samples = []
@@ -155,26 +150,30 @@ def leanrig_agent(suite: str, condition: str = "baseline") -> Solver:
                                   cwd=scratch, env=dict(os.environ))  # fmt: skip
         agent = react(
             name="leanrig", tools=[server],
-            description="proves a Lean theorem with leanrig's tools",
+            description="proves a Lean theorem or writes its statement with leanrig's tools",
         )  # fmt: skip
         return await as_solver(agent)(state, generate)
 
     return solve
 
 
-def _final_body(scratch: Path, task: LeanTask) -> str:
-    """The last body the sample's service accepted (its submission record), else the task's."""
-    best: tuple[int, str] | None = None
+def _final_edit(scratch: Path, task: LeanTask) -> tuple[str, str]:
+    """The last (body, statement) the sample's service accepted (its submission record), else
+    the task's own."""
+    best: tuple[int, str, str] | None = None
     for path in scratch.glob("submission-*.json"):
         try:
             record = orjson.loads(path.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue
+        if not isinstance(record, dict):
+            continue
         body, ts = record.get("body"), record.get("ts_ns")
+        statement = record.get("statement", task.statement)
         if record.get("task") == task.id and isinstance(body, str) and isinstance(ts, int) \
-                and (best is None or ts > best[0]):  # fmt: skip
-            best = (ts, body)
-    return best[1] if best else task.body
+                and isinstance(statement, str) and (best is None or ts > best[0]):  # fmt: skip
+            best = (ts, body, statement)
+    return (best[1], best[2]) if best else (task.body, task.statement)
 
 
 def _ledger_totals(scratch: Path) -> tuple[int, float]:
@@ -196,29 +195,55 @@ def _ledger_totals(scratch: Path) -> tuple[int, float]:
 
 @scorer(metrics=[accuracy(), difficulty_score(), completion(), stderr()])
 def leanrig_verdict(suite: str) -> Scorer:
-    """leanrig's verdict on the sample's final body, in fresh sandboxed Lean."""
+    """leanrig's verdict on the sample's final body and statement, in fresh sandboxed Lean:
+    as `leanrig run` judges an attempt of the task's kind."""
     loaded = load_suite(Path(suite).absolute())
     install = find_lean(loaded.root)
-    verifier = Verifier(loaded, install, library=library_dir(loaded, install))
+    library = library_dir(loaded, install)
+    verifier = Verifier(loaded, install, library=library)
+    statements = StatementGrader(
+        loaded, verifier,
+        EquivalenceGrader(loaded, install, library=library, allowed_axioms=loaded.spec.axioms),
+    )  # fmt: skip
 
     async def score(state: TaskState, target: Target) -> Score:
         task = loaded.task(str(state.metadata["task"]))
         where = state.store.get(SCRATCH_KEY)
         scratch = Path(str(where)) if where is not None else None
         try:
-            body = _final_body(scratch, task) if scratch is not None else task.body
+            body, statement = (_final_edit(scratch, task) if scratch is not None
+                               else (task.body, task.statement))  # fmt: skip
             calls, lean_s = _ledger_totals(scratch) if scratch is not None else (0, 0.0)
-            verdict = await verifier.verify(task, task.with_body(body))
+            accepted, reasons, extra = await _judge(task, body, statement)
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
         state.metadata.update(lean_s=round(lean_s, 3), tool_calls=calls)
         return Score(
-            value=CORRECT if verdict.accepted else INCORRECT, answer=body,
-            explanation="; ".join(verdict.reasons) or "verified",
-            metadata={"lean_s": round(lean_s, 3), "tool_calls": calls,
-                      "axioms": list(verdict.axioms), "verdict_ms": verdict.elapsed_ms},
+            value=CORRECT if accepted else INCORRECT,
+            answer=body if writes_proof(task.kind) else statement,
+            explanation="; ".join(reasons) or "verified",
+            metadata={"lean_s": round(lean_s, 3), "tool_calls": calls, **extra},
         )  # fmt: skip
+
+    async def _judge(task: LeanTask, body: str, statement: str
+                     ) -> tuple[bool, tuple[str, ...], dict[str, Any]]:  # fmt: skip
+        """As the runner's verdict: the statement graded (statement kinds), the proof of the
+        statement written verified (proof kinds); both must pass."""
+        extra: dict[str, Any] = {}
+        graded = None
+        if writes_statement(task.kind):
+            graded = await statements.grade(task, statement, loaded.spec.limits.equiv_seconds)
+            extra.update(statement=statement, equivalence=graded.to_json()["equivalence"],
+                         statement_ms=graded.elapsed_ms)  # fmt: skip
+            if not writes_proof(task.kind):
+                return graded.accepted, graded.reasons, extra
+        proved = task.restated(statement)
+        verdict = await verifier.verify(proved, proved.with_body(body))
+        extra.update(axioms=list(verdict.axioms), verdict_ms=verdict.elapsed_ms)
+        if graded is not None and not graded.accepted:
+            return False, (*graded.reasons, *verdict.reasons), extra
+        return verdict.accepted, verdict.reasons, extra
 
     return score
 

@@ -95,9 +95,7 @@ def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
     key = env.get(var) if var else None
     if var is not None and not key:
         raise RunError(f"--model-key-env {var}: the variable is not set (or empty)")
-    return ModelRoute(
-        upstream=endpoint, key_var=var, key=key, record_io=records_model_io(options)
-    )
+    return ModelRoute(upstream=endpoint, key_var=var, key=key, record_io=records_model_io(options))
 
 
 def gateway_usage(gateway: ModelGateway) -> Usage:

@@ -1,0 +1,93 @@
+"""Statement tasks under Inspect: `inspect eval leanrig/suite` over two claims tasks with
+`mockllm` scripted to write add_comm's statement right and add_zero's wrong (the claims suite's
+own replay plan's candidates): the prompt is `leanrig run`'s, the tools the statement
+session's, the scorer the statement grader (equivalence to the hidden reference) — 1 of 2.
+Needs the `inspect` extra."""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .test_statement_runs import CLAIMS
+
+pytestmark = pytest.mark.inspect
+PLAN = json.loads((CLAIMS / "replay-plan.json").read_text())
+TASKS = {"add_comm": "C", "add_zero": "I"}  # the plan's candidates: equivalent, not
+
+
+def candidate(task: str) -> str:
+    (step,) = [s for s in PLAN["tasks"][task] if s.get("tool") == "set_statement"]
+    return str(step["args"]["statement"])
+
+
+def scripted_model() -> Any:
+    """mockllm answering from the conversation: open the task the prompt names, set the
+    plan's candidate statement, submit."""
+    from inspect_ai.model import ChatMessageTool, ModelOutput, ModelUsage, get_model
+
+    def answer(messages: list[Any], tools: list[Any], *_: Any) -> ModelOutput:
+        prompt = next(m.text for m in messages if m.role == "user")
+        found = re.search(r"task `(\w+)` \(suite", prompt)
+        assert found is not None, prompt[:300]
+        task = found.group(1)
+        step = sum(m.role == "assistant" for m in messages)
+        named = {t.name.rsplit("__", 1)[-1]: t.name for t in tools}
+        if step == 0:
+            out = ModelOutput.for_tool_call("mockllm", named["open_task"], {"task_id": task})
+        elif step == 1:
+            opened = next(m for m in messages if isinstance(m, ChatMessageTool))
+            session = json.loads(opened.text)["session_id"]
+            out = ModelOutput.for_tool_call("mockllm", named["set_statement"],
+                                            {"session_id": session,
+                                             "statement": candidate(task)})  # fmt: skip
+        else:
+            out = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "done"})
+        # (Given: else mockllm counts tokens with tiktoken, which downloads its encoding.)
+        out.usage = ModelUsage(input_tokens=100, output_tokens=10, total_tokens=110)
+        return out
+
+    return get_model("mockllm/model", custom_outputs=answer)
+
+
+@pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
+)
+def test_statement_tasks_under_inspect_are_graded_by_equivalence(tmp_path: Path) -> None:
+    pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed "
+                        "(pip install -e '.[inspect]'; `make setup` installs it)")  # fmt: skip
+    from inspect_ai import eval as inspect_eval
+
+    from agent_tools.runs.attempt_dir import prompt_text
+    from agent_tools.tasks import load_suite
+
+    logs: Any = inspect_eval(
+        "leanrig/suite", task_args={"suite": str(CLAIMS), "tasks": ",".join(TASKS),
+                                    "time_limit": 120},
+        model=scripted_model(), log_dir=str(tmp_path / "logs"), display="none",
+        max_samples=2,
+    )  # fmt: skip
+    (log,) = logs
+    assert log.status == "success", log.error
+    scores = {s.id: s.scores["leanrig_verdict"] for s in log.samples}
+    assert {t: s.value for t, s in scores.items()} == TASKS
+    assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(1 / 2)
+    suite = load_suite(CLAIMS)
+    for sample in log.samples:
+        task = str(sample.id)
+        assert sample.metadata["kind"] == "statement"
+        assert sample.input == prompt_text(suite, suite.task(task), suite.task(task).path)
+        calls = [c.function.rsplit("__", 1)[-1] for m in sample.messages if m.role == "assistant"
+                 for c in m.tool_calls or []]  # fmt: skip
+        assert calls[:2] == ["open_task", "set_statement"]
+        score = scores[task]
+        assert score.answer == candidate(task)  # the statement the session recorded
+        assert score.metadata["statement"] == candidate(task)
+        assert score.metadata["tool_calls"] == 2
+    gc.collect()  # (the MCP client's streams collected here, under this test's filter)

@@ -1,0 +1,77 @@
+"""`leanrig model plan-from` round trip, as a user types it: Claude Code runs and_swap against
+the replay model playing a plan (a wrong body, then the right one), `leanrig model plan-from`
+turns the recorded attempt into a plan, the replay model plays that, and Claude Code runs the
+task again: the same leanrig tool calls (both attempts' ledgers) and the same verdict. Where
+node or a harness is missing, skipped and said."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .conftest import stray_guard
+from .test_as_typed import DEMO, SUITE, leanrig, sandbox_or_skip
+from .test_harness_runs import PROOFS, harnesses_or_skip, lines, model_serve
+
+TASK = "and_swap"
+
+
+def run_against(cwd: Path, plan_file: str, out: str) -> tuple[list[str], dict[str, Any]]:
+    """A `leanrig run` of TASK through Claude Code against the replay model playing
+    ``plan_file``: the attempt's ledger tools and its results line."""
+    server = model_serve(cwd, plan_file, f"{out}-served.jsonl")
+    try:
+        with stray_guard():
+            done = leanrig("run", "--suite", SUITE, "--tasks", TASK, "--harness", "claude-code",
+                           "--model", "replay", "--model-endpoint", server.url,
+                           "--out", f"runs/{out}", "--time-limit", "120", "--quiet",
+                           cwd=cwd)  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    attempt = cwd / "runs" / out / "attempts" / TASK / "1"
+    tools = [str(e["tool"]) for e in lines(attempt / "ledger.jsonl")
+             if e.get("tool") and e.get("closed_by") != "server"]  # fmt: skip
+    (result,) = lines(cwd / "runs" / out / "results.jsonl")
+    return tools, result
+
+
+def test_a_recorded_attempt_replays_with_the_same_calls_and_verdict(tmp_path: Path) -> None:
+    sandbox_or_skip()
+    harnesses_or_skip()
+    cwd = tmp_path
+    shutil.copytree(DEMO, cwd / SUITE)
+    first = {"tasks": {TASK: [
+        {"tool": "open_task", "args": {"task_id": "{task}"}},
+        {"tool": "set_proof", "args": {"session_id": "{session}", "body": "h"}},
+        {"tool": "set_proof", "args": {"session_id": "{session}", "body": PROOFS[TASK]}},
+        {"tool": "check_proof", "args": {"session_id": "{session}"}},
+        {"say": "proved it"},
+    ]}}  # fmt: skip
+    (cwd / "first.json").write_text(json.dumps(first))
+    tools, result = run_against(cwd, "first.json", "first")
+    assert tools == ["open_task", "set_proof", "set_proof", "check_proof"], tools
+    assert result["accepted"], result
+
+    made = leanrig("model", "plan-from", f"runs/first/attempts/{TASK}/1", "--out", "again.json",
+                   cwd=cwd)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "4 tool call(s) from model_io.jsonl" in made.stderr
+    plan = json.loads((cwd / "again.json").read_text())
+    steps = plan["tasks"][TASK]
+    assert [s.get("tool") for s in steps[:-1]] == tools
+    assert steps[2]["args"] == {"session_id": "{session}", "body": PROOFS[TASK]}
+    assert steps[-1] == {"say": "proved it"}
+
+    again, replayed = run_against(cwd, "again.json", "again")
+    assert again == tools
+    assert (replayed["accepted"], replayed["reasons"]) == (result["accepted"], result["reasons"])
+
+
+def test_an_attempt_directory_without_records_is_refused_with_a_hint(tmp_path: Path) -> None:
+    done = leanrig("model", "plan-from", str(tmp_path), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "neither model_io.jsonl nor ledger.jsonl" in done.stderr
+    assert "--record-model-io" in done.stderr
