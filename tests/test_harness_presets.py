@@ -55,7 +55,8 @@ def test_claude_code_gets_leanrig_s_tools_only_json_output_and_a_home_of_its_own
                         ("--allowedTools", "mcp__leanrig"), ("--output-format", "json"),
                         ("--effort", "high")]:  # fmt: skip
         assert argv[argv.index(flag) + 1] == value
-    assert "--strict-mcp-config" in argv and "--no-session-persistence" in argv
+    # (Its session log is kept: it lands in the attempt's own home, for the transcript.)
+    assert "--strict-mcp-config" in argv and "--no-session-persistence" not in argv
     config = orjson.loads(Path(argv[argv.index("--mcp-config") + 1]).read_bytes())
     server = config["mcpServers"]["leanrig"]
     assert server["command"] == a.mcp_command[0] and server["args"] == a.mcp_command[1:]

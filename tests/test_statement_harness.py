@@ -46,6 +46,11 @@ def test_the_runs_page_statement_block_runs_as_typed_through_both_harnesses(
         assert {t: r["accepted"] for t, r in got.items()} == TASKS, harness
         for r in got.values():
             assert r["kind"] == "statement" and r["model_calls"] and r["equivalence"], r
+            # The harness's own session log, kept in the attempt's fresh home.
+            home = run / "attempts" / r["task"] / "1" / "home"
+            logs = [*home.glob(".claude/projects/*/*.jsonl"),
+                    *home.glob(".codex/sessions/**/rollout-*.jsonl")]  # fmt: skip
+            assert logs and all(p.stat().st_size > 0 for p in logs), (harness, r["task"])
         report = leanrig("report", f"runs/claims-{harness}", "--no-plots", cwd=cwd)
         assert report.returncode == 0, report.stderr
         assert "### Statements (autoformalization)" in report.stdout

@@ -160,7 +160,7 @@ def claude_code(
         str(program), "-p", a.prompt, "--model", model,
         "--mcp-config", str(mcp), "--strict-mcp-config",
         "--tools", "ToolSearch", "--allowedTools", f"mcp__{MCP_SERVER}",
-        "--no-session-persistence", "--output-format", "json",
+        "--output-format", "json",
         *(["--effort", reasoning] if reasoning else []),
     ]  # fmt: skip
     # The key variable the harness sends its placeholder in picks the header: x-api-key
@@ -217,7 +217,7 @@ def codex(program: Path, a: PresetInputs, *, model: str, reasoning: str | None) 
     """``codex exec --json`` in the workspace with a per-attempt ``CODEX_HOME``."""
     codex_home = a.home / ".codex"
     argv = [
-        str(program), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+        str(program), "exec", "--json", "--skip-git-repo-check",
         "--cd", str(a.workspace), a.prompt,
     ]  # fmt: skip
     env = {**home_env(a.home), "CODEX_HOME": str(codex_home), "LEANRIG_MODEL_KEY": KEY_PLACEHOLDER}
