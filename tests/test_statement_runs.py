@@ -149,3 +149,38 @@ def test_equiv_grades_a_candidate_file_against_a_tasks_reference(tmp_path: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     graded = json.loads(done.stdout)
     assert not graded["accepted"] and graded["equivalence"]["outcome"] == "not_equivalent"
+
+
+def test_a_statement_and_proof_attempt_needs_both(tmp_path: Path) -> None:
+    """A `statement_and_proof` task: accepted when the attempt's own statement is proved and
+    equivalent to the reference; a right statement with no proof is not."""
+    cwd = user_dir(tmp_path)
+    manifest = cwd / SUITE / "suite.toml"
+    text = manifest.read_text(encoding="utf-8")
+    for task in ("and_comm", "or_comm"):
+        text = text.replace(f'id = "{task}"\nkind = "statement"',
+                            f'id = "{task}"\nkind = "statement_and_proof"')  # fmt: skip
+    manifest.write_text(text, encoding="utf-8")
+
+    def steps(statement: str, body: str | None) -> list[dict[str, Any]]:
+        proof = [call("set_proof", body=body)] if body else []
+        return [{"tool": "open_task", "args": {"task_id": "{task}"}},
+                call("set_statement", statement=statement), *proof]  # fmt: skip
+
+    plan = {"tasks": {
+        "and_comm": steps(" (q p : Prop) (h : And q p) : And p q", "\n  And.intro h.right h.left"),
+        "or_comm": steps(" (p q : Prop) (h : Or q p) : Or p q", None),
+    }}  # fmt: skip
+    (cwd / "both.json").write_text(json.dumps(plan), encoding="utf-8")
+    agent = f"{leanrig_exe()} agent scripted --plan {cwd / 'both.json'} --mcp-config " + (
+        "{mcp_config} --task {task}"
+    )
+    done = leanrig("run", "--suite", SUITE, "--tasks", "and_comm,or_comm", "--agent", agent,
+                   "--model", "none", "--out", "runs/both", cwd=cwd)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = results(cwd / "runs" / "both")
+    assert got["and_comm"]["accepted"], got["and_comm"]["reasons"]
+    assert got["and_comm"]["equivalence"]["outcome"] == "equivalent"
+    assert not got["or_comm"]["accepted"]  # the placeholder proof: sorry
+    assert got["or_comm"]["equivalence"]["outcome"] == "equivalent"
+    assert any("sorry" in r for r in got["or_comm"]["reasons"]), got["or_comm"]["reasons"]
