@@ -41,7 +41,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agent_tools.servers import serve_argv, stop_process
+from agent_tools.servers import serve_argv
 from agent_tools.tasks import library_dir, load_suite, split_prefix
 from lsp_bridge import REPORT_DELAY_MS, LeanClient, LineIndex, find_lean, has_tactic_block
 
@@ -49,6 +49,7 @@ from .common import print_table, summarize, write_result
 from .peers import ensure_peers, lake_standin, peer_env
 from .raw_lsp import GoalAsks, RawLean
 from .raw_mcp import RawMcp
+from .serve_clients import stop_process
 from .ts_mcp import TsClientUnavailable, TsMcp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -407,7 +408,7 @@ def ts_mcp_variant(stack: ExitStack, suite: Path, run_dir: Path, rows: dict[str,
 
 
 async def jsonrpc_variant(stack: AsyncExitStack, suite: Path, run_dir: Path) -> StepFn:
-    from agent_tools.servers import jsonrpc_subprocess
+    from .serve_clients import jsonrpc_subprocess
 
     rpc = await stack.enter_async_context(jsonrpc_subprocess(suite, run_dir))
     sid = (await rpc.call("open_task", task_id=TASK))["session_id"]

@@ -16,11 +16,11 @@ from typing import Any
 import anyio
 import psutil
 
-from agent_tools.servers import JsonRpcProcess as RpcProcess
-from agent_tools.servers import jsonrpc_subprocess
 from repl_pool import tree_rss
 
 from .common import DEMO, print_table, summarize, write_result
+from .serve_clients import JsonRpcProcess as RpcProcess
+from .serve_clients import jsonrpc_subprocess
 
 TASK = "and_swap"
 WRONG = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"

@@ -80,6 +80,7 @@ from .positions import LineIndex as LineIndex
 from .positions import LspPos as LspPos
 from .positions import Pos as Pos
 from .positions import utf16_len as utf16_len
+from .proctree import descendants as descendants
 from .proctree import kill_tree as kill_tree
 from .proctree import kill_tree_async as kill_tree_async
 from .proctree import spawn_marked as spawn_marked

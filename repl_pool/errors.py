@@ -14,7 +14,7 @@ LeanrigError
 
 from __future__ import annotations
 
-from lsp_bridge.errors import LeanrigError, ServerError, first_line
+from lsp_bridge import LeanrigError, ServerError, first_line
 
 
 class PoolError(LeanrigError):

@@ -18,7 +18,7 @@ from subprocess import DEVNULL
 import anyio
 import psutil
 
-from lsp_bridge.proctree import descendants, kill_tree_async, spawn_marked
+from lsp_bridge import descendants, kill_tree_async, spawn_marked
 
 MAX_OUTPUT = 32 * 2**20
 

@@ -1,4 +1,4 @@
-"""The test suite's servers: `agent_tools.servers.clients` bound to the demo suite, the
+"""The test suite's servers: `bench.serve_clients` bound to the demo suite, the
 repository as working directory, and a temp run dir (never the checkout)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agent_tools.servers import (
+from bench.serve_clients import (
     JsonRpcProcess,
     McpConnection,
     RpcError,

@@ -1,12 +1,15 @@
-"""The layering: imports point one way (agent_tools → repl_pool → lsp_bridge); inside
-agent_tools the folders are layers (tasks → verdict → library → sessions → servers → runs →
-authoring → cli, outer using inner, never the reverse, and only through a folder's public
-__init__); each package's public names are what its __all__ says."""
+"""The layering: imports point one way (agent_tools → repl_pool → lsp_bridge), each through the
+inner package's public `__init__`; inside agent_tools the folders are layers (tasks → verdict →
+library → sessions → servers → models → runs → agents, editor → authoring → cli: AGENT_LAYERS),
+outer using inner, never the reverse; no import cycle, counting imports inside functions; each
+package's public names are what its __all__ says."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -156,19 +159,26 @@ def _absolute_imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("package", ["agent_tools", "bench"])
+@pytest.mark.parametrize("package", ["repl_pool", "agent_tools", "bench"])
 def test_the_next_layer_uses_only_public_apis(package: str) -> None:
-    """agent_tools and bench use lsp_bridge and repl_pool through their `__init__` (the public
-    API, exact `__all__`), and bench does not reach into the test suite."""
+    """repl_pool uses lsp_bridge, and agent_tools and bench use lsp_bridge and repl_pool, through
+    their `__init__` (the public API: names in its `__all__`); bench does not reach into the
+    test suite."""
+    inner = {"lsp_bridge", "repl_pool"} - {package}
     for path in python_files(package):
         if ".peers" in path.parts:
             continue
         for module in _absolute_imports(path):
             top, _, rest = module.partition(".")
-            assert not (top in {"lsp_bridge", "repl_pool"} and rest), (
+            assert not (top in inner and rest), (
                 f"{path.relative_to(ROOT)} imports {module}; use the package's public names"
             )
             assert top != "tests", f"{path.relative_to(ROOT)} imports the test suite ({module})"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in inner:
+                public = set(importlib.import_module(node.module).__all__)
+                hidden = [a.name for a in node.names if a.name not in public]
+                assert not hidden, f"{path.relative_to(ROOT)} imports {node.module}.{hidden}"
 
 
 @pytest.mark.parametrize(
@@ -190,51 +200,54 @@ def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...
     assert done.stdout.strip() == "[]", done.stdout
 
 
-def _module_level_imports(path: Path, package: str) -> set[str]:
+def _runtime_import_nodes(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import that can run, with whether it sits inside a function: all but those under
+    ``if TYPE_CHECKING:`` (never executed)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for branch in node.orelse:
+                visit(branch, in_function)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append((node, in_function))
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def _runtime_imports(path: Path, package: str) -> set[str]:
     """The modules of ``package`` (dotted, e.g. ``agent_tools.runs.runner``) that ``path``
-    imports when it is loaded: top-level and class-level imports, not those under
-    ``if TYPE_CHECKING:`` or inside functions (deferred on purpose)."""
+    imports, at load time or inside a function; not those under ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     here = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     base = here.rsplit(".", 1)[0] if path.name != "__init__.py" else here.removesuffix(".__init__")
     found: set[str] = set()
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                visit(node.orelse)
-                continue
-            if isinstance(node, ast.If | ast.Try | ast.With):
-                for part in ("body", "orelse", "finalbody", "handlers"):
-                    for child in getattr(node, part, []):
-                        visit(child.body if isinstance(child, ast.ExceptHandler) else [child])
-                continue
-            if isinstance(node, ast.ClassDef):
-                visit(node.body)
-            elif isinstance(node, ast.ImportFrom) and node.level > 0:
-                parts = base.split(".")
-                anchor = ".".join(parts[: len(parts) - (node.level - 1)])
-                target = f"{anchor}.{node.module}" if node.module else anchor
-                names = [f"{target}.{a.name}" for a in node.names] if not node.module else []
-                found.update(m for m in [target, *names] if m.startswith(package))
-            elif (
-                isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package)
-            ):
-                found.add(node.module)
-
-    visit(tree.body)
+    for node, _ in _runtime_import_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            parts = base.split(".")
+            anchor = ".".join(parts[: len(parts) - (node.level - 1)])
+            target = f"{anchor}.{node.module}" if node.module else anchor
+            names = [f"{target}.{a.name}" for a in node.names] if not node.module else []
+            found.update(m for m in [target, *names] if m.startswith(package))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(package))
     return found
 
 
 def _import_cycles(package_dir: Path) -> list[list[str]]:
-    """Cycles among the modules of one folder (each module's load-time imports)."""
+    """Cycles among the modules of one folder (each module's imports, also in functions)."""
     package = ".".join(package_dir.relative_to(ROOT).parts)
     modules = {
         f"{package}.{p.stem}": p for p in package_dir.glob("*.py") if p.name != "__init__.py"
     }
-    graph = {
-        m: sorted(_module_level_imports(p, package) & set(modules)) for m, p in modules.items()
-    }
+    graph = {m: sorted(_runtime_imports(p, package) & set(modules)) for m, p in modules.items()}
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -269,9 +282,10 @@ def test_no_import_cycle_inside_a_folder(folder: Path) -> None:
 
 
 def test_the_cycle_checker_sees_a_cycle(tmp_path: Path) -> None:
+    """Also through an import inside a function (runner ↔ cluster_run was one)."""
     folder = ROOT / "agent_tools" / "tasks"
     a, b = folder / "_cycle_a_for_test.py", folder / "_cycle_b_for_test.py"
-    a.write_text("from ._cycle_b_for_test import X\n", encoding="utf-8")
+    a.write_text("def f() -> None:\n    from ._cycle_b_for_test import X\n", encoding="utf-8")
     b.write_text(
         "from typing import TYPE_CHECKING\nfrom . import _cycle_a_for_test\n", encoding="utf-8"
     )
@@ -284,6 +298,59 @@ def test_the_cycle_checker_sees_a_cycle(tmp_path: Path) -> None:
 
 
 LEANRIG_PACKAGES = ("lsp_bridge", "repl_pool", "agent_tools")
+# Imported inside functions, so that a leanrig without them works: the extras (ray, matplotlib
+# for `report`, inspect_ai for `export inspect`); pyseccomp (Linux only, and it fails to load
+# without libseccomp); uvicorn (the MCP SDK's, loaded for `serve --http` alone).
+OPTIONAL_DEPENDENCIES = {"ray", "matplotlib", "inspect_ai", "pyseccomp", "uvicorn"}
+# Where an import of leanrig's own modules may wait for a function, and why.
+DEFERRING = {
+    # A command's modules load when it runs: `leanrig --help` loads none
+    # (test_a_command_imports_only_what_it_uses).
+    "agent_tools/cli": "command",
+    "agent_tools/editor/commands.py": "command",
+    # inspect_log imports inspect_ai (an extra) when it loads.
+    "agent_tools/runs/inspect_export.py": "extra",
+}
+
+
+def _deferred_imports(path: Path) -> list[str]:
+    """The imports inside functions of ``path`` that are neither an optional dependency nor
+    allowed there by DEFERRING."""
+    rel = path.relative_to(ROOT).as_posix()
+    if any(rel == where or rel.startswith(f"{where}/") for where in DEFERRING):
+        return []
+    found: list[str] = []
+    for node, in_function in _runtime_import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if not in_function:
+            continue
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        else:
+            modules = ["." * node.level + (node.module or "")]
+        found += [m for m in modules if m.split(".")[0] not in OPTIONAL_DEPENDENCIES]
+    return found
+
+
+@pytest.mark.parametrize("package", LEANRIG_PACKAGES)
+def test_only_optional_dependencies_wait_for_a_function(package: str) -> None:
+    """An import inside a function hides a dependency (and a cycle) from a reader: only what a
+    leanrig without an extra must do without, and a command's own modules, wait."""
+    for path in python_files(package):
+        assert _deferred_imports(path) == [], path.relative_to(ROOT)
+
+
+def test_the_deferred_import_checker_sees_one(tmp_path: Path) -> None:
+    probe = ROOT / "agent_tools" / "tasks" / "_deferred_for_test.py"
+    probe.write_text(
+        "import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import json\n"
+        "def f() -> None:\n    import ray\n    from ..runs import runner\n"
+        "    import psutil\n    x = lambda: __import__('os')\n",
+        encoding="utf-8",
+    )
+    try:
+        assert _deferred_imports(probe) == ["..runs", "psutil"]
+    finally:
+        probe.unlink()
 
 
 def _root_name(node: ast.expr) -> str | None:
@@ -388,3 +455,51 @@ def test_a_package_s_names_are_written_once_and_unknown_ones_fail() -> None:
     assert "run_benchmark" in runs.__all__ and runs.run_benchmark is not None
     with pytest.raises(AttributeError, match="no attribute 'nothing_like_this'"):
         _ = runs.nothing_like_this  # type: ignore[attr-defined]
+
+
+# Exception classes outside the LeanrigError tree, and why.
+OUTSIDE_THE_TREE = {
+    # A verdict stage's "no": caught inside verdict and reported as the verdict's reasons.
+    "agent_tools.verdict.not_accepted.NotAccepted",
+}
+
+
+def _exception_classes() -> list[type[BaseException]]:
+    """Every public exception class the product packages define (modules of an extra that is
+    not installed are skipped)."""
+    found: list[type[BaseException]] = []
+    for package in LEANRIG_PACKAGES:
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+            if info.name.endswith(".__main__"):  # (runs the CLI)
+                continue
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError as exc:
+                if (exc.name or "").split(".")[0] in OPTIONAL_DEPENDENCIES:
+                    continue
+                raise
+            found += [
+                value
+                for name, value in vars(module).items()
+                if inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")  # control flow inside one module
+            ]
+    return found
+
+
+def test_every_exception_is_a_leanrig_error() -> None:
+    """One tree: a caller catches LeanrigError and gets a message and a hint for any of them."""
+    from lsp_bridge import LeanrigError
+
+    classes = _exception_classes()
+    names = {f"{c.__module__}.{c.__qualname__}" for c in classes}
+    assert {"agent_tools.tasks.locate.LocateError", "lsp_bridge.errors.ServerDied"} <= names
+    outside = sorted(
+        name
+        for c, name in ((c, f"{c.__module__}.{c.__qualname__}") for c in classes)
+        if not issubclass(c, LeanrigError) and name not in OUTSIDE_THE_TREE
+    )
+    assert outside == []

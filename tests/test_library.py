@@ -34,16 +34,15 @@ from agent_tools.library import (
 from agent_tools.library.parse import field_names
 from agent_tools.runs import RunOptions, run_benchmark
 from agent_tools.servers import (
-    RpcError,
     ServeOptions,
     build_mcp,
     handle_message,
-    jsonrpc_subprocess,
     open_service,
     serve_argv,
 )
 from agent_tools.sessions import LIBRARY_TOOLS, TOOLS, ProofService, ToolError, output_schema
 from agent_tools.tasks import Suite, SuiteError, library_dir, load_suite
+from bench.serve_clients import RpcError, jsonrpc_subprocess
 from lsp_bridge import LeanInstall
 from repl_pool import LeanEnvironment, SandboxPolicy, sandbox_wrapper
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,18 @@ from agent_tools.runs.metrics import (
     Interval,
     attempt_status,
     bootstrap_interval,
-    field_points,
     paired_delta_interval,
     score_of,
     task_status,
 )
 
 SEED = Path(__file__).parent / "fixtures" / "seed-benchmarks.toml"
+
+
+def field_points(fields: Mapping[str, float], denominators: Mapping[str, int]) -> float:
+    """The overall score from field scores and their denominators (combined by weight)."""
+    total = sum(denominators.values())
+    return sum(fields[f] * d for f, d in denominators.items()) / total if total else 0.0
 
 
 @pytest.fixture(autouse=True)

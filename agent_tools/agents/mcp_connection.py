@@ -15,6 +15,8 @@ from typing import Any, Final
 
 import anyio
 import orjson
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from lsp_bridge import LeanrigError, error_leaves, first_line
 
@@ -100,9 +102,6 @@ class AgentClient:
 async def connect(
     config: ServerConfig, *, call_timeout: float = CALL_TIMEOUT
 ) -> AsyncIterator[AgentClient]:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-
     params = StdioServerParameters(
         command=config.command, args=config.args, env=config.env, cwd=config.cwd
     )

@@ -84,6 +84,11 @@ class Finding(BaseModel):
     allowed: bool = False  # accepted by the suite's [lint] allow
 
 
+def _finding(task: str, at: str, code: str, severity: Severity, message: str) -> Finding:
+    """A finding on task ``task`` at ``at`` (FILE:LINE:COLUMN, or the file)."""
+    return Finding(code=code, severity=severity, task=task, location=at, message=message)
+
+
 class LintReport(BaseModel):
     suite: str
     ok: bool  # no finding of severity error or warning that the suite does not allow
@@ -365,58 +370,64 @@ def _lean_findings(job: _Probed) -> list[Finding]:
     found: list[Finding] = []
     if answer.returncode is None:
         return [
-            Finding(
-                code="budget-exceeded",
-                severity="info",
-                task=task.id,
-                location=at,
-                message="Lean did not finish the probes within the budget",
+            _finding(
+                task.id,
+                at,
+                "budget-exceeded",
+                "info",
+                "Lean did not finish the probes within the budget",
             )
         ]
     closing = [p for p in job.probes if p.kind == "trivial" and _closes(answer, p)]
     contradiction = [p for p in job.probes if p.kind == "false" and _closes(answer, p)]
     if contradiction:
         found.append(
-            Finding(
-                code="contradictory-hypotheses",
-                severity="error",
-                task=task.id,
-                location=at,
-                message=f"False follows from the hypotheses: "
-                f"`{contradiction[0].text}`; any conclusion is then free",
+            _finding(
+                task.id,
+                at,
+                "contradictory-hypotheses",
+                "error",
+                (
+                    f"False follows from the hypotheses: "
+                    f"`{contradiction[0].text}`; any conclusion is then free"
+                ),
             )
         )
     if closing and closing[0].text == "True.intro" and job.signature.conclusion != "True":
         found.append(
-            Finding(
-                code="unfolds-to-true",
-                severity="error",
-                task=task.id,
-                location=at,
-                message=f"the target `{job.signature.conclusion}` unfolds to True "
-                "(the preamble's definitions give it away): `True.intro` proves it",
+            _finding(
+                task.id,
+                at,
+                "unfolds-to-true",
+                "error",
+                (
+                    f"the target `{job.signature.conclusion}` unfolds to True "
+                    "(the preamble's definitions give it away): `True.intro` proves it"
+                ),
             )
         )
     elif closing and not contradiction:
         found.append(
-            Finding(
-                code="trivial-target",
-                severity="error",
-                task=task.id,
-                location=at,
-                message=f"a trivial term closes the target: `{closing[0].text}`",
+            _finding(
+                task.id,
+                at,
+                "trivial-target",
+                "error",
+                f"a trivial term closes the target: `{closing[0].text}`",
             )
         )
     found += _unused(job, at)
     if job.unprintable:
         found.append(
-            Finding(
-                code="statement-unprintable",
-                severity="info",
-                task=task.id,
-                location=at,
-                message="Lean could not print the elaborated statement (`#check` under pp.all: "
-                f"{job.unprintable}), so it is the same as no other task's",
+            _finding(
+                task.id,
+                at,
+                "statement-unprintable",
+                "info",
+                (
+                    "Lean could not print the elaborated statement (`#check` under pp.all: "
+                    f"{job.unprintable}), so it is the same as no other task's"
+                ),
             )
         )
     return found
@@ -432,13 +443,15 @@ def _unused(job: _Probed, at: str) -> list[Finding]:
     named = {match[1] for m in answer.at_lines(first, last) if (match := _UNUSED.search(m.text))}
     data = {p.text for p in job.probes if p.kind == "sort" and not _closes(answer, p)}
     return [
-        Finding(
-            code="unused-variable",
-            severity="warning",
-            task=task.id,
-            location=at,
-            message=f"the variable `{name}` is bound but neither the target nor any "
-            "hypothesis mentions it",
+        _finding(
+            task.id,
+            at,
+            "unused-variable",
+            "warning",
+            (
+                f"the variable `{name}` is bound but neither the target nor any "
+                "hypothesis mentions it"
+            ),
         )
         for name in job.signature.names
         if name in named and name in data
@@ -460,27 +473,33 @@ def _text_findings(task: Task) -> list[Finding]:
             and decl.full_name != "sorryAx"
             and ("unsafe" not in decl.modifiers)
         ):
-            found.append(Finding(
-                code="preamble-axiom", severity="error", task=task.id, location=at,
-                message=f"the task file declares the axiom {decl.full_name}: a proof may use it",
-            ))  # fmt: skip
+            found.append(
+                _finding(
+                    task.id,
+                    at,
+                    "preamble-axiom",
+                    "error",
+                    f"the task file declares the axiom {decl.full_name}: a proof may use it",
+                )
+            )
         elif decl.keyword == "opaque":
-            found.append(Finding(
-                code="preamble-opaque", severity="warning", task=task.id, location=at,
-                message=f"`opaque {decl.full_name}`: the kernel cannot see its value, so a "
-                "statement about it may be unprovable or free",
-            ))  # fmt: skip
+            found.append(
+                _finding(
+                    task.id,
+                    at,
+                    "preamble-opaque",
+                    "warning",
+                    (
+                        f"`opaque {decl.full_name}`: the kernel cannot see its value, so a "
+                        "statement about it may be unprovable or free"
+                    ),
+                )
+            )
     at = _where(task, 0)
     for reason in forbidden_constructs(around):
         if "implemented_by" in reason or "extern" in reason:
             found.append(
-                Finding(
-                    code="preamble-unchecked-code",
-                    severity="error",
-                    task=task.id,
-                    location=at,
-                    message=f"the preamble: {reason}",
-                )
+                _finding(task.id, at, "preamble-unchecked-code", "error", f"the preamble: {reason}")
             )
     return found
 
@@ -499,13 +518,17 @@ def _claim_findings(suite: Suite, task: Task) -> list[Finding]:
     if spelled is None or len(spelled) < min(CLAIM_RUN, len(kept)):
         return []
     return [
-        Finding(
-            code="claim-spells-reference", severity="error", task=task.id,
-            location=_where(task, task.span.decl_start),
-            message="the claim spells out the reference's Lean text "
-            f"(`{spelled[:60]}`): an agent could copy the answer; say it in words",
+        _finding(
+            task.id,
+            _where(task, task.span.decl_start),
+            "claim-spells-reference",
+            "error",
+            (
+                "the claim spells out the reference's Lean text "
+                f"(`{spelled[:60]}`): an agent could copy the answer; say it in words"
+            ),
         )
-    ]  # fmt: skip
+    ]
 
 
 def _duplicates(suite: Suite, probed: dict[str, _Probed]) -> list[Finding]:
@@ -518,13 +541,12 @@ def _duplicates(suite: Suite, probed: dict[str, _Probed]) -> list[Finding]:
         other = first.setdefault(statement, task.id)
         if other != task.id:
             found.append(
-                Finding(
-                    code="duplicate-statement",
-                    severity="error",
-                    task=task.id,
-                    location=_where(task, task.span.decl_start),
-                    message=f"the same statement as task {other} (up to the "
-                    "names of bound variables)",
+                _finding(
+                    task.id,
+                    _where(task, task.span.decl_start),
+                    "duplicate-statement",
+                    "error",
+                    (f"the same statement as task {other} (up to the names of bound variables)"),
                 )
             )
     return found
@@ -544,13 +566,12 @@ def _changes(
         if job.statement and job.statement == old_statements.get(task.id):
             if text_changed:
                 found.append(
-                    Finding(
-                        code="statement-text-changed",
-                        severity="info",
-                        task=task.id,
-                        location=at,
-                        message="the statement's text changed; Lean "
-                        "elaborates it to the same statement",
+                    _finding(
+                        task.id,
+                        at,
+                        "statement-text-changed",
+                        "info",
+                        ("the statement's text changed; Lean elaborates it to the same statement"),
                     )
                 )
             continue
@@ -560,35 +581,39 @@ def _changes(
         assert job.answer is not None
         if _closes(job.answer, against):
             found.append(
-                Finding(
-                    code="statement-changed",
-                    severity="info",
-                    task=task.id,
-                    location=at,
-                    message="the statement changed, to one Lean shows "
-                    "definitionally equal to the old (the new theorem proves the "
-                    "old statement)",
+                _finding(
+                    task.id,
+                    at,
+                    "statement-changed",
+                    "info",
+                    (
+                        "the statement changed, to one Lean shows "
+                        "definitionally equal to the old (the new theorem proves the "
+                        "old statement)"
+                    ),
                 )
             )
         else:
             found.append(
-                Finding(
-                    code="statement-changed",
-                    severity="warning",
-                    task=task.id,
-                    location=at,
-                    message="the statement changed and Lean does not "
-                    "show it definitionally equal to the old one: results on the "
-                    "two versions are not comparable",
+                _finding(
+                    task.id,
+                    at,
+                    "statement-changed",
+                    "warning",
+                    (
+                        "the statement changed and Lean does not "
+                        "show it definitionally equal to the old one: results on the "
+                        "two versions are not comparable"
+                    ),
                 )
             )
     found += [
-        Finding(
-            code="task-removed",
-            severity="warning",
-            task=task_id,
-            location="suite.toml",
-            message="the old suite has this task; the new one does not",
+        _finding(
+            task_id,
+            "suite.toml",
+            "task-removed",
+            "warning",
+            "the old suite has this task; the new one does not",
         )
         for task_id in old.tasks
         if task_id not in suite.tasks

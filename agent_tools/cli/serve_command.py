@@ -9,6 +9,7 @@ import argparse
 import gc
 import os
 import sys
+import threading
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
@@ -123,8 +124,6 @@ def _shut_down(
     processes warming, is cancelled: what it started is closed on the way out); an HTTP server
     that is open is asked to stop instead (``stop_http``), and returns. A thread blocked
     reading stdin, or a slow HTTP shutdown, can delay the exit: bounded by a timer."""
-    import threading
-
     for service in opened:
         service.pool.kill_all(f"signal {signum}")
     timer = threading.Timer(3.0, os._exit, (128 + signum,))

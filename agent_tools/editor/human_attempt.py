@@ -33,6 +33,8 @@ import orjson
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lsp_bridge import LeanrigError
+
 from ..runs import (
     ATTEMPT_STATE,
     AttemptResult,
@@ -182,10 +184,9 @@ def read_state(run_dir: Path, task_id: str) -> AttemptState | None:
         raise AttemptStateError(f"{path} is unreadable ({str(exc)[:200]})") from None
 
 
-class AttemptStateError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class AttemptStateError(LeanrigError):
+    """A task's attempt state file is unreadable (`read_state`). (No hint of its own: the
+    editor re-raises it as a `SuiteError` with its own.)"""
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
+import psutil
 
 from ..runs import (
     ATTEMPT_STATE,
@@ -81,8 +82,6 @@ def ensure_run_info(
     if (run_dir / RUN_FILE).exists():
         check_run_dir(run_dir, suite, time_limit)
         return
-    import psutil
-
     tasks = [TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
              for t in suite.tasks.values()]  # fmt: skip
     write_run_info(

@@ -1,6 +1,7 @@
 """models: the model side of a run — the gateway every agent's model call goes through
-(`gateway.py`: a streaming reverse proxy, metered from the wire by `usage.py`), the ASGI
-serving both need (`asgi.py`), and the replay model for offline runs (`replay.py`).
+(`gateway.py`: a streaming reverse proxy, metered from the wire by `usage.py`, its model I/O
+recorded by `model_io.py`), the replay model for offline runs (`replay.py`) and a recorded
+attempt made a replay plan again (`plan_from.py`); both are served by servers/asgi.py.
 
 Names load on first use (PEP 562): the runner's import must not pull in uvicorn or the
 replay model.

@@ -61,6 +61,8 @@ import httpx2 as httpx
 import orjson
 import structlog
 
+from lsp_bridge import LeanrigError
+
 from .model_io import AnswerCapture, append_io_line, io_line
 from .model_request import Api, RequestFacts, api_of, request_facts
 from .usage import CallUsage, WireMeter
@@ -105,7 +107,7 @@ _ERROR_TYPES: Final = {400: "invalid_request_error", 404: "not_found_error",
                        429: "rate_limit_error"}  # fmt: skip
 
 
-class RequestRefused(Exception):
+class RequestRefused(LeanrigError):
     """A request the gateway answers itself with ``status`` (never forwarded)."""
 
     def __init__(self, status: int, reason: str, headers: Iterable[tuple[bytes, bytes]] = ()):

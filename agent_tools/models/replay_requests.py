@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import orjson
 
+from lsp_bridge import LeanrigError
+
 from .model_request import Api
 
 # Names a harness gives its tool-search tool (Claude Code: `ToolSearch`; Codex's is a tool of
@@ -40,7 +42,7 @@ RESPONSES_RESULT_ITEMS: Final = frozenset(
 )
 
 
-class WireError(ValueError):
+class WireError(LeanrigError, ValueError):
     """A request body the replay model cannot read (answered 400 in the API's error shape)."""
 
 

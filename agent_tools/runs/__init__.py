@@ -16,6 +16,7 @@ from lsp_bridge import exports as _exports
 if TYPE_CHECKING:
     from .agent_sandbox import probe_prefix as probe_prefix
     from .attempt_dir import SERVER_NAME as SERVER_NAME
+    from .benchmark import run_benchmark as run_benchmark
     from .harness import HARNESSES as HARNESSES
     from .harness import HarnessError as HarnessError
     from .harness import HarnessName as HarnessName
@@ -80,7 +81,6 @@ if TYPE_CHECKING:
     from .run_report import compare_runs as compare_runs
     from .run_report import report_runs as report_runs
     from .run_report import write_report as write_report
-    from .runner import run_benchmark as run_benchmark
 
 __all__, _getattr = _exports(__name__)
 if not TYPE_CHECKING:

@@ -246,11 +246,6 @@ def other_runs(run_dir: Path, needed: Sequence[Path]) -> list[Path]:
     ]
 
 
-def network_sandbox() -> tuple[str, ...] | None:
-    """Whether the agent's sandbox can run here without network (the prefix without mounts)."""
-    return agent_sandbox(network=False, mounts=())
-
-
 @dataclass(frozen=True, slots=True)
 class RunSandbox:
     """What every attempt's sandbox of one run shares, resolved once when the run starts (a

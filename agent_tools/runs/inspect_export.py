@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ from lsp_bridge import LeanrigError
 
 from ..models import MODEL_IO_FILE, MODEL_IO_SCHEMA
 from .attempt_dir import PROMPT_FILE, SUBMISSION_FILE
+from .inspect_attempt import AttemptRecord
 from .loaded_run import LoadedRun, load_run
 from .results import AttemptResult, read_results
 
@@ -31,8 +32,7 @@ INSPECT_HINT: Final = "install the extra: pip install -e '.[inspect]' (`make set
 LEDGER_FILE: Final = "ledger.jsonl"
 TRANSCRIPT_FILE: Final = "transcript.jsonl"
 MAX_RECORD_BYTES: Final = 256 * 2**20  # one attempt's model_io.jsonl read at most
-# Where the harnesses keep their own session logs in the attempt's fresh home (the presets
-# run them ephemeral, so these exist only when an --agent-home configuration keeps them).
+# Where the harnesses keep their own session logs in the attempt's fresh home.
 SESSION_LOGS: Final = {"claude-code": ".claude/projects/*/*.jsonl",
                        "codex": ".codex/sessions/**/rollout-*.jsonl"}  # fmt: skip
 
@@ -49,21 +49,6 @@ def require_inspect() -> None:
     """Raises `InspectMissing` unless inspect_ai can be imported."""
     if importlib.util.find_spec("inspect_ai") is None:
         raise InspectMissing("the Inspect export needs inspect_ai, which is not installed")
-
-
-@dataclass(slots=True)
-class AttemptRecord:
-    """What one attempt left beside its results line."""
-
-    result: AttemptResult
-    root: Path | None  # RUN_DIR/attempts/<task>/<k>[-retry]; None when it is gone
-    prompt: str = ""
-    body: str | None = None  # the final body (the service's submission record)
-    ledger: list[dict[str, Any]] = field(default_factory=list)
-    transcript: list[dict[str, Any]] = field(default_factory=list)  # an agent's own
-    exchanges: list[dict[str, Any]] = field(default_factory=list)  # model_io.jsonl lines
-    session_log: tuple[str, list[dict[str, Any]]] | None = None  # (harness, its lines)
-    notes: list[str] = field(default_factory=list)
 
 
 def _lines(path: Path, limit: int = MAX_RECORD_BYTES) -> tuple[list[dict[str, Any]], int]:

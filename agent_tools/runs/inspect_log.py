@@ -59,7 +59,7 @@ from inspect_ai.scorer import Score
 from inspect_ai.tool import ToolCall, ToolCallError
 
 from ..models import Api
-from .inspect_export import AttemptRecord
+from .inspect_attempt import AttemptRecord
 from .inspect_messages import (
     anthropic_messages,
     request_messages,

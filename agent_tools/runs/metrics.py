@@ -27,7 +27,7 @@ import functools
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
@@ -608,9 +608,3 @@ def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
         fields=fields,
         notes=notes,
     )
-
-
-def field_points(fields: Mapping[str, float], denominators: Mapping[str, int]) -> float:
-    """The overall score from field scores and their denominators (they combine by weight)."""
-    total = sum(denominators.values())
-    return sum(fields[f] * d for f, d in denominators.items()) / total if total else 0.0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -426,8 +425,20 @@ class Runner:
         return [self.suite.task(t) for t in self.options.tasks]
 
 
-async def run_benchmark(options: RunOptions) -> RunSummary:
-    """Run ``options.agent`` over the suite; returns when every attempt has its line."""
+@dataclass
+class RunStart:
+    """A run ready for its attempts: its runner and what `start_run` found on disk."""
+
+    runner: Runner
+    started_at: datetime
+    done: set[tuple[str, int]]  # (task, k) with a results line already (--resume)
+    t_start: float
+
+
+async def start_run(options: RunOptions) -> RunStart:
+    """Check ``options``, read what a resumed run left and make the run's `Runner`.
+
+    Raises `RunError` for options, a suite or a run directory that cannot be run."""
     if options.attempts < 1 or options.parallel < 1 or options.time_limit <= 0:
         raise RunError("--attempts and --parallel must be >= 1 and --time-limit > 0")
     if options.prices is not None:  # read before anything is written (the run dir, scratch)
@@ -486,27 +497,14 @@ async def run_benchmark(options: RunOptions) -> RunSummary:
     if previous is not None:
         done |= await anyio.to_thread.run_sync(record_interrupted, run_dir, suite, options, done)
     runner = Runner(options, suite, install, library, run_dir, words, harness, route)
-    try:
-        if options.ray is None:
-            return await _run(runner, options, run_dir, started_at, done, t_start, runner.attempt)
-        from .cluster_run import ClusterAttempts  # (Ray only when asked for)
-
-        async with ClusterAttempts.joined(runner) as cluster:
-            return await _run(runner, options, run_dir, started_at, done, t_start,
-                              cluster.attempt)  # fmt: skip
-    finally:
-        shutil.rmtree(runner.socket_root, ignore_errors=True)
+    return RunStart(runner, started_at, done, t_start)
 
 
-async def _run(
-    runner: Runner,
-    options: RunOptions,
-    run_dir: Path,
-    started_at: datetime,
-    done: set[tuple[str, int]],
-    t_start: float,
-    attempt: RunAttempt,
-) -> RunSummary:
+async def run_attempts(start: RunStart, attempt: RunAttempt) -> RunSummary:
+    """Run every attempt of ``start`` not yet done through ``attempt`` (here or on a cluster);
+    returns when each has its results line."""
+    runner, options, run_dir = start.runner, start.runner.options, start.runner.run_dir
+    started_at, done = start.started_at, start.done
     summary = RunSummary(run_dir)
     sandbox = await anyio.to_thread.run_sync(
         lambda: agent_sandbox(network=runner.network == "all", mounts=())
@@ -530,7 +528,7 @@ async def _run(
     await anyio.to_thread.run_sync(
         write_run_info, run_dir, runner.run_info(started_at, datetime.now(UTC))
     )
-    summary.elapsed_s = time.perf_counter() - t_start
+    summary.elapsed_s = time.perf_counter() - start.t_start
     return summary
 
 

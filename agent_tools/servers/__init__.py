@@ -1,7 +1,7 @@
 """servers: the wires that carry the tool catalogue (MCP on the official SDK over stdio, HTTP
 or a Unix socket — `leanrig run`'s runner-owned services —, line-delimited JSON-RPC) over one
-binding (tools.py), the wiring that opens a service for `leanrig serve`, and clients for a
-`leanrig serve` subprocess (clients.py).
+binding (tools.py), and the wiring that opens a service for `leanrig serve` (app.py, with
+`serve_argv`, the argv of a `leanrig serve` subprocess).
 
 Names load on first use (PEP 562): importing a light part (signals, fdstreams) must not
 import the MCP SDK (~1 s here) — `leanrig lsp`, `report`, `--help` never need it.
@@ -16,15 +16,9 @@ from lsp_bridge import exports as _exports
 if TYPE_CHECKING:
     from .app import ServeOptions as ServeOptions
     from .app import open_service as open_service
+    from .app import serve_argv as serve_argv
     from .asgi import serve_asgi as serve_asgi
     from .asgi import socket_url as socket_url
-    from .clients import JsonRpcProcess as JsonRpcProcess
-    from .clients import McpConnection as McpConnection
-    from .clients import RpcError as RpcError
-    from .clients import jsonrpc_subprocess as jsonrpc_subprocess
-    from .clients import mcp_subprocess as mcp_subprocess
-    from .clients import serve_argv as serve_argv
-    from .clients import stop_process as stop_process
     from .eventloop import freeze_heap as freeze_heap
     from .eventloop import run_event_loop as run_event_loop
     from .fdstreams import FdReceive as FdReceive

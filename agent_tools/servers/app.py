@@ -9,6 +9,7 @@ mean something else (or nothing) further in.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,8 @@ from repl_pool import (
     LeanEnvironment,
     Pool,
     PoolConfig,
+    RayOptions,
+    RayPool,
     SandboxPolicy,
     WarmPool,
     default_max_processes,
@@ -196,7 +199,11 @@ async def _open_pool(
         async with WarmPool.open(environment, config) as pool:
             yield pool
         return
-    from repl_pool import RayOptions, RayPool
-
     async with RayPool.connect(environment, config, RayOptions(address=ray)) as cluster:
         yield cluster
+
+
+def serve_argv(suite: Path, run_dir: Path, *extra: str) -> list[str]:
+    """`leanrig serve` for this interpreter (no console script needed)."""
+    return [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite),
+            "--run-dir", str(run_dir), *extra]  # fmt: skip

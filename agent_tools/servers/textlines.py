@@ -14,7 +14,7 @@ import structlog
 from anyio.abc import ByteReceiveStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from lsp_bridge import TRACE_EVENT
+from lsp_bridge import TRACE_EVENT, LeanrigError
 
 log = structlog.get_logger("leanrig.lines")
 
@@ -23,8 +23,13 @@ log = structlog.get_logger("leanrig.lines")
 MAX_MCP_LINE = 64 * 2**20
 
 
-class LineTooLong(Exception):
+class LineTooLong(LeanrigError):
     """A line over the limit (``receive_line``)."""
+
+    hint = "send shorter messages: one JSON message per line, within the wire's limit"
+
+    def __init__(self, message: str = "a line over the wire's limit") -> None:
+        super().__init__(message)
 
 
 async def receive_line(

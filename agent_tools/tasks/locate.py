@@ -25,6 +25,7 @@ from lsp_bridge import (
     COMMAND_KEYWORDS,
     COMMENT_KINDS,
     LITERAL_KINDS,
+    LeanrigError,
     LeanToken,
     TokenKind,
     lean_tokens,
@@ -49,8 +50,9 @@ _CLOSE = ")]}⟩⦄"
 _OPAQUE = COMMENT_KINDS | LITERAL_KINDS | {TokenKind.IDENT}
 
 
-class LocateError(ValueError):
-    pass
+class LocateError(LeanrigError, ValueError):
+    """A theorem's body cannot be found in a file. (No hint of its own: callers re-raise it as
+    a `SuiteError` with theirs; ValueError for callers that catch that.)"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """Clients for a `leanrig serve` subprocess: plain JSON-RPC over its stdio, and MCP over its
-stdio through the official SDK — what benchmarks, tests and Python callers drive a server with.
+stdio through the official SDK — what the benchmarks and the tests drive a server with.
 
 Every wait has a deadline; a client's server is stopped (EOF on stdin, bounded, then killed)
 when its context ends.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,15 +20,20 @@ import anyio
 import orjson
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from agent_tools.servers import serve_argv
+from lsp_bridge import LeanrigError
 
 MAX_REPLY = 64 * 2**20
 
 
-class RpcError(Exception):
+class RpcError(LeanrigError):
     """An error reply: ``code`` (JSON-RPC), ``message``, ``data`` (``{code, hint}`` of a tool)."""
 
     def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error.get("message"))
+        super().__init__(str(error.get("message")))  # (a tool's hint is in ``data``)
         self.code = error.get("code")
         self.message = str(error.get("message"))
         self.data: dict[str, Any] = error.get("data") or {}
@@ -93,12 +97,6 @@ class JsonRpcProcess:
         return self.unmatched.pop(0)
 
 
-def serve_argv(suite: Path, run_dir: Path, *extra: str) -> list[str]:
-    """`leanrig serve` for this interpreter (no console script needed)."""
-    return [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite),
-            "--run-dir", str(run_dir), *extra]  # fmt: skip
-
-
 @asynccontextmanager
 async def jsonrpc_subprocess(
     suite: Path, run_dir: Path, *extra: str, cwd: Path | None = None
@@ -160,9 +158,6 @@ async def mcp_subprocess(
     suite: Path, run_dir: Path, *extra: str, cwd: Path | None = None
 ) -> AsyncIterator[McpConnection]:
     """A `leanrig serve` (MCP on stdio) subprocess, connected with the SDK's client."""
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-
     argv: Sequence[str] = serve_argv(suite, run_dir, *extra)
     params = StdioServerParameters(
         command=argv[0], args=list(argv[1:]), cwd=str(cwd) if cwd else None

@@ -1,0 +1,25 @@
+"""What one attempt left beside its results line, as the Inspect export reads it
+(inspect_export.py) and builds a sample of it (inspect_log.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .results import AttemptResult
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    """What one attempt left beside its results line."""
+
+    result: AttemptResult
+    root: Path | None  # RUN_DIR/attempts/<task>/<k>[-retry]; None when it is gone
+    prompt: str = ""
+    body: str | None = None  # the final body (the service's submission record)
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)  # an agent's own
+    exchanges: list[dict[str, Any]] = field(default_factory=list)  # model_io.jsonl lines
+    session_log: tuple[str, list[dict[str, Any]]] | None = None  # (harness, its lines)
+    notes: list[str] = field(default_factory=list)
