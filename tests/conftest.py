@@ -62,6 +62,12 @@ TIERS: dict[str, tuple[str, ...]] = {
 TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_bench_smoke": "ray",
                  "test_doctor_ray": "ray", "test_run_ray": "ray"}  # fmt: skip
+# The groups that take longest under `make test`, longest first (the rest keep their order).
+LONGEST_FIRST = {group: rank for rank, group in enumerate((
+    "ray", "test_harness_runs", "test_equivalence", "test_statement_harness", "test_agents",
+    "test_corpus_runs", "test_runner_faults", "test_test_grouping", "test_inspect_view",
+    "test_as_typed_runs", "test_runner", "test_statement_runs", "test_plan_from",
+))}  # fmt: skip
 
 
 # First: pytest-xdist's own hook reads the xdist_group markers added here. (Grouping failed
@@ -81,6 +87,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # worker: `--ray auto` found the other worker's cluster.
         group = SHARED_WORKER.get(item.path.stem, item.path.stem)
         item.add_marker(pytest.mark.xdist_group(group))
+    # The longest groups first (workers take groups in collection order): the Ray group alone
+    # is minutes, and collected last (test_r…) it ran on after the other workers had finished.
+    items.sort(key=lambda item: LONGEST_FIRST.get(
+        SHARED_WORKER.get(item.path.stem, item.path.stem), len(LONGEST_FIRST)
+    ))  # fmt: skip
 
 
 def _test_logging() -> None:
