@@ -87,8 +87,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # worker: `--ray auto` found the other worker's cluster.
         group = SHARED_WORKER.get(item.path.stem, item.path.stem)
         item.add_marker(pytest.mark.xdist_group(group))
-    # The longest groups first (workers take groups in collection order): the Ray group alone
-    # is minutes, and collected last (test_r…) it ran on after the other workers had finished.
+    # The longest groups first (workers take groups in collection order): collected last, a
+    # long group runs on after the other workers have finished.
     items.sort(key=lambda item: LONGEST_FIRST.get(
         SHARED_WORKER.get(item.path.stem, item.path.stem), len(LONGEST_FIRST)
     ))  # fmt: skip

@@ -32,8 +32,7 @@ from .test_as_typed import DEMO, SUITE, leanrig, leanrig_each, leanrig_exe, sand
 ROOT = Path(__file__).resolve().parent.parent
 PROOFS: dict[str, str] = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())
 # One task of each field and a unicode name: a harness runs every task the same way, and each
-# attempt costs its harness's start (~4 s here), four runs at once (the whole demo suite took
-# this module's fixture 53 s of a full run's 8 minutes).
+# attempt pays its harness's start, four runs at once.
 TASKS = ("and_swap", "eq_symm", "add_zero", "length_one", "and_left_unicode")
 HARNESSES = ("claude-code", "codex")
 CONDITIONS = ("baseline", "lad")

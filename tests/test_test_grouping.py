@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
-    # Three quick modules (hypothesis-heavy ones made this test 26 s of a loaded full run).
+    # Three quick modules: what is checked is where they run, not what they test.
     modules = ["tests/test_results.py", "tests/test_completeness.py", "tests/test_node_routing.py"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
