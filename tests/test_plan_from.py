@@ -75,3 +75,32 @@ def test_an_attempt_directory_without_records_is_refused_with_a_hint(tmp_path: P
     assert done.returncode != 0
     assert "neither model_io.jsonl nor ledger.jsonl" in done.stderr
     assert "--record-model-io" in done.stderr
+
+
+def test_without_recorded_io_the_ledger_gives_the_calls_and_the_final_statement(
+    tmp_path: Path,
+) -> None:
+    """An attempt with a ledger and a submission record but no model I/O: the plan has the
+    ledger's tools in order, the placeholders, and the final statement as the last
+    set_statement's argument; the plan says where it came from."""
+    from agent_tools.models import plan_from_attempt
+
+    root = tmp_path / "attempts" / "add_comm" / "1"
+    (root / "serve").mkdir(parents=True)
+    tools = ["open_task", "set_statement", "check_statement", "set_statement"]
+    (root / "ledger.jsonl").write_text("".join(
+        json.dumps({"tool": t, "task": "add_comm", "session": "s1", "outcome": "ok"}) + "\n"
+        for t in tools
+    ))  # fmt: skip
+    final = " (a b : N) : Eq (N.add b a) (N.add a b)"
+    (root / "serve" / "submission-1.json").write_text(json.dumps(
+        {"v": 1, "task": "add_comm", "session": "s1", "version": 3, "body": "\n  sorry",
+         "statement": final, "kind": "statement", "ts_ns": 1}
+    ))  # fmt: skip
+    plan = plan_from_attempt(root)
+    steps = plan.to_json()["tasks"]["add_comm"]
+    assert [s.get("tool") for s in steps[:-1]] == tools and "say" in steps[-1]
+    assert steps[0]["args"] == {"task_id": "{task}"}
+    assert steps[1]["args"] == {"session_id": "{session}"}  # (not the final one: unknown)
+    assert steps[3]["args"] == {"session_id": "{session}", "statement": final}
+    assert plan.notes and "ledger" in plan.notes[0]
