@@ -65,7 +65,7 @@ DRIVER = r"""
 (defun t/note (name value)
   (setq t/report (append t/report (list (cons name value))))
   (with-temp-file t/out (insert (json-encode t/report))))
-(defun t/eglot-p () (bound-and-true-p eglot--managed-mode))
+(defun t/eglot-p () (eq (leanrig--client) 'eglot))  ; the client .leanrig/emacs.el chose
 (defun t/sent ()
   "Send the buffer's changes now: eglot sends them when Emacs is idle, which batch never is."
   (when (t/eglot-p) (eglot--signal-textDocument/didChange)))
@@ -125,6 +125,8 @@ DRIVER = r"""
   (pcase step
     ("open"
      (t/note "mode" (symbol-name major-mode))
+     ;; eglot connects in the background: on a loaded machine, after the file is open.
+     (t/wait 60 (lambda () (if (t/eglot-p) (eglot-current-server) (lsp-workspaces))))
      (t/note "server" (t/server-command))
      (t/note "diagnostics" (and (t/wait 60 (lambda () (t/diags))) t)))
     ("wrong"
