@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .test_inspect_task import mock_agent
 from .test_statement_runs import CLAIMS
 
 pytestmark = pytest.mark.inspect
@@ -27,32 +27,10 @@ def candidate(task: str) -> str:
 
 
 def scripted_model() -> Any:
-    """mockllm answering from the conversation: open the task the prompt names, set the
-    plan's candidate statement, submit."""
-    from inspect_ai.model import ChatMessageTool, ModelOutput, ModelUsage, get_model
-
-    def answer(messages: list[Any], tools: list[Any], *_: Any) -> ModelOutput:
-        prompt = next(m.text for m in messages if m.role == "user")
-        found = re.search(r"task `(\w+)` \(suite", prompt)
-        assert found is not None, prompt[:300]
-        task = found.group(1)
-        step = sum(m.role == "assistant" for m in messages)
-        named = {t.name.rsplit("__", 1)[-1]: t.name for t in tools}
-        if step == 0:
-            out = ModelOutput.for_tool_call("mockllm", named["open_task"], {"task_id": task})
-        elif step == 1:
-            opened = next(m for m in messages if isinstance(m, ChatMessageTool))
-            session = json.loads(opened.text)["session_id"]
-            out = ModelOutput.for_tool_call("mockllm", named["set_statement"],
-                                            {"session_id": session,
-                                             "statement": candidate(task)})  # fmt: skip
-        else:
-            out = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "done"})
-        # (Given: else mockllm counts tokens with tiktoken, which downloads its encoding.)
-        out.usage = ModelUsage(input_tokens=100, output_tokens=10, total_tokens=110)
-        return out
-
-    return get_model("mockllm/model", custom_outputs=answer)
+    """The plan's candidate statement for each task."""
+    return mock_agent(
+        lambda task: ("set_statement", {"statement": candidate(task)}), r"task `(\w+)` \(suite"
+    )
 
 
 @pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,16 @@ TASKS = {"refl_z": 1, "and_swap": 3, "eq_symm": 5}  # id: difficulty (suite.toml
 FAILS = "eq_symm"  # the scripted model sets a wrong body there
 
 
-def scripted_model() -> Any:
+def mock_agent(edit: Callable[[str], tuple[str, dict[str, Any]]], task_of: str) -> Any:
     """mockllm answering from the conversation (stateless, like the replay model): open the
-    task the prompt names, set its reference body (a wrong one for FAILS), submit."""
+    task the prompt names (``task_of``: the pattern whose group is its id), make ``edit``'s
+    call with the session (a tool and its other arguments, for the task), submit."""
     from inspect_ai.model import ChatMessageTool, ModelOutput, ModelUsage, get_model
 
     def answer(messages: list[Any], tools: list[Any], *_: Any) -> ModelOutput:
         prompt = next(m.text for m in messages if m.role == "user")
-        found = re.search(r"task `(\w+)` of suite", prompt)
-        assert found is not None, prompt[:200]
+        found = re.search(task_of, prompt)
+        assert found is not None, prompt[:300]
         task = found.group(1)
         step = sum(m.role == "assistant" for m in messages)
         named = {t.name.rsplit("__", 1)[-1]: t.name for t in tools}
@@ -41,9 +43,9 @@ def scripted_model() -> Any:
         elif step == 1:
             opened = next(m for m in messages if isinstance(m, ChatMessageTool))
             session = json.loads(opened.text)["session_id"]
-            body = "h" if task == FAILS else PROOFS[task]
-            out = ModelOutput.for_tool_call("mockllm", named["set_proof"],
-                                            {"session_id": session, "body": body})  # fmt: skip
+            tool, args = edit(task)
+            out = ModelOutput.for_tool_call("mockllm", named[tool],
+                                            {"session_id": session, **args})  # fmt: skip
         else:
             out = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "done"})
         # (Given: else mockllm counts tokens with tiktoken, which downloads its encoding.)
@@ -51,6 +53,14 @@ def scripted_model() -> Any:
         return out
 
     return get_model("mockllm/model", custom_outputs=answer)
+
+
+def scripted_model() -> Any:
+    """The demo's reference body for each task (a wrong one for FAILS)."""
+    return mock_agent(
+        lambda task: ("set_proof", {"body": "h" if task == FAILS else PROOFS[task]}),
+        r"task `(\w+)` of suite",
+    )
 
 
 # Neither is leanrig's: inspect_ai 0.3.285 passes tenacity 9.2 a parameter it deprecated (its

@@ -19,6 +19,8 @@ import orjson
 
 from lsp_bridge import LeanrigError
 
+from .arg_types import positive
+
 
 @dataclass(frozen=True, slots=True)
 class PairSource:
@@ -31,16 +33,6 @@ class PairSource:
     suite_dir: Path | None
     project: Path  # where to look for Lean (a project's toolchain)
     insert_at: int | None = None
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
 
 
 def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -63,7 +55,7 @@ def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
                        "does (the statement's own check first)")  # fmt: skip
     equiv.add_argument("--suite", metavar="DIR", help="the suite whose library FILE imports, "
                        "and its axiom allow-list and limits")  # fmt: skip
-    equiv.add_argument("--budget", type=_positive_seconds, metavar="SECONDS",
+    equiv.add_argument("--budget", type=positive(float), metavar="SECONDS",
                        help="Lean's time per direction (default: the suite's [limits] "
                        "equiv_seconds, 20 unless the suite says)")  # fmt: skip
     equiv.add_argument("--json", action="store_true", help="the result as JSON")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ import orjson
 
 from lsp_bridge import LeanrigError, ensure_bootstrap, error_leaves
 
+from .arg_types import positive
 from .equiv_command import add_equiv_command
 from .export_command import add_export_command
 from .logs import configure_logging
@@ -196,20 +197,6 @@ def _cmd_editor(args: argparse.Namespace) -> int:
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
 def _task_ids(text: str) -> list[str]:
     ids = [part.strip() for part in text.split(",") if part.strip()]
     if not ids:
@@ -290,9 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", type=int, metavar="PORT", help="MCP over streamable HTTP")
     serve.add_argument("--run-dir", default="runs", help="where run data and the ledger go")
     serve.add_argument("--ledger", help="ledger path (default: RUN_DIR/<timestamp>/ledger.jsonl)")
-    serve.add_argument("--max-processes", type=_positive(int),
+    serve.add_argument("--max-processes", type=positive(int),
                        help="Lean server processes in the pool")  # fmt: skip
-    serve.add_argument("--step-timeout", type=_positive(float), default=60.0,
+    serve.add_argument("--step-timeout", type=positive(float), default=60.0,
                        help="seconds per Lean wait")  # fmt: skip
     serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
@@ -342,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
     run.add_argument("--time-limit", type=float, help="seconds per invocation (default 1800)")
     run.add_argument(
-        "--equiv-budget", type=float, metavar="SECONDS",
+        "--equiv-budget", type=positive(float), metavar="SECONDS",
         help="statement tasks: seconds per direction of the equivalence proof with the "
         "reference (default: the suite's [limits] equiv_seconds, 20)",
     )  # fmt: skip
