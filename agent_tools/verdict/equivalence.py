@@ -37,7 +37,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -165,6 +165,43 @@ class _Theorem:
 
 
 @dataclass(frozen=True, slots=True)
+class _Proof:
+    """A proof that counted in a direction's batch, as it is re-checked alone."""
+
+    candidate: Candidate
+    name: str  # the readable theorem's name
+    declaration: tuple[str, ...]
+    alone: tuple[str, ...] | None  # the same proof without ``base``, which must fail
+
+
+@dataclass(slots=True)
+class _Found:
+    """What a direction's batch found: its result already (``done``), or proofs to re-check."""
+
+    key: str
+    started: float
+    deadline: float
+    tried: int
+    done: DirectionResult | None = None
+    invalid: list[str] = field(default_factory=list)
+    proofs: list[_Proof] = field(default_factory=list)
+    note: str | None = None
+
+    def proved(self, proof: _Proof) -> DirectionResult:
+        theorem = "\n".join(proof.declaration[:-1])
+        c = proof.candidate
+        return DirectionResult(
+            "proved", c.strategy, c.proof, theorem, _ms(self.started), self.tried
+        )
+
+    def timed_out(self, proof: _Proof, exc: Exception) -> DirectionResult:
+        note = f"the re-check of a proof by {proof.candidate.strategy} did not finish: {exc}"
+        return DirectionResult(
+            "timed_out", elapsed_ms=_ms(self.started), tried=self.tried, note=note
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class _Probe:
     statements: dict[str, Statement | None]  # name -> what Lean printed (None: no print)
     reasons: tuple[str, ...]  # why the pair is invalid
@@ -248,13 +285,13 @@ class EquivalenceGrader:
         invalid: list[str] = []
 
         async def direction(key: str, source: str, target: str, check: tuple[str, ...]) -> None:
-            result, reasons = await self._direction(
+            found[key] = await self._direction(
                 text, at, key, (source, probe.statements[source]),
                 (target, probe.statements[target]), check, budget_seconds,
             )  # fmt: skip
-            results[key] = result
-            invalid.extend(reasons)
+            invalid.extend(found[key].invalid)
 
+        found: dict[str, _Found] = {}
         if one is not None and two is not None and len(one.universes) != len(two.universes):
             note = (
                 f"not tried: `{first}` has {len(one.universes)} universe parameter(s) and "
@@ -267,6 +304,8 @@ class EquivalenceGrader:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(direction, "forward", first, second, (second,))
                 tg.start_soon(direction, "backward", second, first, (first,))
+            if not invalid:
+                results = await self._settle(text, at, found)
         if invalid:
             return self._invalid(first, second, started, *dict.fromkeys(invalid), text=text)
         forward, backward = results["forward"], results["backward"]
@@ -379,9 +418,9 @@ class EquivalenceGrader:
         target: tuple[str, Statement | None],
         check: tuple[str, ...],
         budget: float,
-    ) -> tuple[DirectionResult, list[str]]:
-        """The direction ``source ⇒ target``, and why the statements in ``check`` are invalid
-        (checked in the same batch)."""
+    ) -> _Found:
+        """The batch of the direction ``source ⇒ target``: the proofs that count, to re-check,
+        and why the statements in ``check`` are invalid (checked in the same batch)."""
         started = time.perf_counter()
         deadline = started + budget
         (source_name, source_stmt), (target_name, target_stmt) = source, target
@@ -417,17 +456,16 @@ class EquivalenceGrader:
             theorems.append(_Theorem(cand, name, _declaration(header, cand.proof, name)))
         placed, spans = _place(text, at, [*checks, *theorems])
 
-        def elapsed() -> float:
-            return (time.perf_counter() - started) * 1000
-
         try:
             messages = await self._run(placed.text, deadline - time.perf_counter(), key)
         except _TimedOut as exc:
-            return DirectionResult("timed_out", elapsed_ms=elapsed(), tried=len(theorems),
-                                   note=str(exc)), []  # fmt: skip
+            done = DirectionResult("timed_out", elapsed_ms=_ms(started), tried=len(theorems),
+                                   note=str(exc))  # fmt: skip
+            return _Found(key, started, deadline, len(theorems), done=done)
         except _Crashed as exc:
-            return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=len(theorems),
-                                   note=f"the candidates' Lean run failed: {exc}"), []  # fmt: skip
+            done = DirectionResult("not_shown", elapsed_ms=_ms(started), tried=len(theorems),
+                                   note=f"the candidates' Lean run failed: {exc}")  # fmt: skip
+            return _Found(key, started, deadline, len(theorems), done=done)
         passed_all = [
             self._passes(messages, placed.first_line + start, placed.first_line + end, thm.name)
             for thm, (start, end) in zip([*checks, *theorems], spans, strict=True)
@@ -436,7 +474,8 @@ class EquivalenceGrader:
         for name, thm, ok, (start, _) in zip(check, checks, passed_all, spans, strict=False):
             invalid += self._statement_reasons(name, ok, messages, thm, placed.first_line + start)
         if invalid:
-            return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=0), invalid
+            done = DirectionResult("not_shown", elapsed_ms=_ms(started))
+            return _Found(key, started, deadline, 0, done=done, invalid=invalid)
         passed = passed_all[len(checks) :]
         own_spans = spans[len(checks) :]
         if tactics:
@@ -444,6 +483,7 @@ class EquivalenceGrader:
             winners, note = _tactic_winners(theorems, passed, messages, starts)
         else:
             winners, note = self._term_winners(theorems, passed, plan)
+        proofs: list[_Proof] = []
         for thm, cand, needs_base in winners[:3]:
             readable = f"leanrig_equiv_{key}"
             order = _order_of(thm, theorems, plan, orders)
@@ -455,22 +495,54 @@ class EquivalenceGrader:
                 bare = f"leanrig_equiv_{key}_alone"
                 alone = _declaration(_header(bare, levels, None, source_name, target_name),
                                      cand.proof, bare)  # fmt: skip
-            try:
-                ok = await self._recheck(text, at, declaration, readable, deadline, alone)
-            except _TimedOut as exc:
-                return DirectionResult("timed_out", elapsed_ms=elapsed(), tried=len(theorems),
-                                       note=f"the re-check of a proof by {cand.strategy}"
-                                       f" did not finish: {exc}"), []  # fmt: skip
-            if ok:
-                return DirectionResult(
-                    "proved", cand.strategy, cand.proof,
-                    "\n".join(declaration[:-1]), elapsed(), len(theorems),
-                ), []  # fmt: skip
+            proofs.append(_Proof(cand, readable, declaration, alone))
         if winners:
             failed = "no proof that passed in the batch passed alone in a fresh Lean (or, found "
             note = "; ".join([*plan.notes, failed + "by `exact?`, it did not need the other one)"])
-        return DirectionResult("not_shown", elapsed_ms=elapsed(), tried=len(theorems),
-                               note=note), []  # fmt: skip
+        return _Found(key, started, deadline, len(theorems), proofs=proofs, note=note)
+
+    async def _settle(
+        self, text: str, at: int, found: dict[str, _Found]
+    ) -> dict[str, DirectionResult]:
+        """Each direction's result: its first proof that passes alone in a fresh Lean. The
+        directions' first proofs are re-checked together, in one Lean run; a direction whose
+        first proof fails tries its next ones one by one."""
+        results = {key: f.done for key, f in found.items() if f.done is not None}
+        pending = {key: f for key, f in found.items() if f.done is None and f.proofs}
+        results |= {
+            key: DirectionResult("not_shown", elapsed_ms=_ms(f.started), tried=f.tried, note=f.note)
+            for key, f in found.items() if f.done is None and not f.proofs
+        }  # fmt: skip
+        if not pending:
+            return results
+        deadline = min(f.deadline for f in pending.values())
+        try:
+            passed = await self._recheck(
+                text, at, [f.proofs[0] for f in pending.values()], deadline
+            )
+        except _TimedOut as exc:
+            passed = [False] * len(pending)
+            for key, f in pending.items():
+                results[key] = f.timed_out(f.proofs[0], exc)
+        for (key, f), ok in zip(list(pending.items()), passed, strict=True):
+            if key in results:
+                continue
+            if ok:
+                results[key] = f.proved(f.proofs[0])
+                continue
+            results[key] = DirectionResult(
+                "not_shown", elapsed_ms=_ms(f.started), tried=f.tried, note=f.note
+            )
+            for proof in f.proofs[1:]:
+                try:
+                    [ok] = await self._recheck(text, at, [proof], f.deadline)
+                except _TimedOut as exc:
+                    results[key] = f.timed_out(proof, exc)
+                    break
+                if ok:
+                    results[key] = f.proved(proof)
+                    break
+        return results
 
     def _term_winners(
         self, theorems: list[_Theorem], passed: list[bool], plan: DirectionPlan
@@ -502,28 +574,31 @@ class EquivalenceGrader:
         )
 
     async def _recheck(
-        self,
-        text: str,
-        at: int,
-        declaration: tuple[str, ...],
-        name: str,
-        deadline: float,
-        alone: tuple[str, ...] | None = None,
-    ) -> bool:
-        """``declaration`` alone in the file, in a fresh Lean: it passes (``_passes``); and
-        ``alone``, the same proof without ``base``, if given, does not."""
-        placed = _Placed.insert(text, at, (*declaration, *(alone or ())))
+        self, text: str, at: int, proofs: list[_Proof], deadline: float
+    ) -> list[bool]:
+        """Whether each of ``proofs`` passes in the file in a fresh Lean (``_passes``), and,
+        where it has an ``alone`` form (the same proof without ``base``), that form does not.
+        Their names differ (one proof per direction), so none depends on another."""
+        block: list[str] = []
+        starts: list[int] = []
+        for proof in proofs:
+            starts.append(len(block))
+            block.extend((*proof.declaration, *(proof.alone or ())))
+        placed = _Placed.insert(text, at, block)
         try:
             messages = await self._run(placed.text, deadline - time.perf_counter(), "recheck")
         except _Crashed:
-            return False
-        last = placed.first_line + len(declaration) - 1
-        if not self._passes(messages, placed.first_line, last, name):
-            return False
-        if alone is None:
-            return True
-        bare = alone[-1].removeprefix("#print axioms ")
-        return not self._passes(messages, last + 1, last + len(alone), bare)
+            return [False] * len(proofs)
+        results: list[bool] = []
+        for proof, start in zip(proofs, starts, strict=True):
+            first = placed.first_line + start
+            last = first + len(proof.declaration) - 1
+            ok = self._passes(messages, first, last, proof.name)
+            if ok and proof.alone is not None:
+                bare = proof.alone[-1].removeprefix("#print axioms ")
+                ok = not self._passes(messages, last + 1, last + len(proof.alone), bare)
+            results.append(ok)
+        return results
 
     def _tactics(self, text: str) -> bool:
         """Whether the tactic portfolio grades ``text``: a full toolchain and a file that is
@@ -578,6 +653,10 @@ class _TimedOut(Exception):
 
 class _Crashed(Exception):
     pass
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _ref(name: str) -> str:

@@ -204,22 +204,24 @@ class Verifier:
                         "parse",
                         lambda: self._parse_check(task, submission, body, parse_work),
                     )
+                    # A statement whose axioms the caller reads itself needs no query:
+                    # compiling without an error is all this stage judges of it.
+                    query = not statement or statement_axioms
+                    compile_query = self._compile_and_query if query else self._compile
                     tg.start_soon(
                         stage,
                         "compile_query",
-                        lambda: self._compile_and_query(
-                            task, submission, work, "LeanrigSubmission"
-                        ),
+                        lambda: compile_query(task, submission, work, "LeanrigSubmission"),
                     )
                     if not statement:
                         tg.start_soon(stage, "reference", lambda: self._reference_type(task))
                 for name in ("parse", "compile_query", "reference"):
                     if isinstance(outcomes.get(name), NotAccepted):
                         raise outcomes[name]
-                checked, axioms = outcomes["compile_query"]
                 if statement:
                     axioms = ()
                     if statement_axioms:
+                        checked, _ = outcomes["compile_query"]
                         t = time.perf_counter()
                         axioms = await self._statement_axioms(task, checked, work)
                         stages["statement_axioms"] = (time.perf_counter() - t) * 1000
@@ -227,6 +229,7 @@ class Verifier:
                     if not reasons and body == task.body:
                         reasons = [UNCHANGED_STATEMENT]
                 else:
+                    checked, axioms = outcomes["compile_query"]
                     reasons = self._judge(task, checked, outcomes["reference"], axioms)
                 if not reasons and self._leanchecker() is not None:
                     t = time.perf_counter()
@@ -360,6 +363,11 @@ class Verifier:
     async def _compile_and_query(
         self, task: Task, text: str, work: Path, module: str
     ) -> tuple[Statement, tuple[str, ...]]:
+        await self._compile(task, text, work, module)
+        return await self._query(task, work, module)
+
+    async def _compile(self, task: Task, text: str, work: Path, module: str) -> None:
+        """Compile ``text`` to ``build/<module>.olean``; raises NotAccepted on an error."""
         limits = self.suite.spec.limits
         build = work / "build"
         await anyio.Path(build).mkdir(exist_ok=True)
@@ -378,6 +386,14 @@ class Verifier:
             body_end = len(text) - (len(task.text) - task.span.end)
             declaration = declaration_head(task.text, task.span.decl_start)
             raise NotAccepted(compile_failure(errors, text, task.span.start, body_end, declaration))
+
+    async def _query(
+        self, task: Task, work: Path, module: str
+    ) -> tuple[Statement, tuple[str, ...]]:
+        """The compiled target's statement and axioms, from a fresh Lean importing it."""
+        limits = self.suite.spec.limits
+        build = work / "build"
+        lean = str(self.install.lean)
         theorem = task.spec.theorem
         name = escape_name(theorem)
         lines = [
