@@ -1,12 +1,6 @@
-"""authoring: suites from a benchmark's own Lean files — `leanrig suite import` (``importer.py``,
-reading the files: ``sources.py``), `leanrig suite check` (``checker.py``: every task loads,
-elaborates with only its placeholder missing, reference solutions pass the verdict) and
-`leanrig suite lint` (``linter.py``: statement defects, each a ``Finding``). Lean answers
-through sandboxed one-shot runs (``lean_runs.py``). Uses tasks, verdict and the search agent's
-candidate terms (agents); used by cli.
+"""authoring: `leanrig suite import`, `check` and `lint`, on sandboxed one-shot Lean runs.
 
-Names load on first use (PEP 562).
-"""
+Names load on first use (PEP 562)."""
 
 from __future__ import annotations
 

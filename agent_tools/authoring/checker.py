@@ -1,20 +1,7 @@
 """``leanrig suite check``: is every task of a suite sound to hand out?
 
-Per task, in a fresh sandboxed Lean run: the task file elaborates with no error; exactly one
-declaration uses ``sorry`` — the target; ``#print axioms`` of the target lists ``sorryAx`` and
-otherwise only allowed axioms; the text outside the body declares no axiom the allow-list does
-not name and holds none of the constructs the verdict forbids in a proof (``unsafe``,
-``implemented_by``, ``extern``, ``#exit``…). Across tasks: ids (``load_suite``) and elaborated
-statements (``#check @T`` under ``pp.all``) are unique; a statement Lean cannot print equals
-none (a note says so: it is no problem of the task). With ``--solutions DIR``, each
-``DIR/<id>.lean`` (the task file with a proof) must be accepted by the verdict agents get.
-A statement task is checked with its hidden reference as the target's statement, and the
-grader must show the reference equivalent to itself.
-An ``unsafe axiom`` outside the body (a self-contained prelude's ``lcErased``) is neither a
-declared axiom nor a forbidden construct: no theorem can use it.
-
-Must not change the suite.
-"""
+Each task is elaborated in a fresh sandboxed Lean run, its axioms and statement checked, and its
+reference solution verified if given. Must not change the suite."""
 
 from __future__ import annotations
 
@@ -55,8 +42,7 @@ class TaskCheck(BaseModel):
     ok: bool
     problems: list[str]
     statement: str = ""  # the elaborated statement (pp.all), universe parameters first
-    # What Lean could not answer about the task, which is no problem of it (a statement it
-    # could not print, so compared with no other).
+    # What Lean could not answer, which is no problem of the task.
     notes: list[str] = []
     # "accepted" | "rejected" | "missing" (no DIR/<id>.lean) | "none" (no --solutions)
     solution: str = "none"
@@ -75,9 +61,7 @@ def check_suite(
 ) -> CheckReport:
     """Check the suite at ``root``; with ``solutions``, each task's reference solution too.
 
-    Raises SuiteError when ``solutions`` is not a directory (a typo must not read as "every
-    task ok"). ``require_solutions``: a task without a solution file is a problem.
-    """
+    Raises SuiteError when ``solutions`` is not a directory; ``require_solutions`` fails on none."""
     suite = load_suite(root)
     if solutions is not None and not solutions.is_dir():
         raise SuiteError(
@@ -89,8 +73,7 @@ def check_suite(
 
 
 async def lean_path_of(suite: Suite, install: LeanInstall) -> list[Path]:
-    """What a suite's tasks import from: its compiled prelude library, if it has one, and a
-    Lake suite's dependencies (``lake env``)."""
+    """The LEAN_PATH of a suite's tasks: its compiled library, if any, and Lake dependencies."""
     built = await anyio.to_thread.run_sync(library_dir, suite, install)
     return ([built] if built is not None else []) + await lake_lean_path(suite.root, install)
 
@@ -118,14 +101,15 @@ def outside_body(task: Task) -> str:
 
 
 def without_unsafe_axioms(text: str) -> str:
-    """``text`` with the ``unsafe`` of each ``unsafe axiom`` blanked: no theorem can depend on
-    an unsafe declaration (the kernel refuses), and a self-contained prelude file declares the
-    compiler's ``unsafe axiom lcErased`` before its first ``structure``, as Lean's own prelude
-    does. Any other ``unsafe`` stays for ``forbidden_constructs`` to see."""
+    """``text`` with the ``unsafe`` of each ``unsafe axiom`` blanked: no theorem can use one."""
     code = [t for t in lean_tokens(text) if t.kind not in COMMENT_KINDS]
     for token, after in itertools.pairwise(code):
-        if (token.kind is TokenKind.IDENT and token.text(text) == "unsafe"
-                and after.kind is TokenKind.IDENT and after.text(text) == "axiom"):  # fmt: skip
+        if (
+            token.kind is TokenKind.IDENT
+            and token.text(text) == "unsafe"
+            and after.kind is TokenKind.IDENT
+            and after.text(text) == "axiom"
+        ):
             text = text[: token.start] + " " * (token.end - token.start) + text[token.end :]
     return text
 
@@ -134,7 +118,7 @@ async def _check(
     suite: Suite, install: LeanInstall, solutions: Path | None, require_solutions: bool
 ) -> CheckReport:
     lean_path = await lean_path_of(suite, install)
-    library = await anyio.to_thread.run_sync(library_dir, suite, install)  # (built: cached)
+    library = await anyio.to_thread.run_sync(library_dir, suite, install)
     results: dict[str, TaskCheck] = {}
     index = {task_id: i for i, task_id in enumerate(suite.tasks)}
     limiter = anyio.CapacityLimiter(2)
@@ -148,7 +132,7 @@ async def _check(
             started = time.perf_counter()
             original = task
             if writes_statement(task.kind):
-                # Checked as its reference states it: what the grader compares with.
+                # Checked as its reference states it, which is what the grader compares with.
                 task = await anyio.to_thread.run_sync(with_reference, suite, task)
             async with limiter:
                 text, check_line, axioms_line = query_lines(task)
@@ -195,8 +179,9 @@ async def _check(
             check.problems.append(f"the same statement as task {other}")
             check.ok = False
     missing = [c.task for c in checks if c.solution == "missing"]
-    return CheckReport(suite=suite.name, ok=all(c.ok for c in checks), tasks=checks,
-                       missing_solutions=missing)  # fmt: skip
+    return CheckReport(
+        suite=suite.name, ok=all(c.ok for c in checks), tasks=checks, missing_solutions=missing
+    )
 
 
 def task_check(

@@ -1,23 +1,7 @@
-"""``leanrig suite import``: a suite from a benchmark's Lean files, every ``theorem``/``lemma``
-whose proof is a placeholder one task.
+"""``leanrig suite import``: one task per placeholder ``theorem``/``lemma`` in a benchmark's files.
 
-Lean decides what text cannot: every file is compiled (imported files first, into one scratch
-build directory), then asked ``#print axioms`` of each of its declarations but axioms (which
-depend on ``sorryAx``: the *tainted* ones; an axiom, ``sorryAx`` itself in a file's preamble
-included, is no proof and is kept) and ``#check @T`` under ``pp.all`` of each placeholder
-theorem (its elaborated statement, constants fully qualified; the raw printer's text where Lean
-cannot pretty-print it). A task's file is its source file with every other tainted declaration
-and the ``… in`` commands wrapping it dropped (nothing kept can depend on a dropped one: it
-would be tainted too), so its only placeholder is its own; a target whose statement names a
-tainted constant is skipped with that reason. Each task file is then elaborated once more:
-exactly one "declaration uses sorry", on the target, and no error — else it is skipped, never
-written broken. Files other files import are the suite's library (prelude suites compile them),
-copied at their paths.
-
-Must not guess from text where Lean can say; must not lose hand-edited metadata: a task id that
-is already in ``OUT/suite.toml`` keeps its title, field and difficulty, and the manifest's other
-settings are kept.
-"""
+Lean, not text, decides what depends on sorry and what each statement is; a task file that does
+not elaborate cleanly is skipped, never written. Must keep hand-edited metadata in suite.toml."""
 
 from __future__ import annotations
 
@@ -64,8 +48,7 @@ TASK_DIR = "tasks"
 REFERENCE_DIR = "References"  # statement tasks' references (hidden)
 # A statement task's target before the attempt writes its own statement.
 PLACEHOLDER_STATEMENT = " : True "
-# Lean's own libraries, which use no sorry: a file importing only these and sorry-free files of
-# the benchmark is sorry-free when it does not use sorry itself.
+# Lean's own libraries, which use no sorry.
 CORE_MODULES = frozenset({"Init", "Std", "Lean"})
 WALL_SECONDS = 60.0
 
@@ -116,9 +99,9 @@ def import_suite(
     meta: Path | None = None,
     kind: TaskKind = "proof",
 ) -> ImportReport:
-    """``kind`` ``statement``: each theorem becomes a statement task whose reference is its
-    statement (written to ``REFERENCE_DIR``, hidden) and whose claim is ``--meta``'s
-    ``claim``; the task file's target gets the placeholder statement ``: True``."""
+    """Import the Lean files under ``paths`` as the suite at ``out``.
+
+    With ``kind`` "statement", statements become hidden references and targets state ``: True``."""
     sources, lake = read_sources(paths, exclude=out.resolve())
     prelude = all(s.header.prelude for s in sources)
     install = find_lean(paths[0].resolve() if paths[0].is_dir() else paths[0].resolve().parent)
@@ -141,7 +124,7 @@ class _Plan:
 
 
 async def _plan(sources: list[SourceFile], lake: bool, install: LeanInstall) -> _Plan:
-    """What Lean says: the library, each task's file and whether it is sound, what is skipped."""
+    """The library, each task's file with Lean's verdict on it, and what is skipped."""
     imported = {m for s in sources for m in imported_modules(s.header)}
     library = [s for s in library_order(sources) if s.module in imported]
     skipped: list[SkippedTheorem] = []
@@ -201,13 +184,11 @@ def _write_suite(
             if isinstance(stated, str) and not claim:
                 stated = (None, "no claim for it (a `claim` in --meta)")
             if isinstance(stated, tuple):
-                skipped.append(SkippedTheorem(theorem=target.name, source=where,
-                                              reason=stated[1]))  # fmt: skip
+                skipped.append(SkippedTheorem(theorem=target.name, source=where, reason=stated[1]))
                 continue
             reference = f"{REFERENCE_DIR}/{ident}.lean"
             _write(out / reference, _reference_text(text, target.name))
-            entry = entry.model_copy(update={"kind": kind, "claim": claim,
-                                             "reference": reference})  # fmt: skip
+            entry = entry.model_copy(update={"kind": kind, "claim": claim, "reference": reference})
             text = stated
         seen[ident] = target.name
         tasks.append(entry)
@@ -224,12 +205,14 @@ def _write_suite(
     libraries = [s.module for s in plan.library] if prelude else []
     if any(t.reference for t in tasks):
         hidden = [str(h) for h in existing.get("hidden", [])]
-        existing = {**existing, "hidden": [*hidden, *([REFERENCE_DIR] * (REFERENCE_DIR not in
-                                                                          hidden))]}  # fmt: skip
+        existing = {
+            **existing,
+            "hidden": [*hidden, *([REFERENCE_DIR] * (REFERENCE_DIR not in hidden))],
+        }
     _write(out / "suite.toml", _manifest(existing, suite_name, prelude, libraries, tasks))
     try:
         load_suite(out)
-    except LeanrigError as exc:  # a suite we wrote must load: say so rather than leave it
+    except LeanrigError as exc:
         raise AuthoringError(f"the imported suite in {out} does not load: {exc}") from exc
     return ImportReport(
         out=str(out),
@@ -243,10 +226,9 @@ def _write_suite(
 
 
 async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
-    """Compile every file (imports first) and ask Lean which declarations depend on sorryAx and
-    what each placeholder theorem states."""
+    """Compile every file, imports first; ask Lean what depends on sorryAx and what is stated."""
     facts = _Facts()
-    sorry_free: set[str] = set()  # modules nothing in which can depend on sorryAx
+    sorry_free: set[str] = set()  # modules in which nothing can depend on sorryAx
     for source in library_order(sources):
         imports = imported_modules(source.header)
         if any(m in facts.broken for m in imports):
@@ -256,16 +238,13 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
         if not compiled.ok:
             facts.broken[source.module] = compiled.why()
             continue
-        # A declaration depends on sorryAx only through one that uses it directly, for which
-        # Lean warns as it compiles: a file without that warning that imports only such files
-        # has nothing tainted and no placeholder, so Lean is not asked about each declaration.
+        # Taint needs a direct sorry, which Lean warns of; without one, nothing here is tainted.
         if not any(m.uses_sorry for m in compiled.messages) and all(
             m in sorry_free or m.split(".")[0] in CORE_MODULES for m in imports
         ):
             sorry_free.add(source.module)
             continue
-        # An axiom is no proof that uses sorry, whatever `#print axioms` lists for it (its
-        # own name: `sorryAx` itself, declared in a file's preamble), so none is tainted.
+        # An axiom is never tainted, even `sorryAx` declared in a preamble.
         names = [
             d.full_name
             for d in source.declarations
@@ -278,8 +257,11 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
             lines.append(f"#print axioms {escape_name(decl)}")
             axiom_lines[len(lines)] = decl
         for target in source.placeholders:
-            lines += ["set_option pp.all true in", "set_option pp.rawOnError true in",
-                      f"#check @{escape_name(target.name)}"]  # fmt: skip
+            lines += [
+                "set_option pp.all true in",
+                "set_option pp.rawOnError true in",
+                f"#check @{escape_name(target.name)}",
+            ]
             check_lines[len(lines)] = target.name
         answer = await lean.elaborate("Query", "\n".join(lines) + "\n")
         for line, decl in axiom_lines.items():
@@ -291,8 +273,7 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
                 statement = parse_check(m.text, theorem)
                 if statement is None:
                     continue
-                # What the statement names is all that is read from it: where Lean could not
-                # pretty-print it, its raw printer's text names the same constants.
+                # Only the constants it names are read, which the raw text names too.
                 printed = read_printed(statement.type)
                 facts.statements[theorem] = printed.text or printed.raw
                 if not facts.statements[theorem]:
@@ -342,8 +323,6 @@ def _task_text(source: SourceFile, target: Placeholder, tainted: set[str]) -> st
 async def _elaborate_all(
     lean: LeanRuns, planned: list[tuple[SourceFile, Placeholder, str]]
 ) -> list[str]:
-    """For each planned task file: '' when it elaborates with one placeholder, its target's;
-    else why not."""
     results = [""] * len(planned)
     limiter = anyio.CapacityLimiter(2)
 
@@ -359,9 +338,7 @@ async def _elaborate_all(
 
 
 def task_file_problem(answer: LeanAnswer, text: str, decl_start: int) -> str:
-    """'' when ``answer`` (Lean on a task file) has no error and one "declaration uses sorry",
-    on the target's line (``decl_start``: where its ``theorem`` line starts); else what is
-    wrong."""
+    """'' when ``answer`` has no error and sorry only on the target at ``decl_start``; else why."""
     if not answer.ok:
         return f"its task file does not elaborate: {answer.why()}"
     target_line = line_of(text, decl_start)
@@ -408,8 +385,7 @@ def _task_entry(
 
 
 def _as_statement_task(text: str, theorem: str) -> str | tuple[None, str]:
-    """The task file with the target's statement replaced by the placeholder ``: True``, or
-    (None, why not)."""
+    """The task file with the target's statement replaced by ``: True``, or (None, why not)."""
     span = locate_body(text, theorem)
     start, end = statement_bounds(text, span)
     body = span.body(text)
@@ -424,8 +400,7 @@ def _as_statement_task(text: str, theorem: str) -> str | tuple[None, str]:
 
 
 def _typed_sorry_flag(body: str) -> str | None:
-    """``b`` of a prelude file's typed placeholder ``sorryAx T b`` (``T`` a name or a
-    bracketed term), or None when ``body`` is not one."""
+    """``b`` of a typed placeholder ``sorryAx T b``, or None when ``body`` is not one."""
     if not body.startswith("sorryAx") or body[len("sorryAx") : len("sorryAx") + 1] not in " (":
         return None
     rest = body[len("sorryAx") :].lstrip()
@@ -506,15 +481,24 @@ def _manifest(
     tables = {k: v for k, v in existing.items() if isinstance(v, dict) and k != "tasks"}
     manifest = {
         **top,
-        **tables,  # [limits], [lad], [lint]
+        **tables,
         "tasks": [
-            {"id": t.id, "file": t.file, "theorem": t.theorem, "title": t.title,
-             "field": t.field, "difficulty": t.difficulty,
-             **({"kind": t.kind, "claim": t.claim, "reference": t.reference}
-                if t.reference else {})}
+            {
+                "id": t.id,
+                "file": t.file,
+                "theorem": t.theorem,
+                "title": t.title,
+                "field": t.field,
+                "difficulty": t.difficulty,
+                **(
+                    {"kind": t.kind, "claim": t.claim, "reference": t.reference}
+                    if t.reference
+                    else {}
+                ),
+            }
             for t in tasks
         ],
-    }  # fmt: skip
+    }
     return (
         "# Written by `leanrig suite import`; titles, fields and difficulties edited here\n"
         "# are kept by the next import.\n\n" + tomli_w.dumps(manifest)

@@ -1,9 +1,6 @@
-"""Lean runs for suite authoring: compile a file to ``.olean`` and read what Lean says about it
-(``--json`` messages), each a fresh sandboxed one-shot process (repl_pool's ``run_once`` under
-its sandbox wrapper) in a scratch directory of its own, under a deadline.
+"""Lean runs for suite authoring, each a fresh sandboxed one-shot process under a deadline.
 
-Must not judge what Lean says (importer, checker and linter do) nor block the event loop.
-"""
+Must not judge what Lean says (importer, checker and linter do) nor block the event loop."""
 
 from __future__ import annotations
 
@@ -41,8 +38,12 @@ class Message:
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Message:
         pos = raw.get("pos") or {}
-        return cls(str(raw.get("severity", "")), int(pos.get("line", 0)),
-                   int(pos.get("column", 0)), str(raw.get("data", "")))  # fmt: skip
+        return cls(
+            str(raw.get("severity", "")),
+            int(pos.get("line", 0)),
+            int(pos.get("column", 0)),
+            str(raw.get("data", "")),
+        )
 
     @property
     def uses_sorry(self) -> bool:
@@ -87,14 +88,17 @@ LAKE_ENV_SECONDS = 600.0  # `lake env` may build the project's dependencies firs
 
 
 async def lake_lean_path(root: Path, install: LeanInstall) -> list[Path]:
-    """A Lake project's ``LEAN_PATH`` (its dependencies' ``.olean`` files: Mathlib…), asked
-    from ``lake env`` in ``root``; empty without a lakefile or without Lake (the bootstrap)."""
+    """A Lake project's ``LEAN_PATH`` from ``lake env`` in ``root``; empty without Lake."""
     lakefiles = [await anyio.Path(root / f).exists() for f in ("lakefile.toml", "lakefile.lean")]
     if install.lake is None or not any(lakefiles):
         return []
     try:
-        done = await run_once([str(install.lake), "env", "printenv", "LEAN_PATH"], cwd=root,
-                              env=base_env(), timeout=LAKE_ENV_SECONDS)  # fmt: skip
+        done = await run_once(
+            [str(install.lake), "env", "printenv", "LEAN_PATH"],
+            cwd=root,
+            env=base_env(),
+            timeout=LAKE_ENV_SECONDS,
+        )
     except LeanrigError as exc:
         raise AuthoringError(f"lake could not start: {exc.message}") from exc
     if done.returncode != 0:
@@ -115,8 +119,7 @@ def line_of(text: str, offset: int) -> int:
 
 
 class LeanRuns:
-    """Sandboxed Lean runs with ``install``: modules compiled into one scratch build directory
-    (on ``LEAN_PATH`` for later runs, after ``lean_path``), each run under ``wall`` seconds."""
+    """Sandboxed Lean runs sharing one scratch build directory, each under ``wall`` seconds."""
 
     def __init__(
         self, install: LeanInstall, work: Path, lean_path: list[Path], wall: float
@@ -146,9 +149,11 @@ class LeanRuns:
         wrapper = list(sandbox_wrapper(SandboxPolicy(writable=(self.work,))))
         try:
             done = await run_once(
-                [*wrapper, *argv], cwd=self.work,
-                env=base_env([self.build, *self.lean_path]), timeout=self.wall,
-            )  # fmt: skip
+                [*wrapper, *argv],
+                cwd=self.work,
+                env=base_env([self.build, *self.lean_path]),
+                timeout=self.wall,
+            )
         except LeanrigError as exc:
             raise AuthoringError(f"Lean could not start: {exc.message}") from exc
         messages = tuple(Message.of(m) for m in parse_json_messages(done.stdout))

@@ -1,36 +1,7 @@
-"""``leanrig suite lint``: statement defects that give every agent the same free points, each a
-``Finding`` (code, severity, task, location, message).
+"""``leanrig suite lint``: statement defects that hand every agent free points, as ``Finding``s.
 
-One Lean run per task (its file with probes inserted right after the target's body, under the
-``--budget`` deadline) answers what text cannot. A probe is a theorem declared where Lean reads
-it as it reads the target: after the body (its section and ``variable``s), with the target's
-``… in`` wrappers made plain commands (their scope then covers the probes), and named under
-the namespace the target's own name opens (``theorem PLift.up_down …`` reads ``up`` as
-``PLift.up``); a probe of the statement restates the target's signature text there, so
-auto-bound implicits bind alike.
-
-- ``trivial-target``: a trivial term closes the target — the search agent's depth-0 candidates
-  (hypotheses, constructors, ``@Eq.refl``), a constructor of whatever the target unfolds to,
-  named with a leading dot (``.refl`` for ``LE.le n n`` is ``Nat.le.refl``: conventional names
-  and those of the inductive propositions the task file and the suite's library declare), and
-  ``decide``/``simp``/``omega``/``aesop`` on a full toolchain; ``unfolds-to-true`` when
-  ``True.intro`` closes a target that is not ``True``;
-- ``contradictory-hypotheses``: ``False`` follows from the hypotheses by such a term;
-- ``unused-variable``: Lean's unused-variables linter names a binder the statement never
-  mentions (the body is the placeholder), and a binder ``(_ : (T : Prop))`` fails for its
-  type: data, not a hypothesis;
-- the statement as Lean elaborates it (``#check`` under ``pp.all``), for
-  ``duplicate-statement`` (alpha-equivalent across tasks) and, with ``--against OLD``,
-  ``statement-changed`` (Lean is asked whether the new theorem proves the old statement:
-  definitionally equal) or ``statement-text-changed``. A statement Lean cannot print equals no
-  other: ``statement-unprintable`` (info) says so.
-
-From the text (no Lean needed): ``preamble-axiom`` (an ``axiom`` in the task file),
-``preamble-opaque``, ``preamble-unchecked-code`` (``implemented_by``, ``extern``).
-Findings the suite accepts (``[lint] allow``) are reported as allowed and do not fail.
-
-Must not change the suite.
-"""
+One Lean run per task elaborates probes placed right after the target's body; the codes are
+listed in docs/suite-format.md. Must not change the suite."""
 
 from __future__ import annotations
 
@@ -62,13 +33,10 @@ from .lean_runs import LeanAnswer, LeanRuns
 from .statements import Signature, canonical, read_printed, signature
 
 Severity = Literal["error", "warning", "info"]
-# A claim holding this many characters of its reference's text in a row (spaces ignored)
-# spells it out.
+# A claim with this many of its reference's characters in a row (spaces ignored) spells it out.
 CLAIM_RUN = 24
 CANDIDATES = 24  # per probe kind: a small budget, as an agent's first look would be
-# Constructors that need no proof, by the names libraries give them (`Eq.refl`, `Nat.le.refl`,
-# `True.intro`), and reflexivity lemmas named like them (`Iff.rfl`); a leading dot resolves
-# each in the namespace of what the target unfolds to.
+# Conventional constructor and reflexivity names, probed with a leading dot (`.refl`).
 CONSTRUCTORS = ("refl", "rfl", "intro")
 TACTICS = ("decide", "simp", "omega", "aesop")  # a full toolchain only
 FALSE_TACTICS = ("simp_all", "omega", "aesop")
@@ -85,7 +53,6 @@ class Finding(BaseModel):
 
 
 def _finding(task: str, at: str, code: str, severity: Severity, message: str) -> Finding:
-    """A finding on task ``task`` at ``at`` (FILE:LINE:COLUMN, or the file)."""
     return Finding(code=code, severity=severity, task=task, location=at, message=message)
 
 
@@ -111,12 +78,11 @@ class _Probed:
     statement: str = ""
     unprintable: str = ""  # why Lean could not print the statement ('' when it did)
     answer: LeanAnswer | None = None
-    namespace: str = ""  # probe names' prefix (`_namespace_of`)
+    namespace: str = ""
 
 
 def _namespace_of(task: Task) -> str:
-    """The namespace the target's declared name opens, as a prefix for probe names:
-    ``«PLift».`` for ``theorem PLift.up_down``, '' for an undotted name."""
+    """The namespace prefix the target's name opens: ``«PLift».`` for ``PLift.up_down``, else ''."""
     text = task.text
     tokens = (t for t in lean_tokens(text, task.span.decl_start) if t.kind not in COMMENT_KINDS)
     for token in tokens:
@@ -148,8 +114,7 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
 
         async def one(i: int, task: Task) -> None:
             if writes_statement(task.kind):
-                # Its reference is what the suite states (duplicates are of references); an
-                # attempt writes the target's statement, so no probe is of a proof.
+                # An attempt writes the statement, so the reference's statement is probed.
                 task = await anyio.to_thread.run_sync(with_reference, suite, task)
             prior = old.tasks.get(task.id) if old is not None else None
             job = _probe_file(task, full, prior, library)
@@ -188,9 +153,6 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
     return LintReport(suite=suite.name, ok=ok, findings=findings)
 
 
-# -- the probes ---------------------------------------------------------------------------------
-
-
 def _problem(sig: Signature) -> Problem | None:
     """The search agent's view of the statement: its binders as hypotheses."""
     try:
@@ -212,9 +174,7 @@ def _first(terms: Iterator[str], n: int) -> list[str]:
 
 
 def _inductive_prop_constructors(text: str) -> list[str]:
-    """The constructors' last names of the inductive propositions ``text`` declares, in order
-    (``inductive Nat.le (n : Nat) : Nat → Prop`` with ``| refl …`` and ``| step …`` → ``refl``,
-    ``step``): what a leading-dot probe may name. Lexical; a probe only proposes, Lean decides."""
+    """Last names of the constructors of the inductive propositions ``text`` declares (lexical)."""
     names: list[str] = []
     for decl in declarations(text):
         if decl.keyword != "inductive":
@@ -231,8 +191,7 @@ def _inductive_prop_constructors(text: str) -> list[str]:
 
 
 def _constructors_of(pieces: list[str]) -> list[str]:
-    """``pieces`` (an ``inductive``'s tokens from its name on) → its constructors' names, if
-    its type ends in ``Prop``."""
+    """Constructor names from an ``inductive``'s tokens (name onwards), if its type is ``Prop``."""
     depth = 0
     colon = body = -1
     for k, piece in enumerate(pieces):
@@ -254,8 +213,6 @@ def _constructors_of(pieces: list[str]) -> list[str]:
 
 
 def _library_constructors(suite: Suite) -> list[str]:
-    """The constructor names ``_inductive_prop_constructors`` finds in the suite's own library
-    (its prelude modules' sources)."""
     names: list[str] = []
     for _, source in library_sources(suite):
         names += _inductive_prop_constructors(source.read_text(encoding="utf-8"))
@@ -271,8 +228,7 @@ def _probe_file(task: Task, full: bool, prior: Task | None, library: list[str]) 
     if problem is not None:
         trivial += _first(prove(problem, problem.target, 0), CANDIDATES)
         false = _first(prove(problem, Sym("False"), 1), CANDIDATES) if sig.groups else []
-    # Lean resolves `.c` in the namespace of the target's head after unfolding it, and `_`
-    # stands for an explicit argument unification determines (`Eq.refl a` in a prelude).
+    # `_` fills an explicit argument unification determines (`Eq.refl a` in a prelude).
     names = [*CONSTRUCTORS, *_inductive_prop_constructors(task.text), *library]
     for name in list(dict.fromkeys(names))[:CANDIDATES]:
         trivial += [f".{name}", f".{name} _"]
@@ -297,7 +253,7 @@ def _probe_decl(job: _Probed, probe: _Probe, i: int, prior: Task | None) -> str:
         head = f"{name}{sig.universes} {sig.binders} : False"
         return f"{heartbeats}{head} :=\n  {probe.text}\n"
     if probe.kind == "sort":
-        # In a binder, as in the target's signature: auto-bound implicits bind alike.
+        # In a binder, as in the target's signature, so auto-bound implicits bind alike.
         before: list[str] = []
         for group in sig.groups:
             if probe.text in group.names:
@@ -317,9 +273,7 @@ def _target(job: _Probed) -> str:
 
 
 def _probed_text(job: _Probed, prior: Task | None) -> str:
-    """The task file, its target's ``… in`` wrappers made plain commands, with every probe
-    right after the target's body, and the statement query at its end; each probe's lines
-    recorded."""
+    """The task file with the probes after the target's body (their lines recorded) and a query."""
     task = job.task
     file = task.unwrapped(task.text)  # same length and lines: positions stay the file's
     head = file[: task.span.end] + "\n\n"
@@ -353,9 +307,6 @@ def _closes(answer: LeanAnswer, probe: _Probe) -> bool:
     return not any(
         m.severity == "error" or m.uses_sorry for m in answer.at_lines(probe.first, probe.last)
     )
-
-
-# -- findings -----------------------------------------------------------------------------------
 
 
 def _where(task: Task, offset: int) -> str:
@@ -434,8 +385,7 @@ def _lean_findings(job: _Probed) -> list[Finding]:
 
 
 def _unused(job: _Probed, at: str) -> list[Finding]:
-    """Binders Lean's linter says are never referenced (the body is the placeholder, so: not
-    by the statement) whose type is not a proposition (its ``: Prop`` probe failed)."""
+    """Binders Lean's linter reports unused whose type is not a proposition."""
     task, answer = job.task, job.answer
     assert answer is not None
     first = task.text.count("\n", 0, task.span.decl_start) + 1
@@ -459,9 +409,7 @@ def _unused(job: _Probed, at: str) -> list[Finding]:
 
 
 def _text_findings(task: Task) -> list[Finding]:
-    """What the task file's own text gives away, outside the body: an ``axiom`` (``sorryAx``,
-    the placeholder's, and ``unsafe`` ones, which no theorem can use, aside), ``opaque``,
-    ``implemented_by``/``extern``."""
+    """Axioms, ``opaque`` and ``implemented_by``/``extern`` in the task file outside the body."""
     around = outside_body(task)
     found: list[Finding] = []
     for decl in declarations(task.text):
@@ -505,8 +453,7 @@ def _text_findings(task: Task) -> list[Finding]:
 
 
 def _claim_findings(suite: Suite, task: Task) -> list[Finding]:
-    """A statement task's claim that spells out its reference's Lean text: its type, or a run
-    of it (``CLAIM_RUN`` characters or more, spaces ignored), read as it is written there."""
+    """A statement task's claim spelling out its reference's type or ``CLAIM_RUN`` chars of it."""
     reference = with_reference(suite, task).statement
     claim = "".join(task.claim.split())
     kept = "".join(reference.split())

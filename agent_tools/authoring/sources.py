@@ -1,11 +1,6 @@
-"""A benchmark's Lean files as the importer reads them: the files under each PATH (a file, a
-directory, a Lake project), their module names, which of them other files import (the library),
-their declarations and placeholder theorems, task ids from theorem names, and task metadata
-(``--meta`` TOML, CSV or JSONL keyed by theorem name; doc comments for titles). Pure text and
-file reading; Lean is asked nothing here.
+"""A benchmark's Lean files as the importer reads them: modules, declarations, placeholders, meta.
 
-Must not write the suite (importer.py) or run Lean (lean_runs.py).
-"""
+Pure text and file reading: must not write the suite (importer.py) or run Lean (lean_runs.py)."""
 
 from __future__ import annotations
 
@@ -72,8 +67,7 @@ class SourceFile:
 
 
 def is_placeholder(body: str) -> bool:
-    """Is ``body`` only a placeholder: ``sorry``, ``by sorry``, ``admit``, or ``sorryAx …``
-    (prelude mode) as its first word — no proof that merely mentions one."""
+    """Is ``body`` just ``sorry``, ``by sorry``, ``admit`` or ``sorryAx …`` (no proof using one)?"""
     words = [t.text(body) for t in lean_tokens(body) if t.kind not in COMMENT_KINDS]
     if words[:1] == ["by"]:
         words = words[1:]
@@ -99,8 +93,7 @@ def title_of(doc: str) -> str:
 
 
 def task_id(name: str) -> str:
-    """A stable task id from a theorem's full name: ASCII letters, digits, ``_-.`` kept, a
-    prime ``_prime``, any other character ``_u<hex>`` (``congr_φ`` → ``congr_u3c6``)."""
+    """A stable ASCII task id from a theorem's full name (``congr_φ'`` → ``congr_u3c6_prime``)."""
     out = []
     for part in name.replace("«", "").replace("»", "").split("."):
         out.append(
@@ -113,10 +106,7 @@ def task_id(name: str) -> str:
 
 
 def declaration_spans(text: str, decls: list[Declaration]) -> list[tuple[int, int]]:
-    """Where each declaration's whole command is: from the first ``… in`` command wrapping it
-    (``open Nat in`` on the line above: dropped without it, it would wrap whatever follows),
-    else its doc comment (or its line's start, attributes and modifiers included), to its end
-    (``declaration_end``)."""
+    """Each declaration's whole command, with its doc comment and any wrapping ``… in``."""
     cmds = commands(text, 0, len(text))
     starts = [c.start for c in cmds]
     wrapper_ins = all_wrappers(text)
@@ -138,9 +128,7 @@ def declaration_spans(text: str, decls: list[Declaration]) -> list[tuple[int, in
 
 
 def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[SourceFile], bool]:
-    """The Lean files under ``paths`` (each file's module name relative to its PATH: the
-    directory, or a file's own directory) and whether a PATH is a Lake project; files under
-    ``exclude`` (the suite being written, when it lies inside a PATH) are left out."""
+    """The Lean files under ``paths`` but not ``exclude``, and whether a path is a Lake project."""
     found: dict[Path, SourceFile] = {}
     lake = False
     for given in paths:
@@ -178,16 +166,12 @@ def read_sources(paths: list[Path], exclude: Path | None = None) -> tuple[list[S
 
 
 def read_declarations(source: SourceFile) -> None:
-    """The file's declarations and its placeholder theorems.
-
-    Only a theorem whose text holds a placeholder word can be one, so only those bodies are
-    located: each search reads the whole file.
-    """
     text = source.text
     source.declarations = declarations(text)
     starts = [d.keyword_start for d in source.declarations] + [len(text)]
     for decl, end in zip(source.declarations, starts[1:], strict=True):
         region = text[decl.keyword_start : end]
+        # Locating a body reads the whole file: only try where a placeholder word occurs.
         if decl.keyword not in ("theorem", "lemma") or not any(
             word in region for word in _PLACEHOLDER_WORDS
         ):
@@ -203,11 +187,12 @@ def read_declarations(source: SourceFile) -> None:
 
 
 def unlocated_reason(source: SourceFile, theorem: str) -> str | None:
-    """Why the body of ``theorem`` (a theorem of ``source``) cannot be located, if it cannot."""
+    """Why the body of ``theorem`` in ``source`` cannot be located, or None."""
     if theorem in source.unlocated:
         return source.unlocated[theorem]
-    if not any(d.full_name == theorem and d.keyword in ("theorem", "lemma")
-               for d in source.declarations):  # fmt: skip
+    if not any(
+        d.full_name == theorem and d.keyword in ("theorem", "lemma") for d in source.declarations
+    ):
         return None
     try:
         locate_body(source.text, theorem)
@@ -243,15 +228,11 @@ def library_order(sources: list[SourceFile]) -> list[SourceFile]:
     return order
 
 
-# -- metadata ----------------------------------------------------------------------------------
-
 META_KEYS = ("title", "field", "difficulty", "claim")
 
 
 def read_meta(path: Path) -> dict[str, dict[str, Any]]:
-    """``--meta``: theorem name → {title, field, difficulty, claim}, from TOML (tables keyed
-    by theorem name, or ``[[tasks]]`` with ``theorem``), CSV (a ``theorem`` column) or JSONL
-    (one object a line with ``theorem``)."""
+    """``--meta`` (TOML, CSV or JSONL) as theorem name → {title, field, difficulty, claim}."""
     try:
         raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -297,8 +278,7 @@ def read_meta(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def meta_for(meta: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
-    """The metadata for theorem ``name``: by its full name, else by its last component when
-    only one entry has it."""
+    """The metadata for ``name`` by full name, else by last component when that is unambiguous."""
     if name in meta:
         return meta[name]
     short = name.rsplit(".", 1)[-1]

@@ -1,11 +1,5 @@
-"""A task's statement as text: its signature (after the theorem's name, up to ``:=``) split
-into binder groups and conclusion, and Lean's printed statement (``#check`` under ``pp.all``)
-with its bound names made canonical, so alpha-equivalent statements compare equal — or, where
-Lean could not print it (a prelude without the notation its printer needs for numerals), why
-not: such a statement equals no other. Pure; tokens are lsp_bridge's ``lean_tokens``.
-
-Must not decide what a statement means: Lean's answers do (the linter asks them).
-"""
+"""A task's statement as text: its signature split into binders and conclusion, and Lean's printed
+statement made canonical. Must not decide what a statement means: Lean's answers do."""
 
 from __future__ import annotations
 
@@ -44,7 +38,6 @@ class Signature:
 
 
 def signature(task: Task) -> Signature:
-    """The target's signature, read from the task file."""
     _, name_end = declaration_head(task.text, task.span.decl_start)
     return split_signature(task.text[name_end : task.span.start - 2])
 
@@ -92,8 +85,7 @@ def _group(text: str) -> BinderGroup:
     return BinderGroup(text, (), inner.strip())
 
 
-# How Lean's `#check` answers when its pretty printer fails on the type: with
-# `pp.rawOnError` it names the error and falls back to the raw printer on the next line.
+# `#check`'s answers when its pretty printer fails (with `pp.rawOnError`: the raw text follows).
 _FAILED = "failed to pretty print expression"
 _RAW = re.compile(
     r"\[Error pretty printing expression: (?P<why>.*?)\.? Falling back to raw printer\.\]",
@@ -111,8 +103,7 @@ class Printed:
 
 
 def read_printed(answer: str) -> Printed:
-    """``answer`` (the type part of a ``#check`` message) as a ``Printed``: a pretty-printer
-    failure is never a statement, whatever its text, so no two failures compare equal."""
+    """The type part of a ``#check`` message as a ``Printed``; a printer failure has no text."""
     answer = answer.strip()
     if answer.startswith(_FAILED):
         return Printed("", _FAILED)
@@ -123,9 +114,7 @@ def read_printed(answer: str) -> Printed:
 
 
 def canonical(statement: str) -> str:
-    """Lean's printed statement with every bound name renamed ``x0, x1, …`` in the order they
-    are bound (binder groups ``(a b : T)``, ``{…}``, ``[…]``, ``⦃…⦄`` and ``fun x =>``), and
-    whitespace normalized: alpha-equivalent statements print alike."""
+    """Lean's printed statement with bound names renamed ``x0, x1, …`` and whitespace normalized."""
     tokens = [t for t in lean_tokens(statement) if t.kind not in COMMENT_KINDS]
     names: dict[str, str] = {}
     binding: set[int] = set()

@@ -1,11 +1,6 @@
-"""servers: the wires that carry the tool catalogue (MCP on the official SDK over stdio, HTTP
-or a Unix socket — `leanrig run`'s runner-owned services —, line-delimited JSON-RPC) over one
-binding (tools.py), and the wiring that opens a service for `leanrig serve` (app.py, with
-`serve_argv`, the argv of a `leanrig serve` subprocess).
+"""servers: the wires carrying the tool catalogue (MCP, JSON-RPC) and `leanrig serve`'s wiring.
 
-Names load on first use (PEP 562): importing a light part (signals, fdstreams) must not
-import the MCP SDK (~1 s here) — `leanrig lsp`, `report`, `--help` never need it.
-"""
+Names load on first use (PEP 562), so light parts never import the MCP SDK."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Wiring: suite + Lean + sandbox + pool + verifier + ledger → a running `ProofService`.
 
-Every path a user gives is made absolute here, at the boundary, in the user's working
-directory: Lean runs with the suite directory as its working directory, the sandbox binds
-directories by path and the verifier turns its work files into URIs, so a relative path would
-mean something else (or nothing) further in.
-"""
+User paths are made absolute here: Lean, the sandbox and the verifier run elsewhere."""
 
 from __future__ import annotations
 
@@ -49,7 +45,7 @@ def absolute(path: Path | str) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """What `leanrig serve` was asked for. Paths are made absolute on construction."""
+    """What `leanrig serve` was asked for; paths are made absolute on construction."""
 
     suite: Path
     run_dir: Path = Path("runs")
@@ -58,26 +54,17 @@ class ServeOptions:
     step_timeout: float = 60.0
     sandbox: bool = True
     lean: str | None = None
-    # Serve only this task (one `leanrig run` attempt). The server then also keeps, in
-    # RUN_DIR itself, ``submission-<pid>.json`` (the last accepted body of any session): the
-    # attempt's submission, which `leanrig run` reads afterwards.
+    # Serve only this task; its last accepted body is kept in RUN_DIR/submission-<pid>.json.
     task: str | None = None
-    # Run the pool on a Ray cluster: "auto" (RAY_ADDRESS or a cluster started on this
-    # machine) or an address (host:port, ray://...). Needs the `ray` extra; docs/scale-out.md.
+    # A Ray cluster for the pool: "auto" or an address (host:port, ray://...); docs/scale-out.md.
     ray: str | None = None
-    # "lad": the library-access condition — the suite's `[lad]` library is indexed (once per
-    # content hash; a file that does not elaborate fails the start) and `search_library` /
-    # `read_library` are served. "baseline": neither exists.
+    # "lad" indexes the suite's `[lad]` library and serves `search_library`/`read_library`.
     condition: Literal["baseline", "lad"] = "baseline"
-    # Open sessions per client (ProofService): streamable HTTP serves its clients as one.
+    # Streamable HTTP serves all its clients as one client.
     sessions_per_client: int = MAX_SESSIONS_PER_CLIENT
-    # The Lean to serve with, found by the caller (None: found here, as `lean` says). `leanrig
-    # run` passes the one it resolved at its start: an attempt's service looked Lean up again
-    # (`elan`, `lean` on PATH, `lean --version` run unsandboxed), and an agent had planted its
-    # own `lean` early on PATH in its writable home — run as the runner (a red-team sweep).
+    # None: found here. `leanrig run` passes its own: never run an agent-planted `lean`.
     install: LeanInstall | None = None
-    # What the sessions' Lean must not read (`leanrig run`: what the agent's sandbox hides,
-    # which a body's Lean could otherwise show in its messages).
+    # What the sessions' Lean must not read (what the agent's sandbox hides).
     hidden: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
@@ -91,9 +78,7 @@ CLOSE_SECONDS = 5.0  # closing the sessions left open when the service ends
 
 
 def claim_run_dir(parent: Path) -> Path:
-    """A new directory ``parent/<timestamp>`` of this server's own (``-2``, ``-3``, … after
-    the timestamp when another server took it: two servers started in the same second with
-    one ``--run-dir`` shared it, their ledgers merged and their scratch shared)."""
+    """A new directory ``parent/<timestamp>`` owned by this server (``-2``, ``-3``, … if taken)."""
     parent.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1, 10_000):
@@ -110,11 +95,10 @@ def claim_run_dir(parent: Path) -> Path:
 
 @asynccontextmanager
 async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
-    # Reading the suite, finding Lean (may run `elan`, may build the bootstrap) and compiling
-    # the suite's library are blocking: off the event loop.
+    # Loading the suite, finding Lean and building the library block: run them in threads.
     suite = await anyio.to_thread.run_sync(load_suite, options.suite)
     if options.task is not None:
-        suite.task(options.task)  # unknown: a SuiteError before anything is made on disk
+        suite.task(options.task)  # raises SuiteError before anything is made on disk
     install = options.install
     if install is None:
         install = await anyio.to_thread.run_sync(
@@ -129,9 +113,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
     run_dir = await anyio.to_thread.run_sync(claim_run_dir, absolute(options.run_dir))
     scratch = run_dir / "scratch"
-    # The verdict's directories are not in the sessions' Lean's writable scratch: code a
-    # body runs while a session elaborates it (a tactic on a full toolchain) must not reach
-    # the files of a verdict in progress.
+    # Outside the sessions' writable scratch: a body's code must not reach a verdict's files.
     verify_root = run_dir / "verify"
     await anyio.to_thread.run_sync(lambda: scratch.mkdir(parents=True, exist_ok=True))
     await anyio.to_thread.run_sync(lambda: verify_root.mkdir(parents=True, exist_ok=True))
@@ -147,7 +129,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         install, suite.root, env=env, wrapper=sandbox_wrapper(policy) if options.sandbox else ()
     )
     config = PoolConfig(
-        min_processes=1,  # warm before the first open_task
+        min_processes=1,
         max_processes=options.max_processes or default_max_processes(),
         default_header=next(iter(suite.tasks.values())).header.text() if suite.tasks else "",
         request_deadline=options.step_timeout,
@@ -156,30 +138,43 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
     lad: LibraryIndex | None = None
     if options.condition == "lad":
         lad = await open_library(suite, environment)
-        log.info("serve.library", declarations=lad.count, built=lad.built,
-                 ms=round(lad.build_ms, 1))  # fmt: skip
+        log.info(
+            "serve.library", declarations=lad.count, built=lad.built, ms=round(lad.build_ms, 1)
+        )
     ledger = Ledger(absolute(options.ledger) if options.ledger else run_dir / "ledger.jsonl")
     verifier = Verifier(
-        suite, install, library=library, sandbox=policy if options.sandbox else
-        SandboxPolicy(use_bwrap=False), work_root=verify_root,
-    )  # fmt: skip
-    log.info("serve.opened", suite=str(suite.root), run_dir=str(run_dir), lean=str(install.lean),
-             sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox
-             else "off")  # fmt: skip
+        suite,
+        install,
+        library=library,
+        sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
+        work_root=verify_root,
+    )
+    log.info(
+        "serve.opened",
+        suite=str(suite.root),
+        run_dir=str(run_dir),
+        lean=str(install.lean),
+        sandbox="bwrap" if uses_namespaces(policy) else "rlimits" if options.sandbox else "off",
+    )
     bound = absolute(options.run_dir) if options.task is not None else None
     try:
         async with _open_pool(environment, config, options.ray) as pool:
             service = ProofService(
-                suite, pool, environment, verifier, ledger, step_timeout=options.step_timeout,
+                suite,
+                pool,
+                environment,
+                verifier,
+                ledger,
+                step_timeout=options.step_timeout,
                 task=options.task,
                 submission=bound / f"submission-{os.getpid()}.json" if bound else None,
-                library=lad, sessions_per_client=options.sessions_per_client,
-            )  # fmt: skip
+                library=lad,
+                sessions_per_client=options.sessions_per_client,
+            )
             try:
                 yield service
             finally:
-                # Every session gets its closing ledger line (its wall time), also on wires
-                # that never close sessions themselves (MCP: stdio's end, HTTP).
+                # Every session gets its closing ledger line, even on wires that never close one.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
                     await service.close_all()
     finally:
@@ -192,9 +187,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
 async def _open_pool(
     environment: LeanEnvironment, config: PoolConfig, ray: str | None
 ) -> AsyncIterator[Pool]:
-    """The local pool, or (``ray``) the router over one pool per Ray node. (Ray's driver prints
-    to stdout, from its threads and its children: a stdio wire is claimed before the service
-    opens, fdstreams.claimed_stdio, so fd 1 is stderr by then.)"""
+    """The local pool, or with ``ray`` the router over one pool per Ray node."""
     if ray is None:
         async with WarmPool.open(environment, config) as pool:
             yield pool
@@ -205,5 +198,14 @@ async def _open_pool(
 
 def serve_argv(suite: Path, run_dir: Path, *extra: str) -> list[str]:
     """`leanrig serve` for this interpreter (no console script needed)."""
-    return [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite),
-            "--run-dir", str(run_dir), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "agent_tools.cli",
+        "serve",
+        "--suite",
+        str(suite),
+        "--run-dir",
+        str(run_dir),
+        *extra,
+    ]

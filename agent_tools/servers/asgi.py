@@ -1,8 +1,6 @@
-"""An ASGI app served by uvicorn on a socket bound by the caller (TCP or Unix), under anyio,
-until a stop event: MCP over HTTP (`leanrig serve --http`), the model gateway and the replay
-model all need a socket known before they serve (a port in use fails before Lean starts, a
-port chosen by the system, an attempt's Unix socket) and leanrig's own signal handling
-(uvicorn's handlers left out). Nothing else: no routing, no app logic."""
+"""An ASGI app served by uvicorn under anyio on a socket the caller bound, until a stop event.
+
+uvicorn's signal handlers are left out; no routing, no app logic."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import anyio
 
 
 def socket_url(listener: socket.socket) -> str:
-    """``http://127.0.0.1:PORT`` of a TCP listener (a Unix socket has no URL: its path)."""
+    """``http://HOST:PORT`` of a TCP listener, or a Unix socket's path."""
     if listener.family == socket.AF_UNIX:
         return str(listener.getsockname())
     host, port = listener.getsockname()[:2]
@@ -32,9 +30,9 @@ async def serve_asgi(
     graceful_s: int = 1,
     lifespan: Literal["auto", "on", "off"] = "off",
 ) -> None:
-    """Serve ``app`` on ``listener`` until ``stop`` is set, then shut down (requests still
-    running get ``graceful_s`` seconds); ``ready()`` once uvicorn listens. ``lifespan``: as
-    uvicorn's (the MCP SDK's app runs its session manager in its lifespan)."""
+    """Serve ``app`` on ``listener`` until ``stop`` is set, then give requests ``graceful_s`` s.
+
+    ``ready()`` is called once uvicorn listens; ``lifespan`` is uvicorn's setting."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -48,19 +46,20 @@ async def serve_asgi(
                 ready()
 
     if listener.family in (socket.AF_INET, socket.AF_INET6):
-        # Accepted connections inherit it: each server-sent event leaves at once (with Nagle
-        # on, every answer after a connection's first waited ~40 ms for a delayed ACK).
+        # Accepted connections inherit it; with Nagle on, replies wait for a delayed ACK.
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     config = uvicorn.Config(
-        app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=graceful_s,
+        app,
+        log_level="warning",
+        lifespan=lifespan,
+        timeout_graceful_shutdown=graceful_s,
         access_log=False,
-    )  # fmt: skip
+    )
     server = Server(config)
 
     async def stop_when_asked() -> None:
         await stop.wait()
-        # Requests cut off at the stop (an agent killed mid-stream, a tool call whose Lean is
-        # already killed) are logged by uvicorn as ERROR tracebacks: shutdown noise only.
+        # Requests cut off by the stop would be logged as ERROR tracebacks: shutdown noise.
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         server.should_exit = True
 

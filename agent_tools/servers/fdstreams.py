@@ -1,24 +1,7 @@
-"""This process's stdin and stdout as a server's wire (MCP, JSON-RPC, the editor's LSP), read
-and written on the event loop: no thread per read or write.
+"""This process's stdin and stdout as a server's wire, read and written on the event loop.
 
-``claimed_stdio()`` takes the wire off fds 0 and 1 for a whole command (the CLI claims it before
-anything starts a process): the wire moves to private close-on-exec copies; fd 0 then reads the
-null device and fd 1 goes to stderr. So
-- no child inherits the wire: not Lean, not bwrap, not the verifier's one-shot runs, where a
-  submission's ``#eval`` could otherwise read (steal) the client's next message;
-- nothing printed to stdout by a library lands in the protocol (what such a print left in
-  ``sys.stdout``'s buffer is flushed to stderr before the wire is given back): Ray's driver,
-  for one, prints raylet messages to stdout from its threads when a node dies;
-- no child shares the wire's file status flags. They belong to the open file description:
-  libuv (uvloop) makes fds 0-2 blocking in every child it spawns, and a blocking stdin stalled
-  `leanrig lsp`'s whole loop in a read (tests/test_as_typed_editor.py). The flags are restored
-  on exit (uvloop's watchers set ``O_NONBLOCK``; a terminal would keep it).
-
-``FdReceive`` waits until the descriptor is readable and then reads what is there; ``FdSend``
-writes at most ``PIPE_BUF`` bytes at a time, each once the pipe has room (checked without a loop
-iteration when it has), and a writer that waits for room waits at most ``timeout``. Neither
-relies on ``O_NONBLOCK`` either way: a read or write that would block waits again.
-"""
+``claimed_stdio()`` moves the wire to private close-on-exec descriptors, so no child inherits it
+and no stray print reaches it; fd 0 then reads the null device and fd 1 writes to stderr."""
 
 from __future__ import annotations
 
@@ -51,13 +34,13 @@ class FdReceive(ByteReceiveStream):
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while True:
             if self._pollable:
-                await anyio.wait_readable(self._fd)  # then a read returns what is there, at once
+                await anyio.wait_readable(self._fd)
             else:
                 await anyio.lowlevel.checkpoint()  # a regular file never blocks
             try:
                 data = os.read(self._fd, max_bytes)
             except BlockingIOError:
-                continue  # readable, then not (a spurious wakeup): wait again
+                continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
             if not data:
@@ -69,9 +52,7 @@ class FdReceive(ByteReceiveStream):
 
 
 class FdSend:
-    """Writes to a file descriptor on the event loop: a reader that does not read is
-    backpressure (this waits, cancellably, at most ``timeout`` seconds per chunk when given:
-    then ``TimeoutError``), never a blocked thread."""
+    """Writes to a file descriptor on the event loop; ``timeout``: seconds to wait for room."""
 
     def __init__(self, fd: int, timeout: float | None = None) -> None:
         self._fd = fd
@@ -87,7 +68,7 @@ class FdSend:
                 await self._wait_for_room()
             try:
                 written = os.write(self._fd, view[:PIPE_CHUNK])
-            except BlockingIOError:  # room, then not (another writer): wait for it
+            except BlockingIOError:  # another writer took the room
                 await self._wait_for_room()
                 continue
             except OSError as exc:  # EPIPE: the reader has gone
@@ -118,21 +99,20 @@ def _pollable(fd: int, events: int) -> bool:
 
 @contextmanager
 def claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
-    """A private close-on-exec copy of ``fd`` for the wire while ``fd`` itself points at the
-    null device (stdin) or stderr (stdout); restored on exit. ``stream``: the Python stream on
-    ``fd``, flushed (to stderr) before the wire is given back."""
+    """A close-on-exec copy of ``fd`` while ``fd`` is diverted; ``stream`` is flushed at exit."""
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:  # not open: nothing to claim (and nothing a child could inherit)
+    except OSError:  # not open: nothing to claim
         yield fd
         return
     try:
         diversion = _diversion(mode)
     except OSError as exc:
         os.close(private)
-        log.warning("stdio.not_claimed", fd=fd, error=str(exc),
-                    detail="child processes inherit the wire")  # fmt: skip
+        log.warning(
+            "stdio.not_claimed", fd=fd, error=str(exc), detail="child processes inherit the wire"
+        )
         yield fd
         return
     os.dup2(diversion, fd)
@@ -148,8 +128,7 @@ def claimed(fd: int, stream: Any, mode: int) -> Iterator[int]:
 
 
 def _diversion(mode: int) -> int:
-    """What fd 0 (the null device) or fd 1 (stderr; the null device if stderr is closed)
-    points at while the wire is claimed."""
+    """The null device for stdin; stderr for stdout, or the null device if stderr is closed."""
     if mode == os.O_RDONLY:
         return os.open(os.devnull, os.O_RDONLY)
     try:
@@ -170,8 +149,7 @@ Wire = tuple[int, int]  # the (input, output) descriptors of a claimed stdio
 
 @contextmanager
 def claimed_stdio(wire: Wire | None = None) -> Iterator[Wire]:
-    """The wire's (input, output) descriptors, claimed from fds 0 and 1 (see the module); a
-    ``wire`` the caller already claimed is used as it is."""
+    """The wire's (input, output) descriptors claimed from fds 0 and 1, or ``wire`` if given."""
     if wire is not None:
         yield wire
         return

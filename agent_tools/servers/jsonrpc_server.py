@@ -1,17 +1,7 @@
 """The agent tools over plain JSON-RPC 2.0: one JSON message per line, on stdio or TCP.
 
-Method names and params are the MCP tool names and arguments. Errors: -32700 parse error,
--32600 invalid request, -32601 unknown method, -32602 invalid params, -32000 tool error (with
-``data: {code, hint}``). Each connection is one client: its sessions are invisible to others.
-Requests on one connection run concurrently (calls on one session are serialized by the
-service).
-
-One client cannot hurt another: a malformed or oversized line gets an error reply and the
-connection goes on; at most ``MAX_IN_FLIGHT`` requests per connection are read and not yet
-answered (then that client is not read until it takes its replies: backpressure, bounded
-memory); a client that goes away (its replies cannot be written) has its calls cancelled and
-its sessions closed, and nothing escapes to the other connections.
-"""
+Methods and params are the MCP tool names and arguments; a tool error is -32000 with
+``data: {code, hint}``. Each connection is one client; no client can affect another."""
 
 from __future__ import annotations
 
@@ -50,14 +40,11 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any
 
 
 def _valid_id(value: Any) -> bool:
-    # JSON-RPC 2.0: String, Number or Null (booleans are not numbers).
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
 def request_id(message: Any) -> str | int | None:
-    """The id to answer a message we cannot serve with, on both wires: its id when it is a
-    string or an integer (what MCP allows, and the ids JSON-RPC 2.0 says a client should
-    send), else null, as JSON-RPC says (an object, a boolean, an array, a fraction)."""
+    """The id for an error reply to ``message``: its id if a string or integer, else None."""
     if isinstance(message, dict):
         rid = message.get("id")
         if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
@@ -66,7 +53,6 @@ def request_id(message: Any) -> str | int | None:
 
 
 def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
-    """The message, or the parse-error reply (keeping the id when a lenient decode finds one)."""
     try:
         msg = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -81,8 +67,7 @@ def _parse(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
 
 
 def _exact_id(rid: float, raw: bytes) -> Any:
-    """orjson reads an integer id beyond 64 bits as a float: its reply would carry another
-    number. The standard library reads it exactly (``dump_reply`` writes it)."""
+    """An integer id beyond 64 bits, which orjson reads as a float, read exactly."""
     with suppress(ValueError, RecursionError):
         exact = json.loads(raw)
         if isinstance(exact, dict) and isinstance(exact.get("id"), int):
@@ -91,15 +76,13 @@ def _exact_id(rid: float, raw: bytes) -> Any:
 
 
 def lenient_json(raw: bytes | str) -> Any:
-    """``raw`` decoded as leniently as makes sense for an error reply (None: not JSON): invalid
-    UTF-8 decoded with replacement, an escaped lone surrogate (``"\\ud800"``) and integers
-    beyond 64 bits taken as they are — the standard library's parser (orjson refuses the first
-    two and reads the last as a float)."""
+    """``raw`` decoded leniently for an error reply, or None if it is not JSON.
+
+    Accepts invalid UTF-8, lone surrogates and integers beyond 64 bits, which orjson refuses."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     try:
         return json.loads(text)
-    # json.JSONDecodeError is a ValueError; the standard library's parser recurses, so a line
-    # nested ~100,000 deep is a RecursionError
+    # The standard library's parser recurses: deep nesting raises RecursionError.
     except (ValueError, RecursionError):
         return None
 
@@ -124,9 +107,7 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
         )
     method: str = msg["method"]
     if "id" not in msg:
-        # A notification: the client can never see a result, so a tool call would only make
-        # state it cannot reach (a session nobody knows the id of). Every method here is a
-        # request; notifications are ignored, as JSON-RPC 2.0 allows (no reply either way).
+        # A tool call's result would be unreachable, so notifications are ignored.
         log.info("jsonrpc.notification_ignored", method=method, client=client)
         return None
     rid = msg["id"]
@@ -153,15 +134,13 @@ async def handle_message(service: ProofService, raw: bytes, client: str) -> dict
 
 
 def dump_reply(payload: dict[str, Any], client: str) -> bytes:
-    """One reply line. An integer beyond 64 bits (an id the client chose) is written by the
-    standard library, which orjson refuses; anything else unserializable is a bug, answered
-    as an internal error."""
+    """One reply line; an unserializable reply becomes an internal error."""
     try:
         return orjson.dumps(payload) + b"\n"
     except TypeError:
         pass
     try:
-        # ASCII: a lone surrogate (an id the standard library recovered) is written escaped
+        # Integers beyond 64 bits; ASCII output escapes lone surrogates.
         return json.dumps(payload, allow_nan=False).encode() + b"\n"
     except (TypeError, ValueError):
         log.exception("jsonrpc.unserializable_reply", client=client)
@@ -177,14 +156,9 @@ async def serve_stream(
     write_timeout: float | None = None,
     peer_gone: Callable[[], bool] | None = None,
 ) -> None:
-    """Serve one client until it is done or gone, then close its sessions.
+    """Serve one client until it is done or gone, then close its sessions; nothing escapes.
 
-    At the end of its input the calls in flight are answered first (a half-closed client may
-    still read), unless the input ended in an error (a reset) or ``peer_gone`` says it has
-    gone. A reply that cannot be written (peer reset, closed pipe, or no progress for
-    ``write_timeout`` seconds) ends the connection and cancels its calls. Nothing raised by
-    this client escapes.
-    """
+    Calls in flight are answered at end of input unless the peer is gone (``peer_gone()``)."""
     client = f"jsonrpc-{next(_clients)}"
     reader = BufferedByteReceiveStream(receive)
     broken = False  # the input ended in an error (a reset), not a clean end
@@ -228,7 +202,7 @@ async def serve_stream(
                     tg.start_soon(too_long)
                     continue
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    line, broken = None, True  # the peer can read no more replies either
+                    line, broken = None, True
                 if line is None:
                     slots.release()
                     break
@@ -237,11 +211,10 @@ async def serve_stream(
                     continue
                 tg.start_soon(handle, line)
             if broken or (peer_gone is not None and peer_gone()):
-                # Reset or hung up, not half-closed: no reply can reach it, so its calls in
-                # flight are cancelled now rather than answered into the void (a runaway step
-                # would run to its deadline).
-                log.info("jsonrpc.client_gone", client=client,
-                         error="reset" if broken else "hangup")  # fmt: skip
+                # No reply can reach it: cancel its calls rather than run them to their deadline.
+                log.info(
+                    "jsonrpc.client_gone", client=client, error="reset" if broken else "hangup"
+                )
                 tg.cancel_scope.cancel()
     finally:
         with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
@@ -258,9 +231,7 @@ async def _close_sessions(service: ProofService, client: str) -> None:
 
 
 async def serve_stdio(service: ProofService, wire: Wire | None = None) -> None:
-    """One client on stdin/stdout (``wire``: already claimed by the caller). Returns when stdin
-    ends (after answering the calls in flight, unless stdout is closed too) or stdout is
-    closed."""
+    """One client on stdin/stdout (``wire``: already claimed by the caller), until either ends."""
     with claimed_stdio(wire) as (stdin_fd, stdout_fd):
         send = FdSend(stdout_fd)
         await serve_stream(service, FdReceive(stdin_fd), send, peer_gone=send.hung_up)
@@ -274,20 +245,14 @@ async def _socket_send(sock: socket.socket, data: bytes) -> None:
             view = view[sock.send(view) :]
         except (BlockingIOError, InterruptedError):
             continue
-        except OSError as exc:  # EPIPE / reset: the client has gone
+        except OSError as exc:
             raise anyio.BrokenResourceError from exc
 
 
 async def serve_tcp(
     service: ProofService, listener: socket.socket, ready: Callable[[int], None] | None = None
 ) -> None:
-    """JSON-RPC on ``listener`` (``listen.listen_local``: 127.0.0.1); each connection is one
-    client; the listener is closed at the end. The sockets are read and
-    written directly, never through an asyncio transport: anyio's asyncio ``SocketStream`` lets
-    the transport read while a ``receive`` waits; on a busy loop several chunks arrive per wait
-    and one is consumed, so a client that floods faster than it is served grew the server
-    without bound (seen: 600 MB). One read per ``receive`` (``FdReceive`` on the socket) makes
-    ``MAX_IN_FLIGHT`` a real bound: the kernel's buffers fill and the client stalls."""
+    """JSON-RPC on ``listener``, one client per connection; closes the listener at the end."""
 
     async def handle(conn: socket.socket) -> None:
         with conn:
@@ -298,7 +263,7 @@ async def serve_tcp(
                     lambda data: _socket_send(conn, data),
                     write_timeout=TCP_WRITE_TIMEOUT,
                 )
-            except Exception:  # one connection's failure must never reach the listener
+            except Exception:
                 log.exception("jsonrpc.connection_failed")
 
     with listener:

@@ -1,6 +1,4 @@
-"""The listening socket of a network server (`serve --jsonrpc --port`, `serve --http`), bound
-before the service opens: a port in use is a one-line error before any Lean process starts,
-not a traceback after the pool warmed (a sweep found both)."""
+"""The listening socket of a network server, bound before the service opens (fails early)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """MCP over a Unix domain socket: one MCP session per connection, all on one `ProofService`.
 
-`leanrig run` owns each attempt's task-bound service and serves it here, on a socket in a
-directory the agent cannot write; the agent's MCP config starts a stdio↔socket relay
-(`agent_tools/runs/relay.py`), so the agent reaches the service only through the tools and
-never holds the service's files, ledger or submission record.
-
-Each connection is served as stdio is (`LeanrigMCP.serve_lines`: the SDK's server on our line
-streams, reading and writing the connection's bytes on the event loop). A line longer than
-`MAX_LINE` bytes ends its connection (the service's memory is the runner's). At most
-`MAX_CONNECTIONS` connections are served at once; more are closed.
-"""
+`leanrig run` serves each attempt here, so the agent reaches the service only through a relay."""
 
 from __future__ import annotations
 
@@ -30,8 +21,7 @@ MAX_CONNECTIONS = 32
 
 
 async def serve_mcp_stream(service: ProofService, stream: ByteStream, client: str = "mcp") -> None:
-    """One MCP session over ``stream`` (newline-delimited JSON-RPC, as on stdio), until the
-    peer closes its side."""
+    """One MCP session over ``stream``, newline-delimited, until the peer closes its side."""
     await build_mcp(service, client).serve_lines(
         TextLines(stream, MAX_LINE), TextWriter(stream.send)
     )
@@ -40,9 +30,7 @@ async def serve_mcp_stream(service: ProofService, stream: ByteStream, client: st
 async def serve_mcp_listener(
     service: ProofService, listener: SocketListener, *, client: str = "mcp"
 ) -> None:
-    """Serve every connection of ``listener`` (until cancelled; the listener is closed on the
-    way out, and so is every open connection). A connection's failure ends that connection
-    only."""
+    """Serve up to ``MAX_CONNECTIONS`` connections of ``listener`` at once, until cancelled."""
     active = 0
 
     async def handle(stream: ByteStream) -> None:
@@ -54,7 +42,7 @@ async def serve_mcp_listener(
             active += 1
             try:
                 await serve_mcp_stream(service, stream, client)
-            except Exception:  # one client's broken wire is not the service's failure
+            except Exception:
                 log.warning("socket.connection_failed", exc_info=True)
             finally:
                 active -= 1

@@ -1,13 +1,6 @@
-"""The wires' side of the tool catalogue (sessions/catalogue.py): validate a call's JSON
-arguments with the tool's input model, run it on the `ProofService`, dump its typed result to
-JSON. MCP and JSON-RPC both go through here, so they accept, reject and answer alike.
+"""The wires' side of the tool catalogue: validate a call's arguments, run it, dump its result.
 
-``service_tools`` / ``service_tool`` are what a wire lists and accepts for one service: the
-catalogue's ``TOOLS``, plus its ``LIBRARY_TOOLS`` when the service has a library (the LAD
-condition); elsewhere a library tool is an unknown tool / method, as any other name would be.
-``validate_params`` and ``bind`` are what jsonrpc_server.py uses; ``call_tool`` is the whole
-call (with the ledger line for refused arguments) in one function.
-"""
+MCP and JSON-RPC both go through here, so they accept, reject and answer alike."""
 
 from __future__ import annotations
 
@@ -24,7 +17,7 @@ from ..sessions import (
     tools_for,
 )
 
-ToolSpec = ToolDef  # the name jsonrpc_server.py and older callers know
+ToolSpec = ToolDef
 
 
 def service_tools(service: ProofService) -> list[ToolDef]:
@@ -38,10 +31,7 @@ def service_tool(service: ProofService, name: str) -> ToolDef | None:
 
 
 def validate_params(spec: ToolDef, params: Any) -> dict[str, Any]:
-    """Check JSON params against the tool's input model (strict, closed, limits).
-
-    Raises `InvalidArguments` — a `ToolError` with code ``invalid_argument`` and also a
-    `ValueError` — whose message names the field."""
+    """Check JSON params against the tool's input model, or raise `InvalidArguments` on a field."""
     model = parse_input(spec, params)
     return {name: getattr(model, name) for name in type(model).model_fields}
 
@@ -63,8 +53,7 @@ def bind(service: ProofService, spec: ToolDef, client: str) -> Callable[..., Awa
 async def call_tool(
     service: ProofService, spec: ToolDef, arguments: Any, client: str
 ) -> dict[str, Any]:
-    """Validate, run and dump one call. Every failure is a `ToolError`; refused arguments are
-    `InvalidArguments` and still get their ledger line."""
+    """Validate, run and dump one call; every failure is a `ToolError` (refusals ledgered first)."""
     try:
         params = validate_params(spec, arguments)
     except InvalidArguments as exc:

@@ -8,5 +8,5 @@ from importlib.metadata import PackageNotFoundError, version
 def package_version() -> str:
     try:
         return version("leanrig")
-    except PackageNotFoundError:  # running from a source tree without installing
+    except PackageNotFoundError:
         return "0+unknown"
