@@ -1,13 +1,6 @@
-"""lsp_bridge: talks to Lean.
+"""lsp_bridge: talks to Lean (LSP client, Lean's lexical syntax, positions, errors, toolchain).
 
-LSP transport, Lean extensions, positions, Lean's lexical syntax (comments, literals,
-identifiers: ``lean_text``; the scopes open where: ``lean_scopes``), typed errors, finding
-(and bootstrapping) Lean.
-
-The LSP client's names (``client``, ``doc_queries``: they import lsprotocol's types, ~0.5 s
-here) load on first use (PEP 562), so what needs only errors, positions, text edits or text
-scanning does not pay for them.
-"""
+The LSP client's names load on first use (PEP 562): importing lsprotocol's types is slow."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Structured concurrency without exception-group noise for callers.
+"""Structured concurrency without exception-group noise: callers get the typed error itself.
 
-Our task groups run one body plus helper loops that never raise; when the body fails, anyio
-still wraps its error in an ``ExceptionGroup``. Callers expect the typed error itself. When
-concurrent branches fail for one cause (e.g. two requests to a server that just died), every
-branch raises the same kind of error: that is still one failure, reported as the first.
-"""
+Several errors of one type (one cause, e.g. a server that died) count as one failure."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ from contextlib import contextmanager
 
 
 def error_leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions in ``exc``: a group's, nested groups walked, in order; else ``exc``."""
+    """The exceptions in ``exc``, nested groups flattened in order (``[exc]`` if no group)."""
     if not isinstance(exc, BaseExceptionGroup):
         return [exc]
     out: list[BaseException] = []
@@ -24,8 +20,7 @@ def error_leaves(exc: BaseException) -> list[BaseException]:
 
 @contextmanager
 def single_errors() -> Iterator[None]:
-    """Re-raise a group whose leaves are one exception, or several of one type, as the first
-    of them; any other group (different failures at once) is re-raised as it is."""
+    """Re-raise a group whose leaves all have one type as its first leaf; others unchanged."""
     try:
         yield
     except BaseExceptionGroup as group:

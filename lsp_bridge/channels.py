@@ -1,11 +1,6 @@
-"""How the client reaches the Lean process serving a document (``DocumentChannels``), and the
-watchdog's side of it: one ``lean --server`` carrying every document (``WatchdogServer``),
-with the LSP handshake every Lean process gets (``initialize_params``, ``initialize``).
+"""How the client reaches the Lean process serving a document, and the watchdog's channel.
 
-Must not track documents or decide retries: a channel says which connection carries a
-document's messages and what a failure on it means; the direct file workers' channel is
-``file_workers.py``.
-"""
+Must not track documents or decide retries."""
 
 from __future__ import annotations
 
@@ -30,24 +25,24 @@ class DocumentChannels(Protocol):
 
     @property
     def direct(self) -> bool:
-        """True for direct file workers (one process per document, no watchdog)."""
+        """True for direct file workers (no watchdog)."""
         ...
 
     @property
     def alive(self) -> bool: ...
 
     def pids(self) -> tuple[int, ...]:
-        """The Lean processes of the channels: the server, or each document's live worker."""
+        """The server's pid, or each document's live worker's."""
         ...
 
     def kill(self) -> None: ...
 
     def conn(self, uri: str) -> LspTransport:
-        """Where messages about ``uri`` go (raising what a request meets when it is gone)."""
+        """Where messages about ``uri`` go; raises what a request would meet if it is gone."""
         ...
 
     def connection_of(self, uri: str) -> LspTransport | None:
-        """``uri``'s connection, alive or not, to fail its requests on (None: it has none)."""
+        """``uri``'s connection, alive or not (None: it has none)."""
         ...
 
     def error(self, uri: str, error: LeanrigError, conn: LspTransport) -> LeanrigError:
@@ -55,13 +50,12 @@ class DocumentChannels(Protocol):
         ...
 
     async def settled(self, uri: str, timeout: float, method: str) -> None:
-        """Return once no start of ``uri``'s process is under way (within ``timeout``)."""
+        """Return once no start of ``uri``'s process is under way (within ``timeout`` s)."""
         ...
 
 
 class WatchdogServer:
-    """Lean's watchdog (``lean --server``, ``lake serve``): one connection for every document;
-    its errors are its own (it reports a worker's crash itself). ``info``: its ``serverInfo``."""
+    """Lean's watchdog (``lean --server``, ``lake serve``): one connection for every document."""
 
     direct = False
 
@@ -78,8 +72,7 @@ class WatchdogServer:
         params: dict[str, Any],
         on_notification: Callable[[str, Any], None],
     ) -> AsyncIterator[WatchdogServer]:
-        """The server ``command`` starts, after the handshake (``initialize`` with ``params``);
-        killed with its workers when the context ends."""
+        """Start ``command`` and do the handshake; killed with its workers when the context ends."""
         async with LspTransport.spawn(
             command.full_argv(),
             cwd=command.cwd,
@@ -110,12 +103,11 @@ class WatchdogServer:
         return error
 
     async def settled(self, uri: str, timeout: float, method: str) -> None:
-        return  # nothing starts per document (no checkpoint: the caller goes on at once)
+        return  # no checkpoint: the caller goes on at once
 
 
 def initialize_params(command: ServerCommand, root_uri: str) -> dict[str, Any]:
-    """``initialize``'s parameters for a Lean started by ``command`` in ``root_uri`` (a
-    direct file worker reads the same and never answers them)."""
+    """``initialize``'s parameters for a Lean started by ``command`` in ``root_uri``."""
     params = lsp.InitializeParams(
         process_id=os.getpid(),
         root_uri=root_uri,
@@ -146,8 +138,7 @@ def initialize_params(command: ServerCommand, root_uri: str) -> dict[str, Any]:
 async def initialize(
     transport: LspTransport, command: ServerCommand, params: dict[str, Any], timeout: float
 ) -> dict[str, Any]:
-    """``initialize`` and ``initialized`` with the watchdog at ``transport``; its
-    ``serverInfo``. A server that does not answer is ``ServerStartFailed`` (its stderr)."""
+    """The handshake; returns ``serverInfo``, raises ``ServerStartFailed`` if it fails."""
     try:
         result = await transport.request("initialize", params, timeout=timeout)
         await transport.notify("initialized", {})

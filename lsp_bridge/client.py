@@ -1,20 +1,7 @@
 """An async client for Lean's language server: documents, the elaboration barrier, goals, RPC.
 
-Responsibilities (and nothing else): document sync (didOpen / didChange / didClose with
-versions), each document's reports as they arrive (``open_document.py``), the barrier that
-returns only when a version is fully elaborated (and the early barrier on direct workers),
-a change and its questions in one write (``update``), and queries (plain goals, term goals,
-hover, document symbols, RPC interactive goals). Requests about a document end when its
-processing stops (``doc_requests.py``).
-
-Two ways to reach Lean, one API (``channels.py``): through Lean's watchdog (``lean --server``:
-one process that starts a file worker per document and relays every message, after the LSP
-handshake), or — ``ServerCommand.direct_workers`` — straight to one ``lean --worker`` per
-document (``file_workers.py``). Measured with the bootstrap Lean (docs/architecture.md): the
-relay costs ~0.5-0.9 ms and ~1.5 ms of Lean CPU per edit, and a process per server.
-
-It must not own pools, sessions or policy: callers decide what to open and when to give up.
-"""
+Reaches Lean through its watchdog or straight to one ``lean --worker`` per document (one API).
+Must not own pools, sessions or policy: callers decide what to open and when to give up."""
 
 from __future__ import annotations
 
@@ -71,7 +58,7 @@ class LeanClient:
         self.command = command
         self.timeouts = timeouts
         self._docs: dict[str, OpenDocument] = {}
-        self._channels: DocumentChannels | None = None  # set by ``start``
+        self._channels: DocumentChannels | None = None
         self._transport: LspTransport | None = None  # the watchdog's (None: direct workers)
         self._workers: FileWorkers | None = None  # direct file workers (None: the watchdog)
         self._rpc: RpcSessions | None = None
@@ -89,12 +76,14 @@ class LeanClient:
         worker_argv = command.worker_argv() if command.direct_workers else None
         channels: AbstractAsyncContextManager[FileWorkers | WatchdogServer]
         if worker_argv is not None:
-            # The handler is looked up per message, not bound at spawn: one for every worker,
-            # old and new (and a test's spy on the client sees them all).
+            # Looked up per message, not bound at spawn: one handler for every worker, old and new.
             channels = FileWorkers.start(
-                worker_argv, command, timeouts, params,
+                worker_argv,
+                command,
+                timeouts,
+                params,
                 lambda method, p: client._on_notification(method, p),
-            )  # fmt: skip
+            )
         else:
             channels = WatchdogServer.start(command, timeouts, params, client._on_notification)
         with single_errors():
@@ -103,7 +92,7 @@ class LeanClient:
                 try:
                     yield client
                 finally:
-                    client._tg = None  # (Lean's last words must not start tasks in it)
+                    client._tg = None  # Lean's last words must not start tasks in it
                     tg.cancel_scope.cancel()
 
     def _started(self, channels: FileWorkers | WatchdogServer, tg: TaskGroup) -> None:
@@ -116,10 +105,8 @@ class LeanClient:
         self._tg = tg
 
     def _start_soon(self, loop: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        if self._tg is not None:  # (not once the client is closing)
+        if self._tg is not None:
             self._tg.start_soon(loop)
-
-    # -- lifecycle ---------------------------------------------------------------------------
 
     @property
     def transport(self) -> LspTransport:
@@ -136,13 +123,11 @@ class LeanClient:
 
     @property
     def pids(self) -> tuple[int, ...]:
-        """Every Lean process this client started (the server, or each document's worker);
-        a walk of their trees finds all the memory they hold."""
+        """Every Lean process this client started (the server, or each document's worker)."""
         return self._channels.pids() if self._channels is not None else ()
 
     @property
     def direct(self) -> bool:
-        """True when this client talks to file workers directly (no watchdog)."""
         return self._workers is not None
 
     @property
@@ -155,7 +140,6 @@ class LeanClient:
 
     @property
     def _lean(self) -> DocumentChannels:
-        """How this (started) client reaches Lean."""
         assert self._channels is not None, "client not started"
         return self._channels
 
@@ -165,21 +149,16 @@ class LeanClient:
         return self._rpc
 
     def _conn(self, uri: str) -> LspTransport:
-        """Where messages about ``uri`` go: the server, or the document's own worker."""
         return self._lean.conn(uri)
 
     def _needs_worker(self, doc: OpenDocument, unchanged: int = 0) -> bool:
-        """Must ``doc``'s (already updated) text go to a new worker (``FileWorkers.needs_new``)?"""
         return self._workers is not None and self._workers.needs_new(doc.uri, doc.text, unchanged)
 
     async def _start_worker(self, doc: OpenDocument, dependency_build_mode: str = "never") -> None:
-        """A new worker for ``doc`` at its text and version now (``FileWorkers.open``)."""
         assert self._workers is not None
         await self._workers.open(doc.uri, doc.text, doc.version, dependency_build_mode)
-        if self._docs.get(doc.uri) is not doc:  # closed meanwhile: the worker serves nothing
+        if self._docs.get(doc.uri) is not doc:
             self._workers.stop(doc.uri)
-
-    # -- notifications (called synchronously by the transport's reader) ----------------------
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "textDocument/publishDiagnostics":
@@ -187,7 +166,7 @@ class LeanClient:
             if doc is not None and doc.diagnostics_reported(params):
                 self._early.broken(doc)
         elif method == "$/lean/fileProgress":
-            # Hot path (~10 per edit): look only at what we need; parse fully on demand.
+            # Hot path: look only at what we need; parse fully on demand.
             text_doc = params.get("textDocument") or {}
             doc = self._docs.get(text_doc.get("uri", ""))
             if doc is not None and doc.progress_reported(params, text_doc.get("version")):
@@ -200,8 +179,7 @@ class LeanClient:
 
     @property
     def early_barrier_faults(self) -> int:
-        """Versions whose diagnostics came after the early barrier had ended their step (the
-        rule does not hold for this Lean): the early barrier is off from the first one."""
+        """Versions reported after the early barrier ended their step (it is off after one)."""
         return self._early.faults
 
     def progress(self, uri: str) -> FileProgress | None:
@@ -214,8 +192,6 @@ class LeanClient:
         doc = find_document(self._docs, uri)
         return doc.diag_version, tuple(doc.diagnostics)
 
-    # -- documents ---------------------------------------------------------------------------
-
     def text(self, uri: str) -> str:
         return find_document(self._docs, uri).text
 
@@ -227,7 +203,7 @@ class LeanClient:
 
     async def open(self, uri: str, text: str, *, dependency_build_mode: str = "never") -> int:
         """Open a document (its text need not exist on disk); returns its version (1)."""
-        await self._lean.settled(uri, self.timeouts.spawn, "textDocument/didOpen")  # (closed, now)
+        await self._lean.settled(uri, self.timeouts.spawn, "textDocument/didOpen")
         if uri in self._docs:
             raise DocumentError(f"document {uri} is already open", path=uri)
         doc = OpenDocument(uri, text, 1)
@@ -271,7 +247,6 @@ class LeanClient:
 
     async def change(self, uri: str, text: str) -> int:
         """Replace the document's text; sends the minimal range edit. Returns the new version."""
-        # (The edit is computed against the text left by a worker start under way.)
         await self._lean.settled(uri, self.timeouts.spawn, "textDocument/didChange")
         doc = find_document(self._docs, uri)
         return await self.edit(uri, [minimal_edit(doc.text, text)])
@@ -297,7 +272,7 @@ class LeanClient:
                 raise
             raise error from exc
         except BaseException:
-            doc.resync = True  # the change may not have reached Lean
+            doc.resync = True
             raise
         return version
 
@@ -306,21 +281,16 @@ class LeanClient:
         if self._rpc is not None:
             self._rpc.forget(uri)
         if self._workers is not None:
-            self._workers.stop(uri)  # a worker serves one document: closing it is the end
+            self._workers.stop(uri)
         elif doc is not None and self.alive:
             await self.transport.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-
-    # -- the barrier -------------------------------------------------------------------------
 
     async def wait_for(
         self, uri: str, version: int | None = None, *, timeout: float | None = None
     ) -> DocumentReport:
         """Barrier: return when ``version`` (default: the current one) is fully elaborated.
 
-        Diagnostics are exactly those of the reported version. If newer versions were sent in the
-        meantime, waits for the newest and says so (``status="superseded"``). Never returns a
-        report for a version that did not finish: on timeout it raises ``RequestTimeout``.
-        """
+        Superseded: waits for the newest version instead. On timeout raises ``RequestTimeout``."""
         doc = find_document(self._docs, uri)
         requested = doc.version if version is None else version
         if requested > doc.version or requested < 1:
@@ -341,24 +311,21 @@ class LeanClient:
             doc = find_document(self._docs, uri)
             if doc.version == target:
                 break
-            target = doc.version  # superseded while we waited: the newest is what counts
+            target = doc.version
         return self._report(doc, requested, target, started)
 
     def _report(
         self, doc: OpenDocument, requested: int, target: int, started: float
     ) -> DocumentReport:
-        """The report of version ``target`` (fully elaborated) when ``requested`` was asked;
-        a fatal version with no error diagnostic is a crash."""
+        """The report of finished version ``target``; raises ``WorkerCrashed`` on a crash."""
         if doc.crashed(target):
-            mark_fatal(doc, self._lean)  # a crash: its other requests end, later ones are refused
+            mark_fatal(doc, self._lean)
             raise WorkerCrashed(
                 "textDocument/waitForDiagnostics",
                 -32902,
                 f"the Lean worker for {doc.uri} stopped without reporting an error (crash)",
             )
         return doc.report(requested, target, started)
-
-    # -- a change and its questions in one write ---------------------------------------------
 
     async def update(
         self,
@@ -368,15 +335,10 @@ class LeanClient:
         *,
         timeout: float | None = None,
     ) -> tuple[DocumentReport, list[Any]]:
-        """Make ``text`` the content of document ``uri`` (opened if it is not open) and wait
-        until that version is fully elaborated, asking ``queries`` about the same version:
-        the change, the barrier and the queries go to Lean in one write (see
-        ``LspTransport.exchange``), so the queries cost no round trip of their own;
-        ``unless_clean`` ones are waited for only if the version has an error or warning
-        (asked again after the barrier for a version that did not finish). Returns the report
-        (as ``wait_for``) and each query's parsed answer, in order (None: an
-        ``unless_clean`` query about a clean version); a failed query raises its error (after
-        the barrier's own errors)."""
+        """Set ``uri``'s text (opening it if needed), wait for that version and ask ``queries``.
+
+        All in one write. Returns the report (as ``wait_for``) and the answers in order (None:
+        ``unless_clean`` about a clean version); a failed non-optional query raises its error."""
         deadline = time.monotonic() + (self.timeouts.barrier if timeout is None else timeout)
         started = time.perf_counter()
 
@@ -384,7 +346,7 @@ class LeanClient:
             return max(deadline - time.monotonic(), 0.001)
 
         if uri not in self._docs:
-            await self.open(uri, text)  # the first version: rare, its own write
+            await self.open(uri, text)
             doc, version = find_document(self._docs, uri), 1
             changes: list[tuple[str, Any]] = []
         else:
@@ -396,13 +358,13 @@ class LeanClient:
         )
         barrier = answers[0]
         if isinstance(barrier, ContentModified) and self.version(uri) != version:
-            barrier = None  # superseded (its worker replaced): reported below as wait_for does
+            barrier = None
         if isinstance(barrier, LeanrigError) and not isinstance(barrier, ElaborationFailed):
-            raise barrier  # an ElaborationFailed barrier: the report says fatal (as wait_for)
+            raise barrier
         now_answers, later_answers = iter(answers[1 : 1 + len(now)]), iter(answers[1 + len(now) :])
         answered = [next(later_answers) if q.unless_clean else next(now_answers) for q in queries]
         if self.version(uri) != version:
-            # Someone changed the document meanwhile: report as wait_for does, and ask again.
+            # Changed meanwhile: report as wait_for does, and ask again.
             report = await self.wait_for(uri, version, timeout=remaining())
             answered = [
                 None if q.unless_clean and report.clean else await self.ask(uri, q, remaining())
@@ -411,14 +373,11 @@ class LeanClient:
         else:
             report = self._report(doc, version, version, started)
             if later and report.clean:
-                # Not needed (waited for on a first error that a later report of the version
-                # dropped, they would explain nothing the report shows).
+                # Waited for on an error a later report dropped: they explain nothing shown.
                 answered = [
                     None if q.unless_clean else a for q, a in zip(queries, answered, strict=True)
                 ]
             elif later and not waited:
-                # Not waited for (the version did not finish, so no problem was reported
-                # before the barrier): asked now, a round trip of their own.
                 answered = [
                     await self.ask(uri, q, remaining()) if q.unless_clean else a
                     for q, a in zip(queries, answered, strict=True)
@@ -426,30 +385,25 @@ class LeanClient:
         for query, result in zip(queries, answered, strict=True):
             if isinstance(result, LeanrigError) and not query.optional:
                 raise result
-        return report, answered  # parsed as they arrived (LspTransport.exchange)
+        return report, answered
 
     async def _changed(
         self, uri: str, text: str, timeout: float
     ) -> tuple[OpenDocument, int, list[tuple[str, Any]]]:
-        """``text`` made open document ``uri``'s next version: the document, that version and
-        the didChange to send (none: the text went to a new worker as its didOpen)."""
+        """Make ``text`` the next version; return the document, version and didChange to send."""
         await self._lean.settled(uri, timeout, "textDocument/didChange")
         doc = find_document(self._docs, uri)
         edit = minimal_edit(doc.text, text)
         params = doc.change([edit])
-        # This call's version: a change made while a worker starts (below) is a later one, and
-        # a barrier for a version not yet sent is never answered.
+        # Taken before the worker start: a change meanwhile is a later, not yet sent, version.
         version = doc.version
         if self._needs_worker(doc, edit.start):
-            await self._start_worker(doc)  # the change goes as the new worker's didOpen
+            await self._start_worker(doc)
             return doc, version, []
         return doc, version, [("textDocument/didChange", params)]
 
     async def ask(self, uri: str, query: DocQuery, timeout: float) -> Any:
-        """``query`` alone, about the current version (``doc_requests.ask_alone``)."""
         return await ask_alone(self._docs, uri, self._lean, query, timeout)
-
-    # -- queries -----------------------------------------------------------------------------
 
     async def _request(self, uri: str, method: str, params: Any, timeout: float | None) -> Any:
         doc = find_document(self._docs, uri)
@@ -492,7 +446,7 @@ class LeanClient:
     async def rpc_call(
         self, uri: str, pos: LspPos, method: str, params: Any, *, timeout: float | None = None
     ) -> Any:
-        """Call a Lean RPC method; reconnects once if the session was dropped (worker restart)."""
+        """Call a Lean RPC method; reconnects once if the session was dropped."""
         return await self._rpc_sessions.call(uri, pos, method, params, self._t(timeout))
 
     def _t(self, timeout: float | None) -> float:

@@ -1,9 +1,6 @@
-"""Questions about one version of a document, asked with its change (``LeanClient.update``):
-``DocQuery`` (the method, the position, how its answer is read, whether it is optional or
-needed only about a version that is not clean) and the reading of Lean's document symbols.
+"""Questions about one version of a document, asked with its change (``LeanClient.update``).
 
-Must not send anything or hold state: the client frames the queries into its exchange.
-"""
+Must not send anything or hold state: the client frames the queries into its exchange."""
 
 from __future__ import annotations
 
@@ -23,18 +20,13 @@ _converter = get_converter()
 
 
 def parse_symbols(result: Any, from_line: int = 0) -> list[lsp.DocumentSymbol]:
-    """Lean's document symbols; with ``from_line``, only those ending on or after that line
-    (a container ending earlier is dropped with its children). Reading a symbol into its
-    lsprotocol type costs ~20 µs, so a file with 1000 declarations cost ~20 ms per answer,
-    while a proof step needs the few around and after its theorem."""
+    """Lean's document symbols; with ``from_line``, only those ending on or after that line."""
     if from_line <= 0:
         return [_converter.structure(s, lsp.DocumentSymbol) for s in result or ()]
     return [_converter.structure(s, lsp.DocumentSymbol) for s in _ending_from(result, from_line)]
 
 
 def _ending_from(symbols: Any, line: int) -> list[dict[str, Any]]:
-    """The raw symbols ending on or after ``line``, their children likewise (a namespace
-    holding the whole file is kept, its earlier declarations are not)."""
     kept = []
     for s in symbols or ():
         if s["range"]["end"]["line"] >= line:
@@ -49,36 +41,23 @@ def parse_hover(result: Any) -> lsp.Hover | None:
 
 @dataclass(frozen=True, slots=True)
 class DocQuery:
-    """A request about a document's version, asked with the change (``LeanClient.update``):
-    ``method``, the position if it takes one, and how to read its answer."""
+    """A request about a document's version, asked with the change, and how to read its answer."""
 
     method: str
     parse: Callable[[Any], Any]
     position: LspPos | None = None
-    # An optional query's error is returned in its place instead of raised (the caller may
-    # not need its answer, e.g. the goals of a proof that turned out complete).
-    optional: bool = False
-    # Needed only if the version is not clean (``DocumentReport.clean``): asked with the
-    # change, but not waited for when the version turns out clean (its answer is then None).
-    unless_clean: bool = False
-    # Parameters beside the document and position (a code action's range and context) ...
-    extra: Mapping[str, Any] | None = None
-    # ... or instead of them: a resolve request's parameters are the item it resolves.
-    item: Any = None
+    optional: bool = False  # its error is returned in place of its answer, not raised
+    unless_clean: bool = False  # answered only about a version that is not clean (else None)
+    extra: Mapping[str, Any] | None = None  # params beside the document and position
+    item: Any = None  # params instead of them (the item a resolve request resolves)
 
     def made_optional(self) -> DocQuery:
         return dataclasses.replace(self, optional=True)
 
     def made_unless_clean(self) -> DocQuery:
-        """This query, needed only about a version that is not clean. It goes to Lean with
-        the change, so a version with an error gets it while Lean finishes the version (asked
-        on the version's first error instead, it cost a round trip after the barrier: the
-        first error of a short file comes at its end); a clean version's step does not wait
-        for it (``Conditional``)."""
         return dataclasses.replace(self, unless_clean=True)
 
     def params(self, uri: str) -> dict[str, Any]:
-        """The request's parameters about document ``uri``."""
         if self.item is not None:
             return self.item  # type: ignore[no-any-return]
         params: dict[str, Any] = {"textDocument": {"uri": uri}}
@@ -90,8 +69,6 @@ class DocQuery:
 
     @staticmethod
     def symbols(from_line: int = 0) -> DocQuery:
-        """Document symbols (with ``from_line``: those ending on or after it, see
-        ``parse_symbols``)."""
         if from_line <= 0:
             return DocQuery("textDocument/documentSymbol", parse_symbols)
         return DocQuery(
@@ -117,8 +94,7 @@ class DocQuery:
 
     @staticmethod
     def completion(pos: LspPos) -> DocQuery:
-        """Lean's completion items at ``pos`` (raw JSON: Lean's ``data`` must go back
-        unchanged in ``completionItem/resolve``)."""
+        """Lean's completion items at ``pos`` (raw JSON: ``data`` must go back unchanged)."""
         return DocQuery("textDocument/completion", _completion_items, pos)
 
     @staticmethod
@@ -142,7 +118,6 @@ def _as_dict(result: Any) -> dict[str, Any]:
 
 
 def _completion_items(result: Any) -> list[Any]:
-    """A completion answer's items (a bare list or a ``CompletionList``)."""
     if isinstance(result, dict):
         return _as_list(result.get("items"))
     return _as_list(result)

@@ -1,29 +1,7 @@
-"""The one exception tree of leanrig.
+"""The one exception tree of leanrig: every failure raises a subclass of ``LeanrigError``.
 
-Every failure anywhere in leanrig raises a subclass of `LeanrigError`; no error dicts, no
-None-for-error. Errors are named by the state of the resource, carry their context as
-attributes, and lower-level exceptions are converted in one place with ``raise ... from exc``.
-``hint`` says what a caller (often an agent) should do next.
-
-    LeanrigError
-    ├── LeanNotFound              no usable Lean executable (hint: how to get one)
-    ├── BootstrapError            the zero-install Lean could not be built
-    ├── DocumentError             bad input document (missing file, not UTF-8, unknown uri)
-    ├── ProtocolError             the peer broke LSP framing or JSON-RPC
-    ├── ServerError               anything the running Lean server did
-    │   ├── ServerStartFailed     died or did not answer `initialize` in time
-    │   ├── ServerDied            the process exited (exit code, stderr tail)
-    │   ├── ServerClosed          used after close()
-    │   ├── RequestTimeout        no answer before the deadline ($/cancelRequest was sent)
-    │   ├── RequestCancelled      -32800
-    │   ├── ContentModified       -32801 (the document changed under the request)
-    │   ├── RpcNeedsReconnect     -32900
-    │   ├── WorkerExited          -32901 (file worker exited, e.g. header change)
-    │   ├── WorkerCrashed         -32902 (file worker crashed; restarts on next change)
-    │   ├── ElaborationFailed     a version ended with a fatal error (fileProgress kind 2)
-    │   └── ResponseError         any other JSON-RPC error answer
-    └── (subclassed by repl_pool and agent_tools for their own states)
-"""
+Errors are named by the resource's state and carry context as attributes; lower-level exceptions
+are converted with ``raise ... from exc``. ``hint`` says what a caller should do next."""
 
 from __future__ import annotations
 
@@ -139,7 +117,7 @@ _CODE_TO_ERROR: dict[int, type[ResponseError]] = {
 
 
 def first_line(exc: BaseException) -> str:
-    """What ``exc`` says, its first line (its type's name when it says nothing)."""
+    """The first line of what ``exc`` says (its type's name when it says nothing)."""
     said = str(exc).strip().splitlines()
     return said[0] if said else type(exc).__name__
 

@@ -1,17 +1,6 @@
-"""Direct file workers (``ServerCommand.direct_workers``): one ``lean --worker`` per open
-document with no watchdog between, doing the little the watchdog does for a client that sends
-no workspace requests.
+"""Direct file workers: one ``lean --worker`` per open document, doing the watchdog's little part.
 
-Responsibilities (and nothing else): start a document's worker with ``initialize`` (which it
-reads and never answers) and ``didOpen``; know when a document needs a new one (its worker is
-gone, or a change altered the module header: a worker exits with code 2 then); route a
-document's messages to its worker; say what a worker's death means as the watchdog would
-(``WorkerCrashed``; ``ContentModified`` when a change replaced it; ``ServerStartFailed`` when
-it never spoke); stop and kill workers.
-
-Must not track documents' reports or decide when to start: the client starts a worker when it
-opens a document or when ``needs_new`` says so (``open``), after ``settled``.
-"""
+Must not track reports or decide when to start a worker: the client does."""
 
 from __future__ import annotations
 
@@ -40,28 +29,23 @@ from .transport import LspTransport
 
 
 def header_region(text: str) -> tuple[str, int]:
-    """``text`` up to the end of its module header (a change here restarts a file worker),
-    and how far the header's parse read (``Header.read_to``)."""
+    """``text`` up to the end of its module header, and how far the parse read (``read_to``)."""
     header = parse_header(text)
     return text[: header.end], header.read_to
 
 
 @dataclass(slots=True)
 class FileWorker:
-    """One document's ``lean --worker`` and the header it was opened with: Lean's worker exits
-    when a change alters it, so such a change starts a new one."""
+    """One document's ``lean --worker`` and the module header it was opened with."""
 
     transport: LspTransport
     stop: anyio.Event = field(default_factory=anyio.Event)
     header: str = ""
-    # The document's text before this offset is the text its header was parsed from (every
-    # change since began at or after it): a change from here on keeps the header.
-    header_read_to: int = 0
+    header_read_to: int = 0  # a change starting at or after this offset keeps the header
 
 
 class FileWorkers:
-    """The file workers of one client, each in ``tg`` (its task kills and reaps the worker,
-    shielded, as it is stopped or cancelled). Create with ``FileWorkers.start``."""
+    """The file workers of one client. Create with ``FileWorkers.start``."""
 
     @classmethod
     @asynccontextmanager
@@ -73,16 +57,14 @@ class FileWorkers:
         init_params: dict[str, Any],
         on_notification: Callable[[str, Any], None],
     ) -> AsyncIterator[FileWorkers]:
-        """No worker yet (each document's starts with it); every one is killed when the
-        context ends."""
+        """No worker yet; every one is killed when the context ends."""
         async with anyio.create_task_group() as tg:
             workers = cls(argv, command, timeouts, init_params, on_notification, tg)
             try:
                 yield workers
             finally:
-                workers.close()  # (nothing is started in the task group from here on)
-                # Each worker's task kills and reaps it (shielded) as it is cancelled.
-                tg.cancel_scope.cancel()
+                workers.close()
+                tg.cancel_scope.cancel()  # each worker's task kills and reaps it, shielded
 
     def __init__(
         self,
@@ -96,21 +78,21 @@ class FileWorkers:
         self._argv = argv
         self._command = command
         self._timeouts = timeouts
-        self._init_params = init_params  # the `initialize` every worker is started with
+        self._init_params = init_params
         self._on_notification = on_notification
         self._tg: TaskGroup | None = tg
-        self._by_uri: dict[str, FileWorker] = {}  # each open document's worker
-        self._starting: dict[str, anyio.Event] = {}  # uri -> set when its worker start ends
+        self._by_uri: dict[str, FileWorker] = {}
+        self._starting: dict[str, anyio.Event] = {}
         self.closed = False
 
     direct = True
 
     @property
     def alive(self) -> bool:
-        return not self.closed  # a dead worker is restarted by the next change
+        return not self.closed
 
     def close(self) -> None:
-        """No worker starts from now on (``start`` cancels ``tg`` then, which stops them all)."""
+        """No worker starts from now on."""
         self.closed = True
         self._tg = None
 
@@ -120,17 +102,16 @@ class FileWorkers:
 
     def kill(self) -> None:
         for worker in self._by_uri.values():
-            if worker.transport.alive:  # (a dead one's orphans cost a /proc scan to find)
+            if worker.transport.alive:  # a dead one's orphans would cost a /proc scan
                 worker.transport.kill()
 
     def connection_of(self, uri: str) -> LspTransport | None:
-        """``uri``'s worker's connection, alive or not (None: it has none)."""
+        """``uri``'s worker's connection, alive or not (None: no worker)."""
         worker = self._by_uri.get(uri)
         return worker.transport if worker is not None else None
 
     def conn(self, uri: str) -> LspTransport:
-        """Where messages about ``uri`` go: its worker; a worker that is gone is what the
-        watchdog answers then (``error``)."""
+        """``uri``'s live worker; raises what the watchdog would if it is gone."""
         worker = self._by_uri.get(uri)
         if worker is None:
             raise self._gone(uri, None, None)
@@ -140,25 +121,19 @@ class FileWorkers:
         return worker.transport
 
     def error(self, uri: str, error: LeanrigError, conn: LspTransport) -> LeanrigError:
-        """An error from the worker ``conn``, as the watchdog would report it: its death is a
-        worker crash (the server is fine, the next change restarts the worker) — unless a
-        change replaced it meanwhile (header change): the document changed under the request.
-        Anything else, and every error once the client is closed, unchanged."""
+        """An error from worker ``conn`` as the watchdog would report it (crash, or replaced)."""
         if self.closed or not isinstance(error, (ServerDied, ServerClosed)):
             return error
         if self._replaced(uri, conn):
             return ContentModified(
                 "request", -32801, f"{uri} changed: its Lean file worker was replaced"
             )
-        if not conn.heard:  # gone before it said anything: it could not start
+        if not conn.heard:
             return self._not_started(error, conn.stderr_tail(), conn.returncode)
         return self._gone(uri, error, conn)
 
     def needs_new(self, uri: str, text: str, unchanged: int = 0) -> bool:
-        """Must the document's (already updated) ``text`` go to a new worker — its worker is
-        gone, or the change touched the header? ``unchanged``: the change kept the text before
-        this offset (a proof step's change begins far after the header: no parse of the
-        header on every step)."""
+        """Must ``text`` go to a new worker? ``unchanged``: the change kept the text before it."""
         worker = self._by_uri.get(uri)
         if worker is None or not worker.transport.alive:
             return True
@@ -168,11 +143,9 @@ class FileWorkers:
         return header != worker.header
 
     async def settled(self, uri: str, timeout: float, method: str) -> None:
-        """Wait (at most ``timeout`` s) until no worker start for ``uri`` is under way; still
-        starting then: ``RequestTimeout`` for ``method`` (the worker is not known to be bad)."""
+        """Wait at most ``timeout`` s for ``uri``'s worker start, else raise ``RequestTimeout``."""
         deadline = anyio.current_time() + timeout
-        # (None at once: no checkpoint, the caller's next steps run without a wait between.
-        # Woken, another waiter may have begun the next start: wait for that one too.)
+        # Woken, another waiter may have begun the next start: wait for that one too.
         while (starting := self._starting.get(uri)) is not None:
             with anyio.move_on_at(deadline):
                 await starting.wait()
@@ -180,15 +153,7 @@ class FileWorkers:
                 raise RequestTimeout(method, timeout)
 
     async def open(self, uri: str, text: str, version: int, dependency_build_mode: str) -> None:
-        """Document ``uri`` at ``text`` and ``version`` in a new worker, the old one stopped.
-        The worker is the document's only once it has been sent ``initialize`` and
-        ``didOpen``: interrupted before (cancelled, or it could not start), it is stopped, and
-        the document has none (the next change starts one).
-
-        Callers settle first (``settled``) and then apply their change and call this with no
-        wait between: so a start never overlaps another of the same document, and whatever
-        comes for the document meanwhile waits for it and is about this text or a later
-        one."""
+        """Open ``uri`` in a new worker, stopping the old one; call right after ``settled``."""
         if self._tg is None:
             raise ServerClosed("the Lean client is closed")
         text_document = {"uri": uri, "languageId": "lean4", "version": version, "text": text}
@@ -201,15 +166,24 @@ class FileWorkers:
             worker = await self._tg.start(self._run, uri)
             await worker.transport.post(
                 [
-                    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                     "params": self._init_params},
-                    {"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                     "params": {"textDocument": text_document,
-                                "dependencyBuildMode": dependency_build_mode}},
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 0,
+                        "method": "initialize",
+                        "params": self._init_params,
+                    },
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "textDocument/didOpen",
+                        "params": {
+                            "textDocument": text_document,
+                            "dependencyBuildMode": dependency_build_mode,
+                        },
+                    },
                 ]
-            )  # fmt: skip
+            )
         except ServerError as exc:
-            error = await self._start_failed(exc, worker)  # (before stopping: its exit says why)
+            error = await self._start_failed(exc, worker)  # before stopping: its exit says why
             if worker is not None:
                 worker.stop.set()
             raise error from exc
@@ -224,7 +198,6 @@ class FileWorkers:
         self._by_uri[uri] = worker
 
     def stop(self, uri: str) -> None:
-        """Stop ``uri``'s worker, if it has one (a worker serves one document)."""
         worker = self._by_uri.pop(uri, None)
         if worker is not None:
             worker.stop.set()
@@ -244,16 +217,13 @@ class FileWorkers:
             await worker.stop.wait()
 
     def _replaced(self, uri: str, conn: LspTransport) -> bool:
-        """Did a change give ``uri`` a new worker since ``conn`` was its connection?"""
         worker = self._by_uri.get(uri)
         return worker is None or worker.transport is not conn
 
     def _gone(
         self, uri: str, cause: LeanrigError | None, transport: LspTransport | None
     ) -> WorkerCrashed:
-        """What a request about ``uri`` meets when its worker is gone: what the watchdog
-        answers then (the next change starts a new worker), with the worker's exit code and
-        last words."""
+        """What the watchdog answers about ``uri`` when its worker is gone, with its stderr."""
         why = f": {cause.message}" if cause is not None else ""
         error = WorkerCrashed("request", -32902, f"the Lean file worker for {uri} stopped{why}")
         if transport is not None:
@@ -262,8 +232,7 @@ class FileWorkers:
         return error
 
     async def _start_failed(self, exc: ServerError, worker: FileWorker | None) -> ServerStartFailed:
-        """A worker that could not start, or died before it read its document: why, from its
-        exit code and stderr (waited for, within the shutdown deadline)."""
+        """Why a worker could not start or read its document (waits for its exit, bounded)."""
         cause: ServerError = exc
         if worker is not None:
             with anyio.move_on_after(self._timeouts.shutdown):
@@ -274,7 +243,6 @@ class FileWorkers:
     def _not_started(
         self, cause: LeanrigError, stderr_tail: str, returncode: int | None
     ) -> ServerStartFailed:
-        """A file worker that could not start: why, its stderr and exit code."""
         return ServerStartFailed(
             f"Lean file worker {self._command.program} did not start: {cause.message}",
             stderr_tail=stderr_tail,

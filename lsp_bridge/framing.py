@@ -1,10 +1,6 @@
-"""LSP base-protocol framing: ``Content-Length`` headers around JSON bodies. Pure; no I/O.
+"""LSP base-protocol framing: ``Content-Length`` headers around JSON bodies.
 
-``FrameDecoder`` takes whatever bytes arrived and returns every frame they complete;
-``read_frames`` runs it over a byte stream (the LSP client's and the editor proxy's reader:
-Lean sends ~10 messages per edit, often several per read, and a read per header and per body
-cost ~0.1 ms of CPU each on the cores Lean works on).
-"""
+Reads in large chunks and decodes every frame a read completes, without awaiting between them."""
 
 from __future__ import annotations
 
@@ -23,7 +19,6 @@ READ_CHUNK = 256 * 1024  # bytes per read (a pipe holds 64 KiB)
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
-    """One framed LSP message."""
     body = orjson.dumps(message)
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
@@ -49,17 +44,12 @@ def parse_content_length(header: bytes) -> int:
     return length
 
 
-# Lean's file workers send the references index (``$/lean/ileanInfoUpdate``, ``…Final``, and
-# ``ileanHeaderSetupInfo``) for the watchdog's cross-file references; nothing here reads it. It
-# is the largest traffic of a step (two messages of ~2 KB per edit of a one-theorem file,
-# growing with the file), so it is dropped before it is decoded. Lean writes a message's keys
-# in order (``jsonrpc``, ``method``, ``params``) with no spaces; a body written otherwise is
-# decoded and dispatched like any other (the handlers ignore these methods).
+# Lean's references index (``$/lean/ilean…``), the largest traffic and never read, is dropped
+# undecoded; a body with keys in another order is decoded and ignored by the handlers.
 _UNREAD_PREFIX = b'{"jsonrpc":"2.0","method":"$/lean/ilean'
 
 
 def unread_notification(body: bytes) -> bool:
-    """Is ``body`` a notification the client never reads (Lean's references index)?"""
     return body.startswith(_UNREAD_PREFIX)
 
 
@@ -74,15 +64,13 @@ def decode_body(body: bytes) -> dict[str, Any]:
 
 
 class FrameDecoder:
-    """Frames from a byte stream fed in arbitrary pieces: ``feed`` returns the bodies of the
-    frames completed so far, in order. A header ends within ``MAX_HEADER_BYTES``, a body is
-    at most ``MAX_BODY_BYTES``."""
+    """Frames from a byte stream fed in arbitrary pieces: ``feed`` returns the completed bodies."""
 
     __slots__ = ("_buffer", "_length")
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._length: int | None = None  # the current frame's body length, once its header is in
+        self._length: int | None = None  # the current body's length, once its header is in
 
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
@@ -104,8 +92,7 @@ class FrameDecoder:
             self._length = None
 
     def end(self) -> None:
-        """The stream ended: an unfinished body is a protocol error (an unfinished header is
-        an end like any other)."""
+        """The stream ended: raises ``ProtocolError`` inside a body (not inside a header)."""
         if self._length is not None:
             raise ProtocolError(f"stream ended inside a {self._length}-byte LSP body")
 
@@ -113,9 +100,7 @@ class FrameDecoder:
 async def read_frames(
     stream: ByteReceiveStream, chunk: int = READ_CHUNK
 ) -> AsyncGenerator[bytes, None]:
-    """The body of every frame on ``stream``, in order, as reads complete them (several per
-    read are handled without awaiting), until the stream ends. A stream ending inside a body
-    raises ``ProtocolError``; ending inside a header is an end like any other."""
+    """The body of every frame on ``stream``; several per read are yielded without awaiting."""
     decoder = FrameDecoder()
     while True:
         try:

@@ -1,15 +1,7 @@
 """The module header of a Lean file, as Lean sees it, and its normalized pool key. Pure.
 
-Header grammar (Lean 4.2x–4.3x): ``module``? ``prelude``? then ``import`` lines, each optionally
-``public``/``meta`` before and ``all`` after ``import``. Whitespace, ``--`` line comments and
-(nested) ``/- -/`` block comments are insignificant. ``/--`` (a docstring) and ``/-!`` (a module
-doc command) start the first command, so they end the header. The lexing (comments, ``«»``
-names) is ``lean_text``'s; only the tokens of the header are read. Here, at the bottom, because
-the pool keys processes by it and the client restarts a direct file worker when it changes.
-
-The key ignores whitespace, comments, duplicates and the order of imports; two headers with
-different import sets never share a key.
-"""
+Grammar: ``module``? ``prelude``? then ``[public|meta] import [all] Name`` lines; ``/--`` and
+``/-!`` end the header. Headers with different import sets never share a key."""
 
 from __future__ import annotations
 
@@ -28,11 +20,8 @@ class Header:
     prelude: bool
     imports: tuple[str, ...]  # in file order, with modifiers, e.g. "public import all Foo.Bar"
     end: int  # code point offset just after the last header token
-    # How far the parse read: the header depends only on the text before this offset (up to
-    # and including the first whitespace after the last token read — text joined to that
-    # token can change it: `meta.` + `X` is the name `meta.X`, `r##` + `"` a raw string;
-    # past the end of the text when the text ended the header). An edit from here on keeps
-    # the header.
+    # The header depends only on the text before this offset: an edit from here on keeps it
+    # (it includes the whitespace after the last token: `meta.` + `X` would be one name).
     read_to: int = 0
 
     @property
@@ -52,18 +41,16 @@ class Header:
 
 
 class _Words:
-    """The header's significant tokens, read lazily (the header is a file's first lines): each
-    an identifier's text, or None for anything else (a doc comment, a symbol, a literal)."""
+    """The header's significant tokens, read lazily: an identifier's text, or None for others."""
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._tokens = lean_tokens(text)
         self._read: list[tuple[str | None, int]] = []  # (word or None, end offset)
-        self.pos = 0  # index into _read
-        self.read_to = 0  # Header.read_to
+        self.pos = 0
+        self.read_to = 0
 
     def word(self) -> str | None:
-        """The word at the cursor (None: not an identifier, or the end of the text)."""
         if self.pos == len(self._read):
             for token in self._tokens:
                 space = _SPACE.search(self._text, token.end)
@@ -80,7 +67,7 @@ class _Words:
         return self._read[self.pos][0]
 
     def take(self) -> int:
-        """Step past the word at the cursor (which ``word`` has read); its end offset."""
+        """Step past the word ``word`` read; returns its end offset."""
         self.pos += 1
         return self._read[self.pos - 1][1]
 

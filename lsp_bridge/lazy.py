@@ -1,15 +1,7 @@
-"""A package's public names, written once: its `__init__` imports each public name as
-``from .module import name as name`` — at the top when it is light, under ``if TYPE_CHECKING:``
-when it loads on first use (PEP 562: the MCP SDK, lsprotocol's types) — and then sets::
+"""A package's public names, read once from its ``__init__``'s ``name as name`` imports.
 
-    __all__, _getattr = _exports(__name__)
-    if not TYPE_CHECKING:
-        __getattr__ = _getattr
-
-`exports` reads that `__init__`'s own imports: the public names (the ``name as name`` form,
-which is also what makes them public to a type checker) and, for those under TYPE_CHECKING,
-where each loads from. ``__getattr__`` is hidden from type checkers, so a name the package does
-not export is an error there instead of ``Any``.
+Names imported under ``if TYPE_CHECKING:`` load on first use (PEP 562); the ``__init__`` ends
+with ``__all__, _getattr = exports(__name__)`` and ``__getattr__ = _getattr`` outside TYPE_CHECKING.
 """
 
 from __future__ import annotations

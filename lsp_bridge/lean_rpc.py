@@ -1,11 +1,6 @@
-"""Lean's RPC (``$/lean/rpc/*``) over a client's documents: one session per document,
-connected on first use and again once when Lean dropped it (a worker restart), kept alive
-while any is open, and the interactive goals (``Lean.Widget.getInteractiveGoals``) with the
-references they hand out released.
+"""Lean's RPC (``$/lean/rpc/*``): one kept-alive session per document, and interactive goals.
 
-Must not open, change or wait for documents: it asks about their current versions through
-``doc_requests`` (so its requests end with a document's processing, as every request does).
-"""
+Must not open, change or wait for documents: it asks about their current versions."""
 
 from __future__ import annotations
 
@@ -22,12 +17,11 @@ from .open_document import OpenDocument, find_document
 from .positions import LspPos
 from .timeouts import Timeouts
 
-RPC_KEEPALIVE_SECONDS = 5.0  # Lean drops RPC sessions not kept alive for ~30 s
+RPC_KEEPALIVE_SECONDS = 5.0  # well within the time after which Lean drops an idle session
 
 
 class RpcSessions:
-    """The RPC sessions of one client's open ``docs``. ``start_soon`` runs the keep-alive
-    loop in the client's task group (once, with the first session)."""
+    """The RPC sessions of one client's open ``docs``; ``start_soon`` runs the keep-alive loop."""
 
     def __init__(
         self,
@@ -43,11 +37,10 @@ class RpcSessions:
         self._by_uri: dict[str, str] = {}  # uri -> session id
 
     def forget(self, uri: str) -> None:
-        """The document closed: its session with it."""
         self._by_uri.pop(uri, None)
 
     async def connect(self, uri: str) -> str:
-        """A new session for document ``uri``: its id."""
+        """Open a new session for document ``uri``; returns its id."""
         result = await doc_request(
             find_document(self._docs, uri),
             self._channels,
@@ -105,7 +98,7 @@ class RpcSessions:
             except (WorkerCrashed, ServerDied, ServerClosed):
                 if not self._channels.direct:
                     raise
-                # The worker went after answering: nothing left to release; the goals stand.
+                # The worker went after answering: nothing left to release.
         return goals
 
     async def _keep_alive(self) -> None:
@@ -118,4 +111,4 @@ class RpcSessions:
                     )
                 except Exception:
                     if not self._channels.direct:
-                        return  # the server is gone
+                        return

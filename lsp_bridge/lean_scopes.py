@@ -1,20 +1,7 @@
-"""Lean's scopes, read lexically: which ``namespace``s, ``section``s and ``mutual`` blocks are
-open where in a file. Pure; built on ``lean_text``'s tokens.
+"""Lean's scopes, read lexically: which ``namespace``/``section``/``mutual`` is open where. Pure.
 
-The one scope tracker: locating a task's theorem (its full name, whether it sits in a ``mutual``
-block or a ``public section``), listing the axioms a file declares (their full names) and
-listing every named declaration of a file (``declarations``: what ``leanrig suite import`` asks
-Lean about) all read it, so they cannot disagree about a name.
-
-As Lean keeps them, a scope is one entry per name component: ``namespace A.B`` opens two, which
-``end A.B`` closes, or ``end B`` then ``end A``; ``section S.T`` likewise; an anonymous
-``section`` or a ``mutual`` block one. Scoping commands count wherever they stand (Lean's
-commands need no column 0: ``  end A`` closes ``A``), outside comments and literals. A scope's
-name is the identifier after its keyword, on the keyword's line or on a later one in a column
-greater than the command's (Lean's ``checkColGt``), and never a keyword: ``section axiom
-propext : False`` opens an anonymous section and declares an axiom (a review found a root
-``propext`` read there).
-"""
+The one scope tracker, so full names never disagree. As in Lean, a scope is one entry per name
+component (``namespace A.B`` opens two) and a scope's name is never a keyword."""
 
 from __future__ import annotations
 
@@ -24,18 +11,64 @@ from dataclasses import dataclass, field
 
 from .lean_text import COMMENT_KINDS, LeanToken, TokenKind, lean_tokens, name_parts
 
-# Words that start a command or declaration (keywords to Lean; identifiers to the lexer): after
-# `section` or `end` on the same line, such a word is the next command, not the scope's name.
+# After `section` or `end`, such a word is the next command, not the scope's name.
 COMMAND_KEYWORDS = frozenset(
-    {"axiom", "theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive",
-     "class", "opaque", "example", "namespace", "section", "end", "open", "variable",
-     "universe", "set_option", "noncomputable", "private", "protected", "public", "unsafe",
-     "partial", "nonrec", "mutual", "attribute", "export", "local", "scoped", "omit",
-     "include", "macro", "syntax", "notation", "infix", "infixl", "infixr", "prefix",
-     "postfix", "elab", "deriving", "initialize", "builtin_initialize", "meta",
-     "macro_rules", "elab_rules", "declare_syntax_cat", "add_decl_doc", "register_option",
-     "irreducible_def", "notation3", "alias"}
-)  # fmt: skip
+    {
+        "axiom",
+        "theorem",
+        "lemma",
+        "def",
+        "abbrev",
+        "instance",
+        "structure",
+        "inductive",
+        "class",
+        "opaque",
+        "example",
+        "namespace",
+        "section",
+        "end",
+        "open",
+        "variable",
+        "universe",
+        "set_option",
+        "noncomputable",
+        "private",
+        "protected",
+        "public",
+        "unsafe",
+        "partial",
+        "nonrec",
+        "mutual",
+        "attribute",
+        "export",
+        "local",
+        "scoped",
+        "omit",
+        "include",
+        "macro",
+        "syntax",
+        "notation",
+        "infix",
+        "infixl",
+        "infixr",
+        "prefix",
+        "postfix",
+        "elab",
+        "deriving",
+        "initialize",
+        "builtin_initialize",
+        "meta",
+        "macro_rules",
+        "elab_rules",
+        "declare_syntax_cat",
+        "add_decl_doc",
+        "register_option",
+        "irreducible_def",
+        "notation3",
+        "alias",
+    }
+)
 SCOPE_KEYWORDS = frozenset({"namespace", "section", "mutual", "end"})
 
 
@@ -44,17 +77,16 @@ class ScopeCommand:
     """One ``namespace``/``section``/``mutual``/``end`` command."""
 
     start: int  # offset of its keyword
-    keyword: str  # "namespace" | "section" | "mutual" | "end"
-    name: tuple[str, ...] = ()  # the scope's name as written (``name_parts``), () if none
-    public: bool = False  # `public section` (Lean's module system; also `@[expose] public …`)
+    keyword: str
+    name: tuple[str, ...] = ()  # as written (``name_parts``), () if none
+    public: bool = False  # `public section`
 
 
 def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeCommand]:
-    """The scoping commands of ``text``, in order; those whose keyword lies in ``skip``
-    (``[start, end)``, e.g. an agent's proof body) are left out."""
+    """The scoping commands of ``text`` in order, except those in ``skip`` (``[start, end)``)."""
     tokens = _outside_quotations(text)
-    line_words: list[str] = []  # the code words before the current one on its line
-    previous = 0  # where the token before started
+    line_words: list[str] = []
+    previous = 0
     pending: tuple[int, str, bool] | None = None  # a keyword whose name may come next
     for token in tokens:
         word = token.text(text) if token.kind is TokenKind.IDENT else ""
@@ -82,10 +114,9 @@ def scope_commands(text: str, skip: tuple[int, int] = (0, 0)) -> Iterator[ScopeC
 
 
 def _outside_quotations(text: str) -> Iterator[LeanToken]:
-    """The code tokens of ``text`` outside syntax quotations (`` `(…) ``, `` `(tactic| …) ``):
-    a ``namespace``/``end`` quoted in a macro is syntax, not a command of this file."""
+    """The code tokens of ``text`` outside syntax quotations (`` `(…) ``): no commands there."""
     depth = 0  # parentheses open inside a quotation
-    backtick = -1  # where the last "`" token ended
+    backtick = -1
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
             continue
@@ -104,10 +135,7 @@ def _column(text: str, offset: int) -> int:
 
 
 def _names_scope(text: str, keyword: int, name: int) -> bool:
-    """Is the identifier at ``name`` the name of the scoping keyword at ``keyword``? On the
-    keyword's line, or on a later one in a column greater than the command's (Lean's
-    ``checkColGt``; the command starts at its line's first character: ``noncomputable
-    section`` then ``  U`` on the next line names the section ``U``; measured)."""
+    """Does the identifier at ``name`` name the scope at ``keyword`` (Lean's ``checkColGt``)?"""
     line_start = text.rfind("\n", 0, keyword) + 1
     if text.find("\n", keyword, name) == -1:
         return True
@@ -119,7 +147,7 @@ def _names_scope(text: str, keyword: int, name: int) -> bool:
 class OpenScopes:
     """The scopes open at a point of a file: apply each ``ScopeCommand`` before it, in order."""
 
-    # One entry per open component: (keyword, name part or "", a public section?).
+    # (keyword, name part or "", public section?) per open component.
     entries: list[tuple[str, str, bool]] = field(default_factory=list)
 
     def apply(self, command: ScopeCommand) -> None:
@@ -136,12 +164,10 @@ class OpenScopes:
 
     @property
     def in_mutual(self) -> bool:
-        """Inside a ``mutual`` block (the innermost open scope)?"""
         return bool(self.entries) and self.entries[-1][0] == "mutual"
 
     @property
     def public(self) -> bool:
-        """Inside a ``public section``?"""
         return any(public for _, _, public in self.entries)
 
 
@@ -159,18 +185,25 @@ def scopes_at(text: str, offsets: list[int], skip: tuple[int, int] = (0, 0)) -> 
     return out
 
 
-# Keywords that declare a named constant (`class inductive` declares with `inductive`).
 DECLARATION_KEYWORDS = frozenset(
-    {"theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive", "class",
-     "opaque", "axiom"}
-)  # fmt: skip
+    {
+        "theorem",
+        "lemma",
+        "def",
+        "abbrev",
+        "instance",
+        "structure",
+        "inductive",
+        "class",
+        "opaque",
+        "axiom",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Declaration:
-    """One declaration of a file, read lexically: its keyword, its full name (the enclosing
-    ``namespace``s prefixed, a ``_root_.`` prefix dropped), where the keyword and the name
-    start. Modifiers (``noncomputable``, ``private``, ``unsafe``…) are in ``modifiers``."""
+    """One declaration of a file; ``name`` is full (namespaces prefixed, ``_root_.`` dropped)."""
 
     keyword: str
     name: tuple[str, ...]
@@ -180,7 +213,7 @@ class Declaration:
 
     @property
     def full_name(self) -> str:
-        """The name as Lean prints it: a part that needs it escaped (``A.«my thm»``)."""
+        """The name as Lean prints it, escaping parts that need it (``A.«my thm»``)."""
         return ".".join(p if _PLAIN_NAME_PART.fullmatch(p) else f"«{p}»" for p in self.name)
 
 
@@ -191,10 +224,7 @@ _DECL_MODIFIERS = frozenset(
 
 
 def declarations(text: str) -> list[Declaration]:
-    """The named declarations of ``text``, in order: ``theorem``, ``lemma``, ``def``,
-    ``abbrev``, ``instance`` (named ones), ``structure``, ``inductive``, ``class``, ``opaque``,
-    ``axiom``. A keyword counts where a command can start (not inside brackets: ``attribute
-    [instance] f``; not after ``deriving``), outside comments, literals and quotations."""
+    """The named declarations (``DECLARATION_KEYWORDS``) of ``text`` where a command can start."""
     found: list[tuple[str, tuple[str, ...], int, int, tuple[str, ...]]] = []
     tokens = list(_outside_quotations(text))
     depth = 0
@@ -209,7 +239,7 @@ def declarations(text: str) -> list[Declaration]:
         if i + 1 >= len(tokens) or tokens[i + 1].kind is not TokenKind.IDENT:
             continue
         following = tokens[i + 1].text(text)
-        if following in DECLARATION_KEYWORDS:  # `class inductive`: the second one declares
+        if following in DECLARATION_KEYWORDS:  # `class inductive`: the second declares
             continue
         modifiers: list[str] = []
         j = i - 1
@@ -221,8 +251,15 @@ def declarations(text: str) -> list[Declaration]:
             j -= 1
         if j >= 0 and tokens[j].text(text) == "deriving":
             continue
-        found.append((piece, name_parts(following), token.start, tokens[i + 1].start,
-                      tuple(reversed(modifiers))))  # fmt: skip
+        found.append(
+            (
+                piece,
+                name_parts(following),
+                token.start,
+                tokens[i + 1].start,
+                tuple(reversed(modifiers)),
+            )
+        )
     scopes = scopes_at(text, [at for _, _, at, _, _ in found])
     out = []
     for (keyword, parts, at, name_at, mods), open_scopes in zip(found, scopes, strict=True):

@@ -1,38 +1,7 @@
 """Lean 4 source text, lexically: where comments, literals and identifiers are. Pure.
 
-The one place that knows Lean's lexical trivia (everything else — header parsing, locating
-proof bodies, scope prechecks, the verifier's construct search — asks this module). The rules
-follow Lean's own token functions (``Lean.Parser.Basic``: ``whitespace``, ``finishCommentBlock``,
-``tokenFnAux``, ``identFnAux``, ``strLitFnAux``, ``charLitFnAux``, ``rawStrLitFnAux``):
-
-- ``--`` starts a line comment up to (not including) the next ``\\n``.
-- ``/-`` starts a block comment; ``/--`` a doc comment and ``/-!`` a module doc (tokens, not
-  whitespace, to Lean's parser). All three nest: ``/-`` and ``-/`` are read left to right, two
-  characters at a time, from the *fourth* character on (Lean skips the character after a plain
-  ``/-`` unread, so ``/-/-/`` is one whole comment).
-- ``"…"`` strings: a backslash escapes the next character (``\\"``, ``\\\\``, gaps); they may
-  span lines. ``r"…"``, ``r#"…"#``, ``r##"…"##``: raw strings, no escapes, closed by ``"``
-  followed by as many ``#`` as opened them; the ``r`` must start a token (``br"x"`` is the
-  identifier ``br`` and a string).
-- ``'`` starts a char literal (``'a'``, ``'\\''``, ``'\\x41'``, ``'\\u03b1'``) only where a token
-  starts and the next character is not ``'`` — never inside an identifier, so the primes of
-  ``h'`` and ``x''`` are part of the name. After a number, a ``«»`` escape or a symbol, ``'``
-  starts a token.
-- Identifiers: Lean's ``isIdFirst``/``isIdRest`` (ASCII letters, ``_``, Greek except ``λ Π Σ``,
-  letter-like symbols, mathematical alphanumerics, Latin-1/Latin Extended-A letters; digits,
-  ``'``, ``!``, ``?`` and subscripts after the first character), dotted, with ``«…»`` escaped
-  parts whose content is arbitrary (``«a -- b»`` contains no comment).
-- Whitespace is ``' '``, ``\\t``, ``\\r``, ``\\n`` (Lean's ``Char.isWhitespace``).
-
-Unterminated comments, strings, raw strings and ``«`` escapes run to the end of the text (as
-in Lean, which reports an error there) and are reported with ``terminated=False``; a char
-literal without its closing ``'`` ends where it stopped. Nothing here raises on any input.
-
-Known simplifications (no token table): a symbol token is one code point, so a ``--`` or ``/-``
-that Lean would read inside a longer symbol token (``<--``, ``//-``) starts a comment here;
-``{…}`` in ``s!"…"`` strings is not interpolated, so a ``"`` inside the braces ends the string
-here. Offsets are code point offsets into the Python string.
-"""
+Follows Lean's token functions (``Lean.Parser.Basic``); offsets are code points. Never raises:
+unterminated comments, strings and ``«`` escapes run to the end with ``terminated=False``."""
 
 from __future__ import annotations
 
@@ -45,7 +14,7 @@ from typing import NamedTuple
 
 
 class TokenKind(enum.Enum):
-    __hash__ = object.__hash__  # members are singletons; Enum's own hash is Python code (hot path)
+    __hash__ = object.__hash__  # members are singletons; Enum's hash is slow Python (hot path)
 
     LINE_COMMENT = "line comment"
     BLOCK_COMMENT = "block comment"
@@ -72,9 +41,7 @@ _DEFAULT_KINDS = COMMENT_KINDS | LITERAL_KINDS
 
 
 class LeanToken(NamedTuple):
-    """One token: its kind and code point span. A named tuple, not a frozen dataclass: a
-    frozen dataclass sets each field through ``object.__setattr__`` (~1.4 µs a token against
-    ~0.45), and every edit's body is lexed several times on the step's path."""
+    """One token: its kind and code point span (a named tuple: built on the hot path)."""
 
     kind: TokenKind
     start: int  # code point offsets: text[start:end]
@@ -87,8 +54,7 @@ class LeanToken(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class TextScan:
-    """The opaque spans of a text: comments, string/char literals and identifiers with ``«»``
-    escapes (the places where text does not mean what it looks like), in text order."""
+    """The opaque spans of a text, in order: comments, literals and ``«»``-escaped identifiers."""
 
     length: int
     spans: tuple[LeanToken, ...]
@@ -105,8 +71,7 @@ class TextScan:
         return mask
 
     def blank(self, text: str, kinds: Collection[TokenKind] = _DEFAULT_KINDS) -> str:
-        """``text`` with every character inside a span of ``kinds`` replaced by a space, except
-        line breaks: same length, same lines, code untouched."""
+        """``text`` with spans of ``kinds`` blanked to spaces, keeping line breaks and length."""
         out: list[str] = []
         pos = 0
         for s in self.spans:
@@ -121,8 +86,7 @@ class TextScan:
         return tuple(s for s in self.spans if not s.terminated and s.kind in kinds)
 
 
-# -- character classes (Lean: isIdFirst, isIdRest, isLetterLike, isSubScriptAlnum) ------------
-
+# Lean's isIdFirst, isIdRest, isLetterLike, isSubScriptAlnum.
 _LETTER_LIKE = (
     "\u03b1-\u03ba\u03bc-\u03c9"  # lower Greek but λ
     "\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"  # upper Greek but Π Σ
@@ -150,13 +114,11 @@ _SPECIALS = (
     rf"|(?P<char>{_CHAR})"
 )
 
-# Every token, one match at a time (the full lexer), with the whitespace before it.
 _TOKEN = re.compile(
     rf"[ \t\r\n]*+(?:{_SPECIALS}|(?P<ident>{_IDENT})|(?P<number>{_NUMBER})|(?P<symbol>.))",
     re.DOTALL,
 )
-# The opaque spans only: stretches of ordinary code are one match each. An identifier that
-# continues into a «» escape (a.b.«c») is matched whole by the `escaped` alternative.
+# The opaque spans only: stretches of ordinary code are one match each.
 _BORING = f"[^\"'«\\-/0-9{_ID_FIRST}]"
 _SCAN = re.compile(
     rf"(?P<code>(?:{_BORING}+|(?!r\#*\")(?>{_PLAIN}(?:\.{_PLAIN})*)(?!\.«)|{_NUMBER}"
@@ -170,10 +132,9 @@ _NAME_PART = re.compile(r"«([^»]*)»?|([^.«]+)")
 
 
 def _block_end(text: str, start: int) -> tuple[int, bool]:
-    """(end, terminated) of the block/doc comment opening at ``start`` (``text[start:]`` begins
-    with ``/-``). Lean reads nesting from the fourth character: the third is ``-``/``!`` of a doc
-    comment, or skipped unread after a plain ``/-``."""
+    """(end, terminated) of the block comment opening at ``start``."""
     depth = 1
+    # Lean reads nesting from the fourth character (``/-/-/`` is one whole comment).
     for m in _NESTING.finditer(text, min(start + 3, len(text))):
         if m.group() == "/-":
             depth += 1
@@ -194,7 +155,6 @@ def _block_kind(text: str, start: int) -> TokenKind:
 
 
 def _special(text: str, m: re.Match[str]) -> LeanToken:
-    """The token for a match of one of the _SPECIALS alternatives."""
     kind = m.lastgroup
     assert kind is not None
     start, end = m.start(kind), m.end(kind)
@@ -213,7 +173,6 @@ def _special(text: str, m: re.Match[str]) -> LeanToken:
         if close == -1:
             return LeanToken(TokenKind.RAW_STRING, start, n, False)
         return LeanToken(TokenKind.RAW_STRING, start, close + 1 + len(m.group("hashes")))
-    # char
     closed = m.group("cbody") is not None and m.group("cclose") is not None
     return LeanToken(TokenKind.CHAR, start, end, closed)
 
@@ -227,16 +186,14 @@ def _ident(text: str, start: int, end: int) -> LeanToken:
 
 
 def lean_tokens(text: str, start: int = 0) -> Iterator[LeanToken]:
-    """Every token of ``text`` from ``start`` (which must be a token boundary), lazily, in
-    order: comments and doc comments included, whitespace skipped. A symbol is one code point.
-    """
+    """Every token of ``text`` from token boundary ``start``, lazily, comments included."""
     pos, n = start, len(text)
-    # (Locals: every edit's body is lexed on the step's path, ~30 tokens a time.)
+    # Locals: every edit's body is lexed on the step's hot path.
     match, find, token_of = _TOKEN.match, text.find, LeanToken
     ident, number, symbol = TokenKind.IDENT, TokenKind.NUMBER, TokenKind.SYMBOL
     while pos < n:
         m = match(text, pos)
-        if m is None:  # only whitespace is left
+        if m is None:
             return
         group = m.lastgroup
         end = m.end()
@@ -259,14 +216,13 @@ def lean_tokens(text: str, start: int = 0) -> Iterator[LeanToken]:
 
 
 def scan_text(text: str) -> TextScan:
-    """The comments, string/char literals and ``«»``-escaped identifiers of ``text``: the same
-    spans ``lean_tokens`` yields for them, found without building the other tokens."""
+    """The opaque spans of ``text`` as ``lean_tokens`` yields them, without the other tokens."""
     spans: list[LeanToken] = []
     pos, n = 0, len(text)
     match = _SCAN.match
     while pos < n:
         m = match(text, pos)
-        if m is None:  # unreachable: every character starts one alternative
+        if m is None:
             pos += 1
             continue
         group = m.lastgroup
@@ -283,32 +239,24 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 
 
 def lone_carriage_return(text: str) -> int | None:
-    """The offset of the first carriage return not followed by a line feed (Lean refuses one:
-    "isolated carriage returns are not allowed"), or None."""
+    """The offset of the first carriage return without a line feed (Lean refuses it), or None."""
     m = _LONE_CR.search(text)
     return m.start() if m is not None else None
 
 
 def name_parts(name: str) -> tuple[str, ...]:
-    """The components of a (dotted, possibly ``«»``-escaped) Lean name as written:
-    ``Foo.«a.b c».bar`` → ``("Foo", "a.b c", "bar")``."""
+    """The parts of a dotted Lean name: ``Foo.«a.b c».bar`` → ``("Foo", "a.b c", "bar")``."""
     return tuple(
         m.group(1) if m.group(1) is not None else m.group(2) for m in _NAME_PART.finditer(name)
     )
 
 
-# Tokens after which Lean elaborates a tactic block: the keyword `by`, `decreasing_by` (a
-# termination proof) and `‹`, whose notation `‹t›` is `(by assumption : t)`.
+# `‹t›` is notation for `(by assumption : t)`.
 _TACTIC_OPENERS = frozenset({"by", "decreasing_by", "‹"})
 
 
 def has_tactic_block(text: str) -> bool:
-    """Whether the code ``text`` (e.g. a proof body) opens a tactic block: a `by`,
-    `decreasing_by` or `‹` token, not in a comment or literal nor part of a longer name —
-    or maybe one: an interpolated string (``s!"…"``, ``m!"…"``) with `by` in it, whose
-    ``{…}`` parts are code. Without one, no tactic written in the text runs, so no position
-    in it has tactic goals of its own (a notation that expands to `by`, or an auto-param
-    tactic Lean runs unwritten, aside)."""
+    """Whether code ``text`` may open a tactic block (`by`, `decreasing_by`, `‹`, or in ``s!``)."""
     if "by" not in text and "‹" not in text:
         return False
     for token in lean_tokens(text):
@@ -332,9 +280,7 @@ _OPENING = frozenset(_CLOSING.values())
 
 
 def brackets_balanced(text: str) -> bool:
-    """Does every bracket of ``text`` (outside comments and literals) close the innermost one
-    it opened, all closed at the end, and every comment, literal and ``«»`` name end within
-    ``text``? Such a text put between parentheses cannot end them early: it stays one term."""
+    """Whether ``text`` stays one term in parentheses: brackets balanced, all tokens closed."""
     stack: list[str] = []
     for token in lean_tokens(text):
         if not token.terminated:

@@ -1,9 +1,6 @@
 """Typed models of Lean's LSP extensions (diagnostics with Lean fields, goals, progress, RPC goals).
 
-Parsing is hand-written on purpose: these are on the hot path of every proof step and the payloads
-carry Lean-only fields (``fullRange``, ``leanTags``, ``isSilent``, ``isIncremental``) that
-lsprotocol's generic ``Diagnostic`` would drop. Standard LSP messages use lsprotocol (client.py).
-"""
+Hand-parsed: on every step's hot path, with Lean-only fields lsprotocol's types would drop."""
 
 from __future__ import annotations
 
@@ -58,16 +55,12 @@ class LeanDiagnostic:
 
     @property
     def is_setup_artefact(self) -> bool:
-        """Lean 4.35 elaborates theorem bodies asynchronously (`Elab.async`); on the
-        prelude-only bootstrap a body that fails to elaborate also makes that path log
-        "internal exception #3" at the start of the declaration (measured: absent with
-        `-DElab.async=false`, and for `def`). It says nothing about the proof."""
+        """An "internal exception #N" from async elaboration: it says nothing about the proof."""
         return self.is_error and _SETUP_ARTEFACT.fullmatch(self.message.strip()) is not None
 
     @property
     def is_problem(self) -> bool:
-        """An error or a warning (e.g. `declaration uses 'sorry'`): a version with one is
-        not clean (``DocumentReport.clean``)."""
+        """An error or a warning: a version with one is not clean."""
         return self.severity == Severity.ERROR or self.severity == Severity.WARNING
 
     @staticmethod
@@ -87,8 +80,7 @@ class LeanDiagnostic:
 
 _SETUP_ARTEFACT = re.compile(r"internal exception #\d+")
 
-# Said beside a setup artefact that is all Lean reported: a proof that failed to elaborate
-# with no message of its own (on the bootstrap, e.g. `sorry`: it needs Init).
+# Said beside a setup artefact that is all Lean reported.
 SETUP_ARTEFACT_NOTE = (
     "the proof failed to elaborate and Lean said no more (on the prelude-only bootstrap Lean "
     "this is its 'internal exception #3'; `sorry` is one such proof: it needs Init — write "
@@ -97,8 +89,7 @@ SETUP_ARTEFACT_NOTE = (
 
 
 def without_setup_artefacts(diagnostics: Sequence[LeanDiagnostic]) -> list[LeanDiagnostic]:
-    """``diagnostics`` without the setup artefacts (``is_setup_artefact``) when a real error is
-    reported beside them; all of them otherwise (then the artefact is the only sign)."""
+    """``diagnostics`` without setup artefacts, unless they are the only errors."""
     if any(d.is_error and not d.is_setup_artefact for d in diagnostics):
         return [d for d in diagnostics if not d.is_setup_artefact]
     return list(diagnostics)
@@ -151,10 +142,7 @@ ReportStatus = Literal["done", "superseded", "fatal"]
 class DocumentReport:
     """Diagnostics of exactly one fully elaborated version of a document.
 
-    ``status``: ``done`` (the version you asked for finished), ``superseded`` (a newer version was
-    sent before it finished; ``version`` names the newer one these diagnostics belong to), or
-    ``fatal`` (processing stopped with a fatal error, e.g. a bad header).
-    """
+    ``status``: ``done``; ``superseded`` (``version`` is the newer one); ``fatal`` (bad header…)."""
 
     uri: str
     version: int

@@ -1,13 +1,6 @@
-"""One open document as the client knows it (``OpenDocument``): the text and version sent to
-Lean, what Lean has reported about it — diagnostics per version (Lean 4.31+ ``isIncremental``
-appends), ``$/lean/fileProgress``, the fatal state — and whether a version's last diagnostics
-are known to be out (the early barrier's rule: lsp_bridge/README.md), and the report of a
-finished version.
+"""One open document as the client knows it: text and version sent, and what Lean reported.
 
-Must not send or wait: the client owns the conversation. Every method here is synchronous and
-runs on the transport's reader for each notification (~10 per edit), so it looks only at what
-it needs.
-"""
+Must not send or wait: every method is synchronous and runs on the transport's reader."""
 
 from __future__ import annotations
 
@@ -33,23 +26,17 @@ class OpenDocument:
     diagnostics: list[LeanDiagnostic] = field(default_factory=list)
     progress: dict[str, Any] | None = None  # raw $/lean/fileProgress of the current version
     fatal_version: int = -1
-    # The early barrier (``LeanClient.update``): the version a step waits for with it, the
-    # latest version whose diagnostics are known final before Lean answers the barrier, and
-    # the version whose next diagnostics will be (reported done with none published before).
+    # The early barrier (lsp_bridge/README.md): the version a step waits for with it, the latest
+    # one with diagnostics known final, and the one whose next diagnostics will be.
     early_version: int = -1
     final_version: int = -1
     final_after_next: int = -1
-    # A change may not have reached Lean (its write was cancelled or failed): the next one
-    # sends the whole text.
-    resync: bool = False
-    # Set when processing of the current version stopped for good (crash, fatal header error);
-    # requests the watchdog would queue for a dead worker are not sent.
+    resync: bool = False  # a change may not have reached Lean: the next sends the whole text
+    # Processing of the current version stopped for good: requests about it are not sent.
     fatal: anyio.Event = field(default_factory=anyio.Event)
 
     def change(self, edits: Sequence[TextEdit]) -> dict[str, Any]:
-        """The didChange parameters for ``edits`` (code point ranges, each against the text the
-        previous one left); the document moves to the new version (the caller sends them at
-        once)."""
+        """The didChange params for code point ``edits``; moves to the new version: send them."""
         changes: list[dict[str, Any]] = []
         text = self.text
         for e in edits:
@@ -64,25 +51,21 @@ class OpenDocument:
             )
             text = apply_edit(text, e)
         if self.resync:
-            # A previous change may never have reached Lean (its write was cancelled or
-            # failed), so range edits could apply to a text Lean does not have: send the
-            # whole text once (Lean still re-elaborates only from the first changed command).
+            # Lean still re-elaborates only from the first changed command.
             changes = [{"text": text}]
             self.resync = False
         self.version += 1
         self.text = text
         self.progress = None
         if self.fatal.is_set():
-            self.fatal = anyio.Event()  # this change restarts the worker
+            self.fatal = anyio.Event()
         return {
             "textDocument": {"uri": self.uri, "version": self.version},
             "contentChanges": changes,
         }
 
     def progress_reported(self, params: dict[str, Any], version: int | None) -> bool:
-        """A ``$/lean/fileProgress`` about ``version`` (None: unversioned): kept if it is about
-        the current version, and the early barrier's rule applied. True when it says that
-        processing of the version stopped for good (a fatal range)."""
+        """Record a ``$/lean/fileProgress`` (``version`` None: unversioned); True if fatal."""
         if version is not None and version != self.version:
             return False
         self.progress = params
@@ -91,9 +74,7 @@ class OpenDocument:
             return any(p.get("kind") == 2 for p in processing)
         if version is None or version != self.early_version or self.final_version >= version:
             return False
-        # Done: Lean's reporter publishes a version's diagnostics as it goes if it ever waited
-        # for elaboration (then they are all out by now), else once, right after this
-        # (lsp_bridge/README.md, "the early barrier").
+        # Done: diagnostics are all out now, or come once right after (the early barrier).
         if self.diag_version == version:
             self.final_version = version
         else:
@@ -101,14 +82,12 @@ class OpenDocument:
         return False
 
     def diagnostics_reported(self, params: dict[str, Any]) -> bool:
-        """A ``publishDiagnostics``: appended to its version's (``isIncremental``) or replacing
-        them; a late report of an outdated version is dropped. True when it breaks the early
-        barrier's rule: diagnostics of a version whose step already ended early."""
+        """Record a ``publishDiagnostics``; True if it breaks the early barrier's rule."""
         version = params.get("version")
         if not isinstance(version, int):
             version = self.version
         if version < self.diag_version:
-            return False  # late report of an outdated version
+            return False
         new = [LeanDiagnostic.from_json(d) for d in params.get("diagnostics", ())]
         if params.get("isIncremental") and version == self.diag_version:
             self.diagnostics.extend(new)
@@ -123,15 +102,14 @@ class OpenDocument:
         return False
 
     def crashed(self, version: int) -> bool:
-        """Did processing of ``version`` (finished) stop without an error to say why: a crash?"""
+        """Did finished ``version`` stop without an error to say why (a crash)?"""
         if self.fatal_version != version:
             return False
         diagnostics = self.diagnostics if self.diag_version == version else ()
         return not any(d.is_error for d in diagnostics)
 
     def report(self, requested: int, target: int, started: float) -> DocumentReport:
-        """The report of version ``target`` (fully elaborated) when ``requested`` was asked,
-        ``started`` (``time.perf_counter``) when the caller began waiting."""
+        """The report of finished ``target``; ``started`` is the caller's ``time.perf_counter``."""
         status: ReportStatus = "done" if target == requested else "superseded"
         diagnostics = tuple(self.diagnostics) if self.diag_version == target else ()
         if self.fatal_version == target:
@@ -146,7 +124,6 @@ class OpenDocument:
         )
 
     def stopped_error(self, method: str) -> ElaborationFailed:
-        """What a request ``method`` about this document meets once its processing stopped."""
         return ElaborationFailed(
             f"{method}: processing of {self.uri} stopped (worker crash or fatal error)",
             hint="send a change to the document to restart its worker",
@@ -154,7 +131,7 @@ class OpenDocument:
 
 
 def find_document(docs: Mapping[str, OpenDocument], uri: str) -> OpenDocument:
-    """The open document ``uri`` of ``docs``; ``DocumentError`` when it is not open."""
+    """The open document ``uri``; raises ``DocumentError`` when it is not open."""
     try:
         return docs[uri]
     except KeyError:

@@ -1,10 +1,6 @@
-"""A request waiting for its answer (`PendingRequest`), the requests an exchange waits for only
-when asked to (`Conditional`), and an answer that could not be read (`unreadable_answer`).
+"""Requests waiting for their answers, as plain objects the transport's reader resolves.
 
-What the transport's reader does with an answer, as plain objects: parse it as it arrives,
-tell the one waiting, report an error answer at once. It must not read, write or wait for
-anything itself (transport.py does), nor know what the requests mean.
-"""
+Must not read, write or wait for anything itself, nor know what the requests mean."""
 
 from __future__ import annotations
 
@@ -26,7 +22,7 @@ class PendingRequest:
     method: str
     tag: str | None = None
     parse: Parse | None = None  # applied to the result when it arrives
-    on_error: Callable[[LeanrigError], None] | None = None  # told at once of an error answer
+    on_error: Callable[[LeanrigError], None] | None = None
     wake: Callable[[], None] | None = None  # told when it is answered (or ended)
     finished: bool = False
     result: Any = None
@@ -50,11 +46,7 @@ class PendingRequest:
 
 @dataclass(slots=True)
 class Conditional:
-    """Requests an exchange sends in the same write as the others but waits for only if
-    ``needed()`` says so once every other answer is in (``waited`` says whether it did).
-    Answers not waited for are dropped when they come, not cancelled: Lean finishes such a
-    query quickly, and a ``$/cancelRequest`` woke it while the step was being answered
-    (measured on two cores: the clean steps of an alternating run 0.3 ms slower)."""
+    """Requests awaited only if ``needed()`` once the rest are in; else dropped, not cancelled."""
 
     requests: Sequence[tuple[str, Any, Parse | None]]
     needed: Callable[[], bool]
@@ -62,8 +54,7 @@ class Conditional:
 
 
 def conditional_needed(conditional: Conditional) -> bool:
-    """Asked by the reader as it resolves the last answer: a failing predicate must not
-    break the reader, and says "needed" (waiting for more is the safe side)."""
+    """``needed()``, where a failing predicate says True and does not break the reader."""
     try:
         return conditional.needed()
     except Exception:
@@ -72,6 +63,5 @@ def conditional_needed(conditional: Conditional) -> bool:
 
 
 def unreadable_answer(method: str, exc: Exception) -> ResponseError:
-    """An answer its reader could not read: an error answer (the server is fine and the same
-    question gets the same answer, so: keep the slot, no retry), not a protocol break."""
+    """An answer that could not be parsed, as an error answer (not a protocol break)."""
     return ResponseError(method, -32603, f"unreadable answer ({type(exc).__name__}: {exc})")

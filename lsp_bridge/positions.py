@@ -1,11 +1,7 @@
-"""Positions between LSP (0-based line, UTF-16 code units) and agents (1-based line, 1-based
-Unicode code point column). Pure functions; converted once, at the boundary.
+"""Positions between LSP (0-based line, UTF-16 units) and agents (1-based line and code point).
 
-Lines are split on ``\\n`` only, as Lean's ``FileMap`` does (a ``\\r`` before it stays part of
-the line).
-Positions past the end of a line clamp to the line end; positions inside a surrogate pair
-(which no LSP peer should send) round down to the start of the character.
-"""
+Lines split on ``\\n`` only, as Lean's ``FileMap``. Past a line's end clamps to its end; inside
+a surrogate pair rounds down to the character's start."""
 
 from __future__ import annotations
 
@@ -38,13 +34,11 @@ class LspPos:
 
 
 def _bmp_only(text: str) -> bool:
-    """No character outside the Basic Multilingual Plane: code points = UTF-16 units. (The
-    usual case, decided at C speed; every diagnostic of every step is converted.)"""
+    """No character outside the BMP, so code points = UTF-16 units (decided at C speed)."""
     return text.isascii() or max(text) <= "\uffff"
 
 
 def utf16_len(text: str) -> int:
-    """Number of UTF-16 code units of ``text``."""
     if _bmp_only(text):
         return len(text)
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
@@ -72,8 +66,7 @@ def utf16_to_codepoint(line: str, character: int) -> int:
 
 
 def lsp_position(text: str, offset: int) -> LspPos:
-    """``LineIndex(text).lsp_of_offset(offset)`` without indexing every line: two scans at C
-    speed (a change's range in a long document, once per step)."""
+    """``LineIndex(text).lsp_of_offset(offset)`` without indexing every line."""
     offset = max(0, min(offset, len(text)))
     start = text.rfind("\n", 0, offset) + 1
     return LspPos(text.count("\n", 0, offset), utf16_len(text[start:offset]))
@@ -87,21 +80,17 @@ class LineIndex:
 
     @classmethod
     def sharing(cls, base: LineIndex, upto: int, text: str) -> LineIndex:
-        """The index of ``text``, which equals ``base.text`` up to offset ``upto``: ``base``'s
-        line starts up to there are reused and only the rest of ``text`` is scanned (a proof
-        step's file differs from its task file only from the body on; a 1000-line task file
-        costs ~0.3 ms to index whole)."""
+        """The index of ``text``, equal to ``base.text`` up to ``upto``, reusing its line starts."""
         starts = base._starts
         kept = starts[: bisect.bisect_right(starts, upto)]
-        # Every line break before ``upto`` is counted in ``kept`` (its start is <= upto), so
-        # the next one is at or after the last start kept.
+        # Every line break before ``upto`` is in ``kept``: the next is after its last start.
         find = text.find
         index = find("\n", kept[-1])
         while index != -1:
             kept.append(index + 1)
             index = find("\n", index + 1)
         shared = cls(text)
-        shared.__dict__["_starts"] = kept  # the cached_property's slot
+        shared.__dict__["_starts"] = kept
         return shared
 
     @cached_property
@@ -127,8 +116,6 @@ class LineIndex:
     def _clamp_line(self, line0: int) -> int:
         return max(0, min(line0, len(self._starts) - 1))
 
-    # code point offsets <-> positions
-
     def offset_of(self, pos: Pos) -> int:
         line0 = self._clamp_line(pos.line - 1)
         return self._starts[line0] + max(0, min(pos.column - 1, len(self.line(line0))))
@@ -147,8 +134,6 @@ class LineIndex:
         if lsp.line >= len(self._starts):
             return len(self.text)
         return self._starts[line0] + utf16_to_codepoint(self.line(line0), lsp.character)
-
-    # agent positions <-> LSP positions
 
     def to_lsp(self, pos: Pos) -> LspPos:
         line0 = self._clamp_line(pos.line - 1)

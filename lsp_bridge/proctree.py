@@ -1,17 +1,7 @@
-"""Killing a Lean server together with every process it started.
+"""Killing a Lean server together with every process it started, found by an inherited env token.
 
-Lean's watchdog starts each ``lean --worker`` with ``setsid``, so a worker is in its own session
-and process group: killing the server's group does not reach it, and when the server dies the
-workers are re-parented away from it. We therefore mark the server's environment with a unique
-token (inherited by every descendant) and, on teardown, kill every process carrying it.
-Linux only (``/proc``). Never kills a process that lacks the token.
-
-Cost: while the leader is alive every process carrying its token is its descendant, found by
-walking ``/proc/<pid>/task/<tid>/children`` (a few small reads). Only when the leader is gone
-(exited, reaped, or unknown) can a marked process be anywhere: that needs a scan of every
-process's environment, which ``kill_tree_async`` runs in a worker thread, bounded in time,
-so the event loop never waits on ``/proc``.
-"""
+Workers run in their own sessions (``setsid``), so the server's process group does not reach
+them. Linux only (``/proc``). Never kills a process that lacks the token."""
 
 from __future__ import annotations
 
@@ -30,7 +20,7 @@ from anyio.abc import Process
 from .errors import ServerDied
 
 TOKEN_VAR = "LEANRIG_PROC_TOKEN"
-SCAN_TIMEOUT = 5.0  # seconds a full /proc scan may take before kill_tree_async gives up on it
+SCAN_TIMEOUT = 5.0  # seconds a full /proc scan may take in kill_tree_async
 
 
 def new_token() -> str:
@@ -40,43 +30,36 @@ def new_token() -> str:
 async def spawn_marked(
     argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None, stdin: int | None
 ) -> tuple[Process, str]:
-    """Start ``argv`` in its own session, its environment marked with a fresh kill token.
-
-    Returns the process and the token (for ``kill_tree``). A program that cannot be started
-    is a typed ``ServerDied`` naming it, not a bare ``OSError``.
-    """
+    """Start ``argv`` in its own session, marked with a fresh kill token; ``ServerDied`` if not."""
     token = new_token()
     full_env = dict(os.environ if env is None else env)
     full_env[TOKEN_VAR] = token
-    # Shielded: cancelled inside, asyncio SIGKILLs the new pid alone, and a sandbox's inner
-    # process forked before it set its parent-death signal (bwrap's --die-with-parent) lived
-    # on with its Lean, orphaned (measured: 7 of 71 spawns cancelled at random points). A
-    # spawn is a fork and an exec, done in milliseconds; a cancellation waits for it, then
-    # the whole tree, known by now, is killed.
+    # Shielded: a cancelled spawn kills the new pid alone and can orphan its children.
     with anyio.CancelScope(shield=True):
         try:
             process = await anyio.open_process(
-                list(argv), stdin=stdin, stdout=PIPE, stderr=PIPE, cwd=cwd, env=full_env,
+                list(argv),
+                stdin=stdin,
+                stdout=PIPE,
+                stderr=PIPE,
+                cwd=cwd,
+                env=full_env,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         except OSError as exc:
             raise ServerDied(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()
     except BaseException:
         await kill_tree_async(token, process.pid)
-        await kill_tree_async(token)  # (and a scan: a child that left the group meanwhile)
+        await kill_tree_async(token)  # a scan: a child may have left the group meanwhile
         with anyio.CancelScope(shield=True), anyio.move_on_after(SCAN_TIMEOUT):
             await process.aclose()
         raise
     return process, token
 
 
-# A process in the middle of execve shows an empty environment for a moment (the kernel has
-# given it the new address space but not yet copied the environment in). A parent learns of a
-# successful exec in that moment (close-on-exec pipes close first), so a process just started —
-# a Lean worker the watchdog starts while its tree is being killed — reads as token-less.
-# Measured: 23 of 200 reads right after `Popen` returned, 150 of 200 on a busy machine.
+# A process inside execve briefly shows an empty environment: give it this long to fill.
 EXEC_SETTLE_SECONDS = 0.05
 PF_KTHREAD = 0x00200000
 
@@ -92,8 +75,7 @@ def _stat_fields(pid: int) -> list[bytes]:
 
 
 def _may_still_exec(pid: int) -> bool:
-    """An empty environment that may yet fill: not a kernel thread (always empty), not a zombie
-    or a dying process (its memory is gone)."""
+    """An empty environment that may yet fill: not a kernel thread, zombie or dying process."""
     fields = _stat_fields(pid)
     if len(fields) < 7 or fields[0] in (b"Z", b"X", b"x"):
         return False
@@ -104,8 +86,7 @@ def _may_still_exec(pid: int) -> bool:
 
 
 def read_environ(pid: int) -> bytes | None:
-    """``pid``'s environment block (None: gone, or not ours to read). A process caught inside
-    execve is given up to ``EXEC_SETTLE_SECONDS`` to finish it."""
+    """``pid``'s environment block (None: gone, or not ours to read); waits out an execve."""
     deadline = 0.0
     while True:
         try:
@@ -140,7 +121,7 @@ def _has_token(pid: int, token: str) -> bool:
 
 
 def children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (from every thread of it), without scanning /proc."""
+    """Direct children of ``pid`` (of every thread), without scanning /proc."""
     found: list[int] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -176,7 +157,7 @@ def _running(pid: int) -> bool:
 
 
 def pids_with_token(token: str) -> list[int]:
-    """Every process carrying ``token``: a full scan of /proc (blocking; see the module doc)."""
+    """Every process carrying ``token``: a full, blocking scan of /proc."""
     found: list[int] = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
@@ -202,8 +183,7 @@ def _kill(pids: Iterable[int], token: str) -> list[int]:
 
 
 def _kill_leader_tree(token: str, leader: int | None) -> tuple[list[int], bool]:
-    """Kill ``leader``'s group and its marked descendants; True if that reached every marked
-    process (the leader was still running and carried the token, so none can be orphaned)."""
+    """Kill ``leader``'s group and marked descendants; True if none can have been orphaned."""
     if leader is None:
         return [], False
     complete = _running(leader) and _has_token(leader, token)
@@ -216,11 +196,7 @@ def _kill_leader_tree(token: str, leader: int | None) -> tuple[list[int], bool]:
 
 
 def kill_tree(token: str, leader: int | None = None) -> list[int]:
-    """SIGKILL the process group of ``leader`` and every process carrying ``token``.
-
-    Cheap while ``leader`` is running (its tree is walked); otherwise a full /proc scan on the
-    calling thread: from async code prefer ``kill_tree_async``.
-    """
+    """SIGKILL ``leader``'s group and every process with ``token`` (may block on a /proc scan)."""
     killed, complete = _kill_leader_tree(token, leader)
     if not complete:
         killed += _kill(pids_with_token(token), token)
@@ -230,9 +206,7 @@ def kill_tree(token: str, leader: int | None = None) -> list[int]:
 async def kill_tree_async(
     token: str, leader: int | None = None, *, timeout: float = SCAN_TIMEOUT
 ) -> list[int]:
-    """``kill_tree`` for async callers: the leader's tree is killed at once; a full scan, if
-    needed, runs in a worker thread, at most ``timeout`` seconds, shielded from cancellation
-    (teardown must finish)."""
+    """``kill_tree`` with any full scan in a thread, shielded, at most ``timeout`` seconds."""
     killed, complete = _kill_leader_tree(token, leader)
     if complete:
         return killed

@@ -1,10 +1,6 @@
-"""`ServerProcess`: one spawned language-server process seen from outside its conversation —
-the tail of its stderr, killing its whole tree (its process group and every process carrying
-its token: see proctree.py), and why it exited on its own (its last words on stderr).
+"""A spawned language server seen from outside its conversation: stderr, kill, why it exited.
 
-It must not read or write the conversation (stdin and stdout are transport.py's), nor decide
-when the process ends (its owner does).
-"""
+Must not read or write stdin/stdout, nor decide when the process ends (its owner does)."""
 
 from __future__ import annotations
 
@@ -17,9 +13,7 @@ from .errors import ServerDied
 from .proctree import kill_tree, kill_tree_async
 
 STDERR_TAIL_BYTES = 16 * 1024
-# After a server exits on its own, how long to wait for the rest of its stderr (the reason it
-# exited: a sandbox refusing to start, a bad option) before reporting the death.
-STDERR_DRAIN_SECONDS = 1.0
+STDERR_DRAIN_SECONDS = 1.0  # wait for the rest of stderr (why it exited) before reporting
 
 
 class ServerProcess:
@@ -38,7 +32,7 @@ class ServerProcess:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     async def collect_stderr(self) -> None:
-        """Keep the last `STDERR_TAIL_BYTES` of stderr until it ends (a task of the owner's)."""
+        """Keep the last `STDERR_TAIL_BYTES` of stderr until it ends (run as a task)."""
         try:
             if self.process.stderr is None:
                 return
@@ -53,17 +47,14 @@ class ServerProcess:
             self._stderr_done.set()
 
     def kill(self) -> None:
-        """Kill the whole tree now."""
         kill_tree(self.token, self.process.pid)
 
     async def kill_async(self) -> None:
-        # Once the leader is gone, finding its orphans means a /proc scan: off the event loop.
+        # Once the leader is gone, finding orphans takes a /proc scan: off the event loop.
         await kill_tree_async(self.token, self.process.pid)
 
     async def exit_failure(self) -> ServerDied:
-        """The process chose to exit: its last words on stderr say why (e.g. a sandbox that
-        could not set up). Orphaned workers hold the pipe open: they are killed first, then
-        the rest of stderr is waited for, at most `STDERR_DRAIN_SECONDS`."""
+        """Why the process exited on its own, from stderr; kills orphans holding the pipe first."""
         await self.kill_async()
         with anyio.CancelScope(shield=True), anyio.move_on_after(STDERR_DRAIN_SECONDS):
             await self._stderr_done.wait()
@@ -78,7 +69,7 @@ class ServerProcess:
 
 
 def last_line(text: str, limit: int = 500) -> str:
-    """The last non-blank line of ``text`` (a process's stderr), at most ``limit`` characters."""
+    """The last non-blank line of ``text``, at most ``limit`` characters."""
     for line in reversed(text.splitlines()):
         if line.strip():
             line = line.strip()

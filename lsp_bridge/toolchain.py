@@ -1,11 +1,7 @@
 """Finding a Lean to run, and the command that starts its language server.
 
-Resolution order: explicit setting (``LEANRIG_LEAN`` or an argument) → the target project's
-toolchain (``lean-toolchain`` via ``elan which``) → ``lean`` on PATH → the bootstrap build.
-``mode`` is decided by what the Lean can do, not by where it came from: ``toolchain`` when
-its library has ``Init.olean`` (tactics, Mathlib-style projects), else ``bootstrap``
-(prelude-only).
-"""
+Order: ``LEANRIG_LEAN``/argument → project toolchain (``elan which``) → PATH → bootstrap build.
+``mode`` is ``toolchain`` when the Lean has ``Init.olean``, else ``bootstrap`` (prelude-only)."""
 
 from __future__ import annotations
 
@@ -41,14 +37,12 @@ class LeanInstall:
 
     @property
     def leanchecker(self) -> Path | None:
-        """The kernel replay's ``leanchecker``: beside ``lean`` in the toolchain, else on PATH
-        (looked up once per process: under `leanrig run` that is before any agent ran — a
-        later lookup could find one an agent planted in its writable home)."""
+        """The kernel replay's ``leanchecker``: beside ``lean``, else on PATH (looked up once)."""
         sibling = self.lean.parent / "leanchecker"
         return sibling if sibling.exists() else _leanchecker_on_path()
 
     def programs(self) -> dict[str, str]:
-        """The programs of this install leanrig starts, by name: absolute paths (those found)."""
+        """The absolute paths of this install's programs leanrig starts, by name (if found)."""
         found = {"lean": self.lean, "lake": self.lake, "leanchecker": self.leanchecker}
         return {name: str(path) for name, path in found.items() if path is not None}
 
@@ -62,8 +56,7 @@ class LeanInstall:
         report_delay_ms: int = REPORT_DELAY_MS,
         wrapper: tuple[str, ...] = (),
     ) -> ServerCommand:
-        """How to serve ``project``: ``lake serve`` for Lake projects on a toolchain, else
-        ``lean --server``. ``wrapper`` prefixes the command (sandbox, rlimits)."""
+        """``[*wrapper, lake serve]`` for a Lake project on a toolchain, else ``lean --server``."""
         has_lakefile = any((project / f).exists() for f in ("lakefile.lean", "lakefile.toml"))
         lake = use_lake if use_lake is not None else (self.lake is not None and has_lakefile)
         if lake and self.lake is not None:
@@ -155,7 +148,7 @@ def find_lean(
             return describe(boot, "bootstrap")
         except LeanNotFound:
             if not build_bootstrap:
-                raise  # otherwise rebuild it below (e.g. its library was reinstalled)
+                raise  # else rebuilt below (e.g. its library was reinstalled)
     if boot is not None and build_bootstrap:
         try:
             return describe(ensure_bootstrap(install=False).lean, "bootstrap")

@@ -1,17 +1,7 @@
 """One Lean language-server process and the JSON-RPC conversation with it.
 
-Responsibilities (and nothing else): spawn the process in its own session, marked with a token
-its descendants inherit (see proctree.py), frame
-messages, match responses to requests by id, answer the server's own requests, send
-``$/cancelRequest`` for requests we stop waiting for, and tear the whole process group down
-(no orphan ``lean --worker``) on close, on cancellation and on protocol errors.
-
-Beside it: a request waiting for its answer and the conditional ones (pending_requests.py),
-and the process seen from outside the conversation — its stderr tail, the kill, why it exited
-(server_process.py).
-
-It must not know what Lean is: documents, diagnostics and goals live in ``client.py``.
-"""
+Kills the whole process group (no orphan ``lean --worker``) on close, cancellation and protocol
+errors. Must not know what Lean is: documents, diagnostics and goals live in ``client.py``."""
 
 from __future__ import annotations
 
@@ -61,8 +51,8 @@ class LspTransport:
         write_timeout: float = 30.0,
         polite: bool = True,
     ) -> None:
-        self._process = process  # its stdin and stdout: the conversation, this class's
-        self._server = ServerProcess(process, token)  # its stderr, its kill, its exit
+        self._process = process
+        self._server = ServerProcess(process, token)
         self._polite = polite
         self._write_timeout = write_timeout
         self.argv = tuple(argv)
@@ -72,15 +62,13 @@ class LspTransport:
         self._pending: dict[int, PendingRequest] = {}
         # Exchanges waiting with an ``early`` predicate: asked again after every notification.
         self._watchers: set[Callable[[], None]] = set()
-        # fast_acquire: an uncontended write (the usual case) does not yield to the loop first.
+        # fast_acquire: an uncontended write does not yield to the loop first.
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._failure: ServerError | None = None
         self._closing = False
-        self._reading = True  # the read loop runs: an answer to `shutdown` can arrive
+        self._reading = True
         self.exited = anyio.Event()
         self.heard = False  # any message read from the process yet
-
-    # -- construction ---------------------------------------------------------------------
 
     @classmethod
     @asynccontextmanager
@@ -95,8 +83,7 @@ class LspTransport:
         write_timeout: float = 30.0,
         polite: bool = True,
     ) -> AsyncIterator[LspTransport]:
-        """``polite``: end with LSP ``shutdown``/``exit`` (a language server); False for a peer
-        that has no such handshake (a Lean file worker: its watchdog only ever kills it)."""
+        """Spawn ``argv``; ``polite=False`` skips ``shutdown``/``exit`` (for a file worker)."""
         process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=PIPE)
         transport = cls(
             process, argv, on_notification, shutdown_timeout, token, write_timeout, polite
@@ -109,25 +96,20 @@ class LspTransport:
                     try:
                         yield transport
                     except BaseException:
-                        # The owner is going away (cancelled, failed): no polite handshake,
-                        # which would wait for a server that may never answer (one still
-                        # starting: a stopped `serve` waited out its forced exit and left it).
+                        # The owner is going away: a handshake could wait on a mute server.
                         transport._polite = False
                         raise
                     finally:
                         await transport.aclose()
                         tg.cancel_scope.cancel()
         finally:
-            # Reached on every path, including a failing spawn body and cancellation.
             await transport._server.kill_async()
             with anyio.CancelScope(shield=True), anyio.move_on_after(shutdown_timeout):
-                await process.aclose()  # closes the pipes and reaps the leader
+                await process.aclose()
 
     def _start_loops(self, tg: TaskGroup) -> None:
         tg.start_soon(self._read_loop)
         tg.start_soon(self._server.collect_stderr)
-
-    # -- public API -------------------------------------------------------------------------
 
     @property
     def pid(self) -> int:
@@ -139,7 +121,6 @@ class LspTransport:
 
     @property
     def alive(self) -> bool:
-        # (_reading: the output ended; the failure that says why may still be on its way)
         return self._failure is None and not self._closing and self._reading
 
     @property
@@ -157,11 +138,7 @@ class LspTransport:
     async def request(
         self, method: str, params: Any, *, timeout: float, tag: str | None = None
     ) -> Any:
-        """Send a request and wait for its answer, at most ``timeout`` seconds.
-
-        On timeout or cancellation the server is told with ``$/cancelRequest``. ``tag`` groups
-        requests (e.g. by document) so ``fail_tagged`` can end them early.
-        """
+        """Send a request and wait at most ``timeout`` seconds for its answer (see ``exchange``)."""
         (answer,) = await self.exchange([], [(method, params, None)], timeout=timeout, tag=tag)
         if isinstance(answer, LeanrigError):
             raise answer
@@ -172,8 +149,7 @@ class LspTransport:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def post(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Write ``messages`` as they are, in one write, tracking no answer (e.g. a Lean file
-        worker's ``initialize``, which it reads and never answers)."""
+        """Write ``messages`` in one write, expecting no answer (a file worker's ``initialize``)."""
         self._check_usable()
         await self._write(b"".join(encode_message(m) for m in messages))
 
@@ -188,41 +164,26 @@ class LspTransport:
         conditional: Conditional | None = None,
         early: Callable[[], bool] | None = None,
     ) -> list[Any]:
-        """Send ``notifications`` and then ``requests`` (method, params, parse) — and
-        ``conditional``'s requests — in one write, and wait for every answer, at most
-        ``timeout`` seconds in all. Returns each request's result — passed through its
-        ``parse`` as it arrives, while Lean may still be working on the others — or the
-        ``LeanrigError`` it was answered with, in order; then ``conditional``'s answers, which
-        are waited for only if it says they are needed once the others are all in (else
-        None each). ``on_error`` hears of each error answer when it arrives (e.g. a crashed
-        worker: the caller can end the other requests at once). ``early``, once true, stands
-        in for the first request's answer (which is then None unless it came first); it is
-        asked after every notification the reader hands on, and on every answer.
+        """Send ``notifications`` then all requests in one write; return answers (or errors).
 
-        One write because the first frame wakes Lean: its threads then compete with this
-        process for the cores, and frames sent one by one after it went out late (measured:
-        0.25-0.6 ms apart on two cores). On timeout or cancellation the unanswered requests
-        are cancelled with ``$/cancelRequest``; a timeout raises ``RequestTimeout``.
-        """
+        ``conditional``'s are waited for only if it says so (else None); ``early()`` stands in for
+        the first answer; ``timeout`` covers all; unanswered requests get ``$/cancelRequest``."""
         self._check_usable()
-        # One wake-up per exchange: every answer is checked as the reader resolves it, and
-        # the caller is woken once, when all it waits for is in (waking it on each of a
-        # step's ~5 answers resumed the whole chain of coroutines above it each time).
+        # One wake-up per exchange: the caller's coroutine chain resumes once, not per answer.
         ready = anyio.Event()
         asked: list[tuple[int, PendingRequest]] = []
         required = len(requests)
-        waiting = required  # how many of ``asked`` (from the start) are waited for
+        waiting = required  # how many of ``asked`` are waited for
 
-        def first_in() -> bool:  # the first request's answer (or ``early``)
+        def first_in() -> bool:
             return required == 0 or asked[0][1].finished or (early is not None and early())
 
-        def others(upto: int) -> list[tuple[int, PendingRequest]]:  # the rest of asked[:upto]
+        def others(upto: int) -> list[tuple[int, PendingRequest]]:
             return asked[1:upto] if required else asked[:upto]
 
         def check() -> None:
             nonlocal waiting
-            # The first request first: while it is out (most of a step), this is all that
-            # runs on each of the reader's messages.
+            # While the first request is out (most of a step) this is all that runs per message.
             if ready.is_set() or not first_in():
                 return
             if not all(p.finished for _, p in others(waiting)):
@@ -232,7 +193,7 @@ class LspTransport:
                 and not conditional.waited
                 and conditional_needed(conditional)
             ):
-                conditional.waited = True  # its answers are needed too
+                conditional.waited = True
                 waiting = len(asked)
                 if not all(p.finished for _, p in others(waiting)):
                     return
@@ -254,20 +215,18 @@ class LspTransport:
                 pending = PendingRequest(method, tag, parse, on_error, wake=check)
                 self._pending[request_id] = pending
                 asked.append((request_id, pending))
-            # Writes have their own deadline (a stalled server is killed: a half-written frame
-            # would break the stream), so they stay outside the answers' one.
+            # Writes have their own deadline (a half-written frame breaks the stream).
             deadline = anyio.current_time() + timeout
             if early is not None:
                 self._watchers.add(check)
             await self._write(b"".join(frames))
-            check()  # (answers read while the write waited for the pipe)
+            check()
             with anyio.move_on_at(deadline):
                 await ready.wait()
             late = [p for _, p in others(waiting) if not p.finished]
             if not first_in():
                 late.insert(0, asked[0][1])
-            if late and not ready.is_set():  # the deadline passed
-                # (the conditional ones are cancelled too, waited for or not)
+            if late and not ready.is_set():
                 await self._send_cancels([rid for rid, p in asked if not p.finished])
                 raise RequestTimeout(late[0].method, timeout)
         except anyio.get_cancelled_exc_class():
@@ -292,9 +251,7 @@ class LspTransport:
         self._closing = True
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self._shutdown_timeout):
-                # Polite only while someone reads the answer: after a cancellation (the owner
-                # is going away) the reader is gone, and the request would wait out the whole
-                # deadline (every pool close took 2 s).
+                # Polite only while the reader runs: else the answer to it is never read.
                 if self._polite and self._failure is None and self._reading:
                     try:
                         await self._request_unchecked("shutdown", None)
@@ -323,8 +280,6 @@ class LspTransport:
         """Kill the whole process group now (e.g. a hung server past its deadline)."""
         self._server.kill()
 
-    # -- internals -------------------------------------------------------------------------
-
     def _check_usable(self) -> None:
         if self._failure is not None:
             raise self._failure
@@ -351,21 +306,18 @@ class LspTransport:
         await self._write(encode_message(message), await_exit=await_exit)
 
     async def _write(self, data: bytes, *, await_exit: bool = True) -> None:
-        """Write whole frames (a half-written frame breaks the stream: see below)."""
         stdin = self._process.stdin
         if stdin is None:
             raise ServerClosed("server has no stdin")
         try:
-            # A server that stops reading (hung, stopped) fills the pipe; the write must not
-            # wait forever. A half-written frame breaks the stream, so a timeout is fatal.
+            # A half-written frame breaks the stream, so a timeout is fatal.
             with anyio.move_on_after(self._write_timeout) as scope:
                 async with self._write_lock:
                     sys.audit(TRACE_EVENT, "write to Lean")
                     await stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             if self._failure is None and not self._closing and await_exit:
-                # The pipe broke because the process is going (e.g. it could not start): the
-                # read loop reports why, with its stderr; wait for that rather than guess.
+                # The process is going: the read loop reports why, with its stderr.
                 with anyio.move_on_after(self._shutdown_timeout):
                     await self.exited.wait()
             raise self._failure or ServerDied(
@@ -381,8 +333,7 @@ class LspTransport:
             raise self._failure
 
     async def _send_cancels(self, request_ids: Sequence[int]) -> None:
-        """``$/cancelRequest`` for each, in one write. Shielded and bounded: cancelling must
-        not hang or be cancelled itself."""
+        """``$/cancelRequest`` for each, in one write; shielded and bounded."""
         if not request_ids:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
@@ -425,21 +376,18 @@ class LspTransport:
         finally:
             self._reading = False
             if cancelled:
-                # The owner is closing (spawn's exit kills the group and reaps the leader):
-                # no exit of the process's own to wait for or explain (waiting for one made
-                # every pool close take 2 s).
+                # The owner is closing and reaps the process: no exit of its own to explain.
                 self._fail_all(ServerClosed("server closed"))
                 self.exited.set()
             else:
                 await self._after_output_ended(failure)
 
     async def _after_output_ended(self, failure: ServerError | None) -> None:
-        """The server's output ended (it exited, or broke the protocol): say why, kill what is
-        left, and end every waiting request."""
+        """The output ended (exit or protocol error): record why, kill the rest, end requests."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             await self._process.wait()
         if failure is None and not self._closing:
-            failure = await self._server.exit_failure()  # the process chose to exit: why
+            failure = await self._server.exit_failure()
         if failure is not None and self._failure is None:
             self._failure = failure
             await self._server.kill_async()  # orphaned workers must not keep elaborating
@@ -472,7 +420,7 @@ class LspTransport:
         request_id = message.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, int) else None
         if pending is None:
-            return  # answer to a request we stopped waiting for
+            return
         sys.audit(TRACE_EVENT, "Lean answers", pending.method)
         error = message.get("error")
         if error is not None:

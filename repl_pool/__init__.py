@@ -1,8 +1,6 @@
 """repl_pool: owns Lean processes: a warm pool keyed by environment + header, health, limits.
 
-Names load on first use (PEP 562): a part used alone (a model, an error) must not import the
-rest (Lean's LSP types, the MCP SDK: ~1 s here).
-"""
+Names load on first use (PEP 562): a part used alone must not import the rest."""
 
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
 """`RayPool`: the warm pool on a Ray cluster — one `LeanNode` actor per node, a router here.
 
-Responsibilities (and nothing else): the pool facade over the nodes — the `Pool` operations
-(``run``, ``key_for``, ``stats``, ``kill_all``, and ``acquire``, ``check``, ``wait_idle`` as
-the local pool has them) and ``nodes()``; the router's lifecycle (join the cluster, start an
-actor on every node that offers ``lean_slots``, watch the nodes, stop the actors); a portable
-operation shipped to its node in one actor call, any other run here against a `RemoteSlot`;
-and when a node dies, forget it and retry the in-flight step once elsewhere (steps are
-idempotent: the text is the state, so the retried step itself re-establishes the session).
-
-Beside it: which node serves a request (`node_routing.py`: session stickiness, header
-affinity, least loaded), the actors seen from here (`node_actors.py`: joining, starting,
-calling, stopping; a lost node's calls raise `NodeLost`), the leased slot (`remote_slot.py`),
-and the node side (`ray_actor.py`). It implements `Pool` (pool_protocol.py) beside
-`WarmPool` rather than as a subclass: none of the local pool's machinery runs here, and the
-operations — closures over the caller's state, timers included — keep running in the caller's
-process unless they are portable, so nothing but slot method arguments and results, or a
-portable operation and its result, crosses the wire.
-
-Capacity comes from Ray resources: an actor reserves all of its node's ``lean_slots`` (one
-unit = one Lean server process, which many sessions share step by step) and
-``memory = slots × memory_mb``; its pool's ``max_processes`` is the slot count.
-
-``ray`` is imported only when a `RayPool` is opened (the ``leanrig[ray]`` extra). It must not
-know about sessions, tasks or the ledger (agent_tools records ``node_of(slot)``).
-"""
+It must not know about sessions, tasks or the ledger; ``ray`` is imported only when opened."""
 
 from __future__ import annotations
 
@@ -59,8 +36,7 @@ STOP_ALL_SECONDS = 40.0  # closing: every actor's stop, at most
 
 
 class RayPool:
-    """Create with ``async with RayPool.connect(environment, config, RayOptions(...)) as pool``
-    inside an asyncio event loop (Ray's futures are asyncio futures)."""
+    """The `Pool` over Ray nodes; open with ``RayPool.connect`` inside an asyncio event loop."""
 
     def __init__(
         self, environment: LeanEnvironment, config: PoolConfig, options: RayOptions, ray: Any
@@ -78,8 +54,6 @@ class RayPool:
         self._acquire_times = AcquireTimes()
         self._closed = False
         self._prewarm_assigned = False
-
-    # -- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
     @asynccontextmanager
@@ -108,8 +82,7 @@ class RayPool:
                     await pool._actors.stop(list(pool._router.nodes.values()))
 
     def kill_all(self, reason: str = "shutdown") -> None:
-        """Every node's Lean trees killed now (signal handlers, last-resort shutdown). The
-        actors are killed too: each one's reaper then sweeps what is left on its node."""
+        """Kill every node's Lean trees and actors now (last-resort shutdown)."""
         self._closed = True
         for node in self._router.live():
             try:
@@ -119,10 +92,7 @@ class RayPool:
             self._actors.kill(node)
 
     def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:
-        """The key of a file's text: its environment and its normalized header."""
         return self._keys.key_for(text, environment)
-
-    # -- nodes --------------------------------------------------------------------------------
 
     async def _discover(self) -> None:
         """Start an actor on every alive node with lean_slots that has none."""
@@ -133,8 +103,7 @@ class RayPool:
                 tg.start_soon(self._start_node, node_id, address, slots)
 
     def _node_config(self, slots: int) -> tuple[PoolConfig, list[PoolKey]]:
-        """The first node started keeps warm what the config asks for; the others start cold
-        (the router sends a header's first request to a node that has it warm)."""
+        """Only the first node prewarms; the router sends a header to the node that has it warm."""
         if self._prewarm_assigned:
             return replace(self.config, max_processes=slots, min_processes=0, prewarm={}), []
         self._prewarm_assigned = True
@@ -159,9 +128,10 @@ class RayPool:
     def _lose(self, node: RayNode, reason: str) -> None:
         if not self._router.lose(node):
             return
-        log.warning("ray.node_lost", node=node.node_id[:12], reason=reason,
-                    sessions=len(node.holders))  # fmt: skip
-        self._actors.kill(node)  # its reaper kills whatever Lean it still has
+        log.warning(
+            "ray.node_lost", node=node.node_id[:12], reason=reason, sessions=len(node.holders)
+        )
+        self._actors.kill(node)
 
     async def _watch_loop(self) -> None:
         while True:
@@ -191,8 +161,6 @@ class RayPool:
             for node in self._router.live():
                 tg.start_soon(refresh, node)
 
-    # -- routing ------------------------------------------------------------------------------
-
     def _place(self, key: PoolKey, holder: str | None) -> RayNode:
         if self._closed:
             raise PoolClosed("pool is closed")
@@ -201,8 +169,6 @@ class RayPool:
     def forget(self, holder: str) -> None:
         """A session ended: its node no longer counts it."""
         self._router.forget(holder)
-
-    # -- the Pool operations ------------------------------------------------------------------
 
     @asynccontextmanager
     async def acquire(
@@ -224,8 +190,9 @@ class RayPool:
                     node.handle.release.remote(lease)
                 raise
             self._acquire_times.record((time.perf_counter() - started) * 1000)
-            slot = RemoteSlot(self._actors, node, lease, key, text,
-                              request_deadline=self.config.request_deadline)  # fmt: skip
+            slot = RemoteSlot(
+                self._actors, node, lease, key, text, request_deadline=self.config.request_deadline
+            )
             slot.bind(holder)
             node.steps += 1
             try:
@@ -248,13 +215,12 @@ class RayPool:
         holder: str | None = None,
         timeout: float | None = None,
     ) -> T:
-        """As `WarmPool.run`, across nodes: a lost node (`NodeLost`, retryable) is forgotten and
-        the step runs once more on another node, which rebuilds the session from its text."""
+        """As `WarmPool.run`, across nodes: after a lost node the step runs once more elsewhere."""
         attempts = 2 if idempotent else 1
         deadline = portable_deadline(operation)
         for attempt in range(1, attempts + 1):
             try:
-                if deadline is not None:  # the whole operation on the node: one round trip
+                if deadline is not None:
                     return await self._run_on_node(key, operation, deadline, holder, timeout)
                 async with self.acquire(key, holder=holder, timeout=timeout) as slot:
                     assert isinstance(slot, RemoteSlot)
@@ -278,8 +244,7 @@ class RayPool:
         holder: str | None,
         timeout: float | None,
     ) -> T:
-        """A portable operation (slot.portable_deadline) shipped to the chosen node, which
-        acquires a slot, runs it and releases the slot: one actor call per attempt."""
+        """Ship a portable operation to the chosen node: one actor call per attempt."""
         node = self._place(key, holder)
         wait = self.config.timeouts.acquire if timeout is None else timeout
         header_text = self._keys.header_text(key)
@@ -308,13 +273,12 @@ class RayPool:
                             idle += 1
                 if idle >= count:
                     return
-                await anyio.sleep(0.05)  # polling the nodes; the deadline bounds it
+                await anyio.sleep(0.05)
 
     async def check(
         self, text: str, *, environment: LeanEnvironment | None = None
     ) -> DocumentReport:
-        """Elaborate a whole file on a node's warm slot (idempotent: retried once, on another
-        node if this one is lost)."""
+        """Elaborate a whole file on a node's warm slot (retried once if the node is lost)."""
         return await check_file(self, text, environment=environment)
 
     def stats(self) -> PoolStats:

@@ -1,5 +1,4 @@
-"""Pool configuration with defaults derived from the machine (cores, memory); the Ray
-router's options (`RayOptions`)."""
+"""Pool configuration with machine-derived defaults, and the Ray router's options."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from lsp_bridge import Timeouts
 def default_max_processes() -> int:
     cores = os.cpu_count() or 1
     mem_gib = psutil.virtual_memory().total / 2**30
-    # A Mathlib-importing server tree needs a few GiB; prelude-only ones ~0.2 GiB.
+    # Budget 4 GiB per process: a Mathlib-importing server tree needs a few.
     return max(1, min(cores, int(mem_gib // 4)))
 
 
@@ -37,8 +36,7 @@ class PoolConfig:
     request_deadline: float = 60.0  # any single Lean wait inside a slot operation
     monitor_interval: float = 1.0  # health / idle / RSS checks
     timeouts: Timeouts = field(default_factory=Timeouts)
-    # Slots talk to one `lean --worker` per document, not through Lean's watchdog, where the
-    # command allows it (`lean --server`; not `lake serve`): lsp_bridge/client.py.
+    # Talk to `lean --worker`s directly, bypassing the watchdog, where the command allows it.
     direct_workers: bool = True
 
     def __post_init__(self) -> None:
@@ -55,6 +53,6 @@ class RayOptions:
     memory_mb: int = 1024  # Ray `memory=` per Lean process (scheduling only); Mathlib: ~8192
     start_timeout: float = 120.0  # an actor has this long to open its pool
     watch_interval: float = 2.0  # node liveness (GCS) and per-node stats refresh
-    lost_cooldown: float = 30.0  # a lost node that the GCS still calls alive is retried after
+    lost_cooldown: float = 30.0  # seconds before a lost node the GCS calls alive is retried
     lease_ttl: float | None = None  # default: 4 × the request deadline
     init_kwargs: dict[str, Any] = field(default_factory=dict)  # more ray.init arguments

@@ -1,7 +1,4 @@
-"""Questions about a document that are not proof steps (hover, completions, code actions,
-definitions): the text made the holder's document, fully elaborated, then each question asked
-about that version — with the slot's health rules applied here, where the processes are owned.
-"""
+"""Questions about a document that are not proof steps (hover, completions, definitions)."""
 
 from __future__ import annotations
 
@@ -25,14 +22,10 @@ from .slot import Slot
 async def ask_in(
     slot: Slot, text: str, queries: Sequence[DocQuery], *, timeout: float, report: bool = True
 ) -> tuple[DocumentReport | None, list[Any]]:
-    """``text``'s report as the holder's document (sent first unless it already is) and each
-    query's answer (an optional query's error in its place), all within ``timeout``. With
-    ``report=False`` a document already holding ``text`` gets no barrier and no report (None):
-    a hover or a completion is answered about the current version as Lean gets there, and
-    needs no final diagnostics.
+    """``text``'s report as the holder's document and each query's answer, within ``timeout``.
 
-    A document whose worker stopped fails a query alone, and so would the pool's retry: the
-    text is sent again, which restarts the worker, and the questions asked once more."""
+    An optional query's error takes its answer's place. ``report=False``: no barrier and no
+    report (None) when the document already holds ``text``. A stopped worker is restarted."""
     try:
         with anyio.fail_after(timeout):
             try:
@@ -45,9 +38,13 @@ async def ask_in(
 
 
 async def _ask_once(
-    slot: Slot, text: str, queries: Sequence[DocQuery], timeout: float, resend: bool,
+    slot: Slot,
+    text: str,
+    queries: Sequence[DocQuery],
+    timeout: float,
+    resend: bool,
     report: bool,
-) -> tuple[DocumentReport | None, list[Any]]:  # fmt: skip
+) -> tuple[DocumentReport | None, list[Any]]:
     if resend:  # the change and the questions in one write
         return await slot.elaborate_with(text, queries, timeout=timeout)
     answers: list[Any] = [None] * len(queries)
@@ -59,9 +56,7 @@ async def _ask_once(
     async def one(i: int, query: DocQuery) -> None:
         answers[i] = await slot.ask(query, timeout=timeout)
 
-    # The barrier, when a report is wanted, and the questions at once: Lean answers each about
-    # the version it has (the current one: nothing else changes the holder's document
-    # meanwhile), so none waits for another's round trip.
+    # All at once: nothing else changes the holder's document meanwhile.
     async with anyio.create_task_group() as tg:
         if report:
             tg.start_soon(barrier)

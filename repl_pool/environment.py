@@ -1,7 +1,4 @@
-"""A Lean environment: which Lean, which project, which extra environment and process wrapper.
-
-Two environments with the same ``id`` start interchangeable processes.
-"""
+"""A Lean environment; two with the same ``id`` start interchangeable processes."""
 
 from __future__ import annotations
 

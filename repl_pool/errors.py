@@ -1,16 +1,4 @@
-"""repl_pool's errors: subclasses of lsp_bridge's tree, named by the pool's states.
-
-LeanrigError
-├── PoolError
-│   ├── PoolBusy        no slot within the acquire deadline (queue position, waited s)
-│   ├── PoolClosed      the pool is shutting down or closed
-│   ├── SlotBroken      the slot's process died or was killed while you held it
-│   ├── SandboxProgramMissing  LEANRIG_BWRAP / LEANRIG_PRLIMIT names no program
-│   ├── NoNodes         Ray: no node offers lean_slots (any more)
-│   └── NoCluster       Ray: ``ray.init`` could not join the cluster
-└── ServerError (lsp_bridge)
-    └── NodeLost        Ray: a node or its actor stopped answering (retryable, node id)
-"""
+"""repl_pool's errors: subclasses of lsp_bridge's tree, named by the pool's states."""
 
 from __future__ import annotations
 
@@ -42,9 +30,7 @@ class SlotBroken(PoolError):
 
 
 class SandboxProgramMissing(PoolError):
-    """The operator named a sandbox program (``LEANRIG_BWRAP``, ``LEANRIG_PRLIMIT``) that is
-    not there: running Lean without it, as if it were not installed, would drop the sandbox
-    the operator asked for."""
+    """``LEANRIG_BWRAP``/``LEANRIG_PRLIMIT`` names no program: never silently run unsandboxed."""
 
     def __init__(self, variable: str, value: str) -> None:
         super().__init__(

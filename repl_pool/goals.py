@@ -1,5 +1,4 @@
-"""The goals at a position of a document: what `get_goals` asks, with the slot's health rules
-applied here, where the processes are owned (not in the session layer)."""
+"""The goals at a position of a document, with the slot's health rules applied here."""
 
 from __future__ import annotations
 
@@ -26,12 +25,12 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class GoalsAnswer:
     plain: PlainGoal
-    term: PlainTermGoal | None  # None: Lean answered the query with an error of its own
-    structured: list[InteractiveGoal] | None  # likewise
+    term: PlainTermGoal | None  # None: Lean refused the query
+    structured: list[InteractiveGoal] | None  # None: Lean refused the query
 
 
 async def unless_refused(query: Awaitable[T]) -> T | None:
-    """``query``'s answer, or None when Lean answered it with an error (``lean_refused``)."""
+    """``query``'s answer, or None when Lean refused it (``lean_refused``)."""
     try:
         return await query
     except LeanrigError as exc:
@@ -41,13 +40,9 @@ async def unless_refused(query: Awaitable[T]) -> T | None:
 
 
 async def goals_in(slot: Slot, text: str, pos: LspPos, *, timeout: float) -> GoalsAnswer:
-    """The tactic goals, the expected type and the structured goals at ``pos`` once ``text``
-    is the holder's document (sent first unless it already is).
+    """The plain, expected-type and structured goals at ``pos`` once ``text`` is the document.
 
-    A document whose worker stopped (a crash) fails a query alone, and so would the pool's
-    retry of it: the text is sent again, which restarts the worker, and the goals asked once
-    more. The expected type and the structured goals add to the goals: an error Lean answers
-    one of them with leaves it out (e.g. its pretty printer failed on the term)."""
+    A stopped worker is restarted by resending; a refused optional query is left out."""
     if slot.text() != text:
         await slot.elaborate(text, timeout=timeout)
     try:

@@ -1,13 +1,6 @@
-"""The router's side of the `LeanNode` actors (ray_actor.py): join the cluster, start one actor
-on a node (reserving all its ``lean_slots`` and ``memory = slots × memory_mb``), await an
-actor call — its value, the node's error as its own class, or `NodeLost` when the actor is
-unavailable or dead, misses its deadline, or its node is lost while the call waits —, and stop
-or kill the actors.
+"""The router's side of the `LeanNode` actors: join the cluster, start, call, stop, kill.
 
-The only module that touches Ray in the serving process, and it imports ``ray`` only when a
-pool joins a cluster. It must not decide which node serves what (`node_routing.py`) nor know
-about slots beyond the actor's methods.
-"""
+The only module touching Ray in the serving process; it must not decide placement."""
 
 from __future__ import annotations
 
@@ -32,7 +25,7 @@ from .ray_actor import LeanNode, Reply, Shipped, land
 log = structlog.get_logger("leanrig.cluster")
 
 MARGIN = 5.0  # seconds a remote call may take beyond the Lean deadline it carries
-STOP_SECONDS = 35.0  # an actor's stop (its pool closed, every Lean tree killed) at most
+STOP_SECONDS = 35.0  # bound on an actor's stop (its pool closed, every Lean tree killed)
 
 
 def import_ray() -> Any:
@@ -45,13 +38,11 @@ def import_ray() -> Any:
     return ray
 
 
-REACH_DEADLINE = 10.0  # connecting to HOST:PORT before Ray's join, which retries it for ever
+REACH_DEADLINE = 10.0  # connecting to HOST:PORT first: Ray's join retries for ever
 
 
 def reachable(address: str | None, timeout: float = REACH_DEADLINE) -> None:
-    """`NoCluster` unless ``HOST:PORT`` accepts a connection within ``timeout``: ``ray.init``
-    waits for ever at an address where nothing listens (Ray 2.60: "Failed to connect to GCS",
-    retried every 30 s). ``auto`` and ``ray://`` addresses are Ray's to resolve."""
+    """Raise `NoCluster` unless ``HOST:PORT`` accepts a connection (else ``ray.init`` hangs)."""
     if address is None:
         return
     host, sep, port = address.rpartition(":")
@@ -65,23 +56,24 @@ def reachable(address: str | None, timeout: float = REACH_DEADLINE) -> None:
 
 @asynccontextmanager
 async def joined_cluster(options: RayOptions) -> AsyncIterator[Any]:
-    """``ray``, joined to the cluster at ``options.address`` (unless this process already
-    is); a cluster joined here is left on exit. Needs the asyncio event loop: Ray's futures are
-    asyncio futures."""
+    """``ray``, joined to ``options.address`` (left on exit if joined here); asyncio only."""
     if sniffio.current_async_library() != "asyncio":
-        raise LeanrigError("RayPool needs the asyncio event loop", hint="anyio.run(..., "
-                           "backend='asyncio')")  # fmt: skip
+        raise LeanrigError(
+            "RayPool needs the asyncio event loop", hint="anyio.run(..., backend='asyncio')"
+        )
     ray = import_ray()
     started_ray = False
     if not ray.is_initialized():
         await anyio.to_thread.run_sync(reachable, options.address)
-        # Ray's own log lines (its WARNINGs about this machine, its workers') are for debugging:
-        # shown at leanrig's debug level only.
+        # Ray's own log lines are for debugging: shown at leanrig's debug level only.
         quiet = logging.getLogger("leanrig").getEffectiveLevel() > logging.DEBUG
-        kwargs: dict[str, Any] = {"address": options.address, "namespace": options.namespace,
-                                  "log_to_driver": False,
-                                  "logging_level": logging.ERROR if quiet else logging.DEBUG,
-                                  **options.init_kwargs}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "address": options.address,
+            "namespace": options.namespace,
+            "log_to_driver": False,
+            "logging_level": logging.ERROR if quiet else logging.DEBUG,
+            **options.init_kwargs,
+        }
         if options.address is None:
             kwargs.setdefault("include_dashboard", False)
         try:
@@ -118,8 +110,7 @@ class NodeActors:
         config: PoolConfig,
         lease_ttl: float,
     ) -> RayNode | None:
-        """An actor on ``node_id`` with its pool open (None: it did not start in time; what
-        was started is killed)."""
+        """An actor on ``node_id`` with its pool open, or None (killed) if it did not start."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         handle = (
@@ -147,15 +138,13 @@ class NodeActors:
         return node
 
     async def call(self, node: RayNode, ref: Any, deadline: float, *, raw: bool = False) -> Any:
-        """Await an actor call: its value, the node's error re-raised as its own class, or
-        `NodeLost` (the actor is unavailable or dead, missed its deadline, or the node was
-        lost while we waited). ``raw``: the call's value as it is, not a `Reply`."""
+        """Await a call's value (``raw``: not a `Reply`); raises the node's error or `NodeLost`."""
         outcome: list[tuple[bool, Any]] = []  # (raised, value or exception)
 
         async def answer() -> None:
             try:
                 outcome.append((False, await ref))
-            except Exception as exc:  # Ray's errors: examined below, outside the task group
+            except Exception as exc:
                 outcome.append((True, exc))
             scope.cancel()
 
@@ -176,7 +165,7 @@ class NodeActors:
             raise NodeLost(node.node_id, "lost while the call was in flight")
         raised, result = outcome[0]
         if raised:
-            if isinstance(result, self._ray.exceptions.RayActorError):  # Unavailable or Died
+            if isinstance(result, self._ray.exceptions.RayActorError):
                 self._lose(node, type(result).__name__)
                 raise NodeLost(node.node_id, type(result).__name__) from result
             raise LeanrigError(f"the Lean node failed: {type(result).__name__}") from result
@@ -190,14 +179,14 @@ class NodeActors:
         return value
 
     def kill(self, node: RayNode) -> None:
-        """The actor killed now; its reaper kills whatever Lean it still has."""
+        """Kill the actor now; its reaper kills whatever Lean it still has."""
         try:
             self._ray.kill(node.handle, no_restart=True)
         except Exception:  # already dead, or Ray is gone
             pass
 
     async def stop(self, nodes: Iterable[RayNode]) -> None:
-        """Each actor asked to close its pool (at most `STOP_SECONDS`), then killed."""
+        """Ask each actor to close its pool (at most `STOP_SECONDS`), then kill it."""
 
         async def stop(node: RayNode) -> None:
             if node.alive:
@@ -205,8 +194,7 @@ class NodeActors:
                     with anyio.fail_after(STOP_SECONDS):
                         await node.handle.stop.remote()
                 except Exception as exc:
-                    # An actor that died while it stopped has stopped (its reaper's sweep can
-                    # end its worker before the reply): said at debug level only.
+                    # The reaper's sweep can end the worker before the reply: that is a stop.
                     died = type(exc).__name__ in ("ActorDiedError", "RayActorError")
                     (log.debug if died else log.warning)(
                         "ray.stop_failed", node=node.node_id[:12], error=repr(exc)

@@ -1,13 +1,6 @@
-"""`NodeRouter`: which Ray node serves a request — the router's picture of the nodes (alive,
-lost and when, slots, sessions stuck to each, header keys sent to each, steps in flight) and
-the placement rule over it: the holder's node while it lives (session stickiness), else a node
-that already has the request's header key warm (header affinity, as Ray Serve's model
-multiplexing does), spilling to a node with a free slot when every warm node is saturated,
-else the least-loaded node.
+"""`NodeRouter`: which Ray node serves a request (sticky sessions, header affinity, least load).
 
-Bookkeeping and decisions only, in the serving process: it must not call Ray or an actor
-(`node_actors.py` does), nor know about sessions beyond their holder names.
-"""
+Bookkeeping and decisions only: it must not call Ray or an actor."""
 
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ from .errors import NoNodes
 from .pool_stats import PoolStats
 from .slot import PoolKey
 
-RESOURCE = "lean_slots"  # the Ray resource a node offers Lean processes as (one unit each)
+RESOURCE = "lean_slots"  # the Ray resource: one unit per Lean process
 
 
 @dataclass(slots=True)
@@ -101,9 +94,7 @@ class NodeRouter:
     def wanted(
         self, infos: Iterable[Mapping[str, Any]], cooldown: float
     ) -> list[tuple[str, str, int]]:
-        """(node id, address, slots) of each alive node in ``infos`` (Ray's ``ray.nodes()``)
-        that offers lean_slots and has no actor yet, unless it was lost within ``cooldown``
-        seconds; in node id order."""
+        """(node id, address, slots) of alive nodes needing an actor, unless lost lately."""
         now = time.monotonic()
         found = []
         for info in sorted(infos, key=lambda n: str(n["NodeID"])):
@@ -117,8 +108,7 @@ class NodeRouter:
         return found
 
     def lose(self, node: RayNode) -> bool:
-        """Forget ``node`` and move its sessions (their next step places them anew); wakes
-        the calls waiting on it. False when it was lost already."""
+        """Forget ``node`` and unstick its sessions; False when it was lost already."""
         if not node.alive:
             return False
         node.alive = False
@@ -130,8 +120,7 @@ class NodeRouter:
         return True
 
     def place(self, key: PoolKey, holder: str | None) -> RayNode:
-        """Holder's node (sticky) > a node warm for the key (spill to a free slot when they are
-        all saturated) > the least-loaded node with a free slot > the least-loaded node."""
+        """Holder's node > a warm node (spill when saturated) > least-loaded free > least-loaded."""
         node = self.sticky.get(holder) if holder is not None else None
         if node is None or not node.alive:
             live = self.live()

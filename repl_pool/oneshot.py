@@ -1,10 +1,6 @@
 """One-shot Lean processes (compile a file, run a query) with a wall-clock deadline.
 
-The process runs in its own session, marked with a kill token (lsp_bridge.proctree), under the
-caller's sandbox wrapper; on timeout or cancellation its whole tree is killed. Output is
-collected concurrently so a chatty process cannot block on a full pipe, and read to EOF (not
-cut at the process's exit) within the same deadline.
-"""
+Each runs in its own marked session; on timeout or cancellation its whole tree is killed."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ class Completed:
 
 
 def tree_rss(pid: int) -> int:
-    """Resident memory of ``pid`` and its descendants (a walk of its tree, not a /proc scan:
-    the pool calls this on release and the one-shot runner every 0.1 s)."""
+    """Resident bytes of ``pid`` and its descendants (a tree walk, cheap enough to poll)."""
     total = 0
     for member in (pid, *descendants(pid)):
         try:
@@ -56,16 +51,11 @@ async def run_once(
     timeout: float,
     rss_limit_mb: int | None = None,
 ) -> Completed:
-    """Run ``argv`` to completion: its exit *and* the end of its output, under one deadline.
+    """Run ``argv`` to its exit and output EOF; past ``timeout`` or the RSS cap, kill the tree.
 
-    The output is read to EOF (every process holding the pipes has closed them), not only until
-    the process exits: the answer a caller parses may still be in the pipe, or still being
-    written by a process it started. Not finished within ``timeout`` (or over the RSS cap): the
-    whole tree is killed and ``returncode`` is None.
-    """
+    A killed run has ``returncode`` None."""
     started = time.perf_counter()
-    # Never our stdin: it may be a client's wire (a submission's `#eval` could read it), and a
-    # child sharing it can change its flags (libuv makes a child's fds 0-2 blocking).
+    # Never our stdin: it may be a client's wire, and a child (libuv) may make it blocking.
     process, token = await spawn_marked(argv, cwd=cwd, env=env, stdin=DEVNULL)
     out: list[bytes] = []
     err: list[bytes] = []
@@ -114,7 +104,6 @@ async def run_once(
                 tg.start_soon(run_to_exit, watcher)
             finished = True
     finally:
-        # Anything still running (timeout, cap, cancellation, or left behind) dies with its tree.
         await kill_tree_async(token, process.pid)
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await process.aclose()

@@ -1,10 +1,6 @@
 """Where a pool ran a caller's work: (header key, node) per step, for the caller's records.
 
-A caller opens ``recording()`` around a unit of work (agent_tools: one tool call, whose ledger
-line then names the node and the header); the pool calls ``record`` for every operation it
-ran. The record is a mutable object in a context variable, so work done in child tasks
-(``try_proofs`` candidates) lands in the parent's record too. No record open: nothing happens.
-"""
+A context variable holds the record, so child tasks' work lands in it; none open: no-op."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""`WarmPool`: hands out warm Lean slots keyed by environment + header.
+"""`WarmPool`: hands out warm Lean slots keyed by environment + header, one FIFO for all keys.
 
-Responsibilities (and nothing else): start, reuse, recycle and kill Lean server processes;
-queue callers fairly (one global FIFO: the oldest waiter is served first, so no key starves);
-enforce the process limit, uses limit, idle TTL and RSS cap; retry idempotent work once on a
-fresh slot when a process dies under it (one classification of errors, ``slot.slot_fate``,
-decides what is kept, killed and retried); report stats. Every process runs in the pool's task
-group, so closing the pool (or cancelling its owner) leaves no Lean process behind.
-
-Beside it: its keys (`pool_keys.py`), its upkeep decisions — retiring, warm counts, start
-back-off (`pool_upkeep.py`) — and its reports (`pool_stats.py`). It implements `Pool`
-(`pool_protocol.py`), as the Ray router does.
-
-It must not know about tasks, proof bodies or sessions (agent_tools does).
-"""
+Closing the pool leaves no Lean process behind. It must not know about tasks or sessions."""
 
 from __future__ import annotations
 
@@ -50,7 +38,7 @@ class _Waiter:
     prefer: str | None
     event: anyio.Event = field(default_factory=anyio.Event)
     slot: Slot | None = None
-    start_reserved: bool = False  # capacity reserved: the waiter starts its own process
+    start_reserved: bool = False  # the waiter starts its own process on reserved capacity
 
 
 @dataclass(slots=True)
@@ -88,8 +76,6 @@ class WarmPool:
         self._start_failures = 0
         self._start_backoff = StartBackoff()
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
     @classmethod
     @asynccontextmanager
     async def open(
@@ -99,8 +85,7 @@ class WarmPool:
         *,
         documents_per_process: int = DOCUMENTS_PER_PROCESS,
     ) -> AsyncIterator[WarmPool]:
-        """``documents_per_process``: documents (Lean workers) a process keeps open for
-        different holders (see slot.py); 1 = one shared document per process."""
+        """``documents_per_process``: Lean workers a process keeps for different holders."""
         pool = cls(environment, config or PoolConfig(), documents_per_process=documents_per_process)
         with single_errors():
             async with anyio.create_task_group() as tg:
@@ -118,29 +103,18 @@ class WarmPool:
                     tg.cancel_scope.cancel()
 
     def kill_all(self, reason: str = "shutdown") -> None:
-        """Kill every Lean process tree now (signal handlers, last-resort shutdown)."""
         self._closed = True
         for slot in list(self._slots.values()):
             slot.kill(reason)
 
-    # -- keys -------------------------------------------------------------------------------
-
     def key_for(self, text: str, environment: LeanEnvironment | None = None) -> PoolKey:
-        """The key of a file's text: its environment and its normalized header."""
         return self._keys.key_for(text, environment)
-
-    # -- acquire / release --------------------------------------------------------------------
 
     @asynccontextmanager
     async def acquire(
         self, key: PoolKey, *, timeout: float | None = None, holder: str | None = None
     ) -> AsyncIterator[Slot]:
-        """A warm slot for ``key``, exclusively yours inside the ``async with``.
-
-        ``holder`` names the caller (e.g. a session id): the process that has its document
-        open is preferred, and the slot works on that document (see slot.py), so Lean
-        re-elaborates only what changed.
-        """
+        """A warm slot for ``key``, yours inside the ``async with``; ``holder``'s own preferred."""
         slot = await self._acquire(
             key, self.config.timeouts.acquire if timeout is None else timeout, holder
         )
@@ -193,7 +167,6 @@ class WarmPool:
         raise PoolBusy(key.short(), time.perf_counter() - started, len(self._waiters))
 
     def _undo_assignment(self, waiter: _Waiter) -> None:
-        # A waiter that gave up (timeout, cancellation) must return what it was given.
         if waiter.slot is not None:
             slot, waiter.slot = waiter.slot, None
             self._release(slot)
@@ -217,7 +190,7 @@ class WarmPool:
         idle = self._idle.get(key)
         while idle:
             index = len(idle) - 1  # most recently used: warmest caches
-            if holder is not None:  # the process that has this holder's document open
+            if holder is not None:
                 for i, candidate in enumerate(idle):
                     if candidate.document_of(holder) is not None:
                         index = i
@@ -261,8 +234,6 @@ class WarmPool:
                 return
             del self._waiters[wid]
             waiter.event.set()
-
-    # -- processes ----------------------------------------------------------------------------
 
     async def _start_reserved(self, key: PoolKey) -> Slot:
         """Start a process for ``key`` on capacity the caller already reserved."""
@@ -327,7 +298,7 @@ class WarmPool:
             if slot in idle:
                 idle.remove(slot)
             slot.state = "stopping"
-            self._dispatch()  # capacity is free again
+            self._dispatch()
 
     def _stop(self, slot: Slot, reason: str) -> None:
         killed = slot.broken is not None
@@ -338,10 +309,9 @@ class WarmPool:
         else:
             slot.stop_requested.set()
         self._restarts += 0 if self._closed else 1
-        log.info("pool.kill" if killed else "pool.recycle", slot=slot.number, pid=slot.pid,
-                 reason=reason)  # fmt: skip
-
-    # -- background maintenance ---------------------------------------------------------------
+        log.info(
+            "pool.kill" if killed else "pool.recycle", slot=slot.number, pid=slot.pid, reason=reason
+        )
 
     async def _monitor_loop(self) -> None:
         while True:
@@ -390,7 +360,7 @@ class WarmPool:
         now = time.monotonic()
         for key, count in warm_targets(self.config, self.key_for).items():
             if self._start_backoff.waiting(key, now):
-                continue  # backing off after failed starts
+                continue
             missing = count - self._count(key)
             while missing > 0 and self._capacity_left() > 0:
                 self._reserved += 1
@@ -403,8 +373,7 @@ class WarmPool:
         except Exception as exc:
             self._start_failures += 1
             delay = self._start_backoff.failed(key, time.monotonic())
-            log.warning("pool.prewarm_failed", header=key.short(), error=str(exc),
-                        retry_in_s=delay)  # fmt: skip
+            log.warning("pool.prewarm_failed", header=key.short(), error=str(exc), retry_in_s=delay)
             return
         self._start_backoff.started(key)
         self._release(slot)
@@ -415,8 +384,6 @@ class WarmPool:
             while sum(len(v) for k, v in self._idle.items() if key is None or k == key) < count:
                 await self._changed.wait()
 
-    # -- high-level operations ----------------------------------------------------------------
-
     async def run(
         self,
         key: PoolKey,
@@ -426,10 +393,7 @@ class WarmPool:
         holder: str | None = None,
         timeout: float | None = None,
     ) -> T:
-        """Run ``operation`` on a slot; retried once if the operation is idempotent and the
-        error says a retry can help (``slot.slot_fate``: a dead process, a crashed worker, a
-        transient answer). Deadlines are never retried. The same classification decides
-        whether the slot is kept or killed on release."""
+        """Run ``operation`` on a slot, retried once if idempotent and ``slot_fate`` allows."""
         attempts = 2 if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
@@ -450,10 +414,8 @@ class WarmPool:
     async def check(
         self, text: str, *, environment: LeanEnvironment | None = None
     ) -> DocumentReport:
-        """Elaborate a whole file on a warm slot (idempotent: retried once on a process death)."""
+        """Elaborate a whole file on a warm slot (retried once on a process death)."""
         return await check_file(self, text, environment=environment)
-
-    # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> PoolStats:
         procs = tuple(

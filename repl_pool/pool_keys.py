@@ -1,10 +1,6 @@
-"""`PoolKeys`: a pool's keys — a file's text to its `PoolKey` (environment + normalized
-header), remembering each key's environment and header text so a process can be started for
-it later.
+"""`PoolKeys`: a file's text to its `PoolKey`, remembering what starting a process for it needs.
 
-Bookkeeping only, shared by the local pool and the Ray router: it must not start processes or
-decide which slot serves a key.
-"""
+Bookkeeping only: it must not start processes or decide which slot serves a key."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from .slot import PoolKey
 
 
 class PoolKeys:
-    """The keys a pool has handed out, for texts in ``environment`` (the default) or others."""
+    """The keys a pool has handed out, for ``environment`` (the default) or others."""
 
     __slots__ = ("default", "environments", "header_texts")
 

@@ -1,12 +1,6 @@
-"""`Pool`: what a pool of warm Lean slots offers its callers, whatever runs the slots — the
-local `WarmPool` (processes on this machine) and `RayPool` (processes on Ray nodes) both
-implement it, neither inheriting from the other. agent_tools' sessions and `serve`'s wiring are
-typed against it.
+"""`Pool`: what a pool of warm Lean slots offers callers, whether `WarmPool` or `RayPool`.
 
-The members are what the sessions layer uses: ``config``, ``key_for``, ``run``, ``stats``,
-``kill_all``; ``check_file`` is written once over them. This module must not hold state or
-import a backend (ray, Lean's LSP types): a type checker and the backends read it.
-"""
+It must not hold state or import a backend (ray, Lean's LSP types)."""
 
 from __future__ import annotations
 
@@ -45,13 +39,13 @@ class Pool(Protocol):
         holder: str | None = None,
         timeout: float | None = None,
     ) -> T:
-        """``operation`` on a slot for ``key`` (the one ``holder`` used last when it can be),
-        retried once on a fresh slot when it is idempotent and the error says a retry can
-        help (``slot.slot_fate``); ``timeout`` bounds the wait for a slot."""
+        """Run ``operation`` on a slot for ``key``, preferring ``holder``'s last one.
+
+        Retried once if idempotent and ``slot_fate`` allows; ``timeout`` bounds the wait."""
         ...
 
     def stats(self) -> PoolStats:
-        """Processes, queues and acquire times, now (Ray: as of each node's last report)."""
+        """Processes, queues and acquire times (Ray: as of each node's last report)."""
         ...
 
     def kill_all(self, reason: str = "shutdown") -> None:
@@ -62,8 +56,7 @@ class Pool(Protocol):
 async def check_file(
     pool: Pool, text: str, *, environment: LeanEnvironment | None = None
 ) -> DocumentReport:
-    """Elaborate a whole file on a warm slot of ``pool`` (idempotent: retried once on a
-    process death)."""
+    """Elaborate a whole file on a warm slot of ``pool`` (retried once on a process death)."""
     key = pool.key_for(text, environment)
 
     async def elaborate(slot: Slot) -> DocumentReport:

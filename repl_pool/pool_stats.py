@@ -1,10 +1,4 @@
-"""What a pool reports about itself: one row per process, the queues, starts, restarts and
-kills, and how long callers waited for a slot (`AcquireTimes`: recent samples and a histogram
-of all); `merged_stats` sums the nodes' reports for the Ray router.
-
-Plain data and arithmetic over it: it must not own, start or judge processes (the pools do),
-and recording a time must stay a list append and a bisect (a pool records one per acquire).
-"""
+"""What a pool reports about itself; plain data that must not own or judge processes."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LATENCY_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, float("inf"))
-RECENT_SAMPLES = 10_000  # acquire times kept for the median and p95 (then the older half goes)
+RECENT_SAMPLES = 10_000  # acquire times kept for the median and p95
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +86,7 @@ class AcquireTimes:
 
 
 def merged_stats(node_stats: Sequence[PoolStats], own: AcquireTimes) -> PoolStats:
-    """The nodes' pools as one, with the router's own acquire times: the acquires are the
-    router's (leases) plus the nodes' (portable operations acquire their slot on the node);
-    the times are the router's when it has any, else the slowest node's."""
+    """The nodes' pools as one; acquire times are the router's if any, else the slowest node's."""
     queued: dict[str, int] = {}
     for s in node_stats:
         for key, count in s.queued.items():

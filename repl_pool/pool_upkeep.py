@@ -1,9 +1,6 @@
-"""The local pool's upkeep decisions, pure: whether a slot coming back retires and why, how
-many warm processes each key wants, and when a key whose processes failed to start may be
-tried again.
+"""The local pool's pure upkeep decisions: retiring slots, warm counts, start back-off.
 
-`WarmPool` asks and acts; this module must not start, stop or hold a process, nor wait.
-"""
+It must not start, stop or hold a process, nor wait."""
 
 from __future__ import annotations
 
@@ -40,9 +37,7 @@ def warm_targets(config: PoolConfig, key_for: Callable[[str], PoolKey]) -> dict[
 
 
 class StartBackoff:
-    """A Lean that cannot start must not be retried every monitor tick: per key, wait 1 s,
-    2 s, 4 s ... up to `MAX_START_BACKOFF` after each failed start; a start that works
-    resets it."""
+    """Per-key exponential back-off after failed starts, up to `MAX_START_BACKOFF`."""
 
     __slots__ = ("failures", "retry_at")
 

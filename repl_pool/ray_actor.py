@@ -1,23 +1,6 @@
 """`LeanNode`: the Ray actor that owns one node's Lean processes (a node-local `WarmPool`).
 
-Responsibilities (and nothing else): open a `WarmPool` on the actor's asyncio loop (anyio in
-asyncio mode: Ray actors are asyncio-only), lend its slots to the router as *leases* (a slot
-held for the router between ``acquire`` and ``release``, with a deadline so a vanished router
-cannot hold it forever), run slot methods on a lease, report stats, and make sure no Lean
-process outlives the actor.
-
-That last point needs more than the pool's own teardown (Ray kills only a dead worker's direct
-children, and nothing after a SIGKILL): every Lean process started here carries
-``LEANRIG_RAY_ACTOR=<tag>`` in its environment, and a `ProcessReaper` (reaper.py) kills every
-process with that tag when the actor is gone — on a clean stop, a crash or a SIGKILL alike.
-
-Errors cross the wire as values (``Shipped``), not pickled exceptions: leanrig's errors take
-keyword or extra constructor arguments that ``pickle`` cannot replay. The router turns them
-back into the same classes (``land``).
-
-The class is plain Python: `repl_pool.node_actors` wraps it with ``ray.remote`` when it creates
-an actor, so importing this module never imports ray. It must not know about sessions or tasks.
-"""
+Slots are lent as leases with a TTL; tagged processes are reaped even after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -44,16 +27,27 @@ from .slot import Slot
 log = structlog.get_logger("leanrig.ray_actor")
 
 ACTOR_VAR = "LEANRIG_RAY_ACTOR"
-# Slot methods a lease may run (the backend-neutral Slot interface).
+# Slot methods a lease may run.
 SLOT_METHODS = frozenset(
-    {"elaborate", "elaborate_and_ask", "elaborate_with", "send", "wait", "text", "ask",
-     "plain_goal", "plain_term_goal", "document_symbols", "interactive_goals"}
-)  # fmt: skip
+    {
+        "elaborate",
+        "elaborate_and_ask",
+        "elaborate_with",
+        "send",
+        "wait",
+        "text",
+        "ask",
+        "plain_goal",
+        "plain_term_goal",
+        "document_symbols",
+        "interactive_goals",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Shipped:
-    """A `LeanrigError` as plain data: class (module + name), message, hint, attributes."""
+    """A `LeanrigError` as plain data: pickle cannot replay leanrig errors' constructors."""
 
     module: str
     name: str
@@ -111,8 +105,7 @@ def sandbox_binds(wrapper: tuple[str, ...]) -> list[Path]:
 
 
 class LeanNode:
-    """One per Ray node; created for a `RayPool` by `node_actors.NodeActors.start`
-    (``ray.remote(LeanNode)``)."""
+    """One per Ray node; `node_actors.NodeActors.start` wraps it with ``ray.remote``."""
 
     def __init__(
         self, environment: LeanEnvironment, config: PoolConfig, tag: str, lease_ttl: float
@@ -129,10 +122,8 @@ class LeanNode:
         self._main: asyncio.Task[None] | None = None
         self._reaper = ProcessReaper(ACTOR_VAR, tag)
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
     async def start(self) -> dict[str, Any]:
-        """Open the pool (returns once it is open; prewarming goes on in the background)."""
+        """Open the pool; prewarming goes on in the background."""
         import ray
 
         if self._main is None:
@@ -171,7 +162,7 @@ class LeanNode:
             self._stop.set()
             try:
                 await asyncio.wait_for(asyncio.shield(self._main), timeout=30)
-            except BaseException:  # the pool's own errors are logged by it; the reaper sweeps
+            except BaseException:  # the pool logs its own errors; the reaper sweeps
                 pass
         self._reaper.close()
         await asyncio.to_thread(self._reaper.wait, 10)
@@ -179,8 +170,6 @@ class LeanNode:
     def kill_all(self, reason: str) -> None:
         if self.pool is not None:
             self.pool.kill_all(reason)
-
-    # -- leases -------------------------------------------------------------------------------
 
     async def acquire(
         self, lease_id: str, header_text: str, holder: str | None, timeout: float
@@ -239,9 +228,7 @@ class LeanNode:
     async def run(
         self, header_text: str, holder: str | None, timeout: float, operation: Any
     ) -> Reply:
-        """A portable operation (slot.portable_deadline) on a slot of this node, acquired and
-        released here: a whole step in one call. Not retried here (the router retries once,
-        on this node or another); the slot's fate is judged by the node's pool as locally."""
+        """Run a portable operation on a slot of this node; not retried (the router retries)."""
         if self.pool is None:
             return "error", ship(LeanrigError("the node's pool is not open"))
         key = self.pool.key_for(header_text)
@@ -260,11 +247,9 @@ class LeanNode:
         else:
             self._released.add(lease_id)
 
-    # -- state --------------------------------------------------------------------------------
-
     def stats(self) -> PoolStats | None:
         return self.pool.stats() if self.pool is not None else None
 
     def lean_pids(self) -> list[int]:
-        """Every live process carrying this actor's tag (tests check that they die with it)."""
+        """Every live process carrying this actor's tag."""
         return self._reaper.tagged()

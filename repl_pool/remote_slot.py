@@ -1,10 +1,6 @@
-"""`RemoteSlot`: a slot leased on a Ray node, seen from the serving process — every `Slot`
-method runs on the node's real slot, one actor call each (the node's `LeanNode` runs only the
-methods its ``SLOT_METHODS`` allow), and keeps the text last sent; ``node_of`` says which node
-a slot lives on (for the caller's records).
+"""`RemoteSlot`: a slot leased on a Ray node; each `Slot` method is one actor call.
 
-It must not own a process or a lease's lifetime (the router's acquire does), nor retry.
-"""
+It must not own a process or a lease's lifetime, nor retry."""
 
 from __future__ import annotations
 
@@ -49,7 +45,7 @@ class RemoteSlot(Slot):
         request_deadline: float,
     ) -> None:
         """``request_deadline``: how long ``send`` may take (it has no deadline of its own)."""
-        # Not Slot.__init__: no process here. The attributes the pool's callers read are set.
+        # Not Slot.__init__: there is no process here.
         self.number = 0
         self.key = key
         self.node_id = node.node_id
@@ -111,9 +107,14 @@ class RemoteSlot(Slot):
         symbols_from: int = 0,
     ) -> Elaboration:
         done: Elaboration = await self._remote(
-            "elaborate_and_ask", timeout, text, goal_at=goal_at, term_at=term_at,
-            timeout=timeout, symbols_from=symbols_from,
-        )  # fmt: skip
+            "elaborate_and_ask",
+            timeout,
+            text,
+            goal_at=goal_at,
+            term_at=term_at,
+            timeout=timeout,
+            symbols_from=symbols_from,
+        )
         self._text = text
         return done
 

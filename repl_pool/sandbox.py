@@ -1,24 +1,7 @@
 """The sandbox every Lean process runs in: rlimits (prlimit) and, where available, bwrap.
 
-A policy becomes a command prefix (``sandbox_wrapper()``), so pool servers, their workers
-(inherited) and verifier processes are confined the same way:
-
-- rlimits: address space, CPU seconds, open files, no core dumps (``prlimit``, util-linux);
-- namespaces (``bwrap``, Debian's bubblewrap): no network, the whole file system read-only
-  (toolchain, suite, everything), only the listed directories writable, all processes killed
-  when the sandbox's parent dies;
-- the kernel's writable ``/proc`` entries read-only or masked (``kernel_guards``), and no way to
-  a host Unix socket: the host's socket directories hidden (``socket_dirs``) and, where
-  libseccomp is installed, ``socket(AF_UNIX)`` refused (``unix_socket_filter``).
-
-Without bwrap the wrapper is rlimits only; ``sandbox_tools()`` says so and callers log a warning.
-See docs/threat-model.md for what this does and does not defend.
-
-Paths in a policy are absolute: the wrapped program usually runs in another working directory
-(a Lean server's is its project), so a relative ``writable`` entry is resolved against *our*
-working directory when the policy is made, and ``sandbox_wrapper()`` refuses one that is not
-absolute.
-"""
+bwrap adds: no network, a read-only file system but for ``writable``, masked /proc entries and
+no host Unix sockets. Without bwrap it is rlimits only. See docs/threat-model.md."""
 
 from __future__ import annotations
 
@@ -41,51 +24,44 @@ from .errors import SandboxProgramMissing
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
-    # RLIMIT_AS per process: a backstop only. Lean reserves far more address space than it uses
-    # (a worker fails to start its threads under 8 GiB); real memory is capped on RSS by the
-    # pool monitor and the one-shot runner.
+    # A backstop only: Lean reserves far more address space than it uses; RSS is capped elsewhere.
     memory_mb: int | None = 65536
     cpu_seconds: int | None = None  # RLIMIT_CPU per process (None: unlimited)
     open_files: int = 1024
     writable: tuple[Path, ...] = ()
     network: bool = False
     use_bwrap: bool | None = None  # None: when available
-    # Unreadable to Lean (with bwrap): an empty directory over each directory, the null device
-    # over each file. Mounted before ``writable``, which may lie inside them.
+    # Made unreadable to Lean (with bwrap); mounted before ``writable``, which may lie inside.
     hidden: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
-        # Resolved here, in the caller's working directory, which is what the caller meant.
+        # Resolved in the caller's working directory: the wrapped program runs in another.
         object.__setattr__(self, "writable", tuple(Path(p).resolve() for p in self.writable))
         object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
 
 
 def sandbox_tools() -> dict[str, str | None]:
-    """The sandbox tools that are installed *and work here* (bwrap needs user namespaces,
-    which some containers and CI runners forbid: then we fall back to rlimits only); the
-    ``seccomp`` entry is the filter file that keeps Lean off Unix sockets."""
+    """The sandbox tools installed *and working here*; ``seccomp``: the no-Unix-socket filter."""
     bwrap = _working_bwrap()
     seccomp = _working_filter(bwrap) if bwrap else None
-    return {"prlimit": sandbox_program("prlimit"), "bwrap": bwrap,
-            "seccomp": str(seccomp) if seccomp else None}  # fmt: skip
+    return {
+        "prlimit": sandbox_program("prlimit"),
+        "bwrap": bwrap,
+        "seccomp": str(seccomp) if seccomp else None,
+    }
 
 
-# Where the sandbox's own programs are looked for first: directories of the system, not the
-# user's (`~/.cargo/bin`, `~/.local/bin` often come first on PATH, and an agent may write
-# there).
+# Searched before PATH: an agent may write to user directories early on PATH.
 SYSTEM_PATH = os.pathsep.join(["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"])
 
 
 @functools.cache
 def sandbox_program(name: str) -> str | None:
-    """``name`` (prlimit, bwrap) as the sandbox runs it: looked up once per process —
-    ``LEANRIG_PRLIMIT`` / ``LEANRIG_BWRAP`` if set, else in the system's directories first,
-    then on PATH — and resolved. Every Lean process, the
-    verdict's included, starts through these: looked up again for each, a `prlimit` an agent
-    put early on PATH (in a directory of its home) ran as the runner, outside every sandbox,
-    and forged the verdict (a red-team sweep)."""
+    """The sandbox program ``name`` (``LEANRIG_<NAME>``, system dirs, then PATH), or None.
+
+    Looked up once per process: a program an agent puts on PATH later must never run."""
     variable = f"LEANRIG_{name.upper()}"
-    explicit = os.environ.get(variable)  # the operator's own choice
+    explicit = os.environ.get(variable)
     if explicit and not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
         raise SandboxProgramMissing(variable, explicit)
     found = explicit or shutil.which(name, path=SYSTEM_PATH) or shutil.which(name)
@@ -93,14 +69,11 @@ def sandbox_program(name: str) -> str | None:
 
 
 def sandbox_programs() -> list[Path]:
-    """The sandbox's programs found here (for the agent's sandbox to keep read-only)."""
+    """The sandbox's programs found here (the agent's sandbox keeps them read-only)."""
     return [Path(p) for p in (sandbox_program("prlimit"), sandbox_program("bwrap")) if p]
 
 
-# As root, bwrap leaves the sandboxed program every capability: code Lean runs while it
-# elaborates (on a full toolchain) could remount `/` read-write and write anywhere (measured:
-# `mount -o remount,rw,bind /` then a write outside the writable paths, on the host). Without
-# capabilities no mount can be changed. (An unprivileged bwrap drops them itself.)
+# As root, bwrap keeps every capability: Lean code could remount `/` read-write.
 CAP_DROP: tuple[str, ...] = ("--cap-drop", "ALL") if os.geteuid() == 0 else ()
 
 
@@ -109,34 +82,52 @@ def _working_bwrap() -> str | None:
     bwrap = sandbox_program("bwrap")
     if bwrap is None:
         return None
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-             *CAP_DROP, "--die-with-parent", "--", "true"]  # fmt: skip
+    probe = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-all",
+        *CAP_DROP,
+        "--die-with-parent",
+        "--",
+        "true",
+    ]
     return bwrap if probe_succeeds(probe) else None
 
 
 def probe_succeeds(argv: list[str]) -> bool:
-    """Does ``argv`` (a sandbox tool tried on ``true``) run and exit 0 within 10 s?"""
+    """Whether ``argv`` (a sandbox tool tried on ``true``) exits 0 within 10 seconds."""
     try:
         return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-# Kernel state a process may write through /proc: read-only in every sandbox (the list
-# container runtimes keep read-only). As root, bwrap's own /proc leaves `/proc/sys` writable,
-# `kernel/core_pattern` included, whose `|/path` form the kernel runs as root on the host.
+# Read-only as in container runtimes: as root, `/proc/sys/kernel/core_pattern` runs on the host.
 PROC_READ_ONLY: tuple[str, ...] = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-# Entries that read kernel memory, keys or timings: masked (the container runtimes' list).
-PROC_MASKED: tuple[str, ...] = ("kcore", "keys", "timer_list", "timer_stats", "sched_debug",
-                                "latency_stats", "acpi", "asound", "scsi")  # fmt: skip
+# Masked: they read kernel memory, keys or timings (the container runtimes' list).
+PROC_MASKED: tuple[str, ...] = (
+    "kcore",
+    "keys",
+    "timer_list",
+    "timer_stats",
+    "sched_debug",
+    "latency_stats",
+    "acpi",
+    "asound",
+    "scsi",
+)
 SYS_MASKED: tuple[str, ...] = ("/sys/firmware", "/sys/devices/virtual/powercap")
 
 
 @functools.cache
 def kernel_guards() -> tuple[str, ...]:
-    """bwrap's options, after ``--proc /proc``, that make the kernel's writable /proc entries
-    read-only and mask the sensitive ones (``PROC_READ_ONLY``, ``PROC_MASKED``, ``SYS_MASKED``;
-    those this kernel has)."""
+    """bwrap options (after ``--proc /proc``) guarding this kernel's /proc and /sys entries."""
     parts: list[str] = []
     for name in PROC_READ_ONLY:
         path = Path("/proc", name)
@@ -148,9 +139,7 @@ def kernel_guards() -> tuple[str, ...]:
 
 
 def socket_dirs() -> list[Path]:
-    """The host's directories of Unix sockets (``/run``, ``/var/run``, ``$XDG_RUNTIME_DIR``):
-    hidden in every sandbox. A read-only mount does not stop a connection to a socket in it,
-    and these hold the session bus (``systemd-run --user``), ``docker.sock`` and databases."""
+    """The host's Unix socket directories, hidden: a read-only mount does not stop connecting."""
     found: list[Path] = []
     for name in ("/run", "/var/run", os.environ.get("XDG_RUNTIME_DIR") or ""):
         if not name.startswith("/"):
@@ -162,8 +151,7 @@ def socket_dirs() -> list[Path]:
 
 
 def listening_sockets() -> list[Path]:
-    """The file-system Unix sockets bound on this host now (``/proc/net/unix``; abstract ones,
-    which a network namespace already cuts off, left out), each still a socket on disk."""
+    """The file-system Unix sockets bound on this host now (abstract ones left out)."""
     try:
         lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -184,17 +172,15 @@ def listening_sockets() -> list[Path]:
 
 @functools.cache
 def unix_socket_filter() -> Path | None:
-    """A seccomp program (classic BPF, as ``bwrap --seccomp`` reads it) refusing
-    ``socket(AF_UNIX, …)`` with EACCES: Lean needs no Unix socket, and a socket file in any
-    directory a sandbox can see would otherwise still connect. Written once into leanrig's
-    cache (read-only to agents); None without libseccomp."""
+    """A ``bwrap --seccomp`` filter file refusing ``socket(AF_UNIX)``; None without libseccomp."""
     try:
         import pyseccomp
-    except (ImportError, RuntimeError):  # (RuntimeError: the package, without libseccomp)
+    except (ImportError, RuntimeError):  # RuntimeError: the package without libseccomp
         return None
     rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    rules.add_rule(pyseccomp.ERRNO(errno.EACCES), "socket",
-                   pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_UNIX))  # fmt: skip
+    rules.add_rule(
+        pyseccomp.ERRNO(errno.EACCES), "socket", pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_UNIX)
+    )
     folder = cache_root() / "sandbox"
     folder.mkdir(parents=True, exist_ok=True)
     scratch = folder / f"filter-{os.getpid()}.bpf"
@@ -213,8 +199,21 @@ def _working_filter(bwrap: str) -> Path | None:
     program = unix_socket_filter()
     if program is None:
         return None
-    probe = [*_with_filter(program), bwrap, "--ro-bind", "/", "/", "--dev", "/dev",
-             "--unshare-all", *CAP_DROP, "--seccomp", str(FILTER_FD), "--", "true"]  # fmt: skip
+    probe = [
+        *_with_filter(program),
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--unshare-all",
+        *CAP_DROP,
+        "--seccomp",
+        str(FILTER_FD),
+        "--",
+        "true",
+    ]
     return program if probe_succeeds(probe) else None
 
 
@@ -222,15 +221,12 @@ FILTER_FD = 9  # the descriptor bwrap reads the seccomp program from
 
 
 def _with_filter(program: Path) -> list[str]:
-    # bwrap reads its seccomp program from a descriptor: a shell opens the file on it and
-    # becomes bwrap (the wrapper is a command prefix, and its callers pass no descriptors).
+    # A command prefix cannot pass descriptors: a shell opens the file on FILTER_FD, then execs.
     return ["/bin/sh", "-c", f'exec "$@" {FILTER_FD}< "$0"', str(program)]
 
 
 def hiding(path: Path, tmpfs: Sequence[str] = ()) -> list[str]:
-    """bwrap's options that make ``path`` unreadable: an empty directory (a tmpfs, with
-    ``tmpfs``' options, e.g. its size) over a directory, the null device over a file; none for
-    a path gone since (nothing to hide, and bwrap could not mount over it)."""
+    """bwrap options that make ``path`` unreadable (``tmpfs``: options for a directory's tmpfs)."""
     if path.is_dir():
         return [*tmpfs, "--tmpfs", str(path)]
     return ["--ro-bind", "/dev/null", str(path)] if path.exists() else []
@@ -252,8 +248,17 @@ def sandbox_wrapper(policy: SandboxPolicy) -> tuple[str, ...]:
         seccomp = tools["seccomp"]
         if seccomp:
             parts += _with_filter(Path(seccomp))
-        parts += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                  *kernel_guards()]  # fmt: skip
+        parts += [
+            bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            *kernel_guards(),
+        ]
         for path in [*socket_dirs(), *policy.hidden]:
             parts += hiding(path)
         for path in policy.writable:

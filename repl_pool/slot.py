@@ -1,24 +1,6 @@
-"""A pool slot: one warm Lean server process with a few open documents, all of one header.
+"""A pool slot: one warm Lean server process with a document per holder, all of one header.
 
-Lean's server runs one worker per open document, and a worker keeps the command snapshots of
-its document: a change re-elaborates only from the first changed command. A slot therefore
-keeps up to ``max_documents`` documents, one per holder (a session), so sessions that take
-turns on one process each keep their own warm document instead of re-elaborating the whole
-file at every switch (measured: two sessions alternating on one process, one task with 1000
-preceding declarations, 1.4-1.7 s per step with one shared document). A holder without a
-document here gets the cheapest one: a document whose text shares all but a little with the
-new text is reused (same task, another session: only the body changes), otherwise a new
-document is opened while there is room, else the least recently used one is taken over.
-
-The slot interface is what callers (sessions, checkers) use, and it is backend-neutral:
-``elaborate(text)``, goal queries by position, ``alive``. Today's backend is the LSP server
-(`lean --server` / `lake serve`) through lsp_bridge; a REPL backend would implement the same.
-
-Slot health is decided in one place, ``slot_fate``: a pure function from an error to what
-happens to the slot (keep it, or discard it: killed on release and replaced) and to the work
-(may an idempotent operation run again). The slot's own guard and ``WarmPool.run`` both use
-it, so a slot is never kept by one and killed by the other.
-"""
+``slot_fate`` alone decides slot health, for the slot and the pool alike."""
 
 from __future__ import annotations
 
@@ -66,25 +48,16 @@ log = structlog.get_logger("leanrig.slot")
 
 SlotState = Literal["starting", "idle", "busy", "stopping"]
 
-# How long closing an abandoned document may take (Slot._abandon): with direct workers it is
-# a signal to the worker; behind a server, one notification on its pipe.
-ABANDON_SECONDS = 1.0
+ABANDON_SECONDS = 1.0  # bound on closing an abandoned document (Slot._abandon)
 
-# Documents (so Lean workers, ~100 MB each with the bootstrap Lean; a full toolchain's workers
-# map the same .olean files) one server process keeps open for different holders.
-DOCUMENTS_PER_PROCESS = 4
-# Re-using another document costs the commands after the first difference; opening a new one
-# costs the whole text plus a worker start (~60 ms, about what 2,000 characters of commands
-# take here). Counted in characters of text to re-elaborate.
+DOCUMENTS_PER_PROCESS = 4  # documents (so Lean workers) one server process keeps open
+# Cost of opening a document (whole text plus a worker start), in characters to re-elaborate.
 OPEN_COST_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
 class Elaboration:
-    """A version's report and, about the same version, what `Slot.elaborate_and_ask` asked
-    (a goal asked is None when the report is clean — not waited for, or its error ignored —
-    and when Lean answered its query with an error, ``lean_refused``; one not asked is
-    None)."""
+    """A version's report, symbols and goals (a goal is None if not asked, clean or refused)."""
 
     report: DocumentReport
     symbols: list[DocumentSymbol]
@@ -115,35 +88,24 @@ class SlotFate:
 
 _KEEP = "the server process is fine"
 _ANSWERED = SlotFate(False, False, f"the server answered with an error; {_KEEP}")
-# Most specific first: WorkerCrashed, ContentModified ... are ResponseErrors, which are
-# ServerErrors. The first matching class decides.
+# Most specific first (subclasses before ResponseError and ServerError): the first match decides.
 _FATES: tuple[tuple[type[BaseException], SlotFate], ...] = (
-    # The file worker died; the server is fine and the next change (the retry sends one)
-    # restarts the worker.
     (WorkerCrashed, SlotFate(False, True, "worker crashed; the next change restarts it")),
     (WorkerExited, SlotFate(False, True, "worker exited; the next change restarts it")),
-    # Processing of the version stopped (crash or fatal error). Which of this and WorkerCrashed
-    # a caller sees for one crash depends on which of Lean's messages arrives first, so both
-    # are treated alike; a deterministic fatal error costs one repeat.
+    # One crash may surface as this or WorkerCrashed, depending on message order: treat alike.
     (ElaborationFailed, SlotFate(False, True, "processing stopped; the next change restarts")),
-    # Transient answers about the document, not the process: ask again.
     (ContentModified, SlotFate(False, True, "the document changed under the request")),
     (RequestCancelled, SlotFate(False, True, "the server cancelled the request")),
     (RpcNeedsReconnect, SlotFate(False, True, "the RPC session was dropped")),
-    # Any other answer: the server is alive and answered; asking again gives the same answer.
     (ResponseError, _ANSWERED),
-    # A missed deadline: the process may be hung or stuck in a runaway elaboration. Kill it;
-    # deadlines are never retried (the same work would miss the same deadline).
+    # The process may be hung; the same work would miss the same deadline, so never retried.
     (RequestTimeout, SlotFate(True, False, "missed a deadline")),
-    # The process died, closed, could not start, or broke the protocol: a fresh one may work.
     (ServerError, SlotFate(True, True, "the server process failed")),
     (ProtocolError, SlotFate(True, True, "the server broke the protocol")),
     (SlotBroken, SlotFate(True, True, "the slot was already broken")),
-    # No slot involved (busy, closed pool): nothing to discard, nothing to gain by retrying.
     (PoolError, SlotFate(False, False, "a pool state, not a slot fault")),
 )
-# DocumentError and other LeanrigErrors, and bugs in the caller's operation: the process did
-# nothing wrong (the text is the state, the next use replaces it), and the work would fail again.
+# Any other error is the caller's: the process did nothing wrong, and the work would fail again.
 _CALLER = SlotFate(False, False, f"the caller's error; {_KEEP}")
 
 
@@ -156,21 +118,14 @@ def slot_fate(error: BaseException) -> SlotFate:
 
 
 def lean_refused(error: BaseException) -> bool:
-    """Lean answered the request with an error of its own (its handler failed, e.g. the pretty
-    printer on a term it cannot show): the process is fine, and asking the same again gets the
-    same answer."""
+    """Lean's own handler failed on the request: the process is fine, and a retry fails alike."""
     return slot_fate(error) is _ANSWERED
 
 
 def portable_deadline(operation: object) -> float | None:
     """Seconds a *portable* operation may take on its slot; None for a plain one.
 
-    An operation is what `WarmPool.run` runs on a slot: ``async (slot) -> result``. A portable
-    one is also picklable and self-contained (its state is its own fields, its result plain
-    data) and says so with ``portable = True`` and a ``deadline`` (seconds): a pool may then run
-    it where the slot lives — a `RayPool` ships it to the node, so the whole operation is one
-    round trip instead of one per slot call. A plain operation (a closure over the caller's
-    state) runs in the caller's process against the slot's methods."""
+    Portable: picklable, self-contained, ``portable = True``; a pool may run it remotely."""
     if getattr(operation, "portable", False) is not True:
         return None
     deadline = getattr(operation, "deadline", None)
@@ -199,13 +154,13 @@ class Slot:
         self.command = command
         self.header_text = header_text
         self.max_documents = max_documents
-        # uri -> holder that owns it (None: nobody's, e.g. the header document), LRU first.
+        # uri -> owning holder (None: nobody's), least recently used first.
         self._documents: OrderedDict[str, str | None] = OrderedDict()
         self._document_numbers = 0
         self.holder: str | None = None  # who borrows the slot now (set by the pool on acquire)
         self.uri = self._new_uri()  # the document the current operation works on
-        self.documents_opened = 0  # didOpen sent (each one starts a Lean worker)
-        self.documents_taken_over = 0  # another holder's document re-used for a new holder
+        self.documents_opened = 0
+        self.documents_taken_over = 0
         self.state: SlotState = "starting"
         self.uses = 0
         self.started_at = time.monotonic()
@@ -215,8 +170,6 @@ class Slot:
         self.stop_requested = anyio.Event()
         self._rss_checked_at = 0.0
         self._rss_cache = 0
-
-    # -- identity and health ---------------------------------------------------------------
 
     @property
     def pid(self) -> int | None:
@@ -231,7 +184,7 @@ class Slot:
         return time.monotonic() - self.started_at
 
     def rss_bytes(self, max_age: float = 0.0) -> int:
-        """Resident memory of the server and all its workers (cached for ``max_age`` s)."""
+        """Resident bytes of the server and all its workers (cached for ``max_age`` seconds)."""
         now = time.monotonic()
         if max_age and now - self._rss_checked_at < max_age:
             return self._rss_cache
@@ -252,8 +205,6 @@ class Slot:
             self.client.kill()
         self.stop_requested.set()
 
-    # -- operations --------------------------------------------------------------------------
-
     def _client(self) -> LeanClient:
         if self.client is None or self.broken is not None:
             raise SlotBroken(f"slot {self.number} is not usable: {self.broken or 'not started'}")
@@ -268,10 +219,7 @@ class Slot:
 
     @asynccontextmanager
     async def _guard(self, *, abandon_on_cancel: bool = False) -> AsyncIterator[None]:
-        """Judge an error on this slot. ``abandon_on_cancel``: the operation puts text in the
-        holder's document or waits for it; if it is cancelled (an agent's cancel, a client
-        gone, shutdown), nothing will wait for that version, and a runaway one would go on
-        using a core and memory until the next change: the document is closed (``_abandon``)."""
+        """Judge errors here; ``abandon_on_cancel``: close a cancelled operation's document."""
         try:
             yield
         except anyio.get_cancelled_exc_class():
@@ -283,8 +231,7 @@ class Slot:
             raise
 
     async def _abandon(self) -> None:
-        """Close the current document (its worker stops elaborating); the holder's next
-        operation opens a fresh one. Shielded and bounded: it runs while being cancelled."""
+        """Close the current document, shielded and bounded: it runs while being cancelled."""
         uri, client = self.uri, self.client
         self._documents.pop(uri, None)
         if client is None or not client.is_open(uri):
@@ -301,22 +248,20 @@ class Slot:
         await self.send(text)
         return await self.wait(timeout=timeout)
 
-    # -- documents ---------------------------------------------------------------------------
-
     def _new_uri(self) -> str:
         self._document_numbers += 1
         name = f"_leanrig_slot_{self.number}_{self._document_numbers}.lean"
         return (self.command.cwd / name).as_uri()
 
     def bind(self, holder: str | None) -> None:
-        """The pool lends the slot to ``holder``: its own document, if any, becomes current."""
+        """Lend the slot to ``holder``: its own document, if any, becomes current."""
         self.holder = holder
         uri = self.document_of(holder)
         if uri is not None:
             self.uri = uri
 
     def document_of(self, holder: str | None) -> str | None:
-        """The uri of ``holder``'s document in this process (None: it has none here)."""
+        """The uri of ``holder``'s document in this process, or None."""
         if holder is None:
             return None
         for uri, owner in self._documents.items():
@@ -328,17 +273,13 @@ class Slot:
         return tuple(owner for owner in self._documents.values() if owner is not None)
 
     def _choose_document(self, client: LeanClient, text: str) -> tuple[str, bool]:
-        """The document ``text`` goes to for the current holder, and whether it must be opened.
-        Weighs the cost of switching: characters Lean re-elaborates (after the first
-        difference) in an open document, now and when its owner comes back, versus the whole
-        text plus a worker start."""
+        """The cheapest document for ``text`` by re-elaboration: (uri, must it be opened)."""
         own = self.document_of(self.holder)
         if own is not None:
             return own, False
         room = len(self._documents) < self.max_documents
         if room:
-            # Another holder's document is never taken while there is room: sessions taking
-            # turns would take it from each other at every step (measured: 55 vs 21 ms).
+            # Never take another holder's document while there is room: they would alternate.
             free = [u for u, owner in self._documents.items() if owner is None]
             cheap = [
                 u
@@ -350,10 +291,9 @@ class Slot:
             return self._new_uri(), True
         best: str | None = None
         best_cost = 0
-        for uri, owner in self._documents.items():  # LRU first: ties go to the LRU
+        for uri, owner in self._documents.items():
             current = client.text(uri)
             shared = common_prefix(current, text)
-            # What we re-elaborate now, plus what its owner re-elaborates on its next step.
             cost = len(text) - shared + (len(current) - shared if owner is not None else 0)
             if best is None or cost < best_cost:
                 best, best_cost = uri, cost
@@ -363,7 +303,7 @@ class Slot:
         return best, False
 
     def _place(self, client: LeanClient, text: str) -> tuple[str, bool]:
-        """Choose the holder's document for ``text`` and record it: (uri, must it be opened)."""
+        """Choose and record the holder's document for ``text``: (uri, must it be opened)."""
         uri, new = self._choose_document(client, text)
         self.uri = uri
         self._documents[uri] = self.holder
@@ -373,8 +313,7 @@ class Slot:
         return uri, new
 
     async def send(self, text: str) -> None:
-        """Make ``text`` the content of the holder's document without waiting (queries may
-        follow at once: Lean answers them for this version)."""
+        """Make ``text`` the holder's document content without waiting for elaboration."""
         client = self._client()
         async with self._guard(abandon_on_cancel=True):
             uri, new = self._place(client, text)
@@ -382,8 +321,7 @@ class Slot:
                 try:
                     await client.open(uri, text)
                 except BaseException:
-                    # Not open (e.g. the caller was cancelled: its client went away): no
-                    # document may stay recorded that the client does not hold.
+                    # Never keep a document recorded that the client does not hold.
                     self._documents.pop(uri, None)
                     raise
             else:
@@ -398,15 +336,9 @@ class Slot:
         timeout: float,
         symbols_from: int = 0,
     ) -> Elaboration:
-        """``elaborate(text)`` and, about the same version, its document symbols and — unless
-        the version is clean — the tactic goals at ``goal_at`` and the expected type at
-        ``term_at`` (None: not asked; each goal query costs Lean CPU that the version's
-        elaboration competes with, a few percent of a short step, so a caller asks the one it
-        will show). All go to Lean with the change
-        in one write, so none costs a round trip after the barrier; a clean version's step
-        does not wait for the goals (lsp_bridge ``LeanClient.update``, ``unless_clean``).
-        ``symbols_from``: only the symbols ending on or after this line
-        (``parse_symbols``)."""
+        """``elaborate(text)`` plus symbols and, unless clean, goals, all in the same write.
+
+        ``goal_at``/``term_at``: None means not asked; ``symbols_from``: first line kept."""
         client = self._client()
         queries = [DocQuery.symbols(symbols_from)]
         if goal_at is not None:
@@ -419,17 +351,13 @@ class Slot:
                 report, answers = await client.update(uri, text, queries, timeout=timeout)
             except BaseException:
                 if not client.is_open(uri):
-                    self._documents.pop(uri, None)  # as in send(): never opened
+                    self._documents.pop(uri, None)
                 raise
             sys.audit(TRACE_EVENT, "Lean's answers in")
             symbols, *goals = answers
             goal = goals.pop(0) if goal_at is not None else None
             term = goals.pop(0) if term_at is not None else None
-            # The goals explain a report with something in it; a failure of the process or
-            # worker behind them is the step's then. An error Lean answered a goal query with
-            # leaves that goal out: the version's report stands. (Asked on a first error that
-            # a later report of the version dropped, they are not needed, and neither is
-            # their error.)
+            # A failure behind a goal fails the step; a refused goal query only leaves it out.
             if not report.clean:
                 for answer in (goal, term):
                     if isinstance(answer, LeanrigError) and not lean_refused(answer):
@@ -444,8 +372,7 @@ class Slot:
     async def elaborate_with(
         self, text: str, queries: Sequence[DocQuery], *, timeout: float
     ) -> tuple[DocumentReport, list[Any]]:
-        """``elaborate(text)`` with ``queries`` about that version in the same write (each
-        answered as Lean gets there: no round trip after the barrier)."""
+        """``elaborate(text)`` with ``queries`` about that version in the same write."""
         client = self._client()
         async with self._guard(abandon_on_cancel=True):
             uri, _ = self._place(client, text)
@@ -453,7 +380,7 @@ class Slot:
                 return await client.update(uri, text, queries, timeout=timeout)
             except BaseException:
                 if not client.is_open(uri):
-                    self._documents.pop(uri, None)  # as in send(): never opened
+                    self._documents.pop(uri, None)
                 raise
 
     async def wait(self, *, timeout: float) -> DocumentReport:
@@ -462,7 +389,7 @@ class Slot:
             return await self._client().wait_for(self.uri, timeout=timeout)
 
     def text(self) -> str:
-        """The text of the holder's document ("" when it has none in this process yet)."""
+        """The text of the holder's document ("" when it has none in this process)."""
         client = self._client()
         uri = self.document_of(self.holder)
         return client.text(uri) if uri is not None else ""

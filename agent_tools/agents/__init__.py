@@ -1,13 +1,6 @@
-"""agents: the agents leanrig ships, for `leanrig run --agent` (docs/agents.md) — MCP clients
-of an attempt's server like any other agent: `leanrig agent search` (a model-free prover:
-candidate terms tried with `try_proofs`; `search_agent.py`, its terms `candidate_terms.py`)
-and `leanrig agent scripted` (a JSON plan of tool calls replayed; `scripted_agent.py`), on one
-connection helper (`mcp_connection.py`: the attempt's MCP config, the official SDK's client,
-usage.json). The search agent's candidate terms (``prove`` over a ``Problem``) also serve
-authoring's linter, which tries them on a task's statement.
+"""agents: the agents leanrig ships for `leanrig run --agent` (docs/agents.md), MCP clients.
 
-Names load on first use (PEP 562): `leanrig agent …` imports only the agent it runs.
-"""
+Names load on first use (PEP 562): `leanrig agent …` imports only the agent it runs."""
 
 from __future__ import annotations
 

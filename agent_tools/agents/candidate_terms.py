@@ -1,12 +1,6 @@
-"""Lean terms as the search agent reads and writes them: a small parser for signatures, goal
-hypotheses and library statements (applications, `@`, `→`, `=`, `∧`, `∨`, `¬`, `↔`, binder
-groups), first-order unification with pattern variables, and explicit printing.
+"""Lean terms for the search agent: a small parser, first-order unification, explicit printing.
 
-This is not Lean's elaborator: it reads the explicit prelude-mode text the demo suites are
-written in (and Lean's pretty-printed goals), and every candidate it helps build is checked by
-Lean through ``try_proofs``. Anything it cannot read (``∀``, ``fun`` in a type, notation it does
-not know) is a `TermError`, and the caller skips that input.
-"""
+Not Lean's elaborator: Lean checks every candidate. Unreadable input raises `TermError`."""
 
 from __future__ import annotations
 
@@ -61,9 +55,7 @@ PLAIN_HEADS: Final = frozenset({"And", "Or", "Not", "Iff", "True", "False"})
 # Heads with leading implicit arguments (how many), as the goal printer hides them.
 IMPLICIT_HEADS: Final = {"Eq": 1, "Ne": 1, "HEq": 0}
 _UNIVERSES = re.compile(r"\.\{[^}]*\}")
-_TOKEN = re.compile(
-    r"\s+|:=|=>|->|[()\[\]{}⦃⦄,:@→∀∧∨¬↔λ=]|[^\s()\[\]{}⦃⦄,:@→∀∧∨¬↔λ=]+"
-)  # fmt: skip
+_TOKEN = re.compile(r"\s+|:=|=>|->|[()\[\]{}⦃⦄,:@→∀∧∨¬↔λ=]|[^\s()\[\]{}⦃⦄,:@→∀∧∨¬↔λ=]+")
 _OPEN: Final = {"(": ")", "{": "}", "[": "]", "⦃": "⦄"}
 _INFIX: Final = {"=": (50, 51), "∧": (35, 35), "∨": (30, 30), "↔": (20, 21), "→": (25, 25)}
 
@@ -75,8 +67,7 @@ def tokens(text: str) -> list[str]:
 
 
 def make_app(head: str, args: Iterable[Term]) -> Term:
-    """An application in the canonical form unification compares: plain heads without `@`,
-    a hidden implicit argument of `Eq` made a hole, no empty applications."""
+    """An application in the canonical form unification compares."""
     args = tuple(args)
     bare = head.removeprefix("@")
     if bare in PLAIN_HEADS:
@@ -153,7 +144,7 @@ class _Parser:
             inner = self.expr()
             self.take(")")
             while (field := self.peek()) is not None and _is_projection(field):
-                self.take()  # `(e).f`: one atom, kept as written (its type is not known here)
+                self.take()  # `(e).f`: one atom, kept as written
                 inner = Sym(f"({show(inner)}){field}")
             return inner
         if tok == "@":
@@ -170,14 +161,32 @@ class _Parser:
 
 
 def _is_projection(tok: str) -> bool:
-    """``.f`` or ``.1`` right after a closing parenthesis: a field of the parenthesized term."""
     return tok.startswith(".") and len(tok) > 1 and _is_name(tok)
 
 
 def _is_name(tok: str) -> bool:
-    return tok not in _OPEN and tok not in _OPEN.values() and tok not in (
-        ",", ":", ":=", "=>", "@", "→", "∀", "∧", "∨", "¬", "↔", "λ", "=", "fun", "∃",
-    )  # fmt: skip
+    return (
+        tok not in _OPEN
+        and tok not in _OPEN.values()
+        and tok
+        not in (
+            ",",
+            ":",
+            ":=",
+            "=>",
+            "@",
+            "→",
+            "∀",
+            "∧",
+            "∨",
+            "¬",
+            "↔",
+            "λ",
+            "=",
+            "fun",
+            "∃",
+        )
+    )
 
 
 def parse_term(text: str) -> Term:
@@ -192,7 +201,7 @@ def parse_signature(text: str) -> Signature:
     """``binders : type`` (what follows a declaration's name, up to ``:=``)."""
     toks = tokens(text)
     depth = 0
-    for i, tok in enumerate(toks):  # cut at the top-level `:=`
+    for i, tok in enumerate(toks):
         depth += tok in _OPEN
         depth -= tok in _OPEN.values()
         if tok == ":=" and depth == 0:
@@ -227,8 +236,7 @@ def parse_signature(text: str) -> Signature:
 
 
 def declaration_parts(source: str) -> tuple[str, str, str | None]:
-    """(name, signature text after the name, body after ``:=`` or None) of a declaration's
-    source (docstring and attributes allowed before its keyword)."""
+    """A declaration's (name, signature text after the name, body after ``:=`` or None)."""
     match = re.search(r"\b(?:theorem|lemma|def|abbrev|example)\s+([^\s({\[⦃:]+)", source)
     if match is None:
         raise TermError("no declaration keyword")
@@ -241,8 +249,6 @@ def declaration_parts(source: str) -> tuple[str, str, str | None]:
             return match.group(1), rest[:i], rest[i + 2 :].strip()
     return match.group(1), rest, None
 
-
-# -- unification -------------------------------------------------------------------------------
 
 Subst = dict[str, Term]
 
@@ -265,8 +271,7 @@ def substitute(term: Term, subst: Mapping[str, Term]) -> Term:
 
 
 def unify(pattern: Term, term: Term, variables: frozenset[str], subst: Subst) -> Subst | None:
-    """Extend ``subst`` (pattern variable → term) so that ``pattern`` matches ``term``; holes
-    on either side match anything. Returns a new dict, or None."""
+    """A new ``subst`` extended so ``pattern`` matches ``term`` (holes match anything), or None."""
     if pattern == HOLE or term == HOLE:
         return subst
     if isinstance(pattern, Sym) and pattern.name in variables:
@@ -313,9 +318,6 @@ def has_hole(term: Term) -> bool:
     raise AssertionError(term)
 
 
-# -- printing ----------------------------------------------------------------------------------
-
-
 def show(term: Term) -> str:
     """Explicit Lean: applications whose head has implicit arguments keep their `@`."""
     match term:
@@ -335,8 +337,7 @@ def show_arg(term: Term) -> str:
 
 
 def rename_in_body(body: str, values: Mapping[str, str]) -> str:
-    """``body`` with each identifier in ``values`` replaced (``h.1``'s ``h`` too); names bound
-    by a ``fun`` inside the body are left alone everywhere (a simple scoping rule)."""
+    """``body`` with identifiers in ``values`` replaced, except names any ``fun`` binds."""
     bound: set[str] = set()
     for match in re.finditer(r"\bfun\b(.*?)=>", body, re.DOTALL):
         bound.update(match.group(1).split())

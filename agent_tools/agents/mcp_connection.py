@@ -1,8 +1,4 @@
-"""What the shipped agents (`leanrig agent …`) share: the MCP config `leanrig run` writes
-(``{mcp_config}`` or ``LEANRIG_MCP_CONFIG``), a connection to its server with the official
-`mcp` SDK client (the server started exactly as the config says: command, args, env, cwd), tool
-calls with a deadline each, and ``usage.json``.
-"""
+"""What the shipped agents share: the MCP config, a connection to its server, ``usage.json``."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ from lsp_bridge import LeanrigError, error_leaves, first_line
 from ..runs import SERVER_NAME, USAGE_FILE
 
 CONFIG_VAR: Final = "LEANRIG_MCP_CONFIG"
-CONNECT_TIMEOUT: Final = 120.0  # the server's start (imports, Lean pool) on a loaded machine
+CONNECT_TIMEOUT: Final = 120.0  # the server's start on a loaded machine
 CALL_TIMEOUT: Final = 120.0
 
 
@@ -115,9 +111,9 @@ async def connect(
     except Exception as exc:
         if connected:
             raise
-        # The SDK's own report is a traceback ending in "Connection closed": say which server.
+        # The SDK only says "Connection closed": name the server.
         command = " ".join([config.command, *config.args])
-        said = first_line([*error_leaves(exc), exc][0])  # (an empty group: itself)
+        said = first_line([*error_leaves(exc), exc][0])
         raise AgentError(
             f"the MCP server did not start ({command[:300]}): {said}",
             hint="its own error is on stderr above; check the MCP config's command and paths",
@@ -129,7 +125,7 @@ def task_id(explicit: str | None, environ: Mapping[str, str] = os.environ) -> st
 
 
 def write_usage(directory: Path, usage: Mapping[str, Any]) -> Path:
-    """``usage.json`` in the agent's workspace (``leanrig run`` reads it into results.jsonl)."""
+    """Write ``usage.json`` in the agent's workspace (``leanrig run`` reads it)."""
     path = directory / USAGE_FILE
     path.write_bytes(orjson.dumps(dict(usage)))
     return path

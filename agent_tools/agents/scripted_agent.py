@@ -1,22 +1,6 @@
-"""`leanrig agent scripted --plan FILE`: replay a JSON plan of tool calls over MCP (tests,
-demos, reproducing an agent's transcript).
+"""`leanrig agent scripted --plan FILE`: replay a JSON plan of tool calls over MCP.
 
-The plan::
-
-    {"calls": [{"tool": "open_task", "args": {"task_id": "{task}"}},
-               {"tool": "set_proof", "args": {"session_id": "{session}", "body": "…"}},
-               {"sleep": 0.5},
-               {"tool": "check_proof", "args": {"session_id": "{session}"}, "expect": "ok"}],
-     "tasks": {"and_swap": [ … ]},
-     "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}}
-
-(a bare list is ``calls``). ``tasks`` maps a task id to its own calls (else ``calls``). In every
-string argument ``{task}`` is the task id and ``{session}`` the last ``session_id`` a result
-returned. ``expect``: ``"ok"`` (a tool error stops the replay, exit 1), ``"error"`` (the call
-must fail), or ``"any"`` (the default). Each call's result goes to ``transcript.jsonl`` in the
-workspace; ``usage`` is written to ``usage.json`` at the end. Exit 0 when every expectation
-held.
-"""
+The plan format is in docs/agents.md. Exit 0 when every expectation held."""
 
 from __future__ import annotations
 

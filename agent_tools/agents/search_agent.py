@@ -1,29 +1,6 @@
 """`leanrig agent search`: a model-free prover over MCP.
 
-It opens its task, reads the statement (the theorem's signature from ``open_task``'s text,
-hypotheses and target from its goal), enumerates explicit prelude-mode candidate terms and
-tries them with ``try_proofs`` (16 per call) until one is ``complete``; then it sets that body
-(its submission) and stops. Candidates, simplest first:
-
-1. hypotheses (and what projections give: ``@And.left A B h``, ``h.1``, ``@Eq.symm …``);
-2. constructors of the target: ``True.intro``, ``@Eq.refl T a`` / ``@Eq.refl T b`` (Lean
-   decides definitional equality), ``@And.intro A B p q``, ``@Or.inl`` / ``@Or.inr``, and
-   function hypotheses applied to proofs of their premise;
-3. core lemmas by name with explicit arguments: ``@Eq.symm``, ``@Eq.trans``, ``@congrArg``,
-   ``@False.elim``, ``@And.symm``, ``@Or.symm`` (present with Lean's ``Init``; on the
-   prelude-only bootstrap they do not exist and Lean rejects them — no eliminator with a
-   motive is synthesised: that is what a library packages);
-4. in LAD runs (when ``search_library`` is in tools/list): declarations found by
-   ``search_library`` (queries from the task's title, docstring and the constants of its
-   statement), read with ``read_library``; each whose conclusion unifies with the target gets
-   its binders instantiated (unification, hypotheses for premises, types of locals for
-   implicit arguments) and yields its own proof term with the binders replaced (the library
-   is for consultation: tasks do not import it), the proof term as written, and
-   ``@Name args`` (for libraries that are importable).
-
-It writes ``usage.json`` with zero tokens and ``cost_usd`` 0.0: no model, so the cost is
-observed to be nothing. Exit 0 when a complete body was set, 1 when the search gave up.
-"""
+Tries candidate terms with ``try_proofs`` and sets the first complete one (exit 0; else 1)."""
 
 from __future__ import annotations
 
@@ -60,8 +37,12 @@ from .mcp_connection import write_usage as _write_usage
 Subst = dict[str, Term]
 
 BATCH: Final = 16  # try_proofs' limit
-ZERO_USAGE: Final = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
-                     "cost_usd": 0.0}  # fmt: skip
+ZERO_USAGE: Final = {
+    "input_tokens": 0,
+    "cached_input_tokens": 0,
+    "output_tokens": 0,
+    "cost_usd": 0.0,
+}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
@@ -83,9 +64,6 @@ class Problem:
     target: Term
     locals: dict[str, Term]  # name → type
     facts: list[Fact] = field(default_factory=list)
-
-
-# -- reading the task --------------------------------------------------------------------------
 
 
 def body_offset(text: str, start: dict[str, int]) -> int:
@@ -117,8 +95,7 @@ def goal_hypotheses(goal: str) -> tuple[dict[str, Term], Term | None]:
 
 
 def read_problem(opened: dict[str, Any]) -> Problem:
-    """The target and local hypotheses: the signature's explicit text where it reads, the
-    goal's hypotheses for the rest (`variable`s)."""
+    """The target and local hypotheses: from the signature where it parses, else the goal."""
     text, start = opened["text"], opened["body_range"]["start"]
     hyps, goal_target = goal_hypotheses(opened["goals"][0]) if opened.get("goals") else ({}, None)
     target = goal_target
@@ -141,7 +118,7 @@ def type_of(problem: Problem, term: Term) -> Term:
     if isinstance(term, Sym) and term.name in problem.locals:
         return problem.locals[term.name]
     if isinstance(term, App) and term.head in problem.locals:
-        fn = problem.locals[term.head]  # a function hypothesis applied: its codomain
+        fn = problem.locals[term.head]
         for _ in term.args:
             if not isinstance(fn, Arrow):
                 return HOLE
@@ -159,26 +136,29 @@ def derive(problem: Problem) -> None:
             t, p = f.type, show_arg(Sym(f.proof)) if " " not in f.proof else f"({f.proof})"
             if isinstance(t, App) and t.head == "And" and len(t.args) == 2:
                 a, b = t.args
-                new += [Fact(f"@And.left {show_arg(a)} {show_arg(b)} {p}", a),
-                        Fact(f"@And.right {show_arg(a)} {show_arg(b)} {p}", b),
-                        Fact(f"{p}.1", a), Fact(f"{p}.2", b)]  # fmt: skip
+                new += [
+                    Fact(f"@And.left {show_arg(a)} {show_arg(b)} {p}", a),
+                    Fact(f"@And.right {show_arg(a)} {show_arg(b)} {p}", b),
+                    Fact(f"{p}.1", a),
+                    Fact(f"{p}.2", b),
+                ]
             if isinstance(t, App) and t.head == "@Eq" and len(t.args) == 3:
                 ty, a, b = t.args
                 ty = ty if ty != HOLE else type_of(problem, a)
-                new.append(Fact(f"@Eq.symm {show_arg(ty)} {show_arg(a)} {show_arg(b)} {p}",
-                                App("@Eq", (ty, b, a))))  # fmt: skip
+                new.append(
+                    Fact(
+                        f"@Eq.symm {show_arg(ty)} {show_arg(a)} {show_arg(b)} {p}",
+                        App("@Eq", (ty, b, a)),
+                    )
+                )
         for f in new:
             if f.proof not in seen:
                 seen.add(f.proof)
                 problem.facts.append(f)
 
 
-# -- candidates --------------------------------------------------------------------------------
-
-
 def _applied(term: Term, head: str, arity: int) -> bool:
-    """Is ``term`` ``head`` applied to exactly ``arity`` arguments (a goal read from Lean's
-    text may apply a connective partially, or to more arguments than its type has)?"""
+    """Whether ``term`` is ``head`` applied to exactly ``arity`` arguments."""
     return isinstance(term, App) and term.head == head and len(term.args) == arity
 
 
@@ -205,8 +185,10 @@ def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
                 _, x1, m1 = f1.type.args
                 _, m2, y2 = f2.type.args
                 if same(x1, a) and same(m1, m2) and same(y2, b):
-                    yield (f"@Eq.trans {t} {show_arg(a)} {show_arg(m1)} {show_arg(b)} "
-                           f"{_paren(f1.proof)} {_paren(f2.proof)}")  # fmt: skip
+                    yield (
+                        f"@Eq.trans {t} {show_arg(a)} {show_arg(m1)} {show_arg(b)} "
+                        f"{_paren(f1.proof)} {_paren(f2.proof)}"
+                    )
         if (
             isinstance(a, App)
             and isinstance(b, App)
@@ -218,8 +200,9 @@ def prove(problem: Problem, goal: Term, depth: int) -> Iterator[str]:
                 assert isinstance(f.type, App)
                 if same(f.type.args[1], x) and same(f.type.args[2], y):
                     xt = show_arg(type_of(problem, x))
-                    yield (f"@congrArg {xt} {t} {show_arg(x)} {show_arg(y)} {a.head} "
-                               f"{_paren(f.proof)}")  # fmt: skip
+                    yield (
+                        f"@congrArg {xt} {t} {show_arg(x)} {show_arg(y)} {a.head} {_paren(f.proof)}"
+                    )
     if depth > 0 and (_applied(goal, "And", 2) or _applied(goal, "Or", 2)):
         assert isinstance(goal, App)
         left, right = goal.args
@@ -269,7 +252,7 @@ def instantiate(lemma: Lemma, problem: Problem, goal: Term, depth: int) -> Subst
         return None
     binders = lemma.signature.binders
     for _ in range(3):
-        for b in binders:  # premises from hypotheses (by unification: fills more binders)
+        for b in binders:  # premises from hypotheses
             if b.name in subst or not _is_premise(b, binders):
                 continue
             want = substitute(b.type, subst)
@@ -278,13 +261,13 @@ def instantiate(lemma: Lemma, problem: Problem, goal: Term, depth: int) -> Subst
                 if found is not None:
                     subst = {**found, b.name: Sym(_paren(f.proof))}
                     break
-        for b in binders:  # implicit arguments from the types of what was assigned
+        for b in binders:  # implicit arguments from the types of assigned values
             value = subst.get(b.name)
             if value is not None:
                 known = type_of(problem, value)
                 if known != HOLE:
                     subst = unify(b.type, known, variables, subst) or subst
-    for b in binders:  # what is left: prove it (when fully known), else a hole
+    for b in binders:  # the rest: proved when fully known, else a hole
         if b.name not in subst:
             want = substitute(b.type, subst)
             proofs = (
@@ -295,8 +278,7 @@ def instantiate(lemma: Lemma, problem: Problem, goal: Term, depth: int) -> Subst
 
 
 def _is_premise(binder: Binder, binders: tuple[Binder, ...]) -> bool:
-    """A binder whose argument is a proof (filled from hypotheses); data and types are filled
-    by unification instead."""
+    """Whether the binder takes a proof (filled from hypotheses, not by unification)."""
     t = binder.type
     if isinstance(t, App | Arrow):
         return not _is_sort(t)
@@ -306,7 +288,6 @@ def _is_premise(binder: Binder, binders: tuple[Binder, ...]) -> bool:
 
 
 def _is_sort(term: Term) -> bool:
-    """A binder over types or propositions (filled by unification, not by hypotheses)."""
     return (isinstance(term, Sym) and term.name in ("Prop", "Type")) or (
         isinstance(term, App) and term.head in ("Sort", "Type")
     )
@@ -328,9 +309,12 @@ def lemma_candidates(lemma: Lemma, problem: Problem, goal: Term) -> Iterator[str
     if subst is None:
         return
     values = {b.name: show_arg(subst[b.name]) for b in lemma.signature.binders}
-    if any(v == "_" for b, v in zip(lemma.signature.binders, values.values(), strict=True)
-           if b.kind != "["):  # fmt: skip
-        return  # a premise nothing here proves: the lemma does not apply
+    if any(
+        v == "_"
+        for b, v in zip(lemma.signature.binders, values.values(), strict=True)
+        if b.kind != "["
+    ):
+        return  # an unproved premise: the lemma does not apply
     if lemma.body is not None:
         yield rename_in_body(lemma.body, values)
         yield lemma.body
@@ -338,13 +322,13 @@ def lemma_candidates(lemma: Lemma, problem: Problem, goal: Term) -> Iterator[str
     yield f"@{lemma.name} {args}".strip()
 
 
-# -- the library -------------------------------------------------------------------------------
-
-
 def queries(opened: dict[str, Any], title: str, problem: Problem) -> list[str]:
     words: list[str] = []
-    doc = re.findall(r"/--(.*?)-/", opened["text"][: body_offset(opened["text"],
-                     opened["body_range"]["start"])], re.DOTALL)  # fmt: skip
+    doc = re.findall(
+        r"/--(.*?)-/",
+        opened["text"][: body_offset(opened["text"], opened["body_range"]["start"])],
+        re.DOTALL,
+    )
     heads = [_head(problem.target), *(_head(t) for t in problem.locals.values())]
     words += [h.removeprefix("@") for h in heads if h]
     out = [title, doc[-1] if doc else "", " ".join(dict.fromkeys(words))]
@@ -411,9 +395,6 @@ def parse_lemma(name: str, statement: object, source: object) -> Lemma | None:
     return None
 
 
-# -- the agent ---------------------------------------------------------------------------------
-
-
 async def run_search_agent(
     *, mcp_config: str | None, task: str | None, max_candidates: int, limit: int, check: bool
 ) -> int:
@@ -458,8 +439,12 @@ async def run_search_agent(
                     log.append({"check_proof": verdict.get("accepted")})
     finally:
         _write_usage(workspace, ZERO_USAGE)
-        summary = {"proof": found.strip() if found else None, "tried": tried,
-                   "elapsed_s": round(time.perf_counter() - t0, 3), "log": log}  # fmt: skip
+        summary = {
+            "proof": found.strip() if found else None,
+            "tried": tried,
+            "elapsed_s": round(time.perf_counter() - t0, 3),
+            "log": log,
+        }
         print(orjson.dumps(summary).decode(), flush=True)
     if found is None:
         print("leanrig agent search: no candidate was complete", file=sys.stderr)

@@ -1,10 +1,6 @@
-"""library: the LAD condition's consultation library — its declarations from Lean's own parse
-of the suite's ``[lad]`` files, indexed once per content hash in SQLite FTS5 (BM25), and the
-queries behind ``search_library`` and ``read_library``. Uses tasks; used by sessions.
+"""library: the LAD condition's library, parsed by Lean, indexed in SQLite FTS5, and queried.
 
-Names load on first use (PEP 562): a part used alone (a model, an error) must not import the
-rest (Lean's LSP types, the MCP SDK: ~1 s here).
-"""
+Names load on first use (PEP 562): a part used alone must not import the rest."""
 
 from __future__ import annotations
 

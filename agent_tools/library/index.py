@@ -1,17 +1,6 @@
-"""Building the LAD library's index, once per library content hash.
+"""Building the LAD library's index: a SQLite + FTS5 file cached per library content hash.
 
-``open_library(suite, environment)``: the digest covers the index schema, the Lean version, the
-``[lad]`` files (names and bytes) and what they can import from the suite (its own ``library``
-modules, ``lean-toolchain``, ``lake-manifest.json``). A cached index
-(``<cache root>/library/<suite>-<digest>.sqlite``) is opened as is; otherwise the files are
-parsed by Lean (parse.py) and written to a fresh SQLite file that replaces the cache entry
-atomically (temp file + rename: two servers building at once both succeed, the last rename
-wins, readers never see half a file).
-
-Tables: ``decls`` (id, name, kind, statement, file, line, docstring, source) and the FTS5 table
-``decls_fts`` over name, statement and docstring (external content: rows of ``decls``),
-tokenized ``porter unicode61`` (words split at ``.``/``_``, stemmed: `swap` finds `swapping`).
-"""
+A new index replaces the cache entry by atomic rename, so concurrent builders both succeed."""
 
 from __future__ import annotations
 
@@ -30,8 +19,7 @@ from ..tasks import Suite
 from .parse import PARSE_SECONDS, Declaration, LibraryError, parse_library
 from .search import LibraryIndex
 
-INDEX_SCHEMA = 4  # 2: constructors of inductive types; 3: a structure's fields and constructor;
-# 4: a field on the `where` line
+INDEX_SCHEMA = 4  # bump when the index's content changes
 _PROJECT_FILES = ("lean-toolchain", "lake-manifest.json")
 
 _SCHEMA = """
@@ -49,13 +37,12 @@ CREATE VIRTUAL TABLE decls_fts USING fts5(
 
 
 def index_dir() -> Path:
-    """Where the indexes are cached (every suite's library, in full: what a baseline agent
-    must not read, as the library files themselves)."""
+    """Where the indexes are cached; a baseline agent must not read it (it holds libraries)."""
     return cache_root() / "library"
 
 
 def library_digest(suite: Suite, environment: LeanEnvironment) -> str:
-    """What the index depends on (see the module docstring); blocking reads of small files."""
+    """The digest of all the index depends on: schema, Lean, [lad] files and their imports."""
     if not suite.lad_files:
         raise LibraryError(
             f"suite {suite.name} declares no [lad] library",
@@ -79,7 +66,7 @@ def library_digest(suite: Suite, environment: LeanEnvironment) -> str:
 
 
 def write_index(path: Path, declarations: list[Declaration], meta: dict[str, str]) -> None:
-    """A complete index at ``path`` (written beside it, then renamed over it)."""
+    """Write a complete index at ``path`` (beside it, then renamed over it)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
         db = sqlite3.connect(tmp, isolation_level=None)
@@ -90,9 +77,11 @@ def write_index(path: Path, declarations: list[Declaration], meta: dict[str, str
             db.executemany(
                 "INSERT INTO decls (name, kind, statement, file, line, docstring, source) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(d.name, d.kind, d.statement, d.file, d.line, d.docstring, d.source)
-                 for d in declarations],
-            )  # fmt: skip
+                [
+                    (d.name, d.kind, d.statement, d.file, d.line, d.docstring, d.source)
+                    for d in declarations
+                ],
+            )
             db.execute("INSERT INTO decls_fts(decls_fts) VALUES ('rebuild')")
             db.execute("COMMIT")
         finally:
@@ -109,10 +98,7 @@ async def open_library(
     cache: Path | None = None,
     timeout: float = PARSE_SECONDS,
 ) -> LibraryIndex:
-    """The suite's LAD library index: from the cache, or built now (Lean parse + SQLite).
-
-    Raises ``LibraryError`` when the suite has no ``[lad]`` library, a file does not elaborate,
-    or Lean fails or times out."""
+    """The suite's LAD library index, from the cache or built now; else ``LibraryError``."""
     started = time.perf_counter()
     digest = await anyio.to_thread.run_sync(library_digest, suite, environment)
     directory = cache or index_dir()
@@ -122,10 +108,14 @@ async def open_library(
         declarations = await parse_library(
             environment, suite.root, suite.lad_files, timeout=timeout
         )
-        meta = {"schema": str(INDEX_SCHEMA), "digest": digest, "suite": suite.name,
-                "lean": environment.install.version, "declarations": str(len(declarations)),
-                "files": "\n".join(p.relative_to(suite.root).as_posix()
-                                   for p in suite.lad_files)}  # fmt: skip
+        meta = {
+            "schema": str(INDEX_SCHEMA),
+            "digest": digest,
+            "suite": suite.name,
+            "lean": environment.install.version,
+            "declarations": str(len(declarations)),
+            "files": "\n".join(p.relative_to(suite.root).as_posix() for p in suite.lad_files),
+        }
         await anyio.Path(directory).mkdir(parents=True, exist_ok=True)
         await anyio.to_thread.run_sync(write_index, path, declarations, meta)
         built = True
@@ -140,9 +130,7 @@ async def open_library(
 async def prepare_library(
     suite: Suite, install: LeanInstall, lean_path: Path | None, *, sandbox: bool = True
 ) -> LibraryIndex:
-    """The index for a caller without a serving environment (`leanrig run --condition lad`
-    builds it once before the first attempt: a broken library fails the run up front, and no
-    attempt's time includes the build). Lean runs sandboxed, read-only, like `serve`'s."""
+    """The index for a caller without a serving environment; Lean runs sandboxed, read-only."""
     wrapper = tuple(sandbox_wrapper(SandboxPolicy())) if sandbox else ()
     env = base_env([lean_path] if lean_path is not None else [])
     return await open_library(suite, LeanEnvironment(install, suite.root, env=env, wrapper=wrapper))

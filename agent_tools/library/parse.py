@@ -1,30 +1,7 @@
-"""The declarations of a library file, from Lean's own parse.
+"""The declarations of library files, from Lean's own parse: symbols, then a hover per name.
 
-One fresh ``lean --server`` (``lake serve`` in a Lake project: the environment's own server
-command, under its sandbox wrapper) opens each file; then, per file:
-
-- the diagnostics: a file with an error does not elaborate, so it is refused (``LibraryError``
-  naming the file, line and message) — the index never shows a lemma Lean did not accept; a
-  declaration Lean warns "declaration uses `sorry`" about is left out (an agent adapting it
-  would be rejected: the library's tools promise verified Lean);
-- ``textDocument/documentSymbol``: each declaration's range (doc comment and attributes
-  included: that text is its full source) and the range of its name; namespaces and sections
-  are walked into;
-- ``textDocument/hover`` on the name: Lean's signature of the constant (``#check`` form: the
-  fully qualified name, universe parameters, binders and type), which is the statement indexed
-  and the name used.
-
-The kind (``theorem``, ``def``, ``inductive``, …) is the declaration's keyword in its source, and
-the docstring is its leading ``/-- … -/``: both read from the range Lean reported. An inductive
-type's constructors are entries of their own (kind ``constructor``; the name after each ``|``,
-kept when Lean's hover on it names a constant of the type), whose source is the type's; so are
-a structure's fields (kind ``field``: the names starting its lines after ``where``, kept the
-same way; Lean's hover gives the projection) and its ``name ::`` constructor. This works
-on the prelude-only bootstrap and on a full toolchain alike. Cost (bootstrap, 2 cores): Lean's
-elaboration of the files, plus a hover per declaration (~4 ms each at 1000 declarations in one
-file, 8 at once; ~1 ms in a small file) — once per content hash. Nothing here writes files
-or talks to SQLite.
-"""
+A file that does not elaborate is refused and a declaration using `sorry` left out: the
+library promises verified Lean. Nothing here writes files or talks to SQLite."""
 
 from __future__ import annotations
 
@@ -56,7 +33,7 @@ from ..tasks import all_wrappers, unwrap
 
 log = structlog.get_logger("leanrig.library")
 
-# Lean's warning on a declaration whose value uses `sorry` (quotes vary across versions).
+# Quotes vary across Lean versions.
 _USES_SORRY = re.compile(r"declaration uses ['`]sorry['`]")
 PARSE_SECONDS = 300.0  # the whole library: every file opened, elaborated and queried
 HOVERS_AT_ONCE = 8
@@ -65,9 +42,21 @@ MODIFIERS = frozenset(
     {"private", "protected", "public", "noncomputable", "unsafe", "partial", "nonrec", "meta"}
 )
 KINDS = frozenset(
-    {"theorem", "lemma", "def", "abbrev", "instance", "structure", "inductive", "class",
-     "axiom", "opaque", "example", "coinductive"}
-)  # fmt: skip
+    {
+        "theorem",
+        "lemma",
+        "def",
+        "abbrev",
+        "instance",
+        "structure",
+        "inductive",
+        "class",
+        "axiom",
+        "opaque",
+        "example",
+        "coinductive",
+    }
+)
 
 
 INDUCTIVES = frozenset({"inductive", "coinductive"})
@@ -99,8 +88,7 @@ async def parse_library(
     *,
     timeout: float = PARSE_SECONDS,
 ) -> list[Declaration]:
-    """Every declaration of ``files`` (absolute, under ``root``), in file order, from one
-    fresh Lean server; ``LibraryError`` when a file does not elaborate or Lean fails."""
+    """Every declaration of ``files`` (absolute, under ``root``) in order, or ``LibraryError``."""
     texts = [await anyio.Path(f).read_text(encoding="utf-8") for f in files]
     out: list[Declaration] = []
     try:
@@ -150,11 +138,15 @@ async def _file_declarations(
         source = text[start:end].rstrip()
         kind = declaration_kind(source)
         if any(start <= at <= end for at in unproved):
-            log.warning("library.unproved_left_out", file=rel, name=symbol.name,
-                        line=symbol.selection_range.start.line + 1)  # fmt: skip
+            log.warning(
+                "library.unproved_left_out",
+                file=rel,
+                name=symbol.name,
+                line=symbol.selection_range.start.line + 1,
+            )
         elif kind != "example":  # anonymous: nothing to search for or read by name
             found.append((symbol, namespace, source, kind, start))
-    # Hovers at once (bounded): each costs Lean a walk over the file's info trees.
+    # Bounded: each hover costs Lean a walk over the file's info trees.
     signatures: list[str | None] = [None] * len(found)
     limiter = anyio.CapacityLimiter(HOVERS_AT_ONCE)
 
@@ -164,8 +156,6 @@ async def _file_declarations(
             hover = await client.hover(uri, LspPos(pos.line, pos.character))
             signatures[i] = hover_signature(hover)
 
-    # An inductive type's constructors, a structure's fields and constructor: each name's
-    # hover, as the declarations'.
     members: list[list[tuple[LspPos, str | None, str]]] = []
     for _, _, source, kind, at in found:
         names = member_names(kind, source)
@@ -201,8 +191,7 @@ async def _file_declarations(
         )
         for (pos, doc, what), sig in zip(members[i], member_signatures[i], strict=True):
             member = signature_name(sig) if sig else None
-            # Only what Lean says is a constant of this type (a name after a `|` inside a
-            # constructor's type, a name in a field's type, a binder: not one).
+            # Keep only names Lean's hover confirms as constants of this type.
             if sig is not None and member is not None and member.startswith(name + "."):
                 out.append(Declaration(member, what, sig, rel, pos.line + 1, doc, source))
     await client.close_document(uri)
@@ -210,10 +199,7 @@ async def _file_declarations(
 
 
 async def _symbols(client: LeanClient, uri: str, text: str) -> list[lsp.DocumentSymbol]:
-    """The file's document symbols, declarations under ``… in`` included: Lean leaves those
-    out (``set_option maxHeartbeats 400000 in`` above a lemma), so for a file with such
-    commands the symbols come from a copy with their ``in`` blanked (tasks.unwrap: the same
-    positions), opened beside it; the diagnostics and hovers stay the file's own."""
+    """The file's document symbols, via a copy with ``… in`` blanked (Lean omits those)."""
     wrappers = all_wrappers(text, parse_header(text).end)
     if not wrappers:
         return await client.document_symbols(uri)
@@ -237,7 +223,7 @@ def declarations_in(
 
 
 def _inductive(kind: str, source: str) -> bool:
-    """An inductive type's declaration (``class inductive`` included)?"""
+    """Whether this is an inductive type's declaration (``class inductive`` included)."""
     if kind in INDUCTIVES:
         return True
     if kind != "class":
@@ -248,9 +234,7 @@ def _inductive(kind: str, source: str) -> bool:
 
 
 def member_names(kind: str, source: str) -> list[tuple[int, str | None, str]]:
-    """Candidate names of the constants a type declaration makes besides itself, with their
-    doc comments and kinds: an inductive type's constructors, a structure's (or class's)
-    fields and named constructor. Lean's hover then confirms each."""
+    """Candidate constructors and fields of a type declaration: (offset, doc comment, kind)."""
     if _inductive(kind, source):
         return [(at, doc, "constructor") for at, doc in constructor_names(source)]
     if kind in ("structure", "class"):
@@ -259,14 +243,12 @@ def member_names(kind: str, source: str) -> list[tuple[int, str | None, str]]:
 
 
 def field_names(source: str) -> list[tuple[int, str | None, str]]:
-    """Where a structure's fields are named in its ``source`` (offsets), each with its doc
-    comment and kind (``field``, or ``constructor`` for a ``name ::`` after ``where``): after
-    the ``where`` outside brackets, the identifiers at the start of a line (or right after the
-    ``where``: ``structure P where x : N``) up to the field's ``:`` (``(y z : N)`` too).
-    Candidates: a binder, or a name in a type continued on the next line, is one too, and
-    Lean's hover leaves it out (not a constant of the structure)."""
-    tokens = [t for t in lean_tokens(source) if t.kind not in COMMENT_KINDS or
-              t.kind is TokenKind.DOC_COMMENT]  # fmt: skip
+    """Candidate fields (and ``name ::`` constructor) after ``where``: (offset, doc, kind)."""
+    tokens = [
+        t
+        for t in lean_tokens(source)
+        if t.kind not in COMMENT_KINDS or t.kind is TokenKind.DOC_COMMENT
+    ]
     found: list[tuple[int, str | None, str]] = []
     depth = 0
     after_where = False
@@ -280,13 +262,13 @@ def field_names(source: str) -> list[tuple[int, str | None, str]]:
             doc = source[t.start + 3 : t.end - 2].strip() or None
             continue
         line = line_of.lsp_of_offset(t.start).line
-        first_on_line = line != last_line  # (the first code token: a doc comment may precede)
+        first_on_line = line != last_line
         last_line = line
         if not after_where:
             depth += 1 if word in _OPEN else -1 if word in _CLOSE and depth else 0
             after_where = depth == 0 and word == "where"
             naming = after_where  # a field may follow on the same line (`where x : N`)
-            doc = None  # (the structure's own)
+            doc = None
             continue
         if depth == 0 and first_on_line:
             if word == "deriving":
@@ -301,7 +283,6 @@ def field_names(source: str) -> list[tuple[int, str | None, str]]:
             naming = False
             continue
         if naming and t.kind is TokenKind.IDENT and word not in MODIFIERS:
-            # (`mk ::`: Lean's lexer reads `::` as two `:`)
             named = "constructor" if _followed_by(source, tokens, i, "::") else "field"
             found.append((t.start, doc, named))
             doc = None
@@ -312,14 +293,11 @@ def field_names(source: str) -> list[tuple[int, str | None, str]]:
 
 
 def _followed_by(source: str, tokens: Sequence[LeanToken], i: int, text: str) -> bool:
-    """Does ``text`` start where the token after ``tokens[i]`` does?"""
     return i + 1 < len(tokens) and source.startswith(text, tokens[i + 1].start)
 
 
 def constructor_names(source: str) -> list[tuple[int, str | None]]:
-    """Where the constructors' names are in an inductive type's ``source`` (offsets), each with
-    its doc comment: the identifier after each ``|`` outside brackets (attributes and
-    modifiers between). A candidate, which Lean's hover then confirms."""
+    """Candidate constructor names (after each top-level ``|``): (offset, doc comment)."""
     found: list[tuple[int, str | None]] = []
     depth = 0
     doc: str | None = None  # the doc comment just read
@@ -329,7 +307,7 @@ def constructor_names(source: str) -> list[tuple[int, str | None]]:
         word = source[t.start : t.end]
         if t.kind is TokenKind.DOC_COMMENT:
             doc = source[t.start + 3 : t.end - 2].strip() or None
-            if bar:  # (`| /-- doc -/ name`)
+            if bar:  # `| /-- doc -/ name`
                 bar_doc, doc = doc, None
             continue
         if t.kind in COMMENT_KINDS:
@@ -379,7 +357,7 @@ def docstring(source: str) -> str | None:
 
 
 def hover_signature(hover: lsp.Hover | None) -> str | None:
-    """The first ```lean block of Lean's hover on a declaration name: its signature."""
+    """The signature in Lean's hover on a declaration name (its first ```lean block)."""
     if hover is None:
         return None
     contents = hover.contents

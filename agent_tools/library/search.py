@@ -1,17 +1,6 @@
-"""Queries over a built library index (one SQLite file, read-only): BM25-ranked search and
-a declaration's full source by name.
+"""Queries over a built library index (read-only SQLite): BM25-ranked search, source by name.
 
-SQLite runs in a worker thread (``anyio.to_thread``), never on the event loop; one read-only
-connection per index, serialized by a lock (a query over a few thousand declarations takes well
-under a millisecond; the thread hop costs about as much — measured in tests/test_library.py's
-benchmark note and docs/agent-tools.md).
-
-Ranking: FTS5's ``bm25()`` with column weights — the name counts most, then the docstring,
-then the statement. A free-text query is turned into an OR of its words (each a quoted FTS5
-phrase, and a prefix of it for words of three letters or more, so `symmetric` finds
-`symmetry`; English glue words such as `of`/`the` dropped), so no query text can be FTS5
-syntax.
-"""
+SQLite runs in a worker thread, never on the event loop; query text is never FTS5 syntax."""
 
 from __future__ import annotations
 
@@ -25,17 +14,36 @@ import anyio
 
 from .parse import Declaration, LibraryError
 
-# bm25 weights, in the FTS table's column order: name, statement, docstring.
+# bm25 weights in the FTS table's column order: name, statement, docstring.
 WEIGHTS = (10.0, 2.0, 4.0)
 MAX_LIMIT = 50
 QUERY_SECONDS = 10.0
 _WORD = re.compile(r"[^\s\"'(){}\[\]:,;*^+\-]+")
-# English glue words carry no meaning here and match most docstrings (slower, noisier ranks).
-# `and`, `or`, `not`, `iff` stay: they name Lean's connectives.
+# Glue words match most docstrings; `and`, `or`, `not`, `iff` stay: they name connectives.
 STOPWORDS = frozenset(
-    {"a", "an", "the", "of", "to", "in", "is", "by", "for", "from", "with", "on", "at", "as",
-     "its", "it", "be", "that", "this", "which"}
-)  # fmt: skip
+    {
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "is",
+        "by",
+        "for",
+        "from",
+        "with",
+        "on",
+        "at",
+        "as",
+        "its",
+        "it",
+        "be",
+        "that",
+        "this",
+        "which",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +57,7 @@ class Hit:
 
 
 def fts_query(query: str) -> str | None:
-    """The FTS5 MATCH expression for a free-text query (None: no word in it)."""
+    """The FTS5 MATCH expression (an OR of quoted words and prefixes), or None if no words."""
     terms: list[str] = []
     for word in _WORD.findall(query):
         if word.lower() in STOPWORDS:
@@ -62,7 +70,7 @@ def fts_query(query: str) -> str | None:
 
 
 class LibraryIndex:
-    """A built index (see index.py): ``search`` and ``read``. Thread-safe; close when done."""
+    """A built index: ``search`` and ``read``. Thread-safe; close when done."""
 
     def __init__(self, path: Path, *, digest: str, built: bool, build_ms: float) -> None:
         self.path = path
@@ -79,8 +87,6 @@ class LibraryIndex:
         with self._lock:
             self._db.close()
 
-    # -- synchronous (run in a worker thread) ---------------------------------------------
-
     def search_sync(self, query: str, limit: int) -> list[Hit]:
         match = fts_query(query)
         if match is None:
@@ -96,8 +102,7 @@ class LibraryIndex:
         return [Hit(*row) for row in rows]
 
     def read_sync(self, name: str) -> Declaration:
-        """The declaration named ``name`` — its full name, or a unique last part(s) of it
-        (``or_comm`` for ``Lib.Logic.or_comm``). ``LibraryError`` when none or several match."""
+        """The one declaration with full name or name suffix ``name``, else ``LibraryError``."""
         cols = "name, kind, statement, file, line, docstring, source"
         with self._lock:
             rows = self._db.execute(
@@ -120,8 +125,6 @@ class LibraryIndex:
                 hint="give the full name",
             )
         return Declaration(*rows[0])
-
-    # -- async (off the event loop) -------------------------------------------------------
 
     async def search(self, query: str, limit: int) -> list[Hit]:
         with anyio.fail_after(QUERY_SECONDS):
