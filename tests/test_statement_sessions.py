@@ -87,6 +87,9 @@ async def test_set_statement_elaborates_and_prints_the_statement(service: ProofS
     assert kinds["add_comm"][0] == "statement" and "commutative" in kinds["add_comm"][1]
     opened = await service.open_task("add_comm")
     assert opened.kind == "statement" and opened.statement == " : True "
+    # The placeholder body's goal is not the agent's: the state points at set_statement.
+    assert opened.goals == [] and opened.status == "incomplete" and not opened.complete
+    assert opened.status_reason is not None and "set_statement" in opened.status_reason
     sid = opened.session_id
     result = await service.set_statement(sid, ADD_COMM)
     jsonschema.Draft202012Validator(output_schema(TOOL_BY_NAME["set_statement"])).validate(

@@ -28,6 +28,7 @@ from ..library import LibraryError, LibraryIndex
 from ..tasks import (
     Suite,
     SuiteError,
+    Task,
     axioms_declared,
     library_sources,
     sorry_outside,
@@ -53,7 +54,7 @@ from .replies import (
     step_state,
     timings,
 )
-from .session import ProofSession, body_sha
+from .session import ProofSession, body_sha, leaves_proof_open
 from .statement_tools import StatementTools
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
 from .tool_outputs import (
@@ -208,14 +209,19 @@ class ProofService(QuestionTools, StatementTools):
             with call.timer.lean():
                 view = await self.elaborator.view(task)
             call.extra["mode"] = view.mode
-            elaborated = await self.elaborator.elaborate(task, task.body, [call.timer], session.id)
-            if writes_statement(task.kind):
-                # The statement view's untouched text (the same document): Lean's parse of it
-                # is what set_statement's scope check compares an edited statement's with.
-                view_task = task.statement_view()
-                await self.elaborator.elaborate(view_task, view_task.body, [call.timer], None)
             session.version = 1
-            session.last = self._state(session.version, elaborated)
+            if task.kind == "statement":
+                session.last = await self._open_statement(task, session, call)
+            else:
+                elaborated = await self.elaborator.elaborate(
+                    task, task.body, [call.timer], session.id
+                )
+                if writes_statement(task.kind):
+                    # Lean's parse of the untouched statement view is what set_statement's
+                    # scope check compares an edited statement's with.
+                    view_task = task.statement_view()
+                    await self.elaborator.elaborate(view_task, view_task.body, [call.timer], None)
+                session.last = self._state(session.version, elaborated)
             self.sessions[session.id] = session
             await self._record_submission(session)
             return OpenTaskResult(
@@ -310,6 +316,29 @@ class ProofService(QuestionTools, StatementTools):
         data = orjson.dumps(record)
         async with self._submission_lock:  # sessions' records never interleave their renames
             await anyio.to_thread.run_sync(replace_file, self.submission, data)
+
+    async def _open_statement(self, task: Task, session: ProofSession, call: Call) -> StepState:
+        """A statement task's opening state: its statement view elaborated, without the
+        placeholder body's goals (the body is not the agent's to prove)."""
+        view = task.statement_view()
+        elaborated = await self.elaborator.elaborate(view, view.body, [call.timer], session.id)
+        kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
+        shown = agent_diagnostics(elaborated.index, kept)
+        errors = [d for d in shown if d.severity == "error"]
+        reason = (
+            f"line {errors[0].line}: {errors[0].message.splitlines()[0]}"
+            if errors
+            else "write the statement of the claim with set_statement; check_statement "
+            "checks it (the body stays the placeholder)"
+        )
+        return StepState(
+            version=session.version,
+            status="error" if errors else "incomplete",
+            status_reason=reason,
+            diagnostics=shown,
+            goals=[],
+            complete=False,
+        )
 
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(
