@@ -1,5 +1,4 @@
-"""cli: the `leanrig` command (serve, check, doctor, demo, report, bootstrap) and logging
-setup. The outermost layer: it may use every other part of agent_tools."""
+"""cli: the `leanrig` command and logging setup; the outermost layer, may use all of agent_tools."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 
 def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    """An argparse type: a number of ``kind`` above 0."""
 
     def parse(text: str) -> float:
         try:

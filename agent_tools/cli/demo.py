@@ -1,9 +1,4 @@
-"""`leanrig demo`: a scripted agent solves a demo task through MCP, with per-step latencies.
-
-It launches `leanrig serve` on the demo suite as an MCP stdio server (official SDK client),
-makes a wrong attempt, reads Lean's diagnostics and goals, repairs the proof, asks for the final
-verdict and prints the session's ledger summary.
-"""
+"""`leanrig demo`: a scripted agent solves a demo task through MCP, with per-step latencies."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from ..servers import serve_argv
 
-# agent_tools/cli/demo.py → the repository root (the package is installed editable).
+# The repository root (the package is installed editable).
 DEMO_SUITE = Path(__file__).resolve().parents[2] / "lean_project" / "suites" / "demo"
 
 

@@ -1,9 +1,4 @@
-"""`leanrig doctor`: which Lean, what it can do, and a real smoke test through `serve`'s code.
-
-The smoke test serves a one-task suite exactly as `leanrig serve` would (``open_service``: the
-same Lean lookup, sandbox, warm pool and verifier), elaborates a file on a pool slot and asks
-the verifier for a verdict, so doctor fails whenever serve would.
-"""
+"""`leanrig doctor`: which Lean, what it can do, and a smoke test through `serve`'s own code."""
 
 from __future__ import annotations
 
@@ -28,8 +23,6 @@ from repl_pool import Slot, sandbox_tools
 from ..runs import HARNESSES, HarnessError, find_harness
 from ..servers import ServeOptions, open_service
 
-# The task file, as a suite's: its placeholder uses sorry (PRELUDE_SORRY); the smoke test
-# elaborates and verifies it with the proof.
 SMOKE_PREAMBLE = PRELUDE_HEADER + PRELUDE_SORRY
 SMOKE_TASK = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  sorryAx (@Eq N N.z N.z) N.z\n"
 SMOKE_TEXT = SMOKE_PREAMBLE + "theorem smoke : @Eq N N.z N.z :=\n  @Eq.refl N N.z\n"
@@ -47,7 +40,7 @@ title = "doctor smoke test"
 field = "equality"
 difficulty = 1
 """
-SMOKE_DEADLINE = 120.0  # the whole smoke test; every Lean wait inside has its own deadline
+SMOKE_DEADLINE = 120.0  # the whole smoke test
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +56,6 @@ class DoctorReport:
     smoke_ok: bool
     smoke_ms: float | None
     detail: str
-    # Every program leanrig would start, as resolved here (absolute), or "not found".
     programs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -97,7 +89,7 @@ async def _smoke(install: LeanInstall, deadline: float) -> tuple[bool, float, st
                     return False, _ms(started), f"unexpected term goal: {status} {goal!r}"
                 verdict = await service.verifier.verify(service.suite.task("smoke"), SMOKE_TEXT)
                 elapsed = _ms(started)
-                service.pool.kill_all("doctor done")  # as `serve` ends when its client goes
+                service.pool.kill_all("doctor done")
                 if not verdict.accepted:
                     return False, elapsed, f"verifier rejected: {'; '.join(verdict.reasons)}"
         return True, elapsed, "served a prelude file: pool slot and verifier, as `serve` does"
@@ -115,8 +107,7 @@ class SmokeResult:
 
 
 def smoke_test(install: LeanInstall, deadline: float = SMOKE_DEADLINE) -> SmokeResult:
-    """The smoke test on ``install``, from synchronous code (it runs its own event loop): the
-    local doctor calls it here, `leanrig doctor --ray` on every node (node_check.py)."""
+    """The smoke test on ``install``, from synchronous code (it runs its own event loop)."""
     try:
         ok, ms, detail = anyio.run(_smoke, install, deadline)
     except LeanrigError as exc:
@@ -127,8 +118,7 @@ def smoke_test(install: LeanInstall, deadline: float = SMOKE_DEADLINE) -> SmokeR
 
 
 def sandbox_note(bwrap: str | None) -> str:
-    """Why Lean runs with rlimits only ("" when bwrap works): ``bwrap`` is what
-    `sandbox_tools` found usable."""
+    """Why Lean runs with rlimits only ("" when ``bwrap`` works)."""
     if bwrap is not None:
         return ""
     if find_program("bwrap"):
@@ -159,9 +149,19 @@ def run_doctor() -> DoctorReport:
         install = find_lean()
     except LeanrigError as exc:
         return DoctorReport(
-            None, None, None, None, None, None, bwrap, prlimit, False, None, str(exc),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            bwrap,
+            prlimit,
+            False,
+            None,
+            str(exc),
             programs=programs(None, tools),
-        )  # fmt: skip
+        )
     smoke = smoke_test(install)
     return DoctorReport(
         lean_path=str(install.lean),

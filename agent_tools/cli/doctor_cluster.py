@@ -1,15 +1,6 @@
-"""`leanrig doctor --ray ADDRESS|auto`: every alive node of a Ray cluster checked for
-`leanrig run --ray` (docs/scale-out.md, "What each node needs").
+"""`leanrig doctor --ray ADDRESS|auto`: every alive node of a Ray cluster checked, with a deadline.
 
-Joins the cluster, lists its alive nodes (`ray.nodes()`), runs `node_check.check_node` on each
-one as a small Ray task pinned to it (no CPU reserved, hard node affinity, not retried), each
-awaited with a deadline: a node that does not answer in time is a failed node, not a hung
-doctor. Then the report: per node, each check's ok/FAIL with its reason; the cluster fails as
-a whole when no alive node offers ``lean_slots`` (no attempt could be placed).
-
-Imports ray only once a cluster is asked for (`repl_pool.joined_cluster`). Must not check a
-node itself (node_check.py does, on the node).
-"""
+Imports ray only once a cluster is asked for. Must not check a node itself (node_check.py does)."""
 
 from __future__ import annotations
 
@@ -28,11 +19,9 @@ from ..runs import HarnessName
 from .doctor import SMOKE_DEADLINE
 from .node_check import Check, Expected, NodeReport, check_node, expected_here
 
-# A node's whole check, on the node's clock: finding Lean, the smoke test, the harness.
-NODE_BUDGET = SMOKE_DEADLINE + 60.0
-# What the walk waits beyond it: scheduling, a worker started for the task, imports.
-ANSWER_MARGIN = 30.0
-CANCEL_GRACE = 15.0  # a late check's unwinding (its reaper waits up to 10 s)
+NODE_BUDGET = SMOKE_DEADLINE + 60.0  # a node's whole check, on its own clock
+ANSWER_MARGIN = 30.0  # waited beyond the budget: scheduling, worker start, imports
+CANCEL_GRACE = 15.0  # a late check's unwinding, its reaper's sweep included
 NO_LEAN_SLOTS = (
     f"no alive node offers {RESOURCE}: start the Lean nodes with `ray start ... --resources "
     f"'{{\"{RESOURCE}\": N}}'` (docs/scale-out.md)"
@@ -41,16 +30,13 @@ NO_LEAN_SLOTS = (
 
 @dataclass(frozen=True, slots=True)
 class NodeRow:
-    """A node as the cluster lists it."""
-
     node_id: str
     address: str
     lean_slots: float
-    memory: int  # bytes Ray schedules by (`memory` resource)
+    memory: int  # bytes (Ray's `memory` resource)
 
 
 def alive_nodes(rows: Iterable[Mapping[str, Any]]) -> list[NodeRow]:
-    """The alive nodes of ``ray.nodes()``'s rows, by address."""
     found = [
         NodeRow(
             node_id=str(row["NodeID"]),
@@ -73,7 +59,7 @@ def cluster_problems(nodes: list[NodeRow]) -> list[str]:
 class NodeOutcome:
     row: NodeRow
     report: NodeReport | None  # None: the check did not come back
-    checks: list[Check]  # the walk's own (did it answer, on that node) then the node's
+    checks: list[Check]  # the walk's own, then the node's
     seconds: float
 
     @property
@@ -83,9 +69,14 @@ class NodeOutcome:
     def to_json(self) -> dict[str, object]:
         facts = self.report.to_json() if self.report is not None else {}
         facts.pop("checks", None)
-        facts.pop("node_id", None)  # the row's (they are equal when the node answered)
-        return {**asdict(self.row), "ok": self.ok, "seconds": round(self.seconds, 1), **facts,
-                "checks": [asdict(c) for c in self.checks]}  # fmt: skip
+        facts.pop("node_id", None)  # the row's
+        return {
+            **asdict(self.row),
+            "ok": self.ok,
+            "seconds": round(self.seconds, 1),
+            **facts,
+            "checks": [asdict(c) for c in self.checks],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,28 +91,39 @@ class ClusterReport:
         return not self.problems and all(n.ok for n in self.nodes)
 
     def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, "address": self.address, "expected": asdict(self.expected),
-                "problems": self.problems, "nodes": [n.to_json() for n in self.nodes]}  # fmt: skip
+        return {
+            "ok": self.ok,
+            "address": self.address,
+            "expected": asdict(self.expected),
+            "problems": self.problems,
+            "nodes": [n.to_json() for n in self.nodes],
+        }
 
     def lines(self) -> list[str]:
-        """The report for a terminal: a header, each node and its checks, the summary."""
         e = self.expected
-        here = f"leanrig {e.leanrig}, Python {e.python}, Ray {e.ray}; Lean {e.lean_version} at " \
-            f"{e.lean_path}"  # fmt: skip
+        here = (
+            f"leanrig {e.leanrig}, Python {e.python}, Ray {e.ray}; Lean {e.lean_version} at "
+            f"{e.lean_path}"
+        )
         if e.suite_path is not None:
             here += f"; suite {e.suite_path} (content {e.suite_hash}" + (
                 ", prelude)" if e.suite_prelude else ", full toolchain)"
             )
         if e.harness is not None:
             here += f"; {e.harness} {e.harness_version}"
-        out = [f"Ray cluster at {self.address}: {len(self.nodes)} alive node(s)",
-               f"starting machine: {here}"]  # fmt: skip
+        out = [
+            f"Ray cluster at {self.address}: {len(self.nodes)} alive node(s)",
+            f"starting machine: {here}",
+        ]
         for node in self.nodes:
             r = node.row
             host = f"{node.report.hostname}, " if node.report is not None else ""
-            out += ["", f"node {r.node_id[:12]} ({host}{r.address}): {RESOURCE} "
-                    f"{r.lean_slots:g}, memory {r.memory / 2**30:.1f} GiB: "
-                    + ("ok" if node.ok else "FAIL")]  # fmt: skip
+            out += [
+                "",
+                f"node {r.node_id[:12]} ({host}{r.address}): {RESOURCE} "
+                f"{r.lean_slots:g}, memory {r.memory / 2**30:.1f} GiB: "
+                + ("ok" if node.ok else "FAIL"),
+            ]
             out += [f"  {'ok' if c.ok else 'FAIL':<5} {c.name:<9} {c.detail}" for c in node.checks]
         failed = sum(not n.ok for n in self.nodes)
         out.append("")
@@ -136,9 +138,7 @@ class ClusterReport:
 async def check_cluster(
     address: str, expected: Expected, budget: float = NODE_BUDGET, margin: float = ANSWER_MARGIN
 ) -> ClusterReport:
-    """Every alive node of the cluster at ``address`` checked at once, each within ``budget``
-    seconds on the node; a node that has not answered ``budget + margin`` seconds after it was
-    asked has failed (asyncio only: Ray's futures are asyncio futures)."""
+    """Check every alive node at once; one silent past ``budget + margin`` s fails. asyncio only."""
     deadline = budget + margin
     async with joined_cluster(RayOptions(address=address)) as ray:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -151,7 +151,7 @@ async def check_cluster(
             started = time.perf_counter()
             ref = remote.options(
                 num_cpus=0,
-                max_retries=0,  # a failed check is reported, not tried again elsewhere
+                max_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(row.node_id, soft=False),
             ).remote(expected, budget)
             report: NodeReport | None = None
@@ -161,7 +161,7 @@ async def check_cluster(
             except TimeoutError:
                 await _cancelled(ray, ref)
                 answer = Check("answered", False, f"no answer within {deadline:g} s")
-            except Exception as exc:  # whatever the node or Ray raised: this node failed
+            except Exception as exc:  # whatever the node or Ray raised
                 answer = Check("answered", False, _failed_call(exc, expected))
             seconds = time.perf_counter() - started
             if report is not None:
@@ -182,28 +182,27 @@ async def check_cluster(
 
 def _answered(row: NodeRow, report: NodeReport, seconds: float) -> Check:
     if report.node_id != row.node_id:
-        return Check("answered", False, f"ran on node {report.node_id[:12]}, not on the node "
-                     "it was pinned to")  # fmt: skip
+        return Check(
+            "answered",
+            False,
+            f"ran on node {report.node_id[:12]}, not on the node it was pinned to",
+        )
     return Check("answered", True, f"in {seconds:.1f} s, on this node")
 
 
 async def _cancelled(ray: Any, ref: Any) -> None:
-    """Cancel a late check, then give it `CANCEL_GRACE` to end on its own budget, its reaper's
-    sweep included. Leaving at once ends its worker with the doctor, and Ray then kills the
-    worker's children, the reaper among them, before it has swept (here a tagged grandchild
-    outlived the check). Ray's cancel (a KeyboardInterrupt in the task) does not reach a
-    worker blocked in a wait, so it only stops a check that has not started."""
+    """Cancel a late check, then give it `CANCEL_GRACE` so its reaper can sweep.
+
+    Ray's cancel does not reach a worker blocked in a wait; leaving at once kills the reaper."""
     ray.cancel(ref)
     with anyio.move_on_after(CANCEL_GRACE):
         try:
             await ref
-        except Exception:  # TaskCancelledError, or whatever the interrupted check raised
+        except Exception:
             pass
 
 
 def _failed_call(exc: Exception, expected: Expected) -> str:
-    """The reason a node's check raised, its first line: the node's own exception when Ray
-    wrapped one (e.g. leanrig not importable there)."""
     cause = getattr(exc, "cause", None) or exc
     return (
         f"the check failed on the node: {type(cause).__name__}: {first_line(cause)} (the node "
@@ -214,8 +213,6 @@ def _failed_call(exc: Exception, expected: Expected) -> str:
 def run_cluster_doctor(
     address: str, suite: Path | None, harness: HarnessName | None, harness_bin: Path | None
 ) -> ClusterReport:
-    """`leanrig doctor --ray`: the starting machine's facts, then every node compared with
-    them. Raises `LeanrigError` when the starting machine itself cannot run the job, and
-    `repl_pool.NoCluster` when the cluster cannot be joined."""
+    """`leanrig doctor --ray`; raises `LeanrigError` or `repl_pool.NoCluster`."""
     expected = expected_here(suite, harness, harness_bin)
     return anyio.run(check_cluster, address, expected, backend="asyncio")

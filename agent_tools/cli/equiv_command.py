@@ -1,12 +1,6 @@
-"""``leanrig equiv``: whether two statements are equivalent (BEq+, ``verdict.equivalence``),
-with each direction's result and proof, as lines or JSON. Exit 0 equivalent, 1 not shown,
-2 on a usage error or an invalid pair.
+"""``leanrig equiv``: whether two statements are equivalent (BEq+), as lines or JSON.
 
-One form today: ``leanrig equiv FILE --first NAME --second NAME [--suite DIR]``, two statements
-of one file. Each form is a ``PairSource`` (what is graded: the text, the two names, where
-the direction theorems go, the suite); another form (a task's hidden reference against a
-candidate file) adds its own source and arguments, and shares the grading and the report.
-"""
+Exit 0 equivalent, 1 not shown, 2 on a usage error or an invalid pair."""
 
 from __future__ import annotations
 
@@ -24,8 +18,7 @@ from .arg_types import positive
 
 @dataclass(frozen=True, slots=True)
 class PairSource:
-    """What one ``leanrig equiv`` grades: ``first`` (the reference) and ``second`` (the
-    candidate), both declared in ``text``; the direction theorems go at ``insert_at``."""
+    """``first`` (the reference) and ``second`` (the candidate), both declared in ``text``."""
 
     text: str
     first: str
@@ -36,28 +29,41 @@ class PairSource:
 
 
 def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``equiv`` command on ``sub`` (the top-level subparsers)."""
     equiv = sub.add_parser(
-        "equiv", parents=[common],
+        "equiv",
+        parents=[common],
         help="are two statements equivalent? BEq+: each proved from the other in Lean "
         "(exit 0 yes, 1 not shown, 2 invalid)",
         description="Grade two statements of FILE by BEq+: each direction is proved from the "
         "other statement in a fresh sandboxed Lean and re-checked alone (docs/equivalence.md).",
-    )  # fmt: skip
-    equiv.add_argument("file", metavar="FILE", help="a Lean file declaring both statements; "
-                       "with --task, the task file with a candidate statement")  # fmt: skip
-    equiv.add_argument("--first", metavar="NAME",
-                       help="the reference statement's full name")  # fmt: skip
-    equiv.add_argument("--second", metavar="NAME",
-                       help="the candidate statement's full name")  # fmt: skip
-    equiv.add_argument("--task", metavar="ID", help="a statement task of --suite: grade FILE's "
-                       "statement against the task's hidden reference, as a run's verdict "
-                       "does (the statement's own check first)")  # fmt: skip
-    equiv.add_argument("--suite", metavar="DIR", help="the suite whose library FILE imports, "
-                       "and its axiom allow-list and limits")  # fmt: skip
-    equiv.add_argument("--budget", type=positive(float), metavar="SECONDS",
-                       help="Lean's time per direction (default: the suite's [limits] "
-                       "equiv_seconds, 20 unless the suite says)")  # fmt: skip
+    )
+    equiv.add_argument(
+        "file",
+        metavar="FILE",
+        help="a Lean file declaring both statements; "
+        "with --task, the task file with a candidate statement",
+    )
+    equiv.add_argument("--first", metavar="NAME", help="the reference statement's full name")
+    equiv.add_argument("--second", metavar="NAME", help="the candidate statement's full name")
+    equiv.add_argument(
+        "--task",
+        metavar="ID",
+        help="a statement task of --suite: grade FILE's "
+        "statement against the task's hidden reference, as a run's verdict "
+        "does (the statement's own check first)",
+    )
+    equiv.add_argument(
+        "--suite",
+        metavar="DIR",
+        help="the suite whose library FILE imports, and its axiom allow-list and limits",
+    )
+    equiv.add_argument(
+        "--budget",
+        type=positive(float),
+        metavar="SECONDS",
+        help="Lean's time per direction (default: the suite's [limits] "
+        "equiv_seconds, 20 unless the suite says)",
+    )
     equiv.add_argument("--json", action="store_true", help="the result as JSON")
     equiv.set_defaults(func=cmd_equiv)
 
@@ -65,18 +71,18 @@ def add_equiv_command(sub: Any, common: argparse.ArgumentParser) -> None:
 def _file_pair(args: argparse.Namespace) -> PairSource:
     path = Path(args.file).absolute()
     try:
-        # The bytes as they are (a lone carriage return is Lean's error, reported as such).
+        # Unconverted: a lone carriage return is Lean's error to report.
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise LeanrigError(f"cannot read {args.file}: {exc}",
-                           hint="pass a UTF-8 Lean file") from exc  # fmt: skip
+        raise LeanrigError(
+            f"cannot read {args.file}: {exc}", hint="pass a UTF-8 Lean file"
+        ) from exc
     suite_dir = Path(args.suite).absolute() if args.suite else None
     return PairSource(text, args.first, args.second, suite_dir, suite_dir or _project_of(path))
 
 
 def _project_of(path: Path) -> Path:
-    """The Lean project ``path`` is in: the nearest directory up with a Lake file or a
-    ``lean-toolchain``, else the file's own directory."""
+    """The nearest directory up with a Lake file or ``lean-toolchain``, else ``path``'s own."""
     marks = ("lakefile.lean", "lakefile.toml", "lean-toolchain")
     for folder in path.parents:
         if any((folder / mark).exists() for mark in marks):
@@ -101,17 +107,20 @@ def cmd_equiv(args: argparse.Namespace) -> int:
             "leanrig equiv --suite DIR --task ID CANDIDATE.lean",
         )
     source = _file_pair(args)
-    # Only the suite's library and settings: its tasks are not this command's concern.
     suite = load_suite(source.suite_dir, only=[]) if source.suite_dir is not None else None
     install = find_lean(source.project)
     library = library_dir(suite, install) if suite is not None else None
     grader = EquivalenceGrader(suite, install, library=library, project=source.project)
-    # The suite's default (`[limits] equiv_seconds`), read where the suite has one.
     budget = args.budget or grader.suite.spec.limits.equiv_seconds
 
     async def grade() -> Any:
-        return await grader.grade(source.text, source.first, source.second,
-                                  insert_at=source.insert_at, budget_seconds=budget)  # fmt: skip
+        return await grader.grade(
+            source.text,
+            source.first,
+            source.second,
+            insert_at=source.insert_at,
+            budget_seconds=budget,
+        )
 
     result = anyio.run(grade)
     if args.json:
@@ -119,7 +128,7 @@ def cmd_equiv(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report_lines(result)))
     if result.outcome == "invalid":
-        return 2  # the reasons are in the report
+        return 2
     return 0 if result.outcome == "equivalent" else 1
 
 
@@ -137,15 +146,18 @@ def _cmd_task(args: argparse.Namespace) -> int:
     suite = load_suite(Path(args.suite).absolute(), only=[args.task])
     task = suite.task(args.task)
     if not writes_statement(task.kind):
-        raise LeanrigError(f"task {task.id} is a {task.kind} task: it has no reference",
-                           hint="pick a statement task (suite.toml `kind`)")  # fmt: skip
+        raise LeanrigError(
+            f"task {task.id} is a {task.kind} task: it has no reference",
+            hint="pick a statement task (suite.toml `kind`)",
+        )
     text = _file_pair_text(args.file)
     start, end = task.statement_span
     prefix, suffix = task.text[:start], task.text[end:]
     if not (text.startswith(prefix) and text.endswith(suffix)) or len(text) < len(prefix + suffix):
-        raise LeanrigError(f"{args.file} differs from task {task.id}'s file outside the "
-                           "target's statement", hint="change only the statement (between the "
-                           "theorem's name and `:=`)")  # fmt: skip
+        raise LeanrigError(
+            f"{args.file} differs from task {task.id}'s file outside the target's statement",
+            hint="change only the statement (between the theorem's name and `:=`)",
+        )
     statement = text[len(prefix) : len(text) - len(suffix)]
     install = find_lean(suite.root)
     library = library_dir(suite, install)
@@ -173,9 +185,11 @@ def _file_pair_text(file: str) -> str:
 
 
 def report_lines(result: Any) -> list[str]:
-    """``result`` (an ``Equivalence``) as the lines ``leanrig equiv`` prints."""
-    head = {"equivalent": "EQUIVALENT", "not_equivalent": "NOT SHOWN EQUIVALENT",
-            "invalid": "INVALID"}[result.outcome]  # fmt: skip
+    head = {
+        "equivalent": "EQUIVALENT",
+        "not_equivalent": "NOT SHOWN EQUIVALENT",
+        "invalid": "INVALID",
+    }[result.outcome]
     lines = [
         f"{head}: {result.first} (reference) and {result.second} (candidate); "
         f"portfolio {result.portfolio}, {result.elapsed_ms:.0f} ms"
@@ -190,8 +204,10 @@ def report_lines(result: Any) -> list[str]:
         said = direction.outcome.replace("_", " ")
         if direction.strategy:
             said += f" by {direction.strategy}"
-        lines.append(f"  {label} ({arrow}): {said}, {direction.elapsed_ms:.0f} ms, "
-                     f"{direction.tried} candidate(s)")  # fmt: skip
+        lines.append(
+            f"  {label} ({arrow}): {said}, {direction.elapsed_ms:.0f} ms, "
+            f"{direction.tried} candidate(s)"
+        )
         if direction.theorem:
             lines += [f"    {line}" for line in direction.theorem.splitlines()]
         if direction.note:

@@ -1,6 +1,4 @@
-"""`leanrig export inspect RUN_DIR… --out FILE.eval`: a run as an Inspect eval log (needs the
-`leanrig[inspect]` extra). Arguments in, `agent_tools.runs.export_inspect` out; no logic here.
-"""
+"""`leanrig export inspect RUN_DIR… --out FILE.eval`: a run as an Inspect eval log."""
 
 from __future__ import annotations
 
@@ -21,17 +19,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_export_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    """`leanrig export inspect`, on ``sub`` (the subcommands), with ``common``'s options."""
-    export = sub.add_parser("export", parents=[common],
-                            help="a run in another tool's format: Inspect's eval log")  # fmt: skip
+    export = sub.add_parser(
+        "export", parents=[common], help="a run in another tool's format: Inspect's eval log"
+    )
     formats = export.add_subparsers(dest="export_format", required=True)
     inspect = formats.add_parser(
-        "inspect", parents=[common],
+        "inspect",
+        parents=[common],
         help="runs as Inspect eval logs (`inspect view`; needs leanrig[inspect])",
-    )  # fmt: skip
+    )
     inspect.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories")
     inspect.add_argument(
-        "--out", required=True, metavar="FILE.eval|DIR",
+        "--out",
+        required=True,
+        metavar="FILE.eval|DIR",
         help="the log file (one run), or a directory: one <run>.eval per run",
-    )  # fmt: skip
+    )
     inspect.set_defaults(func=_cmd_export)

@@ -13,8 +13,7 @@ def _stderr_logger(*_args: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(sys.stderr)
 
 
-# Libraries whose own log lines (Ray's warnings about this machine, servers' access lines) are
-# for debugging leanrig: shown at the debug level, else only their errors.
+# Third-party loggers: shown at the debug level, else only their errors.
 THIRD_PARTY_LOGGERS = ("ray", "httpx", "httpcore", "uvicorn", "mcp", "asyncio", "filelock")
 
 
@@ -35,9 +34,7 @@ def configure_logging(level: str = "warning") -> None:
             structlog.processors.JSONRenderer(serializer=lambda o, **_: orjson.dumps(o).decode()),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
-        # Resolve sys.stderr when a logger is made, not at configuration time: it may be
-        # replaced (tests capture it). Loggers are not cached for the same reason; leanrig
-        # logs rarely (warnings and lifecycle events), so this costs nothing measurable.
+        # Resolved per logger, not cached: sys.stderr may be replaced (tests capture it).
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

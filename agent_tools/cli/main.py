@@ -37,11 +37,20 @@ def _cmd_bootstrap(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.ray is not None:
         return _cmd_doctor_ray(args)
-    given = [o for o, v in (("--suite", args.suite), ("--harness", args.harness),
-                            ("--harness-bin", args.harness_bin)) if v is not None]  # fmt: skip
+    given = [
+        o
+        for o, v in (
+            ("--suite", args.suite),
+            ("--harness", args.harness),
+            ("--harness-bin", args.harness_bin),
+        )
+        if v is not None
+    ]
     if given:
-        raise LeanrigError(f"{', '.join(given)}: what every node of a cluster must have",
-                           hint="add --ray ADDRESS (or --ray auto)")  # fmt: skip
+        raise LeanrigError(
+            f"{', '.join(given)}: what every node of a cluster must have",
+            hint="add --ray ADDRESS (or --ray auto)",
+        )
     from .doctor import run_doctor
 
     report = run_doctor()
@@ -93,12 +102,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..tasks import library_dir, load_suite
     from ..verdict import Verifier
 
-    # Only the task checked: another task of the suite that does not load is not its concern.
     suite = load_suite(Path(args.suite).absolute(), only=[args.task])
     task = suite.task(args.task)
     try:
-        # The bytes as they are: Python's universal newlines would make a lone carriage
-        # return (an error to Lean) a line break. The verifier reads CRLF as Lean does.
+        # Bytes, not universal newlines: a lone carriage return is an error to Lean.
         submission = Path(args.submission).absolute().read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"leanrig: cannot read {args.submission}: {exc}", file=sys.stderr)
@@ -127,16 +134,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out).absolute()
     elif len(paths) == 1:
-        # A ledger's report goes beside it under its own name: `report/` beside a run's
-        # ledger is the run's report, which it overwrote.
+        # Not `report/`: beside a run's ledger, that is the run's report.
         out = paths[0] / "report" if paths[0].is_dir() else paths[0].with_name("ledger-report")
     else:
         out = Path("report").absolute()
     for path in paths:
         if path.is_file() and (path.parent / "results.jsonl").exists():
-            print(f"note: {path} belongs to the run {path.parent}: this report counts the "
-                  "check_proof calls in its ledger; `leanrig report "
-                  f"{path.parent}` reports the run's verdicts", file=sys.stderr)  # fmt: skip
+            print(
+                f"note: {path} belongs to the run {path.parent}: this report counts the "
+                "check_proof calls in its ledger; `leanrig report "
+                f"{path.parent}` reports the run's verdicts",
+                file=sys.stderr,
+            )
     summary = report_runs(paths, out, plots=not args.no_plots, prices=prices)
     for note in summary.get("notes", []):
         print(f"note: {note}", file=sys.stderr)
@@ -156,8 +165,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out).absolute() if args.out else lad.parent / "compare"
     summary = compare_runs(base, lad, out, plots=not args.no_plots, prices=prices)
     print((out / "compare.md").read_text(encoding="utf-8"))
-    print(f"wrote {out / 'compare.md'}, {out / 'compare.json'}"
-          + "".join(f", {p}" for p in summary.get("plots", [])))  # fmt: skip
+    print(
+        f"wrote {out / 'compare.md'}, {out / 'compare.json'}"
+        + "".join(f", {p}" for p in summary.get("plots", []))
+    )
     return 0
 
 
@@ -174,9 +185,13 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
     def main() -> Any:
         a = args
-        return run_search_agent(mcp_config=a.mcp_config, task=a.task,
-                                max_candidates=a.max_candidates, limit=a.limit,
-                                check=a.check)  # fmt: skip
+        return run_search_agent(
+            mcp_config=a.mcp_config,
+            task=a.task,
+            max_candidates=a.max_candidates,
+            limit=a.limit,
+            check=a.check,
+        )
 
     code: int = anyio.run(main)
     return code
@@ -234,14 +249,21 @@ each command's options: leanrig COMMAND --help; docs/cli.md lists them all."""
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="leanrig", description=DESCRIPTION, epilog=EPILOG,
+        prog="leanrig",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     # Also after the subcommand (`leanrig serve … --log-level info`, as docs/cli.md lists it).
     common = argparse.ArgumentParser(add_help=False)
     for where, default in ((parser, "warning"), (common, argparse.SUPPRESS)):
-        where.add_argument("--log-level", default=default, choices=LOG_LEVELS, type=str.lower,
-                           help="structlog level (JSON on stderr)")  # fmt: skip
+        where.add_argument(
+            "--log-level",
+            default=default,
+            choices=LOG_LEVELS,
+            type=str.lower,
+            help="structlog level (JSON on stderr)",
+        )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -251,20 +273,36 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--quiet", action="store_true")
     boot.set_defaults(func=_cmd_bootstrap)
 
-    doctor = command("doctor", help="which Lean, its mode, sandbox tools, smoke test; with "
-                     "--ray: every node of a Ray cluster")  # fmt: skip
+    doctor = command(
+        "doctor",
+        help="which Lean, its mode, sandbox tools, smoke test; with "
+        "--ray: every node of a Ray cluster",
+    )
     doctor.add_argument("--json", action="store_true")
-    doctor.add_argument("--ray", metavar="ADDRESS", help="check every alive node of the Ray "
-                        "cluster at ADDRESS (or auto) for `leanrig run --ray` "
-                        "(docs/scale-out.md)")  # fmt: skip
-    doctor.add_argument("--suite", metavar="DIR", help="with --ray: the suite the run will use "
-                        "(same path and content on every node, or a prelude suite shipped with "
-                        "the run)")  # fmt: skip
-    doctor.add_argument("--harness", choices=["claude-code", "codex"],
-                        help="with --ray: the harness the run will use (same version on every "
-                        "node)")  # fmt: skip
-    doctor.add_argument("--harness-bin", metavar="PATH", help="with --harness: its program "
-                        "(default: PATH, `make harnesses`)")  # fmt: skip
+    doctor.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="check every alive node of the Ray "
+        "cluster at ADDRESS (or auto) for `leanrig run --ray` "
+        "(docs/scale-out.md)",
+    )
+    doctor.add_argument(
+        "--suite",
+        metavar="DIR",
+        help="with --ray: the suite the run will use "
+        "(same path and content on every node, or a prelude suite shipped with "
+        "the run)",
+    )
+    doctor.add_argument(
+        "--harness",
+        choices=["claude-code", "codex"],
+        help="with --ray: the harness the run will use (same version on every node)",
+    )
+    doctor.add_argument(
+        "--harness-bin",
+        metavar="PATH",
+        help="with --harness: its program (default: PATH, `make harnesses`)",
+    )
     doctor.set_defaults(func=_cmd_doctor)
 
     demo = command("demo", help="a scripted agent solving a demo task over MCP")
@@ -277,17 +315,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", type=int, metavar="PORT", help="MCP over streamable HTTP")
     serve.add_argument("--run-dir", default="runs", help="where run data and the ledger go")
     serve.add_argument("--ledger", help="ledger path (default: RUN_DIR/<timestamp>/ledger.jsonl)")
-    serve.add_argument("--max-processes", type=positive(int),
-                       help="Lean server processes in the pool")  # fmt: skip
-    serve.add_argument("--step-timeout", type=positive(float), default=60.0,
-                       help="seconds per Lean wait")  # fmt: skip
+    serve.add_argument(
+        "--max-processes", type=positive(int), help="Lean server processes in the pool"
+    )
+    serve.add_argument(
+        "--step-timeout", type=positive(float), default=60.0, help="seconds per Lean wait"
+    )
     serve.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     serve.add_argument("--task", help="serve only this task (one `leanrig run` attempt)")
-    serve.add_argument("--ray", metavar="ADDRESS", help="the pool on a Ray cluster: ADDRESS or "
-                       "auto (needs leanrig[ray]; docs/scale-out.md)")  # fmt: skip
-    serve.add_argument("--condition", choices=["baseline", "lad"], default="baseline",
-                       help="lad: also serve search_library/read_library over the suite's "
-                       "[lad] library (docs/agent-tools.md)")  # fmt: skip
+    serve.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="the pool on a Ray cluster: ADDRESS or auto (needs leanrig[ray]; docs/scale-out.md)",
+    )
+    serve.add_argument(
+        "--condition",
+        choices=["baseline", "lad"],
+        default="baseline",
+        help="lad: also serve search_library/read_library over the suite's "
+        "[lad] library (docs/agent-tools.md)",
+    )
     serve.add_argument("--lad", action="store_true", help="the same as --condition lad")
     serve.set_defaults(func=cmd_serve)
 
@@ -302,11 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="metrics of runs, or latency report of a ledger (markdown, JSON, PNG)"
     )
     report.add_argument(
-        "paths", nargs="+", metavar="RUN_DIR_OR_LEDGER",
+        "paths",
+        nargs="+",
+        metavar="RUN_DIR_OR_LEDGER",
         help="run directories (leanrig run, leanrig lsp) or a ledger.jsonl; several: a leaderboard",
-    )  # fmt: skip
-    report.add_argument("--out", help="output directory (default: RUN_DIR/report; for a ledger "
-                        "file, ledger-report/ beside it)")  # fmt: skip
+    )
+    report.add_argument(
+        "--out",
+        help="output directory (default: RUN_DIR/report; for a ledger "
+        "file, ledger-report/ beside it)",
+    )
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     report.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
     report.set_defaults(func=_cmd_report)
@@ -322,17 +374,24 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", help="run an agent over a suite (the benchmark run protocol)")
     run.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     who = run.add_mutually_exclusive_group(required=True)
-    who.add_argument("--agent", help="agent command; {prompt} {task} {workspace} {mcp_config} "
-                     "{home} are replaced")  # fmt: skip
-    who.add_argument("--harness", choices=["claude-code", "codex"],
-                     help="a published agent harness, set up per attempt")  # fmt: skip
+    who.add_argument(
+        "--agent",
+        help="agent command; {prompt} {task} {workspace} {mcp_config} {home} are replaced",
+    )
+    who.add_argument(
+        "--harness",
+        choices=["claude-code", "codex"],
+        help="a published agent harness, set up per attempt",
+    )
     run.add_argument("--condition", choices=["baseline", "lad"], help="default baseline")
     run.add_argument("--time-limit", type=float, help="seconds per invocation (default 1800)")
     run.add_argument(
-        "--equiv-budget", type=positive(float), metavar="SECONDS",
+        "--equiv-budget",
+        type=positive(float),
+        metavar="SECONDS",
         help="statement tasks: seconds per direction of the equivalence proof with the "
         "reference (default: the suite's [limits] equiv_seconds, 20)",
-    )  # fmt: skip
+    )
     run.add_argument("--attempts", type=int, help="independent attempts per task (default 1)")
     run.add_argument("--parallel", type=int, help="attempts at once (default 1)")
     run.add_argument("--out", help="run directory (default runs/run-<timestamp>)")
@@ -340,50 +399,87 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model name (run.json, prices)")
     run.add_argument("--agent-tool", help="agent tool name (run.json)")
     run.add_argument("--prices", help="price schedule TOML (docs/runs.md)")
-    run.add_argument("--tasks", type=_task_ids, action="extend", metavar="ID[,ID…]",
-                     help="run only these tasks (default: every task of the suite)")  # fmt: skip
+    run.add_argument(
+        "--tasks",
+        type=_task_ids,
+        action="extend",
+        metavar="ID[,ID…]",
+        help="run only these tasks (default: every task of the suite)",
+    )
     run.add_argument("--resume", action="store_true", help="continue an interrupted run")
     networks = ["none", "model", "all"]
-    run.add_argument("--agent-network", nargs="?", const="all", choices=networks,
-                     help="what the agent reaches: none, its model through the run's gateway "
-                     "(default with --harness or --model-endpoint), or all (bare)")  # fmt: skip
-    run.add_argument("--agent-home", metavar="DIR",
-                     help="copied into each attempt's fresh home, the agent's HOME ({home}; "
-                     "default: empty; the user's home is read-only to agents)")  # fmt: skip
-    run.add_argument("--harness-bin", metavar="PATH",
-                     help="the harness's program (default: PATH, `make harnesses`)")  # fmt: skip
-    run.add_argument("--reasoning", metavar="LEVEL",
-                     help="the harness's reasoning effort (Claude Code --effort, Codex "
-                     "model_reasoning_effort)")  # fmt: skip
-    run.add_argument("--model-endpoint", metavar="URL",
-                     help="where the run's model gateway forwards model calls (default with "
-                     "--harness: the vendor's API)")  # fmt: skip
-    run.add_argument("--model-key-env", metavar="NAME",
-                     help="the environment variable holding the model's API key (default: "
-                     "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)")  # fmt: skip
-    run.add_argument("--ray", metavar="ADDRESS",
-                     help="place each attempt on a node of a Ray cluster: ADDRESS or auto "
-                     "(needs leanrig[ray]; docs/scale-out.md)")  # fmt: skip
-    run.add_argument("--attempt-memory", metavar="SIZE", type=_megabytes,
-                     help="what an attempt reserves on a cluster node (e.g. 8G, 512M; "
-                     "default: the suite's [limits])")  # fmt: skip
-    run.add_argument("--record-model-io", action="store_true", default=None,
-                     help="keep each model call's request and answer in the attempt's "
-                     "model_io.jsonl (default with --model replay; no key or header is "
-                     "written)")  # fmt: skip
+    run.add_argument(
+        "--agent-network",
+        nargs="?",
+        const="all",
+        choices=networks,
+        help="what the agent reaches: none, its model through the run's gateway "
+        "(default with --harness or --model-endpoint), or all (bare)",
+    )
+    run.add_argument(
+        "--agent-home",
+        metavar="DIR",
+        help="copied into each attempt's fresh home, the agent's HOME ({home}; "
+        "default: empty; the user's home is read-only to agents)",
+    )
+    run.add_argument(
+        "--harness-bin",
+        metavar="PATH",
+        help="the harness's program (default: PATH, `make harnesses`)",
+    )
+    run.add_argument(
+        "--reasoning",
+        metavar="LEVEL",
+        help="the harness's reasoning effort (Claude Code --effort, Codex model_reasoning_effort)",
+    )
+    run.add_argument(
+        "--model-endpoint",
+        metavar="URL",
+        help="where the run's model gateway forwards model calls (default with "
+        "--harness: the vendor's API)",
+    )
+    run.add_argument(
+        "--model-key-env",
+        metavar="NAME",
+        help="the environment variable holding the model's API key (default: "
+        "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY)",
+    )
+    run.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="place each attempt on a node of a Ray cluster: ADDRESS or auto "
+        "(needs leanrig[ray]; docs/scale-out.md)",
+    )
+    run.add_argument(
+        "--attempt-memory",
+        metavar="SIZE",
+        type=_megabytes,
+        help="what an attempt reserves on a cluster node (e.g. 8G, 512M; "
+        "default: the suite's [limits])",
+    )
+    run.add_argument(
+        "--record-model-io",
+        action="store_true",
+        default=None,
+        help="keep each model call's request and answer in the attempt's "
+        "model_io.jsonl (default with --model replay; no key or header is "
+        "written)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
 
     model = command("model", help="the replay model: a local model endpoint for offline runs")
     model_kinds = model.add_subparsers(dest="model_command", required=True)
     replay = model_kinds.add_parser(
-        "serve", help="replay a plan of tool calls as a model (Anthropic Messages, OpenAI "
+        "serve",
+        help="replay a plan of tool calls as a model (Anthropic Messages, OpenAI "
         "Responses and Chat Completions)",
-    )  # fmt: skip
+    )
     replay.add_argument("--plan", required=True, help="the plan (docs/agents.md)")
     replay.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    replay.add_argument("--port", type=int, default=0, help="default 0: a free port, said on "
-                        "stderr")  # fmt: skip
+    replay.add_argument(
+        "--port", type=int, default=0, help="default 0: a free port, said on stderr"
+    )
     replay.add_argument("--log", help="one JSON line per call served (tokens as served)")
     replay.set_defaults(func=cmd_model)
     add_plan_from_command(model_kinds)
@@ -405,8 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_equiv_command(sub, common)
     add_export_command(sub, common)
 
-    # The editor layer costs ~1 s of imports; only `edit` and `lsp` load it (their arguments
-    # are parsed by the editor's own parser from what follows the command name).
+    # Only `edit` and `lsp` import the editor layer; its own parser reads their arguments.
     for name, text in (
         ("edit", "prepare an editor workspace for a human attempt at one task"),
         ("lsp", "LSP on stdio for an editor: one task, scoped and timed, sandboxed Lean"),
@@ -430,17 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         code: int = args.func(args)
-        sys.stdout.flush()  # a reader that went is found here, not at the interpreter's exit
+        sys.stdout.flush()  # a reader that went is found here, not at exit
     except LeanrigError as exc:
         print(f"leanrig: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # The reader went (`leanrig report RUN | head`): no traceback, and no second error
-        # when the interpreter flushes stdout at exit.
+        # `leanrig report RUN | head`: no traceback, and no second error at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # as a shell reports a command ended by SIGPIPE
     except BaseExceptionGroup as group:
-        # A command that runs in a task group (`lsp`) raises its errors wrapped in a group.
         refused, other = group.split(LeanrigError)
         if refused is None or other is not None:
             raise

@@ -1,17 +1,7 @@
 """What one Ray node must have for `leanrig run --ray`, checked on that node (`check_node`).
 
-An attempt placed on a node runs from the node's installed leanrig and Ray, with the Lean
-environment resolved on the starting machine, the suite at the starting machine's path (or
-shipped with the run: prelude suites only) and the harness program found there. So the node
-compares what it has with what the starting machine has (`Expected`, built here by
-`expected_here` on the starting machine) and runs the local doctor's smoke test with its own
-Lean.
-
-`check_node` is the Ray task: a plain module-level function (Ray pickles it by reference; the
-node imports it from its own leanrig), synchronous, returning plain data. It must not import
-ray at module level (`leanrig --help` must not load it) nor walk the cluster
-(doctor_cluster.py does).
-"""
+`check_node` is the Ray task: module-level, synchronous, returning plain data. Must not import
+ray at module level nor walk the cluster (doctor_cluster.py does)."""
 
 from __future__ import annotations
 
@@ -34,26 +24,24 @@ from ..tasks import load_suite
 from .doctor import SMOKE_DEADLINE, sandbox_note, smoke_test
 
 HARNESS_DEADLINE = 30.0  # `HARNESS --version` on a node
-# Every process a node's check starts (Lean, the harness) carries this variable, with a tag of
-# its own: a reaper kills them when the check ends, however it ends (cancelled past its
-# deadline, its worker killed when the doctor leaves): Ray kills only a worker's children.
+# Tags every process a check starts, for its reaper: Ray kills only a worker's children.
 TAG_VAR = "LEANRIG_DOCTOR_NODE"
 
 
 @dataclass(frozen=True, slots=True)
 class Expected:
-    """The starting machine's side: what every node must match."""
+    """The starting machine's facts, which every node must match."""
 
     leanrig: str
     python: str
     ray: str
     lean_path: str
     lean_version: str
-    suite_path: str | None = None  # absolute, as the run would use it
+    suite_path: str | None = None  # absolute
     suite_hash: str | None = None
     suite_prelude: bool = False  # a prelude suite can be shipped with the run
     harness: HarnessName | None = None
-    harness_bin: str | None = None  # --harness-bin (absolute); None: PATH, the pinned install
+    harness_bin: str | None = None  # absolute; None: PATH or the pinned install
     harness_version: str | None = None
 
 
@@ -61,12 +49,12 @@ class Expected:
 class Check:
     name: str
     ok: bool
-    detail: str  # one line: what was found, and when not ok, what to do
+    detail: str  # one line: what was found and, if not ok, what to do
 
 
 @dataclass(frozen=True, slots=True)
 class NodeReport:
-    """What a node said of itself (its own Ray node id, not the one it was asked to run on)."""
+    """What a node said of itself, with its own Ray node id."""
 
     node_id: str
     hostname: str
@@ -86,8 +74,7 @@ class NodeReport:
 def expected_here(
     suite: Path | None, harness: HarnessName | None, harness_bin: Path | None
 ) -> Expected:
-    """The starting machine's facts; a `LeanrigError` when it cannot run the job itself (no
-    Lean, a suite that does not load, no harness): there is nothing to compare nodes with."""
+    """The starting machine's facts; raises `LeanrigError` if it cannot run the job itself."""
     root = suite.resolve() if suite is not None else None
     loaded = load_suite(root) if root is not None else None
     install = find_lean(root)
@@ -103,7 +90,7 @@ def expected_here(
         suite_hash=loaded.content_hash() if loaded is not None else None,
         suite_prelude=loaded is not None and loaded.spec.lean == "prelude",
         harness=harness,
-        harness_bin=given_bin,  # (absolute: the node looks for the same path)
+        harness_bin=given_bin,
         harness_version=(
             harness_version(program, sandbox=probe_prefix(program)) if program is not None else None
         ),
@@ -111,21 +98,18 @@ def expected_here(
 
 
 def check_node(expected: Expected, budget: float) -> NodeReport:
-    """Run on a node (a Ray task pinned to it): every check of this module, all within
-    ``budget`` seconds. The node answers on its own time (the walk's deadline is only for a
-    node that cannot answer): a Ray worker blocked in a wait does not take Ray's cancel."""
+    """Every check of this module on this node, within ``budget`` seconds on its own clock."""
     with _reaped():
         return _checked_node(expected, time.monotonic() + budget)
 
 
 @contextmanager
 def _reaped() -> Iterator[None]:
-    """Every process started inside tagged for a reaper of its own (`TAG_VAR`)."""
+    """Tag every process started inside for a reaper of its own (`TAG_VAR`)."""
     tag = uuid.uuid4().hex
     reaper = ProcessReaper(TAG_VAR, tag)
     reaper.start()
-    # Children inherit this process's environment. (The Ray worker itself stays untagged: a
-    # variable set now is not in its /proc/PID/environ, which is what the reaper reads.)
+    # The worker stays untagged: the reaper reads /proc/PID/environ, fixed at its start.
     os.environ[TAG_VAR] = tag
     try:
         yield
@@ -136,7 +120,6 @@ def _reaped() -> Iterator[None]:
 
 
 def _left(ends: float, at_most: float) -> float:
-    """Seconds a wait may take: its own deadline, within what is left of the budget."""
     return max(0.0, min(at_most, ends - time.monotonic()))
 
 
@@ -144,24 +127,38 @@ def _checked_node(expected: Expected, ends: float) -> NodeReport:
     ray = import_ray()
     leanrig, python, ray_version = package_version(), platform.python_version(), ray.__version__
     checks = [
-        _same("leanrig", leanrig, expected.leanrig,
-              "Ray runs the attempt from the node's installed leanrig: install the same version"),
+        _same(
+            "leanrig",
+            leanrig,
+            expected.leanrig,
+            "Ray runs the attempt from the node's installed leanrig: install the same version",
+        ),
         _same("ray", ray_version, expected.ray, "install the same Ray on every node"),
-        _same("python", python, expected.python,
-              "Ray wants the same Python on every node (to the patch level by default)"),
-    ]  # fmt: skip
+        _same(
+            "python",
+            python,
+            expected.python,
+            "Ray wants the same Python on every node (to the patch level by default)",
+        ),
+    ]
     install: LeanInstall | None = None
     smoke_ms = None
     try:
-        # Never builds the bootstrap here: a check installs nothing (and has a deadline).
+        # A check installs nothing.
         install = find_lean(
             Path(expected.suite_path) if expected.suite_path is not None else None,
             build_bootstrap=False,
         )
     except LeanrigError as exc:
-        checks += [Check("lean", False, f"no Lean on this node: {exc}; the run needs Lean "
-                         f"{expected.lean_version} at {expected.lean_path}"),
-                   Check("smoke", False, "not run: no Lean")]  # fmt: skip
+        checks += [
+            Check(
+                "lean",
+                False,
+                f"no Lean on this node: {exc}; the run needs Lean "
+                f"{expected.lean_version} at {expected.lean_path}",
+            ),
+            Check("smoke", False, "not run: no Lean"),
+        ]
     if install is not None:
         smoke = smoke_test(install, deadline=_left(ends, SMOKE_DEADLINE))
         smoke_ms = smoke.ms
@@ -194,29 +191,31 @@ def _same(name: str, found: str, expected: str, fix: str) -> Check:
 
 
 def lean_check(install: LeanInstall, expected: Expected) -> Check:
-    """The run sends the Lean environment resolved on the starting machine: the same Lean
-    must be at the same path here."""
+    """The same Lean at the same path as on the starting machine (the run sends its environment)."""
     found = f"Lean {install.version} at {install.lean}"
     if str(install.lean) == expected.lean_path and install.version == expected.lean_version:
         return Check("lean", True, f"{found}, as on the starting machine")
-    return Check("lean", False, f"{found}; the starting machine's is Lean "
-                 f"{expected.lean_version} at {expected.lean_path}, which the run sends: the same "
-                 "toolchain at the same path (`leanrig bootstrap` on the node for the bootstrap "
-                 "Lean; docs/scale-out.md)")  # fmt: skip
+    return Check(
+        "lean",
+        False,
+        f"{found}; the starting machine's is Lean "
+        f"{expected.lean_version} at {expected.lean_path}, which the run sends: the same "
+        "toolchain at the same path (`leanrig bootstrap` on the node for the bootstrap "
+        "Lean; docs/scale-out.md)",
+    )
 
 
 def sandbox_check(bwrap: str | None) -> Check:
-    """Reported, never failed: a run without bwrap sandboxes Lean and agents with rlimits
-    only, as on one machine."""
+    """Reported, never failed: without bwrap a run sandboxes with rlimits only."""
     if bwrap is not None:
         return Check("sandbox", True, f"bwrap works ({bwrap})")
-    return Check("sandbox", True, f"{sandbox_note(bwrap)} (allowed; install bubblewrap for "
-                 "namespaces)")  # fmt: skip
+    return Check(
+        "sandbox", True, f"{sandbox_note(bwrap)} (allowed; install bubblewrap for namespaces)"
+    )
 
 
 def suite_check(expected: Expected) -> Check:
-    """The suite at the starting machine's path with the same content; otherwise fine for a
-    prelude suite (shipped with the run), a failure for a full-toolchain one."""
+    """The same suite at the same path; a prelude suite may differ (it is shipped with the run)."""
     assert expected.suite_path is not None
     try:
         found: str | None = load_suite(Path(expected.suite_path)).content_hash()
@@ -224,19 +223,26 @@ def suite_check(expected: Expected) -> Check:
     except LeanrigError as exc:
         found, why = None, f"not loadable here: {first_line(exc)}"
     if found == expected.suite_hash:
-        return Check("suite", True, f"{expected.suite_path} (content {found}), as on the "
-                     "starting machine")  # fmt: skip
+        return Check(
+            "suite", True, f"{expected.suite_path} (content {found}), as on the starting machine"
+        )
     if expected.suite_prelude:
-        return Check("suite", True, f"{expected.suite_path}: {why}; a prelude suite: will be "
-                     "shipped with the run")  # fmt: skip
-    return Check("suite", False, f"{expected.suite_path}: {why}; a full-toolchain suite (its "
-                 "Lake build) must be at the same path on every node (a shared file system or "
-                 "the same build step; docs/scale-out.md)")  # fmt: skip
+        return Check(
+            "suite",
+            True,
+            f"{expected.suite_path}: {why}; a prelude suite: will be shipped with the run",
+        )
+    return Check(
+        "suite",
+        False,
+        f"{expected.suite_path}: {why}; a full-toolchain suite (its "
+        "Lake build) must be at the same path on every node (a shared file system or "
+        "the same build step; docs/scale-out.md)",
+    )
 
 
 def harness_check(expected: Expected, timeout: float = HARNESS_DEADLINE) -> Check:
-    """The harness program here (--harness-bin, PATH, or the pinned install) and its version,
-    which must be the starting machine's."""
+    """The harness program here, of the starting machine's version."""
     assert expected.harness is not None
     explicit = Path(expected.harness_bin) if expected.harness_bin is not None else None
     try:
@@ -246,6 +252,10 @@ def harness_check(expected: Expected, timeout: float = HARNESS_DEADLINE) -> Chec
         return Check("harness", False, f"{expected.harness}: {exc}")
     if version == expected.harness_version:
         return Check("harness", True, f"{program}: {version}, as on the starting machine")
-    return Check("harness", False, f"{program}: {version!r}, the starting machine's is "
-                 f"{expected.harness_version!r}: install the same version (`make harnesses`) "
-                 "or pass --harness-bin")  # fmt: skip
+    return Check(
+        "harness",
+        False,
+        f"{program}: {version!r}, the starting machine's is "
+        f"{expected.harness_version!r}: install the same version (`make harnesses`) "
+        "or pass --harness-bin",
+    )

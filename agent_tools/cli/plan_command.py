@@ -1,5 +1,4 @@
-"""`leanrig model plan-from ATTEMPT_DIR [--out PLAN.json]`: a recorded attempt as a replay-model
-plan (`agent_tools.models.plan_from`). Arguments in, the plan out; no logic here."""
+"""`leanrig model plan-from ATTEMPT_DIR`: a recorded attempt as a replay plan; no logic here."""
 
 from __future__ import annotations
 
@@ -21,18 +20,20 @@ def _cmd_plan_from(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(text)
     steps = sum(1 for s in recorded.steps if "tool" in s)
-    print(f"leanrig model: {recorded.task}: {steps} tool call(s) from {recorded.source}"
-          + "".join(f"; {n}" for n in recorded.notes), file=sys.stderr)  # fmt: skip
+    print(
+        f"leanrig model: {recorded.task}: {steps} tool call(s) from {recorded.source}"
+        + "".join(f"; {n}" for n in recorded.notes),
+        file=sys.stderr,
+    )
     return 0
 
 
 def add_plan_from_command(model_kinds: Any) -> None:
-    """`leanrig model plan-from`, on ``model_kinds`` (`leanrig model`'s subcommands)."""
     plan_from = model_kinds.add_parser(
-        "plan-from", help="a recorded attempt (its model_io.jsonl, else its ledger) as a "
+        "plan-from",
+        help="a recorded attempt (its model_io.jsonl, else its ledger) as a "
         "replay plan for `leanrig model serve --plan`",
-    )  # fmt: skip
-    plan_from.add_argument("attempt_dir", metavar="ATTEMPT_DIR",
-                           help="RUN_DIR/attempts/TASK/K")  # fmt: skip
+    )
+    plan_from.add_argument("attempt_dir", metavar="ATTEMPT_DIR", help="RUN_DIR/attempts/TASK/K")
     plan_from.add_argument("--out", metavar="PLAN.json", help="default: standard output")
     plan_from.set_defaults(func=_cmd_plan_from)

@@ -1,7 +1,4 @@
-"""`leanrig serve`: the agent tools on one wire (MCP over stdio by default, JSON-RPC, MCP
-over HTTP), stopped by SIGTERM/Ctrl-C with the service closed. Arguments in, the packages'
-calls out; no logic of its own.
-"""
+"""`leanrig serve`: the agent tools on one wire (MCP over stdio, JSON-RPC, or MCP over HTTP)."""
 
 from __future__ import annotations
 
@@ -50,10 +47,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     stdio = args.port is None and args.http is None
-    stop_http = anyio.Event()  # set by a stop signal: the HTTP server shuts down gracefully
+    stop_http = anyio.Event()  # set by a stop signal: graceful HTTP shutdown
 
     async def main() -> None:
-        opened: list[ProofService] = []  # the service, once open (a signal may come before)
+        opened: list[ProofService] = []  # the service, once open
         with stop_signals() as signals:
             async with anyio.create_task_group() as tg:
                 http = stop_http if args.http is not None else None
@@ -63,9 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     opened.append(service)
                     await run(service)
                     if stdio:
-                        # The client closed stdin: it is gone (MCP's stdio shutdown) and waits
-                        # for this process to exit; nothing in a Lean process is worth keeping,
-                        # so kill the trees now.
+                        # The client closed stdin and waits for our exit: kill the trees now.
                         service.pool.kill_all("stdio client gone")
                 tg.cancel_scope.cancel()
 
@@ -90,17 +85,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             await server.run_stdio_async(wire)
 
-    # A stdio wire is claimed before anything starts a process (suite library builds, Lean,
-    # Ray): no child ever inherits it (servers/fdstreams.py).
-    # A network server's port is taken before anything starts (in use: exit 2, no Lean).
+    # Wire and port are taken before any process starts: no child inherits the wire.
     listener = None if stdio else listen_local(args.http if args.port is None else args.port)
     with listener or nullcontext(), claimed_stdio() if stdio else nullcontext(None) as wire:
         run_event_loop(main)
-    ignore_stop_signals()  # stopped or done: what is left is exiting
-    # Everything is shut down (Lean trees killed, ledger closed, replies written). What is
-    # left is the interpreter's final garbage collections over every imported module's
-    # objects: ~0.4 s on a loaded 2-core machine, which a stdio client waits for. Those
-    # objects die with the process anyway; exclude them from collection.
+    ignore_stop_signals()
+    # A stdio client waits for the exit: skip the interpreter's final collections.
     gc.freeze()
     return 0
 
@@ -119,17 +109,15 @@ def _shut_down(
     stop_http: anyio.Event | None,
     signum: int,
 ) -> None:
-    """SIGTERM/SIGINT: kill every Lean process first (nothing may outlive the server), then
-    cancel the server — or its start, if the service is not open yet (a slow start, e.g. Lean
-    processes warming, is cancelled: what it started is closed on the way out); an HTTP server
-    that is open is asked to stop instead (``stop_http``), and returns. A thread blocked
-    reading stdin, or a slow HTTP shutdown, can delay the exit: bounded by a timer."""
+    """SIGTERM/SIGINT: kill every Lean process, then stop the server or cancel its start.
+
+    A timer bounds the exit, which a thread blocked on stdin could delay."""
     for service in opened:
         service.pool.kill_all(f"signal {signum}")
     timer = threading.Timer(3.0, os._exit, (128 + signum,))
     timer.daemon = True
     timer.start()
     if opened and stop_http is not None:
-        stop_http.set()  # the server returns; main ends the rest
+        stop_http.set()
     else:
         scope.cancel()

@@ -1,5 +1,4 @@
-"""``leanrig suite import|check|lint``: the arguments, and the report as lines or JSON (the work
-is agent_tools.authoring's)."""
+"""``leanrig suite import|check|lint``: the arguments, and the report as lines or JSON."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import orjson
 
 
 def add_suite_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``suite`` command group on ``sub`` (the top-level subparsers)."""
     suite = sub.add_parser(
         "suite",
         parents=[common],
@@ -24,18 +22,26 @@ def add_suite_command(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     imp.add_argument("--out", required=True, help="the suite directory to write (or update)")
     imp.add_argument("--name", help="the suite's name (default: kept, else OUT's name)")
-    imp.add_argument("--meta", help="title/field/difficulty (and claim) by theorem name "
-                     "(TOML, CSV, JSONL)")  # fmt: skip
-    imp.add_argument("--kind", choices=["proof", "statement", "statement_and_proof"],
-                     default="proof", help="the tasks' kind: statement tasks take each "
-                     "theorem's statement as their hidden reference, --meta's `claim` as "
-                     "their claim")  # fmt: skip
+    imp.add_argument(
+        "--meta", help="title/field/difficulty (and claim) by theorem name (TOML, CSV, JSONL)"
+    )
+    imp.add_argument(
+        "--kind",
+        choices=["proof", "statement", "statement_and_proof"],
+        default="proof",
+        help="the tasks' kind: statement tasks take each "
+        "theorem's statement as their hidden reference, --meta's `claim` as "
+        "their claim",
+    )
     imp.add_argument("--json", action="store_true", help="the import report as JSON")
     check = kinds.add_parser("check", help="every task elaborates with only its placeholder")
     check.add_argument("suite", metavar="DIR", help="the suite directory")
     check.add_argument("--solutions", metavar="DIR", help="reference solutions: DIR/<id>.lean")
-    check.add_argument("--require-solutions", action="store_true",
-                       help="a task without DIR/<id>.lean fails the check")  # fmt: skip
+    check.add_argument(
+        "--require-solutions",
+        action="store_true",
+        help="a task without DIR/<id>.lean fails the check",
+    )
     check.add_argument("--json", action="store_true", help="the report as JSON")
     lint = kinds.add_parser(
         "lint",
@@ -105,8 +111,9 @@ def _check(args: argparse.Namespace) -> int:
     solutions = Path(args.solutions).absolute() if args.solutions else None
     if args.require_solutions and solutions is None:
         raise SuiteError("--require-solutions needs --solutions DIR")
-    report = check_suite(Path(args.suite).absolute(), solutions,
-                         require_solutions=args.require_solutions)  # fmt: skip
+    report = check_suite(
+        Path(args.suite).absolute(), solutions, require_solutions=args.require_solutions
+    )
     if args.json:
         _dump(report.model_dump())
     else:

@@ -1,11 +1,6 @@
-"""editor: human baselines in a real editor — `leanrig lsp`, a scoped and timed raw-frame LSP
-proxy in front of a sandboxed Lean server (behind a relay the editor's kill does not reach
-past), and `leanrig edit`, the workspace that wires VS Code, Neovim and Emacs to it. Uses
-tasks, verdict and sessions (the ledger); never cli.
+"""editor: human baselines in a real editor (`leanrig lsp` and `leanrig edit`); never uses cli.
 
-Names load on first use (PEP 562): the relay `leanrig lsp` starts as (relay.py) must not pay
-for the proxy's imports before the editor's server answers.
-"""
+Names load on first use (PEP 562), so the relay does not pay for the proxy's imports."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(args.func(args))
-    except LeanrigError as exc:  # a refusal: its message and next step, no traceback
+    except LeanrigError as exc:  # a refusal: no traceback
         print(f"leanrig: {exc}", file=sys.stderr)
         return 2
 

@@ -1,11 +1,6 @@
-"""The human attempt's clock as ``leanrig lsp`` runs it: started when the editor connects
-(``initialize``, or the task file's didOpen from an editor that sends none first), its time
-limit kept on the wall clock, and the verdicts on the text Lean has — asked by the editor
-(``leanrig.checkProof``) or called once when the time is up.
+"""The human attempt's clock in ``leanrig lsp``: its start, its time limit, and its verdicts.
 
-Must not route frames or decide scope: it reads the task file's state from ``TaskDocument``
-and records in ``HumanAttempt`` (human_attempt.py keeps the clock's readings and the result line).
-"""
+Must not route frames or decide scope."""
 
 from __future__ import annotations
 
@@ -24,8 +19,7 @@ from .task_document import TaskDocument
 
 log = structlog.get_logger("leanrig.editor")
 
-# The time-limit timer's longest sleep between looks at the wall clock.
-TIME_LIMIT_POLL = 1.0
+TIME_LIMIT_POLL = 1.0  # seconds between looks at the wall clock
 
 
 class AttemptClock:
@@ -54,8 +48,7 @@ class AttemptClock:
         self._checks_done = anyio.Event()
 
     def connected(self, params: Any) -> None:
-        """The editor connected (``initialize``'s ``params``, or None): the attempt's clock
-        starts, or goes on."""
+        """The editor connected (``initialize``'s ``params``, or None): start or resume."""
         init = params if isinstance(params, dict) else {}
         options = init.get("initializationOptions") or {}
         delay = options.get("editDelay") if isinstance(options, dict) else None
@@ -69,7 +62,7 @@ class AttemptClock:
         """Answer the editor's ``leanrig.checkProof`` request ``rid``, whatever fails."""
         try:
             result = await self.check(requested_by_editor=True)
-        except Exception as exc:  # the editor must get an answer, whatever failed
+        except Exception as exc:
             log.exception("editor.check_failed")
             error = {"code": INTERNAL_ERROR, "message": f"leanrig.checkProof failed: {exc}"}
             await self._to_editor({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -77,10 +70,9 @@ class AttemptClock:
         await self._to_editor({"jsonrpc": "2.0", "id": rid, "result": result})
 
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
-        """The verdict on the text Lean has (the last valid body); shown to the editor too (a
-        ``window/showMessage``, and the answer's ``message``: the same line)."""
-        requested = time.time()  # the attempt's clock (human_attempt.py)
-        self.attempt.expire()  # a request after the limit is one, whether the timer saw it or not
+        """The verdict on the last valid body, also shown to the editor."""
+        requested = time.time()
+        self.attempt.expire()  # whether or not the timer saw the limit pass
         document = self._document
         document.record_done()
         text = document.lean_text
@@ -100,26 +92,27 @@ class AttemptClock:
             message = f"leanrig: ACCEPTED — {self.task.id} proved in {self.attempt.wall_s():.1f} s"
         else:
             message = f"leanrig: not accepted: {'; '.join(verdict.reasons) or 'rejected'}"
-        # The answer carries the human-readable line too: an editor that shows a command's
-        # result (lsp-mode: the raw object) can show this instead.
-        result = {**verdict.to_json(), "version": document.lean_version,
-                  "attempt_s": round(self.attempt.wall_s(), 3),
-                  "timed_out": self.attempt.timed_out, "message": message}  # fmt: skip
+        # Some editors show a command's raw result: `message` is readable there.
+        result = {
+            **verdict.to_json(),
+            "version": document.lean_version,
+            "attempt_s": round(self.attempt.wall_s(), 3),
+            "timed_out": self.attempt.timed_out,
+            "message": message,
+        }
         if self.attempt.accepted or self.attempt.timed_out:
-            self.attempt.write_result()  # the attempt's line as it stands (a later one replaces it)
+            self.attempt.write_result()
         await self._show(message, 3 if verdict.accepted else 1 if requested_by_editor else 2)
         return result
 
     async def time_limit(self) -> None:
-        """Once the attempt is open: wait for its limit; then edits stop reaching Lean, and
-        the last valid body gets its verdict unless it has one."""
+        """Wait for the limit, then judge the last valid body unless it has its verdict."""
         await self._opened.wait()
         deadline = self.attempt.deadline()
         if deadline is None:
             return
-        # The wall clock, polled: a monotonic sleep stops while the machine is suspended, and
-        # the attempt's clock does not (a closed laptop is time spent).
-        while True:  # (a sleep polling a clock, not a wait for an event)
+        # Polled: a monotonic sleep stops during suspend, and a closed laptop is time spent.
+        while True:
             left = deadline - time.time()
             if left <= 0:
                 break
@@ -127,12 +120,12 @@ class AttemptClock:
         if self.attempt.over:
             return
         self.attempt.expire()
-        while self._checks_running:  # asked for in time: it may still stop the clock there
+        while self._checks_running:  # one asked for in time may still stop the clock
             await self._checks_done.wait()
         if self.attempt.accepted:
             return
         if self.attempt.judged(self._document.scope.final_body(self._document.lean_text)):
-            self.attempt.write_result()  # the last body's verdict is in: no second one
+            self.attempt.write_result()
             return
         await self._show("leanrig: the time limit is over; checking your last valid proof", 2)
         try:

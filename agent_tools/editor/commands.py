@@ -1,10 +1,6 @@
-"""The `edit` and `lsp` commands' arguments and bodies (`leanrig edit|lsp`, and
-`python -m agent_tools.editor edit|lsp`, which parse the same arguments).
+"""The `edit` and `lsp` commands' arguments and bodies (also `python -m agent_tools.editor`).
 
-`lsp` as an editor starts it is the relay (relay.py): it starts the supervisor, the same
-command with ``--supervised``, which serves the attempt (lsp.py). This module imports only what
-parsing and the relay need; the serving side loads when it runs.
-"""
+Imports only what parsing and the relay need; the serving side loads when it runs."""
 
 from __future__ import annotations
 
@@ -28,20 +24,26 @@ def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     parser.add_argument("--task", required=True, help="task id")
     parser.add_argument("--workspace", required=True, help="the folder the editor has open")
-    parser.add_argument("--run-dir", help="where results.jsonl and the ledger go "
-                        "(default: WORKSPACE/run)")  # fmt: skip
-    parser.add_argument("--time-limit", type=float, metavar="S",
-                        help="seconds from the editor's first connection (wall clock, the "
-                        "same for every start of the attempt); then edits are refused and the "
-                        "verdict runs")  # fmt: skip
+    parser.add_argument(
+        "--run-dir", help="where results.jsonl and the ledger go (default: WORKSPACE/run)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="S",
+        help="seconds from the editor's first connection (wall clock, the "
+        "same for every start of the attempt); then edits are refused and the "
+        "verdict runs",
+    )
     parser.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
-    parser.add_argument("--lean", help="the Lean to run (default: LEANRIG_LEAN, an elan "
-                        "toolchain, `lean` on PATH, the bootstrap); `leanrig edit` pins the one "
-                        "it found")  # fmt: skip
-    # The relay's child: serve the attempt on this process's stdio (the relay's pipes).
+    parser.add_argument(
+        "--lean",
+        help="the Lean to run (default: LEANRIG_LEAN, an elan "
+        "toolchain, `lean` on PATH, the bootstrap); `leanrig edit` pins the one "
+        "it found",
+    )
     parser.add_argument(SUPERVISED, action="store_true", help=argparse.SUPPRESS)
-    # Editors append their own server arguments (a root folder, -D options): ignored, so a
-    # human runs Lean with the same options as the agents.
+    # Editors' own server arguments are ignored: a human runs Lean as the agents do.
     parser.add_argument("editor_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
@@ -49,8 +51,9 @@ def add_edit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", required=True, help="suite directory (with suite.toml)")
     parser.add_argument("--task", required=True, help="task id")
     parser.add_argument("--workspace", help="folder to create (default: ./leanrig-<task>)")
-    parser.add_argument("--run-dir", help="where results.jsonl and the ledger go "
-                        "(default: WORKSPACE/run)")  # fmt: skip
+    parser.add_argument(
+        "--run-dir", help="where results.jsonl and the ledger go (default: WORKSPACE/run)"
+    )
     parser.add_argument("--time-limit", type=float, metavar="S", help="attempt time limit")
     parser.add_argument("--no-sandbox", action="store_true", help="run Lean without bwrap/rlimits")
     parser.add_argument("--json", action="store_true", help="print the paths as JSON")
@@ -70,19 +73,26 @@ def cmd_edit(args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        print(json.dumps({"workspace": str(workspace.root), "task_file": str(workspace.task_file),
-                          "shim_dir": str(workspace.shim_dir), "run_dir": str(workspace.run_dir),
-                          "lsp_command": list(workspace.lsp_command),
-                          "kept_task_file": workspace.kept_task_file,
-                          "files": {k: str(v) for k, v in workspace.files.items()}}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "workspace": str(workspace.root),
+                    "task_file": str(workspace.task_file),
+                    "shim_dir": str(workspace.shim_dir),
+                    "run_dir": str(workspace.run_dir),
+                    "lsp_command": list(workspace.lsp_command),
+                    "kept_task_file": workspace.kept_task_file,
+                    "files": {k: str(v) for k, v in workspace.files.items()},
+                }
+            )
+        )
     else:
         print(workspace.instructions())
     return 0
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
-    """`leanrig lsp`: the relay (the editor's process), or with ``--supervised`` the server of
-    the attempt; returns the exit code."""
+    """`leanrig lsp`: the relay, or with ``--supervised`` the attempt's server; the exit code."""
     if args.supervised:
         return _serve(args)
     from ..servers import claimed_stdio, ignore_stop_signals, run_event_loop
@@ -100,16 +110,26 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 
 def supervisor_argv(args: argparse.Namespace) -> list[str]:
-    """The supervisor's command line for the relay's parsed ``args`` (absolute paths: it may
-    outlive the relay, and runs in the relay's working directory)."""
-    argv = [sys.executable, "-m", "agent_tools.editor", "--log-level", _log_level(), "lsp",
-            "--suite", str(Path(args.suite).absolute()), "--task", args.task,
-            "--workspace", str(Path(args.workspace).absolute())]  # fmt: skip
+    """The supervisor's command line for the relay's ``args``, with absolute paths."""
+    argv = [
+        sys.executable,
+        "-m",
+        "agent_tools.editor",
+        "--log-level",
+        _log_level(),
+        "lsp",
+        "--suite",
+        str(Path(args.suite).absolute()),
+        "--task",
+        args.task,
+        "--workspace",
+        str(Path(args.workspace).absolute()),
+    ]
     if args.run_dir:
         argv += ["--run-dir", str(Path(args.run_dir).absolute())]
     if args.time_limit is not None:
         limit = float(args.time_limit)
-        # Exact (run.json compares it), as it was written.
+        # Exact: run.json compares it.
         argv += ["--time-limit", str(int(limit)) if limit.is_integer() else repr(limit)]
     if args.no_sandbox:
         argv.append("--no-sandbox")
@@ -124,7 +144,7 @@ def _log_level() -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """The supervisor: serve the attempt on stdio until the editor (the relay) leaves."""
+    """The supervisor: serve the attempt on stdio until the relay leaves."""
     from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
     from .human_attempt import state_path
     from .lsp import LspOptions, run_lsp
@@ -139,7 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
         lean=args.lean,
     )
     _shims_off_path(options.workspace)
-    # The relay reads stderr while it lives; what is said after it died goes to a file.
+    # Once the relay is gone, stderr goes to a file.
     fallback = state_path(options.resolved_run_dir(), args.task).with_suffix(".log")
     sys.stderr = DetachableStderr(sys.stderr, fallback)
 
@@ -151,8 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
                     await run_lsp(options)
                     tg.cancel_scope.cancel()
             except BaseExceptionGroup as group:
-                # A refusal (a LeanrigError: exit 2 with its message) out of the group, so
-                # either entry (`leanrig lsp`, `python -m agent_tools.editor lsp`) says it.
+                # Unwrap a lone refusal so either entry point reports it (exit 2).
                 refused, other = group.split(LeanrigError)
                 if refused is None or other is not None or len(refused.exceptions) != 1:
                     raise
@@ -160,14 +179,12 @@ def _serve(args: argparse.Namespace) -> int:
                 raise leaf from leaf.__cause__
 
     run_event_loop(main)
-    ignore_stop_signals()  # stopped or done: what is left is exiting
+    ignore_stop_signals()
     return 0
 
 
 def _shims_off_path(workspace: Path) -> None:
-    """Take the workspace's shim directory off this process's ``PATH``: the editors' settings
-    put it first there (so any Lean they start is leanrig), and the Lean leanrig runs must be
-    the real one, not the shim starting leanrig again."""
+    """Take the workspace's shims off ``PATH``, so leanrig's Lean is the real one."""
     from .edit_workspace import SHIM_VAR, shim_dir
 
     shims = {shim_dir(workspace.absolute()).resolve()}
@@ -180,9 +197,7 @@ def _shims_off_path(workspace: Path) -> None:
 
 
 class DetachableStderr:
-    """``sys.stderr`` for a process whose stderr reader may die first (the supervisor, under a
-    relay the editor killed): a write that fails moves fd 2 to ``fallback`` (appended) and
-    goes on there, so neither a log line nor a child started later meets a broken pipe."""
+    """``sys.stderr`` that moves fd 2 to ``fallback`` (appended) once a write fails."""
 
     def __init__(self, stream: IO[str], fallback: Path) -> None:
         self._stream = stream

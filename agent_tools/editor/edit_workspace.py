@@ -1,24 +1,7 @@
 """`leanrig edit`: a workspace a human opens in their editor, wired to `leanrig lsp`.
 
-Writes the task file, a shim directory whose ``lean`` and ``lake`` start `leanrig lsp` for this
-task (and answer ``--version`` like the real ones; any other use runs the real Lean), and each
-editor's settings:
-
-- VS Code (vscode-lean4): ``.vscode/settings.json`` puts the shim first on the server's PATH
-  (``lean4.envPathExtensions``);
-- Neovim: ``.leanrig/nvim.lua``, the ``cmd`` for the ``leanls`` client (lean.nvim or the
-  built-in client);
-- Emacs: ``.leanrig/emacs.el`` (``emacs -l WS/.leanrig/emacs.el WS/<task file>``): lsp-mode's
-  client or eglot's server program for the workspace's Lean files is the shim, a minimal Lean
-  mode where lean4-mode is missing (emacs_config.py); ``.dir-locals.el`` also sets lean4-mode's
-  ``lean4-rootdir`` (it must contain ``bin/lean``) for lean4-mode users who do not load it.
-
-In every editor's settings the server is the shim by its absolute path, and the shim
-directory comes first on the editor's ``PATH``: a ``lean`` on ``PATH`` never serves the task
-file. (An attempt opened with a Lean of one's own is not one: no ``open_task``, no clock.)
-
-It must not start Lean or talk LSP (the shims run `leanrig lsp`, which does).
-"""
+Writes the task file, ``lean``/``lake`` shims that start `leanrig lsp`, and VS Code, Neovim and
+Emacs settings naming the shims. Must not start Lean or talk LSP."""
 
 from __future__ import annotations
 
@@ -42,8 +25,8 @@ SHIM_VAR = "LEANRIG_SHIM_DIR"
 class EditOptions:
     suite: Path
     task: str
-    workspace: Path | None = None  # default: ./leanrig-<task>
-    run_dir: Path | None = None  # default: WORKSPACE/run
+    workspace: Path | None = None  # None: ./leanrig-<task>
+    run_dir: Path | None = None  # None: WORKSPACE/run
     time_limit: float | None = None
     sandbox: bool = True
     lean: str | None = None
@@ -58,7 +41,7 @@ class EditWorkspace:
     run_dir: Path
     lsp_command: tuple[str, ...]
     files: dict[str, Path]  # what was written, by editor/purpose
-    kept_task_file: bool = False  # prepared again: the task file was left as it was
+    kept_task_file: bool = False
 
     def instructions(self) -> str:
         cmd = ", ".join(json.dumps(a) for a in self.lsp_command)
@@ -125,7 +108,6 @@ def _shim(kind: str, lsp: list[str], install: LeanInstall, shim_dir: Path) -> st
 
 
 def shim_dir(root: Path) -> Path:
-    """The workspace ``root``'s shim directory (``lean`` and ``lake`` that start leanrig)."""
     return root / ".leanrig" / "bin"
 
 
@@ -137,11 +119,10 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
     root = (options.workspace or Path(f"leanrig-{task.id}")).resolve()
     run_dir = (options.run_dir or root / "run").resolve()
     check_run_dir(run_dir, suite, options.time_limit)  # before anything is written
-    attempt_state(run_dir, task, options.time_limit)  # an attempt that is over: refused too
+    attempt_state(run_dir, task, options.time_limit)  # refuses an attempt that is over
     task_path = (root / task.spec.file).resolve()
     task_path.parent.mkdir(parents=True, exist_ok=True)
-    # A workspace prepared again keeps the task file as the human left it (their proof so far).
-    kept = task_path.exists()
+    kept = task_path.exists()  # the human's proof so far
     if not kept:
         task_path.write_text(task.text, encoding="utf-8")
     hidden = root / ".leanrig"
@@ -149,15 +130,26 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
     shims.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    lsp = [options.python, "-m", "agent_tools.editor", "lsp", "--suite", str(suite.root),
-           "--task", task.id, "--workspace", str(root), "--run-dir", str(run_dir)]  # fmt: skip
+    lsp = [
+        options.python,
+        "-m",
+        "agent_tools.editor",
+        "lsp",
+        "--suite",
+        str(suite.root),
+        "--task",
+        task.id,
+        "--workspace",
+        str(root),
+        "--run-dir",
+        str(run_dir),
+    ]
     if options.time_limit is not None:
         limit = options.time_limit
-        # Exact (run.json compares it), as the user wrote a whole number of seconds.
+        # Exact: run.json compares it.
         lsp += ["--time-limit", str(int(limit)) if limit.is_integer() else repr(limit)]
     if not options.sandbox:
         lsp.append("--no-sandbox")
-    # The Lean found now, whatever `lean` is on the editor's PATH later.
     lsp += ["--lean", str(install.lean)]
     files: dict[str, Path] = {}
     for kind in ("lean", "lake"):
@@ -233,9 +225,19 @@ def prepare_workspace(options: EditOptions) -> EditWorkspace:
     )
     files["emacs_dir_locals"] = dir_locals
     (hidden / "edit.json").write_text(
-        json.dumps({"suite": str(suite.root), "task": task.id, "workspace": str(root),
-                    "run_dir": str(run_dir), "time_limit": options.time_limit,
-                    "lean": str(install.lean), "lsp_command": lsp}, indent=2) + "\n",
+        json.dumps(
+            {
+                "suite": str(suite.root),
+                "task": task.id,
+                "workspace": str(root),
+                "run_dir": str(run_dir),
+                "time_limit": options.time_limit,
+                "lean": str(install.lean),
+                "lsp_command": lsp,
+            },
+            indent=2,
+        )
+        + "\n",
         encoding="utf-8",
-    )  # fmt: skip
+    )
     return EditWorkspace(root, task_path, shims, run_dir, tuple(lsp), files, kept)

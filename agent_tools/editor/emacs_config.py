@@ -1,26 +1,6 @@
-"""The Emacs configuration `leanrig edit` writes (``.leanrig/emacs.el``): one file the human loads
-when starting Emacs (``emacs -l WS/.leanrig/emacs.el WS/<task file>``) that makes the
-workspace's Lean files reach `leanrig lsp` and nothing else, with lsp-mode or eglot.
+"""The ``.leanrig/emacs.el`` `leanrig edit` writes: the workspace's Lean files reach `leanrig lsp`.
 
-What it must guarantee, and why each piece is there:
-
-- the server is the workspace's shim (``.leanrig/bin/lean --server``, an absolute path) for
-  every ``.lean`` file under the workspace: an lsp-mode client of its own (a priority above
-  any other Lean client, lean4-mode's included) and an eglot server program, plus the shim
-  directory first on Emacs's ``PATH``/``exec-path``, so a ``lean``/``lake`` some other package
-  starts is the shim too. Directory-local variables are not used: lean4-mode starts its
-  server from its mode hook, before Emacs applies them;
-- a major mode where lean4-mode is not installed (it is not packaged in Debian): comments and
-  strings, nothing more;
-- the server starts in the file's buffer without a question (the workspace is the project
-  root, for lsp-mode's session and eglot's project), and leanrig's undo of an edit outside the
-  proof body applies without a prompt (eglot asks by default);
-- `leanrig.checkProof` as a command (``M-x leanrig-check-proof``, ``C-c C-v``) that shows the
-  verdict's line, not the raw answer; quitting Emacs says `shutdown` to the server first (eglot
-  does not by itself).
-
-This module renders text; it must not start Emacs or any process.
-"""
+Works with lsp-mode or eglot, with or without lean4-mode. Renders text; must not start a process."""
 
 from __future__ import annotations
 
@@ -37,12 +17,10 @@ def _el(value: str | Path) -> str:
 
 
 def open_command(config: Path, task_file: Path) -> str:
-    """The shell command that opens the attempt in Emacs."""
     return f"emacs -l {shlex.quote(str(config))} {shlex.quote(str(task_file))}"
 
 
 def emacs_config(*, root: Path, shim_dir: Path, task_file: Path, task_id: str) -> str:
-    """The text of ``.leanrig/emacs.el`` for the workspace ``root``."""
     workspace = str(root).rstrip("/") + "/"
     server = f'(list {_el(shim_dir / "lean")} "--server")'
     command = open_command(shim_dir.parent / "emacs.el", task_file)

@@ -1,23 +1,7 @@
-"""One human attempt at one task: its clock, its ledger lines, its ``results.jsonl`` line, and
-its state on disk (``RUN_DIR/attempt-state/<task>.json``), so that one attempt per task survives the
-editor: a restart of the server, a crash, a closed editor or laptop.
+"""One human attempt at one task: its wall clock, ledger lines, result line and on-disk state.
 
-The clock is the wall clock (it runs while the machine sleeps, and across processes). It starts
-when the editor first connects to `leanrig lsp` for the task (``initialize``: before any file is
-open, so no Lean work in the proxy precedes it) and stops at the first accepted verdict (the
-command's arrival, so the verdict's own time is excluded, as for agents) or at the time limit.
-Closing the editor does not stop it: the next `leanrig lsp` for the task resumes the attempt,
-with the time away counted (``AttemptState``); an attempt that is over refuses another start.
-Ledger lines use the agent sessions' schema (``sessions.Ledger``), one session per attempt: one
-per version Lean elaborated (``tool="edit"``: ``queue_ms`` from the editor's change to leanrig
-forwarding it, ``lean_ms`` from forwarding to Lean's final ``$/lean/fileProgress`` for that
-version, ``errors``), one per refused edit (``outcome="rejected"``), one per verdict
-(``tool="check_proof"``), and an ``open_task`` and a ``close_session`` (``session_wall_ms``,
-how the connection ``ended``) per editor connection; a connection cut off (no `shutdown`: the
-server killed, the editor crashed or killed) is noted on the results line.
-
-It must not talk LSP or start processes: the proxy calls it.
-"""
+The state survives restarts and closed editors; the clock runs from the first ``initialize`` to
+the first accepted verdict's request or the time limit. Must not talk LSP or start processes."""
 
 from __future__ import annotations
 
@@ -48,9 +32,7 @@ from ..verdict import Verdict
 
 CONDITION: Condition = "human"
 
-# How an editor connection ended: the editor's `shutdown` (or `exit`), a stop signal
-# (SIGTERM/SIGINT: an editor's polite stop), its end of the wire closed without either ("cut
-# off": the server killed, the editor crashed or was killed), or leanrig failing.
+# "cut off": the wire closed without `shutdown` or a stop signal (a crash or a kill).
 Ending = Literal["shutdown", "signal", "cut off", "error"]
 
 log = structlog.get_logger("leanrig.editor")
@@ -61,8 +43,7 @@ def body_sha(body: str) -> str:
 
 
 class AttemptState(BaseModel):
-    """What a later `leanrig lsp` for the task needs to go on with the attempt: the clock's
-    start and end, the last body Lean elaborated, the verdicts, the counts."""
+    """What a later `leanrig lsp` for the task needs to resume the attempt."""
 
     model_config = ConfigDict(extra="forbid")
     v: Literal[1] = 1
@@ -71,11 +52,11 @@ class AttemptState(BaseModel):
     session: str  # the attempt's ledger session
     time_limit_s: float | None
     started_at: datetime
-    start_wall: float  # time.time() at the start
+    start_wall: float  # time.time()
     end_wall: float | None = None  # accepted (the request's arrival) or out of time
     timed_out: bool = False
     accepted: bool = False
-    body: str  # the last body Lean elaborated (at first the task's own), as submitted
+    body: str  # the last body Lean elaborated (at first the task's own)
     verdict: dict[str, Any] | None = None
     verdict_body: str | None = None  # the body the verdict judged
     versions: int = 0
@@ -84,16 +65,13 @@ class AttemptState(BaseModel):
     lean_ms: float = 0.0
     lean_restarts: int = 0
     worker_stops: int = 0
-    connections: int = 0  # editor connections (`leanrig lsp` starts) so far
+    connections: int = 0
     changed_before_open: bool = False  # the first open's body was not the task's own
-    # Connections that ended without the editor's `shutdown` (its server killed, the editor
-    # crashed or killed): leanrig finished them as for a closed editor.
-    cut_off: int = 0
+    cut_off: int = 0  # connections that ended without the editor's `shutdown`
     editor: str = "editor"  # the last connection's editor (name and version)
 
     @property
     def judged(self) -> bool:
-        """Has the last body had its verdict?"""
         return self.verdict is not None and self.verdict_body == self.body
 
     @property
@@ -103,10 +81,7 @@ class AttemptState(BaseModel):
 
 
 def result_of(task: Task, state: AttemptState) -> AttemptResult:
-    """The attempt as a ``results.jsonl`` line (the runs layer's model, condition human): the
-    verdict on its last judged body. The editor (name and version from ``initialize``) stands
-    where an agent run records its agent tool; human-only facts (``editDelay``, versions,
-    refused edits, Lean restarts) are in the ledger's closing lines."""
+    """The attempt as a ``results.jsonl`` line: the verdict on its last judged body."""
     spec, verdict = task.spec, state.verdict or {}
     elapsed = verdict.get("elapsed_ms")
     end = state.end_wall if state.end_wall is not None else time.time()
@@ -129,15 +104,23 @@ def result_of(task: Task, state: AttemptState) -> AttemptResult:
         )
     body = state.verdict_body if state.verdict_body is not None else state.body
     return AttemptResult(
-        task=spec.id, field=spec.field, difficulty=spec.difficulty, attempt=state.attempt,
+        task=spec.id,
+        field=spec.field,
+        difficulty=spec.difficulty,
+        attempt=state.attempt,
         accepted=state.accepted,
         reasons=list(verdict["reasons"]) if "reasons" in verdict else ["no verdict"],
-        invocation_s=round(max(0.0, end - state.start_wall), 3), timed_out=state.timed_out,
-        tool_calls=state.versions + state.checks, lean_s=round(state.lean_ms / 1000, 3),
-        final_body_sha=body_sha(body), condition=CONDITION, agent_tool=state.editor,
+        invocation_s=round(max(0.0, end - state.start_wall), 3),
+        timed_out=state.timed_out,
+        tool_calls=state.versions + state.checks,
+        lean_s=round(state.lean_ms / 1000, 3),
+        final_body_sha=body_sha(body),
+        condition=CONDITION,
+        agent_tool=state.editor,
         verdict_s=round(float(elapsed) / 1000, 3) if elapsed is not None else None,
-        started_at=state.started_at, notes=notes,
-    )  # fmt: skip
+        started_at=state.started_at,
+        notes=notes,
+    )
 
 
 def _times(n: int) -> str:
@@ -145,15 +128,20 @@ def _times(n: int) -> str:
 
 
 def _outcome(result: AttemptResult) -> tuple[object, ...]:
-    return (result.accepted, result.timed_out, result.final_body_sha, tuple(result.reasons),
-            result.invocation_s)  # fmt: skip
+    return (
+        result.accepted,
+        result.timed_out,
+        result.final_body_sha,
+        tuple(result.reasons),
+        result.invocation_s,
+    )
 
 
 def repair_line(run_dir: Path, task: Task, state: AttemptState) -> bool:
-    """Append the attempt's line when results.jsonl's last one for it says otherwise (the
-    process was killed between saving the state and writing the line); True if appended."""
-    mine = [r for r in read_results(run_dir).results
-            if r.task == task.id and r.attempt == state.attempt]  # fmt: skip
+    """Append the attempt's line if results.jsonl's last one disagrees; True if appended."""
+    mine = [
+        r for r in read_results(run_dir).results if r.task == task.id and r.attempt == state.attempt
+    ]
     want = result_of(task, state)
     last = mine[-1] if mine else None
     if last is not None and (last.accepted, last.timed_out, last.final_body_sha) == (
@@ -171,8 +159,7 @@ def state_path(run_dir: Path, task_id: str) -> Path:
 
 
 def read_state(run_dir: Path, task_id: str) -> AttemptState | None:
-    """The task's attempt state in ``run_dir`` (None: no attempt has started, or the file is
-    unreadable: then ``AttemptStateError``)."""
+    """The task's attempt state (None: none started); raises `AttemptStateError` if unreadable."""
     path = state_path(run_dir, task_id)
     try:
         data = path.read_bytes()
@@ -185,14 +172,13 @@ def read_state(run_dir: Path, task_id: str) -> AttemptState | None:
 
 
 class AttemptStateError(LeanrigError):
-    """A task's attempt state file is unreadable (`read_state`). (No hint of its own: the
-    editor re-raises it as a `SuiteError` with its own.)"""
+    """A task's attempt state file is unreadable."""
 
 
 @dataclass(slots=True)
 class _Pending:
-    received: float  # the editor's change arrived (perf_counter)
-    forwarded: float  # sent to Lean
+    received: float  # perf_counter
+    forwarded: float
 
 
 @dataclass(slots=True)
@@ -201,15 +187,13 @@ class HumanAttempt:
     ledger: Ledger
     results: Path  # RUN_DIR/results.jsonl
     time_limit: float | None = None
-    # The attempt's state so far (a resumed attempt: read from its file; None: a new one,
-    # made at ``open``).
-    state: AttemptState | None = None
+    state: AttemptState | None = None  # None: a new attempt, made at ``open``
     editor: dict[str, Any] = field(default_factory=dict)
     edit_delay_ms: int | None = None
     opened_task: bool = False  # this connection has opened the task file
     closed: bool = False  # this connection's closing lines are written
     _last_line: AttemptResult | None = None
-    _connection_wall: float | None = None  # this connection's start (time.time())
+    _connection_wall: float | None = None  # time.time()
     _pending: dict[int, _Pending] = field(default_factory=dict)
 
     @property
@@ -233,13 +217,11 @@ class HumanAttempt:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = orjson.dumps(self.state.model_dump(mode="json"))
-        replace_file(self.path, data, durable=True)  # the clock survives a crash of the machine
-
-    # -- the clock -------------------------------------------------------------------------
+        replace_file(self.path, data, durable=True)
 
     @property
     def over(self) -> bool:
-        """The attempt's time is fixed (accepted or out of time): edits no longer count."""
+        """The attempt's time is fixed: edits no longer count."""
         return self.state is not None and self.state.end_wall is not None
 
     @property
@@ -252,11 +234,10 @@ class HumanAttempt:
 
     @property
     def body(self) -> str:
-        """The last body Lean elaborated in this attempt (at first the task's own)."""
         return self.state.body if self.state is not None else self.task.body.rstrip()
 
     def open(self, editor: dict[str, Any], edit_delay_ms: int | None) -> None:
-        """The editor connected: the attempt starts (or goes on, resumed)."""
+        """The editor connected: start the attempt or resume it."""
         if self._connection_wall is not None:
             return
         now = time.time()
@@ -264,24 +245,35 @@ class HumanAttempt:
         self.editor, self.edit_delay_ms = editor, edit_delay_ms
         if self.state is None:
             self.state = AttemptState(
-                task=self.task.id, attempt=self._attempt_number(), session=secrets.token_hex(16),
-                time_limit_s=self.time_limit, started_at=datetime.fromtimestamp(now, UTC),
-                start_wall=now, body=self.task.body.rstrip(),
-            )  # fmt: skip
+                task=self.task.id,
+                attempt=self._attempt_number(),
+                session=secrets.token_hex(16),
+                time_limit_s=self.time_limit,
+                started_at=datetime.fromtimestamp(now, UTC),
+                start_wall=now,
+                body=self.task.body.rstrip(),
+            )
         self.state.connections += 1
         named = " ".join(str(v) for v in (editor.get("name"), editor.get("version")) if v)
-        self.state.editor = " ".join(named.split()) or "editor"  # (Emacs's has line breaks)
+        self.state.editor = " ".join(named.split()) or "editor"
         self._save()
-        self.ledger.record(session=self.id, task=self.task.id, tool="open_task", queue_ms=0.0,
-                           lean_ms=0.0, total_ms=0.0, outcome="ok", condition=CONDITION,
-                           editor=editor or None, edit_delay_ms=edit_delay_ms,
-                           connection=self.state.connections,
-                           attempt_s=round(self.wall_s(), 3))  # fmt: skip
+        self.ledger.record(
+            session=self.id,
+            task=self.task.id,
+            tool="open_task",
+            queue_ms=0.0,
+            lean_ms=0.0,
+            total_ms=0.0,
+            outcome="ok",
+            condition=CONDITION,
+            editor=editor or None,
+            edit_delay_ms=edit_delay_ms,
+            connection=self.state.connections,
+            attempt_s=round(self.wall_s(), 3),
+        )
 
     def task_opened(self, body: str | None) -> None:
-        """The editor opened the task file with ``body`` (None: out of scope). A first open,
-        before any version of the attempt, whose body is not the task's own means work done
-        before the clock started; it is recorded (the result's notes)."""
+        """The editor opened the task file; a changed first body means work before the clock."""
         if self.state is None or self.opened_task:
             return
         self.opened_task = True
@@ -291,7 +283,7 @@ class HumanAttempt:
             self._save()
 
     def deadline(self) -> float | None:
-        """Wall-clock time at which the limit runs out (None: no limit or not started)."""
+        """Wall-clock time at which the limit runs out (None: no limit, or not started)."""
         if self.time_limit is None or self.state is None:
             return None
         return self.state.start_wall + self.time_limit
@@ -303,7 +295,7 @@ class HumanAttempt:
         return max(0.0, end - self.state.start_wall)
 
     def stop_clock(self, *, timed_out: bool = False) -> None:
-        """Out of time (``timed_out``: the clock stops at the deadline), or a final stop."""
+        """Stop the clock (``timed_out``: at the deadline)."""
         if self.state is None or self.state.end_wall is not None:
             return
         deadline = self.deadline()
@@ -316,13 +308,10 @@ class HumanAttempt:
         return deadline is not None and time.time() >= deadline
 
     def expire(self) -> bool:
-        """Stop the clock at the deadline if it has passed (whoever notices first: the timer,
-        an edit, a verdict's request); whether the attempt is out of time."""
+        """Stop the clock if the deadline has passed; whether the attempt is out of time."""
         if self.out_of_time() and not self.over:
             self.stop_clock(timed_out=True)
         return self.timed_out
-
-    # -- versions ----------------------------------------------------------------------------
 
     def forwarded(self, version: int, received: float) -> None:
         self._pending[version] = _Pending(received, time.perf_counter())
@@ -332,7 +321,7 @@ class HumanAttempt:
     def elaborated(
         self, version: int, *, errors: int, fatal: bool, body: str, at: float | None = None
     ) -> None:
-        """Lean finished ``version`` (at ``at``: perf_counter, default now)."""
+        """Lean finished ``version`` (``at``: perf_counter, default now)."""
         if version in self._pending:
             outcome = "fatal" if fatal else "ok"
             self._finish_version(version, outcome, errors=errors, body=body, at=at)
@@ -361,18 +350,32 @@ class HumanAttempt:
             extra["errors"] = errors
         if body is not None:
             extra["body_sha"] = body_sha(body)
-        self.ledger.record(session=self.id, task=self.task.id, tool="edit",
-                           queue_ms=(pending.forwarded - pending.received) * 1000,
-                           lean_ms=lean_ms, total_ms=(now - pending.received) * 1000,
-                           outcome=outcome, **extra)  # fmt: skip
+        self.ledger.record(
+            session=self.id,
+            task=self.task.id,
+            tool="edit",
+            queue_ms=(pending.forwarded - pending.received) * 1000,
+            lean_ms=lean_ms,
+            total_ms=(now - pending.received) * 1000,
+            outcome=outcome,
+            **extra,
+        )
 
     def rejected(self, version: int, reason: str) -> None:
         if self.state is not None:
             self.state.rejected_edits += 1
             self._save()
-        self.ledger.record(session=self.id, task=self.task.id, tool="edit", queue_ms=0.0,
-                           lean_ms=0.0, total_ms=0.0, outcome="rejected", version=version,
-                           reason=reason)  # fmt: skip
+        self.ledger.record(
+            session=self.id,
+            task=self.task.id,
+            tool="edit",
+            queue_ms=0.0,
+            lean_ms=0.0,
+            total_ms=0.0,
+            outcome="rejected",
+            version=version,
+            reason=reason,
+        )
 
     def lean_restarted(self) -> None:
         if self.state is not None:
@@ -381,22 +384,17 @@ class HumanAttempt:
         self._pending.clear()
 
     def worker_stopped(self, version: int) -> None:
-        """Lean's worker for the task file stopped (crashed, killed) at ``version``: counted
-        for the closing ledger line (not a call: no line of its own, whose 0 ms would count
-        in the report's timings)."""
+        """Lean's worker for the task file stopped; counted for the closing ledger line only."""
         if self.state is not None:
             self.state.worker_stops += 1
             self._save()
         log.warning("lean.worker_stopped", task=self.task.id, version=version)
 
-    # -- verdicts and the result line ---------------------------------------------------------
-
     def judged(self, body: str) -> bool:
-        """Has ``body`` had its verdict in this attempt already (the last one)?"""
         return self.state is not None and self.state.verdict_body == body
 
     def checked(self, verdict: Verdict, body: str, *, requested: float) -> None:
-        """A verdict on ``body`` that was asked for at ``requested`` (wall clock)."""
+        """Record a verdict on ``body`` asked for at ``requested`` (wall clock)."""
         state = self.state
         if state is None:
             return
@@ -408,8 +406,7 @@ class HumanAttempt:
         if verdict.accepted and not state.accepted:
             state.accepted = True
             if in_time:
-                # The clock stops at the request, even if the limit ran out while the
-                # verdict ran (the timer stopped it at the deadline meanwhile).
+                # The clock stops at the request even if the limit ran out during the verdict.
                 state.timed_out = False
                 state.end_wall = (
                     requested if state.end_wall is None else min(state.end_wall, requested)
@@ -418,21 +415,26 @@ class HumanAttempt:
                 state.timed_out = True
                 state.end_wall = deadline if state.end_wall is None else state.end_wall
         self._save()
-        self.ledger.record(session=self.id, task=self.task.id, tool="check_proof", queue_ms=0.0,
-                           lean_ms=verdict.elapsed_ms,
-                           total_ms=(time.time() - requested) * 1000,
-                           outcome="ok", accepted=verdict.accepted,
-                           body_sha=body_sha(body))  # fmt: skip
+        self.ledger.record(
+            session=self.id,
+            task=self.task.id,
+            tool="check_proof",
+            queue_ms=0.0,
+            lean_ms=verdict.elapsed_ms,
+            total_ms=(time.time() - requested) * 1000,
+            outcome="ok",
+            accepted=verdict.accepted,
+            body_sha=body_sha(body),
+        )
 
     def result(self) -> AttemptResult:
         assert self.state is not None
         return result_of(self.task, self.state)
 
     def write_result(self) -> dict[str, Any] | None:
-        """Append the attempt's line unless the last one written says the same (the last
-        line of an attempt counts; once the attempt is over, only a changed outcome makes a
-        new line — what the editor does after its end, a version Lean still elaborates,
-        changes no result); None if the attempt never started."""
+        """Append the attempt's line unless the last one says the same; None if never started.
+
+        Once the attempt is over, only a changed outcome makes a new line."""
         if self.state is None:
             return None
         result = self.result()
@@ -445,8 +447,7 @@ class HumanAttempt:
         return result.model_dump(mode="json")
 
     def close(self, ended: Ending = "shutdown") -> dict[str, Any] | None:
-        """The connection ends (``ended``: how): the attempt's line and this connection's
-        closing ledger line (once); None if the attempt never started."""
+        """Write the attempt's line and the connection's closing line once; None if not started."""
         if self.closed or self.state is None:
             return None
         self.closed = True
@@ -455,15 +456,29 @@ class HumanAttempt:
         self._save()
         line = self.write_result()
         state = self.state
-        self.ledger.record(session=self.id, task=self.task.id, tool="close_session",
-                           queue_ms=0.0, lean_ms=0.0, total_ms=0.0, outcome="ok",
-                           session_wall_ms=self.wall_s() * 1000, accepted=state.accepted,
-                           condition=CONDITION, edit_delay_ms=self.edit_delay_ms,
-                           versions=state.versions, rejected_edits=state.rejected_edits,
-                           lean_restarts=state.lean_restarts, worker_stops=state.worker_stops,
-                           connection=state.connections, over=state.over, ended=ended,
-                           connection_wall_ms=None if self._connection_wall is None
-                           else (time.time() - self._connection_wall) * 1000)  # fmt: skip
+        self.ledger.record(
+            session=self.id,
+            task=self.task.id,
+            tool="close_session",
+            queue_ms=0.0,
+            lean_ms=0.0,
+            total_ms=0.0,
+            outcome="ok",
+            session_wall_ms=self.wall_s() * 1000,
+            accepted=state.accepted,
+            condition=CONDITION,
+            edit_delay_ms=self.edit_delay_ms,
+            versions=state.versions,
+            rejected_edits=state.rejected_edits,
+            lean_restarts=state.lean_restarts,
+            worker_stops=state.worker_stops,
+            connection=state.connections,
+            over=state.over,
+            ended=ended,
+            connection_wall_ms=None
+            if self._connection_wall is None
+            else (time.time() - self._connection_wall) * 1000,
+        )
         return line
 
     def _attempt_number(self) -> int:

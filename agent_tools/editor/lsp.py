@@ -1,13 +1,5 @@
-"""Wiring for `leanrig lsp --supervised` (the process behind the relay, relay.py): suite +
-task + sandboxed Lean + verifier + ledger → an ``EditorProxy`` on the editor's stdio, and the
-attempt's result line when the editor leaves — however it leaves: `shutdown`/`exit`, a stop
-signal, or the end of its input without either (the relay killed with the editor's server, the
-editor crashed or killed), which is recorded as a connection cut off. Writes to an editor that
-has gone are dropped, so nothing the editor does stops the attempt's closing verdict, its
-ledger close and its results line.
-
-stdout is the LSP channel: nothing else may write to it (logs go to stderr).
-"""
+"""Wiring for `leanrig lsp --supervised`: an ``EditorProxy`` on stdio, and the result line however
+the editor leaves. stdout is the LSP channel: nothing else may write to it."""
 
 from __future__ import annotations
 
@@ -30,7 +22,7 @@ from ..servers import FdReceive, FdSend, claimed_stdio, freeze_heap
 from ..sessions import Ledger
 from ..tasks import Suite, SuiteError, Task, library_dir, load_suite
 from ..verdict import Verifier
-from .edit_workspace import SHIM_VAR  # set by the workspace's shims: never on Lean's PATH
+from .edit_workspace import SHIM_VAR
 from .human_attempt import Ending, HumanAttempt
 from .proxy import EditorProxy, ProxyTimeouts
 from .rundir import NEXT, attempt_lock, attempt_state, check_run_dir, ensure_run_info
@@ -44,7 +36,7 @@ class LspOptions:
     suite: Path
     task: str
     workspace: Path
-    run_dir: Path | None = None  # default: WORKSPACE/run
+    run_dir: Path | None = None  # None: WORKSPACE/run
     time_limit: float | None = None
     sandbox: bool = True
     lean: str | None = None
@@ -73,7 +65,7 @@ async def _out_of_time(attempt: HumanAttempt, verifier: Verifier, seconds: float
     attempt.expire()
     task, body = attempt.task, attempt.body
     if not attempt.judged(body):
-        requested = time.time()  # after the limit: an acceptance is one after the timeout
+        requested = time.time()
         with anyio.move_on_after(seconds):
             verdict = await verifier.verify(task, task.with_body(body))
             attempt.checked(verdict, body, requested=requested)
@@ -86,11 +78,9 @@ async def run_lsp(
     editor_in: ByteReceiveStream | None = None,
     editor_out: Callable[[bytes], Awaitable[None]] | None = None,
 ) -> dict[str, Any] | None:
-    """Serve one editor on stdio (or the given streams) until it leaves; returns the attempt's
-    ``results.jsonl`` line (None if the editor never connected)."""
+    """Serve one editor on stdio until it leaves; its ``results.jsonl`` line (None: never came)."""
     if editor_in is None or editor_out is None:
-        # The wire off fds 0 and 1 before anything starts a process (the suite library's build,
-        # Lean, the verdict's Lean runs): no child inherits it (servers/fdstreams.py).
+        # Claimed before any process starts, so no child inherits the wire.
         with claimed_stdio() as (editor_fd, out_fd):
             return await run_lsp(
                 options,
@@ -102,9 +92,7 @@ async def run_lsp(
         task = suite.task(options.task)
         run_dir = options.resolved_run_dir()
         check_run_dir(run_dir, suite, options.time_limit)  # before any write
-        # One connection at a time per attempt (an editor's restart may start the next
-        # server while the last one still gives its closing verdict): each rewrites the
-        # attempt's state.
+        # An editor's restart may overlap the last server's closing verdict.
         async with attempt_lock(run_dir, task.id):
             return await _serve(options, suite, task, run_dir, editor_in, editor_out)
     except SuiteError as exc:
@@ -112,8 +100,7 @@ async def run_lsp(
         raise
 
 
-# How long a refusing `leanrig lsp` waits for the editor's `initialize` to answer it.
-REFUSE_WAIT_SECONDS = 10.0
+REFUSE_WAIT_SECONDS = 10.0  # for the editor's `initialize`, to answer it with the refusal
 
 
 async def _refuse_editor(
@@ -121,9 +108,7 @@ async def _refuse_editor(
     editor_out: Callable[[bytes], Awaitable[None]],
     refusal: SuiteError,
 ) -> None:
-    """Say a refusal (an attempt that is over, another editor on it, a suite error) to the
-    editor as its `initialize`'s error, which editors show (VS Code: a notification; the exit
-    code alone read as a crash, restarted 5 times, the reason only in an output channel)."""
+    """Answer the editor's `initialize` with the refusal: editors show that, not the exit code."""
     with anyio.move_on_after(REFUSE_WAIT_SECONDS):
         try:
             async for body in read_frames(editor_in):
@@ -135,7 +120,7 @@ async def _refuse_editor(
                     await editor_out(frame(reply))
                     return
         except (LeanrigError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            return  # the editor is gone or speaks no LSP: the exit code and stderr say it
+            return
 
 
 async def _serve(
@@ -161,21 +146,25 @@ async def _serve(
         path.write_text(task.text, encoding="utf-8")
     scratch = run_dir / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
-    # The verdict's own directories are not in the editor's Lean's writable scratch: code a
-    # document runs there (`#eval` on a full toolchain) must not reach a verdict's files.
+    # Outside Lean's writable scratch: a document's `#eval` must not reach a verdict's files.
     verify_root = run_dir / "verify"
     verify_root.mkdir(parents=True, exist_ok=True)
     policy = SandboxPolicy(writable=(scratch,), use_bwrap=None if options.sandbox else False)
     if options.sandbox and not uses_namespaces(policy):
         log.warning("sandbox.no_bwrap", detail="Lean processes run with rlimits only")
     environment = LeanEnvironment(
-        install, workspace, env=_lean_env(library),
+        install,
+        workspace,
+        env=_lean_env(library),
         wrapper=sandbox_wrapper(policy) if options.sandbox else (),
-    )  # fmt: skip
+    )
     verifier = Verifier(
-        suite, install, library=library, work_root=verify_root,
+        suite,
+        install,
+        library=library,
+        work_root=verify_root,
         sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
-    )  # fmt: skip
+    )
     sandbox = ("bwrap" if uses_namespaces(policy) else "rlimits") if options.sandbox else "none"
     ensure_run_info(run_dir, suite, install.version, options.time_limit, sandbox)
     ledger = Ledger(run_dir / "ledger.jsonl")
@@ -183,8 +172,6 @@ async def _serve(
         task, ledger, run_dir / "results.jsonl", time_limit=options.time_limit, state=state
     )
     if state is not None and attempt.out_of_time():
-        # Resumed after the limit ran out while no editor was connected: the attempt's last
-        # body gets its verdict, and the attempt is over.
         try:
             await _out_of_time(attempt, verifier, options.timeouts.verdict)
         finally:
@@ -202,30 +189,31 @@ async def _serve(
             hint=f"the attempt is over (its line is in {run_dir / 'results.jsonl'}); {NEXT}",
         )
     proxy = EditorProxy(
-        task=task, task_path=path, environment=environment, verifier=verifier,
-        attempt=attempt, send_editor=EditorOut(editor_out),
+        task=task,
+        task_path=path,
+        environment=environment,
+        verifier=verifier,
+        attempt=attempt,
+        send_editor=EditorOut(editor_out),
         timeouts=options.timeouts,
-    )  # fmt: skip
+    )
 
     async def final_verdict() -> None:
-        """The editor left: its last valid body gets the verdict, as an agent's final one
-        (not again when it had one). The attempt is not over: the next connection resumes
-        it, and the result line written now is replaced by the next one's."""
+        """Judge the last valid body once, as an agent's final one; the attempt stays resumable."""
         if not attempt.opened or attempt.closed or attempt.accepted:
             return
-        attempt.expire()  # the limit ran out meanwhile: the clock stops there
+        attempt.expire()
         requested = time.time()
         proxy.record_done()
         text = proxy.lean_text
         if attempt.judged(proxy.scope.final_body(text)):
             return
-        # (An editor may kill its server soon after `exit` — VS Code after 2 s —: then the
-        # attempt has no line, its state stays, and the report says so; see ATTEMPT_STATE.)
+        # An editor may kill its server soon after `exit`: then the state stays, without a line.
         with anyio.move_on_after(options.timeouts.verdict):
             verdict = await verifier.verify(task, proxy.scope.submission(text))
             attempt.checked(verdict, proxy.scope.final_body(text), requested=requested)
 
-    freeze_heap()  # (servers.freeze_heap: no full collection over startup's objects mid-edit)
+    freeze_heap()
     ended: Ending = "error"
     try:
         await proxy.run(editor_in)
@@ -233,22 +221,18 @@ async def _serve(
         await final_verdict()
         return attempt.close(ended)
     except anyio.get_cancelled_exc_class():
-        # A signal (an editor may stop its server with SIGTERM rather than `exit`; the relay
-        # passes it on): the attempt still gets its verdict, bounded as always (later signals
-        # wait for it too: servers/signals.py).
+        # A stop signal (some editors SIGTERM their server): the verdict still runs, bounded.
         ended = "signal"
         with anyio.CancelScope(shield=True):
             await final_verdict()
         raise
     finally:
-        attempt.close(ended)  # the line says what happened, whatever happened
+        attempt.close(ended)
         ledger.close()
 
 
 class EditorOut:
-    """The editor's side of the wire: a write to an editor that has gone (its end closed: the
-    relay killed, the editor crashed) is dropped, and so is every later one — the attempt
-    goes on to its end without it."""
+    """The editor's side of the wire; once the editor is gone, writes are dropped."""
 
     def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
         self._send = send

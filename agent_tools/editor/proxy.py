@@ -1,30 +1,7 @@
 """`leanrig lsp`: a raw-frame LSP proxy between a human's editor and a sandboxed Lean server.
 
-Responsibilities (and nothing else): route every frame between the editor and Lean with its
-JSON body untouched, except the few it must inspect or change:
-
-- ``initialize`` (editor → Lean): remembered (for restarts), and the attempt's clock started
-  with its ``editDelay``; its answer gains ``executeCommandProvider`` for ``leanrig.checkProof``;
-- the task file's ``didOpen``/``didChange``/``didSave``: to ``TaskDocument`` (an edit outside
-  the proof body is not forwarded, the editor is reverted; Lean keeps the last valid text);
-  its ``publishDiagnostics`` (Lean → editor): leanrig's own diagnostics merged in; its
-  ``$/lean/fileProgress``: read (not changed) for the ledger;
-- a ``waitForDiagnostics`` for a task-file version Lean never got: asked for the one it has;
-- ``workspace/executeCommand leanrig.checkProof``: answered by leanrig (the verdict);
-- a ``workspace/…/refresh`` request (Lean → editor) whose ``refreshSupport`` the editor did not
-  declare: answered by leanrig, not forwarded (Lean asks every editor to refresh inlay hints).
-
-The supervision is beside it, one job each: Lean's process, its restarts and leanrig's own
-requests to it (``supervised_lean.py``: string ids ``leanrig:N``, so no id collides), the task
-file's scope enforced with reverts (``task_document.py``), the attempt's clock, time limit and
-verdicts (``attempt_clock.py``). If Lean dies, pending editor requests get an error, Lean is
-restarted with the editor's ``initialize`` and every open document is re-opened. No Lean
-process outlives the proxy: Lean runs in the proxy's task group under the repl_pool sandbox
-wrapper with a kill token. (The proxy runs in `leanrig lsp`'s supervisor, behind a relay:
-relay.py.)
-
-Why raw frames and not pygls: see agent_tools/README.md (editor decision).
-"""
+Routes frames untouched except the task file's sync, ``initialize``, ``leanrig.checkProof`` and
+undeclared refreshes. No Lean process outlives the proxy. Raw frames: see agent_tools/README.md."""
 
 from __future__ import annotations
 
@@ -64,7 +41,7 @@ class ProxyTimeouts:
     spawn: float = 60.0  # Lean restarted and answering `initialize`
     write: float = 30.0  # one frame written to either side
     revert: float = 2.0  # the editor's document back in scope after an applied revert
-    verdict: float = 600.0  # one checkProof (the verifier has its own per-stage limits)
+    verdict: float = 600.0  # one checkProof
     shutdown: float = 3.0
 
 
@@ -102,37 +79,54 @@ class EditorProxy:
         self._editor_lock = anyio.Lock(fast_acquire=True)
         self._tg: TaskGroup | None = None
         self._client_requests: dict[Any, str] = {}  # editor request id -> method (in Lean)
-        self._initialize: dict[str, Any] | None = None  # the editor's initialize request
+        self._initialize: dict[str, Any] | None = None
         self._initialized_sent = False
         self._docs: dict[str, EditorDocument] = {}
         self._is_task: dict[str, bool] = {}
         self._exit = False
-        ids = itertools.count(1)  # leanrig's own request ids, to Lean and to the editor
+        ids = itertools.count(1)  # leanrig's own request ids, to both sides
         t = self.timeouts
         self._lean = SupervisedLean(
-            environment, ids=ids, spawn_timeout=t.spawn, write_timeout=t.write,
-            shutdown_timeout=t.shutdown, restart_limit=restart_limit, on_frame=self._from_lean,
-            reopen=self._reinitialize, fail_owed=self._fail_pending,
-            restarted=attempt.lean_restarted, show=self._show,
-        )  # fmt: skip
+            environment,
+            ids=ids,
+            spawn_timeout=t.spawn,
+            write_timeout=t.write,
+            shutdown_timeout=t.shutdown,
+            restart_limit=restart_limit,
+            on_frame=self._from_lean,
+            reopen=self._reinitialize,
+            fail_owed=self._fail_pending,
+            restarted=attempt.lean_restarted,
+            show=self._show,
+        )
         self._task_doc = TaskDocument(
-            task, self.scope, attempt, self._lean, docs=self._docs, ids=ids,
-            revert_timeout=t.revert, to_editor=self._to_editor_json, show=self._show,
+            task,
+            self.scope,
+            attempt,
+            self._lean,
+            docs=self._docs,
+            ids=ids,
+            revert_timeout=t.revert,
+            to_editor=self._to_editor_json,
+            show=self._show,
             start_soon=self._start_soon,
-        )  # fmt: skip
+        )
         self._clock = AttemptClock(
-            task, verifier, attempt, self._task_doc, verdict_timeout=t.verdict,
-            to_editor=self._to_editor_json, show=self._show,
-        )  # fmt: skip
+            task,
+            verifier,
+            attempt,
+            self._task_doc,
+            verdict_timeout=t.verdict,
+            to_editor=self._to_editor_json,
+            show=self._show,
+        )
 
     @property
     def lean_text(self) -> str:
-        """The task file as Lean has it: the last editor text that was in scope."""
         return self._task_doc.lean_text
 
     @property
     def editor_said_goodbye(self) -> bool:
-        """Did the editor send `shutdown` or `exit` (else its connection was cut off)?"""
         return self._exit or self._lean.shutdown_asked
 
     @property
@@ -140,14 +134,11 @@ class EditorProxy:
         return self._lean.restarts
 
     def record_done(self) -> None:
-        """Record the version Lean finished, if its ledger line is not written yet."""
         self._task_doc.record_done()
 
     async def check(self, *, requested_by_editor: bool) -> dict[str, Any]:
-        """The verdict on the text Lean has (the last valid body); shown to the editor too."""
+        """The verdict on the last valid body, shown to the editor too."""
         return await self._clock.check(requested_by_editor=requested_by_editor)
-
-    # -- running -----------------------------------------------------------------------------
 
     async def run(self, editor_in: ByteReceiveStream) -> None:
         """Serve the editor until it exits or disconnects; Lean is gone when this returns."""
@@ -182,10 +173,8 @@ class EditorProxy:
             return
         log.info("editor.disconnected")
 
-    # -- writing to the editor ---------------------------------------------------------------
-
     async def _to_editor(self, body: bytes) -> None:
-        # Hot path: no timer per frame. The writer (``FdSend``) bounds a blocked write itself.
+        # No timer per frame: the writer bounds a blocked write itself.
         async with self._editor_lock:
             await self._send_editor_raw(frame(body))
 
@@ -193,13 +182,16 @@ class EditorProxy:
         await self._to_editor(orjson.dumps(message))
 
     async def _show(self, message: str, kind: int = 3) -> None:
-        await self._to_editor_json({"jsonrpc": "2.0", "method": "window/showMessage",
-                                    "params": {"type": kind, "message": message}})  # fmt: skip
-
-    # -- a restarted Lean --------------------------------------------------------------------
+        await self._to_editor_json(
+            {
+                "jsonrpc": "2.0",
+                "method": "window/showMessage",
+                "params": {"type": kind, "message": message},
+            }
+        )
 
     async def _reinitialize(self) -> None:
-        """A fresh Lean gets the editor's initialize and every open document again."""
+        """Send a fresh Lean the editor's initialize and every open document again."""
         if self._initialize is None:
             return
         await self._lean.request_now("initialize", self._initialize.get("params"))
@@ -209,23 +201,35 @@ class EditorProxy:
             text, version = doc.text, doc.version
             if self._is_task_uri(doc.uri):
                 text, version = self._task_doc.reopened(doc)
-            await self._lean.write_now({"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                                        "params": {"textDocument": {"uri": doc.uri,
-                                                   "languageId": "lean4", "version": version,
-                                                   "text": text}}})  # fmt: skip
+            await self._lean.write_now(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/didOpen",
+                    "params": {
+                        "textDocument": {
+                            "uri": doc.uri,
+                            "languageId": "lean4",
+                            "version": version,
+                            "text": text,
+                        }
+                    },
+                }
+            )
 
     async def _fail_pending(self, why: str) -> None:
-        """Lean died: the editor's requests it had not answered get an error."""
         pending, self._client_requests = self._client_requests, {}
         for rid, method in pending.items():
-            await self._to_editor_json({"jsonrpc": "2.0", "id": rid, "error": {
-                "code": INTERNAL_ERROR, "message": f"leanrig: {method}: {why}"}})  # fmt: skip
-
-    # -- editor → Lean -----------------------------------------------------------------------
+            await self._to_editor_json(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": INTERNAL_ERROR, "message": f"leanrig: {method}: {why}"},
+                }
+            )
 
     async def _from_editor(self, body: bytes, message: dict[str, Any]) -> None:
         method = message.get("method")
-        if method is None:  # a response to a server→client request
+        if method is None:
             rid = message.get("id")
             if isinstance(rid, str) and rid.startswith(ID_PREFIX):
                 self._task_doc.editor_answered(rid, message)
@@ -258,15 +262,13 @@ class EditorProxy:
         await self._lean.send(body)
 
     def _waitable(self, body: bytes, params: Any) -> bytes:
-        """A ``waitForDiagnostics`` for a task-file version Lean never got (a held body: Lean
-        still has its last valid version) asks for the version Lean has: Lean would answer
-        only when a later version arrives, so the request would hang until the human makes
-        the body valid again."""
+        """Retarget a ``waitForDiagnostics`` for a version Lean never got to the one it has.
+
+        Else Lean would answer only at a later version: the request would hang."""
         if not isinstance(params, dict) or not self._is_task_uri(str(params.get("uri", ""))):
             return body
         doc = self._docs.get(str(params.get("uri", "")))
         version, lean = params.get("version"), self._task_doc.lean_version
-        # Only a version the editor has sent: one it has not is Lean's to wait for.
         if not isinstance(version, int) or lean is None or doc is None:
             return body
         if not lean < version <= doc.version:
@@ -285,7 +287,7 @@ class EditorProxy:
             )
             self._docs[uri] = doc
             if self._is_task_uri(uri):
-                if not self.attempt.opened:  # no `initialize` first: the clock starts here
+                if not self.attempt.opened:  # no `initialize` came first
                     self._clock.connected(None)
                 await self._task_doc.opened(doc, params, body, received)
             else:
@@ -317,9 +319,7 @@ class EditorProxy:
             await self._lean.send(body)
 
     def _editor_refreshes(self, method: str) -> bool:
-        """May ``method`` (a server→client request) go to the editor? False only for a
-        ``workspace/…/refresh`` whose ``refreshSupport`` the editor's ``initialize`` did not
-        declare."""
+        """False for a ``workspace/…/refresh`` request the editor did not declare support for."""
         capability = _REFRESH_CAPABILITY.get(method)
         if capability is None:
             return True
@@ -338,11 +338,9 @@ class EditorProxy:
             )
         return known
 
-    # -- Lean → editor -----------------------------------------------------------------------
-
     async def _from_lean(self, body: bytes, message: dict[str, Any]) -> None:
         method = message.get("method")
-        if method is None:  # (answers to leanrig's own requests stay with SupervisedLean)
+        if method is None:
             rid = message.get("id")
             self._client_requests.pop(rid, None)
             if self._initialize is not None and rid == self._initialize.get("id"):
@@ -352,8 +350,7 @@ class EditorProxy:
             return
         params = message.get("params")
         if "id" in message and not self._editor_refreshes(method):
-            # A refresh the editor did not declare it supports (Lean asks for inlay hints
-            # regardless; lsp-mode 8.0 warns at each one): answered here, not forwarded.
+            # Lean asks every editor for refreshes; some warn at each undeclared one.
             await self._lean.send_json({"jsonrpc": "2.0", "id": message["id"], "result": None})
             return
         task_uri = self._task_doc.uri
@@ -363,7 +360,7 @@ class EditorProxy:
             and params.get("uri") == task_uri
             and await self._task_doc.diagnostics_from_lean(message, params)
         ):
-            return  # sent with leanrig's own diagnostics merged in
+            return
         await self._to_editor(body)
         if (
             method == "$/lean/fileProgress"
@@ -373,8 +370,7 @@ class EditorProxy:
             await self._task_doc.progress_from_lean(params)
 
 
-# Server→client refresh requests, and the client capability (under ``workspace``) whose
-# ``refreshSupport`` says the editor handles them (LSP 3.17).
+# Refresh request -> the ``workspace`` client capability declaring ``refreshSupport`` (LSP 3.17).
 _REFRESH_CAPABILITY = {
     "workspace/inlayHint/refresh": "inlayHint",
     "workspace/semanticTokens/refresh": "semanticTokens",
@@ -385,9 +381,13 @@ _REFRESH_CAPABILITY = {
 }
 
 _TEXT_SYNC = frozenset(
-    {"textDocument/didOpen", "textDocument/didChange", "textDocument/didClose",
-     "textDocument/didSave"}
-)  # fmt: skip
+    {
+        "textDocument/didOpen",
+        "textDocument/didChange",
+        "textDocument/didClose",
+        "textDocument/didSave",
+    }
+)
 
 
 def _command(params: Any) -> str | None:
@@ -395,7 +395,6 @@ def _command(params: Any) -> str | None:
 
 
 def _with_command(message: dict[str, Any]) -> dict[str, Any]:
-    """The initialize answer, with ``leanrig.checkProof`` added to the executable commands."""
     result = message.get("result")
     if not isinstance(result, dict):
         return message

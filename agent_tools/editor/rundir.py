@@ -1,13 +1,6 @@
-"""A human run directory's ``run.json``: written by its first attempt, checked by every later
-one, so `leanrig report` reads the attempts in it as one run.
+"""A human run directory's ``run.json``, written by its first attempt, checked by every later one.
 
-Attempts of one run share a suite (its content hash) and a time limit; a run directory of
-another suite, another limit or an agents' run is refused with what to do instead. (Attempts
-on another suite were once appended silently: the report's header named the first suite
-while its metrics counted the other's tasks too.) Without ``--time-limit`` a human attempt has
-none, and run.json says so. A run gives each task one attempt (``attempt_state``): `edit`
-and `lsp` refuse a task whose attempt is over, and `lsp` resumes one that is not.
-"""
+Attempts of one run share a suite and a time limit; each task gets one attempt, resumable."""
 
 from __future__ import annotations
 
@@ -38,16 +31,13 @@ from ..tasks import Suite, SuiteError, Task
 from .human_attempt import AttemptState, AttemptStateError, read_state, repair_line
 
 HUMAN_RETRY_POLICY = "none: a human attempt is never retried"
-# Before the run directory was checked, run.json recorded this limit for human attempts made
-# without --time-limit (and the runner's retry policy): what such a directory's limit was is
-# not known, so it is not compared.
+# Older human run.json files hold this placeholder limit: their real one is unknown, not compared.
 LEGACY_HUMAN_LIMIT = 1800.0
 NEXT = "give this attempt another --run-dir"
 
 
 def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None:
-    """Refuse (``SuiteError``) to add a human attempt on ``suite`` with ``time_limit`` to a
-    run directory whose run.json describes another run. Nothing to check in a new one."""
+    """Raise ``SuiteError`` if ``run_dir``'s run.json describes another run."""
     if not (run_dir / RUN_FILE).exists():
         return
     try:
@@ -76,33 +66,38 @@ def check_run_dir(run_dir: Path, suite: Suite, time_limit: float | None) -> None
 def ensure_run_info(
     run_dir: Path, suite: Suite, lean_version: str, time_limit: float | None, sandbox: str
 ) -> None:
-    """The run directory's run.json (condition human, the suite's whole inventory), written
-    by the first attempt in it; a later attempt must belong to the same run
-    (``check_run_dir``)."""
+    """Write the run's run.json if it has none, else check the attempt belongs to the run."""
     if (run_dir / RUN_FILE).exists():
         check_run_dir(run_dir, suite, time_limit)
         return
-    tasks = [TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
-             for t in suite.tasks.values()]  # fmt: skip
+    tasks = [
+        TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty)
+        for t in suite.tasks.values()
+    ]
     write_run_info(
         run_dir,
         RunInfo(
-            suite_name=suite.name, suite_version=suite.spec.version,
+            suite_name=suite.name,
+            suite_version=suite.spec.version,
             suite_hash=suite.content_hash(),
-            task_count=len(tasks), tasks=tasks, condition="human", agent_tool="editor",
-            time_limit_s=time_limit, retry_policy=HUMAN_RETRY_POLICY,
-            leanrig_version=package_version(), lean_version=lean_version, sandbox=sandbox,
-            machine=Machine(cores=os.cpu_count() or 1,
-                            memory_bytes=psutil.virtual_memory().total),
-            started_at=datetime.now(UTC), agent_command="leanrig lsp (a human in an editor)",
+            task_count=len(tasks),
+            tasks=tasks,
+            condition="human",
+            agent_tool="editor",
+            time_limit_s=time_limit,
+            retry_policy=HUMAN_RETRY_POLICY,
+            leanrig_version=package_version(),
+            lean_version=lean_version,
+            sandbox=sandbox,
+            machine=Machine(cores=os.cpu_count() or 1, memory_bytes=psutil.virtual_memory().total),
+            started_at=datetime.now(UTC),
+            agent_command="leanrig lsp (a human in an editor)",
         ),
-    )  # fmt: skip
+    )
 
 
 def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> AttemptState | None:
-    """The task's attempt in ``run_dir`` to resume (None: a new one). A run gives each task
-    one attempt: one that is over (accepted, or out of time with its verdict) is refused, as
-    is a task with a result line from before attempts were resumable."""
+    """The task's attempt to resume (None: a new one); raises ``SuiteError`` if it is over."""
     try:
         state = read_state(run_dir, task.id)
     except AttemptStateError as exc:
@@ -116,7 +111,7 @@ def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> Attemp
             )
         return None
     if state.over:
-        repair_line(run_dir, task, state)  # (killed between saving the state and its line)
+        repair_line(run_dir, task, state)  # in case it was killed before writing its line
         how = (
             f"accepted after {state.end_wall - state.start_wall:.1f} s"
             if state.accepted and state.end_wall is not None
@@ -136,16 +131,12 @@ def attempt_state(run_dir: Path, task: Task, time_limit: float | None) -> Attemp
     return state
 
 
-# How long a start waits for another `leanrig lsp` on the same attempt to finish (an editor's
-# restart: the last server's closing verdict, ~1 s on the demo suite), then refuses.
-LOCK_WAIT_SECONDS = 15.0
+LOCK_WAIT_SECONDS = 15.0  # for another `leanrig lsp` on the attempt (an editor's restart)
 
 
 @asynccontextmanager
 async def attempt_lock(run_dir: Path, task_id: str) -> AsyncIterator[None]:
-    """The attempt's lock (``attempt-state/<task>.lock``, an exclusive ``flock`` held while
-    the block runs): waits up to LOCK_WAIT_SECONDS for another holder, then refuses
-    (``SuiteError``) naming it."""
+    """Hold the attempt's ``flock``, waiting up to LOCK_WAIT_SECONDS; else ``SuiteError``."""
     path = run_dir / ATTEMPT_STATE / f"{task_id}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -170,4 +161,4 @@ async def attempt_lock(run_dir: Path, task_id: str) -> AsyncIterator[None]:
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
-        os.close(fd)  # (releases the lock)
+        os.close(fd)

@@ -1,13 +1,7 @@
-"""Lean for one editor connection (``leanrig lsp``): a sandboxed ``lean --server`` from the task's
-environment with a kill token (``spawn_marked``), its stderr tail, its frames read and handed
-to the owner whole, frames written to it (waiting while it restarts), the requests leanrig
-itself sends it (string ids ``leanrig:N``, which no editor or Lean id collides with), and a new
-Lean when it dies — the owner re-opens what the editor had — up to a limit.
+"""The sandboxed ``lean --server`` of one editor connection, restarted when it dies, up to a limit.
 
-Must not route or change frames: what Lean says goes to ``on_frame``; what a restart re-sends
-is the owner's (``reopen``, through ``write_now`` / ``request_now``). No Lean process outlives
-``run``: each runs under it, killed with its workers (the token) when it ends.
-"""
+leanrig's own requests use string ids ``leanrig:N``. Must not route or change frames. No Lean
+process outlives ``run``."""
 
 from __future__ import annotations
 
@@ -65,10 +59,8 @@ class _Injected:
 class SupervisedLean:
     """The Lean of one editor connection; ``run`` it in the connection's task group.
 
-    ``on_frame(body, message)``: each frame Lean sends but the answers to leanrig's own
-    requests. ``reopen()``: a restarted Lean gets the editor's session again. ``fail_owed(why)``:
-    Lean died, the editor's requests under way get an error. ``restarted()``: a restart is
-    counted (the attempt's ledger). ``show(message, kind)``: tells the human."""
+    ``on_frame`` gets each frame but answers to leanrig's requests; ``reopen`` re-sends the
+    editor's session to a restarted Lean; ``fail_owed(why)`` errors the requests under way."""
 
     def __init__(
         self,
@@ -86,7 +78,7 @@ class SupervisedLean:
         show: Callable[[str, int], Awaitable[None]],
     ) -> None:
         self._environment = environment
-        self._ids = ids  # shared with the owner's own requests to the editor
+        self._ids = ids  # shared with the owner's requests to the editor
         self._spawn_timeout = spawn_timeout
         self._write_timeout = write_timeout
         self._shutdown_timeout = shutdown_timeout
@@ -100,11 +92,9 @@ class SupervisedLean:
         self._ready = anyio.Event()
         self._injected: dict[str, _Injected] = {}
         self.restarts = 0
-        self.failed: str | None = None  # gave up restarting: why
+        self.failed: str | None = None  # why it gave up restarting
         self.closing = False  # the connection ends: Lean's exit is no death
-        self.shutdown_asked = False  # the editor sent `shutdown`: Lean exiting is expected
-
-    # -- writing -----------------------------------------------------------------------------
+        self.shutdown_asked = False
 
     async def send(self, body: bytes) -> None:
         """Write one frame to Lean (waiting while Lean restarts); a dead Lean drops it."""
@@ -119,7 +109,7 @@ class SupervisedLean:
                 async with lean.lock:
                     await lean.process.stdin.send(frame(body))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            log.warning("lean.write_failed")  # the reader sees the death and restarts Lean
+            log.warning("lean.write_failed")  # the reader sees the death
         except TimeoutError:
             log.warning("lean.not_reading")
             kill_tree(lean.token, lean.process.pid)
@@ -128,12 +118,11 @@ class SupervisedLean:
         await self.send(orjson.dumps(message))
 
     async def request(self, method: str, params: Any, timeout: float) -> dict[str, Any]:
-        """A request leanrig itself sends to Lean; returns the whole response message."""
+        """Send leanrig's own request to Lean; returns the whole response message."""
         rid = f"{ID_PREFIX}{next(self._ids)}"
         pending = self._injected[rid] = _Injected()
         try:
-            await self.send_json({"jsonrpc": "2.0", "id": rid, "method": method,
-                                  "params": params})  # fmt: skip
+            await self.send_json({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
             with anyio.fail_after(timeout):
                 await pending.done.wait()
         finally:
@@ -142,7 +131,7 @@ class SupervisedLean:
         return pending.message
 
     async def write_now(self, message: dict[str, Any]) -> None:
-        """A frame to a Lean being re-opened (``reopen``: not ready for ``send`` yet)."""
+        """Write to a Lean being re-opened (not ready for ``send`` yet)."""
         lean = self._lean
         assert lean is not None
         assert lean.process.stdin is not None
@@ -155,8 +144,7 @@ class SupervisedLean:
         rid = f"{ID_PREFIX}{next(self._ids)}"
         pending = self._injected[rid] = _Injected()
         try:
-            await self.write_now({"jsonrpc": "2.0", "id": rid, "method": method,
-                                  "params": params})  # fmt: skip
+            await self.write_now({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
             with anyio.fail_after(self._spawn_timeout):
                 await pending.done.wait()
         finally:
@@ -165,15 +153,13 @@ class SupervisedLean:
         return pending.message
 
     def answered(self, rid: str, message: dict[str, Any]) -> None:
-        """Lean's answer to leanrig's own request ``rid`` (an older one's is dropped)."""
         injected = self._injected.get(rid)
         if injected is not None:
             injected.message = message
             injected.done.set()
 
     def worker_alive(self, uri: str) -> bool:
-        """Is a Lean file worker for ``uri`` running (``lean --worker URI`` under the server)?
-        True when it cannot be told (then nothing is said)."""
+        """Is a Lean file worker for ``uri`` running? True when it cannot be told."""
         lean = self._lean
         if lean is None:
             return True
@@ -185,8 +171,6 @@ class SupervisedLean:
             )
         except psutil.Error:
             return True
-
-    # -- the process -------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _spawn(self) -> AsyncIterator[_Process]:
@@ -204,8 +188,9 @@ class SupervisedLean:
                 await process.aclose()
 
     async def run(self, *, task_status: TaskStatus[None]) -> None:
-        """Lean, started (the first start's failure is raised), and again whenever it dies
-        under the editor, until the connection closes or the limit of restarts is passed."""
+        """Run Lean, restarting it when it dies, until closing or past the restart limit.
+
+        The first start's failure is raised."""
         started = False
         while not self.closing:
             code: int | None = None
@@ -225,7 +210,7 @@ class SupervisedLean:
                     tg.cancel_scope.cancel()
                 code = lean.process.returncode
                 if self.closing or self.shutdown_asked:
-                    return  # the editor asked Lean to stop
+                    return
                 log.warning("lean.died", returncode=code, stderr=lean.stderr_tail())
             except LeanrigError as exc:
                 if not started:
@@ -235,7 +220,6 @@ class SupervisedLean:
                 log.warning("lean.restart_timeout")
             if self.closing:
                 return
-            # Lean died under the editor: answer what it owed, start a new one.
             self._ready = anyio.Event()
             self._lean = None
             why = f"the Lean server exited (code {code}); leanrig restarts it"
@@ -247,7 +231,7 @@ class SupervisedLean:
             self._restarted()
             if self.restarts > self._restart_limit:
                 self.failed = f"Lean died {self.restarts} times; giving up"
-                self._ready.set()  # writers stop waiting: frames are dropped
+                self._ready.set()  # writers stop waiting; frames are dropped
                 await self._show(f"leanrig: {self.failed}", 1)
                 return
             await self._show(
@@ -277,7 +261,7 @@ class SupervisedLean:
                     message = decode_body(body)
                     rid = message.get("id")
                     mine = isinstance(rid, str) and rid.startswith(ID_PREFIX)
-                    if mine and message.get("method") is None:  # answers leanrig's own request
+                    if mine and message.get("method") is None:
                         self.answered(str(rid), message)
                         continue
                     await self._on_frame(body, message)

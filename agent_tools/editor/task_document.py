@@ -1,15 +1,7 @@
-"""The task file between the editor and Lean (``leanrig lsp``): which of the editor's texts
-reach Lean — those in the task's scope (``text_scope.py``), before the time limit — and how the
-editor is brought back when one does not: an edit outside the proof body gets a versioned
-``workspace/applyEdit`` restoring the last text in scope, checked against the document the
-editor sends back and retried, and an error diagnostic — information once the text is back,
-gone at the next edit; a held body gets a diagnostic (Lean keeps the last valid proof). Also
-leanrig's notices merged into Lean's diagnostics, and each version Lean finishes recorded in
-the attempt's ledger.
+"""The task file between editor and Lean: which texts reach Lean, and reverting those that may not.
 
-Must not route other documents or own Lean: the proxy hands it the task file's frames, and it
-writes to Lean through ``SupervisedLean``.
-"""
+Edits outside the proof body are reverted with ``workspace/applyEdit``; leanrig's notices are
+merged into Lean's diagnostics. Must not route other documents or own Lean."""
 
 from __future__ import annotations
 
@@ -37,7 +29,7 @@ TIME_UP_MESSAGE = "leanrig: the time limit is over; edits are no longer sent to 
 
 @dataclass(slots=True)
 class EditorDocument:
-    """A document as the editor has sent it (its text after every change)."""
+    """A document as the editor has sent it."""
 
     uri: str
     text: str
@@ -64,36 +56,32 @@ class TaskDocument:
         self.scope = scope
         self.attempt = attempt
         self._lean = lean
-        self._docs = docs  # the editor's open documents (the proxy's)
+        self._docs = docs
         self._ids = ids
         self._revert_timeout = revert_timeout
         self._to_editor = to_editor
         self._show = show
         self._start_soon = start_soon
         self.uri: str | None = None
-        # The task file as Lean has it (the last text in scope) and its version there.
         self.lean_text: str = task.text
         self.lean_version: int | None = None
-        # The editor's last text inside the task's scope (sent to Lean, or a held body), and
-        # what a revert restores: an edit outside the body is undone, not the held typing.
+        # A revert restores the last text in scope, held typing included.
         self._scoped_text: str = task.text
         self._revert_target: str = task.text
         self._lean_diags: list[dict[str, Any]] = []
         self._lean_diag_version: int | None = None
         # (version, fatal, when, errors): finished by Lean, its ledger line not yet written
         self._done: tuple[int, bool, float, int] | None = None
-        self._stop_shown: int | None = None  # the version whose worker stop was shown
-        self._extra_diags: dict[str, dict[str, Any]] = {}  # kind -> diagnostic
+        self._stop_shown: int | None = None
+        self._extra_diags: dict[str, dict[str, Any]] = {}
         self._scope_changed = anyio.Event()
         self._revert_id: str | None = None
         self._revert_tries = 0
 
-    # -- editor → Lean -----------------------------------------------------------------------
-
     async def opened(
         self, doc: EditorDocument, params: dict[str, Any], body: bytes, received: float
     ) -> None:
-        """The editor opened the task file (``body``: its didOpen frame, ``params`` parsed)."""
+        """The editor opened the task file (``body``: its didOpen frame)."""
         self.uri = doc.uri
         decision = self.scope.decide(doc.text)
         self.attempt.task_opened(
@@ -107,17 +95,16 @@ class TaskDocument:
             self.forwarded(doc.version, received)
             await self._lean.send(body)
             return
-        # Lean gets the last valid text under the editor's version; the editor is told.
         opened = {**params, "textDocument": {**params["textDocument"], "text": self.lean_text}}
         self.lean_version = doc.version
         self.forwarded(doc.version, received)
-        await self._lean.send_json({"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                                    "params": opened})  # fmt: skip
+        await self._lean.send_json(
+            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": opened}
+        )
         await self._refuse(doc, decision.outcome, decision.reason, refused)
 
     async def changed(self, doc: EditorDocument, before: str, body: bytes, received: float) -> None:
-        """The editor changed the task file from ``before`` to ``doc.text`` (``body``: its
-        didChange frame)."""
+        """The editor changed the task file from ``before`` (``body``: its didChange frame)."""
         decision = self.scope.decide(doc.text)
         refused = self.attempt.expire() and doc.text != self.lean_text
         if decision.outcome in ("ok", "held") and not refused:
@@ -129,34 +116,38 @@ class TaskDocument:
             await self._refuse(doc, decision.outcome, decision.reason, refused)
             return
         previous = self.lean_text
-        # The editor back at the text Lean has (a revert's echo, a held body undone): Lean
-        # still gets the version (editors and the infoview wait on versions), but the ledger
-        # records no new version of the proof.
+        # An echo still goes to Lean (editors wait on versions) but is no new ledger version.
         echo = doc.text == previous
         if before == previous:
-            await self._lean.send(body)  # in step with Lean: the editor's frame as it is
-        else:  # Lean holds an older text: one change from it to the editor's
+            await self._lean.send(body)
+        else:
             start, end_old, end_new = changed_span(previous, doc.text)
-            change = {"range": _lsp_range(LineIndex(previous), start, end_old),
-                      "text": doc.text[start:end_new]}  # fmt: skip
-            await self._lean.send_json({"jsonrpc": "2.0", "method": "textDocument/didChange",
-                                        "params": {"textDocument": {"uri": doc.uri,
-                                                   "version": doc.version},
-                                                   "contentChanges": [change]}})  # fmt: skip
+            change = {
+                "range": _lsp_range(LineIndex(previous), start, end_old),
+                "text": doc.text[start:end_new],
+            }
+            await self._lean.send_json(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/didChange",
+                    "params": {
+                        "textDocument": {"uri": doc.uri, "version": doc.version},
+                        "contentChanges": [change],
+                    },
+                }
+            )
         if not echo:
             self.forwarded(doc.version, received)
         self.lean_text, self.lean_version = doc.text, doc.version
         changed = self._extra_diags.pop("held", None) is not None or restored
-        if not echo:  # a real edit (not the echo of a revert) clears the notice
+        if not echo:
             changed = self._extra_diags.pop("outside", None) is not None or changed
             self._revert_id = None
         if changed:
             await self.publish_merged()
 
     def _restored(self, doc: EditorDocument) -> bool:
-        """The editor's text is back where a revert was to bring it (the revert applied, or
-        the human undid the edit): the scoping error, no longer true of the text, stays as
-        information until the next edit (it says why the text jumped back); True if so."""
+        """If the text is back at the revert target, demote the error to information; True if so."""
         notice = self._extra_diags.get("outside")
         if notice is None or notice.get("severity") != 1 or doc.text != self._revert_target:
             return False
@@ -164,8 +155,7 @@ class TaskDocument:
         return True
 
     def reopened(self, doc: EditorDocument) -> tuple[str, int]:
-        """What a restarted Lean gets for the task file: the text it had, under its version
-        (recorded as forwarded again)."""
+        """The text and version a restarted Lean gets for the task file."""
         version = self.lean_version if self.lean_version is not None else doc.version
         self.forwarded(version, time.perf_counter())
         return self.lean_text, version
@@ -186,8 +176,6 @@ class TaskDocument:
             return
         message = TIME_UP_MESSAGE if time_up else OUTSIDE_MESSAGE
         self.attempt.rejected(doc.version, "time limit" if time_up else "outside the proof body")
-        # Time up: back to what Lean has (nothing typed since counts); else the last text in
-        # scope, a held body included.
         target = self._revert_target = self.lean_text if time_up else self._scoped_text
         start, end_target, _ = changed_span(target, doc.text)
         self._extra_diags["outside"] = diagnostic(
@@ -197,23 +185,34 @@ class TaskDocument:
         await self.publish_merged()
         await self._send_revert(doc)
 
-    # -- reverts -----------------------------------------------------------------------------
-
     async def _send_revert(self, doc: EditorDocument) -> None:
         rid = f"{ID_PREFIX}{next(self._ids)}"
         self._revert_id = rid
         self._revert_tries += 1
         edit = replace_edit(doc.text, self._revert_target)
-        await self._to_editor({"jsonrpc": "2.0", "id": rid, "method": "workspace/applyEdit",
-                               "params": {"label": "leanrig: only the proof body may change",
-                                          "edit": {"documentChanges": [{"textDocument": {
-                                              "uri": doc.uri, "version": doc.version},
-                                              "edits": [edit]}]}}})  # fmt: skip
+        await self._to_editor(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "workspace/applyEdit",
+                "params": {
+                    "label": "leanrig: only the proof body may change",
+                    "edit": {
+                        "documentChanges": [
+                            {
+                                "textDocument": {"uri": doc.uri, "version": doc.version},
+                                "edits": [edit],
+                            }
+                        ]
+                    },
+                },
+            }
+        )
 
     def editor_answered(self, rid: str, message: dict[str, Any]) -> None:
         """The editor's answer to leanrig's request ``rid`` (a revert's ``applyEdit``)."""
         if rid != self._revert_id:
-            return  # an older revert, superseded by a newer edit
+            return
         result = message.get("result")
         applied = isinstance(result, dict) and bool(result.get("applied"))
         self._start_soon(functools.partial(self._check_revert, rid, applied))
@@ -257,33 +256,28 @@ class TaskDocument:
             {"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": params}
         )
 
-    # -- Lean → editor -----------------------------------------------------------------------
-
     async def diagnostics_from_lean(self, message: dict[str, Any], params: dict[str, Any]) -> bool:
-        """Lean's ``publishDiagnostics`` of the task file: tracked; True when leanrig's notices
-        were merged into it and it was sent (else the proxy forwards Lean's frame)."""
+        """Track Lean's diagnostics; True if sent merged with leanrig's, else the proxy forwards."""
         self._track_diagnostics(params)
         if self._extra_diags and not params.get("isIncremental"):
-            merged = {**params, "diagnostics": [*(params.get("diagnostics") or ()),
-                                                *self._extra_diags.values()]}  # fmt: skip
+            merged = {
+                **params,
+                "diagnostics": [*(params.get("diagnostics") or ()), *self._extra_diags.values()],
+            }
             await self._to_editor({**message, "params": merged})
             return True
         return False
 
     async def progress_from_lean(self, params: dict[str, Any]) -> None:
-        """Lean's ``$/lean/fileProgress`` of the task file (already forwarded): a finished
-        version timed; a worker that stopped for good said once."""
+        """Time a finished version; say once that a worker stopped for good."""
         stopped = self._track_progress(params)
         if (
             stopped is not None
             and stopped != self._stop_shown
-            and self.uri is not None  # (unknown: nothing is said)
+            and self.uri is not None
             and not self._lean.worker_alive(self.uri)
         ):
-            # Lean's watchdog says only this (a fatal progress over the file) when the task
-            # file's worker dies, and starts a new one at the next change. (A header Lean
-            # cannot import says the same, its worker alive: Lean's own diagnostics explain
-            # that.)
+            # A dead worker shows only as a fatal progress; a bad import too, but its worker lives.
             self._stop_shown = stopped
             self.attempt.worker_stopped(stopped)
             await self._show(
@@ -302,44 +296,40 @@ class TaskDocument:
             self._lean_diag_version = version if isinstance(version, int) else None
         if self._done is not None and self._done[0] == version:
             self._done = (version, self._done[1], self._done[2], self._lean_errors(version))
-            self.record_done()  # the version's last report, just after its "done"
+            self.record_done()
 
     def forwarded(self, version: int, received: float) -> None:
         """``version`` of the task file went to Lean (its edit ``received`` then)."""
-        self.record_done()  # a finished version is recorded before the next supersedes it
+        self.record_done()
         self.attempt.forwarded(version, received)
 
     def record_done(self) -> None:
-        """Record the version Lean finished (its ledger line), with its errors as last
-        reported: Lean sends a version's "done" progress just *before* its last diagnostics,
-        so the count is taken when those arrive (or when the next version or the verdict
-        comes first); the Lean time ends at the "done"."""
+        """Write the ledger line of the version Lean finished, with its errors as last reported.
+
+        Lean sends "done" just before a version's last diagnostics, so this runs after those."""
         if self._done is None:
             return
         version, fatal, at, errors = self._done
         self._done = None
-        # Hashed as a submission has it (no blank lines after it), as check_proof's and the
-        # result's are: one body, one sha in the ledger and results.jsonl.
+        # Hashed as a submission is, so the ledger and results.jsonl agree.
         body = (self.scope.body_of(self.lean_text) or "").rstrip()
         self.attempt.elaborated(version, errors=errors, fatal=fatal, body=body, at=at)
 
     def _track_progress(self, params: dict[str, Any]) -> int | None:
-        """Time the version Lean says it finished; the version if Lean says it stopped
-        processing it for good (a fatal progress), else None."""
+        """Time the version Lean finished; that version if it stopped for good, else None."""
         processing = params.get("processing") or []
         version = (params.get("textDocument") or {}).get("version")
         fatal = any(isinstance(p, dict) and p.get("kind") == 2 for p in processing)
         if (processing and not fatal) or not isinstance(version, int):
             return None
         if self._done is not None and self._done[0] == version:
-            # Lean may say "done" twice for a version: the first one times it
+            # Lean may say "done" twice for a version: the first one times it.
             return version if fatal else None
         self.record_done()
         self._done = (version, fatal, time.perf_counter(), self._lean_errors(version))
         return version if fatal else None
 
     def _lean_errors(self, version: int) -> int:
-        """Errors Lean has reported so far for ``version`` of the task file."""
         if self._lean_diag_version != version:
             return 0
         return sum(1 for d in self._lean_diags if d.get("severity") == 1)

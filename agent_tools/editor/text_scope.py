@@ -1,26 +1,7 @@
 """Edit scoping of the task file in an editor: which editor texts may reach Lean. Pure.
 
-The task file is ``prefix + body + suffix`` (``tasks.locate_body``); an editor text is in scope
-when it keeps ``prefix`` and ``suffix`` (whatever lies between is the new body) by the rule the
-verdict reads a submission with (``tasks.body_bounds``: byte for byte, but for what an editor
-trims or adds on save — spaces at line ends, the final line break, CRLF line ends — which Lean
-does not read) and the body passes the same text prechecks as the agent tools
-(``tasks.precheck_body``).
-Three outcomes:
-
-- ``ok``: forward to Lean (a save's trimmed spaces outside the body included: Lean reads the
-  file the same, and the editor's text stays the one Lean has);
-- ``outside``: text outside the body changed. Not forwarded; the proxy reverts the editor to
-  the last text Lean has (a versioned ``workspace/applyEdit``) and shows why;
-- ``held``: only the body changed, but it cannot be sent as it is (an unterminated comment
-  or string, a line in column 0...). Not forwarded and not reverted (a human is mid-typing):
-  Lean keeps the last valid text until the body is valid again, and a diagnostic says so.
-
-A body that passes these checks yet escapes its declaration in Lean's parse (``rfl`` then an
-indented ``theorem``) is not caught here: the editor shows Lean's reading of it, and the verdict
-(``leanrig.checkProof``, and the check after the attempt) rejects it (``check_scope``). This
-module must not do I/O or know about LSP framing.
-"""
+``ok``: forward; ``outside`` (text outside the body changed): revert the editor; ``held`` (the
+body fails the prechecks): keep Lean on the last valid text. Must not do I/O or LSP framing."""
 
 from __future__ import annotations
 
@@ -54,25 +35,19 @@ class TaskScope:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.prefix = task.text[: task.span.start]
-        # The fixed text after the body, from its first command on: the blank lines between
-        # the proof and it belong to the body's side. Selecting the proof's last line with its
-        # line break and typing over it (or deleting the line) takes one of them, and that is
-        # an edit of the proof, not of the file around it.
-        # An indented next command keeps its indentation (a task may indent its declarations:
-        # stripped, no editor text kept the suffix, and every edit was undone; a review).
+        # The suffix starts at the next command, its indentation kept; the blank lines before
+        # it are the body's, so retyping the proof's last line is no edit outside the body.
         rest = task.text[task.span.end :]
         first = len(rest) - len(rest.lstrip())
         if not rest.strip():
-            self.suffix = ""  # the target is last: whitespace after it is the body's side
+            self.suffix = ""
         elif "\n" in rest[:first]:
             self.suffix = rest[rest.rfind("\n", 0, first) + 1 :]
         else:
             self.suffix = rest
 
     def _bounds(self, text: str) -> tuple[int, int] | None:
-        """The body's offsets in ``text`` (LF line ends: ``as_read``), if it keeps the task's
-        frame (``tasks.body_bounds``: what an editor trims or adds on save outside the body is
-        no change)."""
+        """The body's offsets in ``text`` (LF line ends), if it keeps the task's frame."""
         bounds = body_bounds(text, self.prefix, self.suffix)
         if bounds is None:
             return None
@@ -81,21 +56,19 @@ class TaskScope:
         return bounds
 
     def body_of(self, text: str) -> str | None:
-        """The body of ``text`` (with the blank lines after it), or None when text outside
-        it differs."""
+        """The body of ``text`` with its trailing blank lines; None if text outside it differs."""
         text = as_read(text)
         bounds = self._bounds(text)
         return None if bounds is None else text[bounds[0] : bounds[1]]
 
     def final_body(self, text: str) -> str:
-        """The body of ``text`` as a submission has it: without the blank lines after it."""
+        """The body of ``text`` as a submission has it: without trailing blank lines."""
         body = self.body_of(text)
         assert body is not None, "the text is outside the task's scope"
         return body.rstrip(END_BLANKS)
 
     def submission(self, text: str) -> str:
-        """What the verdict checks for the editor's ``text`` (which must keep prefix and
-        suffix): the task file with the body, the blank lines after it as the task has them."""
+        """The task file the verdict checks for ``text`` (which must keep prefix and suffix)."""
         return self.task.with_body(self.final_body(text))
 
     def decide(self, text: str) -> Decision:
@@ -108,9 +81,7 @@ class TaskScope:
         return Decision("ok", None, body)
 
     def body_range(self, text: str) -> dict[str, Any]:
-        """The LSP range of the body in ``text`` (which must keep prefix and suffix). A CRLF
-        text's is its LF reading's: the same lines, and the same characters in them (LSP
-        positions do not count a line's end)."""
+        """The LSP range of the body in ``text`` (which must keep prefix and suffix)."""
         text = as_read(text)
         bounds = self._bounds(text)
         assert bounds is not None, "the text is outside the task's scope"
@@ -118,14 +89,8 @@ class TaskScope:
 
 
 def as_read(text: str) -> str:
-    """``text`` with CRLF line ends as LF, as the verdict reads a submission (an editor set to
-    CRLF, or told to change a file's line ends, sends the whole text so; Lean reads it the
-    same). A lone carriage return stays: outside the body the frame then differs, inside it
-    the body's precheck refuses it — as the verdict does."""
+    """``text`` with CRLF line ends as LF, as the verdict reads a submission; a lone CR stays."""
     return text.replace("\r\n", "\n") if "\r" in text else text
-
-
-# -- LSP text synchronisation helpers ---------------------------------------------------------
 
 
 def lsp_range(index: LineIndex, start: int, end: int) -> dict[str, Any]:
@@ -168,7 +133,6 @@ def replace_edit(current: str, target: str) -> dict[str, Any]:
 def diagnostic(
     message: str, rng: dict[str, Any], *, severity: int = 1, code: str = "scope"
 ) -> dict[str, Any]:
-    """A proxy diagnostic (LSP shape; ``fullRange`` as Lean's own carry it)."""
     return {
         "range": rng,
         "fullRange": rng,

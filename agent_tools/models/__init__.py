@@ -1,11 +1,6 @@
-"""models: the model side of a run — the gateway every agent's model call goes through
-(`gateway.py`: a streaming reverse proxy, metered from the wire by `usage.py`, its model I/O
-recorded by `model_io.py`), the replay model for offline runs (`replay.py`) and a recorded
-attempt made a replay plan again (`plan_from.py`); both are served by servers/asgi.py.
+"""models: the model side of a run: the metering gateway, and the replay model for offline runs.
 
-Names load on first use (PEP 562): the runner's import must not pull in uvicorn or the
-replay model.
-"""
+Names load on first use (PEP 562): the runner must not import uvicorn or the replay model."""
 
 from __future__ import annotations
 

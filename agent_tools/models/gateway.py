@@ -1,48 +1,8 @@
-"""The model gateway: the one way from an attempt's agent to its model, owned by the run.
+"""The model gateway: a streaming, metering reverse proxy from an attempt's agent to its model.
 
-A streaming reverse proxy (an ASGI app; `asgi.serve_asgi` serves it on the attempt's Unix
-socket, which a forwarder inside the agent's sandbox exposes on the sandbox's own loopback):
-each model API request is forwarded to the upstream endpoint (``--model-endpoint``), the answer
-passed back chunk by chunk as it arrives (server-sent events are not buffered), and the call
-metered from the wire (`usage.WireMeter`: the API's own ``usage``, the first token) into one
-``model_calls.jsonl`` line per request.
-
-The agent is untrusted, so the gateway forwards the model APIs' routes and nothing else:
-
-- *The path* is decoded here from ``raw_path``, segment by segment, and refused (400) when its
-  decoded form holds a dot or empty segment, an encoded slash, a backslash, a control or
-  non-ASCII character, a ``%`` (double encoding) or a broken escape: refused, never normalized
-  into another path. The query string passes through when it is printable ASCII.
-- *The routes*, past an optional ``/v1`` (joined to the endpoint as `upstream_url` says):
-  ``POST messages`` and ``POST messages/count_tokens`` (Anthropic; Claude Code),
-  ``POST responses`` (Codex: its provider's base URL is the gateway's plus ``/v1``),
-  ``POST chat/completions``, ``GET models`` and ``GET models/{id}`` (an id: one segment of
-  letters, digits and ``._:@+~-``). Another path is a 404, a listed one with another method a
-  405. (Codex calls ``responses/compact`` only for its built-in OpenAI provider; nothing uses
-  ``GET responses/{id}``.)
-- *The limits*: a request body over ``max_request_bytes`` (`MAX_REQUEST_BYTES`) is a 413: at
-  once when its Content-Length says so, the body unread (the server drops it), else as soon as
-  the streamed body passes it. At most ``max_concurrent`` calls (`MAX_CONCURRENT`) are in
-  flight; one beyond waits up to ``slot_wait_s`` (`SLOT_WAIT_S`) for a call to end, then is a
-  429 with ``retry-after`` (the harnesses' clients retry it). A body is buffered whole (the
-  meter reads the model, stream flag and effort from it), so an attempt's gateway holds at most
-  ``max_concurrent × max_request_bytes`` of request bodies.
-- *Refusals are metered*: a request the gateway answers itself (its own 4xx; a 500 when it
-  fails) is a line too, ``api: null``, ``kind: "refused"``, its status and an ``error`` saying
-  why (no status: the agent hung up before its request's end). A forwarded request is
-  ``kind: "model"`` (a model call) or ``"other"`` (a models list, a token count: no usage);
-  only model calls count toward the attempt's tokens (`count_kinds` counts each kind).
-
-The API key never reaches the agent: the agent is given a placeholder, and the gateway swaps
-it for the key (from the runner's environment) in the authentication headers on the way out.
-Neither the key nor the headers are written anywhere. With ``io_path`` (`leanrig run
---record-model-io`) each model call's request body and answer (a stream reassembled) also go
-to ``model_io.jsonl`` (model_io.py), the key masked in both should a body hold it.
-
-Must not: forward anything but the routes above; interpret or change a forwarded request's or
-answer's body; retry (the harness decides); hold a call past its deadlines; answer a request
-without its metering line.
-"""
+Forwards only the model APIs' routes, writes one ``model_calls.jsonl`` line per request (refusals
+too) and swaps the agent's placeholder key for the real one. Must not: change a forwarded body,
+retry, or write the key or headers anywhere."""
 
 from __future__ import annotations
 
@@ -70,41 +30,55 @@ from .usage import CallUsage, WireMeter
 log = structlog.get_logger("leanrig.gateway")
 
 MAX_REQUEST_BYTES: Final = 8 * 2**20
-"""The largest request body forwarded by default (`ModelGateway.max_request_bytes`)."""
+"""The largest request body forwarded by default; a larger one is a 413."""
 MAX_CONCURRENT: Final = 8
 """Calls in flight at once per attempt by default (`ModelGateway.max_concurrent`)."""
 SLOT_WAIT_S: Final = 30.0
 """How long a call beyond ``max_concurrent`` waits for a free slot by default, then 429."""
-# Headers that belong to one connection (RFC 9110 §7.6.1), and what the proxy sets itself.
-_HOP: Final = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
-})  # fmt: skip
+# Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy sets itself.
+_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
 _AUTH: Final = ("x-api-key", "authorization", "api-key")
-# Upstream deadlines: connecting, and the longest silence between two chunks of an answer (a
-# reasoning model may think for minutes before its first token); the attempt's own time limit
-# bounds the whole call.
+# A reasoning model may think for minutes before its first token; the attempt's limit bounds all.
 UPSTREAM_TIMEOUT: Final = httpx.Timeout(connect=30.0, read=900.0, write=60.0, pool=30.0)
 _UNKNOWN: Final = CallUsage(None, None, None, None, None)
 
 CallKind = Literal["model", "other", "refused"]
-# The routes forwarded (path segments past an optional `/v1`), each with its one method.
+# Path segments past an optional `/v1` -> the one method allowed.
 _ROUTES: Final[Mapping[tuple[str, ...], str]] = {
-    ("messages",): "POST", ("messages", "count_tokens"): "POST", ("responses",): "POST",
-    ("chat", "completions"): "POST", ("models",): "GET",
-}  # fmt: skip
-# `GET …/models/{id}`: vendors' ids are one segment (`claude-…`, `gpt-5.1`, `ft:gpt-4o:org:id`).
+    ("messages",): "POST",
+    ("messages", "count_tokens"): "POST",
+    ("responses",): "POST",
+    ("chat", "completions"): "POST",
+    ("models",): "GET",
+}
 _MODEL_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+~-]{0,199}")
-# A path as it may arrive (RFC 3986 path characters) and a decoded segment (the same but `/`
-# and `%`: a segment that decodes to either would mean another path upstream).
+# A decoded segment may not hold `/` or `%`: it would mean another path upstream.
 _RAW_PATH: Final = re.compile(rb"[A-Za-z0-9._~!$&'()*+,;=:@/%-]*")
 _SEGMENT: Final = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
 _ESCAPE: Final = re.compile(rb"%(?![0-9A-Fa-f]{2})")  # a `%` not followed by two hex digits
 _QUERY: Final = re.compile(rb"[\x21-\x22\x24-\x7e]*")  # printable ASCII but `#`
 _SHOWN: Final = 256  # characters of a refused request's target kept in its line
-_ERROR_TYPES: Final = {400: "invalid_request_error", 404: "not_found_error",
-                       405: "invalid_request_error", 413: "request_too_large",
-                       429: "rate_limit_error"}  # fmt: skip
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
 
 
 class RequestRefused(LeanrigError):
@@ -119,8 +93,7 @@ class RequestRefused(LeanrigError):
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """One request as the gateway saw it (one line of ``model_calls.jsonl``): a model call, a
-    forwarded request that is none (``api`` None), or one the gateway refused (``refused``)."""
+    """One request as the gateway saw it: one line of ``model_calls.jsonl``."""
 
     api: str | None  # anthropic-messages | openai-responses | openai-chat | None (no model call)
     method: str
@@ -128,10 +101,10 @@ class ModelCall:
     status: int | None  # None: no answer from upstream
     model: str | None
     streaming: bool | None
-    reasoning_effort: str | None  # as the request asked (the harness's --reasoning on the wire)
+    reasoning_effort: str | None  # as the request asked
     started: float  # epoch seconds
-    latency_s: float  # request in until the answer's last byte out (or the failure)
-    ttft_s: float | None  # until the chunk holding the first token
+    latency_s: float  # request in until the answer's last byte out
+    ttft_s: float | None
     usage: CallUsage
     complete: bool  # the upstream's whole answer reached the agent
     request_bytes: int
@@ -141,29 +114,33 @@ class ModelCall:
 
     @property
     def kind(self) -> CallKind:
-        """``model`` (a model call), ``other`` (forwarded, no model call) or ``refused``."""
         if self.refused:
             return "refused"
         return "other" if self.api is None else "model"
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "v": 1, "ts": datetime.fromtimestamp(self.started, UTC).isoformat(),
+            "v": 1,
+            "ts": datetime.fromtimestamp(self.started, UTC).isoformat(),
             "kind": self.kind,
-            "api": self.api, "method": self.method, "path": self.path, "status": self.status,
-            "model": self.model, "streaming": self.streaming,
+            "api": self.api,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "model": self.model,
+            "streaming": self.streaming,
             "reasoning_effort": self.reasoning_effort,
             "latency_s": round(self.latency_s, 4),
             "ttft_s": None if self.ttft_s is None else round(self.ttft_s, 4),
             **{k: v for k, v in self.usage.to_json().items() if k != "model"},
             "complete": self.complete,
-            "request_bytes": self.request_bytes, "response_bytes": self.response_bytes,
+            "request_bytes": self.request_bytes,
+            "response_bytes": self.response_bytes,
             "error": self.error,
-        }  # fmt: skip
+        }
 
 
 def count_kinds(calls: Iterable[ModelCall]) -> dict[CallKind, int]:
-    """How many of ``calls`` were model calls, other forwarded requests, and refused ones."""
     counts: dict[CallKind, int] = {"model": 0, "other": 0, "refused": 0}
     for call in calls:
         counts[call.kind] += 1
@@ -171,9 +148,7 @@ def count_kinds(calls: Iterable[ModelCall]) -> dict[CallKind, int]:
 
 
 def upstream_url(base: str, path: str, query: str) -> str:
-    """``base`` (``--model-endpoint``) joined with the request's path: a base ending in
-    ``/v1`` takes the path without its own ``/v1`` (Codex's providers name the ``/v1`` base,
-    Anthropic's SDK the bare host), and the query string passes through."""
+    """``base`` joined with the request's path; a base ending in ``/v1`` drops the path's own."""
     base = base.rstrip("/")
     if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
         path = path[3:]
@@ -181,12 +156,9 @@ def upstream_url(base: str, path: str, query: str) -> str:
 
 
 def checked_path(raw: bytes, *, encoded: bool = True) -> str:
-    """The request path, decoded segment by segment (``encoded``: percent escapes in ``raw``,
-    as ASGI's ``raw_path``; else ``raw`` is decoded already).
+    """The request path decoded segment by segment (``encoded``: ``raw`` is ASGI's ``raw_path``).
 
-    Raises `RequestRefused` (400) for a path that would mean something else once decoded or
-    normalized: a dot or empty segment, an encoded slash or ``%``, a backslash, a control or
-    non-ASCII character, a broken escape.
+    Raises `RequestRefused` (400) for a path that would mean another once decoded or normalized.
     """
     if raw == b"/":
         return "/"
@@ -209,8 +181,7 @@ def checked_path(raw: bytes, *, encoded: bool = True) -> str:
 
 
 def check_route(method: str, path: str) -> None:
-    """Nothing when ``method`` ``path`` (a `checked_path`) is a model API's route; raises
-    `RequestRefused`: 404 for a path outside them, 405 for a route's other methods."""
+    """Raise `RequestRefused` unless ``method path`` is a model API's route (404, or 405)."""
     segments = tuple(path.split("/")[1:]) if path != "/" else ()
     if segments[:1] == ("v1",):
         segments = segments[1:]
@@ -228,9 +199,7 @@ def check_route(method: str, path: str) -> None:
 def forwarded_headers(
     headers: Iterable[tuple[bytes, bytes]], placeholder: str, key: str | None
 ) -> list[tuple[str, str]]:
-    """The request's headers for upstream: hop-by-hop ones dropped, the answer asked
-    unencoded (the meter reads it), and the placeholder key swapped for ``key`` in the
-    authentication headers (left as it is without a key: a local endpoint needs none)."""
+    """The request's headers for upstream, the placeholder swapped for ``key`` (if any)."""
     out: list[tuple[str, str]] = []
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1").lower()
@@ -253,7 +222,7 @@ def _answer_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
 
 
 def model_time(calls: Iterable[ModelCall]) -> float:
-    """Seconds during which at least one call was in flight (calls that overlap count once)."""
+    """Seconds during which at least one call was in flight."""
     spans = sorted((c.started, c.started + c.latency_s) for c in calls)
     total, end = 0.0, float("-inf")
     for a, b in spans:
@@ -266,8 +235,6 @@ def model_time(calls: Iterable[ModelCall]) -> float:
 
 @dataclass(slots=True)
 class _Meter:
-    """One request's metering line as it fills in."""
-
     method: str
     path: str
     started: float = field(default_factory=time.time)
@@ -282,8 +249,7 @@ class _Meter:
     complete: bool = False
     refused: bool = False
     error: str | None = None
-    # With model I/O recorded: the request's body and the answer as it passed.
-    request_body: bytes = b""
+    request_body: bytes = b""  # with model I/O recorded
     capture: AnswerCapture | None = None
 
     def refuse(self, status: int | None, reason: str) -> None:
@@ -294,21 +260,28 @@ class _Meter:
         usage = self.meter.finish() if self.meter is not None else _UNKNOWN
         facts = self.facts
         return ModelCall(
-            api=self.api, method=self.method, path=self.path, status=self.status,
+            api=self.api,
+            method=self.method,
+            path=self.path,
+            status=self.status,
             model=usage.model or (facts.model if facts is not None else None),
             streaming=facts.stream if facts is not None else None,
             reasoning_effort=facts.reasoning_effort if facts is not None else None,
-            started=self.started, latency_s=time.perf_counter() - self.t0, ttft_s=self.ttft,
-            usage=usage, complete=self.complete, request_bytes=self.request_bytes,
-            response_bytes=self.response_bytes, error=self.error, refused=self.refused,
-        )  # fmt: skip
+            started=self.started,
+            latency_s=time.perf_counter() - self.t0,
+            ttft_s=self.ttft,
+            usage=usage,
+            complete=self.complete,
+            request_bytes=self.request_bytes,
+            response_bytes=self.response_bytes,
+            error=self.error,
+            refused=self.refused,
+        )
 
 
 @dataclass(slots=True)
 class ModelGateway:
-    """An ASGI app forwarding the model APIs' routes to ``upstream`` and metering each request
-    (``calls``, and one line per request appended to ``calls_path``); the limits are the
-    module's (`MAX_REQUEST_BYTES`, `MAX_CONCURRENT`, `SLOT_WAIT_S`)."""
+    """An ASGI app forwarding the model APIs' routes to ``upstream``, metering into ``calls``."""
 
     upstream: str
     client: httpx.AsyncClient
@@ -319,9 +292,7 @@ class ModelGateway:
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_concurrent: int = MAX_CONCURRENT
     slot_wait_s: float = SLOT_WAIT_S
-    # Set: each model call's request and answer also go to this file (model_io.py), keys
-    # masked, no header written.
-    io_path: Path | None = None
+    io_path: Path | None = None  # set: also record each call's request and answer here
     _slots: anyio.Semaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -335,7 +306,7 @@ class ModelGateway:
         raw = scope.get("raw_path")
         shown = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
         call = _Meter(method=str(scope.get("method", "")), path=shown[:_SHOWN])
-        answering = False  # (a 500 of the gateway's own can go out only before an answer)
+        answering = False  # a 500 of our own can go out only before an answer
 
         async def answer(message: dict[str, Any]) -> None:
             nonlocal answering
@@ -361,8 +332,7 @@ class ModelGateway:
             self.calls.append(record)
             _append_line(self.calls_path, record.to_json())
             if call.capture is not None and call.api is not None and self.io_path is not None:
-                # Reassembling a long answer takes a while: off the event loop, and done even
-                # when the call was cancelled (the agent's record must not lose its last turn).
+                # Shielded: the record must keep the last turn even of a cancelled call.
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self._record_io, record, call)
 
@@ -372,18 +342,24 @@ class ModelGateway:
         assert self.io_path is not None
         try:
             line = io_line(
-                api=call.api, path=record.path, started=record.started, status=record.status,
-                streaming=record.streaming, latency_s=record.latency_s,
-                complete=record.complete, error=record.error, request=call.request_body,
-                answer=call.capture, secrets=(self.key, self.placeholder),
-            )  # fmt: skip
+                api=call.api,
+                path=record.path,
+                started=record.started,
+                status=record.status,
+                streaming=record.streaming,
+                latency_s=record.latency_s,
+                complete=record.complete,
+                error=record.error,
+                request=call.request_body,
+                answer=call.capture,
+                secrets=(self.key, self.placeholder),
+            )
             append_io_line(self.io_path, line)
         except (OSError, ValueError, TypeError) as exc:
             log.warning("gateway.model_io_unwritable", path=str(self.io_path), error=str(exc))
 
     async def _handle(self, scope: dict[str, Any], receive: Any, send: Any, call: _Meter) -> None:
-        """Check one request, wait for its slot and forward it, filling in ``call``; raises
-        `RequestRefused` for a request the gateway answers itself."""
+        """Check one request, wait for its slot and forward it; raises `RequestRefused`."""
         raw = scope.get("raw_path")
         if isinstance(raw, bytes):
             path = checked_path(raw)
@@ -414,16 +390,17 @@ class ModelGateway:
                     call.request_body, call.capture = body, AnswerCapture()
             url = upstream_url(self.upstream, path, query.decode("ascii"))
             request = self.client.build_request(
-                call.method, url, content=body,
+                call.method,
+                url,
+                content=body,
                 headers=forwarded_headers(scope["headers"], self.placeholder, self.key),
-            )  # fmt: skip
+            )
             await self._forward(request, receive, send, call)
         finally:
             self._slots.release()
 
     async def _take_slot(self) -> bool:
-        """One of the ``max_concurrent`` slots, waiting up to ``slot_wait_s`` for one (False:
-        none came free in time)."""
+        """Take a slot, waiting up to ``slot_wait_s``; False if none came free."""
         try:
             self._slots.acquire_nowait()
             return True
@@ -435,7 +412,6 @@ class ModelGateway:
         return False
 
     async def _forward(self, request: httpx.Request, receive: Any, send: Any, call: _Meter) -> None:
-        """Send ``request`` upstream and its answer to the agent chunk by chunk, metering it."""
         meter = call.meter
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
@@ -453,21 +429,21 @@ class ModelGateway:
                         meter.content_type(response.headers.get("content-type", ""))
                     if call.capture is not None:
                         call.capture.content_type = response.headers.get("content-type", "")
-                    await send({
-                        "type": "http.response.start", "status": call.status,
-                        "headers": _answer_headers(response.headers),
-                    })  # fmt: skip
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": call.status,
+                            "headers": _answer_headers(response.headers),
+                        }
+                    )
                     async for chunk in response.aiter_raw():
                         if meter is not None and meter.feed(chunk) and call.ttft is None:
                             call.ttft = time.perf_counter() - call.t0
                         call.response_bytes += len(chunk)
                         if call.capture is not None:
                             call.capture.feed(chunk)
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})  # fmt: skip
-                        # The API's end event reached the agent: the answer is whole, and
-                        # the agent may hang up before the stream's own end (Codex closes on
-                        # `response.completed`).
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        # The agent may hang up after the API's end event, before the stream's.
                         call.complete = call.complete or (meter is not None and meter.ended)
                     await send({"type": "http.response.body", "body": b""})
                     call.complete = True
@@ -481,8 +457,7 @@ class ModelGateway:
             call.error = "the agent closed its connection before the answer ended"
 
     async def _body(self, receive: Any) -> bytes | None:
-        """The request's body (None: the agent hung up first); raises `RequestRefused` (413)
-        as soon as it passes ``max_request_bytes``."""
+        """The request's body (None: the agent hung up first); 413 past ``max_request_bytes``."""
         parts: list[bytes] = []
         size = 0
         while True:
@@ -499,8 +474,6 @@ class ModelGateway:
 
 
 def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    """The request's Content-Length (None: not given); raises `RequestRefused` (400) for a
-    malformed one."""
     for name, value in headers:
         if name.lower() == b"content-length":
             if not value.strip().isdigit():
@@ -510,15 +483,13 @@ def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
 
 
 def _too_large(limit: int, seen: str) -> RequestRefused:
-    # The connection stays open: the server drops the rest of the body unbuffered, and a
-    # client that sends its whole body before reading gets the 413 (a closed connection
-    # would reach its SDK as a network error, which it retries).
-    return RequestRefused(413, f"the request is larger than the {limit} bytes the gateway takes: "
-                               f"{seen}")  # fmt: skip
+    # The connection stays open: a closed one reaches the SDK as a network error it retries.
+    return RequestRefused(
+        413, f"the request is larger than the {limit} bytes the gateway takes: {seen}"
+    )
 
 
 async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
-    """The agent hung up (killed at its limit, or it gave up): the upstream call ends too."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -527,20 +498,29 @@ async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
 
 
 async def _error(
-    send: Callable[[dict[str, Any]], Awaitable[None]], status: int, message: str,
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+    status: int,
+    message: str,
     headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:  # fmt: skip
-    # Both APIs' clients read an `error.message`; Anthropic's also an `error.type`.
+) -> None:
     kind = _ERROR_TYPES.get(status, "api_error")
     body = orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *headers]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 def _append_line(path: Path, record: dict[str, Any]) -> None:
-    """One ``O_APPEND`` write per line (parallel calls never interleave inside a line)."""
+    """One ``O_APPEND`` write per line, so parallel calls never interleave."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -552,8 +532,7 @@ def _append_line(path: Path, record: dict[str, Any]) -> None:
 
 
 def gateway_client() -> httpx.AsyncClient:
-    """The run's one upstream client (connections kept alive across attempts), no
-    environment proxies or netrc read implicitly beyond httpx's defaults for the endpoint."""
+    """The run's one upstream client, shared across attempts."""
     return httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, follow_redirects=False)
 
 

@@ -1,19 +1,7 @@
-"""Model I/O, recorded: each model call's request and answer as one line of the attempt's
-``model_io.jsonl`` (`leanrig run --record-model-io`; on by default with the replay model), for
-transcripts (`leanrig export inspect`) and replays.
+"""Each model call's request and reassembled answer, recorded as a ``model_io.jsonl`` line.
 
-A line (schema ``v`` = 1): ``ts`` (the call's start, UTC), ``api`` (`model_request.Api`),
-``path``, ``status``, ``streaming``, ``latency_s``, ``complete``, ``request`` (the request
-body as JSON; its text when it is not JSON), ``response`` (the answer in the API's
-whole-response shape: a streamed answer's events reassembled — an Anthropic ``Message``, an
-OpenAI ``Response``, a ``chat.completion``; a JSON answer as it came; its text otherwise),
-``notes`` (what could not be kept: an answer over `MAX_ANSWER_BYTES`, events that did not
-parse) and ``error`` (the gateway's, as in ``model_calls.jsonl``).
-
-Must not: write a header (keys and authentication travel there: no header is recorded, and any
-occurrence of the gateway's key or placeholder in a body is masked), interpret a call beyond
-reassembling its answer, hold more than `MAX_ANSWER_BYTES` of one answer.
-"""
+Must not: record a header or an unmasked key, interpret a call beyond reassembling its answer,
+or hold more than `MAX_ANSWER_BYTES` of one answer."""
 
 from __future__ import annotations
 
@@ -42,7 +30,7 @@ __all__ = [
 MODEL_IO_FILE: Final = "model_io.jsonl"
 MODEL_IO_SCHEMA: Final = 1
 MAX_ANSWER_BYTES: Final = 32 * 2**20
-"""The most of one answer kept for its record (the agent gets all of it regardless)."""
+"""The most of one answer kept for its record (the agent gets all of it)."""
 MASK: Final = "[masked]"
 
 
@@ -71,8 +59,7 @@ class AnswerCapture:
 
 
 def masked(data: bytes, secrets: tuple[str | None, ...]) -> bytes:
-    """``data`` with every occurrence of each of ``secrets`` (of 8 characters or more)
-    replaced by `MASK`."""
+    """``data`` with each of ``secrets`` (of 8 characters or more) replaced by `MASK`."""
     for secret in secrets:
         if secret and len(secret) >= 8:
             data = data.replace(secret.encode(), MASK.encode())
@@ -91,8 +78,7 @@ def _json_or_text(data: bytes) -> Any:
 
 
 def reassemble(api: Api, content_type: str, body: bytes) -> tuple[Any, list[str]]:
-    """The answer in its API's whole-response shape, and notes on what did not parse: a
-    server-sent-event stream is reassembled, JSON is parsed, anything else kept as text."""
+    """The answer in its API's whole-response shape, and notes on what did not parse."""
     if "text/event-stream" not in content_type.lower():
         return _json_or_text(body), []
     notes: list[str] = []
@@ -118,8 +104,6 @@ def reassemble(api: Api, content_type: str, body: bytes) -> tuple[Any, list[str]
 
 
 def _anthropic_message(events: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    """An Anthropic ``Message`` from its stream's events (text, thinking and tool-use blocks;
-    a tool's streamed JSON input parsed at its block's end)."""
     message: dict[str, Any] = {"type": "message", "role": "assistant", "content": []}
     blocks: dict[int, dict[str, Any]] = {}
     partial: dict[int, list[str]] = {}
@@ -157,18 +141,20 @@ def _anthropic_message(events: list[dict[str, Any]], notes: list[str]) -> dict[s
 
 
 def _response(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """An OpenAI ``Response`` from its stream: the final event's (``response.completed``,
-    ``…incomplete``, ``…failed``), its output filled from the items done when it has none."""
+    """An OpenAI ``Response``: the final event's, its output filled from the items if empty."""
     final: dict[str, Any] = {"object": "response", "output": []}
     items: list[Any] = []
     for event in events:
         kind = str(event.get("type", ""))
         if kind == "response.output_item.done" and "item" in event:
             items.append(event["item"])
-        elif kind in ("response.created", "response.in_progress", "response.completed",
-                      "response.incomplete", "response.failed") and isinstance(
-            event.get("response"), dict
-        ):  # fmt: skip
+        elif kind in (
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+        ) and isinstance(event.get("response"), dict):
             final = dict(event["response"])
         elif kind == "error":
             final["error"] = event
@@ -178,8 +164,6 @@ def _response(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _chat_completion(chunks: list[dict[str, Any]]) -> dict[str, Any]:
-    """A ``chat.completion`` from its stream's chunks: each choice's content, reasoning and
-    tool calls (their arguments joined) put together."""
     out: dict[str, Any] = {"object": "chat.completion", "choices": []}
     choices: dict[int, dict[str, Any]] = {}
     for chunk in chunks:
@@ -191,9 +175,14 @@ def _chat_completion(chunks: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             index = int(choice.get("index", 0))
             slot = choices.setdefault(
-                index, {"index": index, "message": {"role": "assistant", "content": None},
-                        "finish_reason": None, "_calls": {}}
-            )  # fmt: skip
+                index,
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": None,
+                    "_calls": {},
+                },
+            )
             if choice.get("finish_reason") is not None:
                 slot["finish_reason"] = choice["finish_reason"]
             delta = _obj(choice.get("delta"))
@@ -222,12 +211,20 @@ def _chat_completion(chunks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def io_line(
-    *, api: Api, path: str, started: float, status: int | None, streaming: bool | None,
-    latency_s: float, complete: bool, error: str | None, request: bytes,
-    answer: AnswerCapture, secrets: tuple[str | None, ...],
-) -> dict[str, Any]:  # fmt: skip
-    """One ``model_io.jsonl`` line: the request and the reassembled answer, ``secrets``
-    masked in both."""
+    *,
+    api: Api,
+    path: str,
+    started: float,
+    status: int | None,
+    streaming: bool | None,
+    latency_s: float,
+    complete: bool,
+    error: str | None,
+    request: bytes,
+    answer: AnswerCapture,
+    secrets: tuple[str | None, ...],
+) -> dict[str, Any]:
+    """One ``model_io.jsonl`` line, ``secrets`` masked in request and answer."""
     notes: list[str] = []
     response: Any = None
     if answer.cut:
@@ -235,16 +232,23 @@ def io_line(
     else:
         response, notes = reassemble(api, answer.content_type, masked(answer.body(), secrets))
     return {
-        "v": MODEL_IO_SCHEMA, "ts": datetime.fromtimestamp(started, UTC).isoformat(),
-        "api": api, "path": path, "status": status, "streaming": streaming,
-        "latency_s": round(latency_s, 4), "complete": complete,
-        "request": _json_or_text(masked(request, secrets)), "response": response,
-        "notes": notes, "error": error,
-    }  # fmt: skip
+        "v": MODEL_IO_SCHEMA,
+        "ts": datetime.fromtimestamp(started, UTC).isoformat(),
+        "api": api,
+        "path": path,
+        "status": status,
+        "streaming": streaming,
+        "latency_s": round(latency_s, 4),
+        "complete": complete,
+        "request": _json_or_text(masked(request, secrets)),
+        "response": response,
+        "notes": notes,
+        "error": error,
+    }
 
 
 def append_io_line(path: Path, line: dict[str, Any]) -> None:
-    """One ``O_APPEND`` write (parallel calls never interleave inside a line)."""
+    """One ``O_APPEND`` write, so parallel calls never interleave."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, orjson.dumps(line) + b"\n")

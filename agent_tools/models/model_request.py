@@ -1,7 +1,4 @@
-"""What a model call is, from its request alone: which API a path calls (`api_of`), and what
-its body asks (`request_facts`: the model, streaming, the reasoning effort). Pure, tolerant of
-junk (all None). Must not: read answers (`usage.WireMeter` does), do I/O.
-"""
+"""What a model call is, from its request alone: its API and what its body asks. Pure."""
 
 from __future__ import annotations
 
@@ -16,13 +13,7 @@ Api = Literal["anthropic-messages", "openai-responses", "openai-chat"]
 
 
 def api_of(path: str) -> Api | None:
-    """The API a request path (or URL) calls, or None for anything else.
-
-    Matches the path's end, so any prefix (`/v1`, `/openai/v1`, a gateway's route) and a query
-    are ignored: `…/messages` is Anthropic Messages, `…/responses` OpenAI Responses,
-    `…/chat/completions` Chat Completions. Endpoints below those (`/v1/messages/count_tokens`,
-    `/v1/responses/{id}`) make no model call and are None.
-    """
+    """The API a request path (or URL) calls by its end, or None for one making no model call."""
     if "://" in path:
         path = path.split("://", 1)[1]
         slash = path.find("/")
@@ -43,12 +34,9 @@ def api_of(path: str) -> Api | None:
 
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
-    """What a request body says about the call; None where it does not say (or is not JSON).
+    """What a request body says about the call; None where it does not say.
 
-    `reasoning_effort`: Responses `reasoning.effort`; Chat Completions `reasoning_effort` (or
-    an OpenRouter-style `reasoning.effort`); Anthropic `output_config.effort` when given, else
-    the `thinking` type (`"enabled"`, `"adaptive"`, `"disabled"`). `thinking_budget`: Anthropic
-    `thinking.budget_tokens`.
+    Anthropic's `reasoning_effort` is `output_config.effort`, else the `thinking` type.
     """
 
     model: str | None
@@ -61,7 +49,6 @@ class RequestFacts:
 
 
 def request_facts(api: Api, body: bytes) -> RequestFacts:
-    """The model, stream flag and reasoning setting of a request body; junk gives all None."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -90,7 +77,7 @@ def request_facts(api: Api, body: bytes) -> RequestFacts:
 
 
 def count(value: object) -> int | None:
-    """A token count: a non-negative int (or an integral float); anything else is None."""
+    """A non-negative int (or integral float) as a token count; anything else is None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -1,18 +1,7 @@
-"""A recorded attempt as a replay-model plan (`leanrig model plan-from ATTEMPT_DIR`): its
-leanrig tool calls, with their arguments, then its final words, so a real model's attempt
-re-runs offline and its tool calls and verdict can be compared.
+"""A recorded attempt as a replay-model plan (`leanrig model plan-from ATTEMPT_DIR`).
 
-The calls come from the attempt's ``model_io.jsonl`` (the model's tool calls in each recorded
-answer, for the three APIs the gateway forwards; the harness's MCP prefix such as
-``mcp__leanrig__`` stripped; only the tools leanrig's ledger saw, when it has one: a harness's
-own tools, such as Claude Code's ``ToolSearch``, are not leanrig's). Without recorded I/O the
-ledger gives the tool names only: ``open_task`` gets ``{task}``, the other calls
-``{session}``, and the last ``set_proof``/``set_statement`` the final body or statement of the
-service's submission record; the plan's ``notes`` say so. A session id becomes ``{session}``
-and the attempt's task id ``{task}`` (the plan format's placeholders).
-
-Must not: serve or run anything, write outside ``--out``.
-"""
+Tool calls come from ``model_io.jsonl``, else only their names from the ledger. Must not serve
+or run anything, or write outside ``--out``."""
 
 from __future__ import annotations
 
@@ -32,7 +21,7 @@ __all__ = ["PlanFromError", "RecordedPlan", "plan_from_attempt"]
 
 LEDGER_FILE: Final = "ledger.jsonl"
 SERVER_PREFIX: Final = "leanrig"
-# Tools whose argument the ledger-only plan fills from the submission record.
+# Filled from the submission record in a ledger-only plan.
 _SUBMITTING: Final = {"set_proof": "body", "set_statement": "statement"}
 
 
@@ -47,7 +36,7 @@ class PlanFromError(LeanrigError):
 
 @dataclass(frozen=True, slots=True)
 class RecordedPlan:
-    """The plan (`to_json` is what `leanrig model serve --plan` reads) and where it came from."""
+    """The plan (`to_json` for `leanrig model serve --plan`) and where it came from."""
 
     task: str
     steps: list[dict[str, Any]]
@@ -82,7 +71,6 @@ def _args(value: Any) -> dict[str, Any]:
 
 
 def _answer_calls(api: str, response: Any) -> tuple[list[tuple[str, dict[str, Any]]], str]:
-    """The tool calls (name, arguments) and the text of one recorded answer."""
     calls: list[tuple[str, dict[str, Any]]] = []
     texts: list[str] = []
     if not isinstance(response, dict):
@@ -102,8 +90,11 @@ def _answer_calls(api: str, response: Any) -> tuple[list[tuple[str, dict[str, An
             if item.get("type") == "function_call":
                 calls.append((str(item.get("name", "")), _args(item.get("arguments"))))
             elif item.get("type") == "message":
-                texts += [str(c.get("text", "")) for c in item.get("content") or []
-                          if isinstance(c, dict) and c.get("type") == "output_text"]  # fmt: skip
+                texts += [
+                    str(c.get("text", ""))
+                    for c in item.get("content") or []
+                    if isinstance(c, dict) and c.get("type") == "output_text"
+                ]
     else:
         for choice in response.get("choices") or []:
             message = choice.get("message") if isinstance(choice, dict) else None
@@ -119,8 +110,7 @@ def _answer_calls(api: str, response: Any) -> tuple[list[tuple[str, dict[str, An
 
 
 def _leanrig_tool(name: str, seen: set[str]) -> str | None:
-    """The bare leanrig tool a harness's name calls (``mcp__leanrig__set_proof`` →
-    ``set_proof``), None for a tool that is not leanrig's."""
+    """``mcp__leanrig__set_proof`` -> ``set_proof``; None for a tool that is not leanrig's."""
     prefix, sep, bare = name.rpartition("__")
     if sep and not prefix.endswith(SERVER_PREFIX):
         return None
@@ -130,7 +120,6 @@ def _leanrig_tool(name: str, seen: set[str]) -> str | None:
 
 
 def _placeholders(args: dict[str, Any], task: str) -> dict[str, Any]:
-    """Arguments as the plan format writes them: this run's session id and task id replaced."""
     out = dict(args)
     if isinstance(out.get("session_id"), str):
         out["session_id"] = "{session}"
@@ -163,8 +152,7 @@ def _task_of(root: Path, ledger: list[dict[str, Any]]) -> str:
 
 
 def plan_from_attempt(root: Path) -> RecordedPlan:
-    """The replay plan of the attempt in ``root`` (module docstring). Raises `PlanFromError`
-    when ``root`` holds neither recorded model I/O nor a ledger."""
+    """The replay plan of the attempt in ``root``; raises `PlanFromError` if it has no record."""
     if not root.is_dir():
         raise PlanFromError(f"{root} is not a directory")
     ledger = [e for e in _lines(root / LEDGER_FILE) if e.get("closed_by") != "server"]
@@ -183,11 +171,11 @@ def plan_from_attempt(root: Path) -> RecordedPlan:
             skipped += len(calls) - len(kept)
             steps += [{"tool": t, "args": _placeholders(a, task)} for t, a in kept]
             if not calls and text:
-                final = text  # the last answer that called nothing: the attempt's last word
+                final = text
         if skipped:
             notes.append(f"{skipped} call(s) of the harness's own tools left out")
         steps.append({"say": final})
-        ReplayPlan.from_json({"tasks": {task: steps}}, source=str(root))  # the format holds
+        ReplayPlan.from_json({"tasks": {task: steps}}, source=str(root))  # validates
         return RecordedPlan(task, steps, MODEL_IO_FILE, notes)
     submitted = _final_submission(root, task)
     last = {t: i for i, e in enumerate(ledger) if (t := str(e.get("tool"))) in _SUBMITTING}
@@ -201,6 +189,8 @@ def plan_from_attempt(root: Path) -> RecordedPlan:
             args[key] = submitted[key]
         steps.append({"tool": tool, "args": args})
     steps.append({"say": DEFAULT_FINAL})
-    notes.append(f"no {MODEL_IO_FILE}: tool names from the ledger; arguments other than the "
-                 "task, the session and the final submission are not known")  # fmt: skip
+    notes.append(
+        f"no {MODEL_IO_FILE}: tool names from the ledger; arguments other than the "
+        "task, the session and the final submission are not known"
+    )
     return RecordedPlan(task, steps, LEDGER_FILE, notes)

@@ -1,35 +1,7 @@
-"""The replay model: a local model endpoint that plays a plan of leanrig tool calls, so an agent
-harness (Claude Code, Codex, anything on Chat Completions) runs against leanrig without a real
-model — a dry run that costs nothing, and the model side of the end-to-end tests.
+"""The replay model: a local model endpoint playing a plan of leanrig tool calls (docs/agents.md).
 
-Responsibility (and nothing else): answer ``POST /v1/messages`` (Anthropic Messages),
-``POST /v1/responses`` (OpenAI Responses) and ``POST /v1/chat/completions`` (OpenAI Chat
-Completions), streaming or not, with the plan's next step for the request's task, plus a
-deterministic `usage`; ``GET /v1/models``; anything else a 404 JSON error. Stateless per
-request: the request carries the whole conversation, so the position in the plan is the number
-of tool calls it already holds (tool searches not counted), and many attempts can share one
-server. Requests are read by `replay_requests.py`, answers written by `replay_answers.py`.
-
-The plan (the shape of `leanrig agent scripted`'s)::
-
-    {"calls": [{"tool": "open_task", "args": {"task_id": "{task}"}},
-               {"tool": "set_proof", "args": {"session_id": "{session}", "body": "…"}},
-               {"sleep": 2},
-               {"say": "done"}],
-     "tasks": {"and_swap": [ … ]}}
-
-``tasks[ID]`` wins over ``calls`` for that task; a bare list is ``calls``. The task is the one
-the conversation names (leanrig's prompts say ``(task `ID` of suite `NAME`)`` and ``task_id =
-"ID"``), else the plan's only task. In string arguments ``{task}`` is the task id and
-``{session}`` the ``session_id`` of the last tool result holding one. ``{"sleep": S}`` holds the
-next answer S seconds (cut short when the client disconnects); ``{"say": TEXT}`` is the final
-answer (when the plan runs out: ``done``). A planned tool the request does not offer yet is
-first loaded through the harness's tool search (Claude Code's ``ToolSearch``, Codex's
-``tool_search``) when the request offers one.
-
-It must not: keep state between requests (beyond the optional log), call any tool itself, or
-crash on a request it cannot read (the API's own error shape, 400/404).
-"""
+Stateless: the plan position is the number of tool calls the conversation already holds. Must
+not keep state between requests, call a tool itself, or crash on an unreadable request."""
 
 from __future__ import annotations
 
@@ -81,14 +53,6 @@ class ReplayPortUnavailable(LeanrigError):
     hint = "choose another port (0 lets the system pick a free one; the server says which)"
 
 
-# --- the plan ---------------------------------------------------------------------------------
-
-
-# --- one turn ---------------------------------------------------------------------------------
-
-
-# --- HTTP -------------------------------------------------------------------------------------
-
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -109,14 +73,12 @@ class _Refused(Exception):
 
 
 class ReplayApp:
-    """The ASGI app (`replay_app`). ``close()`` answers requests still pausing with 503 and
-    new ones likewise (a server stopping)."""
+    """The ASGI app; after ``close()`` pausing and new requests get 503."""
 
     def __init__(self, plan: ReplayPlan, *, log: Path | None = None) -> None:
         self.plan = plan
         self.log = log
         self.closing = False
-        # Requests pausing now (a plan's sleep, a wait before a repeated tool search).
         self.pausing: set[anyio.CancelScope] = set()
 
     def close(self) -> None:
@@ -175,8 +137,7 @@ class ReplayApp:
         self._log(conv, turn, usage)
 
     async def _pause(self, seconds: float, receive: Receive) -> str:
-        """Wait ``seconds``: "done", or "gone" when the client disconnected first, or
-        "closing" when the server is stopping."""
+        """Wait ``seconds``: "done", "gone" (the client disconnected) or "closing"."""
         gone = False
         with anyio.CancelScope() as scope:
             self.pausing.add(scope)
@@ -226,8 +187,7 @@ class ReplayApp:
             "tool": tool,
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-        # One write of one line to a file opened for appending: whole lines, in the order
-        # served, from any number of concurrent requests (a few microseconds on the loop).
+        # One O_APPEND write per line: concurrent requests never interleave.
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, orjson.dumps(line) + b"\n")
@@ -305,9 +265,6 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": orjson.dumps(body)})
 
 
-# --- serving ----------------------------------------------------------------------------------
-
-
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
@@ -329,9 +286,9 @@ async def serve_replay_model(
     log: Path | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the replay model on ``host:port`` (0: a free port) until cancelled;
-    ``task_status.started(url)`` (``http://HOST:PORT``) once it listens. On the way out,
-    requests still pausing are answered 503 and the server stops within about a second."""
+    """Serve the replay model on ``host:port`` (0: a free port) until cancelled.
+
+    ``task_status.started(url)`` once it listens; on cancel, pausing requests get 503."""
     listener = _listen(host, port)
     bound = listener.getsockname()[1]
     url = f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"
@@ -346,7 +303,7 @@ async def serve_replay_model(
 
     async def run() -> None:
         try:
-            # Shielded: the server stops when `stop` is set (gracefully), not by cancellation.
+            # Shielded: the server stops gracefully when `stop` is set.
             with anyio.CancelScope(shield=True):
                 await serve_asgi(app, listener, stop, ready)
         finally:

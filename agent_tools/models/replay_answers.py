@@ -1,11 +1,6 @@
-"""The replay model's answers: one model turn (`Output`, with its `ServedUsage`) written as
-the API's JSON body or its server-sent events, in each API's own conventions — tool calls and
-tool searches as each harness expects them, usage fields (Anthropic's `input_tokens` is the
-uncached part; OpenAI's input and prompt counts include the cached part), event names and
-their order — and error bodies in each API's shape.
+"""The replay model's answers: one model turn as each API's JSON body or events, and error bodies.
 
-It must not: read requests (`replay_requests.py`), decide what to answer, do I/O or keep time.
-"""
+Must not read requests, decide what to answer, do I/O or keep time."""
 
 from __future__ import annotations
 
@@ -18,11 +13,9 @@ import orjson
 from .model_request import Api
 from .replay_requests import Conversation, Output, ServedUsage, Text, ToolCall, ToolSearch
 
-# --- writing answers --------------------------------------------------------------------------
-
 
 def output_bytes(output: Output) -> int:
-    """The size of what the model says (its usage's output tokens are this // 4)."""
+    """The size of what the model says, in bytes."""
     if isinstance(output, Text):
         return len(output.text.encode())
     if isinstance(output, ToolCall):
@@ -37,13 +30,12 @@ def _id(prefix: str) -> str:
 def _search_input(output: ToolSearch) -> dict[str, Any]:
     """A tool-search call's arguments: Claude Code selects names, Codex searches words."""
     if output.tool == "ToolSearch":
-        # (`max_results` is required by its schema; a `select:` returns at most that many.)
+        # `max_results` is required by its schema.
         return {"query": "select:" + ",".join(output.names), "max_results": len(output.names)}
     return {"query": output.query, "limit": output.limit}
 
 
 def render_json(conv: Conversation, output: Output, usage: ServedUsage) -> dict[str, Any]:
-    """The whole answer as the API's non-streaming JSON body."""
     if conv.api == "anthropic-messages":
         return _anthropic_message(conv, output, usage, _id("msg_"), [_anthropic_block(output)])
     if conv.api == "openai-responses":
@@ -66,7 +58,7 @@ def render_json(conv: Conversation, output: Output, usage: ServedUsage) -> dict[
 
 
 def render_events(conv: Conversation, output: Output, usage: ServedUsage) -> list[bytes]:
-    """The answer as the API's server-sent events, each one whole event."""
+    """The answer as the API's server-sent events, each one whole."""
     if conv.api == "anthropic-messages":
         return _anthropic_events(conv, output, usage)
     if conv.api == "openai-responses":
@@ -337,7 +329,6 @@ def _chat_events(conv: Conversation, output: Output, usage: ServedUsage) -> list
         chunks.append(chunk({"tool_calls": [opening]}))
         chunks.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}))
         chunks.append(chunk({}, "tool_calls"))
-    # The usage rides in a last chunk of its own, as OpenAI sends it for `include_usage`: sent
-    # whether or not the request asked (the meters downstream read it when it is there).
+    # Usage in a last chunk, as for `include_usage`, whether or not the request asked.
     chunks.append({**head, "choices": [], "usage": _chat_usage(usage)})
     return [b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]

@@ -1,8 +1,6 @@
-"""The replay model's plan: leanrig tool calls per task, then a final word — the scripted
-agent's plan format (its plans load unchanged; `expect` and `usage` are ignored) plus
-`{"say": TEXT}`. Loading and checking only (`ReplayPlanInvalid` with the shape as its hint).
-Must not: decide a turn (`replay_turns.py`), serve anything.
-"""
+"""The replay model's plan: the scripted agent's format plus `{"say": TEXT}`; loading and checking.
+
+Must not decide a turn or serve anything."""
 
 from __future__ import annotations
 
@@ -52,8 +50,6 @@ Step = ToolStep | SleepStep | SayStep
 
 @dataclass(frozen=True, slots=True)
 class ReplayPlan:
-    """Steps per task (``tasks``), else ``calls``."""
-
     calls: tuple[Step, ...] = ()
     tasks: Mapping[str, tuple[Step, ...]] = field(default_factory=dict)
 
@@ -64,13 +60,12 @@ class ReplayPlan:
 
     @classmethod
     def from_json(cls, value: Any, *, source: str = "the plan") -> ReplayPlan:
-        """A plan from its parsed JSON; `ReplayPlanInvalid` says what is wrong."""
+        """A plan from its parsed JSON; raises `ReplayPlanInvalid`."""
         if isinstance(value, list):
             value = {"calls": value}
         if not isinstance(value, dict):
             raise ReplayPlanInvalid(f"{source}: a plan is a list of steps or an object")
-        # `usage` (and each step's `expect`) belong to `leanrig agent scripted`: accepted so
-        # its plans replay here unchanged, not used.
+        # `usage` and `expect` are the scripted agent's: accepted, not used.
         unknown = set(value) - {"calls", "tasks", "usage"}
         if unknown:
             raise ReplayPlanInvalid(f"{source}: unknown keys {sorted(unknown)}")
@@ -127,7 +122,7 @@ def _step(raw: Any, at: str) -> Step:
 
 
 def load_plan(path: Path) -> ReplayPlan:
-    """The plan in a JSON file; `ReplayPlanInvalid` (with a hint) when it is not one."""
+    """The plan in a JSON file; raises `ReplayPlanInvalid` when it is not one."""
     try:
         value = orjson.loads(path.read_bytes())
     except OSError as exc:
@@ -138,9 +133,7 @@ def load_plan(path: Path) -> ReplayPlan:
 
 
 def fill_placeholders(value: Any, names: Mapping[str, str]) -> Any:
-    """A plan step's arguments with ``{name}`` replaced in every string, nested lists and
-    objects included (the plan format's one rule: the replay model and `leanrig agent
-    scripted` fill ``{task}`` and ``{session}`` alike)."""
+    """A step's arguments with ``{name}`` replaced in every string, nested ones included."""
     if isinstance(value, str):
         for key, text in names.items():
             value = value.replace("{" + key + "}", text)

@@ -1,14 +1,7 @@
-"""The replay model's requests, in its three wire formats (Anthropic Messages, OpenAI
-Responses, OpenAI Chat Completions): a body read into a `Conversation` — what the replay model
-needs to know: the texts that name the task, the tool results, how many tool calls and tool
-searches the conversation already holds, which tools it can call now, whether it offers a tool
-search, its size for the usage — and the model turn's shapes (`Output`, `ServedUsage`). Each
-harness's conventions for tools live here: Claude Code's `ToolSearch` tool, Codex's
-client-executed `tool_search` and `mcp__SERVER` namespaces.
+"""The replay model's requests, in its three wire formats, read into a `Conversation`.
 
-It must not: decide what to answer (`replay_turns.py`), write answers (`replay_answers.py`),
-do I/O, or keep time.
-"""
+Also the model turn's shapes and each harness's tool conventions. Must not decide or write
+answers, do I/O, or keep time."""
 
 from __future__ import annotations
 
@@ -22,10 +15,9 @@ from lsp_bridge import LeanrigError
 
 from .model_request import Api
 
-# Names a harness gives its tool-search tool (Claude Code: `ToolSearch`; Codex's is a tool of
-# type `tool_search`, its calls `tool_search_call` items). Calls of these are not plan calls.
+# Tool-search tools (Claude Code, Codex): their calls are not plan calls.
 SEARCH_TOOL_NAMES: Final = frozenset({"ToolSearch", "tool_search"})
-# Responses items that are the model's own output (the conversation's assistant side).
+# Responses items that are the model's own output.
 RESPONSES_OUTPUT_ITEMS: Final = frozenset(
     {
         "function_call",
@@ -43,13 +35,12 @@ RESPONSES_RESULT_ITEMS: Final = frozenset(
 
 
 class WireError(LeanrigError, ValueError):
-    """A request body the replay model cannot read (answered 400 in the API's error shape)."""
+    """A request body the replay model cannot read (answered 400)."""
 
 
 @dataclass(frozen=True, slots=True)
 class OfferedTool:
-    """A tool the model may call now: ``name`` as it is called, inside ``namespace`` (Codex's
-    MCP tools: name ``open_task`` in namespace ``mcp__leanrig``) or not."""
+    """A tool the model may call now, inside ``namespace`` (Codex's MCP tools) or not."""
 
     name: str
     namespace: str | None = None
@@ -67,24 +58,15 @@ class Conversation:
     model: str
     stream: bool
     body_bytes: int
-    # The request asks for reasoning (Responses `reasoning`, Chat `reasoning_effort`).
     reasoning: bool = False
-    # System, developer and user texts, in order (where a prompt names its task).
-    texts: list[str] = field(default_factory=list)
-    # Tool results' texts, in order (where the last `session_id` is).
-    results: list[str] = field(default_factory=list)
-    # Tool calls the conversation already holds, tool searches not counted.
-    calls_made: int = 0
-    # Tool searches since the last of those calls.
+    texts: list[str] = field(default_factory=list)  # system, developer and user texts
+    results: list[str] = field(default_factory=list)  # tool results' texts
+    calls_made: int = 0  # tool searches not counted
     searches_since_call: int = 0
-    # Tools callable now: sent in full, or loaded by an earlier tool search.
-    tools: list[OfferedTool] = field(default_factory=list)
-    # The name of the tool-search tool the request offers, if any.
+    tools: list[OfferedTool] = field(default_factory=list)  # callable now
     search_tool: str | None = None
-    # Bytes of the conversation after the model's last turn (None: the model has not spoken).
-    new_bytes: int | None = None
-    # The request marks cache breakpoints (Anthropic `cache_control`).
-    cache_marked: bool = False
+    new_bytes: int | None = None  # after the model's last turn (None: it has not spoken)
+    cache_marked: bool = False  # Anthropic `cache_control`
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +78,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolSearch:
-    """Load tools: ``names`` as the request names them (Claude Code's ``select:`` query);
-    ``query`` for a search by words (Codex)."""
+    """Load tools by ``names`` (Claude Code) or by a ``query`` of words (Codex)."""
 
     tool: str
     names: tuple[str, ...]
@@ -115,8 +96,7 @@ Output = ToolCall | ToolSearch | Text
 
 @dataclass(frozen=True, slots=True)
 class ServedUsage:
-    """leanrig's convention: ``input_tokens`` is all input (cache reads and writes included),
-    ``output_tokens`` all output (reasoning included)."""
+    """Token counts in leanrig's convention (``input_tokens`` includes cache reads and writes)."""
 
     input_tokens: int
     cached_input_tokens: int
@@ -125,11 +105,8 @@ class ServedUsage:
     reasoning_tokens: int
 
 
-# --- reading requests -------------------------------------------------------------------------
-
-
 def parse_request(api: Api, body: bytes) -> Conversation:
-    """The conversation of a request body; `WireError` when it is not one."""
+    """The conversation of a request body; raises `WireError` when it is not one."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -162,7 +139,6 @@ def _list(value: dict[str, Any], key: str) -> list[Any]:
 
 
 def _texts(content: Any, kinds: frozenset[str]) -> Iterator[str]:
-    """The text of a message's content: a string, or parts of the given types."""
     if isinstance(content, str):
         yield content
     elif isinstance(content, list):

@@ -1,9 +1,6 @@
-"""What the replay model says next, decided from the conversation alone (stateless: each
-request carries the whole conversation): the task it names, the position in the plan (the
-plan's tool calls it already holds, tool searches not counted), a tool search first when a
-harness defers the tool, `{task}`/`{session}` filled in, and the turn's usage. Pure: no I/O,
-no time. Must not: read or write a wire format (`replay_requests.py`, `replay_answers.py`).
-"""
+"""What the replay model says next, decided from the conversation alone, and the turn's usage.
+
+Pure: no I/O, no time. Must not read or write a wire format."""
 
 from __future__ import annotations
 
@@ -32,9 +29,7 @@ from .replay_requests import (
     ToolSearch,
 )
 
-# Tool searches in a row that may come back without the planned tool (a harness whose MCP
-# server is still starting answers an empty search: Codex) before the model gives up; the wait
-# before each repeated search doubles from the first to the cap.
+# Searches may come back empty while a harness's MCP server starts; the wait doubles to a cap.
 MAX_SEARCHES: Final = 8
 
 
@@ -44,8 +39,7 @@ FIRST_SEARCH_WAIT: Final = 0.25
 MAX_SEARCH_WAIT: Final = 2.0
 
 
-# Codex's tool search returns its best `limit` matches (8 unless asked): ask for all of them.
-SEARCH_LIMIT: Final = 64
+SEARCH_LIMIT: Final = 64  # Codex returns only its best `limit` matches
 
 
 REASONING_TOKENS: Final = 8
@@ -71,8 +65,7 @@ class Turn:
     pause: float
     task: str | None
     step: int
-    # The plan's tool this turn calls or loads (None: the final answer).
-    tool: str | None
+    tool: str | None  # the plan's tool this turn calls or loads (None: the final answer)
 
 
 def find_task(plan: ReplayPlan, texts: Sequence[str]) -> str | None:
@@ -102,8 +95,7 @@ def _offered(conv: Conversation, tool: str) -> OfferedTool | None:
 
 
 def _full_name(tool: str, texts: Sequence[str]) -> str:
-    """How the request names a tool it has not loaded (Claude Code lists deferred tools by
-    name in a message: ``mcp__leanrig__open_task``); the plan's name when it does not."""
+    """How the request's texts name a tool it has not loaded; else the plan's name."""
     pattern = re.compile(r"(?<![\w-])([\w-]*__" + re.escape(tool) + r")(?![\w-])")
     for text in texts:
         if found := pattern.search(text):
@@ -112,7 +104,6 @@ def _full_name(tool: str, texts: Sequence[str]) -> str:
 
 
 def next_turn(plan: ReplayPlan, conv: Conversation) -> Turn:
-    """What the model says to this conversation (no I/O, no clock)."""
     task = find_task(plan, conv.texts)
     steps = plan.steps_for(task)
     step = conv.calls_made
@@ -127,8 +118,6 @@ def next_turn(plan: ReplayPlan, conv: Conversation) -> Turn:
         call = ToolCall(offered.name, arguments, offered.namespace)
         return Turn(call, pause, task, step, upcoming.tool)
     if conv.search_tool is None:
-        # Nothing to load it with: call it by the name the request knows (the harness says
-        # whether that works).
         call = ToolCall(_full_name(upcoming.tool, conv.texts), arguments)
         return Turn(call, pause, task, step, upcoming.tool)
     tried = conv.searches_since_call
@@ -138,7 +127,7 @@ def next_turn(plan: ReplayPlan, conv: Conversation) -> Turn:
             f"after {tried} tool searches; stopping"
         )
         return Turn(Text(text), 0.0, task, step, None)
-    # Every tool of the plan not loaded yet, loaded at once (Claude Code selects them by name).
+    # Load every planned tool not loaded yet at once.
     planned = [s.tool for s in steps if isinstance(s, ToolStep) and _offered(conv, s.tool) is None]
     missing = list(dict.fromkeys([upcoming.tool, *planned]))
     search = ToolSearch(
@@ -162,17 +151,13 @@ def _position(steps: Sequence[Step], calls_made: int) -> tuple[float, Step | Non
             pause = 0.0
         elif isinstance(s, SleepStep):
             pause += s.seconds
-        else:  # `say`: the final answer, also to a conversation past the plan's calls
+        else:  # `say`
             return (pause if seen == calls_made else 0.0), s
     return (pause if seen == calls_made else 0.0), None
 
 
 def usage_of(conv: Conversation, output: Output) -> ServedUsage:
-    """Deterministic token counts: all input = body bytes // 4; the cached part = the
-    conversation before the model's last turn (simulated prompt caching, 0 before the model
-    has spoken); Anthropic cache writes = half the new part when the request marks cache
-    breakpoints; output = output bytes // 4 (at least 1) plus 8 reasoning tokens when the
-    request asks for reasoning (OpenAI APIs)."""
+    """Deterministic token counts: bytes // 4, the part before the model's last turn cached."""
     total = max(1, conv.body_bytes // 4)
     cached = 0
     if conv.new_bytes is not None:

@@ -1,12 +1,7 @@
-"""Server-sent events framed from a byte stream fed in chunks of any size: lines (`\\n` and
-`\\r\\n`; a lone `\\r` is not a line end here), `data:` lines joined by `\\n`, `:` comments,
-a leading BOM, an event at its blank line (or at `finish`, when the stream ended without one).
-Bounded: a line or an event over `max_event` bytes is dropped with a note.
+"""Server-sent events framed from a byte stream fed in chunks; a lone `\\r` is no line end here.
 
-Hand-written because the metering proxy must see the bytes as they pass on to the agent: the
-SSE parsers in reach (httpx2's is private and reads the response itself) consume the stream.
-Must not: interpret an event (`usage.WireMeter` does), hold more than one event.
-"""
+Hand-written: the proxy must see the bytes as they pass, which available parsers do not allow.
+Must not interpret an event or hold more than one (over `max_event` bytes is dropped)."""
 
 from __future__ import annotations
 
@@ -17,11 +12,20 @@ _BOM: Final = b"\xef\xbb\xbf"
 
 
 class SseEvents:
-    """Calls ``on_event(name, payload)`` for each whole event; ``notes(text)`` for what it
-    dropped."""
+    """Calls ``on_event(name, payload)`` for each whole event, ``notes(text)`` for each drop."""
 
-    __slots__ = ("_data", "_data_size", "_dropping_event", "_event", "_first_line",
-                 "_max_event", "_notes", "_on_event", "_skipping_line", "_tail")  # fmt: skip
+    __slots__ = (
+        "_data",
+        "_data_size",
+        "_dropping_event",
+        "_event",
+        "_first_line",
+        "_max_event",
+        "_notes",
+        "_on_event",
+        "_skipping_line",
+        "_tail",
+    )
 
     def __init__(
         self,
@@ -41,11 +45,10 @@ class SseEvents:
         self._dropping_event = False
 
     def feed(self, chunk: bytes, start: int = 0) -> None:
-        """The next chunk (from ``start``)."""
         self._feed_sse(chunk, start)
 
     def finish(self) -> None:
-        """The stream ended: its unfinished line and event are read as if terminated."""
+        """The stream ended: read its unfinished line and event as if terminated."""
         if self._tail and not self._skipping_line:
             self._line(bytes(self._tail))
         elif self._skipping_line:
@@ -87,7 +90,7 @@ class SseEvents:
         self._dropping_event = True
 
     def _line(self, line: bytes) -> None:
-        if len(line) > self._max_event:  # the same limit as an unfinished line's
+        if len(line) > self._max_event:
             self._drop_line()
             return
         if line.endswith(b"\r"):
@@ -120,7 +123,6 @@ class SseEvents:
             self._data.append(value)
         elif name == b"event":
             self._event = value
-        # `id`, `retry` and unknown fields say nothing about usage.
 
     def _dispatch(self) -> None:
         data = self._data

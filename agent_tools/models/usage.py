@@ -1,41 +1,7 @@
-"""Token usage and the first token of one model call, read off the wire as it passes.
+"""Token usage and the first output token of one model call, read off the wire as it passes.
 
-Responsibility (and nothing else): a metering proxy hands each response chunk of a model call
-to a `WireMeter` as it forwards it; the meter says which chunk held the call's first output
-token and, at the end, the token usage the API itself reported, converted to leanrig's
-convention (`CallUsage`). `request_facts` reads the request's model, stream flag and reasoning
-setting; `api_of` names the API from the request path. Three APIs: Anthropic Messages, OpenAI
-Responses and OpenAI Chat Completions, each as server-sent events or one JSON body.
-
-It must not: do I/O, keep time (the proxy stamps the chunks), estimate or invent a count (a
-count the API did not send is None, never 0), raise on anything the wire carries (malformed
-input becomes a note in `WireMeter.errors`), hold more than a bounded amount of memory per call
-(`max_event_bytes` per event, `max_body_bytes` per JSON body), or re-scan what it has already
-read (each chunk's bytes are looked at once, plus the current unfinished line).
-
-leanrig's convention (docs/runs.md): `input_tokens` is all input, cache reads and cache writes
-included (Anthropic's own `input_tokens` is the uncached part only: leanrig's is its sum with
-`cache_read_input_tokens` and `cache_creation_input_tokens`; OpenAI's already includes the
-cached part); `cached_input_tokens` is the cache-read part; `cache_write_tokens` the cache
-creation part (Anthropic only); `output_tokens` includes reasoning; `reasoning_tokens` is the
-reasoning part when the API says (OpenAI only). Within one call the latest non-null value of
-each field wins (Anthropic's `message_delta` usage is cumulative and may repeat or first supply
-the input and cache counts; Chat Completions vendors may send usage in more than one chunk).
-Anthropic's `message_start` output count is provisional: it is used only when the stream
-reached `message_stop` without a `message_delta` count.
-
-The first token is the first sign of model output: an Anthropic `content_block_start` or
-`content_block_delta`; a Responses `response.output_item.added`, `…content_part.added` or any
-`….delta` event (text, refusal, tool-call arguments, reasoning); a Chat Completions chunk whose
-`delta` has non-empty content, refusal, reasoning or tool calls. An event counts when it is
-complete (its terminating blank line), which is when the harness's own SSE parser hands it on.
-A non-streaming body has no first token on the wire: `feed` returns False for it.
-
-SSE framing follows the WHATWG rules for `\\n` and `\\r\\n` line ends (a lone `\\r` is not a
-line end here), `data:` lines joined by `\\n`, `:` comments, a leading BOM ignored; an event
-left unterminated when the body ends is still read at `finish` (a stream cut after its last
-`data:` line keeps its usage).
-"""
+Covers Anthropic Messages, OpenAI Responses and Chat Completions, streamed or not. Must not: do
+I/O, keep time, invent a count (unsent is None, never 0), raise on wire input, or grow unbounded."""
 
 from __future__ import annotations
 
@@ -61,8 +27,7 @@ _MAX_ERROR_TEXT: Final = 300
 _BOM: Final = b"\xef\xbb\xbf"
 _SNIFF_SKIP: Final = frozenset(b" \t\r\n" + _BOM)
 
-# Events that carry output only: once the first token and the model are known, their data is
-# not parsed (the Responses `.done`/`.added` events repeat whole items and can be large).
+# Output-only events, left unparsed once the first token and model are known.
 _ANTHROPIC_CONTENT: Final = frozenset(
     {b"content_block_delta", b"content_block_start", b"content_block_stop", b"ping"}
 )
@@ -90,7 +55,10 @@ _CHAT_DELTA_KEYS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class CallUsage:
-    """One call's token counts in leanrig's convention; None = the API did not say."""
+    """One call's token counts in leanrig's convention (docs/runs.md); None = the API did not say.
+
+    ``input_tokens`` includes cache reads and writes; ``output_tokens`` includes reasoning.
+    """
 
     input_tokens: int | None
     cached_input_tokens: int | None
@@ -106,11 +74,8 @@ class CallUsage:
 class WireMeter:
     """Reads one call's response as it passes: `feed` every chunk in order, then `finish`.
 
-    `streaming`: True for server-sent events, False for one JSON body, None to decide from
-    `content_type(...)` (called with the response's Content-Type before the first chunk) or,
-    failing that, from the body itself (a body whose first non-blank byte is `{` or `[` is
-    JSON, anything else SSE). A decisive Content-Type (`text/event-stream`, `…json`) wins over
-    `streaming`: a request made with `stream: true` can be answered by a JSON error body.
+    `streaming` None: decide SSE vs JSON from `content_type` or the body's first byte. A decisive
+    Content-Type wins over `streaming`: a streamed request may get a JSON error body.
     """
 
     __slots__ = (
@@ -149,35 +114,29 @@ class WireMeter:
         self._result: CallUsage | None = None
         self._sse = SseEvents(self._on_event, self._note, max_event_bytes)
         self._events = 0
-        # JSON body state.
         self._json = bytearray()
         self._json_overflow = False
-        # What was read.
         self._first_token = False
         self._ended = False
         self._model: str | None = None
         self._raw: dict[str, int] = {}
         self._more_errors = 0
         self.errors: list[str] = []
-        """What could not be read (bad JSON in an event, an oversized event…), in order."""
+        """What could not be read, in order."""
         self.api_error: str | None = None
         """The error the API itself reported (an `error` event or error body), if any."""
 
-    # -- the proxy's side ------------------------------------------------------------------
-
     @property
     def ended(self) -> bool:
-        """The API marked the end of its answer: `message_stop`, a terminal `response.*`
-        event, `data: [DONE]`, or a whole JSON body. False for a stream cut short."""
+        """The API marked the end of its answer (False for a stream cut short)."""
         return self._ended
 
     @property
     def first_token_seen(self) -> bool:
-        """Some `feed` has returned True."""
         return self._first_token
 
     def content_type(self, value: str) -> None:
-        """The response's Content-Type header; decides SSE vs JSON unless a chunk came first."""
+        """Pass the response's Content-Type; decides SSE vs JSON unless a chunk came first."""
         if self._started:
             return
         media = value.split(";", 1)[0].strip().lower()
@@ -202,7 +161,7 @@ class WireMeter:
                 while start < len(chunk) and chunk[start] in _SNIFF_SKIP:
                     start += 1
                 if start == len(chunk):
-                    return False  # blank so far: nothing to decide on, nothing to keep
+                    return False
                 self._mode = "json" if chunk[start] in b"{[" else "sse"
         if self._mode == "json":
             self._feed_json(chunk[start:])
@@ -212,7 +171,7 @@ class WireMeter:
         return self._first_token and not before
 
     def finish(self) -> CallUsage:
-        """The call's usage, after its last chunk (a JSON body is parsed here). Idempotent."""
+        """The call's usage, after its last chunk. Idempotent."""
         if self._result is not None:
             return self._result
         if self._mode == "json":
@@ -225,10 +184,7 @@ class WireMeter:
         self._result = self._usage()
         return self._result
 
-    # -- server-sent events ----------------------------------------------------------------
-
     def _on_event(self, name: bytes, payload: bytes) -> None:
-        """One whole server-sent event (`SseEvents` frames them)."""
         self._events += 1
         if self._skippable(name, payload):
             return
@@ -254,7 +210,6 @@ class WireMeter:
             self._chat_chunk(obj)
 
     def _skippable(self, name: bytes, payload: bytes) -> bool:
-        """An event that can only carry output, once nothing more is wanted from such events."""
         if not self._first_token or self._model is None:
             return False
         if self._api == "anthropic-messages":
@@ -262,8 +217,6 @@ class WireMeter:
         if self._api == "openai-responses":
             return name.endswith(_RESPONSES_CONTENT_SUFFIXES)
         return b"usage" not in payload and b"error" not in payload and b"[DONE]" not in payload
-
-    # -- the three APIs --------------------------------------------------------------------
 
     def _anthropic_event(self, kind: str, obj: dict[str, Any]) -> None:
         if kind in ("content_block_delta", "content_block_start"):
@@ -286,7 +239,7 @@ class WireMeter:
         self._take(usage, "input_tokens", "input")
         self._take(usage, "cache_read_input_tokens", "cache_read")
         if not self._take(usage, "cache_creation_input_tokens", "cache_write"):
-            parts = usage.get("cache_creation")  # the per-TTL breakdown, when the total is absent
+            parts = usage.get("cache_creation")  # per-TTL breakdown
             if isinstance(parts, dict):
                 counts = [count(v) for v in parts.values()]
                 known = [c for c in counts if c is not None]
@@ -324,7 +277,6 @@ class WireMeter:
         self._take_error(obj)
 
     def _openai_usage(self, usage: object) -> None:
-        """Responses (`input_tokens`…) or Chat Completions (`prompt_tokens`…) usage."""
         if not isinstance(usage, dict):
             return
         chat = "prompt_tokens" in usage or "completion_tokens" in usage
@@ -336,8 +288,6 @@ class WireMeter:
         details = usage.get("completion_tokens_details" if chat else "output_tokens_details")
         if isinstance(details, dict):
             self._take(details, "reasoning_tokens", "reasoning")
-
-    # -- one JSON body ---------------------------------------------------------------------
 
     def _feed_json(self, chunk: bytes) -> None:
         if self._json_overflow:
@@ -374,10 +324,8 @@ class WireMeter:
         else:
             self._openai_usage(obj.get("usage"))
 
-    # -- shared ----------------------------------------------------------------------------
-
     def _take(self, usage: dict[str, Any], key: str, slot: str) -> bool:
-        """Record `usage[key]` when it is a count; a null or absent field keeps what was known."""
+        """Record `usage[key]` if it is a count: the latest non-null value wins."""
         value = usage.get(key)
         if value is None:
             return False
@@ -393,8 +341,6 @@ class WireMeter:
             self._model = value[:200]
 
     def _take_error(self, obj: dict[str, Any]) -> None:
-        """An error as the API words it: `{"error": {"type"|"code", "message"}}`, a bare
-        `{"error": "text"}`, or the event itself (`{"type": "error", "code", "message"}`)."""
         error = obj.get("error")
         if isinstance(error, dict):
             kind, message = error.get("type") or error.get("code"), error.get("message")
