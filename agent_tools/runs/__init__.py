@@ -1,11 +1,6 @@
-"""runs: benchmark runs and their metrics — `leanrig run` (the run protocol: per-attempt
-workspaces, agent invocations with a whole-tree kill, verdicts), the run directory's files
-(run.json, results.jsonl, usage.json), price schedules, the pure metrics, and the reports of
-ledgers, runs and baseline-vs-LAD comparisons. (The agents leanrig ships are in ../agents.)
+"""runs: `leanrig run`, the run directory's files, prices, the pure metrics, and the reports.
 
-Names load on first use (PEP 562): the report of a run must not import the runner's servers and
-the MCP SDK (~1 s here).
-"""
+Names load on first use (PEP 562): a report must not import the runner's servers and MCP SDK."""
 
 from __future__ import annotations
 

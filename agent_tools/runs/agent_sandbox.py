@@ -1,14 +1,6 @@
-"""The agent's sandbox under `leanrig run`: bwrap with its own PID and network namespaces, no
-capabilities, the host's file system read-only with the attempt's mounts over it (docs/runs.md,
-step 5): a private /tmp, a fresh home (the user's stays read-only), what the verdict trusts
-read-only, the suite read-only but for what is hidden, the run directory and every run's
-sockets hidden but for the attempt's own, its workspace writable; the kernel's /proc entries
-read-only and the host's Unix sockets out of reach.
+"""The agent's bwrap sandbox under `leanrig run` (docs/runs.md, step 5): mounts and probes.
 
-Pure path logic (`scratch_mounts`, `hidden_mounts`, `socket_masks`, …) and the probes of what
-this machine's bwrap can do. Must not: start the agent (invocation.py does), decide what an
-attempt is (runner.py).
-"""
+Must not start the agent (invocation.py) or decide what an attempt is (runner.py)."""
 
 from __future__ import annotations
 
@@ -39,18 +31,16 @@ from ..tasks import Suite
 log = structlog.get_logger("leanrig.run")
 
 
-# How the agent's view differs from the host's: (bwrap option, path), applied in order.
-# ("--hide", path): an empty directory over a directory, the null device over a file.
+# (bwrap option, path), applied in order; "--hide" puts an empty directory or /dev/null over path.
 Mount = tuple[Literal["--ro-bind", "--bind", "--tmpfs", "--hide"], Path]
 
-# Every tmpfs the sandbox makes (its private /tmp, …) holds at most this much: it is memory.
-TMPFS_BYTES = 2 * 2**30
+TMPFS_BYTES = 2 * 2**30  # cap of each tmpfs the sandbox makes: it is memory
 
 
 @functools.cache
 def _agent_bwrap(network: bool) -> str | None:
-    """bwrap, when it can create the agent's namespaces here (checked once per variant)."""
-    bwrap = sandbox_program("bwrap")  # (looked up once, not on an agent-writable PATH later)
+    """bwrap, when it can create the agent's namespaces here."""
+    bwrap = sandbox_program("bwrap")  # looked up once, not on an agent-writable PATH later
     if bwrap is None:
         return None
     probe = [bwrap, *_base_options(network), "--die-with-parent", "--", "true"]
@@ -59,26 +49,31 @@ def _agent_bwrap(network: bool) -> str | None:
 
 @functools.cache
 def _tmpfs_sized(bwrap: str) -> bool:
-    """Does this bwrap take ``--size`` for a tmpfs (0.5 and later)?"""
     return probe_succeeds(
         [bwrap, "--dev-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "--", "true"]
     )
 
 
 def _base_options(network: bool) -> list[str]:
-    # The host's file system read-only (writable places are mounted over it: the attempt's
-    # home, the workspace, a private /tmp), a /dev of its own (the host's let a root agent open
-    # the disk under every read-only mount for writing), its own /proc with the kernel's
-    # settings read-only, and no capabilities (with them a root agent can undo any mount).
-    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
-               *kernel_guards(), *CAP_DROP]  # fmt: skip
+    # A /dev of its own: the host's lets a root agent open the disk for writing under every
+    # read-only mount. No capabilities: with them a root agent can undo any mount.
+    options = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--unshare-pid",
+        "--proc",
+        "/proc",
+        *kernel_guards(),
+        *CAP_DROP,
+    ]
     return options if network else [*options, "--unshare-net"]
 
 
 def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] | None:
-    """The prefix that runs the agent in its sandbox: the host's file system with ``mounts``
-    over it, its own PID namespace, no capabilities, no network unless ``network``; killed
-    with the runner. None when bwrap cannot do it here."""
+    """The prefix running the agent with ``mounts`` over a read-only host; None without bwrap."""
     bwrap = _agent_bwrap(network)
     if bwrap is None:
         return None
@@ -95,9 +90,7 @@ def agent_sandbox(*, network: bool, mounts: Sequence[Mount]) -> tuple[str, ...] 
     return (*parts, "--die-with-parent", "--")
 
 
-# Fresh, private and discarded with the attempt: the host's shared scratch directories, which
-# one attempt could leave state in for the next (a red-team agent stashed its proof in /tmp and
-# attempt 2 "solved" the task in 0.4 s; pass@k assumes independent attempts).
+# Private per attempt: pass@k assumes attempts leave each other no state.
 PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 _SCRATCH_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm)/[^\s'\"=:;,]+")
 
@@ -107,14 +100,8 @@ def _in_scratch(path: Path) -> bool:
 
 
 def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
-    """What the verdict's trust rests on, which an agent must not write although the user may:
-    the Lean install (``lean``'s prefix; the bootstrap's library), leanrig's cache (the
-    bootstrap launcher, suites' compiled libraries, prefix modules, the library index), the
-    Python environment and leanrig's own code. A red-team agent replaced the cached launcher
-    with a wrapper that rewrote `#print axioms` and had `sorryAx` accepted; another recompiled
-    a suite library's `.olean`, which later checks trusted. Existing paths only, resolved,
-    without the user's home or an ancestor of it (the agent's own configuration lives there:
-    such a path is logged and left writable)."""
+    """What the verdict trusts (Lean, leanrig's cache, Python, leanrig), read-only to the agent;
+    the user's home or an ancestor of it is logged and left writable."""
     library = find_library_dir()
     candidates = [
         lean.resolve().parent.parent,
@@ -123,7 +110,7 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path(sys.exec_prefix),
-        Path(__file__).resolve().parents[2],  # leanrig's packages (a checkout or site-packages)
+        Path(__file__).resolve().parents[2],  # leanrig's packages
         *extra,
     ]
     home = Path.home().resolve()
@@ -134,8 +121,11 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
         except OSError:
             continue
         if real == home or real in home.parents:
-            log.warning("run.trusted_path_writable", path=str(real),
-                        why="it is the home directory or holds it")  # fmt: skip
+            log.warning(
+                "run.trusted_path_writable",
+                path=str(real),
+                why="it is the home directory or holds it",
+            )
             continue
         if real.exists() and real not in out:
             out.append(real)
@@ -143,12 +133,8 @@ def trusted_paths(lean: Path, *, extra: Sequence[Path] = ()) -> list[Path]:
 
 
 def scratch_mounts(argv: Sequence[str]) -> tuple[list[Mount], list[Mount]]:
-    """A fresh ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (``PRIVATE_SCRATCH``), and what the
-    agent's command names under them visible again, read-only (each such path's first
-    directory under the scratch directory: an agent kept in /tmp with its modules or its venv;
-    paths inside a word, ``--cfg=/tmp/…`` or ``sh -c "…"``, count). Mount them in this order,
-    before the run's own directories (a workspace inside a named directory stays writable: it
-    is mounted after)."""
+    """Fresh ``PRIVATE_SCRATCH``, and the directories ``argv`` names there shown read-only;
+    mount both, in order, before the run's own directories."""
     fresh: list[Mount] = [("--tmpfs", d) for d in PRIVATE_SCRATCH if d.is_dir()]
     named: list[Mount] = []
     for word in argv:
@@ -169,9 +155,7 @@ _VCS_DIRS = (".git", ".hg", ".jj", ".svn")
 
 
 def repository_stores(path: Path) -> list[Path]:
-    """The version-control stores of every repository holding ``path``: what was hidden in a
-    checkout is still in its history (`git show HEAD:Solutions/…`, a review). A ``.git`` file
-    (a worktree, a submodule) comes with the directories it points to."""
+    """The version-control stores of every repository holding ``path`` (history holds it too)."""
     found: list[Path] = []
     for above in [path, *path.parents]:
         for name in _VCS_DIRS:
@@ -202,10 +186,7 @@ def _git_dirs(gitfile: Path) -> list[Path]:
 
 
 def hidden_mounts(hidden: Iterable[Path], argv: Sequence[str]) -> list[Mount]:
-    """``hidden`` hidden, and each path the agent's command names under them visible again,
-    read-only, itself only (its script kept beside a suite's solutions runs; paths inside a
-    word count, as for ``scratch_mounts``; resolved, so `..` or a symlink shows what they
-    lead to and no more). Mount after the suite, before the run's own directories."""
+    """``hidden`` hidden and the paths ``argv`` names in them shown read-only; after the suite."""
     hidden = list(hidden)
     mounts: list[Mount] = [("--hide", p) for p in hidden]
     for word in argv:
@@ -228,10 +209,7 @@ RUN_MARKERS = ("run.json", "results.jsonl", "ledger.jsonl")  # what a leanrig ru
 
 
 def other_runs(run_dir: Path, needed: Sequence[Path]) -> list[Path]:
-    """The run directories beside ``run_dir`` (`runs/` holds a user's runs: earlier runs' logs
-    and submissions hold proofs and library text — a baseline agent read a LAD run's), but
-    none holding a path in ``needed``. Only runs: hiding the directory that holds them hid the
-    user's working directory (`--out NAME`), the agent's code and venv in it."""
+    """The run directories beside ``run_dir`` (their logs hold proofs), none holding ``needed``."""
     try:
         siblings = sorted(run_dir.parent.iterdir())
     except OSError:
@@ -248,31 +226,22 @@ def other_runs(run_dir: Path, needed: Sequence[Path]) -> list[Path]:
 
 @dataclass(frozen=True, slots=True)
 class RunSandbox:
-    """What every attempt's sandbox of one run shares, resolved once when the run starts (a
-    link on the way repointed later must not move what is protected)."""
+    """What every attempt's sandbox of one run shares, resolved once when the run starts."""
 
     trusted: list[Path]  # `trusted_paths`: read-only to the agent
     suite: Path
     run_dir: Path
     socket_parent: Path  # every run's socket directories
-    hidden: list[Path]  # `hidden_paths`
+    hidden: list[Path]
     network: bool  # the host's network (--agent-network all)
 
     def prefix(
         self, workspace: Path, socket_dir: Path, argv: Sequence[str], home: Path
     ) -> tuple[str, ...]:
-        """The agent's sandbox prefix: the host's file system read-only, then these mounts in
-        order (a later one shows through an earlier one): a private /tmp, /var/tmp and
-        /dev/shm, with the files its command names there (read-only); the host's socket
-        directories hidden; read-only what the verdict trusts (``trusted_paths``) and the
-        suite, but for its ``hidden`` paths (and the LAD library in a baseline run), what the
-        command names there shown read-only; the run directory hidden; the runner's socket
-        directory hidden but for this attempt's (``socket_dir``); the workspace and the
-        attempt's fresh ``home`` writable; every other Unix socket bound on the host masked
-        (``socket_masks``). Empty when bwrap cannot sandbox here."""
+        """One attempt's sandbox prefix; only ``workspace`` and ``home`` are writable, and only
+        ``socket_dir`` of the host's sockets is reachable. Empty when bwrap cannot sandbox here."""
         fresh, named = scratch_mounts(argv)
-        covered = [*PRIVATE_SCRATCH, *socket_dirs(), *self.hidden, self.run_dir,
-                   self.socket_parent]  # fmt: skip
+        covered = [*PRIVATE_SCRATCH, *socket_dirs(), *self.hidden, self.run_dir, self.socket_parent]
         mounts: list[Mount] = [
             *fresh,
             *named,
@@ -291,10 +260,7 @@ class RunSandbox:
 
 
 def probe_prefix(program: Path) -> tuple[str, ...]:
-    """The sandbox a program leanrig does not trust (a harness found on PATH) answers
-    ``--version`` in: an agent's, without network, with a private /tmp, /var/tmp and /dev/shm
-    (``program`` shown there if it lies there) and the host's sockets out of reach; empty
-    where bwrap cannot sandbox."""
+    """The sandbox an untrusted program answers ``--version`` in; empty without bwrap here."""
     fresh, named = scratch_mounts([str(program)])
     dirs = socket_dirs()
     mounts: list[Mount] = [
@@ -307,9 +273,7 @@ def probe_prefix(program: Path) -> tuple[str, ...]:
 
 
 def socket_masks(sockets: Iterable[Path], covered: Iterable[Path]) -> list[Mount]:
-    """The null device over each of ``sockets`` that no ``covered`` directory (hidden, or
-    replaced by a tmpfs) already takes out of sight: the network namespace stops TCP and UDP,
-    but a socket file the agent can see still connects, read-only mount or not."""
+    """/dev/null over each socket outside ``covered``: a visible socket connects, even read-only."""
     roots = list(covered)
     return [("--hide", s) for s in sockets if not any(s.is_relative_to(r) for r in roots)]
 
@@ -317,11 +281,8 @@ def socket_masks(sockets: Iterable[Path], covered: Iterable[Path]) -> list[Mount
 def hidden_paths(
     suite: Suite, *, lad: bool, trusted: Sequence[Path], run_dir: Path, socket_parent: Path
 ) -> list[Path]:
-    """What the agent must not read, in its sandbox and through its Lean: the suite's
-    `hidden` paths; in baseline runs the LAD library and its cached indexes (a baseline agent
-    with file tools could read them: the comparison of the conditions assumes it cannot);
-    when either is hidden, the stores of the repositories holding the suite (their history
-    holds it too); earlier runs beside this one. Once per run."""
+    """What the agent must not read: the suite's hidden paths, in baseline runs the LAD library,
+    the repository stores holding them, and earlier runs beside this one."""
     root = suite.root.resolve()
     hidden = [*suite.hidden_paths]
     if not lad:

@@ -1,25 +1,4 @@
-"""One attempt's files: a fresh workspace for the agent, and the attempt's own directory.
-
-``RUN_DIR/attempts/<task>/<k>[-retry]/`` holds
-
-- ``workspace/`` — the agent's working directory (the only part of the run directory the agent
-  may write, where the sandbox allows): a copy of the task file (its own name), the prompt
-  (``PROMPT.md``), the MCP config (``mcp.json``), later ``Submission.lean`` (the final
-  submission, written by the runner) and ``usage.json`` (optional, written by the agent);
-- ``serve/`` — the run dir of the attempt's service, which the runner owns (its scratch dir,
-  its ``submission-<pid>.json``: the last accepted body, rewritten on every edit);
-- ``ledger.jsonl`` — the attempt's ledger (one line per tool call, written by the runner's
-  service; appended to the run's ``RUN_DIR/ledger.jsonl`` when the attempt ends);
-- ``agent.log`` — the agent's stdout and stderr (capped);
-- ``home/`` — the agent's fresh home (``HOME`` and the XDG directories inside it), empty or a
-  copy of ``--agent-home``: the user's own home is read-only to agents, and nothing carries
-  over from one attempt to the next.
-
-The MCP config is self-contained (MCP clients start the server with only the config's ``env``)
-and uses absolute paths only. Its command is the stdio↔socket relay (relay.py) to the
-attempt's socket, which lives in a short runner-owned directory (a Unix socket's path has at
-most 107 bytes) outside the run directory.
-"""
+"""One attempt's directory ``RUN_DIR/attempts/<task>/<k>[-retry]/`` (layout: docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -39,20 +18,23 @@ MCP_CONFIG_FILE: Final = "mcp.json"
 SUBMISSION_FILE: Final = "Submission.lean"
 SERVER_NAME: Final = "leanrig"
 SOCKET_FILE: Final = "mcp.sock"
-# Inherited by every process of one attempt (the agent, its relay, whatever it starts): how the
-# runner finds them all when it ends the attempt, whatever session or parent they ended up in.
-ATTEMPT_TOKEN_VAR: Final = "LEANRIG_ATTEMPT_TOKEN"
+ATTEMPT_TOKEN_VAR: Final = "LEANRIG_ATTEMPT_TOKEN"  # inherited by all of an attempt's processes
 RELAY_SCRIPT: Final = Path(__file__).resolve().with_name("relay.py")
 
 
-# Where programs keep configuration, credentials and caches: all point into the attempt's
-# fresh home (a harness preset adds its own, there too).
-HOME_VARS: Final = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
-                    "XDG_STATE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")  # fmt: skip
+# Where programs keep configuration, credentials and caches: all point into the fresh home.
+HOME_VARS: Final = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "CODEX_HOME",
+    "CLAUDE_CONFIG_DIR",
+)
 
 
 def home_env(home: Path) -> dict[str, str]:
-    """``HOME`` and the XDG base directories, inside ``home``."""
     return {
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
@@ -63,8 +45,7 @@ def home_env(home: Path) -> dict[str, str]:
 
 
 def relay_command(socket: Path) -> list[str]:
-    """The MCP server command of an attempt: this interpreter running relay.py in isolated
-    mode without site (standard library only: a fast start) against ``socket``."""
+    """The attempt's MCP server command: relay.py to ``socket``, without site for a fast start."""
     return [str(Path(sys.executable).absolute()), "-I", "-S", str(RELAY_SCRIPT), str(socket)]
 
 
@@ -112,8 +93,7 @@ class AttemptDir:
 
 
 def agent_argv(command: Sequence[str], workspace: AttemptDir) -> list[str]:
-    """``--agent`` split into words (shlex), each word's ``{prompt}``, ``{task}``,
-    ``{workspace}``, ``{mcp_config}`` and ``{home}`` replaced (other braces are left alone)."""
+    """``--agent``'s words with the attempt's ``{placeholders}`` replaced; other braces kept."""
     values = workspace.placeholders()
     out = []
     for word in command:
@@ -123,8 +103,7 @@ def agent_argv(command: Sequence[str], workspace: AttemptDir) -> list[str]:
     return out
 
 
-# The library-access (LAD) condition's tools, named in its prompt: the MCP server's own
-# instructions say the same, but not every agent shows a server's instructions to its model.
+# Named in the prompt too: not every agent shows a server's instructions to its model.
 LIBRARY_PROMPT = """
 A verified library of Lean lemmas is available through `search_library` (by name or words of
 a statement) and `read_library` (a lemma's full source). The task file does not import it:
@@ -139,8 +118,7 @@ def _lean_here(suite: Suite) -> str:
 
 
 def prompt_text(suite: Suite, task: Task, task_file: Path, library: bool = False) -> str:
-    """The attempt's prompt, per the task's kind: prove the theorem, state the claim, or
-    both."""
+    """The attempt's prompt, per the task's kind: prove the theorem, state the claim, or both."""
     if writes_statement(task.kind):
         return statement_prompt(suite, task, task_file, library)
     s = task.spec
@@ -185,10 +163,7 @@ def create_attempt_dir(
     library: bool = False,
     home_from: Path | None = None,
 ) -> AttemptDir:
-    """A fresh attempt directory (an old one of the same name is removed first) whose MCP
-    config relays to ``socket`` (bound by the runner); ``library``: the LAD condition, whose
-    prompt names the library tools; ``home_from``: copied into the agent's fresh home (links
-    kept as links)."""
+    """A fresh attempt directory (replacing any old one) whose MCP config relays to ``socket``."""
     run_dir = run_dir.resolve()
     root = run_dir / "attempts" / task.id / (f"{attempt}-retry" if retry else str(attempt))
     if root.exists():
@@ -220,16 +195,25 @@ def create_attempt_dir(
     mcp_config = workspace / MCP_CONFIG_FILE
     mcp_config.write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
     return AttemptDir(
-        task=task, attempt=attempt, root=root, workspace=workspace, task_file=task_file,
-        prompt=prompt, mcp_config=mcp_config, submission=workspace / SUBMISSION_FILE,
-        serve_dir=serve_dir, ledger=ledger, log=root / "agent.log", token=token,
-        socket=socket, home=home,
-    )  # fmt: skip
+        task=task,
+        attempt=attempt,
+        root=root,
+        workspace=workspace,
+        task_file=task_file,
+        prompt=prompt,
+        mcp_config=mcp_config,
+        submission=workspace / SUBMISSION_FILE,
+        serve_dir=serve_dir,
+        ledger=ledger,
+        log=root / "agent.log",
+        token=token,
+        socket=socket,
+        home=home,
+    )
 
 
 def statement_prompt(suite: Suite, task: Task, task_file: Path, library: bool = False) -> str:
-    """The prompt of a statement task (``statement``, ``statement_and_proof``): the claim in
-    words, and how to write its statement (the reference is never in it)."""
+    """A statement task's prompt: the claim in words (never the reference statement)."""
     s = task.spec
     both = task.kind == "statement_and_proof"
     goal = "State and prove" if both else "State"

@@ -1,9 +1,6 @@
-"""What an attempt left, read by the runner after its agent: the final body (the service's
-submission record), the submission file written for the reader, the ledger's tool calls and
-Lean time (appended to the run's), and what the agent changed that counts for nothing.
-Blocking file I/O (the runner calls these in worker threads). Must not: trust anything in the
-agent's workspace beyond noting it.
-"""
+"""What an attempt left, read by the runner after its agent: final body, ledger, ignored edits.
+
+Blocking file I/O, for worker threads. Must not trust the agent's workspace beyond noting it."""
 
 from __future__ import annotations
 
@@ -23,15 +20,11 @@ from .results import read_agent_file
 
 log = structlog.get_logger("leanrig.run")
 
-# Ledger outcomes that mean Lean died under a call (the pool replaced the process).
-INFRA_OUTCOMES: Final = frozenset({"error:lean_failure"})
+INFRA_OUTCOMES: Final = frozenset({"error:lean_failure"})  # Lean died under the call
 
 
 def write_submission(path: Path, text: str) -> str | None:
-    """Write the judged file as the workspace's ``Submission.lean`` (for the reader: the
-    verdict judges the text itself); None, or the note for the results line when the agent
-    left something there that cannot be replaced by a file (a directory: the runner crashed on
-    it and `--resume` gave the agent another try, unrecorded, as often as it liked)."""
+    """Write the judged file for the reader; None, or a note when the agent blocked the path."""
     try:
         replace_file(path, text.encode())
     except OSError as exc:
@@ -44,9 +37,7 @@ def write_submission(path: Path, text: str) -> str | None:
 
 
 def final_edit(ws: AttemptDir) -> tuple[str, str]:
-    """The last (body, statement) any session of this attempt's service accepted (the task's
-    own when none was opened): its submission record, in the runner's own directory (never
-    the agent's to write where the sandbox works)."""
+    """The last (body, statement) this attempt's service accepted, else the task's own."""
     best: tuple[int, str, str] | None = None
     for path in ws.submission_records():
         try:
@@ -68,13 +59,11 @@ def final_edit(ws: AttemptDir) -> tuple[str, str]:
 
 
 def final_body(ws: AttemptDir) -> str:
-    """The last body any session of this attempt's service accepted (``final_edit``)."""
     return final_edit(ws)[0]
 
 
 def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[str]]:
-    """Tool calls and Lean seconds from the attempt's ledger (appended to the run's), and
-    whether Lean died under a call."""
+    """Tool calls, Lean seconds and Lean deaths from the attempt's ledger, appended to the run's."""
     try:
         data = ws.ledger.read_bytes()
     except FileNotFoundError:
@@ -87,7 +76,7 @@ def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[st
             continue
         if not isinstance(entry, dict):
             continue
-        calls += entry.get("closed_by") != "server"  # (the server's own closing lines)
+        calls += entry.get("closed_by") != "server"  # not the server's own closing lines
         lean = entry.get("lean_ms")
         if isinstance(lean, int | float):
             lean_ms += lean
@@ -98,7 +87,7 @@ def ledger_totals(ws: AttemptDir, run_ledger: Path) -> tuple[int, float, list[st
 
 
 def append_run_ledger(run_ledger: Path, data: bytes) -> None:
-    """An attempt's ledger lines appended to the run's (one write, whole lines)."""
+    """Append an attempt's ledger lines to the run's in one write."""
     if not data:
         return
     if not data.endswith(b"\n"):
@@ -113,16 +102,14 @@ def append_run_ledger(run_ledger: Path, data: bytes) -> None:
 def ignored_edits(
     task: Task, ws: AttemptDir, suite_root: Path, suite_hash: str
 ) -> tuple[list[str], str]:
-    """Files the agent changed that count for nothing (recorded in the results line):
-    its copy of the task file, the suite on disk (every verdict uses the tasks as loaded
-    when the run started). Returns the notes and the suite's hash now (a change is noted
-    once: the caller keeps the new hash)."""
+    """Notes on the agent's edits that count for nothing, and the suite's hash now (keep it)."""
     notes = []
     try:
         data = read_agent_file(ws.task_file, len(task.text.encode()) + 1)
         if data is None:
-            notes.append(f"the workspace's {ws.task_file.name} was removed or replaced by a "
-                         "non-file")  # fmt: skip
+            notes.append(
+                f"the workspace's {ws.task_file.name} was removed or replaced by a non-file"
+            )
         elif data.decode("utf-8") != task.text:
             notes.append(f"the workspace's {ws.task_file.name} was edited (ignored)")
     except (OSError, UnicodeDecodeError):
@@ -132,8 +119,10 @@ def ignored_edits(
     except LeanrigError as exc:
         now = f"unreadable: {exc}"
     if now != suite_hash:
-        notes.append("the suite changed on disk during the attempt (ignored: verdicts use "
-                     "the tasks as loaded when the run started)")  # fmt: skip
+        notes.append(
+            "the suite changed on disk during the attempt (ignored: verdicts use "
+            "the tasks as loaded when the run started)"
+        )
         log.warning("run.suite_changed", task=task.id, attempt=ws.attempt)
     return notes, now
 

@@ -1,15 +1,6 @@
-"""One attempt's task-bound service, owned by the runner.
+"""One attempt's task-bound service, owned by the runner, served as MCP on a Unix socket.
 
-The runner binds the attempt's Unix socket before the agent starts (so the agent's relay
-connects at once; connections wait in the backlog while the service opens), opens the service
-in its own process (`agent_tools.servers.open_service`: a fresh pool, ledger and submission
-record per attempt — parallel attempts share nothing), serves MCP on the socket until the
-attempt ends, then closes the service (its pool: every Lean process of the attempt) outside
-any cancellation (its Lean processes killed, not shut down politely: nothing of
-them is kept). A service that fails to open or stops serving on its own is the runner's
-infrastructure failure (`failure`: opening, serving or closing), seen directly; ``failed`` is
-set at once so the runner can end the agent's invocation early.
-"""
+Failing to open, serve or close is an infrastructure failure; ``failed`` is set at once."""
 
 from __future__ import annotations
 
@@ -29,7 +20,7 @@ from ..sessions import ProofService
 log = structlog.get_logger("leanrig.run")
 
 ServiceFactory = Callable[[ServeOptions], AbstractAsyncContextManager[ProofService]]
-CLOSE_DEADLINE: Final = 30.0  # seconds the service may take to close (its pool) before cancel
+CLOSE_DEADLINE: Final = 30.0  # seconds the service may take to close before it is cancelled
 
 
 class AttemptServer:
@@ -53,7 +44,7 @@ class AttemptServer:
         self._done = anyio.Event()
 
     async def bind(self) -> None:
-        """The socket, listening (before the agent starts)."""
+        """Listen on the socket; call before the agent starts."""
         await anyio.Path(self.socket.parent).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._listener = await anyio.create_unix_listener(self.socket)
 
@@ -70,8 +61,7 @@ class AttemptServer:
                             await serve_mcp_listener(service, self._listener)
                         if not self._serving.cancel_called:
                             self._fail("the service stopped serving on its own")
-                    # The attempt's Lean state is discarded: kill its processes now (nothing in
-                    # them is worth a polite LSP shutdown on the runner's clock).
+                    # Nothing in the attempt's Lean is kept: no polite shutdown on our clock.
                     service.pool.kill_all("attempt ended")
         except Exception as exc:
             self._fail(f"{type(exc).__name__}: {exc}")
@@ -82,8 +72,7 @@ class AttemptServer:
             self._done.set()
 
     def _fail(self, why: str) -> None:
-        # Whenever it surfaces (a dying service's error can reach here after the agent, cut
-        # off, has already exited): the attempt's record may be incomplete, so it is retried.
+        # Even after the agent exited: the attempt's record may be incomplete, so it is retried.
         log.warning("run.service_failed", task=self.options.task, why=why)
         self.failure = f"leanrig's service failed: {why}"
         self.failed.set()
@@ -92,8 +81,7 @@ class AttemptServer:
         """End serving (every connection closed), then close the service; bounded."""
         t0 = time.perf_counter()
         self._stopping = True
-        # Still opening: let the open finish (a cancelled open could cut its pool's cleanup
-        # short); `run` then closes the service without serving.
+        # Still opening: let it finish (a cancelled open could cut its pool's cleanup short).
         if self._serving is not None:
             self._serving.cancel()
         with anyio.move_on_after(CLOSE_DEADLINE) as waited:

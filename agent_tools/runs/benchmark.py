@@ -1,8 +1,4 @@
-"""`run_benchmark`: a run's attempts here or, with ``--ray``, on a Ray cluster.
-
-The choice sits above both the runner (runner.py) and the cluster's placement (cluster_run.py),
-which uses the runner, so neither imports the other's caller.
-"""
+"""`run_benchmark`: a run's attempts here or, with ``--ray``, on a Ray cluster."""
 
 from __future__ import annotations
 
@@ -15,12 +11,10 @@ from .runner import run_attempts, start_run
 
 
 async def run_benchmark(options: RunOptions) -> RunSummary:
-    """Run ``options.agent`` over the suite; returns when every attempt has its line.
-
-    Raises `RunError` for options, a suite or a run directory that cannot be run."""
+    """Run ``options.agent`` over the suite until every attempt has its line; raises `RunError`."""
     start = await start_run(options)
     try:
-        if start.runner.options.ray is None:  # (options as resumed)
+        if start.runner.options.ray is None:  # options as resumed
             return await run_attempts(start, start.runner.attempt)
         async with ClusterAttempts.joined(start.runner) as cluster:
             return await run_attempts(start, cluster.attempt)

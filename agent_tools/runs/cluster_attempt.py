@@ -1,26 +1,6 @@
-"""The node side of `leanrig run --ray`: attempts placed on a cluster node.
+"""The node side of `leanrig run --ray`: attempts run by the local `Runner` on a cluster node.
 
-`AttemptOnNode` is a Ray actor (an async actor: anyio runs on its asyncio loop) reserving one
-``lean_slots`` unit and an attempt's memory, which runs attempts one at a time: cluster_run.py
-creates it and keeps giving it attempts (a fresh actor per attempt cost ~1.6 s here: a worker
-process and leanrig's imports). For each attempt it does what a local attempt does — a fresh
-workspace, the attempt's own service and Lean, the agent or harness in its sandbox, its model
-gateway, the independent verdict — with the `Runner` a local run uses, over a run directory of
-its own on the node. Then it packs the attempt's directory (`pack_attempt`) for the starting
-machine and removes its own.
-
-Everything an attempt starts carries ``LEANRIG_RAY_ATTEMPT=<tag>`` (set in the actor's own
-environment before anything starts, so the agent, the relay, Lean's server and workers and the
-verifier's Lean inherit it), and the attempt's `repl_pool.ProcessReaper` kills every tagged
-process when the attempt ends or the actor is gone: cancelled from the starting machine,
-killed, or its node lost.
-
-What the node needs (docs/scale-out.md; `leanrig doctor --ray` checks it): leanrig and Ray of
-the starting machine's versions, a Lean of the same version, the harness program, and the
-suite — at the same path with the same content, or, for a prelude suite, the files shipped in
-the plan (`suite_here`). Must not: write to the starting machine's run directory (results come
-home as values), decide a retry.
-"""
+Must not write to the starting machine's run directory (results go home as values) or retry."""
 
 from __future__ import annotations
 
@@ -55,28 +35,32 @@ from .runner import AttemptOutcome, Runner
 log = structlog.get_logger("leanrig.run")
 
 ATTEMPT_NODE_VAR: Final = "LEANRIG_RAY_ATTEMPT"
-# What comes home of an attempt's directory: every file up to FILE_CAP bytes while the whole
-# stays under TOTAL_CAP (the records first); the rest is named in the results line's notes.
+# What comes home: files up to FILE_CAP bytes, in all under TOTAL_CAP, records first.
 FILE_CAP: Final = 64 * 2**20
 TOTAL_CAP: Final = 256 * 2**20
-# The attempt's own records, packed before the agent's workspace files.
-RECORDS: Final = ("ledger.jsonl", "agent.log", "model_calls.jsonl", "model_io.jsonl",
-                  "harness.json",
-                  "workspace/Submission.lean", "workspace/usage.json")  # fmt: skip
+RECORDS: Final = (
+    "ledger.jsonl",
+    "agent.log",
+    "model_calls.jsonl",
+    "model_io.jsonl",
+    "harness.json",
+    "workspace/Submission.lean",
+    "workspace/usage.json",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class NodePlan:
     """What every attempt of a run needs on its node, as the starting machine resolved it."""
 
-    options: RunOptions  # (``service`` None: a factory does not cross machines)
+    options: RunOptions  # ``service`` None: a factory does not cross machines
     suite_root: Path
     suite_hash: str
-    suite_files: dict[str, bytes]  # relative path → content: what the suite's hash covers
+    suite_files: dict[str, bytes]  # relative path → content, what the suite's hash covers
     lean_version: str
-    harness: HarnessSetup | None  # the starting machine's (its version is what the run records)
+    harness: HarnessSetup | None  # the starting machine's: the version the run records
     route: ModelRoute | None
-    words: tuple[str, ...] = ()  # the agent command as resolved there (its program absolute)
+    words: tuple[str, ...] = ()  # the agent command as resolved there (program absolute)
     home: Path | None = None  # the run directory there: hidden from agents on that machine
 
 
@@ -103,10 +87,7 @@ def suite_files(suite: Suite) -> dict[str, bytes]:
 
 
 def suite_here(plan: NodePlan) -> Suite:
-    """The run's suite on this node: at the starting machine's path when its content is the
-    same, else (a prelude suite) the shipped files, unpacked once per content hash into
-    leanrig's cache. A full-toolchain suite must be at the same path (its Lake build is not
-    shipped)."""
+    """The run's suite here: at the same path with the same hash, or a prelude suite shipped."""
     try:
         suite = load_suite(plan.suite_root)
         if suite.content_hash() == plan.suite_hash:
@@ -137,23 +118,23 @@ def suite_here(plan: NodePlan) -> Suite:
             shutil.rmtree(staging, ignore_errors=True)
     suite = load_suite(root)
     if suite.content_hash() != plan.suite_hash:
-        raise RunError(f"the suite shipped to {node_name()} does not hash as on the starting "
-                       "machine")  # fmt: skip
+        raise RunError(
+            f"the suite shipped to {node_name()} does not hash as on the starting machine"
+        )
     return suite
 
 
 def node_name() -> str:
     """This node as records name it: host (Ray node id, short)."""
     node_id = ""
-    ray = sys.modules.get("ray")  # (imported in a Ray worker; never imported for this)
+    ray = sys.modules.get("ray")  # never imported just for this
     if ray is not None and ray.is_initialized():
         node_id = ray.get_runtime_context().get_node_id()
     return f"{socket.gethostname()} ({node_id[:12]})" if node_id else socket.gethostname()
 
 
 def pack_attempt(root: Path) -> tuple[bytes, list[str]]:
-    """The attempt's directory as a tar (regular files, directories and links as links; the
-    records first), and what was left out."""
+    """The attempt's directory as a tar (records first, links as links), and what was left out."""
     buffer = io.BytesIO()
     left_out: list[str] = []
     total = 0
@@ -184,7 +165,7 @@ def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessS
     """The harness program on this node, of the version the run records."""
     if expected is None:
         return None
-    program = find_harness(expected.name, options.harness_bin)  # (absolute: see cluster_run)
+    program = find_harness(expected.name, options.harness_bin)
     version = harness_version(program, sandbox=probe_prefix(program))
     if version != expected.version:
         raise RunError(
@@ -195,24 +176,19 @@ def node_harness(expected: HarnessSetup | None, options: RunOptions) -> HarnessS
 
 
 class AttemptOnNode:
-    """Attempts on one node, one at a time; created by cluster_run
-    (``ray.remote(AttemptOnNode)``), which gives it attempt after attempt while it lives."""
+    """A Ray actor running attempts on its node one at a time, as cluster_run gives them."""
 
     def __init__(self, plan: NodePlan) -> None:
         self.plan = plan
 
     async def where(self) -> str:
-        """This node (answered once the actor is placed and started)."""
         return node_name()
 
     async def run(self, task_id: str, k: int, retry: bool, tag: str) -> tuple[str, Any]:
-        """One attempt: ("ok", `NodeOutcome`) or ("error", the `LeanrigError` shipped): a
-        node that cannot run attempts (no harness, another Lean) says why."""
-        # Before anything starts: every process of the attempt inherits the attempt's tag (the
-        # actor runs one attempt at a time), and the attempt's reaper kills them all when it
-        # ends or the actor goes.
+        """One attempt: ("ok", `NodeOutcome`) or ("error", the shipped `LeanrigError`)."""
+        # Set before anything starts, so every process of the attempt inherits the tag.
         os.environ[ATTEMPT_NODE_VAR] = tag
-        # The route carries the key; the node's own (a `ray start` with keys set) goes.
+        # The route carries the key; keys in the node's own environment go.
         route = self.plan.route
         withdraw_keys(os.environ, route.key_var if route else self.plan.options.model_key_env)
         reaper = ProcessReaper(ATTEMPT_NODE_VAR, tag)
@@ -222,7 +198,7 @@ class AttemptOnNode:
         except LeanrigError as exc:
             return "error", ship(exc)
         finally:
-            reaper.close()  # whatever of the attempt is still alive goes now
+            reaper.close()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(reaper.wait, 10)
 
@@ -244,13 +220,13 @@ class AttemptOnNode:
         if options.condition == "lad":
             (await prepare_library(suite, install, library)).close()
         harness = await anyio.to_thread.run_sync(node_harness, plan.harness, options)
-        # (As resolved on the starting machine: a relative program is relative to where
-        # `leanrig run` was typed, not to this actor's directory. Checked again here.)
+        # Resolved on the starting machine: a relative program is relative to where it was typed.
         words = [] if harness is not None else agent_words(shlex.join(plan.words))
         run_dir = Path(tempfile.mkdtemp(prefix="leanrig-attempt-"))
         hide = [plan.home] if plan.home is not None else []
-        runner = Runner(options, suite, install, library, run_dir, words, harness, plan.route,
-                        hide=hide)  # fmt: skip
+        runner = Runner(
+            options, suite, install, library, run_dir, words, harness, plan.route, hide=hide
+        )
         try:
             sandbox = await anyio.to_thread.run_sync(
                 lambda: agent_sandbox(network=runner.network == "all", mounts=())

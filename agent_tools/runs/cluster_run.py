@@ -1,26 +1,6 @@
-"""The starting machine's side of `leanrig run --ray ADDRESS|auto`: each attempt placed on a
-cluster node, its files and results brought home.
+"""The starting machine's side of `leanrig run --ray`: attempts placed by Ray, brought home.
 
-Placement is Ray's: an attempt is one `AttemptOnNode` actor (cluster_attempt.py) reserving
-one ``lean_slots`` unit and the attempt's memory (``--attempt-memory``, else the suite's
-``[limits] attempt_memory_mb``, else its ``memory_mb``); ``--parallel`` caps the attempts in
-flight across the cluster (the runner's limiter), and Ray queues what the nodes cannot take
-yet. Nothing here picks a node.
-
-An attempt comes home as a value: its results line (named after its node), its directory
-(ledger, model calls, transcript, final body, ``usage.json``) unpacked into
-``RUN_DIR/attempts/...``, its ledger appended to the run's. Only this process writes the run
-directory, once per attempt, after the attempt's end: nothing of an attempt whose node died
-can reach ``results.jsonl``.
-
-Faults: a node lost while it holds an attempt (its actor dies or stops answering) is an
-infrastructure failure — the runner's `with_infra_retry` starts the attempt again from a fresh
-invocation, which Ray places on a live node, and the retry's line names the failure.
-Cancelled (Ctrl-C, SIGTERM), every attempt in flight is cancelled on its node (its agent and
-Lean killed there), then its actor is killed; each actor's reaper kills whatever is left.
-A node that cannot run attempts at all (another Lean, no harness, no suite) stops the run with
-its reason: every attempt it took would fail the same way.
-"""
+Only this process writes the run directory, once per attempt, after the attempt's end."""
 
 from __future__ import annotations
 
@@ -52,14 +32,10 @@ from .runner import AttemptOutcome, Runner, with_infra_retry
 
 log = structlog.get_logger("leanrig.run")
 
-# How long an attempt may wait for a node to take it (Ray queues it while every lean_slots
-# unit is held; the nodes' attempts end within their own deadlines).
-PLACEMENT_DEADLINE: Final = 6 * 3600.0
-# Beyond the time limit: the attempt's setup on its node (a first library build), its service's
-# close, the agent's kill and the verdict's checks.
-SETUP_ALLOWANCE: Final = 600.0
-HOST_RECHECK: Final = 2.0  # waiting for an idle host: how often a lost one is made up for
-CANCEL_GRACE: Final = 20.0  # a cancelled attempt's cleanup on its node, before its actor is killed
+PLACEMENT_DEADLINE: Final = 6 * 3600.0  # seconds an attempt may wait for a lean_slots unit
+SETUP_ALLOWANCE: Final = 600.0  # seconds beyond the time limit: node setup, kill, verdict
+HOST_RECHECK: Final = 2.0  # seconds between checks for a lost host to replace
+CANCEL_GRACE: Final = 20.0  # seconds a cancelled attempt may clean up before its actor is killed
 
 
 def memory_mb(options: RunOptions, runner: Runner) -> int:
@@ -68,8 +44,7 @@ def memory_mb(options: RunOptions, runner: Runner) -> int:
 
 
 def lean_nodes(nodes: list[dict[str, Any]], memory_mb: int) -> list[str]:
-    """The alive nodes that can take an attempt (a ``lean_slots`` unit and its memory), each as
-    "address (node id)"."""
+    """The alive nodes with a ``lean_slots`` unit and the memory, as "address (node id)"."""
     out = []
     for node in nodes:
         resources = node.get("Resources", {})
@@ -82,9 +57,7 @@ def lean_nodes(nodes: list[dict[str, Any]], memory_mb: int) -> list[str]:
 
 
 def unpack_attempt(files: bytes, root: Path) -> list[str]:
-    """An attempt's packed directory into ``root`` (replacing what was there): Python's
-    ``data`` filter applies, a member it refuses (a link out of the directory, an absolute
-    path) is left out and named."""
+    """Unpack an attempt into ``root`` (``data`` tar filter) anew; returns the refused members."""
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
@@ -104,25 +77,17 @@ def unpack_attempt(files: bytes, root: Path) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class _Host:
-    """An `AttemptOnNode` actor, placed: it holds a unit, and takes one attempt at a time."""
-
     actor: Any
     node: str
 
 
 class ClusterAttempts:
-    """The run's attempts on a Ray cluster; create with `ClusterAttempts.joined`.
-
-    Attempts run on *hosts*: `AttemptOnNode` actors, each holding one ``lean_slots`` unit and
-    an attempt's memory, given attempt after attempt (each attempt's processes, files and
-    reaper are its own). Hosts are started as attempts need them, at most ``--parallel``
-    alive; one lost with its node is replaced (Ray places the replacement on a live node, or
-    on one that joins). At the end every host is killed."""
+    """The run's attempts on at most ``--parallel`` Ray actors; create with `joined`."""
 
     def __init__(self, ray: Any, runner: Runner, plan: Any, memory_mb: int, tg: TaskGroup) -> None:
         self._ray = ray
         self._runner = runner
-        self._plan = plan  # an ObjectRef of the NodePlan: put once, read by every node
+        self._plan = plan  # an ObjectRef of the NodePlan
         self._memory_mb = memory_mb
         self._actor_class = ray.remote(AttemptOnNode)
         options = runner.options
@@ -130,12 +95,12 @@ class ClusterAttempts:
             options.time_limit + SETUP_ALLOWANCE + 2 * runner.suite.spec.limits.wall_seconds
         )
         self._tg = tg
-        self._actors: set[Any] = set()  # every host started and not yet killed
+        self._actors: set[Any] = set()  # started and not yet killed
         self._idle_in, self._idle = anyio.create_memory_object_stream[_Host](1000)
         self._limit = options.parallel
 
     async def _placed_host(self, actor: Any) -> None:
-        """A new host among the idle ones once placed and answering (killed on failure)."""
+        """Adds a new host to the idle ones once it answers; kills it on failure."""
         try:
             with anyio.fail_after(PLACEMENT_DEADLINE):
                 node = await actor.where.remote()
@@ -146,8 +111,7 @@ class ClusterAttempts:
         await self._idle_in.send(_Host(actor, node))
 
     async def _host(self) -> _Host:
-        """An idle host; a new one is started while fewer than ``--parallel`` live (those
-        being placed count: one that fails to start is started again here)."""
+        """An idle host, starting a new one while fewer than ``--parallel`` live."""
         with anyio.fail_after(PLACEMENT_DEADLINE):
             while True:
                 try:
@@ -156,16 +120,18 @@ class ClusterAttempts:
                     pass
                 if len(self._actors) < self._limit:
                     actor = self._actor_class.options(
-                        num_cpus=0, resources={RESOURCE: 1}, memory=self._memory_mb * 2**20,
-                        max_restarts=0, max_concurrency=4,
-                    ).remote(self._plan)  # fmt: skip
+                        num_cpus=0,
+                        resources={RESOURCE: 1},
+                        memory=self._memory_mb * 2**20,
+                        max_restarts=0,
+                        max_concurrency=4,
+                    ).remote(self._plan)
                     self._actors.add(actor)
                     self._tg.start_soon(self._placed_host, actor)
                 with anyio.move_on_after(HOST_RECHECK):
                     return await self._idle.receive()
 
     def close(self) -> None:
-        """Every host killed (its attempt's reaper, if any, sweeps on the node)."""
         for actor in list(self._actors):
             self._kill(actor)
         self._idle_in.close()
@@ -191,36 +157,39 @@ class ClusterAttempts:
                 )
             suite = runner.suite
             if options.harness_bin is not None and runner.harness is not None:
-                # (A relative --harness-bin is relative to where `leanrig run` was typed.)
+                # A relative --harness-bin is relative to where `leanrig run` was typed.
                 options = dataclasses.replace(options, harness_bin=runner.harness.program)
             plan = NodePlan(
-                options=options, suite_root=suite.root.resolve(), suite_hash=runner.suite_hash,
-                suite_files=suite_files(suite), lean_version=runner.install.version,
-                harness=runner.harness, route=runner.route, words=tuple(runner.words),
+                options=options,
+                suite_root=suite.root.resolve(),
+                suite_hash=runner.suite_hash,
+                suite_files=suite_files(suite),
+                lean_version=runner.install.version,
+                harness=runner.harness,
+                route=runner.route,
+                words=tuple(runner.words),
                 home=runner.run_dir,
-            )  # fmt: skip
+            )
             ref = await anyio.to_thread.run_sync(ray.put, plan)
-            runner.cluster = ClusterInfo(address=address, attempt_memory_mb=memory,
-                                         nodes=nodes)  # fmt: skip
+            runner.cluster = ClusterInfo(address=address, attempt_memory_mb=memory, nodes=nodes)
             log.info("run.cluster", address=address, nodes=nodes, memory_mb=memory)
             async with anyio.create_task_group() as tg:
                 attempts = cls(ray, runner, ref, memory, tg)
                 try:
                     yield attempts
                 finally:
-                    tg.cancel_scope.cancel()  # (hosts still being placed)
+                    tg.cancel_scope.cancel()  # hosts still being placed
                     attempts.close()
 
     async def attempt(self, task: Task, k: int, progress: RunProgress) -> AttemptOutcome:
         return await with_infra_retry(self.placed, task, k, progress)
 
     async def placed(self, task: Task, k: int, retry: bool) -> AttemptOutcome:
-        """One invocation of the attempt on an idle host (a node Ray picked); its files
-        written home."""
+        """One invocation of the attempt on an idle host; its files written home."""
         t0 = time.perf_counter()
         host = await self._host()
         actor, node = host.actor, host.node
-        lost = True  # the host is given back only when the attempt came back from it
+        lost = True  # the host is reused only if the attempt came back from it
         try:
             try:
                 t_placed = time.perf_counter()
@@ -233,15 +202,23 @@ class ClusterAttempts:
                         await self._cancel(ref)
                     raise
             except TimeoutError:
-                return self._failed(task, k, f"the attempt's node {node} did not answer "
-                                    "within the attempt's deadline")  # fmt: skip
+                return self._failed(
+                    task,
+                    k,
+                    f"the attempt's node {node} did not answer within the attempt's deadline",
+                )
             except self._ray.exceptions.RayActorError as exc:
-                return self._failed(task, k, f"the attempt's node {node} was lost "
-                                    f"({type(exc).__name__})", node)  # fmt: skip
+                return self._failed(
+                    task, k, f"the attempt's node {node} was lost ({type(exc).__name__})", node
+                )
             except self._ray.exceptions.RayError as exc:  # the attempt's code failed there
                 first = str(exc).strip().splitlines()[-1:] or [""]
-                return self._failed(task, k, f"the attempt failed on {node}: "
-                                    f"{type(exc).__name__}: {first[0][:300]}", node)  # fmt: skip
+                return self._failed(
+                    task,
+                    k,
+                    f"the attempt failed on {node}: {type(exc).__name__}: {first[0][:300]}",
+                    node,
+                )
             lost = False
             if status == "error":
                 assert isinstance(value, Shipped)
@@ -257,12 +234,12 @@ class ClusterAttempts:
                 self._idle_in.send_nowait(host)
 
     async def _cancel(self, ref: Any) -> None:
-        """The node's attempt cancelled (its agent and Lean killed there), waited for briefly."""
+        """Cancels the node's attempt and waits for it briefly."""
         try:
             self._ray.cancel(ref)
             with anyio.move_on_after(CANCEL_GRACE):
                 await ref
-        except Exception:  # cancelled, or the node is gone: the actor's kill and reaper remain
+        except Exception:  # the actor's kill and reaper remain
             pass
 
     def _kill(self, actor: Any) -> None:
@@ -273,15 +250,21 @@ class ClusterAttempts:
             pass
 
     def _failed(self, task: Task, k: int, reason: str, node: str | None = None) -> AttemptOutcome:
-        """An attempt that did not come back (its node lost, silent, or its code failed
-        there): nothing of it comes home; an infrastructure failure."""
+        """An attempt that did not come back: an infrastructure failure, nothing brought home."""
         log.warning("run.attempt_not_back", task=task.id, attempt=k, why=reason)
         result = AttemptResult(
-            task=task.id, field=task.spec.field, difficulty=task.spec.difficulty, attempt=k,
-            accepted=False, reasons=[f"infrastructure: {reason}"], invocation_s=0.0,
-            condition=self._runner.options.condition, model=self._runner.options.model,
-            agent_tool=self._runner.options.agent_tool, node=node,
-        )  # fmt: skip
+            task=task.id,
+            field=task.spec.field,
+            difficulty=task.spec.difficulty,
+            attempt=k,
+            accepted=False,
+            reasons=[f"infrastructure: {reason}"],
+            invocation_s=0.0,
+            condition=self._runner.options.condition,
+            model=self._runner.options.model,
+            agent_tool=self._runner.options.agent_tool,
+            node=node,
+        )
         return AttemptOutcome(result, [reason], 0.0, None)
 
     def _home(
@@ -296,23 +279,30 @@ class ClusterAttempts:
         outcome = shipped.outcome
         notes = list(outcome.result.notes)
         if shipped.left_out or refused:
-            notes.append("left on the node (not brought home): "
-                         + ", ".join([*shipped.left_out, *refused][:20]))  # fmt: skip
+            notes.append(
+                "left on the node (not brought home): "
+                + ", ".join([*shipped.left_out, *refused][:20])
+            )
         if not shipped.isolated:
             notes.append(
                 f"the agent ran without its sandbox on {shipped.node} (bwrap cannot "
                 "sandbox there): it kept the network and could write its files"
             )
         result = outcome.result.model_copy(update={"node": shipped.node, "notes": notes})
-        # leanrig's own time for the attempt once placed, as seen from here: all but the
-        # agent's run and the verdict (the node's setup and the trip home included; the wait
-        # for a node is `placement_s`, a queue while the nodes are busy).
+        # Once placed, all but the agent's run and the verdict; the wait is `placement_s`.
         overhead = time.perf_counter() - t_placed - result.invocation_s - (result.verdict_s or 0)
-        log.info("run.cluster_attempt_timing", task=task.id, attempt=k, node=shipped.node,
-                 overhead_s=round(overhead, 3), node_overhead_s=round(outcome.overhead_s, 3),
-                 files=len(shipped.files))  # fmt: skip
-        return AttemptOutcome(result, outcome.infra, overhead, outcome.invocation,
-                              outcome.service_open_s)  # fmt: skip
+        log.info(
+            "run.cluster_attempt_timing",
+            task=task.id,
+            attempt=k,
+            node=shipped.node,
+            overhead_s=round(overhead, 3),
+            node_overhead_s=round(outcome.overhead_s, 3),
+            files=len(shipped.files),
+        )
+        return AttemptOutcome(
+            result, outcome.infra, overhead, outcome.invocation, outcome.service_open_s
+        )
 
 
 __all__ = ["ClusterAttempts", "lean_nodes", "memory_mb", "unpack_attempt"]

@@ -1,17 +1,6 @@
-"""Harness presets: `leanrig run --harness claude-code|codex` — how each published harness is
-started for one attempt, from the attempt's MCP server, its model gateway and its home.
+"""Harness presets (`leanrig run --harness claude-code|codex`, docs/agents.md).
 
-Per attempt the runner calls `plan_launch` (the command, the environment and the harness's
-own configuration) and `Launch.write_files` (that configuration into the attempt's home, a
-fresh directory: no memory between attempts). What each preset turns off, and what a
-harness cannot turn off, is in docs/agents.md; the verdict does not depend on it (the
-submission is the runner's service's last accepted body, never a file the harness wrote).
-`harness_usage` reads what the harness itself reported about its tokens from its output, to
-check the gateway's count against.
-
-Must not: hold an API key (the harness gets the gateway's placeholder; the gateway swaps in
-the key), or run anything.
-"""
+Must not hold an API key (harnesses get a placeholder) or run anything but ``--version``."""
 
 from __future__ import annotations
 
@@ -39,21 +28,34 @@ VENDOR_ENDPOINT: Final[dict[HarnessName, str]] = {
     "claude-code": "https://api.anthropic.com",
     "codex": "https://api.openai.com/v1",
 }
-# The environment variables a key is read from, in order (the runner's environment).
+# The runner's environment variables a key is read from, in order.
 KEY_VARS: Final[dict[HarnessName, tuple[str, ...]]] = {
     "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     "codex": ("OPENAI_API_KEY",),
 }
-# Every variable a model key is read from (what no process but the gateway's may hold).
+# No process but the gateway's may hold these.
 KEY_NAMES: Final = frozenset(v for names in KEY_VARS.values() for v in names)
-# What a harness is given instead of a key: the gateway swaps it for the real one.
+# The gateway swaps it for the real key.
 KEY_PLACEHOLDER: Final = "leanrig-gateway-key"
 MCP_SERVER: Final = "leanrig"
 # Codex features off (`codex features list`): every tool but MCP's, and every call home.
-CODEX_FEATURES_OFF: Final = ("plugins", "shell_tool", "unified_exec", "goals", "view_image",
-                             "image_generation", "apps", "browser_use",
-                             "computer_use", "in_app_browser", "sleep_tool", "shell_snapshot",
-                             "tool_suggest", "skill_search", "memories")  # fmt: skip
+CODEX_FEATURES_OFF: Final = (
+    "plugins",
+    "shell_tool",
+    "unified_exec",
+    "goals",
+    "view_image",
+    "image_generation",
+    "apps",
+    "browser_use",
+    "computer_use",
+    "in_app_browser",
+    "sleep_tool",
+    "shell_snapshot",
+    "tool_suggest",
+    "skill_search",
+    "memories",
+)
 
 
 class HarnessError(LeanrigError):
@@ -62,15 +64,13 @@ class HarnessError(LeanrigError):
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """One attempt's harness: its command, the environment it adds, and the files written
-    (path → text; what run.json records, with no secret in any of them)."""
+    """One attempt's harness: command, added environment, and files (path → text; no secrets)."""
 
     argv: list[str]
     env: dict[str, str]
     files: dict[Path, str] = field(default_factory=dict)
 
     def write_files(self) -> Launch:
-        """Its configuration files written (their directories made); itself."""
         for path, text in self.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
@@ -79,11 +79,9 @@ class Launch:
 
 @dataclass(frozen=True, slots=True)
 class PresetInputs:
-    """What a preset needs of an attempt."""
-
     prompt: str
     workspace: Path
-    home: Path  # fresh, per attempt: HOME and every harness state directory inside it
+    home: Path  # fresh per attempt: HOME and every harness state directory
     mcp_command: list[str]  # the attempt's MCP server (the relay to its socket)
     mcp_env: dict[str, str]
     model_url: str  # the gateway, as the harness reaches it
@@ -117,27 +115,27 @@ def find_harness(name: HarnessName, explicit: Path | None = None) -> Path:
 
 
 def withdraw_keys(environ: MutableMapping[str, str], also: str | None = None) -> None:
-    """Remove every model key variable (``KEY_NAMES``, and ``also``: the run's
-    ``--model-key-env``) from ``environ``, once the run's gateway holds its key: each process
-    started after that (Lean's, the verdict's, the agent's, bwrap's) inherits none."""
+    """Remove every model key variable (``KEY_NAMES`` and ``also``) once the gateway holds it."""
     for name in {*KEY_NAMES, *([also] if also else [])}:
         environ.pop(name, None)
 
 
 def harness_version(program: Path, timeout: float = 60.0, sandbox: Sequence[str] = ()) -> str:
-    """What ``program --version`` says (its first line), run under ``sandbox`` (a command
-    prefix; its private /tmp is the home) or else with a temporary home, and with no model key
-    in its environment: the program is trusted no more than an agent that may have put it
-    there."""
+    """The first line of ``program --version``, untrusted: under ``sandbox``, with no model key."""
     base = {k: v for k, v in os.environ.items() if k not in KEY_NAMES and k not in HOME_VARS}
     with tempfile.TemporaryDirectory(prefix="leanrig-probe-") as scratch:
         home = Path("/tmp") if sandbox else Path(scratch)
         env = {**base, **home_env(home), "NO_COLOR": "1"}
         try:
             done = subprocess.run(
-                [*sandbox, str(program), "--version"], capture_output=True, text=True,
-                timeout=timeout, stdin=subprocess.DEVNULL, env=env, check=False,
-            )  # fmt: skip
+                [*sandbox, str(program), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise HarnessError(f"{program} --version failed: {exc}") from exc
     line = (done.stdout or done.stderr).strip().splitlines()
@@ -149,77 +147,111 @@ def harness_version(program: Path, timeout: float = 60.0, sandbox: Sequence[str]
 def claude_code(
     program: Path, a: PresetInputs, *, model: str, reasoning: str | None, key_var: str | None
 ) -> Launch:
-    """``claude -p`` with only leanrig's MCP tools (and its tool search): no shell, file or web
-    tool; JSON output with its usage; nothing kept between runs."""
+    """``claude -p`` with only leanrig's MCP tools and tool search; JSON output with its usage."""
     config_dir = a.home / ".claude"
     mcp = a.home / "leanrig-mcp.json"
-    server = {"type": "stdio", "command": a.mcp_command[0], "args": a.mcp_command[1:],
-              "env": a.mcp_env}  # fmt: skip
+    server = {
+        "type": "stdio",
+        "command": a.mcp_command[0],
+        "args": a.mcp_command[1:],
+        "env": a.mcp_env,
+    }
     config = {"mcpServers": {MCP_SERVER: server}}
     argv = [
-        str(program), "-p", a.prompt, "--model", model,
-        "--mcp-config", str(mcp), "--strict-mcp-config",
-        "--tools", "ToolSearch", "--allowedTools", f"mcp__{MCP_SERVER}",
-        "--output-format", "json",
+        str(program),
+        "-p",
+        a.prompt,
+        "--model",
+        model,
+        "--mcp-config",
+        str(mcp),
+        "--strict-mcp-config",
+        "--tools",
+        "ToolSearch",
+        "--allowedTools",
+        f"mcp__{MCP_SERVER}",
+        "--output-format",
+        "json",
         *(["--effort", reasoning] if reasoning else []),
-    ]  # fmt: skip
-    # The key variable the harness sends its placeholder in picks the header: x-api-key
-    # (ANTHROPIC_API_KEY) or a bearer token (the rest: Anthropic-compatible vendors document
-    # ANTHROPIC_AUTH_TOKEN).
+    ]
+    # The variable picks the header: x-api-key (ANTHROPIC_API_KEY) or a bearer token.
     key_env = "ANTHROPIC_API_KEY" if key_var == "ANTHROPIC_API_KEY" else "ANTHROPIC_AUTH_TOKEN"
     env = {
-        **home_env(a.home), "CLAUDE_CONFIG_DIR": str(config_dir),
-        "ANTHROPIC_BASE_URL": a.model_url, key_env: KEY_PLACEHOLDER,
-        # Its background and small-model calls go to the same model (a vendor endpoint has
-        # no Haiku), and it phones nowhere else (event logging, updates, error reports).
-        "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model,
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model, "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+        **home_env(a.home),
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "ANTHROPIC_BASE_URL": a.model_url,
+        key_env: KEY_PLACEHOLDER,
+        # Small-model calls go to the same model (a vendor endpoint has no Haiku); no telemetry.
+        "ANTHROPIC_MODEL": model,
+        "ANTHROPIC_SMALL_FAST_MODEL": model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+        "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
         "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
-        "MCP_TIMEOUT": "60000", "MCP_TOOL_TIMEOUT": str(int(a.time_limit * 1000)),
-    }  # fmt: skip
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "MCP_TIMEOUT": "60000",
+        "MCP_TOOL_TIMEOUT": str(int(a.time_limit * 1000)),
+    }
     text = orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
     return Launch(argv, env, {mcp: text, config_dir / ".keep": ""})
 
 
 def codex_config(a: PresetInputs, *, model: str, reasoning: str | None) -> str:
-    """``CODEX_HOME/config.toml``: the model through the gateway (a provider of its own), the
-    attempt's MCP server, approvals that never ask, the sandbox read-only, web search and
-    every tool but MCP's off, no analytics."""
+    """``CODEX_HOME/config.toml``: the model via the gateway, MCP the only tool, no analytics."""
     top: dict[str, object] = {
-        "model": model, "model_provider": "leanrig", "approval_policy": "never",
-        "sandbox_mode": "read-only", "web_search": "disabled",
+        "model": model,
+        "model_provider": "leanrig",
+        "approval_policy": "never",
+        "sandbox_mode": "read-only",
+        "web_search": "disabled",
         "check_for_update_on_startup": False,
-    }  # fmt: skip
+    }
     if reasoning:
         top["model_reasoning_effort"] = reasoning
-    provider = {"name": "leanrig gateway", "base_url": f"{a.model_url}/v1",
-                "wire_api": "responses", "env_key": "LEANRIG_MODEL_KEY",
-                "request_max_retries": 4, "stream_max_retries": 4}  # fmt: skip
-    # `required`: Codex waits for the server before its first model request (else its first
-    # tool searches found no tools, and a model without tool search had none at all).
-    server = {"command": a.mcp_command[0], "args": a.mcp_command[1:], "env": a.mcp_env,
-              "cwd": str(a.workspace), "required": True, "startup_timeout_sec": 60,
-              "tool_timeout_sec": max(60, int(a.time_limit))}  # fmt: skip
-    return tomli_w.dumps({
-        **top,
-        "analytics": {"enabled": False},
-        # (No subagents; its `multi_agent` feature is deprecated.)
-        "agents": {"enabled": False},
-        "features": {f: False for f in CODEX_FEATURES_OFF},
-        "model_providers": {"leanrig": provider},
-        "mcp_servers": {MCP_SERVER: server},
-    })  # fmt: skip
+    provider = {
+        "name": "leanrig gateway",
+        "base_url": f"{a.model_url}/v1",
+        "wire_api": "responses",
+        "env_key": "LEANRIG_MODEL_KEY",
+        "request_max_retries": 4,
+        "stream_max_retries": 4,
+    }
+    # `required`: Codex waits for the server before its first model request, or finds no tools.
+    server = {
+        "command": a.mcp_command[0],
+        "args": a.mcp_command[1:],
+        "env": a.mcp_env,
+        "cwd": str(a.workspace),
+        "required": True,
+        "startup_timeout_sec": 60,
+        "tool_timeout_sec": max(60, int(a.time_limit)),
+    }
+    return tomli_w.dumps(
+        {
+            **top,
+            "analytics": {"enabled": False},
+            "agents": {"enabled": False},
+            "features": {f: False for f in CODEX_FEATURES_OFF},
+            "model_providers": {"leanrig": provider},
+            "mcp_servers": {MCP_SERVER: server},
+        }
+    )
 
 
 def codex(program: Path, a: PresetInputs, *, model: str, reasoning: str | None) -> Launch:
     """``codex exec --json`` in the workspace with a per-attempt ``CODEX_HOME``."""
     codex_home = a.home / ".codex"
     argv = [
-        str(program), "exec", "--json", "--skip-git-repo-check",
-        "--cd", str(a.workspace), a.prompt,
-    ]  # fmt: skip
+        str(program),
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--cd",
+        str(a.workspace),
+        a.prompt,
+    ]
     env = {**home_env(a.home), "CODEX_HOME": str(codex_home), "LEANRIG_MODEL_KEY": KEY_PLACEHOLDER}
     return Launch(
         argv, env, {codex_home / "config.toml": codex_config(a, model=model, reasoning=reasoning)}
@@ -242,8 +274,7 @@ def plan_launch(
 
 
 def key_variable(name: HarnessName, explicit: str | None, env: Mapping[str, str]) -> str | None:
-    """The runner's environment variable holding the model's key: ``--model-key-env``, else
-    the harness's usual ones that are set; None: no key (a local endpoint)."""
+    """The variable holding the model's key: ``--model-key-env``, else the harness's; None: none."""
     if explicit is not None:
         return explicit
     return next((v for v in KEY_VARS[name] if env.get(v)), None)
@@ -261,10 +292,7 @@ def _ints(obj: object, *keys: str) -> int | None:
 
 
 def harness_usage(name: HarnessName, output: bytes) -> Usage | None:
-    """What the harness reported about its own usage on stdout, in leanrig's convention
-    (input counts cached input): Claude Code's final ``result`` object (its ``usage`` and
-    ``total_cost_usd``: its own price catalog), Codex's ``turn.completed`` events summed.
-    None when it reported nothing."""
+    """The harness's own usage report from its stdout, in leanrig's convention; None if none."""
     totals: dict[str, int] = {}
     cost: float | None = None
     found = False
@@ -281,21 +309,24 @@ def harness_usage(name: HarnessName, output: bytes) -> Usage | None:
         if name == "claude-code" and event.get("type") == "result":
             u = event.get("usage")
             parts = {
-                "input_tokens": _ints(u, "input_tokens", "cache_read_input_tokens",
-                                      "cache_creation_input_tokens"),
+                "input_tokens": _ints(
+                    u, "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
+                ),
                 "cached_input_tokens": _ints(u, "cache_read_input_tokens"),
                 "output_tokens": _ints(u, "output_tokens"),
-            }  # fmt: skip
-            totals = {k: v for k, v in parts.items() if v is not None}  # (the last one wins)
+            }
+            totals = {k: v for k, v in parts.items() if v is not None}  # the last one wins
             c = event.get("total_cost_usd")
             cost = float(c) if isinstance(c, int | float) and c >= 0 else None
             found = True
         elif name == "codex" and event.get("type") == "turn.completed":
             u = event.get("usage")
-            for key, source in (("input_tokens", "input_tokens"),
-                                ("cached_input_tokens", "cached_input_tokens"),
-                                ("output_tokens", "output_tokens"),
-                                ("reasoning_tokens", "reasoning_output_tokens")):  # fmt: skip
+            for key, source in (
+                ("input_tokens", "input_tokens"),
+                ("cached_input_tokens", "cached_input_tokens"),
+                ("output_tokens", "output_tokens"),
+                ("reasoning_tokens", "reasoning_output_tokens"),
+            ):
                 value = _ints(u, source)
                 if value is not None:
                     totals[key] = totals.get(key, 0) + value
@@ -309,7 +340,7 @@ def harness_usage(name: HarnessName, output: bytes) -> Usage | None:
 
 
 def usage_mismatch(gateway: Usage, harness: Usage | None) -> list[str]:
-    """Where the harness's own count differs from the gateway's (each as a readable line)."""
+    """Where the harness's own count differs from the gateway's, one line each."""
     if harness is None:
         return []
     out = []

@@ -1,5 +1,4 @@
-"""What one attempt left beside its results line, as the Inspect export reads it
-(inspect_export.py) and builds a sample of it (inspect_log.py)."""
+"""What one attempt left beside its results line, as the Inspect export reads it."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from .results import AttemptResult
 
 @dataclass(slots=True)
 class AttemptRecord:
-    """What one attempt left beside its results line."""
-
     result: AttemptResult
     root: Path | None  # RUN_DIR/attempts/<task>/<k>[-retry]; None when it is gone
     prompt: str = ""

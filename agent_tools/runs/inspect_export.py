@@ -1,14 +1,6 @@
-"""`leanrig export inspect RUN_DIR… --out FILE.eval`: a `leanrig run` directory as an Inspect
-eval log (`inspect view` opens it, `inspect_ai.log.read_eval_log` reads it).
+"""`leanrig export inspect RUN_DIR… --out FILE.eval`: runs as Inspect eval logs.
 
-This module reads what each attempt left (`read_attempt`: its results line, ledger, the
-workspace's ``transcript.jsonl``, the gateway's ``model_io.jsonl``, a harness's own session
-log in the attempt's home) and writes the logs; inspect_log.py builds them with inspect_ai's
-own models (the `leanrig[inspect]` extra, imported only when a log is built). The run's
-figures are `load_run`'s — the same `compute_metrics` as `leanrig report`.
-
-Must not: recompute a metric, change the run directory, import inspect_ai at import time.
-"""
+Must not recompute a metric, change the run directory, or import inspect_ai at import time."""
 
 from __future__ import annotations
 
@@ -31,10 +23,12 @@ from .results import AttemptResult, read_results
 INSPECT_HINT: Final = "install the extra: pip install -e '.[inspect]' (`make setup` does)"
 LEDGER_FILE: Final = "ledger.jsonl"
 TRANSCRIPT_FILE: Final = "transcript.jsonl"
-MAX_RECORD_BYTES: Final = 256 * 2**20  # one attempt's model_io.jsonl read at most
+MAX_RECORD_BYTES: Final = 256 * 2**20  # of one attempt's model_io.jsonl read at most
 # Where the harnesses keep their own session logs in the attempt's fresh home.
-SESSION_LOGS: Final = {"claude-code": ".claude/projects/*/*.jsonl",
-                       "codex": ".codex/sessions/**/rollout-*.jsonl"}  # fmt: skip
+SESSION_LOGS: Final = {
+    "claude-code": ".claude/projects/*/*.jsonl",
+    "codex": ".codex/sessions/**/rollout-*.jsonl",
+}
 
 
 class InspectMissing(LeanrigError):
@@ -75,7 +69,7 @@ def _lines(path: Path, limit: int = MAX_RECORD_BYTES) -> tuple[list[dict[str, An
 
 
 def attempt_root(run_dir: Path, r: AttemptResult) -> Path | None:
-    """The directory of the attempt a results line describes (a retry's line: the retry's)."""
+    """The directory of the attempt a results line describes."""
     base = run_dir / "attempts" / r.task
     for name in (f"{r.attempt}-retry", str(r.attempt)) if r.infra_retry else (str(r.attempt),):
         if (base / name).is_dir():
@@ -98,7 +92,7 @@ def _final_body(root: Path, task: str) -> str | None:
 
 
 def _session_log(home: Path) -> tuple[str, list[dict[str, Any]]] | None:
-    """A harness's own session log in the attempt's home: the largest one found."""
+    """The largest harness session log in the attempt's home."""
     for harness, pattern in SESSION_LOGS.items():
         found = sorted(home.glob(pattern), key=lambda p: p.stat().st_size, reverse=True)
         if found:
@@ -107,7 +101,7 @@ def _session_log(home: Path) -> tuple[str, list[dict[str, Any]]] | None:
 
 
 def read_attempt(run_dir: Path, r: AttemptResult) -> AttemptRecord:
-    """What the attempt of results line ``r`` left (what is missing: a note)."""
+    """What the attempt of results line ``r`` left; what is missing becomes a note."""
     root = attempt_root(run_dir, r)
     record = AttemptRecord(result=r, root=root)
     if root is None:
@@ -118,14 +112,15 @@ def read_attempt(run_dir: Path, r: AttemptResult) -> AttemptRecord:
     except (OSError, UnicodeDecodeError):
         record.notes.append(f"no {PROMPT_FILE} in the attempt's workspace")
     record.body = _final_body(root, r.task)
-    record.ledger = [e for e in _lines(root / LEDGER_FILE)[0]
-                     if e.get("closed_by") != "server"]  # fmt: skip
+    record.ledger = [e for e in _lines(root / LEDGER_FILE)[0] if e.get("closed_by") != "server"]
     record.transcript = _lines(root / "workspace" / TRANSCRIPT_FILE)[0]
     exchanges, bad = _lines(root / MODEL_IO_FILE)
     record.exchanges = [x for x in exchanges if x.get("v") == MODEL_IO_SCHEMA]
     if bad or len(record.exchanges) < len(exchanges):
-        record.notes.append(f"{MODEL_IO_FILE}: {bad + len(exchanges) - len(record.exchanges)} "
-                            "line(s) unreadable or of another schema, left out")  # fmt: skip
+        record.notes.append(
+            f"{MODEL_IO_FILE}: {bad + len(exchanges) - len(record.exchanges)} "
+            "line(s) unreadable or of another schema, left out"
+        )
     if (root / "home").is_dir():
         record.session_log = _session_log(root / "home")
     return record
@@ -152,26 +147,30 @@ class ExportedLog:
     score: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_dir": str(self.run_dir), "log": str(self.log), "samples": self.samples,
-                "with_model_io": self.with_model_io, "score": self.score}  # fmt: skip
+        return {
+            "run_dir": str(self.run_dir),
+            "log": str(self.log),
+            "samples": self.samples,
+            "with_model_io": self.with_model_io,
+            "score": self.score,
+        }
 
 
 def _targets(runs: Sequence[LoadedRun], out: Path) -> list[Path]:
-    """One file per run: ``out`` itself for one run given as ``*.eval``/``*.json``, else
-    ``out/<run dir name>.eval`` (a name used twice gets its position added)."""
+    """``out`` itself for one run given as ``*.eval``/``*.json``, else ``out/<run>`` each."""
     if out.suffix in (".eval", ".json"):
         if len(runs) > 1:
-            raise ExportError(f"--out {out}: one file holds one run, and {len(runs)} were given",
-                              hint="give --out a directory: one <run>.eval per run")  # fmt: skip
+            raise ExportError(
+                f"--out {out}: one file holds one run, and {len(runs)} were given",
+                hint="give --out a directory: one <run>.eval per run",
+            )
         return [out]
     names = [run.path.resolve().name or "run" for run in runs]
     return [out / (f"{n}-{i + 1}" if names.count(n) > 1 else n) for i, n in enumerate(names)]
 
 
 def export_inspect(run_dirs: Sequence[Path], out: Path) -> list[ExportedLog]:
-    """Each run of ``run_dirs`` as an Inspect eval log: ``out`` (a ``.eval`` or ``.json``
-    file) for one run, else ``out/<run>.eval`` each. Raises `InspectMissing` without
-    inspect_ai, `ReportError` for a directory that is no run, `ExportError` for ``out``."""
+    """Each run of ``run_dirs`` as an Inspect eval log in ``out`` (see `_targets`)."""
     require_inspect()
     from .inspect_log import eval_log, write_log
 
@@ -183,10 +182,15 @@ def export_inspect(run_dirs: Sequence[Path], out: Path) -> list[ExportedLog]:
         attempts = [read_attempt(run.path, r) for r in _results(run)]
         log = eval_log(run, attempts)
         path = write_log(log, target if target.suffix else target.with_suffix(".eval"))
-        written.append(ExportedLog(
-            run_dir=run.path, log=path, samples=len(attempts),
-            with_model_io=sum(1 for a in attempts if a.exchanges), score=run.metrics.score,
-        ))  # fmt: skip
+        written.append(
+            ExportedLog(
+                run_dir=run.path,
+                log=path,
+                samples=len(attempts),
+                with_model_io=sum(1 for a in attempts if a.exchanges),
+                score=run.metrics.score,
+            )
+        )
     return written
 
 

@@ -1,23 +1,6 @@
-"""A run as an Inspect `EvalLog`, built with inspect_ai's own models (the `leanrig[inspect]`
-extra; inspect_export.py reads the run and imports this module only then).
+"""A run as an Inspect `EvalLog`, one sample per attempt, built with inspect_ai's models.
 
-- One sample per attempt: id = the task, epoch = the attempt; metadata: task, field,
-  difficulty, condition, kind, attempt, outcome, the time split, tokens as the results line has
-  them, where the transcript came from.
-- Its messages: the conversation of the attempt's last recorded model call and its answer
-  (model_io.jsonl); else a harness's own session log; else, without recorded I/O, the prompt
-  and each ledger tool call with its outcome (and the agent's own transcript's result, if it
-  wrote one). Its events: each model call (a `ModelEvent`, the raw request and answer kept),
-  each ledger tool call (a `ToolEvent`: arguments and result matched from the conversation,
-  timings and outcome from the ledger), the verdict (a `ScoreEvent`).
-- Its score: the verdict, ``C`` (accepted) or ``I``, the reasons as the explanation, the
-  final body as the answer. Its usage: the results line's tokens (gateway-metered on a
-  harness run), in Inspect's convention (``input_tokens`` without the cached part).
-- The run's results: `load_run`'s metrics (the same as `leanrig report`): the score,
-  completion, pass@k, per-field scores; the report's whole JSON in the results' metadata.
-
-Must not: compute a figure `compute_metrics` computes, write anything (inspect_export writes).
-"""
+Needs the `leanrig[inspect]` extra. Must not compute a figure `compute_metrics` computes."""
 
 from __future__ import annotations
 
@@ -94,20 +77,18 @@ def _id(*parts: object) -> str:
 
 
 def usage_of(r: Any) -> ModelUsage | None:
-    """A results line's tokens in Inspect's convention (``input_tokens``: input at the full
-    rate, the cached part apart); None when its input or output count is unknown."""
+    """A results line's tokens in Inspect's convention (cached input apart); None if unknown."""
     if r.input_tokens is None or r.output_tokens is None:
         return None
     cached = r.cached_input_tokens or 0
     return ModelUsage(
-        input_tokens=r.input_tokens - cached, output_tokens=r.output_tokens,
+        input_tokens=r.input_tokens - cached,
+        output_tokens=r.output_tokens,
         total_tokens=r.input_tokens + r.output_tokens,
-        input_tokens_cache_read=r.cached_input_tokens, reasoning_tokens=r.reasoning_tokens,
+        input_tokens_cache_read=r.cached_input_tokens,
+        reasoning_tokens=r.reasoning_tokens,
         total_cost=r.cost_usd,
-    )  # fmt: skip
-
-
-# -- the transcript ---------------------------------------------------------------------------
+    )
 
 
 def _api(x: dict[str, Any]) -> Api | None:
@@ -141,13 +122,12 @@ def _conversation(a: AttemptRecord, model: str) -> tuple[list[ChatMessage], str]
             for x in lines
             if x.get("type") == "response_item" and isinstance(x.get("payload"), dict)
         ]
-        return responses_items(items, model), "Codex's rollout file"  # fmt: skip
+        return responses_items(items, model), "Codex's rollout file"
     return _ledger_messages(a), "ledger.jsonl (no model I/O recorded)"
 
 
 def _ledger_result(entry: dict[str, Any], result: Any = None) -> str:
-    """A ledger line as a tool result: outcome, Lean and total time, what it set; the agent's
-    own record of the result after it when there is one."""
+    """A ledger line as a tool result, followed by the agent's own record of it if any."""
     shown = {k: v for k, v in entry.items() if k not in ("v", "ts", "session", "task", "tool")}
     text = orjson.dumps(shown).decode()
     if result is not None:
@@ -156,8 +136,7 @@ def _ledger_result(entry: dict[str, Any], result: Any = None) -> str:
 
 
 def _ledger_messages(a: AttemptRecord) -> list[ChatMessage]:
-    """Without model I/O: the prompt, then each ledger tool call as an assistant call and its
-    result (outcome and timings; the agent's own transcript's result when it has one)."""
+    """Without model I/O: the prompt, then each ledger tool call and its result."""
     out: list[ChatMessage] = [ChatMessageUser(content=a.prompt or f"(task {a.result.task})")]
     own = list(a.transcript)
     for i, entry in enumerate(a.ledger):
@@ -168,11 +147,14 @@ def _ledger_messages(a: AttemptRecord) -> list[ChatMessage]:
         call = ToolCall(id=f"ledger-{i + 1}", function=tool, arguments={})
         out.append(ChatMessageAssistant(content="", tool_calls=[call]))
         failed = str(entry.get("outcome", "ok")) not in ("ok", "rejected")
-        out.append(ChatMessageTool(
-            content=_ledger_result(entry, mine.get("result") if mine else None),
-            tool_call_id=call.id, function=tool,
-            error=ToolCallError("unknown", str(entry.get("outcome"))) if failed else None,
-        ))  # fmt: skip
+        out.append(
+            ChatMessageTool(
+                content=_ledger_result(entry, mine.get("result") if mine else None),
+                tool_call_id=call.id,
+                function=tool,
+                error=ToolCallError("unknown", str(entry.get("outcome"))) if failed else None,
+            )
+        )
     return out
 
 
@@ -180,8 +162,9 @@ def _calls_and_results(
     messages: Sequence[ChatMessage],
 ) -> tuple[list[ToolCall], dict[str, ChatMessageTool]]:
     calls = [c for m in messages if isinstance(m, ChatMessageAssistant) for c in m.tool_calls or []]
-    results = {m.tool_call_id: m for m in messages
-               if isinstance(m, ChatMessageTool) and m.tool_call_id}  # fmt: skip
+    results = {
+        m.tool_call_id: m for m in messages if isinstance(m, ChatMessageTool) and m.tool_call_id
+    }
     return calls, results
 
 
@@ -200,16 +183,27 @@ def _events(
             continue
         latency = float(x.get("latency_s") or 0.0)
         output = response_output(api, x.get("response"), model)
-        events.append((t0, ModelEvent(
-            model=model, input=request_messages(api, x.get("request")),
-            tools=request_tools(api, x.get("request")), tool_choice="auto",
-            config=GenerateConfig(), output=output, timestamp=t0, working_start=since(t0),
-            completed=t0 + timedelta(seconds=latency), working_time=latency,
-            error=x.get("error") or (f"status {x.get('status')}" if x.get("status") != 200
-                                     else None),
-            call=ModelCall.create(x.get("request"), x.get("response"), time=latency),
-            metadata={"api": api, "path": x.get("path"), "notes": x.get("notes") or []},
-        )))  # fmt: skip
+        events.append(
+            (
+                t0,
+                ModelEvent(
+                    model=model,
+                    input=request_messages(api, x.get("request")),
+                    tools=request_tools(api, x.get("request")),
+                    tool_choice="auto",
+                    config=GenerateConfig(),
+                    output=output,
+                    timestamp=t0,
+                    working_start=since(t0),
+                    completed=t0 + timedelta(seconds=latency),
+                    working_time=latency,
+                    error=x.get("error")
+                    or (f"status {x.get('status')}" if x.get("status") != 200 else None),
+                    call=ModelCall.create(x.get("request"), x.get("response"), time=latency),
+                    metadata={"api": api, "path": x.get("path"), "notes": x.get("notes") or []},
+                ),
+            )
+        )
     calls, results = _calls_and_results(messages)
     for i, entry in enumerate(a.ledger):
         end = _ts(entry.get("ts"))
@@ -223,29 +217,41 @@ def _events(
         answer = results.get(call.id) if call is not None else None
         failed = str(entry.get("outcome", "ok")) not in ("ok", "rejected")
         t0 = end - timedelta(seconds=took)
-        events.append((t0, ToolEvent(
-            id=call.id if call is not None else f"ledger-{i + 1}", function=tool,
-            arguments=call.arguments if call is not None else {},
-            result=answer.text if answer is not None else _ledger_result(entry),
-            timestamp=t0, working_start=since(t0), completed=end, working_time=took,
-            error=ToolCallError("unknown", str(entry.get("outcome"))) if failed else None,
-            metadata={"ledger": entry},
-        )))  # fmt: skip
+        events.append(
+            (
+                t0,
+                ToolEvent(
+                    id=call.id if call is not None else f"ledger-{i + 1}",
+                    function=tool,
+                    arguments=call.arguments if call is not None else {},
+                    result=answer.text if answer is not None else _ledger_result(entry),
+                    timestamp=t0,
+                    working_start=since(t0),
+                    completed=end,
+                    working_time=took,
+                    error=ToolCallError("unknown", str(entry.get("outcome"))) if failed else None,
+                    metadata={"ledger": entry},
+                ),
+            )
+        )
     events.sort(key=lambda e: e[0])
     return [e for _, e in events]
-
-
-# -- the sample and the log -------------------------------------------------------------------
 
 
 def verdict_score(a: AttemptRecord) -> Score:
     r = a.result
     explanation = "; ".join(r.reasons) or ("verified" if r.accepted else "not verified")
     return Score(
-        value="C" if r.accepted else "I", answer=a.body, explanation=explanation,
-        metadata={"outcome": attempt_status(r), "timed_out": r.timed_out,
-                  "verdict_s": r.verdict_s, "final_body_sha": r.final_body_sha},
-    )  # fmt: skip
+        value="C" if r.accepted else "I",
+        answer=a.body,
+        explanation=explanation,
+        metadata={
+            "outcome": attempt_status(r),
+            "timed_out": r.timed_out,
+            "verdict_s": r.verdict_s,
+            "final_body_sha": r.final_body_sha,
+        },
+    )
 
 
 def sample_of(run: LoadedRun, a: AttemptRecord) -> EvalSample:
@@ -259,38 +265,75 @@ def sample_of(run: LoadedRun, a: AttemptRecord) -> EvalSample:
     notes = list(a.notes)
     if not a.exchanges:
         notes.insert(0, NO_MODEL_IO)
-        events.insert(0, InfoEvent(source="leanrig", data=NO_MODEL_IO, timestamp=start,
-                                   working_start=0.0))  # fmt: skip
+        events.insert(
+            0, InfoEvent(source="leanrig", data=NO_MODEL_IO, timestamp=start, working_start=0.0)
+        )
     score = verdict_score(a)
     end = start + timedelta(seconds=r.invocation_s)
-    events.append(ScoreEvent(score=score, scorer=SCORER, timestamp=end,
-                             working_start=r.invocation_s))  # fmt: skip
+    events.append(
+        ScoreEvent(score=score, scorer=SCORER, timestamp=end, working_start=r.invocation_s)
+    )
     model_s, lean_s, rest_s = time_split(r)
     usage = usage_of(r)
     last = next((m for m in reversed(messages) if isinstance(m, ChatMessageAssistant)), None)
-    output = (ModelOutput.from_message(last) if last is not None and a.exchanges
-              else ModelOutput.from_content(model, a.body or ""))  # fmt: skip
+    output = (
+        ModelOutput.from_message(last)
+        if last is not None and a.exchanges
+        else ModelOutput.from_content(model, a.body or "")
+    )
     return EvalSample(
-        id=r.task, epoch=r.attempt, input=a.prompt or f"(task {r.task})", target="",
-        messages=messages, output=output, scores={SCORER: score}, events=events,
+        id=r.task,
+        epoch=r.attempt,
+        input=a.prompt or f"(task {r.task})",
+        target="",
+        messages=messages,
+        output=output,
+        scores={SCORER: score},
+        events=events,
         model_usage={model: usage} if usage is not None else {},
-        started_at=start.isoformat(), completed_at=end.isoformat(), total_time=r.invocation_s,
+        started_at=start.isoformat(),
+        completed_at=end.isoformat(),
+        total_time=r.invocation_s,
         working_time=r.invocation_s,
         uuid=_id(run.path.resolve(), r.task, r.attempt, r.started_at),
         metadata={
-            "task": r.task, "field": r.field, "difficulty": r.difficulty,
-            "condition": r.condition, "kind": r.kind, "attempt": r.attempt,
-            "outcome": attempt_status(r), "accepted": r.accepted, "reasons": r.reasons,
-            "time": {"invocation_s": r.invocation_s, "model_s": model_s, "lean_s": lean_s,
-                     "rest_s": rest_s, "verdict_s": r.verdict_s},
-            "tokens": {k: getattr(r, k) for k in ("input_tokens", "cached_input_tokens",
-                       "output_tokens", "reasoning_tokens", "cost_usd")},
-            "usage_source": r.usage_source, "model_calls": r.model_calls,
-            "tool_calls": r.tool_calls, "timed_out": r.timed_out, "exit_code": r.exit_code,
-            "infra_retry": r.infra_retry, "transcript": source, "notes": notes + r.notes,
+            "task": r.task,
+            "field": r.field,
+            "difficulty": r.difficulty,
+            "condition": r.condition,
+            "kind": r.kind,
+            "attempt": r.attempt,
+            "outcome": attempt_status(r),
+            "accepted": r.accepted,
+            "reasons": r.reasons,
+            "time": {
+                "invocation_s": r.invocation_s,
+                "model_s": model_s,
+                "lean_s": lean_s,
+                "rest_s": rest_s,
+                "verdict_s": r.verdict_s,
+            },
+            "tokens": {
+                k: getattr(r, k)
+                for k in (
+                    "input_tokens",
+                    "cached_input_tokens",
+                    "output_tokens",
+                    "reasoning_tokens",
+                    "cost_usd",
+                )
+            },
+            "usage_source": r.usage_source,
+            "model_calls": r.model_calls,
+            "tool_calls": r.tool_calls,
+            "timed_out": r.timed_out,
+            "exit_code": r.exit_code,
+            "infra_retry": r.infra_retry,
+            "transcript": source,
+            "notes": notes + r.notes,
             "attempt_dir": str(a.root) if a.root is not None else None,
         },
-    )  # fmt: skip
+    )
 
 
 def _results(run: LoadedRun, samples: int) -> EvalResults:
@@ -300,18 +343,27 @@ def _results(run: LoadedRun, samples: int) -> EvalResults:
         "score": EvalMetric(name="score", value=m.score),
         "completion": EvalMetric(name="completion", value=m.completion),
         "accuracy": EvalMetric(name="accuracy", value=m.accepted_attempts / max(1, m.attempts)),
-        **{f"pass_at_{k}": EvalMetric(name=f"pass_at_{k}", value=v)
-           for k, v in sorted(m.pass_at_k.items())},
-    }  # fmt: skip
+        **{
+            f"pass_at_{k}": EvalMetric(name=f"pass_at_{k}", value=v)
+            for k, v in sorted(m.pass_at_k.items())
+        },
+    }
     fields = {f: EvalMetric(name=f, value=v, group="field") for f, v in sorted(m.fields.items())}
     return EvalResults(
-        total_samples=samples, completed_samples=samples,
-        scores=[EvalScore(name=SCORER, scorer=SCORER, scored_samples=samples, metrics=metrics),
-                EvalScore(name="fields", scorer=SCORER, metrics=fields,
-                          metadata={"denominators": m.field_denominators})],
+        total_samples=samples,
+        completed_samples=samples,
+        scores=[
+            EvalScore(name=SCORER, scorer=SCORER, scored_samples=samples, metrics=metrics),
+            EvalScore(
+                name="fields",
+                scorer=SCORER,
+                metrics=fields,
+                metadata={"denominators": m.field_denominators},
+            ),
+        ],
         headline=HeadlineMetric(scorer=SCORER, score=SCORER, metric="score"),
         metadata={"leanrig_report": report, "notes": run.notes},
-    )  # fmt: skip
+    )
 
 
 def eval_log(run: LoadedRun, attempts: Sequence[AttemptRecord]) -> EvalLog:
@@ -326,43 +378,83 @@ def eval_log(run: LoadedRun, attempts: Sequence[AttemptRecord]) -> EvalLog:
     started = info.started_at if info.started_at.tzinfo else info.started_at.replace(tzinfo=UTC)
     ended = info.ended_at.replace(tzinfo=info.ended_at.tzinfo or UTC) if info.ended_at else None
     solver = info.harness.name if info.harness else (info.agent_tool or "agent")
-    transcripts = (f"{recorded} of {len(attempts)} attempts with recorded model I/O"
-                   if recorded else NO_MODEL_IO.replace("this attempt", "this run"))  # fmt: skip
+    transcripts = (
+        f"{recorded} of {len(attempts)} attempts with recorded model I/O"
+        if recorded
+        else NO_MODEL_IO.replace("this attempt", "this run")
+    )
     spec = EvalSpec(
         eval_id=_id(run.path.resolve(), info.started_at, "eval"),
-        run_id=_id(run.path.resolve(), info.started_at), created=started.isoformat(),
-        task="leanrig/suite", task_id=info.suite_hash or info.suite_name,
-        task_version=info.suite_version or 0, task_display_name=f"{info.suite_name}: {run.name}",
+        run_id=_id(run.path.resolve(), info.started_at),
+        created=started.isoformat(),
+        task="leanrig/suite",
+        task_id=info.suite_hash or info.suite_name,
+        task_version=info.suite_version or 0,
+        task_display_name=f"{info.suite_name}: {run.name}",
         task_args={"suite": info.suite_name, "condition": info.condition},
-        solver=solver, solver_args={"agent": info.agent_command},
-        dataset=EvalDataset(name=info.suite_name, samples=len(info.tasks) or info.task_count,
-                            sample_ids=[t.id for t in info.tasks] or None),
+        solver=solver,
+        solver_args={"agent": info.agent_command},
+        dataset=EvalDataset(
+            name=info.suite_name,
+            samples=len(info.tasks) or info.task_count,
+            sample_ids=[t.id for t in info.tasks] or None,
+        ),
         model=info.model or "unknown",
-        config=EvalConfig(epochs=info.attempts,
-                          time_limit=int(info.time_limit_s) if info.time_limit_s else None),
-        packages={"leanrig": info.leanrig_version or version("leanrig"),
-                  "inspect_ai": version("inspect_ai")},
-        metadata={"source": "leanrig export inspect", "run_dir": str(run.path.resolve()),
-                  "transcripts": transcripts, "run": info.model_dump(mode="json")},
-    )  # fmt: skip
-    plan = EvalPlan(name="leanrig run", steps=[EvalPlanStep(
-        solver=solver, params={"agent": info.agent_command, "condition": info.condition,
-                               "time_limit_s": info.time_limit_s})])  # fmt: skip
+        config=EvalConfig(
+            epochs=info.attempts, time_limit=int(info.time_limit_s) if info.time_limit_s else None
+        ),
+        packages={
+            "leanrig": info.leanrig_version or version("leanrig"),
+            "inspect_ai": version("inspect_ai"),
+        },
+        metadata={
+            "source": "leanrig export inspect",
+            "run_dir": str(run.path.resolve()),
+            "transcripts": transcripts,
+            "run": info.model_dump(mode="json"),
+        },
+    )
+    plan = EvalPlan(
+        name="leanrig run",
+        steps=[
+            EvalPlanStep(
+                solver=solver,
+                params={
+                    "agent": info.agent_command,
+                    "condition": info.condition,
+                    "time_limit_s": info.time_limit_s,
+                },
+            )
+        ],
+    )
     return EvalLog(
-        version=2, status="success" if ended is not None else "cancelled", eval=spec, plan=plan,
+        version=2,
+        status="success" if ended is not None else "cancelled",
+        eval=spec,
+        plan=plan,
         results=_results(run, len(samples)),
-        stats=EvalStats(started_at=started.isoformat(),
-                        completed_at=ended.isoformat() if ended else "", model_usage=usage),
+        stats=EvalStats(
+            started_at=started.isoformat(),
+            completed_at=ended.isoformat() if ended else "",
+            model_usage=usage,
+        ),
         samples=samples,
-    )  # fmt: skip
+    )
 
 
 def write_log(log: EvalLog, path: Path) -> Path:
-    """``log`` written to ``path`` (``.eval``: Inspect's zipped format; ``.json``: its JSON)."""
+    """Write ``log`` to ``path`` (``.eval``: Inspect's zipped format; ``.json``: its JSON)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_eval_log(log, str(path), format="json" if path.suffix == ".json" else "eval")
     return path
 
 
-__all__ = ["NO_MODEL_IO", "SCORER", "eval_log", "sample_of", "usage_of", "verdict_score",
-           "write_log"]  # fmt: skip
+__all__ = [
+    "NO_MODEL_IO",
+    "SCORER",
+    "eval_log",
+    "sample_of",
+    "usage_of",
+    "verdict_score",
+    "write_log",
+]

@@ -1,12 +1,6 @@
-"""The model APIs' wire JSON as Inspect's chat messages: a recorded request's conversation
-(`request_messages`), its tools (`request_tools`), the answer (`response_output`), for the
-three APIs the gateway forwards (Anthropic Messages, OpenAI Responses, Chat Completions), and
-the harnesses' own session logs (Claude Code's session JSONL: Anthropic messages; Codex's
-rollout: Responses items). Tolerant: an item it does not know becomes text, never an error.
-Needs inspect_ai (the `leanrig[inspect]` extra); imported only by the Inspect export.
+"""The three model APIs' wire JSON and harness session logs as Inspect chat messages.
 
-Must not: read files (the exporter does), call a model.
-"""
+Unknown items become text, never an error. Must not read files or call a model."""
 
 from __future__ import annotations
 
@@ -78,8 +72,9 @@ def _arguments(value: Any) -> tuple[dict[str, Any], str | None]:
 
 def _call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
     args, error = _arguments(arguments)
-    return ToolCall(id=str(call_id or ""), function=str(name or "?"), arguments=args,
-                    parse_error=error)  # fmt: skip
+    return ToolCall(
+        id=str(call_id or ""), function=str(name or "?"), arguments=args, parse_error=error
+    )
 
 
 def _assistant(
@@ -88,8 +83,9 @@ def _assistant(
     body: str | list[Content] = content
     if all(isinstance(c, ContentText) for c in content):
         body = "\n".join(c.text for c in content if isinstance(c, ContentText))
-    return ChatMessageAssistant(content=body, tool_calls=calls or None, model=model,
-                                source="generate")  # fmt: skip
+    return ChatMessageAssistant(
+        content=body, tool_calls=calls or None, model=model, source="generate"
+    )
 
 
 def _user(role: str, content: Any) -> ChatMessage:
@@ -97,9 +93,6 @@ def _user(role: str, content: Any) -> ChatMessage:
     if role in ("system", "developer"):
         return ChatMessageSystem(content=text)
     return ChatMessageUser(content=text)
-
-
-# -- Anthropic Messages ---------------------------------------------------------------------
 
 
 def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
@@ -111,9 +104,7 @@ def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
 def anthropic_messages(
     messages: Iterable[Any], system: Any = None, model: str | None = None
 ) -> list[ChatMessage]:
-    """Anthropic ``system`` and ``messages`` as Inspect messages: a user turn's tool results
-    become tool messages (before its text), an assistant turn's ``tool_use`` blocks its tool
-    calls and ``thinking`` blocks its reasoning."""
+    """Anthropic ``system`` and ``messages`` as Inspect messages, tool results as tool messages."""
     out: list[ChatMessage] = []
     if system:
         out.append(ChatMessageSystem(content=_text(system)))
@@ -151,8 +142,14 @@ def anthropic_messages(
                 call_id = str(b.get("tool_use_id", ""))
                 result = _text(b.get("content"))
                 error = ToolCallError("unknown", result) if b.get("is_error") else None
-                out.append(ChatMessageTool(content=result, tool_call_id=call_id,
-                                           function=names.get(call_id), error=error))  # fmt: skip
+                out.append(
+                    ChatMessageTool(
+                        content=result,
+                        tool_call_id=call_id,
+                        function=names.get(call_id),
+                        error=error,
+                    )
+                )
             elif b.get("type") == "text":
                 texts.append(str(b.get("text", "")))
             else:
@@ -168,19 +165,23 @@ def _anthropic_output(response: dict[str, Any], model: str) -> ModelOutput:
     ]
     usage = _obj(response.get("usage"))
     read, write = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
-    stop = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "max_tokens",
-            "stop_sequence": "stop"}.get(str(response.get("stop_reason")), "unknown")  # fmt: skip
-    return _output(message, model, stop, _usage(usage.get("input_tokens"),
-                   usage.get("output_tokens"), read, write), response)  # fmt: skip
-
-
-# -- OpenAI Responses -------------------------------------------------------------------------
+    stop = {
+        "end_turn": "stop",
+        "tool_use": "tool_calls",
+        "max_tokens": "max_tokens",
+        "stop_sequence": "stop",
+    }.get(str(response.get("stop_reason")), "unknown")
+    return _output(
+        message,
+        model,
+        stop,
+        _usage(usage.get("input_tokens"), usage.get("output_tokens"), read, write),
+        response,
+    )
 
 
 def responses_items(items: Iterable[Any], model: str | None = None) -> list[ChatMessage]:
-    """Responses input or output items as Inspect messages: messages by role, function calls
-    (``namespace`` kept: Codex's ``mcp__leanrig``) joined into the assistant turn before them,
-    their outputs as tool messages, reasoning summaries as reasoning."""
+    """Responses input or output items as Inspect messages; function calls join the turn before."""
     out: list[ChatMessage] = []
     names: dict[str, str] = {}
     turn: tuple[list[Content], list[ToolCall]] | None = None
@@ -204,8 +205,9 @@ def responses_items(items: Iterable[Any], model: str | None = None) -> list[Chat
         elif kind == "reasoning":
             turn = turn or ([], [])
             summary = _text(item.get("summary")) or _text(item.get("content"))
-            turn[0].append(ContentReasoning(reasoning=summary or "(reasoning)",
-                                            redacted=not summary))  # fmt: skip
+            turn[0].append(
+                ContentReasoning(reasoning=summary or "(reasoning)", redacted=not summary)
+            )
         elif kind in ("function_call", "custom_tool_call", "tool_search_call", "local_shell_call"):
             turn = turn or ([], [])
             name = item.get("name") or kind.removesuffix("_call")
@@ -225,8 +227,11 @@ def responses_items(items: Iterable[Any], model: str | None = None) -> list[Chat
             flush()
             call_id = str(item.get("call_id") or item.get("id") or "")
             output = item.get("output", item.get("tools", item))
-            out.append(ChatMessageTool(content=_text(output), tool_call_id=call_id,
-                                       function=names.get(call_id)))  # fmt: skip
+            out.append(
+                ChatMessageTool(
+                    content=_text(output), tool_call_id=call_id, function=names.get(call_id)
+                )
+            )
         else:
             flush()
             out.append(ChatMessageUser(content=f"[{kind}] {_text(item)[:2000]}"))
@@ -236,20 +241,28 @@ def responses_items(items: Iterable[Any], model: str | None = None) -> list[Chat
 
 def _responses_output(response: dict[str, Any], model: str) -> ModelOutput:
     messages = responses_items(response.get("output") or [], model)
-    assistant = next((m for m in reversed(messages) if isinstance(m, ChatMessageAssistant)),
-                     ChatMessageAssistant(content=""))  # fmt: skip
+    assistant = next(
+        (m for m in reversed(messages) if isinstance(m, ChatMessageAssistant)),
+        ChatMessageAssistant(content=""),
+    )
     usage = _obj(response.get("usage"))
     details = _obj(usage.get("input_tokens_details"))
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     total_in = usage.get("input_tokens")
     stop = "tool_calls" if assistant.tool_calls else "stop"
-    return _output(assistant, model, stop, _usage(
-        None if total_in is None else total_in - (cached or 0), usage.get("output_tokens"),
-        cached, None, _obj(usage.get("output_tokens_details")).get("reasoning_tokens")),
-        response)  # fmt: skip
-
-
-# -- Chat Completions -------------------------------------------------------------------------
+    return _output(
+        assistant,
+        model,
+        stop,
+        _usage(
+            None if total_in is None else total_in - (cached or 0),
+            usage.get("output_tokens"),
+            cached,
+            None,
+            _obj(usage.get("output_tokens_details")).get("reasoning_tokens"),
+        ),
+        response,
+    )
 
 
 def chat_messages(messages: Iterable[Any], model: str | None = None) -> list[ChatMessage]:
@@ -275,8 +288,13 @@ def chat_messages(messages: Iterable[Any], model: str | None = None) -> list[Cha
             out.append(_assistant(content, calls, model))
         elif role == "tool":
             call_id = str(m.get("tool_call_id", ""))
-            out.append(ChatMessageTool(content=_text(m.get("content")), tool_call_id=call_id,
-                                       function=names.get(call_id)))  # fmt: skip
+            out.append(
+                ChatMessageTool(
+                    content=_text(m.get("content")),
+                    tool_call_id=call_id,
+                    function=names.get(call_id),
+                )
+            )
         else:
             out.append(_user(role, m.get("content")))
     return out
@@ -297,42 +315,55 @@ def _chat_output(response: dict[str, Any], model: str) -> ModelOutput:
         "length": "max_tokens",
         "content_filter": "content_filter",
     }.get(str(choice.get("finish_reason")), "unknown")
-    return _output(assistant, model, stop, _usage(
-        None if total_in is None else total_in - (cached or 0), usage.get("completion_tokens"),
-        cached, None, _obj(usage.get("completion_tokens_details")).get("reasoning_tokens")),
-        response)  # fmt: skip
-
-
-# -- the three, by API ------------------------------------------------------------------------
+    return _output(
+        assistant,
+        model,
+        stop,
+        _usage(
+            None if total_in is None else total_in - (cached or 0),
+            usage.get("completion_tokens"),
+            cached,
+            None,
+            _obj(usage.get("completion_tokens_details")).get("reasoning_tokens"),
+        ),
+        response,
+    )
 
 
 def _usage(
     fresh: Any, output: Any, read: Any = None, write: Any = None, reasoning: Any = None
 ) -> ModelUsage | None:
-    """Inspect's usage (``input_tokens``: the input at full rate, cache reads and writes
-    apart); None when the answer gave no counts."""
+    """Inspect's usage (cache reads and writes apart from ``input_tokens``); None without counts."""
     if not isinstance(fresh, int) or not isinstance(output, int):
         return None
     read = read if isinstance(read, int) else None
     write = write if isinstance(write, int) else None
     total = fresh + (read or 0) + (write or 0) + output
     return ModelUsage(
-        input_tokens=fresh, output_tokens=output, total_tokens=total,
-        input_tokens_cache_read=read, input_tokens_cache_write=write,
+        input_tokens=fresh,
+        output_tokens=output,
+        total_tokens=total,
+        input_tokens_cache_read=read,
+        input_tokens_cache_write=write,
         reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
-    )  # fmt: skip
+    )
 
 
 def _output(
-    message: ChatMessage, model: str, stop: Any, usage: ModelUsage | None,
+    message: ChatMessage,
+    model: str,
+    stop: Any,
+    usage: ModelUsage | None,
     response: dict[str, Any],
-) -> ModelOutput:  # fmt: skip
+) -> ModelOutput:
     assert isinstance(message, ChatMessageAssistant)
     error = response.get("error")
     return ModelOutput(
-        model=model, choices=[ChatCompletionChoice(message=message, stop_reason=stop)],
-        usage=usage, error=_text(error) if error else None,
-    )  # fmt: skip
+        model=model,
+        choices=[ChatCompletionChoice(message=message, stop_reason=stop)],
+        usage=usage,
+        error=_text(error) if error else None,
+    )
 
 
 def request_messages(api: Api, request: Any) -> list[ChatMessage]:
@@ -381,6 +412,7 @@ def request_tools(api: Api, request: Any) -> list[ToolInfo]:
             params = ToolParams.model_validate(schema)
         except ValidationError:
             params = ToolParams()
-        found.append(ToolInfo(name=name, description=str(spec.get("description") or ""),
-                              parameters=params))  # fmt: skip
+        found.append(
+            ToolInfo(name=name, description=str(spec.get("description") or ""), parameters=params)
+        )
     return found

@@ -1,27 +1,6 @@
-"""A leanrig suite as an Inspect task: `inspect eval leanrig/suite -T suite=DIR [-T
-condition=lad] [-T kind=proof] --model PROVIDER/MODEL` (the entry point is leanrig/_registry.py;
-this module needs the `leanrig[inspect]` extra).
+"""A leanrig suite as an Inspect task (`inspect eval leanrig/suite`, docs/inspect.md).
 
-- Dataset: the suite's tasks (``tasks``: a subset; ``kind``: one kind), each sample's input
-  the prompt a `leanrig run` attempt gets (`attempt_dir.prompt_text`), its metadata the task's
-  id, field, difficulty, kind and the condition.
-- Solver (`leanrig_agent`): Inspect's `react` agent with the task's leanrig tools — per
-  sample a fresh `leanrig serve --suite DIR --task ID` as an MCP stdio server, in a scratch
-  directory of its own (its ledger and submission record), stopped when the agent ends; the
-  LAD tools in the LAD condition. Any Inspect solver can replace it (``solver=``): the scorer
-  only needs the sample's scratch directory in the store (`SCRATCH_KEY`), which a custom solver
-  gets with `leanrig_scratch`.
-- Scorer (`leanrig_verdict`): the final body and statement (the last ones the sample's
-  service accepted, as in a run) judged as `leanrig run` judges an attempt, per the task's kind:
-  a proof by leanrig's `Verifier` in fresh sandboxed Lean, a statement by the `StatementGrader`
-  (its equivalence to the hidden reference, the BEq+ grader), a statement and proof by both;
-  ``C`` or ``I``, the reasons as the explanation; Lean time and tool calls from the sample's
-  ledger in the score's metadata. Metrics: accuracy, `difficulty_score` (leanrig's score,
-  `metrics.weighted_score`), `completion`, stderr; with ``epochs`` > 1 the reducers ``mean``
-  and ``pass_at_k`` for each k.
-- Limits: ``time_limit`` (seconds, default `leanrig run`'s) is each sample's time limit.
-
-"""
+Any solver works that keeps its scratch directory in the store (`leanrig_scratch`)."""
 
 from __future__ import annotations
 
@@ -79,20 +58,30 @@ def _ids(tasks: str | Sequence[str] | None) -> list[str] | None:
     return [t for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t]
 
 
-def suite_samples(suite: Suite, condition: str, kind: str | None,
-                  tasks: Sequence[str] | None) -> list[Sample]:  # fmt: skip
+def suite_samples(
+    suite: Suite, condition: str, kind: str | None, tasks: Sequence[str] | None
+) -> list[Sample]:
     """The suite's tasks as samples (those of ``kind``, those named in ``tasks``)."""
     unknown = sorted(set(tasks or ()) - set(suite.tasks))
     if unknown:
         raise SuiteTaskError(f"suite {suite.name} has no task {', '.join(unknown)}")
-    chosen = [t for t in suite.tasks.values()
-              if (kind is None or t.kind == kind) and (tasks is None or t.id in tasks)]  # fmt: skip
+    chosen = [
+        t
+        for t in suite.tasks.values()
+        if (kind is None or t.kind == kind) and (tasks is None or t.id in tasks)
+    ]
     if not chosen:
         raise SuiteTaskError(f"suite {suite.name}: no task of kind {kind!r} selected")
     samples = []
     for t in chosen:
-        metadata = {"task": t.id, "field": t.spec.field, "difficulty": t.spec.difficulty,
-                    "kind": t.kind, "condition": condition, "suite": str(suite.root)}  # fmt: skip
+        metadata = {
+            "task": t.id,
+            "field": t.spec.field,
+            "difficulty": t.spec.difficulty,
+            "kind": t.kind,
+            "condition": condition,
+            "suite": str(suite.root),
+        }
         prompt = prompt_text(suite, t, t.path, library=condition == "lad")
         samples.append(Sample(id=t.id, input=prompt, target="", metadata=metadata))
     return samples
@@ -100,8 +89,7 @@ def suite_samples(suite: Suite, condition: str, kind: str | None,
 
 @metric
 def difficulty_score() -> Metric:
-    """leanrig's score: 100 · Σ d·v / Σ d over the samples (d: difficulty, v: the verdict,
-    per sample after the epochs' reducer)."""
+    """leanrig's score: 100 · Σ d·v / Σ d over the samples, v after the epochs' reducer."""
 
     def compute(scores: list[SampleScore]) -> float:
         d = [int((s.sample_metadata or {}).get("difficulty", 1)) for s in scores]
@@ -121,8 +109,7 @@ def completion() -> Metric:
 
 
 def leanrig_scratch(state: TaskState) -> Path:
-    """The sample's scratch directory (its service's ledger and submission record), made on
-    first use and kept in the store for the scorer."""
+    """The sample's service directory, made on first use and kept in the store for the scorer."""
     where = state.store.get(SCRATCH_KEY)
     if where is None:
         where = tempfile.mkdtemp(prefix=f"leanrig-inspect-{state.sample_id}-")
@@ -132,34 +119,51 @@ def leanrig_scratch(state: TaskState) -> Path:
 
 def serve_command(suite: Path, task: str, condition: str, scratch: Path) -> list[str]:
     """`leanrig serve` for one task (MCP on stdio), its ledger and record in ``scratch``."""
-    return [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(suite),
-            "--task", task, "--condition", condition, "--run-dir", str(scratch),
-            "--ledger", str(scratch / "ledger.jsonl")]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "agent_tools.cli",
+        "serve",
+        "--suite",
+        str(suite),
+        "--task",
+        task,
+        "--condition",
+        condition,
+        "--run-dir",
+        str(scratch),
+        "--ledger",
+        str(scratch / "ledger.jsonl"),
+    ]
 
 
 @solver
 def leanrig_agent(suite: str, condition: str = "baseline") -> Solver:
-    """Inspect's `react` agent with the sample's task's leanrig tools (a fresh `leanrig serve`
-    per sample, over MCP stdio, gone when the agent ends)."""
+    """Inspect's `react` agent with a fresh `leanrig serve` per sample over MCP stdio."""
     root = Path(suite).absolute()
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         scratch = leanrig_scratch(state)
         command = serve_command(root, str(state.metadata["task"]), condition, scratch)
-        server = mcp_server_stdio(name=SERVER_NAME, command=command[0], args=command[1:],
-                                  cwd=scratch, env=dict(os.environ))  # fmt: skip
+        server = mcp_server_stdio(
+            name=SERVER_NAME,
+            command=command[0],
+            args=command[1:],
+            cwd=scratch,
+            env=dict(os.environ),
+        )
         agent = react(
-            name="leanrig", tools=[server],
+            name="leanrig",
+            tools=[server],
             description="proves a Lean theorem or writes its statement with leanrig's tools",
-        )  # fmt: skip
+        )
         return await as_solver(agent)(state, generate)
 
     return solve
 
 
 def _final_edit(scratch: Path, task: LeanTask) -> tuple[str, str]:
-    """The last (body, statement) the sample's service accepted (its submission record), else
-    the task's own."""
+    """The last (body, statement) the sample's service accepted, else the task's own."""
     best: tuple[int, str, str] | None = None
     for path in scratch.glob("submission-*.json"):
         try:
@@ -170,8 +174,13 @@ def _final_edit(scratch: Path, task: LeanTask) -> tuple[str, str]:
             continue
         body, ts = record.get("body"), record.get("ts_ns")
         statement = record.get("statement", task.statement)
-        if record.get("task") == task.id and isinstance(body, str) and isinstance(ts, int) \
-                and isinstance(statement, str) and (best is None or ts > best[0]):  # fmt: skip
+        if (
+            record.get("task") == task.id
+            and isinstance(body, str)
+            and isinstance(ts, int)
+            and isinstance(statement, str)
+            and (best is None or ts > best[0])
+        ):
             best = (ts, body, statement)
     return (best[1], best[2]) if best else (task.body, task.statement)
 
@@ -195,24 +204,25 @@ def _ledger_totals(scratch: Path) -> tuple[int, float]:
 
 @scorer(metrics=[accuracy(), difficulty_score(), completion(), stderr()])
 def leanrig_verdict(suite: str) -> Scorer:
-    """leanrig's verdict on the sample's final body and statement, in fresh sandboxed Lean:
-    as `leanrig run` judges an attempt of the task's kind."""
+    """leanrig's verdict on the sample's final body and statement, as `leanrig run` judges it."""
     loaded = load_suite(Path(suite).absolute())
     install = find_lean(loaded.root)
     library = library_dir(loaded, install)
     verifier = Verifier(loaded, install, library=library)
     statements = StatementGrader(
-        loaded, verifier,
+        loaded,
+        verifier,
         EquivalenceGrader(loaded, install, library=library, allowed_axioms=loaded.spec.axioms),
-    )  # fmt: skip
+    )
 
     async def score(state: TaskState, target: Target) -> Score:
         task = loaded.task(str(state.metadata["task"]))
         where = state.store.get(SCRATCH_KEY)
         scratch = Path(str(where)) if where is not None else None
         try:
-            body, statement = (_final_edit(scratch, task) if scratch is not None
-                               else (task.body, task.statement))  # fmt: skip
+            body, statement = (
+                _final_edit(scratch, task) if scratch is not None else (task.body, task.statement)
+            )
             calls, lean_s = _ledger_totals(scratch) if scratch is not None else (0, 0.0)
             accepted, reasons, extra = await _judge(task, body, statement)
         finally:
@@ -224,18 +234,21 @@ def leanrig_verdict(suite: str) -> Scorer:
             answer=body if writes_proof(task.kind) else statement,
             explanation="; ".join(reasons) or "verified",
             metadata={"lean_s": round(lean_s, 3), "tool_calls": calls, **extra},
-        )  # fmt: skip
+        )
 
-    async def _judge(task: LeanTask, body: str, statement: str
-                     ) -> tuple[bool, tuple[str, ...], dict[str, Any]]:  # fmt: skip
-        """As the runner's verdict: the statement graded (statement kinds), the proof of the
-        statement written verified (proof kinds); both must pass."""
+    async def _judge(
+        task: LeanTask, body: str, statement: str
+    ) -> tuple[bool, tuple[str, ...], dict[str, Any]]:
+        """The statement graded and/or the proof verified, per the task's kind; both must pass."""
         extra: dict[str, Any] = {}
         graded = None
         if writes_statement(task.kind):
             graded = await statements.grade(task, statement, loaded.spec.limits.equiv_seconds)
-            extra.update(statement=statement, equivalence=graded.to_json()["equivalence"],
-                         statement_ms=graded.elapsed_ms)  # fmt: skip
+            extra.update(
+                statement=statement,
+                equivalence=graded.to_json()["equivalence"],
+                statement_ms=graded.elapsed_ms,
+            )
             if not writes_proof(task.kind):
                 return graded.accepted, graded.reasons, extra
         proved = task.restated(statement)
@@ -249,32 +262,40 @@ def leanrig_verdict(suite: str) -> Scorer:
 
 
 def suite_task(
-    suite: str, condition: str = "baseline", kind: str | None = None,
-    tasks: str | Sequence[str] | None = None, epochs: int = 1,
-    time_limit: float = DEFAULT_TIME_LIMIT, solver: Solver | None = None,
-) -> Task:  # fmt: skip
-    """The suite as an Inspect task (module docstring). Raises `SuiteTaskError` for a bad
-    selection, `SuiteError` for a suite that does not load."""
+    suite: str,
+    condition: str = "baseline",
+    kind: str | None = None,
+    tasks: str | Sequence[str] | None = None,
+    epochs: int = 1,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    solver: Solver | None = None,
+) -> Task:
+    """The suite as an Inspect task; raises `SuiteTaskError` or `SuiteError` for bad input."""
     if condition not in ("baseline", "lad"):
         raise SuiteTaskError(f"condition {condition!r}: baseline or lad")
     if not structlog.is_configured():
-        # The verdict's Lean logs at debug; Inspect's display is no place for it.
+        # Keep the verdict's debug logs out of Inspect's display.
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     loaded = load_suite(Path(suite).absolute())
     if condition == "lad" and loaded.spec.lad is None:
         raise SuiteTaskError(f"suite {loaded.name} has no [lad] library for condition lad")
     samples = suite_samples(loaded, condition, kind, _ids(tasks))
-    reducers: Any = ["mean", *(f"pass_at_{k}" for k in range(1, epochs + 1))] \
-        if epochs > 1 else None  # fmt: skip
+    reducers: Any = (
+        ["mean", *(f"pass_at_{k}" for k in range(1, epochs + 1))] if epochs > 1 else None
+    )
     return Task(
         dataset=MemoryDataset(samples, name=loaded.name, location=str(loaded.root)),
         solver=solver or leanrig_agent(str(loaded.root), condition),
         scorer=leanrig_verdict(str(loaded.root)),
-        epochs=Epochs(epochs, reducers), time_limit=int(time_limit),
+        epochs=Epochs(epochs, reducers),
+        time_limit=int(time_limit),
         version=loaded.spec.version or 0,
-        metadata={"suite": loaded.name, "suite_hash": loaded.content_hash(),
-                  "condition": condition},
-    )  # fmt: skip
+        metadata={
+            "suite": loaded.name,
+            "suite_hash": loaded.content_hash(),
+            "condition": condition,
+        },
+    )
 
 
 __all__ = [

@@ -1,23 +1,6 @@
-"""One agent invocation: start the agent in its own session, enforce the wall-clock limit, and
-end with **every** process of the attempt gone.
+"""One agent invocation: its own session, a wall-clock limit, and an end with every process gone.
 
-MCP clients start their servers in new sessions (and Lean's watchdog starts its workers with
-``setsid``), so killing the agent's process group misses them; when a parent dies first its
-children are re-parented away from the agent's tree. Two nets catch them all:
-
-1. the agent's live process tree, walked with psutil (children of children, any session), and
-2. every process whose environment carries this attempt's token (``LEANRIG_ATTEMPT_TOKEN``,
-   set for the agent and in the MCP config's ``env``, inherited by the server and its Lean
-   processes) — orphans included.
-
-The kill freezes each round's processes (SIGSTOP: no more forks, no re-parenting races), then
-SIGKILLs them, and repeats until a round finds nothing alive (zombies count as gone). The
-invocation's time runs from the agent's start until that point.
-
-The agent runs in the prefix agent_sandbox.py builds, where bwrap works: a shell inside the
-sandbox says it is up before it becomes the agent, so a sandbox that could not be set up is
-told apart from an agent that failed.
-"""
+MCP servers and Lean workers leave the agent's session: the kill also takes the attempt's token."""
 
 from __future__ import annotations
 
@@ -40,7 +23,7 @@ from anyio.abc import ByteReceiveStream
 
 log = structlog.get_logger("leanrig.run")
 
-LOG_CAP_BYTES: Final = 10 * 2**20  # an agent's stdout + stderr kept in agent.log; rest dropped
+LOG_CAP_BYTES: Final = 10 * 2**20  # of the agent's output kept in agent.log; the rest dropped
 KILL_DEADLINE: Final = 30.0  # seconds the kill may take before the runner gives up (reported)
 DRAIN_AFTER_EXIT: Final = 5.0  # seconds to read what is left in the agent's output pipe
 
@@ -55,9 +38,7 @@ class Invocation:
     start_error: str | None = None
     tree_gone: bool = True
     aborted: bool = False  # the runner ended it early (its service failed)
-    # The sandbox could not be set up (a mount it could not make): the agent never ran. The
-    # runner's own failure, not the agent's (bwrap exits 1 then, as an agent may).
-    sandbox_error: str | None = None
+    sandbox_error: str | None = None  # the sandbox failed and the agent never ran
 
     @property
     def killed(self) -> int:
@@ -80,7 +61,7 @@ def _tree(root: int) -> list[psutil.Process]:
 
 
 def marked(token: str, var: str) -> list[psutil.Process]:
-    """Every process whose environment has ``var=token`` (a scan of /proc)."""
+    """Every process whose environment has ``var=token``."""
     me = os.getpid()
     found = []
     for p in psutil.process_iter():
@@ -105,16 +86,14 @@ def attempt_processes(root: int | None, token: str, var: str) -> list[psutil.Pro
 def kill_attempt(
     root: int | None, token: str, var: str, deadline: float
 ) -> tuple[frozenset[int], bool]:
-    """Kill ``root``'s tree and every process carrying the token, until none is alive.
-    Blocking (/proc reads, polling for exits): run it in a worker thread. Returns (the pids
-    killed, whether all are gone)."""
+    """Kill ``root``'s tree and the token's processes (blocking); returns (pids, all gone)."""
     killed: set[int] = set()
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         live = attempt_processes(root, token, var)
         if not live:
             return frozenset(killed), True
-        for p in live:  # freeze first: a frozen process neither forks nor exits mid-walk
+        for p in live:  # a frozen process neither forks nor exits mid-walk
             try:
                 p.suspend()
             except psutil.Error:
@@ -125,7 +104,7 @@ def kill_attempt(
                 killed.add(p.pid)
             except psutil.Error:
                 pass
-        # No event tells that a non-child has exited: poll, with a growing pause.
+        # No event tells that a non-child has exited.
         pause = 0.002
         while time.monotonic() < end and any(_alive(p) for p in live):
             time.sleep(pause)
@@ -134,10 +113,7 @@ def kill_attempt(
 
 
 async def _drain(stream: ByteReceiveStream, log_path: Path, cap: int) -> None:
-    """The agent's output into ``log_path``, at most ``cap`` bytes; the rest is read and
-    dropped (the agent must never block on a full pipe). A log that cannot be written (a disk
-    the agent filled) stops being written, and nothing else stops: that crashed the run, and
-    `--resume` gave the agent another try (a red-team sweep)."""
+    """The agent's output into ``log_path``, up to ``cap`` bytes; write errors never end the run."""
     written = 0
     out: AsyncFile[bytes] | None = None
     try:
@@ -178,41 +154,47 @@ async def invoke(
     abort: anyio.Event | None = None,
     sandboxed: bool = False,
 ) -> Invocation:
-    """Run one agent to its end, to ``time_limit`` seconds or until ``abort`` is set, then make
-    sure its tree and every process carrying ``token`` are gone. ``sandboxed``: ``argv`` is the
-    agent's bwrap prefix (ending in ``--``), then the agent's command; a shell inside the
-    sandbox says the sandbox is up (a byte on a pipe) before it becomes the agent, so a sandbox
-    that could not be set up is told apart from an agent that failed — which an agent cannot
-    fake: bwrap's own status says the child started before it mounts anything, and the
-    agent's output is the agent's to write."""
+    """Run one agent until it exits, ``time_limit`` seconds pass or ``abort`` is set; then kill all.
+
+    ``sandboxed``: ``argv`` is a bwrap prefix ending in ``--``, then the agent's command."""
     started = time.perf_counter()
     status_r, status_w = os.pipe() if sandboxed else (-1, -1)
     if sandboxed:
         os.set_blocking(status_r, False)
         cut = list(argv).index("--") + 1
-        # (`>&N` takes one digit in some shells: the pipe is reopened through /proc.)
+        # A shell inside says the sandbox is up; `>&N` takes one digit in some shells.
         up = f'printf up > /proc/self/fd/{status_w} && exec "$@"'
         argv = [*argv[:cut], "/bin/sh", "-c", up, "leanrig-agent", *argv[cut:]]
-    # Shielded (lsp_bridge.proctree.spawn_marked says why): a cancellation waits for the
-    # start and then meets the agent's whole tree in _run_invocation.
+    # Shielded so that a cancellation meets the agent's whole tree in _run_invocation.
     with anyio.CancelScope(shield=True):
         try:
             process = await anyio.open_process(
-                list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 pass_fds=(status_w,) if sandboxed else (),
-            )  # fmt: skip
+            )
         except OSError as exc:
             _close(status_r, status_w)
             why = f"cannot start {argv[0]}: {exc.strerror or exc}"
             return Invocation(None, False, time.perf_counter() - started, 0.0, start_error=why)
         finally:
-            _close(status_w)  # (the child has its copy)
+            _close(status_w)
     try:
         invocation = await _run_invocation(
-            process, started, time_limit=time_limit, token=token, token_var=token_var,
-            log_path=log_path, log_cap=log_cap, abort=abort,
-        )  # fmt: skip
+            process,
+            started,
+            time_limit=time_limit,
+            token=token,
+            token_var=token_var,
+            log_path=log_path,
+            log_cap=log_cap,
+            abort=abort,
+        )
         if sandboxed and not _agent_started(status_r):
             why = _first_line(log_path)
             log.warning("run.sandbox_failed", detail=why)
@@ -232,10 +214,9 @@ def _close(*fds: int) -> None:
 
 
 def _agent_started(status: int) -> bool:
-    """Did the shell inside the sandbox say it was up (before it became the agent)?"""
     try:
         return os.read(status, 2) == b"up"
-    except OSError:  # (nothing written: would block)
+    except OSError:  # nothing written
         return False
 
 
@@ -283,17 +264,15 @@ async def _run_invocation(
                     await process.wait()
                     race.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
-            # The run itself stops (a signal): the agent's tree and whatever carries its token
-            # go now; leaving `async with process` would kill its first process alone.
-            root = process.pid if process.returncode is None else None  # (a reaped pid: reused)
+            # Leaving `async with process` would kill the agent's first process alone.
+            root = process.pid if process.returncode is None else None  # a reaped pid is reused
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(kill_attempt, root, token, token_var, KILL_DEADLINE)
             raise
         timed_out = limit.cancelled_caught
         aborted = not timed_out and process.returncode is None
         t_kill = time.perf_counter()
-        # The agent's tree (at the limit) or whatever it left behind (after its exit).
-        # Shielded: a stop that lands here must not skip it (a review), and it is bounded.
+        # Shielded (and bounded): a stop landing here must not skip the kill.
         root = process.pid if timed_out or aborted else None
         with anyio.CancelScope(shield=True):
             killed, gone = await anyio.to_thread.run_sync(
@@ -304,13 +283,19 @@ async def _run_invocation(
         invocation_s = time.perf_counter() - started
         if killed:
             kill_s = invocation_s - (t_kill - started)
-        # Every writer of the pipe is gone; read what is left, bounded.
         drain_scope.deadline = anyio.current_time() + DRAIN_AFTER_EXIT
     if killed or timed_out:
-        log.info("run.killed", pid=process.pid, timed_out=timed_out, killed=len(killed),
-                 kill_ms=round(kill_s * 1000, 1), gone=gone)  # fmt: skip
-    return Invocation(exit_code, timed_out, invocation_s, kill_s, killed, tree_gone=gone,
-                      aborted=aborted)  # fmt: skip
+        log.info(
+            "run.killed",
+            pid=process.pid,
+            timed_out=timed_out,
+            killed=len(killed),
+            kill_ms=round(kill_s * 1000, 1),
+            gone=gone,
+        )
+    return Invocation(
+        exit_code, timed_out, invocation_s, kill_s, killed, tree_gone=gone, aborted=aborted
+    )
 
 
 async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:

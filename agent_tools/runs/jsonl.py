@@ -1,7 +1,4 @@
-"""Reading the JSON-lines files a run leaves behind (the ledger, results.jsonl): one object per
-line, appended by processes that may be killed mid-write, possibly by an older or newer
-leanrig. What cannot be read is skipped and counted, never fatal: a report says what it left
-out."""
+"""Reading a run's JSON-lines files: what cannot be read is skipped and counted, never fatal."""
 
 from __future__ import annotations
 
@@ -32,10 +29,7 @@ class LinesRead:
 
 
 def records(data: bytes, schema: int, read: LinesRead) -> Iterator[dict[str, Any]]:
-    """The objects on ``data``'s lines whose ``"v"`` is ``schema``, in order. Blank lines are
-    ignored; the rest is counted in ``read``: an unparsable last line as truncated (the writer
-    was killed), any other unparsable or non-object line as invalid, another ``"v"`` as
-    another schema."""
+    """The objects on ``data``'s lines whose ``"v"`` is ``schema``; the rest counted in ``read``."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     for i, line in enumerate(lines):

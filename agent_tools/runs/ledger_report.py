@@ -1,11 +1,4 @@
-"""`leanrig report LEDGER.jsonl [--out DIR]`: where proof-step time goes (run directories:
-run_report.py).
-
-Reads ledger lines (ledger.py), tolerating what real runs produce: an empty file, a truncated
-last line (a run killed mid-write), lines of other schema versions (skipped and counted), and
-non-JSON lines. Writes ``report.md``, ``report.json`` and PNG plots (latency distribution per
-tool; stacked queue / Lean / overhead per tool).
-"""
+"""`leanrig report LEDGER.jsonl`: where proof-step time goes (``report.md``, ``.json``, PNGs)."""
 
 from __future__ import annotations
 
@@ -82,8 +75,12 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         total = float(e.get("total_ms", 0.0))
         queue = float(e.get("queue_ms", 0.0))
         lean = float(e.get("lean_ms", 0.0))
-        phases = {"total_ms": total, "queue_ms": queue, "lean_ms": lean,
-                  "overhead_ms": max(0.0, total - queue - lean)}  # fmt: skip
+        phases = {
+            "total_ms": total,
+            "queue_ms": queue,
+            "lean_ms": lean,
+            "overhead_ms": max(0.0, total - queue - lean),
+        }
         if _refused(e):
             refused[e["tool"]] += 1
         else:
@@ -95,10 +92,18 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
             s["calls"] += 1
             s["busy_ms"] = round(s["busy_ms"] + total, 2)
             if "session_wall_ms" in e:
-                s["wall_ms"] = e["session_wall_ms"]  # (a resumed human attempt: its last)
-        steps.append({"tool": e["tool"], "task": e.get("task"), "session": sid,
-                      "total_ms": total, "body_sha": e.get("body_sha"), "ts": e.get("ts"),
-                      "outcome": e.get("outcome")})  # fmt: skip
+                s["wall_ms"] = e["session_wall_ms"]  # a resumed human attempt: its last
+        steps.append(
+            {
+                "tool": e["tool"],
+                "task": e.get("task"),
+                "session": sid,
+                "total_ms": total,
+                "body_sha": e.get("body_sha"),
+                "ts": e.get("ts"),
+                "outcome": e.get("outcome"),
+            }
+        )
     for s in sessions.values():
         if "wall_ms" in s and s["task"] is not None:
             tasks[str(s["task"])].append(float(s["wall_ms"]))
@@ -119,22 +124,15 @@ def summarize(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _refused(entry: dict[str, Any]) -> bool:
-    """A call refused before Lean ran (``REFUSED``: a rejected edit, invalid arguments, an
-    unknown session or task; no Lean time): counted apart, not timed with the calls that ran (a
-    human attempt's refused edits are recorded at 0 ms, and made the edit row's median 0). A
-    body rejected after Lean elaborated it (the scope check reads Lean's parse) ran, and is
-    timed; so is a call that needs no Lean and answered (``list_tasks``)."""
+    """A call refused before Lean ran: counted apart, so it does not skew the latency figures."""
     outcome = entry.get("outcome")
     if entry.get("lean_ms"):
         return False
-    # `busy` without waiting: a limit on sessions or calls in flight, refused at once; with a
-    # wait, it queued for a Lean slot and its time is the caller's.
+    # `busy` after a wait queued for a Lean slot: its time is the caller's.
     return outcome in REFUSED or (outcome == "error:busy" and not entry.get("queue_ms"))
 
 
-# What a call is refused with before it reaches Lean. Not `error:busy` after a wait (for a slot),
-# `error:timeout`, `error:unavailable` or a crash: their time is the caller's, and stays in the
-# latency figures (a review).
+# Outcomes of calls refused before reaching Lean; timeouts and crashes cost the caller time.
 REFUSED = frozenset(
     {"rejected", "error:invalid_argument", "error:unknown_session", "error:unknown_task"}
 )
@@ -148,21 +146,22 @@ def _ts(entry: dict[str, Any]) -> float | None:
 
 
 def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Time-cost figures of a ledger: which tasks got an accepted verdict, the share of the
-    attempted tasks accepted, invocation wall-clock, and seconds per accepted task. Not the
-    benchmark's score (difficulty-weighted over the suite, docs/runs.md): a ledger knows
-    neither difficulties nor the suite's other tasks; `leanrig report RUN_DIR` has it.
-
-    A session's wall-clock is its `close_session` figure, or first-to-last entry when it was
-    never closed; time-to-accept runs from `open_task` to the first accepted `check_proof`.
-    """
+    """Time-cost figures of a ledger; not the score (a ledger knows no difficulties or suite)."""
     sessions: dict[str, dict[str, Any]] = {}
     for e in entries:
         sid = e.get("session")
         if not sid:
             continue
-        s = sessions.setdefault(sid, {"task": e.get("task"), "first": None, "last": None,
-                                      "wall_ms": None, "accepted_at": None})  # fmt: skip
+        s = sessions.setdefault(
+            sid,
+            {
+                "task": e.get("task"),
+                "first": None,
+                "last": None,
+                "wall_ms": None,
+                "accepted_at": None,
+            },
+        )
         ts = _ts(e)
         if ts is not None:
             s["first"] = ts if s["first"] is None else min(s["first"], ts)
@@ -178,14 +177,22 @@ def benchmark_metrics(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     tasks: dict[str, dict[str, Any]] = {}
     total_wall_s = 0.0
     for s in sessions.values():
-        if s["task"] is None:  # calls outside a task's session (list_tasks, server_status)
+        if s["task"] is None:  # calls outside a task's session
             continue
-        wall_s = (s["wall_ms"] or 0.0) / 1000 if s["wall_ms"] is not None else (
-            (s["last"] - s["first"]) if s["first"] is not None and s["last"] is not None else 0.0
-        )  # fmt: skip
+        wall_s = (
+            (s["wall_ms"] or 0.0) / 1000
+            if s["wall_ms"] is not None
+            else (
+                (s["last"] - s["first"])
+                if s["first"] is not None and s["last"] is not None
+                else 0.0
+            )
+        )
         total_wall_s += wall_s
-        t = tasks.setdefault(str(s["task"]), {"sessions": 0, "wall_s": 0.0, "accepted": False,
-                                              "time_to_accept_s": None})  # fmt: skip
+        t = tasks.setdefault(
+            str(s["task"]),
+            {"sessions": 0, "wall_s": 0.0, "accepted": False, "time_to_accept_s": None},
+        )
         t["sessions"] += 1
         t["wall_s"] = round(t["wall_s"] + wall_s, 3)
         if s["accepted_at"] is not None and s["first"] is not None:
@@ -209,23 +216,30 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
     out += [f"> note: {n}" for n in notes] + ([""] if notes else [])
     b = summary["benchmark"]
     spa = b["seconds_per_accepted_task"]
-    out += ["## Tasks", "",
-            f"accepted {b['accepted']} of {b['attempted']} tasks attempted "
-            f"({b['accepted_share']:.1%}); invocation wall-clock {b['wall_s']:.1f} s; "
-            f"seconds per accepted task: {spa if spa is not None else '—'}. The benchmark's "
-            "score (difficulty-weighted over the suite) and seconds per score point are in "
-            "`leanrig report RUN_DIR` of a `leanrig run`.", "",
-            "| task | sessions | accepted | time to accept s | wall s |",
-            "|---|---:|---|---:|---:|"]  # fmt: skip
+    out += [
+        "## Tasks",
+        "",
+        f"accepted {b['accepted']} of {b['attempted']} tasks attempted "
+        f"({b['accepted_share']:.1%}); invocation wall-clock {b['wall_s']:.1f} s; "
+        f"seconds per accepted task: {spa if spa is not None else '—'}. The benchmark's "
+        "score (difficulty-weighted over the suite) and seconds per score point are in "
+        "`leanrig report RUN_DIR` of a `leanrig run`.",
+        "",
+        "| task | sessions | accepted | time to accept s | wall s |",
+        "|---|---:|---|---:|---:|",
+    ]
     for task, t in b["tasks"].items():
         tta = t["time_to_accept_s"] if t["time_to_accept_s"] is not None else "—"
         accepted = "yes" if t["accepted"] else "no"
         out.append(f"| {task} | {t['sessions']} | {accepted} | {tta} | {t['wall_s']} |")
     out.append("")
-    out += ["## Per tool (ms)", "",
-            "| tool | n | total med | total p95 | total max | queue med | lean med "
-            "| overhead med | overhead p95 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out += [
+        "## Per tool (ms)",
+        "",
+        "| tool | n | total med | total p95 | total max | queue med | lean med "
+        "| overhead med | overhead p95 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for tool, s in summary["tools"].items():
         out.append(
             f"| {tool} | {s['count']} | {s['total_ms']['median']} | {s['total_ms']['p95']} | "
@@ -239,23 +253,40 @@ def render_markdown(summary: dict[str, Any], notes: list[str], source: Path) -> 
             "Refused before Lean ran (rejected edits, invalid arguments, unknown "
             f"sessions; not in the times above): {refused}.",
         ]
-    out += ["", "## Per task: invocation wall-clock (open → close, ms)", "",
-            "| task | invocations | median | p95 | max |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    out += [
+        "",
+        "## Per task: invocation wall-clock (open → close, ms)",
+        "",
+        "| task | invocations | median | p95 | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for task, t in summary["tasks"].items():
         w = t["wall_ms"]
         out.append(f"| {task} | {t['invocations']} | {w['median']} | {w['p95']} | {w['max']} |")
-    out += ["", "## Per session", "", "| session | task | calls | busy ms | wall ms |",
-            "|---|---|---:|---:|---:|"]  # fmt: skip
+    out += [
+        "",
+        "## Per session",
+        "",
+        "| session | task | calls | busy ms | wall ms |",
+        "|---|---|---:|---:|---:|",
+    ]
     for sid, s in summary["sessions"].items():
         out.append(
             f"| {sid} | {s['task'] or '—'} | {s['calls']} | {s['busy_ms']} | "
             f"{s.get('wall_ms', '—')} |"
         )
-    out += ["", "## Slowest steps", "", "| total ms | tool | task | body sha | outcome |",
-            "|---:|---|---|---|---|"]  # fmt: skip
+    out += [
+        "",
+        "## Slowest steps",
+        "",
+        "| total ms | tool | task | body sha | outcome |",
+        "|---:|---|---|---|---|",
+    ]
     for st in summary["slowest"]:
-        out.append(f"| {st['total_ms']:.1f} | {st['tool']} | {st['task'] or '—'} | "
-                   f"{st['body_sha'] or '—'} | {st['outcome']} |")  # fmt: skip
+        out.append(
+            f"| {st['total_ms']:.1f} | {st['tool']} | {st['task'] or '—'} | "
+            f"{st['body_sha'] or '—'} | {st['outcome']} |"
+        )
     return "\n".join(out) + "\n"
 
 

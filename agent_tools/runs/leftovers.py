@@ -1,8 +1,4 @@
-"""What a `leanrig run` that was killed leaves behind, and how the next one deals with it: the
-attempts under way (`RUN_DIR/started/`, recorded as not accepted on `--resume`), their
-processes (killed by the attempt's token), and runners' socket directories (removed when their
-runner is gone). Must not: run an attempt.
-"""
+"""What a killed `leanrig run` leaves behind: attempts under way, their processes, socket dirs."""
 
 from __future__ import annotations
 
@@ -25,12 +21,11 @@ from .results import AttemptResult, append_result
 
 log = structlog.get_logger("leanrig.run")
 
-SOCKET_PATH_MAX: Final = 100  # bytes of a Unix socket's path (the kernel's limit is 107)
+SOCKET_PATH_MAX: Final = 100  # bytes of a Unix socket's path (the kernel allows 107)
 
 
 def socket_parent() -> Path:
-    """The per-user directory holding every run's socket directory (short: a socket path has
-    at most 107 bytes), private to the user."""
+    """The short, private per-user directory holding every run's socket directory."""
     base = tempfile.gettempdir()
     if len(base) > SOCKET_PATH_MAX - 60:
         base = "/tmp"
@@ -43,19 +38,15 @@ def socket_parent() -> Path:
 
 
 def sweep_socket_dirs(parent: Path) -> None:
-    """Remove the socket directories of runners that are gone (a run killed with SIGKILL
-    cannot remove its own): each is named ``run-<runner pid>-…``."""
+    """Remove the socket directories (``run-<runner pid>-…``) of runners that are gone."""
     for entry in parent.glob("run-*-*"):
         pid = entry.name.split("-")[1]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
 
 
-# An attempt under way: ``RUN_DIR/started/<task>.<k>``, written before its agent starts and
-# removed once its results line is written or it is cancelled. One left behind is an attempt
-# the runner died in (a crash, a disk the agent filled, a kill): `--resume` records it as not
-# accepted instead of running it again — an agent able to bring the runner down got another,
-# unrecorded try that way (a red-team sweep).
+# ``RUN_DIR/started/<task>.<k>`` marks an attempt under way. `--resume` records one left behind as
+# not accepted: an agent able to bring the runner down must not earn another try.
 STARTED_DIR = "started"
 
 
@@ -77,8 +68,7 @@ def mark_started(marker: Path) -> None:
 def record_interrupted(
     run_dir: Path, suite: Suite, options: RunOptions, done: set[tuple[str, int]]
 ) -> set[tuple[str, int]]:
-    """The results line of every attempt the runner died in (``STARTED_DIR``): not accepted,
-    its time the whole limit. Returns those attempts."""
+    """Record every attempt the runner died in as not accepted, at the whole limit; returns them."""
     recorded: set[tuple[str, int]] = set()
     for marker in sorted((run_dir / STARTED_DIR).glob("*.*")):
         task_id, _, k = marker.name.rpartition(".")
@@ -90,12 +80,22 @@ def record_interrupted(
             started = datetime.fromisoformat(marker.read_text().strip())
         except (OSError, ValueError):
             started = None
-        append_result(run_dir, AttemptResult(
-            task=task_id, field=task.spec.field, difficulty=task.spec.difficulty,
-            attempt=int(k), accepted=False, reasons=[INTERRUPTED],
-            invocation_s=options.time_limit, condition=options.condition, model=options.model,
-            agent_tool=options.agent_tool, started_at=started,
-        ))  # fmt: skip
+        append_result(
+            run_dir,
+            AttemptResult(
+                task=task_id,
+                field=task.spec.field,
+                difficulty=task.spec.difficulty,
+                attempt=int(k),
+                accepted=False,
+                reasons=[INTERRUPTED],
+                invocation_s=options.time_limit,
+                condition=options.condition,
+                model=options.model,
+                agent_tool=options.agent_tool,
+                started_at=started,
+            ),
+        )
         log.warning("run.interrupted_attempt_recorded", task=task_id, attempt=int(k))
         recorded.add((task_id, int(k)))
         marker.unlink(missing_ok=True)
@@ -103,9 +103,7 @@ def record_interrupted(
 
 
 def sweep_interrupted(run_dir: Path, done: set[tuple[str, int]]) -> int:
-    """Kill what interrupted attempts left running (a `leanrig run` killed mid-attempt
-    leaves its agent, server and Lean behind): every process carrying the token of an attempt
-    without a results line. Returns how many were killed."""
+    """Kill the processes of attempts without a results line (by token); returns how many."""
     killed = 0
     for config in run_dir.glob("attempts/*/*/workspace/mcp.json"):
         root = config.parent.parent

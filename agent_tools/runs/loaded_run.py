@@ -1,7 +1,4 @@
-"""One run directory read for its reports: run.json, results.jsonl and the metrics over
-them (`load_run` -> `LoadedRun`), with notes on what is missing or short (attempts without a
-line, tasks short of their attempts). Must not: render or write anything.
-"""
+"""One run directory read for its reports (`load_run`), with notes on what is missing or short."""
 
 from __future__ import annotations
 
@@ -35,17 +32,14 @@ class LoadedRun:
     info: RunInfo
     metrics: RunMetrics
     notes: list[str]
-    # Set when runs shown together share a display name (no --label or --model): the rows
-    # would not be told apart, so the directory's name is added.
-    qualified: bool = False
+    qualified: bool = False  # its directory's name added: runs shown together share a name
 
     @property
     def name(self) -> str:
         name = self.info.display_name() or self.path.name
         return f"{name} ({self.path.name})" if self.qualified and name != self.path.name else name
 
-    # Each task kind's own metrics, when the run has a task of a kind other than `proof`
-    # (a statement task is verified when its statement is shown equivalent to the reference).
+    # Each task kind's own metrics, when the run has a kind other than `proof`.
     by_kind: dict[TaskKind, RunMetrics] = dataclasses.field(default_factory=dict)
 
     def plot_run(self) -> PlotRun:
@@ -55,10 +49,8 @@ class LoadedRun:
 def metrics_by_kind(
     results: Sequence[AttemptResult], info: RunInfo, prices: PriceSchedule | None
 ) -> dict[TaskKind, RunMetrics]:
-    """Each task kind's metrics (its tasks of the inventory, its results), when the run has a
-    kind other than ``proof``; empty for a proofs-only run (its metrics are the run's)."""
-    # A task's kind as its results say (a run.json written before inventories had kinds says
-    # `proof` of every task), else as the inventory does.
+    """Each task kind's metrics; empty for a proofs-only run (its metrics are the run's)."""
+    # The results' kind wins: an older run.json says `proof` of every task.
     said = {r.task: r.kind for r in results}
     kind_of = {t.id: said.get(t.id, t.kind) for t in info.tasks}
     kinds = set(kind_of.values()) | set(said.values())
@@ -69,8 +61,7 @@ def metrics_by_kind(
         inventory = [t for t in info.tasks if kind_of[t.id] == kind]
         mine = [r for r in results if r.kind == kind]
         if mine or inventory:
-            out[kind] = compute_metrics(mine, inventory=inventory, prices=prices,
-                                        model=info.model)  # fmt: skip
+            out[kind] = compute_metrics(mine, inventory=inventory, prices=prices, model=info.model)
     return out
 
 
@@ -78,12 +69,11 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / RUN_FILE).is_file()
 
 
-MAX_ATTEMPT_NOTES = 20  # an attempt's own notes shown in a report; the rest are counted
+MAX_ATTEMPT_NOTES = 20  # attempt notes shown in a report; the rest are counted
 
 
 def attempt_notes(results: Sequence[AttemptResult]) -> list[str]:
-    """Each results line's own notes (a human attempt's editor killed, an agent's edited copy
-    of the task file…), naming its task and attempt; past ``MAX_ATTEMPT_NOTES``, a count."""
+    """Each results line's own notes, naming its task and attempt; past the cap, a count."""
     found = [f"{r.task} (attempt {r.attempt}): {note}" for r in results for note in r.notes]
     if len(found) <= MAX_ATTEMPT_NOTES:
         return found
@@ -100,7 +90,6 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
     except ResultsError as exc:
         ledger = run_dir / "ledger.jsonl"
         if ledger.is_file() and not (run_dir / "run.json").exists():
-            # `leanrig serve`'s own run directory (runs/<timestamp>/): a ledger, no run.
             hint = f"a `leanrig serve` directory has a ledger, not a run: pass {ledger}"
             raise ReportError(exc.message, hint=hint) from None
         raise ReportError(exc.message, hint=RUN_HINT) from None
@@ -145,8 +134,7 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
     if info.condition == "human":
         notes.extend(_unfinished_attempts(run_dir, read.results))
     notes.extend(attempt_notes(read.results))
-    # A human run directory gathers attempts as editors make them (`leanrig lsp`): it has no
-    # end, and saying so would read as an error in every human baseline's report.
+    # A human run directory has no end: saying so would read as an error.
     if info.ended_at is None and info.condition != "human":
         notes.append("run.json has no end time: the run was interrupted or is still running")
     if metrics.cost_tasks < metrics.tasks:
@@ -158,9 +146,7 @@ def load_run(run_dir: Path, *, prices: PriceSchedule | None = None) -> LoadedRun
 
 
 def _unfinished_attempts(run_dir: Path, results: Sequence[AttemptResult]) -> list[str]:
-    """A note naming the human attempts that started (a state file in ATTEMPT_STATE) but have
-    no result line: an editor that stopped its server before the final verdict ended (VS
-    Code kills it 2 s after asking it to stop), a killed `leanrig lsp`, or one still open."""
+    """A note naming the human attempts started in an editor that have no result line yet."""
     have = {r.task for r in results}
     started = sorted(p.stem for p in (run_dir / ATTEMPT_STATE).glob("*.json"))
     missing = [task for task in started if task not in have]
@@ -174,10 +160,12 @@ def _unfinished_attempts(run_dir: Path, results: Sequence[AttemptResult]) -> lis
 
 
 def _short_of_attempts(results: Sequence[AttemptResult], attempts: int) -> list[str]:
-    """The tasks with results but fewer than ``attempts`` distinct attempts, as ``task (k of
-    n)``."""
+    """The tasks with fewer than ``attempts`` distinct attempts, as ``task (k of n)``."""
     made: dict[str, set[int]] = {}
     for r in results:
         made.setdefault(r.task, set()).add(r.attempt)
-    return [f"{task} ({len(done)} of {attempts})" for task, done in sorted(made.items())
-            if len(done) < attempts]  # fmt: skip
+    return [
+        f"{task} ({len(done)} of {attempts})"
+        for task, done in sorted(made.items())
+        if len(done) < attempts
+    ]

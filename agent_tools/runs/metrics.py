@@ -1,24 +1,4 @@
-"""The metrics of a benchmark run: pure functions of its results lines.
-
-With d_i the difficulty of task i (1..10) and v_i the verdict of its final submission:
-
-- score = 100 · Σ d_i v_i / Σ d_i; completion = 100 · (tasks verified) / tasks;
-- a field's score: the same within the field (denominator: the field's difficulty sum);
-- seconds per point = mean invocation seconds per task / score;
-- USD per point = mean USD over the tasks whose cost is reconstructable / the score over
-  those tasks (None = N/A when no task has a cost or that score is 0);
-- pass@k (unbiased: 1 − C(n−c, k)/C(n, k), averaged over tasks) for each k ≤ K, first-attempt
-  acceptance, K-run coverage (tasks verified in at least one attempt);
-- uncertainty: a 95 % percentile bootstrap interval over tasks (the suite's tasks resampled
-  with replacement, a fixed seed, so a report is reproducible) of the score, completion, each
-  field's score, pass@k and the per-point figures; for two runs, a paired bootstrap over the
-  tasks both have of each Δ in points.
-
-With K > 1 attempts per task, v_i is the fraction of task i's attempts that were verified, so
-score, completion and the per-point figures are the expected values of one attempt (with K = 1
-exactly the formulas above); ``accepted`` counts tasks verified at least once. Percentages
-are on a 0–100 scale and unrounded here; rounding is for display only.
-"""
+"""A run's metrics: pure functions of its results lines (docs/runs.md); percentages 0–100."""
 
 from __future__ import annotations
 
@@ -45,16 +25,12 @@ CI_METHOD: Final = (
     f"seed {BOOTSTRAP_SEED}"
 )
 
-# What became of one attempt, and of a task in a run (several attempts: its summary).
 AttemptStatus = Literal["verified", "not verified", "timed out", "error"]
 TaskStatus = Literal[
     "verified", "partly verified", "not verified", "timed out", "error", "no result"
 ]
 
 T = TypeVar("T")
-
-
-# -- the formulas ------------------------------------------------------------------------------
 
 
 def weighted_score(difficulties: Sequence[int], verdicts: Sequence[float]) -> float:
@@ -82,8 +58,7 @@ def per_point(mean_value: float | None, score: float) -> float | None:
 
 
 def per_point_text(value: float | None) -> str:
-    """Seconds (or any amount) per score point as tables and plots print it: three
-    significant digits, no exponent (0.0412, 1.23, 41.2, 412); N/A when unknown."""
+    """A per-point figure as printed: three significant digits, no exponent; N/A when unknown."""
     if value is None:
         return "N/A"
     if value == 0:
@@ -94,8 +69,7 @@ def per_point_text(value: float | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Interval:
-    """A confidence interval; ``high`` is ``inf`` when resamples scored 0 (a per-point
-    figure without an upper bound)."""
+    """A confidence interval; ``high`` is ``inf`` when resamples scored 0 (per-point figures)."""
 
     low: float
     high: float
@@ -103,8 +77,7 @@ class Interval:
 
 @functools.lru_cache(maxsize=8)
 def _resamples(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
-    """Indices of ``resamples`` draws of ``n`` out of ``n`` with replacement; shared by the
-    intervals of one run, so they rest on the same resampled suites."""
+    """Index draws of n out of n with replacement; cached so a run's intervals share them."""
     rng = random.Random(seed)
     return tuple(tuple(rng.choices(range(n), k=n)) for _ in range(resamples))
 
@@ -127,12 +100,8 @@ def bootstrap_interval(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
-    """The percentile bootstrap interval of ``statistic`` over ``rows`` (one per task),
-    resampled with replacement; the same seed gives the same interval. None with fewer than
-    two rows (one task says nothing about the spread) or where the statistic is undefined
-    (nan; resamples where it is are left out). The interval always holds
-    ``statistic(rows)``: where resampling noise would leave the estimate just outside, the
-    interval is widened to it."""
+    """The seeded percentile bootstrap interval of ``statistic`` over ``rows`` (one per task),
+    widened to hold the estimate; None with fewer than two rows or a nan estimate."""
     if len(rows) < 2:
         return None
     drawn = (statistic([rows[i] for i in idx]) for idx in _resamples(len(rows), resamples, seed))
@@ -146,7 +115,6 @@ def bootstrap_interval(
 
 
 def score_of(rows: Sequence[tuple[int, float]]) -> float:
-    """The score of (difficulty, verdict) rows (``weighted_score``)."""
     return weighted_score([d for d, _ in rows], [v for _, v in rows])
 
 
@@ -157,9 +125,7 @@ def paired_delta_interval(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
-    """The interval of Δ score (new − base, points) over the tasks two runs share, each row
-    (base difficulty, base verdict, new difficulty, new verdict) of one task: both scores are
-    taken over the same resampled tasks, so what the tasks share cancels out."""
+    """The paired interval of Δ score over rows of (base d, base v, new d, new v), one per task."""
 
     def delta(rs: Sequence[tuple[int, float, int, float]]) -> float:
         return score_of([(r[2], r[3]) for r in rs]) - score_of([(r[0], r[1]) for r in rs])
@@ -168,9 +134,7 @@ def paired_delta_interval(
 
 
 def attempt_status(r: AttemptResult) -> AttemptStatus:
-    """Verified; else timed out; else error (an infrastructure failure the retry did not
-    clear); else not verified. The agent's exit status counts for nothing: an agent that gives
-    up (the search agent exits 1) has simply not verified the task."""
+    """Verified, else timed out, else error (infrastructure), else not verified; exit code aside."""
     if r.accepted:
         return "verified"
     if r.timed_out:
@@ -181,8 +145,7 @@ def attempt_status(r: AttemptResult) -> AttemptStatus:
 
 
 def task_status(statuses: Sequence[str]) -> TaskStatus:
-    """A task's attempts in one word: verified (all), partly verified (some), else the
-    gravest failure among them (error, timed out, not verified); no result without any."""
+    """A task's attempts in one word: all or some verified, else the gravest failure."""
     if not statuses:
         return "no result"
     verified = sum(s == "verified" for s in statuses)
@@ -203,9 +166,6 @@ def relative_change(base: float | None, new: float | None) -> float | None:
     return 100 * (new - base) / base
 
 
-# -- one run -----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
     task: str
@@ -222,9 +182,7 @@ class TaskOutcome:
     cached_input_tokens: int | None
     output_tokens: int | None
     reasoning_tokens: int | None = None
-    # Where an attempt's time went (means per attempt): the model (the run's gateway: time
-    # with a call in flight; None without a gateway), Lean (the ledger) and the rest of the
-    # invocation (the agent's own work, process starts, …).
+    # Means per attempt of the time split; model is None without a gateway.
     model_s: float | None = None
     lean_s: float | None = None
     other_s: float | None = None
@@ -243,8 +201,7 @@ class ScoredTask:
 
 
 def time_split(r: AttemptResult) -> tuple[float | None, float, float | None]:
-    """(model s, Lean s, the rest) of one attempt; the rest is None without the model time
-    (and never below 0: an agent's Lean calls may overlap its model calls)."""
+    """(model s, Lean s, rest) of one attempt; rest is None without model time, never < 0."""
     if r.model_s is None:
         return None, r.lean_s, None
     return r.model_s, r.lean_s, max(0.0, r.invocation_s - r.model_s - r.lean_s)
@@ -325,11 +282,16 @@ def task_outcomes(
     for task, rs in grouped.items():
         rs.sort(key=lambda r: r.attempt)
         costs = [
-            attempt_cost(cost_usd=r.cost_usd, model=r.model or model, input_tokens=r.input_tokens,
-                         cached_input_tokens=r.cached_input_tokens,
-                         output_tokens=r.output_tokens, prices=prices)
+            attempt_cost(
+                cost_usd=r.cost_usd,
+                model=r.model or model,
+                input_tokens=r.input_tokens,
+                cached_input_tokens=r.cached_input_tokens,
+                output_tokens=r.output_tokens,
+                prices=prices,
+            )
             for r in rs
-        ]  # fmt: skip
+        ]
         known = all(c.usd is not None for c in costs)
         sources = {c.source for c in costs}
         accepted = sum(r.accepted for r in rs)
@@ -382,22 +344,19 @@ def compute_metrics(
     prices: PriceSchedule | None = None,
     model: str | None = None,
 ) -> RunMetrics:
-    """All metrics of one run. ``inventory`` (run.json's task list), when given, is the suite:
-    its tasks without results count as unverified in score and completion (and are listed in
-    ``missing_tasks``), each task's field and difficulty are the inventory's, and results of a
-    task it does not list count for nothing (``unlisted_tasks``: a results line is no place
-    to add a task, or to change one's difficulty); without it the suite is the tasks that have
-    results."""
+    """All metrics of one run. ``inventory`` (run.json's tasks), when given, is the suite: its
+    tasks without results score 0, and results of tasks it does not list count for nothing."""
     unlisted: list[str] = []
     if inventory:
         listed = {t.id: t for t in inventory}
         unlisted = sorted({r.task for r in results if r.task not in listed})
         results = [
-            r.model_copy(update={"field": listed[r.task].field,
-                                 "difficulty": listed[r.task].difficulty})
+            r.model_copy(
+                update={"field": listed[r.task].field, "difficulty": listed[r.task].difficulty}
+            )
             for r in results
             if r.task in listed
-        ]  # fmt: skip
+        ]
     outcomes = task_outcomes(results, prices=prices, model=model)
     seen = {o.task for o in outcomes}
     missing = [t for t in inventory if t.id not in seen]
@@ -525,9 +484,6 @@ def _usd_per_point(rows: Sequence[tuple[int, float, float]]) -> float:
     return math.inf if score == 0 else sum(u for _, _, u in rows) / len(rows) / score
 
 
-# -- two runs ----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Change:
     base: float | None
@@ -565,8 +521,7 @@ def _change(base: float | None, new: float | None) -> Change:
 
 
 def compare(base: RunMetrics, lad: RunMetrics) -> Comparison:
-    """Baseline → LAD: relative changes from unrounded values, per-field differences in points,
-    and the paired intervals of the Δ points."""
+    """Baseline → LAD: relative changes, per-field differences and paired Δ intervals, in points."""
     names = list(dict.fromkeys([*base.fields, *lad.fields]))
     fields = {}
     for f in names:

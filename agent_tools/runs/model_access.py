@@ -1,9 +1,6 @@
-"""How an attempt's agent reaches its model under `leanrig run`: the network policy, where the
-run's gateway forwards (`ModelRoute`, the key read from the runner's environment), the
-gateway's listening socket and the URL the agent is given, the harness's launch, and the
-attempt's tokens as the gateway counted them. Must not: hold a key anywhere but the route and
-the gateway; decide the verdict.
-"""
+"""How an attempt's agent reaches its model: network policy, gateway route, socket, URL, usage.
+
+Must not hold a key anywhere but the route and the gateway, or decide the verdict."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ from .results import HarnessInfo, Usage
 MODEL_SOCKET_FILE: Final = "model.sock"
 
 
-# The model gateway's port on the loopback of the agent's own network namespace.
-MODEL_PORT: Final = 4141
+MODEL_PORT: Final = 4141  # the gateway's port on the sandbox's own loopback
 
 
 FORWARD_SCRIPT: Final = Path(__file__).resolve().with_name("port_forward.py")
@@ -45,8 +41,7 @@ MODEL_CALLS_FILE: Final = "model_calls.jsonl"
 
 @dataclass(frozen=True, slots=True)
 class ModelRoute:
-    """How the attempts' agents reach their model: through a gateway per attempt to
-    ``upstream``, the key (from the runner's environment) added on the way out."""
+    """A gateway per attempt forwards to ``upstream``, adding the runner's key on the way out."""
 
     upstream: str
     key_var: str | None
@@ -99,10 +94,7 @@ def model_route(options: RunOptions, env: dict[str, str]) -> ModelRoute | None:
 
 
 def gateway_usage(gateway: ModelGateway) -> Usage:
-    """The attempt's tokens as the gateway counted them off the wire: the sum over its
-    answered model calls (2xx); a count any of them lacks is unknown (None), never guessed.
-    Requests that are no model call (a models list, a token count, a refused one) have no
-    usage and count for nothing: they cannot make the attempt's tokens unknown."""
+    """The attempt's tokens summed over the gateway's answered model calls; None where unknown."""
     answered = [
         c.usage
         for c in gateway.calls
@@ -111,11 +103,14 @@ def gateway_usage(gateway: ModelGateway) -> Usage:
 
     def total(key: str) -> int | None:
         values = [getattr(u, key) for u in answered]
-        return None if any(v is None for v in values) else sum(values)  # (no call: 0)
+        return None if any(v is None for v in values) else sum(values)  # no call: 0
 
-    return Usage(input_tokens=total("input_tokens"), cached_input_tokens=total(
-        "cached_input_tokens"), output_tokens=total("output_tokens"),
-        reasoning_tokens=total("reasoning_tokens"))  # fmt: skip
+    return Usage(
+        input_tokens=total("input_tokens"),
+        cached_input_tokens=total("cached_input_tokens"),
+        output_tokens=total("output_tokens"),
+        reasoning_tokens=total("reasoning_tokens"),
+    )
 
 
 def read_capped(path: Path, cap: int = 16 * 2**20) -> bytes:
@@ -129,16 +124,18 @@ def read_capped(path: Path, cap: int = 16 * 2**20) -> bytes:
 def open_gateway(
     route: ModelRoute | None, client: object, ws: AttemptDir, *, forwarded: bool
 ) -> tuple[ModelGateway | None, socket.socket | None, str | None]:
-    """The attempt's model gateway, its listening socket and the URL the agent reaches it
-    at: ``forwarded`` (in the sandbox, without the host's network), a Unix socket beside the
-    attempt's MCP socket, which a forwarder inside the sandbox serves on ``MODEL_PORT``; else
-    a loopback TCP port. Nothing without a route."""
+    """The attempt's gateway, listener and URL (``forwarded``: via ``MODEL_PORT``), or Nones."""
     if route is None:
         return None, None, None
     io_path = ws.root / MODEL_IO_FILE if route.record_io else None
-    gateway = ModelGateway(upstream=route.upstream, client=client,  # type: ignore[arg-type]
-                           calls_path=ws.root / MODEL_CALLS_FILE,
-                           placeholder=KEY_PLACEHOLDER, key=route.key, io_path=io_path)  # fmt: skip
+    gateway = ModelGateway(
+        upstream=route.upstream,
+        client=client,  # type: ignore[arg-type]
+        calls_path=ws.root / MODEL_CALLS_FILE,
+        placeholder=KEY_PLACEHOLDER,
+        key=route.key,
+        io_path=io_path,
+    )
     if forwarded:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(ws.socket.parent / MODEL_SOCKET_FILE))
@@ -150,41 +147,59 @@ def open_gateway(
 
 
 def forwarder(ws: AttemptDir, python: str) -> list[str]:
-    """The command prefix that serves the gateway on the sandbox's loopback, then runs the
-    agent (port_forward.py)."""
-    return [python, "-I", "-S", str(FORWARD_SCRIPT), str(MODEL_PORT),
-            str(ws.socket.parent / MODEL_SOCKET_FILE), "--"]  # fmt: skip
+    """The command prefix serving the gateway on the sandbox's loopback, then running the agent."""
+    return [
+        python,
+        "-I",
+        "-S",
+        str(FORWARD_SCRIPT),
+        str(MODEL_PORT),
+        str(ws.socket.parent / MODEL_SOCKET_FILE),
+        "--",
+    ]
 
 
 def harness_attempt(ws: AttemptDir, home: Path, model_url: str, time_limit: float) -> PresetInputs:
     return PresetInputs(
-        prompt=ws.prompt.read_text(encoding="utf-8"), workspace=ws.workspace, home=home,
-        mcp_command=relay_command(ws.socket), mcp_env={ATTEMPT_TOKEN_VAR: ws.token},
-        model_url=model_url, time_limit=time_limit,
-    )  # fmt: skip
+        prompt=ws.prompt.read_text(encoding="utf-8"),
+        workspace=ws.workspace,
+        home=home,
+        mcp_command=relay_command(ws.socket),
+        mcp_env={ATTEMPT_TOKEN_VAR: ws.token},
+        model_url=model_url,
+        time_limit=time_limit,
+    )
 
 
 def launch_harness(
-    harness: HarnessSetup, route: ModelRoute | None, options: RunOptions, ws: AttemptDir,
-    home: Path, model_url: str,
-) -> Launch:  # fmt: skip
-    """The harness's command for this attempt; its configuration written into ``home`` and
-    recorded (``harness.json`` in the attempt's directory)."""
+    harness: HarnessSetup,
+    route: ModelRoute | None,
+    options: RunOptions,
+    ws: AttemptDir,
+    home: Path,
+    model_url: str,
+) -> Launch:
+    """The harness's command; its configuration written into ``home`` and to ``harness.json``."""
     home.mkdir(parents=True, exist_ok=True)
     started = plan_launch(
-        harness.name, harness.program, harness_attempt(ws, home, model_url, options.time_limit),
-        model=options.model or "", reasoning=options.reasoning,
+        harness.name,
+        harness.program,
+        harness_attempt(ws, home, model_url, options.time_limit),
+        model=options.model or "",
+        reasoning=options.reasoning,
         key_var=route.key_var if route else None,
-    ).write_files()  # fmt: skip
-    record = {"argv": started.argv, "env": started.env,
-              "files": {str(p): t for p, t in started.files.items()}}  # fmt: skip
+    ).write_files()
+    record = {
+        "argv": started.argv,
+        "env": started.env,
+        "files": {str(p): t for p, t in started.files.items()},
+    }
     (ws.root / "harness.json").write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
     return started
 
 
 def model_env(env: dict[str, str], route: ModelRoute | None, model_url: str | None) -> None:
-    """The agent's environment with a model: the keys stay with the runner (removed), the
-    gateway's URL and placeholder key given instead."""
+    """Replaces the model keys in ``env`` with the gateway's URL and placeholder key."""
     if route is None or model_url is None:
         return
     for var in {*(v for vs in KEY_VARS.values() for v in vs), route.key_var}:
@@ -197,20 +212,33 @@ def model_env(env: dict[str, str], route: ModelRoute | None, model_url: str | No
 def harness_record(
     harness: HarnessSetup | None, route: ModelRoute | None, options: RunOptions
 ) -> HarnessInfo | None:
-    """run.json's harness: what ran, and its command and configuration as templates (an
-    attempt's paths, prompt and token as ``{…}``; each attempt's own in its ``harness.json``)."""
+    """run.json's harness: what ran, with its command and configuration as ``{…}`` templates."""
     if harness is None:
         return None
     template = PresetInputs(
-        prompt="{prompt}", workspace=Path("{workspace}"), home=Path("{home}"),
-        mcp_command=relay_command(Path("{mcp_socket}")), mcp_env={ATTEMPT_TOKEN_VAR: "{token}"},
-        model_url="{model_url}", time_limit=options.time_limit,
-    )  # fmt: skip
-    shown = plan_launch(harness.name, harness.program, template, model=options.model or "",
-                        reasoning=options.reasoning,
-                        key_var=route.key_var if route else None)  # fmt: skip
+        prompt="{prompt}",
+        workspace=Path("{workspace}"),
+        home=Path("{home}"),
+        mcp_command=relay_command(Path("{mcp_socket}")),
+        mcp_env={ATTEMPT_TOKEN_VAR: "{token}"},
+        model_url="{model_url}",
+        time_limit=options.time_limit,
+    )
+    shown = plan_launch(
+        harness.name,
+        harness.program,
+        template,
+        model=options.model or "",
+        reasoning=options.reasoning,
+        key_var=route.key_var if route else None,
+    )
     return HarnessInfo(
-        name=harness.name, version=harness.version, program=str(harness.program),
-        model=options.model or "", reasoning=options.reasoning, command=shown.argv,
-        env=shown.env, files={str(p): t for p, t in shown.files.items()},
-    )  # fmt: skip
+        name=harness.name,
+        version=harness.version,
+        program=str(harness.program),
+        model=options.model or "",
+        reasoning=options.reasoning,
+        command=shown.argv,
+        env=shown.env,
+        files={str(p): t for p, t in shown.files.items()},
+    )

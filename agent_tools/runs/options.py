@@ -1,6 +1,4 @@
-"""`leanrig run`'s settings: `RunOptions`, the checks made before anything is written (the
-agent command, the suite), and what a `--resume` keeps from the run it continues. Pure but
-for reading the suite's files and the agent program's path. Must not: start anything."""
+"""`leanrig run`'s settings, the checks before anything is written, and what `--resume` keeps."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ from .results import Condition, RunInfo
 DEFAULT_TIME_LIMIT: Final = 1800.0
 
 
-# What the agent may reach over the network: nothing; only its model, through the run's
-# gateway (a loopback port inside its sandbox); everything.
+# What the agent may reach: nothing, only its model through the run's gateway, or everything.
 NetworkPolicy = Literal["none", "model", "all"]
 
 
@@ -47,38 +44,23 @@ class RunOptions:
     prices: Path | None = None
     resume: bool = False
     tasks: Sequence[str] | None = None  # a subset of the suite's tasks (default: all)
-    # None: "model" when the agent has a model endpoint (a harness, --model-endpoint), else
-    # "none".
-    agent_network: NetworkPolicy | None = None
+    agent_network: NetworkPolicy | None = None  # None: "model" with a model endpoint, else "none"
     harness: HarnessName | None = None  # a preset instead of `agent` (harness.py)
     harness_bin: Path | None = None
-    reasoning: str | None = None  # the harness's reasoning effort
-    # Where the gateway forwards model calls (default: the harness vendor's public API).
-    model_endpoint: str | None = None
+    reasoning: str | None = None
+    model_endpoint: str | None = None  # default: the harness vendor's public API
     model_key_env: str | None = None  # the runner's variable holding the model's key
     quiet: bool = False
     lean: str | None = None
-    # How the runner opens each attempt's service (default `agent_tools.servers.open_service`);
-    # tests put a failing one here.
-    service: ServiceFactory | None = None
+    service: ServiceFactory | None = None  # default: agent_tools.servers.open_service
     max_processes: int | None = None  # Lean processes per attempt's pool (default: by cores)
-    # The run settings the user gave explicitly (the CLI passes them; see `resumed`). None:
-    # every setting that differs from its default counts as given.
-    given: frozenset[str] | None = None
-    # A resumed run's recorded price schedule (the file it came from may be gone).
-    prices_schedule: PriceSchedule | None = None
-    # Attempts placed on a Ray cluster (cluster_run.py): its address ("auto", host:port).
-    ray: str | None = None
-    # The memory each attempt reserves there (MB); default: the suite's [limits].
-    attempt_memory_mb: int | None = None
-    # Copied into each attempt's fresh home (the agent's configuration); default: empty.
-    agent_home: Path | None = None
-    # Seconds per direction of a statement task's equivalence proof; default: the suite's
-    # [limits] equiv_seconds.
-    equiv_budget: float | None = None
-    # Each model call's request and answer kept in the attempt's model_io.jsonl (the gateway's
-    # `io_path`); None: on with the replay model (`--model replay`), else off.
-    record_model_io: bool | None = None
+    given: frozenset[str] | None = None  # set explicitly (`resumed`); None: those not default
+    prices_schedule: PriceSchedule | None = None  # a resumed run's (its file may be gone)
+    ray: str | None = None  # the Ray cluster's address ("auto", host:port)
+    attempt_memory_mb: int | None = None  # reserved per attempt there; default: suite's [limits]
+    agent_home: Path | None = None  # copied into each attempt's fresh home
+    equiv_budget: float | None = None  # seconds per equivalence direction; default: [limits]
+    record_model_io: bool | None = None  # model_io.jsonl; None: only with the replay model
 
 
 def records_model_io(options: RunOptions) -> bool:
@@ -88,11 +70,18 @@ def records_model_io(options: RunOptions) -> bool:
     return options.model == "replay"
 
 
-# The settings a run directory records and a resume must keep: RunOptions field → how run.json
-# records it. A resume that leaves one out takes the recorded value; one given differently is
-# refused. (`parallel`, `quiet`, `agent_network` and `lean` may change between sessions.)
-RESUME_SETTINGS: Final = ("agent", "condition", "label", "model", "agent_tool", "time_limit",
-                          "attempts", "prices", "tasks")  # fmt: skip
+# What a resume must keep: left out, the recorded value; given differently, refused.
+RESUME_SETTINGS: Final = (
+    "agent",
+    "condition",
+    "label",
+    "model",
+    "agent_tool",
+    "time_limit",
+    "attempts",
+    "prices",
+    "tasks",
+)
 
 
 def _recorded(info: RunInfo, name: str) -> object:
@@ -108,9 +97,7 @@ def _recorded(info: RunInfo, name: str) -> object:
 
 
 def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
-    """``options`` for resuming the run ``info`` describes: every setting not given takes the
-    recorded value; a given one that differs from the record is refused (RunError naming each
-    conflict), so run.json and every results line keep describing one run."""
+    """``options`` for resuming the run ``info`` describes; `RunError` names each conflict."""
     defaults = RunOptions(suite=options.suite, agent=options.agent)
     update: dict[str, Any] = {}
     conflicts = []
@@ -147,9 +134,7 @@ def resumed(options: RunOptions, info: RunInfo) -> RunOptions:
 
 
 def agent_words(agent: str) -> list[str]:
-    """The agent command's words, its program made absolute: the agent starts in its
-    workspace, so a path relative to where ``leanrig run`` was typed (``./agent.sh``) passed
-    this check and then failed every attempt."""
+    """The agent command's words, its program made absolute (the agent starts elsewhere)."""
     try:
         words = shlex.split(agent)
     except ValueError as exc:
@@ -176,8 +161,7 @@ def agent_words(agent: str) -> list[str]:
 
 
 def check_suite(suite: Suite) -> None:
-    """What the metrics need from every task: a field (per-field scores). Difficulties are
-    required by the suite loader (1..10)."""
+    """Refuses a suite with a task without a field (per-field scores need one)."""
     missing = sorted(t.id for t in suite.tasks.values() if not t.spec.field)
     if missing:
         raise SuiteError(

@@ -1,14 +1,6 @@
-"""The model's way in from inside an agent's sandbox: a loopback port forwarded to the run's
-model gateway on a Unix socket, then the agent itself.
+"""The model's way into the sandbox: a loopback port forwarded to the gateway's Unix socket.
 
-The sandbox has a network namespace of its own (no route out, its own loopback), so a harness
-told to reach its model at ``http://127.0.0.1:PORT`` reaches only this forwarder, which copies
-each connection's bytes to and from the gateway's socket (bound into the sandbox read-only,
-as the MCP relay's is). Run as ``python -I -S port_forward.py PORT SOCKET -- AGENT...``
-(standard library only: a ~20 ms start): it listens first, then starts the agent as its child
-and exits with the agent's status, so the agent's first model request never finds the port
-closed, and the forwarder is in the agent's process tree (killed with it at the limit).
-"""
+``python -I -S port_forward.py PORT SOCKET -- AGENT...`` listens, then runs the agent as child."""
 
 from __future__ import annotations
 
@@ -66,8 +58,7 @@ def main(argv: list[str]) -> int:
         return 2
     port, path, command = int(argv[0]), argv[1], argv[3:]
     listener = socket.create_server(("127.0.0.1", port))
-    # Inherited by each connection: a server-sent event relayed leaves at once (with Nagle on,
-    # the events after the first waited for the harness's delayed ACK, ~40 ms a call).
+    # Inherited by each connection: a relayed server-sent event must leave at once.
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     threading.Thread(target=_accept, args=(listener, path), daemon=True).start()
     try:
@@ -75,8 +66,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"leanrig: cannot start {command[0]}: {exc.strerror or exc}\n")
         return 127
-    # The runner ends an attempt by killing every process of it; a polite stop reaches the
-    # agent too.
+    # A polite stop reaches the agent too.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
     status = child.wait()

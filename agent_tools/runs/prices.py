@@ -1,18 +1,6 @@
-"""``--prices FILE``: a price schedule turning token counts into list-price-equivalent USD.
+"""``--prices FILE`` (TOML, docs/runs.md): token counts as list-price-equivalent USD.
 
-```toml
-fixed = 2026-05-01                 # the date the schedule was fixed (required)
-source = "https://…/pricing"       # optional
-[models."GPT-5.5"]                 # the model name exactly as the run records it
-input = 1.25                       # USD per million input tokens (uncached part)
-cached_input = 0.125               # USD per million cached input tokens (default: = input)
-output = 10.0                      # USD per million output tokens
-```
-
-Rules (``attempt_cost``): an observed ``cost_usd`` wins over tokens × prices; tokens of a model
-the schedule does not price are N/A (``None``), as are missing input or output counts; a missing
-cached count means no cached tokens. N/A is never 0.
-"""
+An observed ``cost_usd`` wins; an unpriced model or a missing count is N/A (``None``), never 0."""
 
 from __future__ import annotations
 
@@ -119,8 +107,7 @@ def attempt_cost(
 
 
 def fmt_usd(value: float | None) -> str:
-    """Dollars as people write them: at least cents, and for amounts under a dollar enough
-    decimals for three significant digits — never an exponent ($2.7e-05 read as 2.7)."""
+    """Dollars with at least cents, three significant digits under a dollar, never an exponent."""
     if value is None:
         return "N/A"
     if value == 0 or not math.isfinite(value):

@@ -1,6 +1,4 @@
-"""What a run says while it runs and when it ends: progress on the terminal (rich, on stderr:
-attempts done / running / accepted, elapsed time and ETA; off when stderr is not a terminal or
-with ``--quiet``), and the summary `leanrig run` prints as JSON (`RunSummary`)."""
+"""A run's rich progress on stderr, and the summary `leanrig run` prints as JSON (`RunSummary`)."""
 
 from __future__ import annotations
 
@@ -98,9 +96,7 @@ class RunSummary:
 
     @property
     def agent_never_ran(self) -> bool:
-        """Did every attempt's agent fail before calling any tool — exit with an error, or not
-        start at all (no exit code) — rather than run out of time (a command that cannot run in
-        the attempt's workspace: a relative path, a missing program)?"""
+        """Whether every attempt's agent failed before calling any tool, without timing out."""
         return bool(self.results) and all(
             r.tool_calls == 0 and not r.timed_out and r.exit_code != 0 for r in self.results
         )

@@ -1,15 +1,6 @@
-"""The MCP server command `leanrig run` puts in an attempt's MCP config: a stdio↔socket relay.
+"""An attempt's MCP server command: ``python -I -S relay.py SOCKET``, a stdio↔socket byte relay.
 
-The attempt's service runs in the runner (outside the agent's sandbox), listening on a Unix
-socket; MCP clients need a command to start, so the config's command is this relay: it
-connects to the socket and copies bytes both ways until either side ends. It imports only the
-standard library and is started as ``python -I -S relay.py SOCKET`` (no site, no package
-import): ~10-20 ms of interpreter start instead of the ~1-2 s a `leanrig` process takes.
-
-Bytes are copied as they come, no parsing: stdin → socket in a thread (half-closing the socket
-at EOF, so the server ends the session), socket → stdout in the main thread; the process exits
-when the socket ends. Exit status: 0 on a clean end, 1 when the socket cannot be reached.
-"""
+Standard library only. Exits 0 when the socket ends, 1 when it cannot be reached."""
 
 from __future__ import annotations
 
@@ -19,7 +10,7 @@ import sys
 import threading
 import time
 
-CONNECT_TIMEOUT = 30.0  # the runner binds the socket before the agent starts: normally at once
+CONNECT_TIMEOUT = 30.0  # seconds; the socket is normally bound before the agent starts
 CHUNK = 1 << 16
 
 

@@ -1,23 +1,6 @@
-"""The files of a benchmark run directory — the one definition every writer and reader uses.
+"""The files of a run directory, one definition for every writer and reader (docs/runs.md).
 
-``RUN_DIR/run.json`` (:class:`RunInfo`): what was run, how, where and when; written by the
-runner (``leanrig run``) or the human-baseline editor proxy when the run starts, rewritten
-with ``ended_at`` when it ends.
-
-``RUN_DIR/results.jsonl`` (:class:`AttemptResult`): one JSON line per attempt, appended as each
-attempt's verdict is in. An infrastructure retry replaces its attempt: the retry's line carries
-``infra_retry = true``, and readers keep the *last* line for each ``(task, attempt)`` (so a
-resumed run may rewrite an attempt too).
-
-``WORKSPACE/usage.json`` (:class:`Usage`): what an agent may report about its own model usage.
-
-Every file carries ``v`` (its schema version). Readers skip lines of other versions and count
-them, as the ledger reader does; they tolerate a truncated last line (a run killed mid-write).
-
-Token convention (OpenAI's and Codex CLI's): ``input_tokens`` counts *all* input tokens, cached
-ones included; ``cached_input_tokens`` is the cached part of them. (Anthropic reports cache reads
-separately: there, ``input_tokens`` = input + cache reads + cache writes.)
-"""
+In ``results.jsonl`` the last line per (task, attempt) wins; readers skip other ``v``."""
 
 from __future__ import annotations
 
@@ -43,9 +26,7 @@ RUN_SCHEMA: Final = 1
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 USAGE_FILE = "usage.json"
-# A human run directory's attempts in progress (`leanrig lsp`): one state file per task,
-# ``<task>.json``, which the next editor connection resumes (editor/human_attempt.py).
-ATTEMPT_STATE = "attempt-state"
+ATTEMPT_STATE = "attempt-state"  # a human run's attempts in progress: <task>.json each
 
 Condition = Literal["baseline", "lad", "human"]
 
@@ -61,9 +42,7 @@ MAX_COST_USD = 1e9
 class _TokensMixin(BaseModel):
     """Token counts: each ``None`` when unknown (never guessed as 0)."""
 
-    # Bounded: the agent writes usage.json, and 2^64 tokens crashed the runner writing the
-    # results line (the attempt erased, `--resume` gave another try; a red-team sweep), 1e400
-    # USD read as infinity.
+    # Bounded: the agent writes usage.json, and a huge count must not crash the runner.
     input_tokens: int | None = Field(
         default=None, ge=0, le=MAX_TOKENS, description="all input, cached included"
     )
@@ -98,9 +77,7 @@ USAGE_MAX_BYTES = 1 << 20
 
 
 def read_usage(path: Path) -> Usage:
-    """An agent's ``usage.json``; a missing, unreadable, oversized or invalid file, or one
-    that is no regular file (a link, a FIFO: opening one waited for a writer for ever), is
-    *unknown* usage (every field ``None``), never zero usage."""
+    """An agent's ``usage.json``; a bad or missing file is unknown usage (all ``None``), not 0."""
     data = read_agent_file(path, USAGE_MAX_BYTES + 1)
     if data is None or len(data) > USAGE_MAX_BYTES:
         return Usage()
@@ -111,8 +88,7 @@ def read_usage(path: Path) -> Usage:
 
 
 def read_agent_file(path: Path, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a regular file the agent could have replaced (None: gone,
-    or not a regular file: a link, a FIFO — opening a FIFO waited for a writer for ever)."""
+    """At most ``limit`` bytes of a file the agent could have replaced; None unless regular."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -174,9 +150,7 @@ class AttemptResult(_TokensMixin):
     notes: list[str] = Field(
         default_factory=list, description="what the agent did that was ignored (files edited)"
     )
-    # The model side (docs/runs.md): where the token counts come from — the run's gateway
-    # (off the wire), or the agent's usage.json — and, with a gateway, its calls and the time
-    # at least one was in flight.
+    # The model side (docs/runs.md): the token counts' source and the gateway's calls and time.
     usage_source: Literal["gateway", "agent"] | None = None
     model_calls: int | None = Field(default=None, ge=0, description="model calls, answered or not")
     other_calls: int | None = Field(
@@ -198,10 +172,7 @@ class AttemptResult(_TokensMixin):
 
 
 class HarnessInfo(BaseModel):
-    """A harness run's harness (`leanrig run --harness`): what ran, and the command and
-    configuration it was given, as templates (``{workspace}``, ``{home}``, ``{prompt}``, …:
-    each attempt's own are in its ``harness.json``). No secret is in any of them: harnesses
-    get the gateway's placeholder key."""
+    """A harness run's harness, its command and configuration as templates (no secrets)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
@@ -314,8 +285,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
 
 
 def append_result(run_dir: Path, result: AttemptResult) -> None:
-    """Append one line to ``results.jsonl`` with a single ``write`` on an ``O_APPEND`` file
-    (lines from parallel attempts never interleave), flushed to disk."""
+    """Append one line to ``results.jsonl`` in one ``O_APPEND`` write, so lines never interleave."""
     line = orjson.dumps(result.model_dump(mode="json")) + b"\n"
     fd = os.open(run_dir / RESULTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -352,7 +322,7 @@ def parse_results(data: bytes) -> ResultsRead:
         key = (result.task, result.attempt)
         if key in by_key:
             read.replaced += 1
-            del by_key[key]  # re-insert: the order is that of the last lines
+            del by_key[key]  # re-inserted: the order is that of the last lines
         by_key[key] = result
     read.results = list(by_key.values())
     return read

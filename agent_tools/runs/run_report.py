@@ -1,10 +1,4 @@
-"""Reports of benchmark runs: ``leanrig report RUN_DIR...`` and ``leanrig compare BASE LAD``,
-with each figure's 95 % bootstrap interval (metrics.CI_METHOD) and the outcome of every task.
-
-``write_report(path, out)`` takes a run directory (``run.json`` + ``results.jsonl``) or, as
-before, a ledger file. ``report_runs`` reports one run, or several with a leaderboard;
-``compare_runs`` reports baseline → LAD. Each writes Markdown, JSON and PNGs into ``out``.
-"""
+"""Reports of runs (``leanrig report``, ``leanrig compare``): Markdown, JSON and PNGs in ``out``."""
 
 from __future__ import annotations
 
@@ -46,8 +40,6 @@ from .results import (
     time_limit_text,
 )
 
-# -- formatting --------------------------------------------------------------------------------
-
 
 def fmt(value: float | None, digits: int = 1, prefix: str = "") -> str:
     return "N/A" if value is None else f"{prefix}{value:.{digits}f}"
@@ -59,8 +51,7 @@ def agent_tool_of(info: RunInfo) -> str:
 
 
 def cell(text: str) -> str:
-    """``text`` as one Markdown table cell: a ``|`` (in a label, a model name, an agent
-    command) would end the cell and shift the row, a line break would end the table."""
+    """``text`` as one Markdown table cell: ``|`` escaped, line breaks joined."""
     return " ".join(text.split("\n")).replace("|", "\\|")
 
 
@@ -129,15 +120,20 @@ def headline(m: RunMetrics) -> list[str]:
 def outcome_table(runs: Sequence[PlotRun]) -> list[str]:
     """The per-task outcome grid (``plots.outcome_grid``) as a Markdown table."""
     grid = outcome_grid(runs)
-    out = ["| task | field | d | " + " | ".join(cell(c) for c in grid.columns) + " |",
-           "|---|---|---:|" + "---|" * len(grid.columns)]  # fmt: skip
+    out = [
+        "| task | field | d | " + " | ".join(cell(c) for c in grid.columns) + " |",
+        "|---|---|---:|" + "---|" * len(grid.columns),
+    ]
     for row, statuses, counts in zip(grid.rows, grid.status, grid.counts, strict=True):
         cells = [
             "—" if st == "not in suite" else f"{st} ({k})" if k else st
             for st, k in zip(statuses, counts, strict=True)
         ]
-        out.append(f"| {cell(row.task)} | {cell(row.field or '—')} | {row.difficulty} | "
-                   + " | ".join(cells) + " |")  # fmt: skip
+        out.append(
+            f"| {cell(row.task)} | {cell(row.field or '—')} | {row.difficulty} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return out
 
 
@@ -154,49 +150,69 @@ def render_run_markdown(run: LoadedRun) -> str:
     out += [f"> note: {n}" for n in run.notes] + ([""] if run.notes else [])
     suite = " ".join(x for x in (info.suite_name, info.suite_version) if x)
     limit = time_limit_text(info.time_limit_s)
-    machine = f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB" if (
-        info.machine) else "—"  # fmt: skip
-    out += ["| run | |", "|---|---|",
-            f"| suite | {cell(suite)} (`{info.suite_hash[:12] or '—'}`), {info.task_count} "
-            "tasks |",
-            f"| model · agent tool · condition | {cell(info.model or '—')} · "
-            f"{cell(agent_tool_of(info))} · {cell(info.condition)} |",
-            f"| time limit · attempts · parallel | {limit} · {info.attempts} · {info.parallel} |",
-            f"| retry policy | {info.retry_policy} |",
-            f"| leanrig · Lean · sandbox | {info.leanrig_version or '—'} · "
-            f"{info.lean_version or '—'} · {info.sandbox or '—'} |",
-            f"| machine | {machine} |",
-            f"| started · ended | {info.started_at.isoformat()} · "
-            f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
-            f"| agent command | `{cell(info.agent_command)}` |", ""]  # fmt: skip
+    machine = (
+        f"{info.machine.cores} cores, {info.machine.memory_bytes / 2**30:.1f} GiB"
+        if (info.machine)
+        else "—"
+    )
+    out += [
+        "| run | |",
+        "|---|---|",
+        f"| suite | {cell(suite)} (`{info.suite_hash[:12] or '—'}`), {info.task_count} tasks |",
+        f"| model · agent tool · condition | {cell(info.model or '—')} · "
+        f"{cell(agent_tool_of(info))} · {cell(info.condition)} |",
+        f"| time limit · attempts · parallel | {limit} · {info.attempts} · {info.parallel} |",
+        f"| retry policy | {info.retry_policy} |",
+        f"| leanrig · Lean · sandbox | {info.leanrig_version or '—'} · "
+        f"{info.lean_version or '—'} · {info.sandbox or '—'} |",
+        f"| machine | {machine} |",
+        f"| started · ended | {info.started_at.isoformat()} · "
+        f"{info.ended_at.isoformat() if info.ended_at else '—'} |",
+        f"| agent command | `{cell(info.agent_command)}` |",
+        "",
+    ]
     out += ["## Metrics", "", *headline(m), ""]
     if run.by_kind:
         out += by_kind_section(run.by_kind)
-    out += ["## Fields", "", f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
-            "|---|---:|---:|---:|"]  # fmt: skip
-    out += [f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} | "
-            f"{ci_text(m.field_cis.get(f))} |" for f, s in m.fields.items()]  # fmt: skip
+    out += [
+        "## Fields",
+        "",
+        f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
+        "|---|---:|---:|---:|",
+    ]
+    out += [
+        f"| {cell(f or '—')} | {s:.1f} | {m.field_denominators[f]} | "
+        f"{ci_text(m.field_cis.get(f))} |"
+        for f, s in m.fields.items()
+    ]
     out += ["", "## Attempts", ""]
-    pak = (", ".join(f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}"
-                     for k, v in m.pass_at_k.items()) or "—")  # fmt: skip
-    out += [f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
-            f"- first-attempt acceptance {fmt(m.first_attempt_acceptance)}%; "
-            f"coverage {m.coverage:.1f}% (tasks verified in at least one of "
-            f"{info.attempts} attempt(s))",
-            f"- timed out {m.timed_out}, of which verified {m.accepted_after_timeout}; "
-            f"infrastructure retries {m.infra_retries}",
-            f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task"]  # fmt: skip
+    pak = (
+        ", ".join(f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}" for k, v in m.pass_at_k.items())
+        or "—"
+    )
+    out += [
+        f"- {m.attempts} attempt(s), {m.accepted_attempts} verified; {pak}",
+        f"- first-attempt acceptance {fmt(m.first_attempt_acceptance)}%; "
+        f"coverage {m.coverage:.1f}% (tasks verified in at least one of "
+        f"{info.attempts} attempt(s))",
+        f"- timed out {m.timed_out}, of which verified {m.accepted_after_timeout}; "
+        f"infrastructure retries {m.infra_retries}",
+        f"- mean invocation {fmt(m.mean_invocation_s, 1)} s per task",
+    ]
     if m.mean_model_s is not None:
-        out.append(f"- of which model {fmt(m.mean_model_s, 2)} s (the run's gateway), Lean "
-                   f"{fmt(m.mean_lean_s, 2)} s (the ledger), the rest "
-                   f"{fmt(m.mean_other_s, 2)} s (means per task)")  # fmt: skip
+        out.append(
+            f"- of which model {fmt(m.mean_model_s, 2)} s (the run's gateway), Lean "
+            f"{fmt(m.mean_lean_s, 2)} s (the ledger), the rest "
+            f"{fmt(m.mean_other_s, 2)} s (means per task)"
+        )
     if info.harness is not None:
         h = info.harness
-        out.append(f"- harness {cell(h.name)} {cell(h.version)}, model {cell(h.model)}"
-                   + (f", reasoning {cell(h.reasoning)}" if h.reasoning else "")
-                   + f"; agent network: {info.agent_network or '—'}"
-                   + (f"; model endpoint `{cell(info.model_endpoint)}`"
-                      if info.model_endpoint else ""))  # fmt: skip
+        out.append(
+            f"- harness {cell(h.name)} {cell(h.version)}, model {cell(h.model)}"
+            + (f", reasoning {cell(h.reasoning)}" if h.reasoning else "")
+            + f"; agent network: {info.agent_network or '—'}"
+            + (f"; model endpoint `{cell(info.model_endpoint)}`" if info.model_endpoint else "")
+        )
     out += ["", "## Cost and tokens", ""]
     sched = f" (prices fixed {info.prices.fixed})" if info.prices else ""
     srcs = ", ".join(f"{k} {v}" for k, v in sorted(m.cost_sources.items())) or "none"
@@ -212,8 +228,11 @@ def render_run_markdown(run: LoadedRun) -> str:
         )
     out += ["", "## Per task", ""]
     if m.attempts > m.tasks - len(m.missing_tasks):  # several attempts: say which are means
-        out += ["Seconds and USD are means per attempt (as in the per-point metrics); tokens "
-                "are summed over a task's attempts (as in the totals above).", ""]  # fmt: skip
+        out += [
+            "Seconds and USD are means per attempt (as in the per-point metrics); tokens "
+            "are summed over a task's attempts (as in the totals above).",
+            "",
+        ]
     out.append(
         "| task | field | d | attempts | verified | invocation s / attempt | model s | Lean s | "
         "rest s | USD / attempt | input tokens | cached | output |"
@@ -226,18 +245,28 @@ def render_run_markdown(run: LoadedRun) -> str:
             f"{fmt(o.lean_s, 2)} | {fmt(o.other_s, 2)} | {fmt_usd(o.cost_usd)} | "
             f"{_n(o.input_tokens)} | {_n(o.cached_input_tokens)} | {_n(o.output_tokens)} |"
         )
-    out += ["", "## Outcome per task", "", f"Each attempt: {OUTCOME_NOTE}.", "",
-            *outcome_table([run.plot_run()])]  # fmt: skip
+    out += [
+        "",
+        "## Outcome per task",
+        "",
+        f"Each attempt: {OUTCOME_NOTE}.",
+        "",
+        *outcome_table([run.plot_run()]),
+    ]
     mismatched = [(o.task, x) for o in m.per_task for x in o.usage_mismatches]
     if mismatched:
-        out += ["", "## Usage: the harness's count differs from the gateway's", "",
-                "Tokens and USD above are the gateway's (off the wire, priced with --prices); "
-                "the harness's own report differs here:", ""]  # fmt: skip
+        out += [
+            "",
+            "## Usage: the harness's count differs from the gateway's",
+            "",
+            "Tokens and USD above are the gateway's (off the wire, priced with --prices); "
+            "the harness's own report differs here:",
+            "",
+        ]
         out += [f"- {cell(t)}, {cell(x)}" for t, x in mismatched]
     return "\n".join(out) + "\n"
 
 
-# What verifies a task of each kind (a report's section per kind says it).
 KIND_TITLES = {
     "proof": "Proofs (theorem proving): verified = the proof is accepted",
     "statement": "Statements (autoformalization): verified = the statement is shown equivalent "
@@ -248,21 +277,37 @@ KIND_TITLES = {
 
 
 def by_kind_section(by_kind: Mapping[TaskKind, RunMetrics]) -> list[str]:
-    """The metrics of each task kind apart: a run mixing kinds ranks none by the others."""
-    out = ["## By task kind", "",
-           "Each kind's tasks scored on their own (for a statement task, the score and "
-           "completion are its equivalence rate: difficulty-weighted, and over tasks; pass@k: "
-           "some candidate among k shown equivalent).", ""]  # fmt: skip
+    """The metrics of each task kind apart, so a run mixing kinds ranks none by the others."""
+    out = [
+        "## By task kind",
+        "",
+        "Each kind's tasks scored on their own (for a statement task, the score and "
+        "completion are its equivalence rate: difficulty-weighted, and over tasks; pass@k: "
+        "some candidate among k shown equivalent).",
+        "",
+    ]
     for kind, m in by_kind.items():
         out += [f"### {KIND_TITLES.get(kind, kind)}", "", *headline(m), ""]
-        pak = (", ".join(f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}"
-                         for k, v in m.pass_at_k.items()) or "—")  # fmt: skip
-        out += [f"- {m.tasks} task(s), {m.attempts} attempt(s), {m.accepted_attempts} verified "
-                f"(equivalence rate over attempts {_rate(m)}); {pak}", ""]  # fmt: skip
-        out += [f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
-                "|---|---:|---:|---:|"]  # fmt: skip
-        out += [f"| {cell(f or '—')} | {v:.1f} | {m.field_denominators[f]} | "
-                f"{ci_text(m.field_cis.get(f))} |" for f, v in m.fields.items()]  # fmt: skip
+        pak = (
+            ", ".join(
+                f"pass@{k} {with_ci(v, m.pass_at_k_ci.get(k))}" for k, v in m.pass_at_k.items()
+            )
+            or "—"
+        )
+        out += [
+            f"- {m.tasks} task(s), {m.attempts} attempt(s), {m.accepted_attempts} verified "
+            f"(equivalence rate over attempts {_rate(m)}); {pak}",
+            "",
+        ]
+        out += [
+            f"| field | score | denominator (Σ difficulty) | {CI_LABEL} |",
+            "|---|---:|---:|---:|",
+        ]
+        out += [
+            f"| {cell(f or '—')} | {v:.1f} | {m.field_denominators[f]} | "
+            f"{ci_text(m.field_cis.get(f))} |"
+            for f, v in m.fields.items()
+        ]
         out.append("")
     return out
 
@@ -287,9 +332,6 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
 
 
-# -- entry points ------------------------------------------------------------------------------
-
-
 def write_run_report(
     run_dir: Path, out: Path, *, plots: bool = True, prices: PriceSchedule | None = None
 ) -> dict[str, Any]:
@@ -306,8 +348,7 @@ def write_run_report(
 def write_report(
     path: Path, out: Path, *, plots: bool = True, prices: PriceSchedule | None = None
 ) -> dict[str, Any]:
-    """A run directory's report, or a ledger file's (``report.md``, ``report.json``, PNGs).
-    The summary has ``notes`` and, with plots, ``plots`` (paths) in both cases."""
+    """A run directory's or a ledger file's report; the summary has ``notes`` and ``plots``."""
     if path.is_dir():
         return write_run_report(path, out, plots=plots, prices=prices)
     if not path.exists():
@@ -320,10 +361,7 @@ def write_report(
 
 
 def suite_mismatch(runs: Sequence[LoadedRun]) -> str | None:
-    """The note for runs over different tasks — run.json's inventories (id, field,
-    difficulty) differ: another suite, or a `--tasks` subset of one — whose scores a
-    leaderboard must not rank as if comparable (None: the same tasks; runs without an
-    inventory are compared by suite name and version)."""
+    """The warning for runs over different tasks, whose scores are not comparable; None if same."""
 
     def tasks_of(r: LoadedRun) -> object:
         i = r.info
@@ -347,28 +385,43 @@ def render_leaderboard(runs: Sequence[LoadedRun], links: Mapping[Path, str] | No
     """The leaderboard page; ``links``: each run's own report, relative to the page."""
     links = links or {}
     mismatch = suite_mismatch(runs)
-    out = ["# leanrig leaderboard", "", *([f"> **warning:** {mismatch}", ""] if mismatch else []),
-           f"| # | run | model | agent tool | condition | score | score {CI_LABEL} | "
-           "completion | s / point | USD / point | tasks | tasks accepted |",
-           "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out = [
+        "# leanrig leaderboard",
+        "",
+        *([f"> **warning:** {mismatch}", ""] if mismatch else []),
+        f"| # | run | model | agent tool | condition | score | score {CI_LABEL} | "
+        "completion | s / point | USD / point | tasks | tasks accepted |",
+        "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     ordered = sorted(runs, key=lambda r: -r.metrics.score)
     for i, r in enumerate(ordered, 1):
         m = r.metrics
         name = f"[{cell(r.name)}]({links[r.path]})" if r.path in links else cell(r.name)
-        out.append(f"| {i} | {name} | {cell(r.info.model or '—')} | "
-                   f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
-                   f"{m.score:.1f} | {ci_text(m.score_ci)} | {m.completion:.1f}% | "
-                   f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
-                   f"{m.tasks} | "
-                   f"{m.accepted} |")  # fmt: skip
+        out.append(
+            f"| {i} | {name} | {cell(r.info.model or '—')} | "
+            f"{cell(agent_tool_of(r.info))} | {cell(r.info.condition)} | "
+            f"{m.score:.1f} | {ci_text(m.score_ci)} | {m.completion:.1f}% | "
+            f"{per_point_text(m.seconds_per_point)} | {fmt_usd(m.usd_per_point)} | "
+            f"{m.tasks} | "
+            f"{m.accepted} |"
+        )
     fields = list(dict.fromkeys(f for r in runs for f in r.metrics.fields))
     if fields:
         # One denominator per field in the header when the runs share it, else each run's.
         shared = {f: {r.metrics.field_denominators.get(f) for r in runs} for f in fields}
-        out += ["", "## Field scores", "", "| run | " + " | ".join(
-            f"{cell(f or '—')}" + (f" (/{next(iter(shared[f]))})" if len(shared[f]) == 1 else "")
-            for f in fields
-        ) + " |", "|---|" + "---:|" * len(fields)]  # fmt: skip
+        out += [
+            "",
+            "## Field scores",
+            "",
+            "| run | "
+            + " | ".join(
+                f"{cell(f or '—')}"
+                + (f" (/{next(iter(shared[f]))})" if len(shared[f]) == 1 else "")
+                for f in fields
+            )
+            + " |",
+            "|---|" + "---:|" * len(fields),
+        ]
         for r in ordered:
             scores = [
                 fmt(r.metrics.fields.get(f))
@@ -378,10 +431,15 @@ def render_leaderboard(runs: Sequence[LoadedRun], links: Mapping[Path, str] | No
             ]
             out.append(f"| {cell(r.name)} | " + " | ".join(scores) + " |")
         out += ["", f"(/Σd): the field's points available; [a–b]: the {CI_LABEL} ({CI_METHOD})."]
-    out += ["", "## Outcome per task", "",
-            f"Each run's attempts at a task: {OUTCOME_NOTE}; with several attempts, partly "
-            "verified where some were, else the gravest failure, and (k/K) attempts verified.",
-            "", *outcome_table([r.plot_run() for r in ordered])]  # fmt: skip
+    out += [
+        "",
+        "## Outcome per task",
+        "",
+        f"Each run's attempts at a task: {OUTCOME_NOTE}; with several attempts, partly "
+        "verified where some were, else the gravest failure, and (k/K) attempts verified.",
+        "",
+        *outcome_table([r.plot_run() for r in ordered]),
+    ]
     notes = [f"> note ({r.name}): {n}" for r in runs for n in r.notes]
     out += ["", *notes] if notes else []
     return "\n".join(out) + "\n"
@@ -394,9 +452,7 @@ def report_runs(
     plots: bool = True,
     prices: PriceSchedule | None = None,
 ) -> dict[str, Any]:
-    """`leanrig report PATH...`: one run directory or ledger → its report in ``out``; several
-    run directories → each one's report in ``out/<name>/`` plus a leaderboard in ``out``
-    (``report.md``, ``report.json`` with ``runs``, ``leaderboard.png`` and the joint plots)."""
+    """`leanrig report PATH...`: one report, or one per ``out/<name>/`` and a leaderboard."""
     if not paths:
         raise ReportError("no run directory or ledger given")
     if len(paths) == 1:
@@ -429,14 +485,17 @@ def report_runs(
     summary: dict[str, Any] = {
         "kind": "leaderboard",
         "runs": sorted(per_run, key=lambda s: -float(s["score"])),
-        "notes": [*([mismatch] if mismatch else []), *(f"{r.name}: {n}" for r in runs
-                                                        for n in r.notes)],
-    }  # fmt: skip
+        "notes": [
+            *([mismatch] if mismatch else []),
+            *(f"{r.name}: {n}" for r in runs for n in r.notes),
+        ],
+    }
     (out / "report.md").write_text(render_leaderboard(runs, links))
     _write_json(out / "report.json", summary)
     if plots:
-        summary["plots"] = [str(p) for p in run_plots([r.plot_run() for r in runs], out,
-                                                      board=True)]  # fmt: skip
+        summary["plots"] = [
+            str(p) for p in run_plots([r.plot_run() for r in runs], out, board=True)
+        ]
     return summary
 
 
@@ -447,21 +506,33 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
     rows = [
         ("score", fmt(c.score.base), fmt(c.score.new), c.score),
         ("completion %", fmt(c.completion.base), fmt(c.completion.new), c.completion),
-        ("USD / point", fmt_usd(c.usd_per_point.base), fmt_usd(c.usd_per_point.new),
-         c.usd_per_point),
-        ("s / point", per_point_text(c.seconds_per_point.base),
-         per_point_text(c.seconds_per_point.new),
-         c.seconds_per_point),
-    ]  # fmt: skip
+        (
+            "USD / point",
+            fmt_usd(c.usd_per_point.base),
+            fmt_usd(c.usd_per_point.new),
+            c.usd_per_point,
+        ),
+        (
+            "s / point",
+            per_point_text(c.seconds_per_point.base),
+            per_point_text(c.seconds_per_point.new),
+            c.seconds_per_point,
+        ),
+    ]
     cis = {"score": c.score_delta_ci, "completion %": c.completion_delta_ci}
-    out += [f"| metric | baseline | LAD | Δ (L − B) | change (L − B) / B | Δ {CI_LABEL} |",
-            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out += [
+        f"| metric | baseline | LAD | Δ (L − B) | change (L − B) / B | Δ {CI_LABEL} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for a, b, n, ch in rows:
         delta = "N/A" if ch.base is None or ch.new is None else f"{ch.new - ch.base:+.3g}"
         interval = delta_ci_text(cis[a]) if a in cis else "—"
         out.append(f"| {a} | {b} | {n} | {delta} | {fmt_change(ch.change_percent)} | {interval} |")
-    out += ["", f"| field | denominator | baseline | LAD | Δ points | Δ {CI_LABEL} |",
-            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out += [
+        "",
+        f"| field | denominator | baseline | LAD | Δ points | Δ {CI_LABEL} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     dens = {**lad.metrics.field_denominators, **base.metrics.field_denominators}
     for f, d in c.fields.items():
         diff = "N/A" if d.diff_points is None else f"{d.diff_points:+.1f}"
@@ -469,32 +540,46 @@ def render_comparison(base: LoadedRun, lad: LoadedRun, c: Comparison) -> str:
             f"| {cell(f or '—')} | {dens.get(f, '?')} | {fmt(d.base)} | {fmt(d.new)} | {diff} | "
             f"{delta_ci_text(c.field_delta_cis.get(f))} |"
         )
-    out += ["", f"Δ intervals: paired — the {c.shared_tasks} task(s) both runs have resampled "
-            f"together, each side scored on the same resample ({CI_METHOD}); N/A with fewer "
-            "than two tasks. An interval that excludes 0 is a change the task sample "
-            "supports."]  # fmt: skip
+    out += [
+        "",
+        f"Δ intervals: paired — the {c.shared_tasks} task(s) both runs have resampled "
+        f"together, each side scored on the same resample ({CI_METHOD}); N/A with fewer "
+        "than two tasks. An interval that excludes 0 is a change the task sample "
+        "supports.",
+    ]
     out += by_kind_comparison(base, lad)
     only = only_one_side(base.plot_run(), lad.plot_run())
     out += ["", "## Tasks verified by one condition only", ""]
-    out += [f"- LAD only ({len(only['lad'])}): {', '.join(only['lad']) or '—'}",
-            f"- baseline only ({len(only['baseline'])}): "
-            f"{', '.join(only['baseline']) or '—'}"]  # fmt: skip
-    out += ["", "## Outcome per task", "", f"Each run's attempts at a task: {OUTCOME_NOTE}.", "",
-            *outcome_table([base.plot_run(), lad.plot_run()])]  # fmt: skip
+    out += [
+        f"- LAD only ({len(only['lad'])}): {', '.join(only['lad']) or '—'}",
+        f"- baseline only ({len(only['baseline'])}): {', '.join(only['baseline']) or '—'}",
+    ]
+    out += [
+        "",
+        "## Outcome per task",
+        "",
+        f"Each run's attempts at a task: {OUTCOME_NOTE}.",
+        "",
+        *outcome_table([base.plot_run(), lad.plot_run()]),
+    ]
     notes = [f"baseline: {n}" for n in base.notes] + [f"LAD: {n}" for n in lad.notes]
     out += [""] + [f"> note: {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
 
 
 def by_kind_comparison(base: LoadedRun, lad: LoadedRun) -> list[str]:
-    """Each task kind's score and completion on both sides (runs with a kind other than
-    ``proof``): a change in proving is not read as one in stating, or the reverse."""
+    """Each task kind's score and completion on both sides, compared kind by kind."""
     kinds = [k for k in base.by_kind if k in lad.by_kind]
     if not kinds:
         return []
-    out = ["", "## By task kind", "",
-           "| kind | baseline score | LAD score | Δ points | Δ " + CI_LABEL + " | baseline "
-           "completion | LAD completion |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out = [
+        "",
+        "## By task kind",
+        "",
+        "| kind | baseline score | LAD score | Δ points | Δ " + CI_LABEL + " | baseline "
+        "completion | LAD completion |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for kind in kinds:
         c = compare(base.by_kind[kind], lad.by_kind[kind])
         delta = (
@@ -549,11 +634,7 @@ def compare_runs(
     plots: bool = True,
     prices: PriceSchedule | None = None,
 ) -> dict[str, Any]:
-    """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` (``comparison``,
-    ``base``, ``lad``), ``comparison.png`` (per field and headline, baseline beside LAD
-    with the Δ points and their paired intervals; the tasks only one side verified),
-    ``task_outcomes.png`` (tasks × the two runs) and, with several attempts per task,
-    ``pass_at_k.png``."""
+    """`leanrig compare BASE_DIR LAD_DIR`: ``compare.md``, ``compare.json`` and PNGs in ``out``."""
     b, n = distinguishable([load_run(base, prices=prices), load_run(lad, prices=prices)])
     c = compare(b.metrics, n.metrics)
     c.notes.extend(mismatches(b.info, n.info))
@@ -572,8 +653,10 @@ def compare_runs(
     _write_json(out / "compare.json", summary)
     if plots:
         pair = (PlotRun(b.name, "baseline", b.metrics), PlotRun(n.name, "lad", n.metrics))
-        paths = [comparison(*pair, out / "comparison.png", delta=c),
-                 task_outcomes(pair, out / "task_outcomes.png")]  # fmt: skip
+        paths = [
+            comparison(*pair, out / "comparison.png", delta=c),
+            task_outcomes(pair, out / "task_outcomes.png"),
+        ]
         if any(len(r.metrics.pass_at_k) > 1 for r in pair):
             paths.append(pass_at_k_curve(pair, out / "pass_at_k.png"))
         summary["plots"] = [str(p) for p in paths]

@@ -1,16 +1,4 @@
-"""`leanrig run`: drive any agent over a suite under the published run protocol.
-
-Per attempt (task × 1..K): a fresh workspace (attempt_dir.py), the attempt's task-bound service
-owned by the runner and served on a Unix socket (attempt_server.py; the agent's MCP config
-starts a relay to it), a fresh agent process in its sandbox with a wall-clock limit whose whole
-tree is killed at the limit (invocation.py), then the final submission — the last body the
-runner's service recorded, or the task's initial file when no session was ever opened — gets
-the independent verdict (a fresh Lean process per check, outside the invocation's time). One
-``results.jsonl`` line per attempt; an infrastructure failure (Lean or the runner's service
-died, not the agent) is retried once with a fresh invocation, and the retry's line says so.
-Tasks run serially unless ``parallel`` > 1 (a capacity limiter over one task group). ``resume``
-skips the attempts already in ``results.jsonl``. See docs/runs.md.
-"""
+"""`leanrig run`: drive any agent over a suite under the published run protocol (docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -112,17 +100,14 @@ class AttemptOutcome:
     placement_s: float | None = None  # on a cluster: until a node had taken the attempt
 
 
-# One invocation of an attempt: (task, k, retry) → its outcome; here or on a cluster node.
-InvokeAttempt = Callable[[Task, int, bool], Awaitable[AttemptOutcome]]
-# A whole attempt (its infrastructure retry included), as the run's attempts call it.
-RunAttempt = Callable[[Task, int, RunProgress], Awaitable[AttemptOutcome]]
+InvokeAttempt = Callable[[Task, int, bool], Awaitable[AttemptOutcome]]  # (task, k, retry)
+RunAttempt = Callable[[Task, int, RunProgress], Awaitable[AttemptOutcome]]  # retry included
 
 
 async def with_infra_retry(
     once: InvokeAttempt, task: Task, k: int, progress: RunProgress
 ) -> AttemptOutcome:
-    """``once``, and on an infrastructure failure once more from a fresh invocation (the
-    published protocol): the retry's line replaces the attempt, says it is one and why."""
+    """``once``, and once more on an infrastructure failure; the retry's line says so and why."""
     outcome = await once(task, k, False)
     if not outcome.infra:
         return outcome
@@ -151,11 +136,8 @@ class Runner:
         route: ModelRoute | None = None,
         hide: Sequence[Path] = (),
     ) -> None:
-        """``hide``: more paths the agent must not reach (on a cluster node: the starting
-        machine's run directory, when the node is that machine)."""
-        # Resolved once, before any agent runs: a link on the way (`~/.cache` pointing at
-        # another disk) is in a directory the agent may write, and repointed it would hand the
-        # verdicts another Lean or library.
+        """``hide``: more paths the agent must not reach."""
+        # Resolved before any agent runs: a link it repoints must not change the verdict's Lean.
         install = dataclasses.replace(
             install,
             lean=install.lean.resolve(),
@@ -163,8 +145,9 @@ class Runner:
         )
         library = library.resolve() if library is not None else None
         run_dir = run_dir.resolve()
-        cache_root().mkdir(parents=True, exist_ok=True)  # (read-only to agents only if it is there)
-        index_dir().mkdir(parents=True, exist_ok=True)  # (hidden from baseline agents: there)
+        # Made now: only an existing path is mounted read-only or hidden.
+        cache_root().mkdir(parents=True, exist_ok=True)
+        index_dir().mkdir(parents=True, exist_ok=True)
         self.options = options
         self.suite = suite
         self.run_dir = run_dir
@@ -175,31 +158,43 @@ class Runner:
         self.sandbox = "bwrap" if uses_namespaces(policy) else "rlimits"
         self.verifier = Verifier(suite, install, library=library, sandbox=policy, work_root=scratch)
         self.statements = StatementGrader(
-            suite, self.verifier,
-            EquivalenceGrader(suite, install, library=library, sandbox=policy, work_root=scratch,
-                              allowed_axioms=suite.spec.axioms),
-        )  # fmt: skip
+            suite,
+            self.verifier,
+            EquivalenceGrader(
+                suite,
+                install,
+                library=library,
+                sandbox=policy,
+                work_root=scratch,
+                allowed_axioms=suite.spec.axioms,
+            ),
+        )
         self.install = install
-        # What the agent's sandbox keeps read-only, resolved once, before any agent runs (a
-        # link in the agent's home repointed later must not move what is protected).
-        self.trusted = trusted_paths(install.lean, extra=[*self.verifier.programs,
-                                                          *sandbox_programs()])  # fmt: skip
+        self.trusted = trusted_paths(
+            install.lean, extra=[*self.verifier.programs, *sandbox_programs()]
+        )
         self.isolated = False  # the agent runs in its sandbox (agent_sandbox works here)
         self.ledger_path = run_dir / "ledger.jsonl"
         self.suite_hash = suite.content_hash()
-        # The attempts' sockets: a short runner-owned directory (a socket path has at most
-        # 107 bytes, a run directory's can be longer); removed at the end of the run.
-        # Every run's socket directory lies in one per-user parent, which each agent's sandbox
-        # hides whole: an agent cannot reach another run's (or a later run's) sockets.
+        # A short per-user parent (socket paths: 107 bytes at most) every sandbox hides whole.
         self.socket_parent = socket_parent()
         self.network = network_policy(options)
-        self.hidden = hidden_paths(suite, lad=options.condition == "lad", trusted=self.trusted,
-                                   run_dir=run_dir, socket_parent=self.socket_parent)  # fmt: skip
+        self.hidden = hidden_paths(
+            suite,
+            lad=options.condition == "lad",
+            trusted=self.trusted,
+            run_dir=run_dir,
+            socket_parent=self.socket_parent,
+        )
         self.hidden += [p for p in hide if p.exists() and p not in self.hidden]
         self.agent_sandbox = RunSandbox(
-            trusted=self.trusted, suite=suite.root.resolve(), run_dir=run_dir,
-            socket_parent=self.socket_parent, hidden=self.hidden, network=self.network == "all",
-        )  # fmt: skip
+            trusted=self.trusted,
+            suite=suite.root.resolve(),
+            run_dir=run_dir,
+            socket_parent=self.socket_parent,
+            hidden=self.hidden,
+            network=self.network == "all",
+        )
         sweep_socket_dirs(self.socket_parent)
         prefix = f"run-{os.getpid()}-"
         self.socket_root = Path(tempfile.mkdtemp(prefix=prefix, dir=self.socket_parent))
@@ -213,8 +208,6 @@ class Runner:
             self.programs[harness.name] = str(harness.program)
         self.cluster: ClusterInfo | None = None  # attempts placed on a Ray cluster (--ray)
 
-    # -- one attempt --------------------------------------------------------------------------
-
     async def attempt(self, task: Task, k: int, progress: RunProgress) -> AttemptOutcome:
         return await with_infra_retry(self.attempt_once, task, k, progress)
 
@@ -223,8 +216,7 @@ class Runner:
         return self.socket_root / str(self._sockets) / SOCKET_FILE
 
     async def attempt_once(self, task: Task, k: int, retry: bool) -> AttemptOutcome:
-        """One fresh invocation of attempt ``k`` at ``task`` and its verdict, on this
-        machine; its files in ``RUN_DIR/attempts/<task>/<k>[-retry]``."""
+        """One invocation of attempt ``k`` here, and its verdict; in ``attempts/<task>/<k>``."""
         t0 = time.perf_counter()
         started_at = datetime.now(UTC)
         o = self.options
@@ -232,19 +224,30 @@ class Runner:
         socket = self._socket()
 
         def make() -> AttemptDir:
-            return create_attempt_dir(self.run_dir, self.suite, task, k, token=uuid.uuid4().hex,
-                                    socket=socket, retry=retry,
-                                    library=self.options.condition == "lad",
-                                    home_from=self.options.agent_home)  # fmt: skip
+            return create_attempt_dir(
+                self.run_dir,
+                self.suite,
+                task,
+                k,
+                token=uuid.uuid4().hex,
+                socket=socket,
+                retry=retry,
+                library=self.options.condition == "lad",
+                home_from=self.options.agent_home,
+            )
 
         ws = await anyio.to_thread.run_sync(make)
         serve = ServeOptions(
-            suite=self.suite.root, run_dir=ws.serve_dir, ledger=ws.ledger, task=task.id,
-            condition="lad" if o.condition == "lad" else "baseline", lean=o.lean,
-            max_processes=o.max_processes, install=self.install,
-            # (Its Lean reads no run directory but its own scratch, bound over these.)
+            suite=self.suite.root,
+            run_dir=ws.serve_dir,
+            ledger=ws.ledger,
+            task=task.id,
+            condition="lad" if o.condition == "lad" else "baseline",
+            lean=o.lean,
+            max_processes=o.max_processes,
+            install=self.install,
             hidden=(*self.hidden, self.run_dir, self.socket_parent) if self.isolated else (),
-        )  # fmt: skip
+        )
         server = AttemptServer(serve, socket, o.service)
         await server.bind()
         forwarded = self.isolated and self.network == "model"
@@ -261,8 +264,6 @@ class Runner:
             command, harness_env = started.argv, started.env
         else:
             command = agent_argv(self.words, ws)
-        # The model's way in: a loopback port of the sandbox's own network namespace, forwarded
-        # to the gateway's socket (bound into the sandbox with the MCP one).
         forward = forwarder(ws, sys.executable) if gateway is not None and forwarded else []
         sandbox = (
             self.agent_sandbox.prefix(ws.workspace, ws.socket.parent, command, ws.home)
@@ -272,22 +273,27 @@ class Runner:
         argv = [*sandbox, *forward, *command]
         env = ws.agent_env(os.environ)
         if self.isolated:
-            env["TMPDIR"] = "/tmp"  # its private one (a TMPDIR elsewhere is shared)
+            env["TMPDIR"] = "/tmp"  # its private one
         model_env(env, self.route, model_url)
         env.update(harness_env)
         stop_gateway = anyio.Event()
         async with anyio.create_task_group() as tg:
-            # The service opens while the agent starts; the agent's first connection waits
-            # in the socket's backlog until it serves.
+            # The service opens while the agent starts; its first connection waits in the backlog.
             tg.start_soon(server.run)
             if gateway is not None and listener is not None:
                 tg.start_soon(serve_asgi, gateway, listener, stop_gateway)
             t_agent = time.perf_counter()
             inv = await invoke(
-                argv, cwd=ws.workspace, env=env, time_limit=o.time_limit, token=ws.token,
-                token_var=ATTEMPT_TOKEN_VAR, log_path=ws.log, abort=server.failed,
+                argv,
+                cwd=ws.workspace,
+                env=env,
+                time_limit=o.time_limit,
+                token=ws.token,
+                token_var=ATTEMPT_TOKEN_VAR,
+                log_path=ws.log,
+                abort=server.failed,
                 sandboxed=self.isolated,
-            )  # fmt: skip
+            )
             t_after = time.perf_counter()
             stop_gateway.set()
             await server.stop()
@@ -331,30 +337,44 @@ class Runner:
         if inv.start_error:
             log.warning("run.agent_start_failed", task=task.id, error=inv.start_error)
         result = AttemptResult(
-            task=task.id, field=task.spec.field, difficulty=task.spec.difficulty, attempt=k,
-            accepted=verdict.accepted, reasons=list(verdict.reasons),
-            invocation_s=round(inv.invocation_s, 3), timed_out=inv.timed_out,
-            exit_code=inv.exit_code, tool_calls=calls, lean_s=round(lean_s, 3),
-            final_body_sha=body_sha(body), condition=o.condition, model=o.model,
-            kind=task.kind, statement=statement if writes_statement(task.kind) else None,
-            equivalence=(
-                graded.equivalence.to_json() if graded and graded.equivalence else None
-            ),
-            agent_tool=o.agent_tool, verdict_s=round(verdict_s, 3), started_at=started_at,
-            notes=notes, **model,
-        ).with_usage(usage)  # fmt: skip
-        # leanrig's own time for this attempt: everything but the agent's run and the verdict.
+            task=task.id,
+            field=task.spec.field,
+            difficulty=task.spec.difficulty,
+            attempt=k,
+            accepted=verdict.accepted,
+            reasons=list(verdict.reasons),
+            invocation_s=round(inv.invocation_s, 3),
+            timed_out=inv.timed_out,
+            exit_code=inv.exit_code,
+            tool_calls=calls,
+            lean_s=round(lean_s, 3),
+            final_body_sha=body_sha(body),
+            condition=o.condition,
+            model=o.model,
+            kind=task.kind,
+            statement=statement if writes_statement(task.kind) else None,
+            equivalence=(graded.equivalence.to_json() if graded and graded.equivalence else None),
+            agent_tool=o.agent_tool,
+            verdict_s=round(verdict_s, 3),
+            started_at=started_at,
+            notes=notes,
+            **model,
+        ).with_usage(usage)
         overhead = (time.perf_counter() - t0) - (t_after - t_agent) - verdict_s
-        log.info("run.attempt_timing", task=task.id, attempt=k,
-                 overhead_ms=round(overhead * 1000, 1), service_open_s=server.open_s,
-                 service_close_s=server.close_s)  # fmt: skip
+        log.info(
+            "run.attempt_timing",
+            task=task.id,
+            attempt=k,
+            overhead_ms=round(overhead * 1000, 1),
+            service_open_s=server.open_s,
+            service_close_s=server.close_s,
+        )
         return AttemptOutcome(result, infra, overhead, inv, server.open_s)
 
     async def _verdict(
         self, task: Task, submission: str, statement: str
     ) -> tuple[Verdict, StatementVerdict | None]:
-        """The verdict on the attempt, per its task's kind: the proof's (of the statement the
-        attempt wrote, for ``statement_and_proof``), and the statement's grade."""
+        """The attempt's verdict per its task's kind, and the statement's grade if it wrote one."""
         graded = None
         if writes_statement(task.kind):
             budget = self.options.equiv_budget or self.suite.spec.limits.equiv_seconds
@@ -362,14 +382,17 @@ class Runner:
         if not writes_proof(task.kind):
             assert graded is not None
             verdict = Verdict(
-                accepted=graded.accepted, reasons=graded.reasons, axioms=(),
-                elapsed_ms=graded.elapsed_ms, lean_version=self.install.version,
-            )  # fmt: skip
+                accepted=graded.accepted,
+                reasons=graded.reasons,
+                axioms=(),
+                elapsed_ms=graded.elapsed_ms,
+                lean_version=self.install.version,
+            )
             return verdict, graded
         proved = task.restated(statement)
         verdict = await self.verifier.verify(proved, submission)
         if not verdict.accepted and any(r.startswith("crash:") for r in verdict.reasons):
-            # The checking Lean crashed: the runner's own infrastructure; check once more.
+            # A crashed checking Lean is the runner's infrastructure, not the agent's doing.
             log.warning("run.verdict_crash", task=task.id, reasons=list(verdict.reasons))
             verdict = await self.verifier.verify(proved, submission)
         if graded is not None and not graded.accepted:
@@ -378,15 +401,17 @@ class Runner:
             )
         return verdict, graded
 
-    # -- the run ------------------------------------------------------------------------------
-
     def run_info(self, started_at: datetime, ended_at: datetime | None) -> RunInfo:
         o = self.options
-        network = {
-            "all": "on",
-            "model": "its model only (the run's gateway)",
-            "none": "off",
-        }[self.network] if self.isolated else "on (no bwrap)"  # fmt: skip
+        network = (
+            {
+                "all": "on",
+                "model": "its model only (the run's gateway)",
+                "none": "off",
+            }[self.network]
+            if self.isolated
+            else "on (no bwrap)"
+        )
         state = (
             "run state hidden, verdict inputs read-only to the agent"
             if self.isolated
@@ -394,30 +419,43 @@ class Runner:
         )
         sandbox = f"{self.sandbox}; agent network {network}; {state}"
         if self.cluster is not None:
-            sandbox = (f"on each cluster node as here, where bwrap works there (a results line "
-                       f"notes an agent that ran without it); agent network "
-                       f"{self.network}")  # fmt: skip
+            sandbox = (
+                f"on each cluster node as here, where bwrap works there (a results line "
+                f"notes an agent that ran without it); agent network "
+                f"{self.network}"
+            )
         return RunInfo(
-            label=o.label, suite_name=self.suite.name, suite_version=self.suite.spec.version,
-            suite_hash=self.suite.content_hash(), task_count=len(self.selected()),
-            tasks=[TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty,
-                           kind=t.kind)
-                   for t in self.selected()],
-            model=o.model, agent_tool=o.agent_tool, condition=o.condition,
-            time_limit_s=o.time_limit, attempts=o.attempts, parallel=o.parallel,
-            retry_policy=RETRY_POLICY, leanrig_version=package_version(),
+            label=o.label,
+            suite_name=self.suite.name,
+            suite_version=self.suite.spec.version,
+            suite_hash=self.suite.content_hash(),
+            task_count=len(self.selected()),
+            tasks=[
+                TaskRef(id=t.id, field=t.spec.field, difficulty=t.spec.difficulty, kind=t.kind)
+                for t in self.selected()
+            ],
+            model=o.model,
+            agent_tool=o.agent_tool,
+            condition=o.condition,
+            time_limit_s=o.time_limit,
+            attempts=o.attempts,
+            parallel=o.parallel,
+            retry_policy=RETRY_POLICY,
+            leanrig_version=package_version(),
             lean_version=self.install.version,
-            sandbox=sandbox, cluster=self.cluster,
-            machine=Machine(cores=os.cpu_count() or 1,
-                            memory_bytes=psutil.virtual_memory().total),
-            started_at=started_at, ended_at=ended_at, agent_command=o.agent,
+            sandbox=sandbox,
+            cluster=self.cluster,
+            machine=Machine(cores=os.cpu_count() or 1, memory_bytes=psutil.virtual_memory().total),
+            started_at=started_at,
+            ended_at=ended_at,
+            agent_command=o.agent,
             prices=load_prices(o.prices) if o.prices else o.prices_schedule,
             harness=harness_record(self.harness, self.route, o),
             agent_network=self.network if self.isolated else "all",
             model_endpoint=self.route.upstream if self.route is not None else None,
             programs=self.programs,
             agent_home=str(o.agent_home) if o.agent_home is not None else None,
-        )  # fmt: skip
+        )
 
     def selected(self) -> list[Task]:
         if self.options.tasks is None:
@@ -436,12 +474,10 @@ class RunStart:
 
 
 async def start_run(options: RunOptions) -> RunStart:
-    """Check ``options``, read what a resumed run left and make the run's `Runner`.
-
-    Raises `RunError` for options, a suite or a run directory that cannot be run."""
+    """Check ``options`` and make the run's `Runner`; `RunError` for what cannot be run."""
     if options.attempts < 1 or options.parallel < 1 or options.time_limit <= 0:
         raise RunError("--attempts and --parallel must be >= 1 and --time-limit > 0")
-    if options.prices is not None:  # read before anything is written (the run dir, scratch)
+    if options.prices is not None:  # read before anything is written
         await anyio.to_thread.run_sync(load_prices, options.prices)
     t_start = time.perf_counter()
     run_dir = (options.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
@@ -473,11 +509,10 @@ async def start_run(options: RunOptions) -> RunStart:
     else:
         words = agent_words(options.agent)
     route = model_route(options, dict(os.environ))
-    # The key now lives in the route (the gateway) alone.
+    # The key lives in the route (the gateway) alone: no agent inherits it.
     withdraw_keys(os.environ, route.key_var if route else options.model_key_env)
     if options.harness is not None:
-        program = await anyio.to_thread.run_sync(find_harness, options.harness,
-                                                 options.harness_bin)  # fmt: skip
+        program = await anyio.to_thread.run_sync(find_harness, options.harness, options.harness_bin)
         version = await anyio.to_thread.run_sync(
             lambda: harness_version(program, sandbox=probe_prefix(program))
         )
@@ -490,7 +525,7 @@ async def start_run(options: RunOptions) -> RunStart:
         suite.task(task_id)
     install = await anyio.to_thread.run_sync(lambda: find_lean(suite.root, explicit=options.lean))
     library = await anyio.to_thread.run_sync(library_dir, suite, install)
-    if options.condition == "lad":  # built (or found) once here: no attempt pays for it
+    if options.condition == "lad":  # built once here: no attempt pays for it
         (await prepare_library(suite, install, library)).close()
     if previous is not None and previous.suite_hash != suite.content_hash():
         raise RunError(f"--resume: the suite changed since {run_dir} was started")
@@ -501,8 +536,7 @@ async def start_run(options: RunOptions) -> RunStart:
 
 
 async def run_attempts(start: RunStart, attempt: RunAttempt) -> RunSummary:
-    """Run every attempt of ``start`` not yet done through ``attempt`` (here or on a cluster);
-    returns when each has its results line."""
+    """Run every attempt of ``start`` not yet done through ``attempt``, each to its results line."""
     runner, options, run_dir = start.runner, start.runner.options, start.runner.run_dir
     started_at, done = start.started_at, start.done
     summary = RunSummary(run_dir)
@@ -510,8 +544,11 @@ async def run_attempts(start: RunStart, attempt: RunAttempt) -> RunSummary:
         lambda: agent_sandbox(network=runner.network == "all", mounts=())
     )
     if sandbox is None:
-        log.warning("run.agent_unsandboxed", detail="bwrap cannot sandbox the agent here: it "
-                    "keeps the network and can write the run's state")  # fmt: skip
+        log.warning(
+            "run.agent_unsandboxed",
+            detail="bwrap cannot sandbox the agent here: it "
+            "keeps the network and can write the run's state",
+        )
     runner.isolated = sandbox is not None
     await anyio.to_thread.run_sync(write_run_info, run_dir, runner.run_info(started_at, None))
     jobs = [
@@ -550,8 +587,7 @@ async def _attempts(
                 try:
                     outcome = await attempt(task, k, bar)
                 except anyio.get_cancelled_exc_class():
-                    # Stopped by the user (SIGTERM, Ctrl-C; or another attempt's failure):
-                    # `--resume` runs it again.
+                    # Unmarked, so `--resume` runs it again.
                     marker.unlink(missing_ok=True)
                     raise
                 await anyio.to_thread.run_sync(append_result, run_dir, outcome.result)
