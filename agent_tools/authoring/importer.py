@@ -31,6 +31,7 @@ from .sources import (
     LAKE_FILES,
     Placeholder,
     SourceFile,
+    add_proved_targets,
     code_words,
     declaration_spans,
     imported_modules,
@@ -111,6 +112,9 @@ def import_suite(
             "toolchain (elan/lake); the bootstrap Lean elaborates prelude files only"
         )
     metadata = read_meta(meta) if meta is not None else {}
+    if writes_statement(kind):
+        for source in sources:
+            add_proved_targets(source, metadata)
     plan = anyio.run(_plan, sources, lake, install)
     return _write_suite(plan, sources, lake, prelude, out.resolve(), name, metadata, kind)
 
@@ -239,8 +243,10 @@ async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
             facts.broken[source.module] = compiled.why()
             continue
         # Taint needs a direct sorry, which Lean warns of; without one, nothing here is tainted.
-        if not any(m.uses_sorry for m in compiled.messages) and all(
-            m in sorry_free or m.split(".")[0] in CORE_MODULES for m in imports
+        if (
+            not source.placeholders
+            and not any(m.uses_sorry for m in compiled.messages)
+            and all(m in sorry_free or m.split(".")[0] in CORE_MODULES for m in imports)
         ):
             sorry_free.add(source.module)
             continue
@@ -307,17 +313,41 @@ def _why_not(source: SourceFile, target: Placeholder, facts: _Facts, is_library:
 
 
 def _task_text(source: SourceFile, target: Placeholder, tainted: set[str]) -> str:
-    """The source file without its other declarations that depend on sorry."""
+    """The source file without its other declarations that depend on sorry; a ``proved``
+    target's proof becomes ``sorry``, and what uses it after it is dropped too."""
     text = source.text
+    dropped = (tainted | _users(source, target)) if target.proved else tainted
     drops = declaration_spans(
         text,
-        [d for d in source.declarations if d.full_name in tainted and d.full_name != target.name],
+        [d for d in source.declarations if d.full_name in dropped and d.full_name != target.name],
     )
     for start, end in sorted(drops, reverse=True):
         while end < len(text) and text[end] == "\n":
             end += 1
         text = text[:start] + text[end:]
+    if target.proved:
+        span = locate_body(text, target.name)
+        body = span.body(text)
+        lead = body[: len(body) - len(body.lstrip())] or " "
+        # `sorry` needs Init; a prelude file states the placeholder with its own `sorryAx`.
+        placeholder = "sorryAx _ Bool.false" if source.header.prelude else "sorry"
+        text = text[: span.start] + lead + placeholder + text[span.end :]
     return text
+
+
+def _users(source: SourceFile, target: Placeholder) -> set[str]:
+    """The declarations after ``target`` that name it, or name one that does (by their
+    last name component: more than Lean would say, never less)."""
+    decls = source.declarations
+    ends = [d.keyword_start for d in decls[1:]] + [len(source.text)]
+    used = {target.name}
+    for decl, end in zip(decls, ends, strict=True):
+        if decl.keyword_start <= target.declaration.keyword_start:
+            continue
+        words = {w.rsplit(".", 1)[-1] for w in code_words(source.text[decl.keyword_start : end])}
+        if any(name.rsplit(".", 1)[-1] in words for name in used):
+            used.add(decl.full_name)
+    return used - {target.name}
 
 
 async def _elaborate_all(

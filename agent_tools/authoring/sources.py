@@ -36,12 +36,14 @@ _PLACEHOLDER_WORDS = frozenset({"sorry", "sorryAx", "admit"})
 
 @dataclass(frozen=True, slots=True)
 class Placeholder:
-    """A ``theorem``/``lemma`` whose proof is a placeholder."""
+    """A ``theorem``/``lemma`` to import as a task: its proof is a placeholder, or (statement
+    kinds, ``proved``) it is proved and only its statement is taken."""
 
     name: str  # full name, as Lean prints it
     declaration: Declaration
     span: BodySpan
     doc: str  # its doc comment's text ('' if none)
+    proved: bool = False
 
 
 @dataclass(slots=True)
@@ -184,6 +186,25 @@ def read_declarations(source: SourceFile) -> None:
         if is_placeholder(span.body(text)):
             doc = doc_text(text, span.decl_start)
             source.placeholders.append(Placeholder(decl.full_name, decl, span, doc))
+
+
+def add_proved_targets(source: SourceFile, claims: dict[str, dict[str, Any]]) -> None:
+    """Add the proved ``theorem``/``lemma`` declarations of ``source`` that ``claims`` (--meta)
+    gives a claim for to its targets: a statement suite's references may come proved."""
+    taken = {p.name for p in source.placeholders}
+    for decl in source.declarations:
+        name = decl.full_name
+        if name in taken or decl.keyword not in ("theorem", "lemma"):
+            continue
+        if not str(meta_for(claims, name).get("claim", "")).strip():
+            continue
+        try:
+            span = locate_body(source.text, name)
+        except LocateError as exc:
+            source.unlocated[name] = str(exc)
+            continue
+        doc = doc_text(source.text, span.decl_start)
+        source.placeholders.append(Placeholder(name, decl, span, doc, proved=True))
 
 
 def unlocated_reason(source: SourceFile, theorem: str) -> str | None:
