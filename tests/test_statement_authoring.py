@@ -85,7 +85,8 @@ namespace Thms
 theorem and_swap {p q : Prop} (h : And p q) : And q p :=
   And.intro (And.right h) (And.left h)
 
-theorem and_swap_twice {p q : Prop} (h : And p q) : And p q := and_swap (and_swap h)
+theorem swap_inner {p q r : Prop} (h : And p (And q r)) : And p (And r q) :=
+  And.intro (And.left h) (and_swap (And.right h))
 
 theorem helper : True := True.intro
 
@@ -103,20 +104,18 @@ def test_import_as_statement_tasks_takes_proved_theorems_with_claims(tmp_path: P
     (src / "Thms.lean").write_text(PROVED, encoding="utf-8")
     (tmp_path / "meta.toml").write_text(
         '["Thms.and_swap"]\nclaim = "p and q imply q and p"\n'
-        '["and_swap_twice"]\nclaim = "p and q imply p and q"\n',
+        '["swap_inner"]\nclaim = "p and (q and r) imply p and (r and q)"\n',
         encoding="utf-8",
     )
-    report = import_suite(
-        [src], tmp_path / "out", meta=tmp_path / "meta.toml", kind="statement"
-    )
-    assert sorted(t.theorem for t in report.tasks) == ["Thms.and_swap", "Thms.and_swap_twice"]
+    report = import_suite([src], tmp_path / "out", meta=tmp_path / "meta.toml", kind="statement")
+    assert sorted(t.theorem for t in report.tasks) == ["Thms.and_swap", "Thms.swap_inner"]
     assert report.skipped == []  # `helper` has no claim: a lemma, not a task
     suite = load_suite(tmp_path / "out")
     by_theorem = {t.spec.theorem: t for t in suite.tasks.values()}
     swap = by_theorem["Thms.and_swap"]
     assert swap.statement == " : True " and swap.body.strip() == "sorryAx _ Bool.false"
     # Its proof is gone, and so is the theorem that used it; the rest of the file stays.
-    assert "And.intro (And.right h)" not in swap.text and "and_swap_twice" not in swap.text
+    assert "And.intro (And.right h)" not in swap.text and "swap_inner" not in swap.text
     assert "theorem helper" in swap.text
     reference = reference_statement(suite.reference_path(swap).read_text(encoding="utf-8"))
     assert reference.strip() == "{p q : Prop} (h : And p q) : And q p"
