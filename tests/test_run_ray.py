@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -345,3 +346,32 @@ def test_an_address_where_no_cluster_listens_is_refused_at_once(cwd: Path) -> No
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("leanrig:")]
     assert f"cannot join a Ray cluster at '127.0.0.1:{port}'" in line, line
     assert not (cwd / "nowhere" / "results.jsonl").exists()
+
+
+def test_statement_tasks_on_the_cluster_are_graded_as_a_local_run_grades_them(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """The claims suite's statement tasks placed on the nodes: each results line has its
+    node, kind, statement and equivalence grade, and the verdicts are a local run's
+    (tests/test_statement_runs.py's)."""
+    from .test_statement_runs import SUITE as CLAIMS_SUITE
+    from .test_statement_runs import TASKS, user_dir
+
+    cwd = user_dir(tmp_path)
+    agent = f"{leanrig_exe()} agent scripted --plan {cwd / 'plan.json'} --mcp-config " + (
+        "{mcp_config} --task {task}"
+    )
+    typed = (
+        f"{leanrig_exe()} run --suite {CLAIMS_SUITE} --tasks {','.join(TASKS)} --model none "
+        f"--quiet --parallel 2 --time-limit 60 --out on-ray --ray {cluster.address}"
+    )
+    argv = [*shlex.split(typed), "--agent", agent]
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=140, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = {r["task"]: r for r in results(cwd / "on-ray")}
+    assert {t: r["accepted"] for t, r in got.items()} == TASKS
+    for r in got.values():
+        assert r["kind"] == "statement" and r["statement"] and r["node"], r
+        assert r["equivalence"]["outcome"] in ("equivalent", "not_equivalent"), r
+    assert len({r["node"] for r in got.values()}) == 2
+    assert attempt_processes() == []
