@@ -155,10 +155,10 @@ async def test_a_node_whose_check_hangs_answers_within_its_budget(
     """The harness check times out on the node's own clock: the node answers (not a hung
     doctor), with that check failed, and the harness's grandchild does not outlive it."""
     program, marker = hanging_codex
-    # The node's budget is shared by its checks in turn: the smoke test's Lean must finish in
-    # what is left of it on a loaded machine; the hanging harness check then uses the rest up.
+    # The harness check runs beside the smoke test and uses the whole budget up; the smoke
+    # test's Lean must finish within it on a machine loaded by other work too.
     with anyio.fail_after(60):
-        report = await check_cluster(cluster.address, hanging_expectation(program), budget=8)
+        report = await check_cluster(cluster.address, hanging_expectation(program), budget=12)
     assert not report.ok and len(report.nodes) == 2
     for node in report.nodes:
         checks = {c.name: c for c in node.checks}

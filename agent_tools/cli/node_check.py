@@ -11,6 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -141,6 +142,36 @@ def _checked_node(expected: Expected, ends: float) -> NodeReport:
             "Ray wants the same Python on every node (to the patch level by default)",
         ),
     ]
+    # The harness's `--version` runs beside the Lean checks: a slow or hung harness does not
+    # take its time from the smoke test, nor the smoke test from it.
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        harness = (
+            beside.submit(harness_check, expected, _left(ends, HARNESS_DEADLINE))
+            if expected.harness is not None
+            else None
+        )
+        checks, install, smoke_ms, bwrap = _lean_checks(expected, ends, checks)
+        if harness is not None:
+            checks.append(harness.result())
+    return NodeReport(
+        node_id=str(ray.get_runtime_context().get_node_id()),
+        hostname=socket.gethostname(),
+        leanrig=leanrig,
+        python=python,
+        ray=str(ray_version),
+        lean_path=str(install.lean) if install is not None else None,
+        lean_version=install.version if install is not None else None,
+        bwrap=bwrap,
+        smoke_ms=smoke_ms,
+        checks=checks,
+    )
+
+
+def _lean_checks(
+    expected: Expected, ends: float, checks: list[Check]
+) -> tuple[list[Check], LeanInstall | None, float | None, str | None]:
+    """``checks`` with Lean's, the sandbox's and the suite's; the Lean found, the smoke test's
+    time and the working bwrap."""
     install: LeanInstall | None = None
     smoke_ms = None
     try:
@@ -168,20 +199,7 @@ def _checked_node(expected: Expected, ends: float) -> NodeReport:
     checks.append(sandbox_check(bwrap))
     if expected.suite_path is not None:
         checks.append(suite_check(expected))
-    if expected.harness is not None:
-        checks.append(harness_check(expected, timeout=_left(ends, HARNESS_DEADLINE)))
-    return NodeReport(
-        node_id=str(ray.get_runtime_context().get_node_id()),
-        hostname=socket.gethostname(),
-        leanrig=leanrig,
-        python=python,
-        ray=str(ray_version),
-        lean_path=str(install.lean) if install is not None else None,
-        lean_version=install.version if install is not None else None,
-        bwrap=bwrap,
-        smoke_ms=smoke_ms,
-        checks=checks,
-    )
+    return checks, install, smoke_ms, bwrap
 
 
 def _same(name: str, found: str, expected: str, fix: str) -> Check:
