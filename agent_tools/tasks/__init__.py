@@ -1,6 +1,6 @@
-"""tasks: suites of Lean tasks (proofs and statements), where a task's proof body is, which edits
-stay inside it, and where a task file splits into its prefix module. Pure text and file logic;
-no Lean process is started here except the suite library build."""
+"""tasks: suites of Lean tasks, where a body is, which edits stay inside it, prefix splitting.
+
+Pure text and file logic: no Lean process except the suite library build."""
 
 from __future__ import annotations
 

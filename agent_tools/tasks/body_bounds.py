@@ -1,20 +1,7 @@
-"""A task file's frame — its text before and after the proof body — and the one rule by which
-an edited file keeps it. Pure.
+"""The one rule by which an edited file keeps a task's frame (the text around the body). Pure.
 
-A file keeps the frame when the text before its body and the text after it are the task's byte
-for byte, or are once both sides drop what editors add or trim on save and Lean does not read:
-spaces at line ends outside string literals (inside one they are part of a value; a tab, which
-Lean refuses in code, only inside a comment), and line breaks, spaces and tabs at the end of
-the file (no other Unicode space: Lean refuses those). vscode-lean4 turns on
-``files.trimTrailingWhitespace``, ``insertFinalNewline`` and ``trimFinalNewlines`` for Lean
-files, so a task file with a space at a line end, or without its final line break, changes
-outside its body at every save. The verdict and the editor proxy read a body by this rule
-(``body_bounds``), so an editor's save never reads as tampering to one and as a proof to the
-other.
-
-The text after the body is lexed on its own, from where the body ends: an unfinished string or
-comment in the body (a human mid-typing) must not change how the frame after it reads.
-"""
+Byte for byte, or equal once both drop what editors trim on save and Lean does not read. The
+verdict and the editor proxy share it, so a save never reads as tampering to one only."""
 
 from __future__ import annotations
 
@@ -25,15 +12,14 @@ from collections.abc import Sequence
 
 from lsp_bridge import COMMENT_KINDS, LeanToken, TokenKind, scan_text
 
-# What may end a file without changing it for Lean (str.rstrip() would take any Unicode space).
+# str.rstrip() would take any Unicode space, which Lean refuses.
 END_BLANKS = " \t\r\n"
 _LINE_END_BLANKS = re.compile(r"[ \t]+(?=\r?\n)")
 _STRING_KINDS = frozenset({TokenKind.STRING, TokenKind.RAW_STRING})
 
 
 def _line_end_runs(text: str) -> list[tuple[int, int]]:
-    """The runs of blanks that end lines of ``text`` and that Lean does not read: spaces outside
-    string literals, tabs only inside comments."""
+    """Line-end blanks Lean does not read: spaces outside strings, tabs only inside comments."""
     scanned = scan_text(text)
     in_string = _Within(scanned.of(_STRING_KINDS))
     in_comment = _Within(scanned.of(COMMENT_KINDS))
@@ -45,16 +31,14 @@ def _line_end_runs(text: str) -> list[tuple[int, int]]:
 
 
 class _Within:
-    """Is an offset inside one of ``spans`` (in text order, disjoint)? A bisection: only the
-    few line ends with blanks are asked, not every character (``mask`` would build a list the
-    length of the file)."""
+    """Is an offset inside one of ``spans`` (in text order, disjoint)?"""
 
     def __init__(self, spans: Sequence[LeanToken]) -> None:
         self.spans = spans
         self.starts = [s.start for s in spans]
 
     def __call__(self, at: int) -> bool:
-        k = bisect.bisect_right(self.starts, at) - 1  # the last span starting at or before
+        k = bisect.bisect_right(self.starts, at) - 1
         return k >= 0 and at < self.spans[k].end
 
 
@@ -69,15 +53,13 @@ def _without(text: str, runs: list[tuple[int, int]]) -> str:
 
 
 def editor_trimmed(text: str, end: bool = True) -> str:
-    """``text`` without the blanks at its line ends that Lean does not read, and (``end``)
-    without the blanks at its end."""
+    """``text`` without the line-end blanks Lean does not read and (``end``) final blanks."""
     joined = _without(text, _line_end_runs(text))
     return joined.rstrip(END_BLANKS) if end else joined
 
 
 def _in_text(runs: list[tuple[int, int]], at: int) -> int:
-    """The offset in the text of offset ``at`` of its trimmed form (``runs`` removed): before
-    a run removed right there, so spaces after the frame's last character go to the body."""
+    """Offset in the text of trimmed offset ``at``; a run removed right there goes to the body."""
     removed = 0
     for start, end in runs:
         if start - removed >= at:
@@ -87,9 +69,7 @@ def _in_text(runs: list[tuple[int, int]], at: int) -> int:
 
 
 def _end_candidate(text: str, suffix: str) -> int | None:
-    """Where the body of ``text`` ends if ``text`` ends with ``suffix`` up to blanks: as many
-    lines from the end as the suffix has, minus the suffix's part of that first line. A
-    candidate, read without lexing; ``body_bounds`` confirms it."""
+    """Where the body ends if ``text`` ends with ``suffix`` up to blanks; unlexed, a candidate."""
     tail = suffix.rstrip(END_BLANKS)
     stop = len(text.rstrip(END_BLANKS))
     line_end = stop
@@ -105,17 +85,17 @@ def _end_candidate(text: str, suffix: str) -> int | None:
 
 
 def body_bounds(text: str, prefix: str, suffix: str) -> tuple[int, int] | None:
-    """Where the body of ``text`` is (start and end offsets in ``text``) if ``text`` keeps the
-    frame ``prefix`` … ``suffix`` (the module's rule); None if it does not."""
+    """The body's (start, end) if ``text`` keeps the frame ``prefix`` … ``suffix``, else None."""
     if len(text) >= len(prefix) + len(suffix) and text.startswith(prefix) and text.endswith(suffix):
         return len(prefix), len(text) - len(suffix)
     end = _end_candidate(text, suffix)
     if end is None:
         return None
     before, after = _trimmed_frame(prefix, suffix)
-    if editor_trimmed(text[end:]) != after:  # (lexed from the body's end: see the module)
+    # Lexed from the body's end: an unfinished string in the body must not change the frame.
+    if editor_trimmed(text[end:]) != after:
         return None
-    head = text[:end]  # lexed from the start, as Lean does: the body cannot change it
+    head = text[:end]
     runs = _line_end_runs(head)
     if not _without(head, runs).startswith(before):
         return None
@@ -125,5 +105,4 @@ def body_bounds(text: str, prefix: str, suffix: str) -> tuple[int, int] | None:
 
 @functools.lru_cache(maxsize=16)
 def _trimmed_frame(prefix: str, suffix: str) -> tuple[str, str]:
-    # A task's frame is read again at every keystroke of an editor whose save trimmed it.
     return editor_trimmed(prefix, end=False), editor_trimmed(suffix)

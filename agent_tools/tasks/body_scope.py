@@ -1,22 +1,7 @@
 """Edit scoping: a new proof body must stay inside the target declaration.
 
-Two stages. ``precheck_body`` (pure, before Lean sees anything) rejects what can be decided from
-the text alone: oversize bodies, NUL bytes, column-0 lines (by the suite contract they start a
-new command) and unterminated comments, strings or ``«`` names (they would swallow the rest of
-the file).
-``check_scope`` is the authority: it reads Lean's own parse of the edited file (document
-symbols and diagnostics) and rejects a body if
-
-- another declaration starts inside the body, or
-- Lean's parse ends the target declaration before the body's last code character without a
-  parse error inside the declaration (the rest parsed as separate commands: ``#exit``,
-  ``end``, ``attribute``, ``set_option``, ...), or
-- the declarations after the body are not the ones the task file has (something swallowed
-  or added them).
-
-A body whose parse simply fails inside the declaration (a syntax error) is *not* an escape: it
-stays a version with errors, as in an editor.
-"""
+``precheck_body`` rejects what the text alone decides; ``check_scope``, the authority, reads
+Lean's parse. A syntax error inside the declaration is a version with errors, not an escape."""
 
 from __future__ import annotations
 
@@ -39,7 +24,7 @@ from lsp_bridge import (
     scopes_at,
 )
 
-if TYPE_CHECKING:  # (lsprotocol's types: ~0.5 s to import; only annotations need them)
+if TYPE_CHECKING:  # slow to import; only annotations need it
     from lsprotocol.types import DocumentSymbol
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -48,7 +33,7 @@ MAX_BODY_BYTES = 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Symbol:
     name: str
-    start: int  # code point offsets in the file text
+    start: int  # code point offsets
     end: int
     container: bool = False  # namespace / section
 
@@ -57,8 +42,7 @@ _PARSE_ERROR = re.compile(r"^(unexpected|expected|unknown tactic|unterminated|mi
 
 
 def suffix_structure(symbols: Sequence[Symbol], body_end: int, text_len: int) -> list[str]:
-    """What Lean's parse says about the file after the body, independent of the body's length:
-    every symbol ending after the body, with positions after the body counted from the end."""
+    """Lean's parse after the body, independent of its length (later offsets count from the end)."""
 
     def where(offset: int) -> str:
         return f"-{text_len - offset}" if offset >= body_end else str(offset)
@@ -66,14 +50,13 @@ def suffix_structure(symbols: Sequence[Symbol], body_end: int, text_len: int) ->
     return sorted(
         f"{s.name}@{where(s.start)}..{where(s.end)}"
         for s in symbols
-        # Declarations after the body, and the containers (namespaces) spanning it. Not the
-        # target itself: its end moves with the body (a trailing comment is not part of it).
+        # Not the target: its end moves with the body.
         if s.start >= body_end or (s.container and s.end >= body_end)
     )
 
 
 def flatten_symbols(symbols: Iterable[DocumentSymbol], index: LineIndex) -> list[Symbol]:
-    """Every symbol (declarations and namespace containers), in file order."""
+    """Every symbol, containers included, in file order."""
     out: list[Symbol] = []
 
     def walk(items: Iterable[DocumentSymbol]) -> Iterator[DocumentSymbol]:
@@ -118,7 +101,6 @@ def precheck_body(body: str) -> str | None:
             "a doc comment (`/-- … -/`) at the end of the proof documents the next declaration "
             "instead; write `--` or `/- … -/`"
         )
-    # In comments, literals or «» names (a line break may stand in any of them)? When needed.
     literal: list[bool] | None = None
     opaque = COMMENT_KINDS | LITERAL_KINDS | {TokenKind.IDENT}
     if "\t" in body:
@@ -131,9 +113,7 @@ def precheck_body(body: str) -> str | None:
             if literal is None:
                 literal = scan.mask(opaque)
             if not literal[offset] and _WHERE.match(line):
-                # The `where` clause's declarations may stand in column 0 too (Lean reads
-                # them up to the next command keyword): from here on Lean's parse judges
-                # (check_scope), as for any body.
+                # Its declarations may stand in column 0: from here on Lean's parse judges.
                 return None
             if not literal[offset] and not _COLUMN0_CLAUSE.match(line):
                 return (
@@ -148,9 +128,7 @@ def _only_comments(text: str) -> bool:
     return not scan_text(text).blank(text, COMMENT_KINDS).strip()
 
 
-# What a column-0 line may start with: the clauses of the declaration that Lean reads after
-# its body (often written in column 0), and tokens no command starts with — a closing
-# bracket, a `|` alternative, a `,` (a term's layout, e.g. an argument list closed in column 0).
+# A column-0 line may start a clause of the declaration, or a token no command starts with.
 _WHERE = re.compile(r"where(?![\w'!?])")
 _COLUMN0_CLAUSE = re.compile(r"(?:where|termination_by\??|decreasing_by)(?![\w'!?])|[)\]}⟩⦄|,]")
 
@@ -159,15 +137,13 @@ _SORRY_WORDS = frozenset({"sorry", "sorryAx", "admit"})
 
 
 def uses_sorry(text: str) -> bool:
-    """Does ``text`` (a proof body) use ``sorry`` (``sorryAx``, ``admit``)? Lexical."""
+    """Does ``text`` use ``sorry`` (``sorryAx``, ``admit``)? Lexical."""
     return sorry_outside(text, 0, 0)
 
 
 def sorry_outside(text: str, start: int, end: int) -> bool:
-    """Does ``text`` use ``sorry`` (``sorryAx``, ``admit``) outside ``[start, end)`` — a helper
-    lemma left unproved that a proof could depend on? Lexical, so it may say yes for a name
-    that only looks like one: the caller only does extra work then. A name right after
-    ``axiom`` (a prelude library declaring ``sorryAx`` itself) is declared, not used."""
+    """Does ``text`` use ``sorry`` outside ``[start, end)``? Lexical: may say yes wrongly, never
+    no wrongly. A name right after ``axiom`` is declared, not used."""
     declared = False
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
@@ -182,12 +158,10 @@ def sorry_outside(text: str, start: int, end: int) -> bool:
 
 
 def axioms_declared(text: str, start: int = 0, end: int = 0) -> list[str]:
-    """The full names ``text`` declares with ``axiom`` outside ``[start, end)``: the enclosing
-    ``namespace``s prefixed (lsp_bridge's ``scopes_at``, which locating the target reads too), a
-    ``_root_.`` prefix dropped, a part that needs it escaped (``A.«my ax»``, as Lean prints
-    it). An ``unsafe axiom`` is left out: no theorem can depend on one (the kernel refuses)."""
-    found: list[tuple[int, tuple[str, ...]]] = []  # (where, the name as written)
-    previous = following = ""  # the code words before the current one
+    """Full names ``text`` declares with ``axiom`` outside ``[start, end)``, as Lean prints them.
+    ``unsafe axiom`` is left out: the kernel lets no theorem depend on one."""
+    found: list[tuple[int, tuple[str, ...]]] = []  # (offset, the name as written)
+    previous = following = ""
     for token in lean_tokens(text):
         if token.kind in COMMENT_KINDS:
             continue
@@ -209,9 +183,8 @@ _PLAIN_PART = re.compile(r"[^\s.«»]+")
 
 
 def code_span(text: str, start: int, end: int) -> tuple[int, int]:
-    """(first, last): the offset of the first character in ``text[start:end]`` that is neither
-    whitespace nor inside a comment, and the offset after the last such one (``start, start``
-    if there is none). One lexical scan."""
+    """Offsets of the first code character in ``text[start:end]`` and after the last one
+    (whitespace and comments are not code); ``(start, start)`` if there is none."""
     mask = scan_text(text[start:end]).mask(COMMENT_KINDS)
     n = end - start
     i = 0
@@ -224,8 +197,7 @@ def code_span(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def code_end(text: str, start: int, end: int) -> int:
-    """Offset after the last character in ``text[start:end]`` that is neither whitespace nor
-    inside a comment (``start`` if there is none)."""
+    """Offset after the last code character in ``text[start:end]`` (``start`` if none)."""
     return code_span(text, start, end)[1]
 
 
@@ -265,9 +237,7 @@ def check_scope(
             "(`end`, `#exit`, `namespace`, …) or an unterminated comment or string; remove it"
         )
     if target.end < last:
-        # A syntax error in the body ends the declaration early (`h ]`: Lean's parse stops at
-        # `]`): that is a version with errors, as in an editor, not an escape. Commands Lean
-        # then reads after it cannot make such a version pass.
+        # A syntax error ends the declaration early: a version with errors, not an escape.
         parse_broke = any(
             d.is_error
             and _PARSE_ERROR.match(d.message)

@@ -1,19 +1,7 @@
-"""Locating a theorem's proof body in Lean source text. Pure functions.
+"""Locate a theorem's proof body in a trusted task file (the suite author's contract). Pure.
 
-The **body** is everything after the ``:=`` that ends the target theorem's signature, up to the
-end of that declaration. The declaration ends where the next command starts: the next line
-that begins in column 0 with non-blank text outside a comment (Lean requires proof lines to be
-indented relative to the command, and suite files are written that way), or an indented line
-whose first token starts a command (``theorem``, ``end``: files that indent inside a
-namespace), or the end of the file; trailing blank lines and whitespace are not part of the
-body.
-
-This is the *suite author's* contract, used to find the body in a trusted task file. Whether an
-*edited* body stays inside the declaration is decided by Lean's own parse (see scope.py).
-Comments, literals and ``«»`` names are lsp_bridge's ``lean_text``, the scopes open at the
-theorem (its namespace, a ``mutual`` block, a ``public section``) its ``lean_scopes``; this module
-only reads them.
-"""
+The body runs from the signature's ``:=`` to the next column-0 line or indented command, trailing
+whitespace excluded. Whether an *edited* body stays inside is Lean's parse's call (body_scope)."""
 
 from __future__ import annotations
 
@@ -34,7 +22,7 @@ from lsp_bridge import (
     scopes_at,
 )
 
-# `@[…]` attributes, one level of nested brackets inside (`@[aesop safe [constructors]]`).
+# One level of nested brackets inside (`@[aesop safe [constructors]]`).
 _ATTRS = r"@\[(?:[^\[\]]|\[[^\]]*\])*\]"
 _DECL_RE = re.compile(
     rf"^(?:{_ATTRS}\s*)?"
@@ -46,20 +34,18 @@ _DECL_RE = re.compile(
 _BINDER_RE = re.compile(r"(?<![\w.'!?])(?:let|have|haveI|letI)(?![\w.'!?])")
 _OPEN = "([{⟨⦃"
 _CLOSE = ")]}⟩⦄"
-# Where text does not mean what it looks like: comments, literals, «escaped» names.
 _OPAQUE = COMMENT_KINDS | LITERAL_KINDS | {TokenKind.IDENT}
 
 
 class LocateError(LeanrigError, ValueError):
-    """A theorem's body cannot be found in a file. (No hint of its own: callers re-raise it as
-    a `SuiteError` with theirs; ValueError for callers that catch that.)"""
+    """A theorem's body cannot be found in a file; callers re-raise it with their own hint."""
 
 
 @dataclass(frozen=True, slots=True)
 class BodySpan:
-    decl_start: int  # offset of the `theorem` keyword line (modifiers/attributes included)
+    decl_start: int  # offset of the declaration, modifiers/attributes included
     start: int  # offset just after `:=`
-    end: int  # offset just after the last non-whitespace character of the declaration
+    end: int  # offset just after the declaration's last non-whitespace character
 
     def body(self, text: str) -> str:
         return text[self.start : self.end]
@@ -70,12 +56,11 @@ class Trivia:
     mask: list[bool]  # per offset: inside a comment or a string/char literal
     unterminated_comment: bool
     unterminated_string: bool
-    unterminated_escape: bool = False  # an unclosed «name» (runs to the end of the text)
+    unterminated_escape: bool = False  # an unclosed «name»
 
 
 def scan_trivia(text: str) -> Trivia:
-    """Comments (``--``, nested ``/- -/``, doc comments), string, raw string and char literals
-    of Lean source (see lsp_bridge.lean_text)."""
+    """Where the comments and literals of Lean source are, and whether any is unterminated."""
     scan = scan_text(text)
     return Trivia(
         scan.mask(),
@@ -91,7 +76,6 @@ def comment_mask(text: str) -> list[bool]:
 
 
 def _word_at(text: str, offset: int) -> str:
-    """The identifier starting exactly at ``offset`` ('' if none)."""
     token = next(lean_tokens(text, offset), None)
     if token is None or token.start != offset or token.kind is not TokenKind.IDENT:
         return ""
@@ -99,9 +83,8 @@ def _word_at(text: str, offset: int) -> str:
 
 
 def declaration_head(text: str, decl_start: int) -> tuple[int, int]:
-    """Where Lean reports an error of the whole declaration at ``decl_start``
-    (``BodySpan.decl_start``) rather than of its statement: from its doc comment, when one
-    comes right before it, else from ``decl_start``, to the end of its name."""
+    """Where Lean reports an error of the whole declaration: from its doc comment (if right
+    before it) or ``decl_start`` to the end of its name."""
     start = decl_start
     docs = scan_text(text[:decl_start]).of({TokenKind.DOC_COMMENT})
     if docs and docs[-1].terminated and not text[docs[-1].end : decl_start].strip():
@@ -112,19 +95,15 @@ def declaration_head(text: str, decl_start: int) -> tuple[int, int]:
 
 
 def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> int:
-    """Offset just after the last non-whitespace character of the command containing
-    ``start``: the next line starting in column 0 (code or a comment that starts there) ends it,
-    and so does an indented line whose first token starts a command (``_starts_command``: an
-    indented ``theorem`` or ``end`` is the next command to Lean, which needs no column 0).
-    A line that begins inside a comment or string continued from the line before does not.
-    ``mask`` is ``comment_mask(text)`` (or a wider mask), if the caller has it.
-    """
+    """Offset after the last non-whitespace of the command containing ``start``.
+
+    ``mask``: ``comment_mask(text)`` or a wider mask, if the caller has it."""
     mask = mask if mask is not None else comment_mask(text)
     stop = len(text)
     pos = text.find("\n", start)
     while pos != -1 and pos + 1 < len(text):
         line_start = pos + 1
-        # mask[pos] (the line break) is set only inside a span that continues on this line.
+        # A line break is masked only inside a span that continues on the next line.
         continued = mask[line_start] and mask[pos]
         if not continued and (
             not text[line_start].isspace() or _starts_command(text, start, line_start)
@@ -138,27 +117,42 @@ def declaration_end(text: str, start: int, mask: list[bool] | None = None) -> in
     return end
 
 
-# Keywords that start a command and nothing inside a proof. `open` and `set_option` also start
-# terms and tactics (`open Foo in e`): a line starting with one is a command when no `in`
-# follows on it.
+# `open` and `set_option` also start terms and tactics (`open Foo in e`).
 _COMMAND_STARTS = COMMAND_KEYWORDS - {"open", "set_option", "unsafe"}
 _SCOPED_STARTS = frozenset({"open", "set_option"})
-# `#` commands; not `#[1, 2]`, `#v[…]`, nor Mathlib's `#adaptation_note` (used inside proofs).
+# Not `#[1, 2]`, `#v[…]`, nor Mathlib's `#adaptation_note` (used inside proofs).
 _HASH_COMMANDS = frozenset(
-    {"check", "check_failure", "eval", "eval!", "print", "exit", "reduce", "synth",
-     "guard_msgs", "guard", "guard_expr", "help", "lint", "where", "version", "find", "time",
-     "count_heartbeats", "simp", "norm_num", "conv", "align", "align_import", "noalign"}
-)  # fmt: skip
+    {
+        "check",
+        "check_failure",
+        "eval",
+        "eval!",
+        "print",
+        "exit",
+        "reduce",
+        "synth",
+        "guard_msgs",
+        "guard",
+        "guard_expr",
+        "help",
+        "lint",
+        "where",
+        "version",
+        "find",
+        "time",
+        "count_heartbeats",
+        "simp",
+        "norm_num",
+        "conv",
+        "align",
+        "align_import",
+        "noalign",
+    }
+)
 
 
 def _starts_command(text: str, body_start: int, line_start: int) -> bool:
-    """Does the line at ``line_start`` start a command: a command keyword (``theorem``,
-    ``end``, ``namespace``…; ``unsafe`` before one), ``open``/``set_option`` without an ``in``
-    or whose ``in`` wraps a command (``set_option o v in`` above an indented ``theorem``), a
-    ``#`` command (``#check``, not ``#[1]``), or attributes or a doc comment before a command
-    keyword — before anything else only until a ``where`` in the body, after which they may
-    start one of its local declarations. Comments before the first word on the line are
-    skipped."""
+    """Does the line at ``line_start`` start a command (Lean needs no column 0)?"""
     line_end = text.find("\n", line_start)
     line_end = len(text) if line_end == -1 else line_end
     tokens = lean_tokens(text, line_start)
@@ -166,7 +160,7 @@ def _starts_command(text: str, body_start: int, line_start: int) -> bool:
     if first is None or first.start >= line_end:
         return False
     piece = first.text(text)
-    if piece == "#":  # `#check`: the word right after it
+    if piece == "#":
         after = next(tokens, None)
         return after is not None and after.start == first.end and after.text(text) in _HASH_COMMANDS
     if first.kind is TokenKind.DOC_COMMENT or (piece == "@" and text.startswith("[", first.end)):
@@ -180,7 +174,7 @@ def _starts_command(text: str, body_start: int, line_start: int) -> bool:
     if piece in _SCOPED_STARTS:
         for t in tokens:
             if t.start >= line_end:
-                return True  # no `in` on the line: the command itself
+                return True
             if t.kind is TokenKind.IDENT and t.text(text) == "in":
                 return _next_word(text, tokens) in COMMAND_KEYWORDS
         return True
@@ -191,8 +185,7 @@ _PLAIN_COMMENTS = frozenset({TokenKind.LINE_COMMENT, TokenKind.BLOCK_COMMENT})
 
 
 def _next_word(text: str, tokens: Iterator[LeanToken]) -> str:
-    """The next identifier among ``tokens``, past comments, doc comments and ``@[…]``
-    attributes ("" when code of another kind comes first)."""
+    """The next identifier past comments and attributes ("" when other code comes first)."""
     depth = 0
     for t in tokens:
         if t.kind in COMMENT_KINDS:
@@ -213,7 +206,6 @@ def _after_where(text: str, body_start: int, line_start: int) -> bool:
 
 
 def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> str:
-    """Why a theorem that is there was not found: its keyword does not start its line."""
     if not wanted:
         return ""
     last = re.escape(wanted[-1])
@@ -228,9 +220,7 @@ def _not_found_hint(text: str, opaque: list[bool], wanted: tuple[str, ...]) -> s
 
 
 def is_public(text: str, decl_start: int) -> bool:
-    """Is the declaration at ``decl_start`` public in a file of Lean's module system (whose
-    declarations are private unless marked): ``public theorem``, or inside a ``public
-    section`` still open there? Lexical (lsp_bridge's ``scopes_at``, as locate_body)."""
+    """Is the declaration at ``decl_start`` public under Lean's module system? Lexical."""
     m = _DECL_RE.match(text, decl_start)
     if m is not None and "public" in re.sub(_ATTRS, " ", m.group(0)).split():
         return True
@@ -254,12 +244,9 @@ def locate_body(text: str, theorem: str) -> BodySpan:
         raise LocateError(f"theorem {theorem} is declared {len(matches)} times")
     m, mutual = matches[0]
     if mutual:
-        # Lean's document symbols leave declarations in `mutual` out: the scope check would
-        # reject every edit.
+        # Document symbols leave out `mutual` declarations: the scope check would reject all.
         raise LocateError(f"theorem {theorem} is inside a `mutual` block (not supported)")
     if "private" in re.sub(_ATTRS, " ", m.group(0)).split():
-        # The verdict names the target from a module of its own, where a private declaration
-        # has no name: every submission would be rejected.
         raise LocateError(
             f"theorem {theorem} is private: the verdict cannot name it from another module "
             "(drop `private`)"
@@ -289,7 +276,7 @@ def locate_body(text: str, theorem: str) -> BodySpan:
             and i + 1 < len(text)
             and not text[i + 1].isspace()
             and not opaque[i + 1]
-            and not text.startswith(":=", i + 1)  # `:=` may start its own line
+            and not text.startswith(":=", i + 1)
         ):
             raise LocateError(f"theorem {theorem} has no `:=` body (pattern matching?)")
         i += 1
@@ -314,9 +301,7 @@ DeclarationIndex = dict[tuple[str, ...], tuple[int, int] | None]
 
 
 def declaration_index(text: str) -> DeclarationIndex:
-    """Every declaration of ``text`` by full name: its source span, from its doc comment (if
-    any) to its end (None: declared more than once). Made once per file: a lookup is then a
-    dict access (``declaration_source``), where a scan of the file cost ~0.8 ms per KB."""
+    """Every declaration's span by full name, doc comment included (None: declared twice)."""
     opaque = scan_text(text).mask(_OPAQUE)
     decls = [m for m in _ANY_DECL_RE.finditer(text) if not opaque[m.start()]]
     index: DeclarationIndex = {}
@@ -333,10 +318,9 @@ def declaration_index(text: str) -> DeclarationIndex:
 def declaration_source(
     text: str, name: str, index: DeclarationIndex | None = None
 ) -> tuple[int, int] | None:
-    """The source of the declaration of ``name`` (fully qualified) in ``text``, as ``(start,
-    end)`` offsets from its doc comment (if any) to its end; for a constructor or field
-    (``And.intro``), its type's. None: not declared in ``text`` (or more than once).
-    ``index``: ``declaration_index(text)``, if the caller keeps it."""
+    """``(start, end)`` of ``name``'s declaration, or its type's for a constructor or field.
+
+    None: not declared in ``text``, or more than once."""
     index = declaration_index(text) if index is None else index
     wanted = name_parts(name)
     if wanted in index:

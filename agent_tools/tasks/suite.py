@@ -1,13 +1,7 @@
-"""Suites of Lean tasks: ``suite.toml`` + Lean files (see docs/suite-format.md). A task's
-``kind`` says what an attempt writes: the proof (``proof``), the statement of a
-natural-language claim (``statement``), or both (task_kinds.py).
+"""Suites of Lean tasks: ``suite.toml`` + Lean files (docs/suite-format.md), loaded and checked.
 
-Loading validates everything up front (missing file, theorem not found, duplicate ids,
-difficulty out of range, body not locatable) and names the task in every error. A prelude
-suite's own library (``library = [...]``) is compiled to ``.olean`` once per content hash.
-The LAD condition's consultation library (``[lad] library = ["Lib/….lean", …]``) is only
-checked here (files inside the suite, not imported by any task); agent_tools.library indexes it.
-"""
+Loading validates everything up front and names the task in every error. A prelude suite's own
+library is compiled once per content hash."""
 
 from __future__ import annotations
 
@@ -47,18 +41,22 @@ class Limits(BaseModel):
     cpu_seconds: int = Field(default=120, gt=0, description="verifier CPU-time limit per check")
     memory_mb: int = Field(default=4096, gt=0, description="verifier resident-memory cap")
     equiv_seconds: float = Field(
-        default=20.0, gt=0, description="a statement task's grader: seconds per direction of "
+        default=20.0,
+        gt=0,
+        description="a statement task's grader: seconds per direction of "
         "the equivalence proof (`leanrig run --equiv-budget` overrides it)",
-    )  # fmt: skip
+    )
     attempt_memory_mb: int | None = Field(
-        default=None, gt=0, description="what one attempt needs on a cluster node (its agent, "
+        default=None,
+        gt=0,
+        description="what one attempt needs on a cluster node (its agent, "
         "its Lean and the verifier's; `leanrig run --ray` reserves it); default: memory_mb",
-    )  # fmt: skip
+    )
 
 
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    # Not starting with a dot: an id names directories (`attempts/<id>/`; ".." was accepted).
+    # Not starting with a dot: an id names directories (`attempts/<id>/`).
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
     file: str
     theorem: str
@@ -82,8 +80,7 @@ class TaskSpec(BaseModel):
 
 
 class LadSpec(BaseModel):
-    """The library of the LAD condition: Lean files for consultation only (never imported by a
-    task; served through ``search_library``/``read_library`` in LAD runs)."""
+    """The LAD condition's library: Lean files for consultation only, never imported by a task."""
 
     model_config = ConfigDict(extra="forbid")
     library: list[str] = Field(
@@ -92,8 +89,7 @@ class LadSpec(BaseModel):
 
 
 class LintSpec(BaseModel):
-    """Findings of `leanrig suite lint` the suite's author accepts: code → task ids (a demo's
-    warm-up task that `rfl` closes on purpose)."""
+    """Findings of `leanrig suite lint` the suite's author accepts: code → task ids."""
 
     model_config = ConfigDict(extra="forbid")
     allow: dict[str, list[str]] = Field(
@@ -126,13 +122,10 @@ class Task:
     text: str
     span: BodySpan
     header: Header
-    # The `in` of each `… in` command wrapping the target (prefix.scope_wrappers).
-    wrappers: tuple[int, ...] = ()
-    # The target's statement, from the end of its name to its `:=` (task_kinds.py).
-    statement_span: tuple[int, int] = (0, 0)
-    claim: str = ""  # the natural-language claim (statement kinds; may be given for proofs)
-    # Empty for the task as its file has it; else what this derived task is (``restated``,
-    # ``statement_view``), so that what is known of one text is never used for another.
+    wrappers: tuple[int, ...] = ()  # offsets of the `in` of `… in` commands around the target
+    statement_span: tuple[int, int] = (0, 0)  # from the end of the name to the `:=`
+    claim: str = ""  # the natural-language claim
+    # Empty for the task file's own text; keeps caches of one text from serving another.
     derived: str = ""
 
     @property
@@ -141,12 +134,11 @@ class Task:
 
     @property
     def key(self) -> str:
-        """What caches of this task's text are keyed by: its id, and what it was derived as."""
+        """What caches of this task's text are keyed by."""
         return self.spec.id if not self.derived else f"{self.spec.id}#{self.derived}"
 
     @property
     def is_restated(self) -> bool:
-        """Made by ``restated``: the file after the target reads as the task file's does."""
         return self.derived.startswith("as:")
 
     def restated(self, statement: str) -> Task:
@@ -162,8 +154,7 @@ class Task:
         )
 
     def statement_view(self) -> Task:
-        """This task with the statement as its editable span: what a session elaborates for
-        set_statement (``with_body`` then replaces the statement; the body stays)."""
+        """This task with the statement as its editable span (for set_statement)."""
         start, end = self.statement_span
         return dataclasses.replace(
             self,
@@ -177,19 +168,18 @@ class Task:
 
     @property
     def statement(self) -> str:
-        """The target's statement as the task file has it (a statement task's placeholder)."""
+        """The target's statement as the task file has it."""
         return self.text[self.statement_span[0] : self.statement_span[1]]
 
     def with_statement(self, statement: str, body: str | None = None) -> str:
         """The task file with the target's statement (and, given, its body) replaced."""
         start, end = self.statement_span
-        between = self.text[end : self.span.start]  # the `:=`
+        between = self.text[end : self.span.start]
         proof = self.body if body is None else body
         return self.text[:start] + statement + between + proof + self.text[self.span.end :]
 
     def unwrapped(self, text: str) -> str:
-        """The text (the task file with any body) as Lean's scope parse must see it: the
-        target's ``… in`` wrappers made plain commands, positions unchanged (prefix.unwrap)."""
+        """``text`` as Lean's scope parse must see it: the target's wrappers unwrapped."""
         return unwrap(text, self.wrappers) if self.wrappers else text
 
     @property
@@ -201,8 +191,15 @@ class Task:
 
     def summary(self) -> dict[str, object]:
         s = self.spec
-        return {"id": s.id, "title": s.title, "field": s.field, "difficulty": s.difficulty,
-                "theorem": s.theorem, "kind": s.kind, "claim": self.claim}  # fmt: skip
+        return {
+            "id": s.id,
+            "title": s.title,
+            "field": s.field,
+            "difficulty": s.difficulty,
+            "theorem": s.theorem,
+            "kind": s.kind,
+            "claim": self.claim,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,27 +213,25 @@ class Suite:
         return self.spec.name
 
     def reference_path(self, task: Task) -> Path:
-        """A statement task's reference file (absolute). Raises SuiteError: the task has none."""
+        """A statement task's reference file (absolute). Raises SuiteError if it has none."""
         if task.spec.reference is None:
             raise SuiteError(f"task {task.id}: a {task.kind} task has no reference")
         return (self.root / task.spec.reference).resolve()
 
     @property
     def lad_files(self) -> tuple[Path, ...]:
-        """The LAD library's files (absolute, in the listed order); empty without ``[lad]``."""
+        """The LAD library's files (absolute, in order); empty without ``[lad]``."""
         if self.spec.lad is None:
             return ()
         return tuple((self.root / f).resolve() for f in self.spec.lad.library)
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:
-        """``hidden`` (absolute, resolved): what an agent's sandbox hides."""
+        """What an agent's sandbox hides (absolute, resolved)."""
         return tuple((self.root / h).resolve() for h in self.spec.hidden)
 
     def content_hash(self) -> str:
-        """What a run's results depend on, hashed: suite.toml, every task file, the suite's own
-        library sources and the LAD library files (a changed lemma changes what LAD agents
-        see). Recorded in run.json; a resume refuses a suite whose hash changed."""
+        """A hash of everything a run's results depend on; a resume refuses a changed one."""
         digest = hashlib.sha256((self.root / "suite.toml").read_bytes())
         for task_id in sorted(self.tasks):
             digest.update(
@@ -266,16 +261,12 @@ def _digest(text: str) -> str:
 
 
 def _known_ids(ids: list[str], shown: int = 12) -> str:
-    """The hint for an unknown task id: the suite's ids (a user of `leanrig check`/`edit`/`lsp`
-    has no list_tasks to call)."""
     listed = ", ".join(ids[:shown]) + (f", … ({len(ids)} in all)" if len(ids) > shown else "")
     return f"use one of the suite's task ids: {listed} (list_tasks lists them)"
 
 
 def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
-    """The suite in ``root``, every task checked (a broken one refuses the suite); ``only``:
-    load and check just these tasks (`leanrig check` on one task of a suite whose other tasks
-    are broken)."""
+    """The suite in ``root``, every task checked; ``only``: load and check just these tasks."""
     root = root.resolve()
     manifest = root / "suite.toml"
     if root.is_file():
@@ -346,8 +337,7 @@ def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
                 f"every body must pass: {problem}"
             )
         if not uses_sorry(span.body(text)):
-            # A placeholder that proves the theorem would be accepted untouched: an attempt
-            # that only opened the task would score it.
+            # Else an attempt that only opened the task would score it.
             after = text[span.end :]
             where = (
                 " (its `where` clause, which starts in column 0, is not part of the body an "
@@ -363,7 +353,7 @@ def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
             )
         header = parse_header(text)
         if header.module and not is_public(text, span.decl_start):
-            # As for a private target: the verdict names it from a module of its own.
+            # The verdict names the target from a module of its own.
             raise SuiteError(
                 f"task {t.id}: theorem {t.theorem} in {t.file} is not public in a file of the "
                 "module system (`module` header): the verdict cannot name it from another "
@@ -385,7 +375,7 @@ def load_suite(root: Path, only: Collection[str] | None = None) -> Suite:
 
 
 def _claim(root: Path, t: TaskSpec) -> str:
-    """The task's claim: ``claim``, or the text of ``claim_file``; a statement task needs one."""
+    """``claim``, or the text of ``claim_file``; a statement task needs one."""
     if t.claim and t.claim_file is not None:
         raise SuiteError(f"task {t.id}: give `claim` or `claim_file`, not both")
     claim = t.claim
@@ -406,9 +396,7 @@ def _claim(root: Path, t: TaskSpec) -> str:
 
 
 def _check_reference(suite: Suite, task: Task) -> None:
-    """A statement task's ``reference``: a Lean file inside a ``hidden`` path, holding one
-    theorem with a statement; no other kind has one (its text is not kept: only the grader
-    reads it, after the attempt)."""
+    """A statement task's reference: one theorem, in a ``hidden`` path; its text is not kept."""
     if not writes_statement(task.kind):
         if task.spec.reference is not None:
             raise SuiteError(f"task {task.id}: only statement tasks have a `reference`")
@@ -436,8 +424,7 @@ def _check_reference(suite: Suite, task: Task) -> None:
 
 
 def _check_hidden(suite: Suite) -> None:
-    """``hidden``: existing files or directories inside the suite, not the suite directory
-    itself (a typo must not leave a solution readable, nor hide what agents may read)."""
+    """``hidden`` paths exist, strictly inside the suite: a typo must not leave a solution open."""
     root = suite.root.resolve()
     for name, path in zip(suite.spec.hidden, suite.hidden_paths, strict=True):
         if not path.is_relative_to(root) or path == root:
@@ -447,9 +434,7 @@ def _check_hidden(suite: Suite) -> None:
 
 
 def _check_lad(suite: Suite) -> None:
-    """``[lad] library``: existing ``.lean`` files inside the suite, listed once, that no task
-    imports (the library is for consultation; a task importing it would give it to baseline
-    runs too)."""
+    """``[lad] library``: existing ``.lean`` files in the suite, listed once, no task imports."""
     if suite.spec.lad is None:
         return
     seen: set[Path] = set()
@@ -487,11 +472,8 @@ def _describe(exc: ValidationError, raw: dict[str, object]) -> str:
     return "; ".join(parts)
 
 
-# -- the prelude library ---------------------------------------------------------------------
-
-
 def library_sources(suite: Suite) -> list[tuple[str, Path]]:
-    """The suite's own library modules (``library = [...]``) and their source files."""
+    """The suite's own library modules and their source files."""
     sources = []
     for module in suite.spec.library:
         src = suite.root / (module.replace(".", "/") + ".lean")
@@ -516,18 +498,20 @@ def library_dir(suite: Suite, install: LeanInstall) -> Path | None:
         if (out / ".built").exists():
             return out
         env = {**os.environ, "LEAN_PATH": str(out)}
-        # Sandboxed like every Lean process leanrig starts: only the output dir is writable.
         prefix = list(sandbox_wrapper(SandboxPolicy(writable=(out,))))
-        for module, src in sources:  # in the listed order: dependencies first
+        for module, src in sources:  # dependencies first
             olean = out / (module.replace(".", "/") + ".olean")
             olean.parent.mkdir(parents=True, exist_ok=True)
             proc = subprocess.run(
                 [*prefix, str(install.lean), "-R", str(suite.root), "-o", str(olean), str(src)],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
                 check=False,
-            )  # fmt: skip
+            )
             if proc.returncode != 0:
-                # From the first error on (the tail cut a path in half), a few lines of it.
                 output = (proc.stdout + proc.stderr).strip()
                 first = output.find(": error")
                 start = output.rfind("\n", 0, first) + 1 if first >= 0 else 0

@@ -1,11 +1,7 @@
-"""What an attempt writes, per task kind: a proof body (``proof``), the target's statement
-(``statement``: autoformalization), or both (``statement_and_proof``). Pure text functions.
+"""What an attempt writes per task kind: the proof body, the target's statement, or both. Pure.
 
-A target's **statement** is its signature after the name: its binders and its type, up to the
-``:=`` that starts the body (``theorem main (a b : Nat) : a + b = b + a :=`` has the statement
-`` (a b : Nat) : a + b = b + a ``). A statement task's reference is the statement of the one
-theorem in a hidden Lean file; the grader (verdict.statement_verdict) alone reads it.
-"""
+A **statement** is the signature after the name, up to the body's ``:=``. A statement task's
+hidden reference is read by the grader alone."""
 
 from __future__ import annotations
 
@@ -18,19 +14,15 @@ TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
 
 
 def writes_statement(kind: TaskKind) -> bool:
-    """Does an attempt at a task of ``kind`` write the target's statement?"""
     return kind != "proof"
 
 
 def writes_proof(kind: TaskKind) -> bool:
-    """Does an attempt at a task of ``kind`` write the proof body?"""
     return kind != "statement"
 
 
 def statement_bounds(text: str, span: BodySpan) -> tuple[int, int]:
-    """The target's statement in ``text``: from the end of its name to its ``:=``.
-
-    Raises LocateError: the body's ``:=`` is not where ``span`` says."""
+    """The target's statement bounds; raises LocateError if ``:=`` is not where ``span`` says."""
     name_end = declaration_head(text, span.decl_start)[1]
     assign = span.start - len(":=")
     if text[assign : span.start] != ":=" or assign < name_end:
@@ -39,16 +31,14 @@ def statement_bounds(text: str, span: BodySpan) -> tuple[int, int]:
 
 
 def reference_statement(text: str) -> str:
-    """The statement of the one theorem in ``text`` (a reference file).
-
-    Raises LocateError: no theorem, or more than one, or its statement is empty."""
+    """The statement of the one theorem in a reference file; else raises LocateError."""
     theorems = {}
     for parts, source in declaration_index(text).items():
         if source is None:
             continue
         try:
             theorems[".".join(parts)] = locate_body(text, ".".join(parts))
-        except LocateError:  # not a theorem (a definition the reference uses)
+        except LocateError:  # a definition the reference uses
             continue
     if len(theorems) != 1:
         found = (

@@ -1,30 +1,6 @@
-"""Term-mode proofs of one statement from another, for the equivalence grade (BEq+) on a Lean
-without tactics: Lean's printed statements (``#check @T``) read as terms, and the fixed,
-versioned portfolio of candidate proofs built from them (``direction_plan``).
-
-A direction proves ``∀ (base : S), T`` where ``S`` is the other statement. The portfolio,
-``bootstrap-terms/1``, in order:
-
-1. ``same``: ``base``, ``@base``, and ``base`` eta-expanded over the target's binders: Lean
-   decides whether the two statements are the same up to definitional unfolding and binder
-   names (and implicit vs explicit binders, as ``@fun``/``@base`` bind every argument).
-2. ``apply``: ``base`` applied at the head, its arguments found by matching its conclusion and
-   hypotheses against the target's (re-ordered binders, implicit vs explicit), hypotheses
-   re-bundled (``⟨ha, hb⟩`` for ``A ∧ B``, ``h.1``/``h.2``, ``fun a b => h ⟨a, b⟩`` for a
-   curried/bundled implication, ``Iff`` sides through ``.1``/``.2``).
-3. ``restructure``: the target's conclusion built around applications of ``base``: conjuncts
-   or ``Iff`` sides swapped (``⟨(base …).2, (base …).1⟩``), a projection of its conclusion,
-   ``Eq.symm``.
-
-Two families are guards, proofs that do not use ``base``: ``assumption`` (the target's
-conclusion is one of its own hypotheses) and ``base-free`` (the same search without
-``base``). When one checks, the strategies ``GUARDS`` names for it do not count.
-
-Pure: this reads Lean's printer (a Pratt parser for the term syntax it prints: binders,
-applications, arrows, ``fun``, projections, the usual infix notation) and writes candidate
-terms. It decides nothing: every candidate is checked by Lean, and a term it cannot read is a
-``TermError`` (the caller then falls back to the ``same`` candidates, which need no reading).
-"""
+"""The term-mode portfolio ``bootstrap-terms/1`` (docs/equivalence.md): reads Lean's printed
+statements as terms and writes candidate proofs of one from ``base``, the other. Pure: it
+decides nothing, Lean checks every candidate; an unreadable term is a ``TermError``."""
 
 from __future__ import annotations
 
@@ -39,13 +15,7 @@ from lsp_bridge import LeanrigError
 PORTFOLIO_VERSION: Final = "bootstrap-terms/1"
 
 Strategy = Literal["same", "apply", "restructure", "assumption", "base-free"]
-# The guards, proofs of the target without the other statement, and the strategies whose
-# proofs do not count when one checks, as in the reference BEq+: `assumption` (its step 2,
-# before any use of `base`) sets every proof aside; `base-free` the proofs that restructure
-# the other statement's conclusion (its step 4, `have <conclusion of base>; solvers`, is
-# skipped when the solvers prove the target without the `have`). Applying `base` at the head
-# (`same`, `apply`: its steps 1 and 3, `exact?` and `apply base; solvers`) counts then.
-# `STRICT_GUARDS`: every guard sets every proof aside.
+# Guard -> the strategies whose proofs do not count when it checks, as in the reference BEq+.
 GUARDS: Final[Mapping[str, frozenset[str]]] = {
     "assumption": frozenset({"same", "apply", "restructure"}),
     "base-free": frozenset({"restructure"}),
@@ -60,21 +30,14 @@ class TermError(LeanrigError):
     hint = "the equivalence grader falls back to the candidates that need no reading"
 
 
-# -- terms ------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Var:
-    """A name: a constant, a bound variable or a target binder. ``explicit``: written ``@n``."""
-
     name: str
     explicit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """The other statement's ``index``-th binder, to be matched against the target's terms."""
-
     index: int
 
 
@@ -125,20 +88,28 @@ Term = Var | Meta | App | Pi | Lam | Sort | Lit | Proj | Hole
 FALSE: Final = Var("False")
 
 
-# -- reading Lean's printer -------------------------------------------------------------------
-
-# Characters that end a name (Lean's identifiers may hold `.`, `'`, `!`, `?`, subscripts, `✝`).
 _STOP = set('()[]{}⦃⦄⟨⟩,:@→∀λ↔∧∨¬=≠≤<≥>+*/%^∣∃↦·-×"') | {" ", "\t", "\n", "\r"}
 _MULTI = ("=>", "->", ":=", "↦")
 _SINGLE = set("()[]{}⦃⦄⟨⟩,:@→∀λ↔∧∨¬=≠≤<≥>+*/%^∣∃·-×")
-# Infix notation as Lean's printer uses it: token -> (left binding power, right, head).
+# token -> (left binding power, right binding power, head constant)
 _INFIX: Final = {
-    "↔": (20, 21, "Iff"), "∨": (30, 30, "Or"), "∧": (35, 35, "And"),
-    "=": (50, 51, "Eq"), "≠": (50, 51, "Ne"), "≤": (50, 51, "LE.le"), "<": (50, 51, "LT.lt"),
-    "≥": (50, 51, "GE.ge"), ">": (50, 51, "GT.gt"), "∣": (50, 51, "Dvd.dvd"),
-    "+": (65, 66, "HAdd.hAdd"), "-": (65, 66, "HSub.hSub"), "*": (70, 71, "HMul.hMul"),
-    "/": (70, 71, "HDiv.hDiv"), "%": (70, 71, "HMod.hMod"), "^": (75, 75, "HPow.hPow"),
-}  # fmt: skip
+    "↔": (20, 21, "Iff"),
+    "∨": (30, 30, "Or"),
+    "∧": (35, 35, "And"),
+    "=": (50, 51, "Eq"),
+    "≠": (50, 51, "Ne"),
+    "≤": (50, 51, "LE.le"),
+    "<": (50, 51, "LT.lt"),
+    "≥": (50, 51, "GE.ge"),
+    ">": (50, 51, "GT.gt"),
+    "∣": (50, 51, "Dvd.dvd"),
+    "+": (65, 66, "HAdd.hAdd"),
+    "-": (65, 66, "HSub.hSub"),
+    "*": (70, 71, "HMul.hMul"),
+    "/": (70, 71, "HDiv.hDiv"),
+    "%": (70, 71, "HMod.hMod"),
+    "^": (75, 75, "HPow.hPow"),
+}
 _ARROW_BP: Final = 25
 _BRACKETS: Final = {"(": ")", "{": "}", "[": "]", "⦃": "⦄"}
 _KEYWORDS: Final = frozenset({"fun", "λ", "∀", "∃", "Sort", "Type", "Prop", "let", "have"})
@@ -181,7 +152,7 @@ def tokens(text: str) -> list[str]:
             else:
                 j += 1
         out.append(text[i:j])
-        if text.startswith(".{", j):  # a constant's universe levels: left to Lean
+        if text.startswith(".{", j):
             close = text.find("}", j)
             if close < 0:
                 raise TermError("an unclosed universe list")
@@ -307,7 +278,7 @@ class _Parser:
             if self.starts_atom():
                 args.append(self.atom())
             elif self.peek() in ("fun", "λ", "∀", "∃", "¬"):
-                args.append(self.prefix())  # a trailing binder argument: `Exists fun x => …`
+                args.append(self.prefix())
                 break
             else:
                 break
@@ -344,7 +315,6 @@ class _Parser:
         raise TermError(f"unexpected {tok!r}")
 
     def named(self, name: str, *, explicit: bool) -> Term:
-        # `h.1`, `h.2.1`: numeric components are projections of the name before them.
         parts = name.split(".")
         cut = len(parts)
         while cut > 1 and parts[cut - 1].isdigit():
@@ -384,9 +354,6 @@ def parse_term(text: str) -> Term:
     return term
 
 
-# -- names, substitution, comparison ----------------------------------------------------------
-
-
 def free_names(term: Term) -> set[str]:
     match term:
         case Var(name):
@@ -419,7 +386,7 @@ def metas(term: Term) -> set[int]:
 
 
 def all_names(term: Term) -> set[str]:
-    """Every name in ``term``, bound or free (fresh names avoid them all)."""
+    """Every name in ``term``, bound or free."""
     match term:
         case Var(name):
             return {name}
@@ -434,8 +401,7 @@ def all_names(term: Term) -> set[str]:
 
 
 def replace(term: Term, names: Mapping[str, Term], metas_: Mapping[int, Term]) -> Term:
-    """``term`` with free ``names`` and ``metas_`` replaced, bound names renamed where they
-    would capture a replacement's free names."""
+    """``term`` with free ``names`` and ``metas_`` replaced, renaming binders to avoid capture."""
     if not names and not metas_:
         return term
     match term:
@@ -501,12 +467,10 @@ def alpha_eq(a: Term, b: Term) -> bool:
 
 @dataclass(slots=True)
 class _Unifier:
-    # Rigid mismatches allowed between two constant-headed terms (`Nat.double n` against
-    # `HAdd.hAdd n n`), for Lean to settle by unfolding definitions; never at a variable.
-    slack: int
+    slack: int  # mismatches allowed between constant-headed terms, for Lean to unfold
     locals_: frozenset[str]
     subst: dict[int, Term] = field(default_factory=dict)
-    top: Term | None = None  # the whole pattern: its head must match (an argument may differ)
+    top: Term | None = None  # the whole pattern: its head must match
 
     def run(self, p: Term, t: Term, bp: dict[str, int], bt: dict[str, int], depth: int) -> bool:
         if isinstance(p, Hole) or isinstance(t, Hole):
@@ -514,7 +478,7 @@ class _Unifier:
         if isinstance(p, Meta):
             if p.index in self.subst:
                 return self.run(self.subst[p.index], t, {}, bt, depth)
-            if free_names(t) & set(bt):  # a value mentioning a variable bound inside
+            if free_names(t) & set(bt):
                 return False
             self.subst[p.index] = t
             return True
@@ -579,15 +543,12 @@ def unify(
     locals_: frozenset[str] = frozenset(),
     whole: bool = False,
 ) -> dict[int, Term] | None:
-    """Extend ``subst`` (the other statement's binders → target terms) so that ``pattern``
-    matches ``term`` up to bound names, allowing ``slack`` mismatches between constant-headed
-    terms that are not ``locals_`` (for Lean to settle by unfolding definitions), inside the
-    terms (the whole of them too if ``whole``). A new dict, or None."""
+    """Extend ``subst`` (metas → target terms) so ``pattern`` matches ``term``; a new dict or None.
+
+    ``slack``: mismatches allowed between non-``locals_`` constant-headed subterms (``whole``:
+    at the top too)."""
     u = _Unifier(slack, locals_, dict(subst), None if whole else pattern)
     return u.subst if u.run(pattern, term, {}, {}, 0) else None
-
-
-# -- printing ---------------------------------------------------------------------------------
 
 
 def show(term: Term) -> str:
@@ -627,7 +588,6 @@ def _atomic(term: Term) -> str:
 
 
 def _paren(text: str) -> str:
-    """``text`` as an argument: names, projections and one anonymous constructor stay bare."""
     if re.fullmatch(r"@?[\w.'✝]+", text):
         return text
     if text.startswith("⟨") and text.endswith("⟩"):
@@ -642,9 +602,6 @@ def _paren(text: str) -> str:
     return f"({text})"
 
 
-# -- statements as telescopes -----------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Binder:
     name: str
@@ -654,8 +611,6 @@ class Binder:
 
 @dataclass(frozen=True, slots=True)
 class Telescope:
-    """A statement's binders (named, dependencies by name) and conclusion."""
-
     binders: tuple[Binder, ...]
     conclusion: Term
 
@@ -666,8 +621,7 @@ def _is_head(term: Term, name: str, arity: int) -> bool:
 
 
 def split(term: Term) -> tuple[list[tuple[str | None, str, Term]], Term]:
-    """``∀ binders, conclusion`` with ``Not A`` read as ``A → False`` (``Not`` is that
-    function type by definition: Lean checks every candidate built on this reading)."""
+    """``∀ binders, conclusion``, reading ``Not A`` as ``A → False``."""
     binders: list[tuple[str | None, str, Term]] = []
     while True:
         if isinstance(term, Pi):
@@ -682,8 +636,7 @@ def split(term: Term) -> tuple[list[tuple[str | None, str, Term]], Term]:
 
 
 def telescope(text: str, avoid: set[str]) -> Telescope:
-    """The statement Lean printed as ``text``, its binders renamed to names that are valid
-    Lean, distinct, and not in ``avoid`` (nor anywhere in the statement)."""
+    """The printed statement, its binders renamed to distinct valid names not in ``avoid``."""
     raw, conclusion = split(parse_term(text))
     taken = set(avoid) | all_names(parse_term(text))
     binders: list[Binder] = []
@@ -703,9 +656,6 @@ def telescope(text: str, avoid: set[str]) -> Telescope:
     return Telescope(tuple(binders), replace(conclusion, renamed, {}))
 
 
-# -- the search -------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Fact:
     text: str  # a Lean term, atomic or parenthesized
@@ -717,13 +667,12 @@ class Fact:
 class Proof:
     text: str
     uses_base: bool
-    head_base: bool = False  # `base` applied at the head, its conclusion taken as it is
+    head_base: bool = False  # `base` applied at the head, its conclusion unchanged
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A proof of the target: from ``base`` (its theorem has the hypothesis), or, for a
-    ``guard``, of the target alone."""
+    """A proof of the target from ``base``, or, for a ``guard``, of the target alone."""
 
     strategy: str  # a `Strategy`, or a step of the tactic portfolio (equiv_tactics.py)
     proof: str
@@ -736,8 +685,6 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class DirectionPlan:
-    """The candidates of one direction, in the portfolio's order, and the guards."""
-
     proofs: tuple[Candidate, ...]
     guards: tuple[Candidate, ...]
     notes: tuple[str, ...] = ()
@@ -748,8 +695,8 @@ class _Search:
     taken: set[str]
     lenient: int = 0  # rigid mismatches allowed where `base` is applied
     max_width: int = 4  # alternatives kept per sub-goal
-    steps: int = 20_000  # sub-goals left to try: the search ends, whatever it has found
-    locals_: set[str] = field(default_factory=set)  # the target's binders, the names introduced
+    steps: int = 20_000  # sub-goals left to try
+    locals_: set[str] = field(default_factory=set)  # the target's binders and introduced names
 
     def fresh(self, stem: str) -> str:
         name = _fresh(stem, self.taken)
@@ -781,8 +728,7 @@ class _Search:
             return
         raw, conclusion = split(goal)
         if raw:
-            # The goal as it is first (a fact may have exactly this type, or a `Not` that
-            # was not unfolded), then its binders introduced.
+            # As it is first: a fact may have exactly this type, or an unfolded `Not`.
             yield from self.direct(goal, ctx, depth, symm)
             names: list[str] = []
             renamed: dict[str, Term] = {}
@@ -794,7 +740,7 @@ class _Search:
                 if name is not None:
                     renamed = {**renamed, name: Var(new)}
             inner = replace(conclusion, renamed, {})
-            # `@fun` binds implicit binders too (plain `fun` would let Lean introduce them).
+            # `@fun` binds implicit binders too.
             at = "@" if any(kind != "(" for _, kind, _ in raw) else ""
             for p in self.prove(inner, facts, depth, symm):
                 yield Proof(f"{at}fun {' '.join(names)} => {p.text}", p.uses_base)
@@ -802,7 +748,6 @@ class _Search:
         yield from self.direct(goal, ctx, depth, symm)
 
     def direct(self, goal: Term, ctx: list[Fact], depth: int, symm: bool) -> Iterator[Proof]:
-        """Proofs of ``goal`` as it is: a fact, an application, a constructor, symmetry."""
         for f in ctx:
             if unify(f.type, goal, {}) is not None:
                 yield Proof(f.text, f.uses_base, f.text == BASE)
@@ -827,24 +772,22 @@ class _Search:
                 yield Proof(f"Eq.symm {_paren(p.text)}", p.uses_base)
 
     def apply(self, fact: Fact, goal: Term, ctx: list[Fact], depth: int) -> Iterator[Proof]:
-        """``fact`` applied (its binders as metas) so that its conclusion, or a view of it
-        (an ``And``'s part, an ``Iff``'s side applied to a proof of the other), is ``goal``."""
+        """``fact`` applied so that its conclusion, an ``And`` part or ``Iff`` side is ``goal``."""
         binders, conclusion = _as_metas(fact.type)
         views = _views(conclusion)
         if not binders and len(views) == 1:
-            return  # a plain fact: `prove` matched it already
+            return
         slack = self.lenient if fact.uses_base else 0
-        # Its own arguments come from the other facts (`base` is not its own argument).
         others = [f for f in ctx if not (fact.uses_base and f.uses_base)]
         m = len(binders)
         for pattern, projection, premise in views:
             subst = unify(pattern, goal, {}, slack=slack, locals_=frozenset(self.locals_))
             if subst is None:
                 continue
-            # An `Iff` side's premise is one more argument, after the projection.
             extra = [Binder("_", "(", premise)] if premise is not None else []
-            for args, used in self.fill([*binders, *extra], conclusion, subst, others, depth - 1,
-                                        slack):  # fmt: skip
+            for args, used in self.fill(
+                [*binders, *extra], conclusion, subst, others, depth - 1, slack
+            ):
                 head = f"@{fact.text} {' '.join(args[:m])}" if binders else fact.text
                 if projection:
                     head = f"{_paren(head)}{projection}"
@@ -861,10 +804,8 @@ class _Search:
         depth: int,
         slack: int,
     ) -> Iterator[tuple[list[str], bool]]:
-        """Arguments for ``binders`` (metas ``0…``): what matching assigned; for a binder a
-        later one or the conclusion determines, ``_`` first, then the target's variables of
-        its type (the same name first, then the same position); else a fact or a proof from
-        ``ctx``."""
+        """Arguments for ``binders`` (metas ``0…``): matched, ``_`` or a target variable when
+        determined later, else a fact or a proof from ``ctx``."""
         later: list[set[int]] = []
         seen: set[int] = metas(conclusion)
         for b in reversed(binders):
@@ -894,8 +835,7 @@ class _Search:
             need = replace(b.type, {}, subst)
             if j in later[j]:
                 yield from go(j + 1, subst, [*chosen, j], used)
-                # The target's variable of the same name first, then the one in the same
-                # position (statements often keep both), then the others.
+                # Same name first, then same position: statements often keep both.
                 nth = _nth_text(variables, j)
                 aligned = sorted(variables, key=lambda f: (f.text != b.name, f.text != nth))
                 for f in aligned[: self.max_width]:
@@ -905,9 +845,8 @@ class _Search:
             matched = False
             for f in ctx:
                 if isinstance(f.type, Sort) and not isinstance(need, Sort):
-                    continue  # a type is no proof: `?p` is a proposition's proof
-                # A hypothesis may be a definition unfolded as a whole (`Nat.IsZero n` for
-                # `Eq n 0`); a conclusion's head must match (`apply`).
+                    continue
+                # A hypothesis may match a definition unfolded as a whole (`Nat.IsZero n`).
                 extended = unify(need, f.type, subst, slack=slack, locals_=locals_, whole=True)
                 if extended is not None:
                     matched = True
@@ -922,9 +861,7 @@ class _Search:
 
 
 def _views(conclusion: Term, depth: int = 2) -> list[tuple[Term, str, Term | None]]:
-    """What an application's ``conclusion`` gives: itself, its ``And`` parts (nested:
-    ``.2.1``), an ``Iff`` side from the other (``(e).1 a : b`` for ``e : Iff a b``): (the type
-    given, the projection, the premise it needs)."""
+    """(type, projection, premise) for ``conclusion``, its ``And`` parts and ``Iff`` sides."""
     views: list[tuple[Term, str, Term | None]] = [(conclusion, "", None)]
     if depth > 0 and _is_head(conclusion, "And", 2):
         assert isinstance(conclusion, App)
@@ -970,8 +907,8 @@ BASE: Final = "base"
 def direction_plan(
     source: str | None, target: str | None, *, limit: int = 48, guard_limit: int = 24
 ) -> DirectionPlan:
-    """The candidates proving ``target`` from ``base : source`` (both as Lean printed them;
-    None when it could not), then the guards; at most ``limit`` and ``guard_limit``."""
+    """Candidates proving ``target`` from ``base : source``, then guards (at most the limits).
+    Both statements as Lean printed them; None when it could not."""
     same = [Candidate("same", BASE), Candidate("same", f"@{BASE}")]
     notes: list[str] = []
     src = tgt = None

@@ -1,34 +1,11 @@
-"""The equivalence grade (BEq+): whether two statements are shown equivalent by proving each
-from the other in Lean, each proof re-checked alone in a fresh sandboxed Lean.
+"""The equivalence grade (BEq+): each statement proved from the other in fresh sandboxed Lean.
 
-A direction ``first ⇒ second`` is a theorem inserted in the file, in its scope::
-
-    theorem leanrig_equiv_forward.{u} (base : type_of% @first.{u}) : type_of% @second.{u} := …
-
-1. A probe run asks Lean for both statements (``#check``): a name Lean does not know makes the
-   pair ``invalid``. Universe parameters are pinned pairwise (every matching order for up to
-   three); different counts: not shown, with the reason.
-2. Per direction (both at once), one Lean run checks every candidate of the portfolio (one
-   theorem each: errors are per declaration) and the guards, proofs of the target that do not
-   use ``base``; and that the target statement is a finished one (its type depends on no
-   ``sorryAx`` and no axiom off the allow-list: else the pair is ``invalid``). The portfolio:
-   ``equiv_terms`` (term mode, ``bootstrap-terms/1``) for a `prelude` file or the bootstrap
-   Lean, where a guard that checks sets strategies aside as the reference BEq+'s guards do
-   (``equiv_terms.GUARDS``; ``strict_guards``: all of them); ``equiv_tactics`` (the reference's
-   own steps, ``beq-plus-tactics/1``) for other files on a full toolchain.
-3. The first proof that counts is re-checked alone (the file, that theorem and
-   ``#print axioms``) in a fresh Lean: no error on its lines, no ``sorryAx``, no axiom off the
-   allow-list. Only that makes the direction ``proved``.
-
-"Equivalent" needs both directions proved. Nothing is decided by comparing text: Lean's
-answers decide, the text only proposes candidates.
-
-The file's own text is trusted to be a statement file: what a candidate statement may contain
-(scope, forbidden constructs) is the caller's check, as the proof verdict's structure stage is.
-
-Must not block the event loop: every Lean run is a fresh sandboxed process awaited under the
-direction's deadline (``SandboxedLean.run``).
-"""
+1. Probe: ``#check`` both; an unknown name makes the pair ``invalid``; universes pinned pairwise.
+2. Per direction, one Lean run checks every portfolio candidate (``base : first ⊢ second``), the
+   guards, and that the target statement is finished (no ``sorryAx``, axioms allowed).
+3. The first proof that counts is re-checked alone in a fresh Lean; only that makes ``proved``.
+"Equivalent" needs both directions; Lean decides, text only proposes. The file is trusted to be
+a statement file: what a candidate statement may contain is the caller's check."""
 
 from __future__ import annotations
 
@@ -70,16 +47,19 @@ from .verifier import axioms_outside
 DirectionOutcome = Literal["proved", "not_shown", "timed_out"]
 Outcome = Literal["equivalent", "not_equivalent", "invalid"]
 
-# Every order of the universe parameters is tried up to this many (3! = 6 headers per proof).
+# Every order of the universe parameters is tried up to this many.
 MAX_PERMUTED_UNIVERSES: Final = 3
-# A candidate's elaboration budget: Lean's default, whatever the file sets before it.
+# Lean's default, whatever the file sets before it.
 CANDIDATE_HEARTBEATS: Final = 200_000
-# How the probe asks Lean to print a statement: full names, universe levels, binder types,
-# proofs and applications spelled out (what `equiv_terms` reads back).
+# Statements printed in full, as `equiv_terms` reads them back.
 _PRINT_OPTIONS: Final = (
-    "pp.fullNames true", "pp.universes true", "pp.funBinderTypes true", "pp.proofs true",
-    "pp.fieldNotation false", "pp.structureInstances false",
-)  # fmt: skip
+    "pp.fullNames true",
+    "pp.universes true",
+    "pp.funBinderTypes true",
+    "pp.proofs true",
+    "pp.fieldNotation false",
+    "pp.structureInstances false",
+)
 _NAMED_RE = re.compile(r"'(?P<name>.+?)' (?:does not depend on any axioms|depends on axioms)")
 
 
@@ -89,9 +69,7 @@ class EquivalenceError(LeanrigError):
 
 @dataclass(frozen=True, slots=True)
 class DirectionResult:
-    """One direction: ``proved`` (by ``strategy``, with ``proof`` and the ``theorem`` that
-    was re-checked), ``not_shown`` (the portfolio found nothing that counts; ``note`` says
-    why) or ``timed_out``."""
+    """One direction: ``proved`` (``theorem`` was re-checked), ``not_shown`` or ``timed_out``."""
 
     outcome: DirectionOutcome
     strategy: str | None = None
@@ -115,9 +93,8 @@ class DirectionResult:
 
 @dataclass(frozen=True, slots=True)
 class Equivalence:
-    """The grade of ``second`` (the candidate) against ``first`` (the reference):
-    ``forward`` proves ``second`` from ``first``, ``backward`` the converse; ``reasons``
-    say why a pair is ``invalid`` (then no direction was tried)."""
+    """The grade of ``second`` (candidate) against ``first`` (reference); ``forward`` proves
+    ``second`` from ``first``. An ``invalid`` pair has ``reasons`` and no direction tried."""
 
     outcome: Outcome
     first: str
@@ -143,8 +120,6 @@ class Equivalence:
 
 @dataclass(frozen=True, slots=True)
 class _Placed:
-    """A file with a block of commands inserted: where the block's lines are."""
-
     text: str
     first_line: int  # Lean's 1-based line of the block's first line
 
@@ -166,8 +141,6 @@ class _Theorem:
 
 @dataclass(frozen=True, slots=True)
 class _Proof:
-    """A proof that counted in a direction's batch, as it is re-checked alone."""
-
     candidate: Candidate
     name: str  # the readable theorem's name
     declaration: tuple[str, ...]
@@ -176,8 +149,6 @@ class _Proof:
 
 @dataclass(slots=True)
 class _Found:
-    """What a direction's batch found: its result already (``done``), or proofs to re-check."""
-
     key: str
     started: float
     deadline: float
@@ -203,20 +174,18 @@ class _Found:
 
 @dataclass(frozen=True, slots=True)
 class _Probe:
-    statements: dict[str, Statement | None]  # name -> what Lean printed (None: no print)
+    statements: dict[str, Statement | None]  # None: Lean could not print it
     reasons: tuple[str, ...]  # why the pair is invalid
-    file_error: str | None  # the file's first error, where it has one
+    file_error: str | None
 
 
 def _standalone_suite(root: Path, axioms: Iterable[str]) -> Suite:
-    """A suite for a file graded on its own: default limits, the given allow-list."""
     spec = SuiteSpec(name="leanrig-equiv", axioms=list(axioms), tasks=[])
     return Suite(root=root, spec=spec, tasks={})
 
 
 class EquivalenceGrader:
-    """BEq+ between two statements of a file, in fresh sandboxed Lean processes, with
-    ``install`` and the ``suite``'s library and limits (or, without a suite, defaults)."""
+    """BEq+ between two statements of a file, with the ``suite``'s library and limits."""
 
     def __init__(
         self,
@@ -230,8 +199,7 @@ class EquivalenceGrader:
         strict_guards: bool = False,
         project: Path | None = None,
     ) -> None:
-        """``project``, without a suite: the directory of the files graded (a Lake project's
-        ``LEAN_PATH`` is asked there; default: the working directory)."""
+        """``project``, without a suite: where a Lake ``LEAN_PATH`` is asked (default: cwd)."""
         self.guards = STRICT_GUARDS if strict_guards else GUARDS
         if allowed_axioms is None:
             allowed_axioms = suite.spec.axioms if suite is not None else DEFAULT_AXIOMS
@@ -240,7 +208,7 @@ class EquivalenceGrader:
         self.suite = suite or _standalone_suite(root, self.allowed)
         self.install = install
         self.sandbox = sandbox or SandboxPolicy()
-        # Absolute now: scratch paths become sandbox bind mounts and Lean runs elsewhere.
+        # Scratch paths become sandbox bind mounts, and Lean runs elsewhere.
         work = work_root.resolve() if work_root is not None else None
         self._lean = SandboxedLean(self.suite, install, library, self.sandbox, work)
 
@@ -257,10 +225,9 @@ class EquivalenceGrader:
         insert_at: int | None = None,
         budget_seconds: float,
     ) -> Equivalence:
-        """Whether ``second`` (the candidate) is equivalent to ``first`` (the reference),
-        both declared in ``text`` with placeholder bodies; the direction theorems go at
-        ``insert_at`` (default: the end). ``budget_seconds`` bounds each direction, and the
-        probe before them."""
+        """Whether ``second`` (candidate) is equivalent to ``first`` (reference) in ``text``.
+        Direction theorems go at ``insert_at`` (default: the end); ``budget_seconds`` bounds
+        the probe and each direction."""
         started = time.perf_counter()
         if budget_seconds <= 0:
             raise EquivalenceError(f"the budget must be positive, not {budget_seconds:g} s")
@@ -268,16 +235,21 @@ class EquivalenceGrader:
         if not 0 <= at <= len(text):
             raise EquivalenceError(f"insert_at {at} is outside the file (0…{len(text)})")
         if lone_carriage_return(text) is not None:
-            return self._invalid(first, second, started,
-                                 "the file has a carriage return not followed by a line feed, "
-                                 "which Lean does not accept")  # fmt: skip
-        at = len(text[:at].replace("\r\n", "\n"))  # CRLF read as LF, as Lean reads it
+            return self._invalid(
+                first,
+                second,
+                started,
+                "the file has a carriage return not followed by a line feed, "
+                "which Lean does not accept",
+            )
+        at = len(text[:at].replace("\r\n", "\n"))  # as Lean reads CRLF
         text = text.replace("\r\n", "\n")
         try:
             probe = await self._probe(text, at, (first, second), budget_seconds)
         except _TimedOut as exc:
-            return self._invalid(first, second, started,
-                                 f"the statements were not read: {exc}", text=text)  # fmt: skip
+            return self._invalid(
+                first, second, started, f"the statements were not read: {exc}", text=text
+            )
         if probe.reasons:
             return self._invalid(first, second, started, *probe.reasons, text=text)
         one, two = probe.statements[first], probe.statements[second]
@@ -286,9 +258,14 @@ class EquivalenceGrader:
 
         async def direction(key: str, source: str, target: str, check: tuple[str, ...]) -> None:
             found[key] = await self._direction(
-                text, at, key, (source, probe.statements[source]),
-                (target, probe.statements[target]), check, budget_seconds,
-            )  # fmt: skip
+                text,
+                at,
+                key,
+                (source, probe.statements[source]),
+                (target, probe.statements[target]),
+                check,
+                budget_seconds,
+            )
             invalid.extend(found[key].invalid)
 
         found: dict[str, _Found] = {}
@@ -300,7 +277,6 @@ class EquivalenceGrader:
             results = {k: DirectionResult("not_shown", note=note) for k in ("forward", "backward")}
             invalid += await self._statements_only(text, at, probe, budget_seconds)
         else:
-            # Each batch also checks its target statement (`_statement_check`).
             async with anyio.create_task_group() as tg:
                 tg.start_soon(direction, "forward", first, second, (second,))
                 tg.start_soon(direction, "backward", second, first, (first,))
@@ -321,20 +297,14 @@ class EquivalenceGrader:
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
 
-    # -- the probe ----------------------------------------------------------------------------
-
     async def _probe(self, text: str, at: int, names: tuple[str, str], budget: float) -> _Probe:
         options = " in ".join(f"set_option {o}" for o in _PRINT_OPTIONS)
         block = [f"{options} in #check @{_ref(name)}" for name in dict.fromkeys(names)]
         placed = _Placed.insert(text, at, block)
         messages = await self._run(placed.text, budget, "probe")
         block_lines = range(placed.first_line, placed.first_line + len(block))
-        # The file's own errors do not decide: a statement is invalid when its type depends on
-        # `sorryAx` (Lean's error recovery), which the batches check.
-        own = [
-            m for m in messages
-            if m.get("severity") == "error" and _line(m) not in block_lines
-        ]  # fmt: skip
+        # The file's own errors do not decide: the batches check the statements for `sorryAx`.
+        own = [m for m in messages if m.get("severity") == "error" and _line(m) not in block_lines]
         file_error = _describe(own[0]) if own else None
         statements: dict[str, Statement | None] = {}
         reasons: list[str] = []
@@ -343,14 +313,15 @@ class EquivalenceGrader:
             errors = [m for m in answers if m.get("severity") == "error"]
             infos = [m for m in answers if m.get("severity") == "information"]
             if errors:
-                reasons.append(f"`{name}` is not a declaration Lean knows here: "
-                               f"{_first_line(errors[0])}")  # fmt: skip
+                reasons.append(
+                    f"`{name}` is not a declaration Lean knows here: {_first_line(errors[0])}"
+                )
             elif len(infos) != 1:
                 reasons.append(
                     f"Lean said nothing about `{name}` (is it declared before the insertion "
                     "point, and does the file not stop early, e.g. at `#exit`?)"
                 )
-            else:  # None where Lean could not print it: only `same` is tried then
+            else:
                 statements[name] = parse_check(str(infos[0].get("data", "")), name)
         if reasons and file_error is not None:
             reasons.append(f"the file's first error: {file_error}")
@@ -359,8 +330,7 @@ class EquivalenceGrader:
     def _statement_check(
         self, name: str, statement: Statement | None, nonce: str, index: int
     ) -> _Theorem:
-        """A theorem whose axioms are those of ``name``'s statement (not of its placeholder
-        body): ``sorryAx`` there means Lean recovered from an error in the statement."""
+        """A theorem whose axioms are those of ``name``'s statement, not of its body."""
         levels = [f"leanrig_s{i + 1}" for i in range(len(statement.universes))] if statement else []
         pinned = f".{{{', '.join(levels)}}}" if levels else ""
         thm = f"leanrig_equiv_{nonce}_statement_{index}"
@@ -370,21 +340,24 @@ class EquivalenceGrader:
         )
         return _Theorem(Candidate("same", "h"), thm, _declaration(header, "h", thm))
 
-    def _statement_reasons(self, name: str, ok: bool, messages: list[dict[str, Any]],
-                           check: _Theorem, first_line: int) -> list[str]:  # fmt: skip
+    def _statement_reasons(
+        self, name: str, ok: bool, messages: list[dict[str, Any]], check: _Theorem, first_line: int
+    ) -> list[str]:
         if ok:
             return []
         last = first_line + len(check.lines) - 1
         axioms = _axioms_at(messages, last, check.name) or ()
         if "sorryAx" in axioms:
-            return [f"`{name}` is not a finished statement: it depends on sorryAx (an error "
-                    "Lean recovered from, or an unfinished definition it uses)"]  # fmt: skip
+            return [
+                f"`{name}` is not a finished statement: it depends on sorryAx (an error "
+                "Lean recovered from, or an unfinished definition it uses)"
+            ]
         extra = axioms_outside(axioms, self.allowed)
         if extra:
-            return [f"`{name}`'s statement uses axioms outside the allow-list: "
-                    f"{', '.join(extra)}"]  # fmt: skip
-        errors = [m for m in messages
-                  if m.get("severity") == "error" and first_line <= _line(m) <= last]  # fmt: skip
+            return [f"`{name}`'s statement uses axioms outside the allow-list: {', '.join(extra)}"]
+        errors = [
+            m for m in messages if m.get("severity") == "error" and first_line <= _line(m) <= last
+        ]
         said = _first_line(errors[0]) if errors else "no answer from `#print axioms`"
         return [f"`{name}`'s statement could not be checked: {said}"]
 
@@ -401,13 +374,11 @@ class EquivalenceGrader:
             return [f"the statements could not be checked: {exc}"]
         reasons: list[str] = []
         for (name, check), (start, end) in zip(checks.items(), spans, strict=True):
-            ok = self._passes(messages, placed.first_line + start, placed.first_line + end,
-                              check.name)  # fmt: skip
-            reasons += self._statement_reasons(name, ok, messages, check,
-                                               placed.first_line + start)  # fmt: skip
+            ok = self._passes(
+                messages, placed.first_line + start, placed.first_line + end, check.name
+            )
+            reasons += self._statement_reasons(name, ok, messages, check, placed.first_line + start)
         return reasons
-
-    # -- one direction ------------------------------------------------------------------------
 
     async def _direction(
         self,
@@ -419,8 +390,7 @@ class EquivalenceGrader:
         check: tuple[str, ...],
         budget: float,
     ) -> _Found:
-        """The batch of the direction ``source ⇒ target``: the proofs that count, to re-check,
-        and why the statements in ``check`` are invalid (checked in the same batch)."""
+        """The batch of ``source ⇒ target``: proofs to re-check, and why ``check`` is invalid."""
         started = time.perf_counter()
         deadline = started + budget
         (source_name, source_stmt), (target_name, target_stmt) = source, target
@@ -438,9 +408,10 @@ class EquivalenceGrader:
         count = len(target_stmt.universes) if target_stmt else 0
         levels = [f"leanrig_u{i + 1}" for i in range(count)]
         orders = (
-            list(itertools.permutations(levels)) if count <= MAX_PERMUTED_UNIVERSES
+            list(itertools.permutations(levels))
+            if count <= MAX_PERMUTED_UNIVERSES
             else [tuple(levels)]
-        )  # fmt: skip
+        )
         nonce = secrets.token_hex(4)
         statements = {source_name: source_stmt, target_name: target_stmt}
         checks = [self._statement_check(n, statements[n], nonce, i) for i, n in enumerate(check)]
@@ -459,12 +430,17 @@ class EquivalenceGrader:
         try:
             messages = await self._run(placed.text, deadline - time.perf_counter(), key)
         except _TimedOut as exc:
-            done = DirectionResult("timed_out", elapsed_ms=_ms(started), tried=len(theorems),
-                                   note=str(exc))  # fmt: skip
+            done = DirectionResult(
+                "timed_out", elapsed_ms=_ms(started), tried=len(theorems), note=str(exc)
+            )
             return _Found(key, started, deadline, len(theorems), done=done)
         except _Crashed as exc:
-            done = DirectionResult("not_shown", elapsed_ms=_ms(started), tried=len(theorems),
-                                   note=f"the candidates' Lean run failed: {exc}")  # fmt: skip
+            done = DirectionResult(
+                "not_shown",
+                elapsed_ms=_ms(started),
+                tried=len(theorems),
+                note=f"the candidates' Lean run failed: {exc}",
+            )
             return _Found(key, started, deadline, len(theorems), done=done)
         passed_all = [
             self._passes(messages, placed.first_line + start, placed.first_line + end, thm.name)
@@ -493,8 +469,9 @@ class EquivalenceGrader:
             alone = None
             if needs_base:
                 bare = f"leanrig_equiv_{key}_alone"
-                alone = _declaration(_header(bare, levels, None, source_name, target_name),
-                                     cand.proof, bare)  # fmt: skip
+                alone = _declaration(
+                    _header(bare, levels, None, source_name, target_name), cand.proof, bare
+                )
             proofs.append(_Proof(cand, readable, declaration, alone))
         if winners:
             failed = "no proof that passed in the batch passed alone in a fresh Lean (or, found "
@@ -504,15 +481,14 @@ class EquivalenceGrader:
     async def _settle(
         self, text: str, at: int, found: dict[str, _Found]
     ) -> dict[str, DirectionResult]:
-        """Each direction's result: its first proof that passes alone in a fresh Lean. The
-        directions' first proofs are re-checked together, in one Lean run; a direction whose
-        first proof fails tries its next ones one by one."""
+        """Each direction's result: its first proof that passes alone in a fresh Lean."""
         results = {key: f.done for key, f in found.items() if f.done is not None}
         pending = {key: f for key, f in found.items() if f.done is None and f.proofs}
         results |= {
             key: DirectionResult("not_shown", elapsed_ms=_ms(f.started), tried=f.tried, note=f.note)
-            for key, f in found.items() if f.done is None and not f.proofs
-        }  # fmt: skip
+            for key, f in found.items()
+            if f.done is None and not f.proofs
+        }
         if not pending:
             return results
         deadline = min(f.deadline for f in pending.values())
@@ -547,8 +523,7 @@ class EquivalenceGrader:
     def _term_winners(
         self, theorems: list[_Theorem], passed: list[bool], plan: DirectionPlan
     ) -> tuple[list[tuple[_Theorem, Candidate, bool]], str]:
-        """The term portfolio's proofs that count, in its order (the guards' rule:
-        ``self.guards``), and why none does."""
+        """The term portfolio's proofs that count under ``self.guards``, and why none does."""
         blocked: set[str] = set()
         guard_proof: dict[str, str] = {}
         for thm, ok in zip(theorems, passed, strict=True):
@@ -556,14 +531,14 @@ class EquivalenceGrader:
                 blocked |= self.guards[thm.candidate.strategy]
                 guard_proof.setdefault(thm.candidate.strategy, thm.candidate.proof)
         winners = [
-            (thm, thm.candidate, False) for thm, ok in zip(theorems, passed, strict=True)
+            (thm, thm.candidate, False)
+            for thm, ok in zip(theorems, passed, strict=True)
             if ok and thm.candidate.uses_base and thm.candidate.strategy not in blocked
-        ]  # fmt: skip
+        ]
         return winners, _why_not(theorems, passed, guard_proof, plan)
 
     def _passes(self, messages: list[dict[str, Any]], first: int, last: int, name: str) -> bool:
-        """The theorem on lines ``first…last`` (its ``#print axioms`` last) elaborated without
-        errors and depends on no ``sorryAx`` and no axiom off the allow-list."""
+        """No error on lines ``first…last``; ``name`` uses no ``sorryAx`` nor disallowed axiom."""
         if any(m.get("severity") == "error" and first <= _line(m) <= last for m in messages):
             return False
         axioms = _axioms_at(messages, last, name)
@@ -576,9 +551,7 @@ class EquivalenceGrader:
     async def _recheck(
         self, text: str, at: int, proofs: list[_Proof], deadline: float
     ) -> list[bool]:
-        """Whether each of ``proofs`` passes in the file in a fresh Lean (``_passes``), and,
-        where it has an ``alone`` form (the same proof without ``base``), that form does not.
-        Their names differ (one proof per direction), so none depends on another."""
+        """Whether each proof passes in a fresh Lean and its ``alone`` form, if any, does not."""
         block: list[str] = []
         starts: list[int] = []
         for proof in proofs:
@@ -601,21 +574,16 @@ class EquivalenceGrader:
         return results
 
     def _tactics(self, text: str) -> bool:
-        """Whether the tactic portfolio grades ``text``: a full toolchain and a file that is
-        not a `prelude` file (those have no tactics)."""
+        """A full toolchain and a non-``prelude`` file: the tactic portfolio grades ``text``."""
         return self.install.mode == "toolchain" and not parse_header(text).prelude
 
     def portfolio_for(self, text: str) -> str:
-        """The portfolio that grades ``text``, with its version."""
         if self._tactics(text):
             return TACTIC_PORTFOLIO_VERSION
         return self.portfolio
 
-    # -- Lean ---------------------------------------------------------------------------------
-
     async def _run(self, text: str, timeout: float, stem: str) -> list[dict[str, Any]]:
-        """Lean's ``--json`` messages on ``text``, a fresh sandboxed process in a fresh
-        directory, under ``timeout``."""
+        """Lean's ``--json`` messages on ``text`` from a fresh sandboxed process."""
         if timeout <= 0:
             raise _TimedOut("the budget was spent")
         lean = str(self.install.lean)
@@ -641,10 +609,15 @@ class EquivalenceGrader:
         self, first: str, second: str, started: float, *reasons: str, text: str = "prelude"
     ) -> Equivalence:
         return Equivalence(
-            outcome="invalid", first=first, second=second, forward=None, backward=None,
-            reasons=reasons, portfolio=self.portfolio_for(text),
+            outcome="invalid",
+            first=first,
+            second=second,
+            forward=None,
+            backward=None,
+            reasons=reasons,
+            portfolio=self.portfolio_for(text),
             elapsed_ms=(time.perf_counter() - started) * 1000,
-        )  # fmt: skip
+        )
 
 
 class _TimedOut(Exception):
@@ -660,7 +633,7 @@ def _ms(started: float) -> float:
 
 
 def _ref(name: str) -> str:
-    """``name`` as a reference from any scope: from the root, every component escaped."""
+    """``name`` as a reference from any scope."""
     return f"_root_.{escape_name(name)}"
 
 
@@ -669,7 +642,7 @@ def _header(
 ) -> str:
     params = f".{{{', '.join(levels)}}}" if levels else ""
     pinned = f".{{{', '.join(levels)}}}" if levels else ""
-    if order is None:  # a guard: the target alone
+    if order is None:  # a guard
         return f"theorem {name}{params} : type_of% @{_ref(target)}{pinned} :="
     source_levels = f".{{{', '.join(order)}}}" if order else ""
     return (
@@ -698,7 +671,7 @@ def _order_of(
 
 
 def _place(text: str, at: int, theorems: list[_Theorem]) -> tuple[_Placed, list[tuple[int, int]]]:
-    """``theorems`` inserted at ``at``, and each one's first and last line in the block."""
+    """``theorems`` inserted at ``at``, and each one's (first, last) line in the block."""
     block: list[str] = []
     spans: list[tuple[int, int]] = []
     for thm in theorems:
@@ -734,33 +707,42 @@ def _tactic_winners(
     messages: list[dict[str, Any]],
     starts: list[int],
 ) -> tuple[list[tuple[_Theorem, Candidate, bool]], str]:
-    """The reference BEq+'s decision over its steps' results (``equiv_tactics``): the proofs
-    to re-check in order (with whether each must need ``base``), and why none counts."""
+    """The reference BEq+'s decision: proofs to re-check (and whether each must need ``base``)."""
     ok = {
         (t.candidate.strategy, i): p for i, (t, p) in enumerate(zip(theorems, passed, strict=True))
     }
-    guards = {t.candidate.strategy for t, p in zip(theorems, passed, strict=True)
-              if p and t.candidate.guard}  # fmt: skip
+    guards = {
+        t.candidate.strategy
+        for t, p in zip(theorems, passed, strict=True)
+        if p and t.candidate.guard
+    }
     winners: list[tuple[_Theorem, Candidate, bool]] = []
-    # 1. `exact?`: its suggestion, counted if it needs `base` (checked when re-checked).
+    # 1. `exact?`: its suggestion, counted if it needs `base`.
     for i, thm in enumerate(theorems):
         if thm.candidate.strategy == "exact?" and ok[("exact?", i)]:
             end = starts[i] + len(thm.lines) - 1
             said = [
-                str(m.get("data", "")).strip() for m in messages
+                str(m.get("data", "")).strip()
+                for m in messages
                 if starts[i] <= _line(m) <= end and m.get("severity") == "information"
-            ]  # fmt: skip
+            ]
             found = exact_suggestion(said)
             if found is not None:
                 winners.append((thm, Candidate("exact?", tactic_proof(found)), True))
-    # 2. `assumption` alone closes the target: nothing after step 1 counts.
+    # 2. `assumption` closes the target: nothing after step 1 counts.
     if "assumption" in guards:
         return winners, "not counted: `assumption` proves the target alone, as in BEq+ (step 2)"
-    order = ["apply", *(["have"] if "have-guard" not in guards else []),
-             *(f"convert-{k}" for k in CONVERT_DEPTHS)]  # fmt: skip
+    order = [
+        "apply",
+        *(["have"] if "have-guard" not in guards else []),
+        *(f"convert-{k}" for k in CONVERT_DEPTHS),
+    ]
     for step in order:
-        winners += [(t, t.candidate, False) for i, t in enumerate(theorems)
-                    if t.candidate.strategy == step and ok[(step, i)]]  # fmt: skip
+        winners += [
+            (t, t.candidate, False)
+            for i, t in enumerate(theorems)
+            if t.candidate.strategy == step and ok[(step, i)]
+        ]
     return winners, "none of the reference BEq+'s steps proved it"
 
 
@@ -771,7 +753,7 @@ def _line(message: dict[str, Any]) -> int:
 
 
 def _first_line(message: dict[str, Any], limit: int = 240) -> str:
-    """Lean's message on one line (its lines joined), cut at ``limit`` characters."""
+    """Lean's message on one line, cut at ``limit`` characters."""
     data = " ".join(str(message.get("data", "")).split())
     if not data:
         return "(no message)"
@@ -785,8 +767,7 @@ def _describe(message: dict[str, Any]) -> str:
 
 
 def _axioms_at(messages: list[dict[str, Any]], line: int, name: str) -> tuple[str, ...] | None:
-    """What ``#print axioms`` on ``line`` says about our theorem ``name`` (declared in the
-    file's current namespace, whatever it is), or None."""
+    """What ``#print axioms`` on ``line`` says of ``name`` (in any namespace), or None."""
     for m in messages:
         if _line(m) != line or m.get("severity") != "information":
             continue

@@ -1,10 +1,6 @@
-"""What Lean prints, read for the verdict: ``--json`` message lines, the trusted query's
-answers (``#check @T`` under ``pp.all`` as a ``Statement``; ``#print axioms``), and the first
-error of a failed compile with its place (the proof's body, the target's declaration, or the
-task file's own text).
+"""Reading what Lean prints for the verdict: ``--json`` messages, query answers, compile errors.
 
-Pure: must not run Lean or judge (the verifier compares statements and axioms and decides).
-"""
+Pure: must not run Lean or judge (the verifier decides)."""
 
 from __future__ import annotations
 
@@ -16,14 +12,12 @@ import orjson
 
 from lsp_bridge import LineIndex, Pos, name_parts
 
-# `#print axioms T`: "'T' does not depend on any axioms" / "'T' depends on axioms: [a, b]" (the
-# list may be broken over lines; names print escaped where needed: 'Demo.«my thm»').
+# The list may be broken over lines; names print escaped where needed.
 _AXIOMS_RE = re.compile(
     r"'(?P<name>.+)' (?:does not depend on any axioms|depends on axioms: \[(?P<list>.*)\])",
     re.DOTALL,
 )
-# `#check @T` under pp.all: "@T.{u_1, u_2} : type" ("@" only when T has implicit arguments, the
-# universe list only when T is universe polymorphic, both possibly broken over lines).
+# "@T.{u_1, u_2} : type": "@" and the levels only where needed.
 _NAME_PART = r"(?:«[^»]*»|[^\s.«»{}:]+)"
 _CHECK_RE = re.compile(
     rf"@?(?P<name>{_NAME_PART}(?:\.{_NAME_PART})*)(?:\.\{{(?P<levels>[^}}]*)\}})? : (?P<type>.*)",
@@ -31,18 +25,14 @@ _CHECK_RE = re.compile(
 )
 
 
-# Lean's answer when its pretty printer fails on a type (a prelude without `nat_lit` fails on
-# every numeral) and `pp.rawOnError` is off: the same sentence for every type. (With it on, the
-# answer names the error and goes on with the raw printer's text: a statement, compared whole.)
+# Lean's answer, the same for every type, when printing fails and `pp.rawOnError` is off.
 _UNPRINTED = "failed to pretty print expression"
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """A theorem's statement as the trusted query prints it (``#check @T`` under ``pp.all``):
-    its universe parameters, renamed ``u_1, u_2, …`` in declaration order, and its fully
-    explicit type in terms of them. Two statements are equal iff the theorems have the same
-    type up to the names of their universe parameters (count and order count)."""
+    """A theorem's statement as ``#check @T`` under ``pp.all`` prints it. Equal iff the types
+    are the same up to the names of the universe parameters (``u_1, …``)."""
 
     universes: tuple[str, ...]
     type: str
@@ -52,13 +42,11 @@ class Statement:
 
 
 def escape_name(name: str) -> str:
-    """``name`` with every component escaped (``«Demo».«X».«main»``): any theorem name, also
-    one with keywords or spaces in it, reads back as exactly that name."""
+    """``name`` with every component escaped, so it reads back exactly (``«Demo».«main»``)."""
     return ".".join(f"«{part}»" for part in name_parts(name))
 
 
 def _split_names(listing: str) -> tuple[str, ...]:
-    """``a, «b, c»,\n d`` → ``("a", "«b, c»", "d")``: commas inside «» do not separate."""
     names: list[str] = []
     current: list[str] = []
     escaped = False
@@ -75,27 +63,22 @@ def _split_names(listing: str) -> tuple[str, ...]:
 
 
 def parse_check(data: str, theorem: str, module: str | None = None) -> Statement | None:
-    """The statement in ``#check @theorem``'s answer (pp.all), or None if the answer is not
-    about ``theorem``. ``module``: the compiled module the answer is about, whose name Lean
-    puts into its private names (``_private.LeanrigSubmission.0.N.two``): left out, so a
-    statement naming a private declaration of the task file reads the same from the
-    submission and from the untouched task, compiled under two names (a red-team sweep:
-    every proof of such a task was rejected, "elaborated types differ")."""
+    """The statement in ``#check @theorem``'s answer, or None if it is not about ``theorem``.
+    ``module``: dropped from private names, so the submission and the task read the same."""
     match = _CHECK_RE.fullmatch(data.strip())
     if match is None or name_parts(match["name"]) != name_parts(theorem):
         return None
     levels = tuple(level.strip() for level in (match["levels"] or "").split(",") if level.strip())
     statement = match["type"]
     if statement.strip().startswith(_UNPRINTED):
-        return None  # a printer failure's text is the same for every statement: no statement
+        return None
     if module is not None:
         statement = statement.replace(f"_private.{module}.0.", "_private.0.")
     return Statement(universes=levels, type=statement)
 
 
 def parse_axioms(messages: list[dict[str, Any]], theorem: str) -> tuple[str, ...] | None:
-    """The axioms ``#print axioms theorem`` lists (as Lean prints them), or None if no message
-    answers it."""
+    """The axioms ``#print axioms theorem`` lists, or None if no message answers it."""
     for m in messages:
         match = _AXIOMS_RE.fullmatch(str(m.get("data", "")).strip())
         if match is None or name_parts(match["name"]) != name_parts(theorem):
@@ -111,13 +94,7 @@ def compile_failure(
     body_end: int,
     declaration: tuple[int, int],
 ) -> str:
-    """The verdict's reason for Lean's ``errors`` (``--json`` messages, at least one) compiling
-    the submission ``text``: the proof body's first error if it has one, else Lean's first;
-    its position, and whether it is in the proof body ``[body_start, body_end]`` or in the
-    task file's own text — an error there means the proof changed how the rest reads, or the
-    task file itself does not compile (a suite to fix) — or on the target's declaration itself
-    (``declaration``: its doc comment to its name, ``tasks.declaration_head``), where Lean
-    reports some of a proof's errors."""
+    """The verdict's reason for compile ``errors`` (at least one): the body's first, else Lean's."""
     index = LineIndex(text)
 
     def position(error: dict[str, Any]) -> Pos | None:
@@ -142,9 +119,7 @@ def compile_failure(
 
 
 def error_place(offset: int, body_start: int, body_end: int, declaration: tuple[int, int]) -> str:
-    """Whether an error at ``offset`` of a submission is the proof's — in its body, or on the
-    target's declaration itself (``declaration``: ``tasks.declaration_head``), where Lean puts
-    e.g. a recursive proof's failed termination — or the task file's (its statement included)."""
+    """Whether an error at ``offset`` is in the body, on the declaration, or in the task's text."""
     if body_start <= offset <= body_end:
         return "in the proof body"
     if declaration[0] <= offset <= declaration[1]:

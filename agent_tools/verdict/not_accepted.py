@@ -1,8 +1,6 @@
-"""``NotAccepted``: how a stage of the verdict says no, with the reasons the verdict reports.
+"""``NotAccepted``: a verdict stage's rejection, with its reasons.
 
-Control flow inside the verdict only: must not escape ``Verifier.verify``, where a rejection
-becomes a ``Verdict`` (never an exception to the caller).
-"""
+Must not escape ``Verifier.verify``, which turns it into a ``Verdict``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Lean processes for one suite's verdicts: fresh absolute scratch directories (removed in a
-worker thread, also when cancelled), the sandbox wrapper with the suite's limits and the
-check's own directory writable, the environment (the suite's library, a Lake suite's
-``LEAN_PATH`` asked once from ``lake env``), and a run that failed as the verdict's reason
-(``NotAccepted``: timeout, memory, crash).
+"""Sandboxed Lean processes for one suite's verdicts; a failed run becomes a ``NotAccepted``.
 
-Must not judge what Lean answers (the verifier does) or block the event loop: every process
-is awaited under a deadline (``run_once``).
-"""
+Must not judge what Lean answers (the verifier does) or block the event loop."""
 
 from __future__ import annotations
 
@@ -27,18 +21,16 @@ from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrap
 from ..tasks import Suite
 from .not_accepted import NotAccepted
 
-# How long `lake env` may take to report a Lake suite's LEAN_PATH (it may build dependencies).
+# `lake env` may build dependencies.
 LAKE_ENV_SECONDS = 600.0
 
 
 def _absolute_temp_dir(prefix: str, root: Path | None) -> Path:
-    # The default temp dir can be relative (the current directory as the last resort).
     return Path(os.path.abspath(tempfile.mkdtemp(prefix=prefix, dir=root)))
 
 
 class SandboxedLean:
-    """Lean runs for ``suite``'s verdicts with ``install``, under ``sandbox`` (the caller's
-    policy: what it hides included), scratch directories under ``work_root``."""
+    """Lean runs for ``suite``'s verdicts under the caller's ``sandbox`` policy."""
 
     def __init__(
         self,
@@ -58,8 +50,7 @@ class SandboxedLean:
 
     @asynccontextmanager
     async def scratch(self, prefix: str) -> AsyncIterator[Path]:
-        """A fresh absolute directory under ``work_root``, removed afterwards (in a thread:
-        it may hold .olean files), also when cancelled."""
+        """A fresh absolute directory under ``work_root``, removed afterwards, even if cancelled."""
         path = await anyio.to_thread.run_sync(_absolute_temp_dir, prefix, self.work_root)
         try:
             yield path
@@ -76,8 +67,7 @@ class SandboxedLean:
         return base_env(paths)
 
     async def project_lean_path(self) -> list[Path]:
-        """For Lake suites on a toolchain: the package's LEAN_PATH (its dependencies' oleans),
-        asked once from ``lake env`` in the suite root (awaited, under a deadline)."""
+        """A Lake suite's LEAN_PATH, asked once from ``lake env`` (empty for other suites)."""
         async with self._lake_lock:
             if self._lake_path is not None:
                 return self._lake_path
@@ -90,9 +80,11 @@ class SandboxedLean:
             try:
                 out = await run_once(
                     [str(lake), "env", "printenv", "LEAN_PATH"],
-                    cwd=self.suite.root, env=base_env(), timeout=LAKE_ENV_SECONDS,
-                )  # fmt: skip
-            except LeanrigError as exc:  # lake could not even start
+                    cwd=self.suite.root,
+                    env=base_env(),
+                    timeout=LAKE_ENV_SECONDS,
+                )
+            except LeanrigError as exc:
                 raise NotAccepted(f"crash: lake could not start: {exc.message}") from exc
             if out.returncode != 0:
                 why = "timed out" if out.timed_out else f"exited with {out.returncode}"
@@ -104,16 +96,13 @@ class SandboxedLean:
             return self._lake_path
 
     def wrapped(self, argv: list[str], work: Path) -> list[str]:
-        # The caller's policy (what it hides included: a body's code that runs while the
-        # verdict elaborates must not show a file the agent's sandbox hides), this check's
-        # limits and directory.
+        # Keep what the caller's policy hides: code run while elaborating must not show it.
         limits = self.suite.spec.limits
         policy = dataclasses.replace(self.sandbox, cpu_seconds=limits.cpu_seconds, writable=(work,))
         return [*sandbox_wrapper(policy), *argv]
 
     async def server_command(self, work: Path) -> ServerCommand:
-        """A fresh sandboxed ``lean --server`` in ``work`` (never Lake's: its environment is
-        the suite's, asked once)."""
+        """A fresh sandboxed ``lean --server`` in ``work``, never Lake's."""
         wrapper = tuple(self.wrapped([], work))
         return self.install.server_command(
             work, env=await self.env(), use_lake=False, wrapper=wrapper
@@ -128,7 +117,7 @@ class SandboxedLean:
                 timeout=timeout,
                 rss_limit_mb=self.suite.spec.limits.memory_mb,
             )
-        except LeanrigError as exc:  # could not even start
+        except LeanrigError as exc:
             raise NotAccepted(f"crash: {exc.message}") from exc
         if result.over_memory:
             raise NotAccepted(

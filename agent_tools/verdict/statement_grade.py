@@ -1,10 +1,7 @@
-"""The verdict on a statement task's attempt: the statement is valid on its own (the verifier's
-statement check: it elaborates, nothing else changed, no sorry, allowed axioms), then shown
-equivalent to the task's hidden reference in both directions (equivalence.py, BEq+).
+"""The verdict on a statement attempt: valid on its own, then equivalent to the hidden reference.
 
-The reference is read here, after the attempt, from the suite's hidden file; it goes into the
-grading file only, whose Lean runs are fresh and sandboxed. Nothing of it reaches a session.
-"""
+The reference is read here, after the attempt, into the grading file only: nothing of it may
+reach a session or a reason."""
 
 from __future__ import annotations
 
@@ -21,16 +18,16 @@ from .equivalence import Equivalence, EquivalenceGrader
 from .forbidden import effects_when_elaborated
 from .verifier import Verifier
 
-# The reference's name in the grading file, beside the target (its namespace, its scope).
+# Declared beside the target, in its namespace.
 REFERENCE_NAME = "leanrig_reference"
 
 
 @dataclass(frozen=True, slots=True)
 class StatementVerdict:
-    accepted: bool  # the statement is valid and shown equivalent to the reference
+    accepted: bool  # valid and shown equivalent to the reference
     reasons: tuple[str, ...]
     statement: str
-    equivalence: Equivalence | None  # None: the statement is not valid, nothing was graded
+    equivalence: Equivalence | None  # None: the statement is not valid
     elapsed_ms: float
 
     def to_json(self) -> dict[str, Any]:
@@ -44,14 +41,11 @@ class StatementVerdict:
 
 
 def grading_file(task: Task, statement: str, reference: str) -> tuple[str, str, int]:
-    """The task file with ``statement`` and, right after the target, the reference theorem
-    (its statement ``reference``, the task's placeholder body) in the target's scope.
-
-    Returns the text, the reference's full name, and the offset just after it."""
+    """The task file with ``statement`` and the reference theorem right after the target:
+    the text, the reference's full name, and the offset just after it."""
     restated = task.restated(statement)
     namespace = name_parts(task.spec.theorem)[:-1]
     full = ".".join((*namespace, REFERENCE_NAME))
-    # `_root_.`: the full name whatever namespace the target was declared from.
     declaration = f"\n\ntheorem _root_.{full}{reference}:={task.body}\n"
     at = restated.span.end
     text = restated.text[:at] + declaration + restated.text[at:]
@@ -59,8 +53,7 @@ def grading_file(task: Task, statement: str, reference: str) -> tuple[str, str, 
 
 
 class StatementGrader:
-    """Grades statement attempts of ``suite`` with ``verifier``'s Lean, environment and
-    sandbox; ``equivalence`` proves the directions."""
+    """Grades statement attempts of ``suite``: ``verifier`` checks, ``equivalence`` proves."""
 
     def __init__(self, suite: Suite, verifier: Verifier, equivalence: EquivalenceGrader) -> None:
         self.suite = suite
@@ -68,12 +61,8 @@ class StatementGrader:
         self.equivalence = equivalence
 
     async def grade(self, task: Task, statement: str, budget_seconds: float) -> StatementVerdict:
-        """The verdict on ``statement`` as the attempt's statement of ``task``; each
-        direction of the equivalence has ``budget_seconds``.
-
-        The statement's own check and the equivalence run at once (each in its own fresh
-        sandboxed Lean); the equivalence counts only for a statement the check accepts. A
-        statement with a construct that acts while Lean elaborates is refused before either."""
+        """The verdict on ``statement`` for ``task``; ``budget_seconds`` per direction.
+        The equivalence counts only if the statement's own check accepts."""
         started = time.perf_counter()
         acting = effects_when_elaborated(statement)
         if acting:
@@ -84,13 +73,13 @@ class StatementGrader:
         outcomes: dict[str, Any] = {}
 
         async def check() -> None:
-            # The statement's axioms are the equivalence's to check (its batches prove each
-            # statement from itself and read the axioms; `sorryAx` or one off the list there
-            # makes the pair invalid): not asked twice.
+            # The equivalence's batches check the statement's axioms.
             outcomes["check"] = await self.verifier.verify(
-                task.statement_view(), task.with_statement(statement), statement=True,
+                task.statement_view(),
+                task.with_statement(statement),
+                statement=True,
                 statement_axioms=False,
-            )  # fmt: skip
+            )
 
         async def equivalence() -> None:
             outcomes["shown"] = await self.equivalence.grade(
@@ -120,7 +109,5 @@ def _not_shown(shown: Equivalence) -> str:
     if shown.outcome == "invalid":
         return "the grader could not elaborate the pair: " + "; ".join(shown.reasons)
     directions = {"reference ⇒ statement": shown.forward, "statement ⇒ reference": shown.backward}
-    missing = [
-        name for name, d in directions.items() if d is None or d.outcome != "proved"
-    ]  # fmt: skip
+    missing = [name for name, d in directions.items() if d is None or d.outcome != "proved"]
     return "not shown equivalent to the reference: no proof of " + " nor ".join(missing)

@@ -1,31 +1,11 @@
-"""The tamper-proof final check: the verdict a benchmark reports.
+"""The tamper-proof final verdict, in fresh sandboxed Lean processes (never the agent's session).
 
-Independent of the agent's warm session: every check starts fresh Lean processes (never a pool
-slot) in a fresh directory, inside the sandbox, under the suite's limits.
-
-1. Structure: outside the body the submission is byte-identical to the task file; the body
-   passes the text prechecks (scope.py) and carries none of the constructs that escape the
-   kernel's view (``run_tac``, ``open private``, ``set_option debug.``, ``implemented_by``,
-   ``extern``, ``unsafe``, ``#exit``...: the policy is ``forbidden.py``).
-2. Lean's parse (a fresh ``lean --server``): no errors; the body stays inside the target
-   declaration (document symbols; scope.check_scope).
-3. Compile the submission to ``.olean`` (module ``LeanrigSubmission``), then query it from a
-   separate trusted file that imports it: ``#print axioms`` (``sorryAx`` absent, axioms in the
-   allow-list) and ``#check @T`` under ``pp.all`` (fully explicit terms): the target's universe
-   parameters and type (a ``Statement``), compared with the same query against the untouched
-   task file compiled as ``LeanrigOriginal``.
-4. Where the toolchain has ``leanchecker``, replay the submission's environment in the kernel.
-
-A timeout or a crash is a rejection with that reason, never an acceptance.
-
-This module orchestrates the processes and judges; reading what Lean prints is
-``lean_output.py``.
-
-Must not block the event loop: every process is awaited under a deadline (``run_once``, the
-LSP client), scratch directories are removed in a worker thread (``sandboxed_lean.py``, which
-runs the processes). Scratch paths are absolute whatever ``work_root`` is given (they become
-file URIs and sandbox bind mounts).
-"""
+1. Structure: the frame is kept (body_bounds); the body passes the prechecks and ``forbidden``.
+2. Parse (fresh ``lean --server``): no errors; the body stays inside the target declaration.
+3. Compile to ``LeanrigSubmission.olean``; a trusted file importing it checks ``#print axioms``
+   and the target's ``#check`` under ``pp.all`` against the untouched task file's.
+4. Where the toolchain has ``leanchecker``, replay the environment in the kernel.
+A timeout or a crash is a rejection with that reason, never an acceptance."""
 
 from __future__ import annotations
 
@@ -95,21 +75,18 @@ class Verdict:
 
 
 def axioms_outside(axioms: Iterable[str], allowed: Iterable[str]) -> list[str]:
-    """The axioms the verdict rejects as outside the allow-list (``sorryAx`` is rejected as an
-    incomplete proof instead)."""
+    """Axioms off the allow-list (``sorryAx`` is rejected as an incomplete proof instead)."""
     permitted = set(allowed)
     return [a for a in axioms if a not in permitted and a != "sorryAx"]
 
 
-# A suite whose placeholder proves the theorem (one that mentions sorry without depending on
-# it: the suite's load-time rule is lexical): the task file unchanged is no one's proof.
+# The suite's load-time sorry rule is lexical, so a placeholder may prove the theorem.
 PLACEHOLDER_PROVES = (
     "the proof body is the task's placeholder, unchanged, and the placeholder already proves "
     "the theorem: the suite is broken (tell its author); no attempt is scored for it"
 )
 
 
-# A statement task's submission whose statement is the task file's placeholder.
 UNCHANGED_STATEMENT = (
     "the statement is the task's placeholder, unchanged: write the statement of the claim "
     "(set_statement)"
@@ -117,10 +94,8 @@ UNCHANGED_STATEMENT = (
 
 
 def _as_lean_reads(submission: str) -> str:
-    """``submission`` with its CRLF line ends as LF; a carriage return not followed by a line
-    feed is refused (Lean refuses one outside comments and strings: "isolated carriage returns
-    are not allowed"; the verdict everywhere, as a session refuses one in a body). Checked on
-    the text as submitted: normalizing first made ``\r\r\n`` a CRLF."""
+    """``submission`` with CRLF as LF; raises NotAccepted on a lone carriage return (checked
+    first: normalizing would make ``\r\r\n`` a CRLF)."""
     lone = lone_carriage_return(submission)
     if lone is not None:
         pos = LineIndex(submission).pos_of(lone)
@@ -145,45 +120,33 @@ class Verifier:
         self.install = install
         self.library = library
         self.sandbox = sandbox or SandboxPolicy()
-        # Absolute now, in the caller's working directory: scratch paths become file URIs and
-        # sandbox bind mounts, and Lean runs in another working directory.
+        # Scratch paths become file URIs and bind mounts, and Lean runs in another directory.
         self.work_root = work_root.resolve() if work_root is not None else None
         self._lean = SandboxedLean(suite, install, library, self.sandbox, self.work_root)
-        self._ref_types: dict[str, Statement] = {}  # task id -> statement of the untouched task
+        self._ref_types: dict[str, Statement] = {}  # task id -> the untouched task's
         self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
         self._reference_lock = anyio.Lock()
-        checker = install.leanchecker  # (the toolchain's; looked up once per process)
+        checker = install.leanchecker
         self._checker = str(checker) if checker is not None else None
-
-    # -- public -------------------------------------------------------------------------------
 
     async def verify(
         self, task: Task, submission: str, *, statement: bool = False, statement_axioms: bool = True
     ) -> Verdict:
-        """The verdict on ``submission``, the task file's whole text as submitted. Its CRLF
-        line ends are read as LF, as Lean reads them; a lone carriage return is refused
-        (``_as_lean_reads``).
-
-        ``statement``: ``task`` is a statement view (``Task.statement_view``) and the
-        submission's statement is judged on its own: it elaborates, nothing else changed, and
-        it depends on no sorry and no axiom off the allow-list. Whether it states the claim is
-        the equivalence grader's question, not this one's. ``statement_axioms``: ask Lean for
-        the statement's axioms (a caller whose equivalence proof checks them itself, as the
-        statement grader's does, saves that Lean run)."""
+        """The verdict on ``submission``, the task file's whole text as submitted.
+        ``statement``: ``task`` is a statement view; the statement is judged on its own (not
+        whether it states the claim). ``statement_axioms=False``: the caller checks its axioms."""
         started = time.perf_counter()
         stages: dict[str, float] = {}
         axioms: tuple[str, ...] = ()
         try:
             submission = _as_lean_reads(submission)
             body = self._structure(task, submission)
-            submission = task.with_body(body)  # the task file's own text around the body
+            submission = task.with_body(body)
             stages["structure"] = (time.perf_counter() - started) * 1000
-            await (
-                self._lean.project_lean_path()
-            )  # Lake suites: asked once, before the stages share it
+            # Lake suites: asked once, before the stages share it.
+            await self._lean.project_lean_path()
             async with self._lean.scratch("leanrig-verify-") as work:
-                # The three Lean runs are independent: run them at once (each in its own
-                # fresh, sandboxed process); report the first failing stage in pipeline order.
+                # Independent runs go at once; the first failing stage in pipeline order counts.
                 outcomes: dict[str, Any] = {}
 
                 async def stage(name: str, run: Callable[[], Awaitable[Any]]) -> None:
@@ -194,8 +157,8 @@ class Verifier:
                         outcomes[name] = rejected
                     stages[name] = (time.perf_counter() - t) * 1000
 
-                # The parse stage's Lean writes only a directory of its own: what elaborating
-                # the body may run there cannot reach the compiled submission the query imports.
+                # Its own directory: what elaborating the body runs cannot reach the compiled
+                # submission the query imports.
                 parse_work = work / "parse"
                 await anyio.Path(parse_work).mkdir()
                 async with anyio.create_task_group() as tg:
@@ -204,8 +167,6 @@ class Verifier:
                         "parse",
                         lambda: self._parse_check(task, submission, body, parse_work),
                     )
-                    # A statement whose axioms the caller reads itself needs no query:
-                    # compiling without an error is all this stage judges of it.
                     query = not statement or statement_axioms
                     compile_query = self._compile_and_query if query else self._compile
                     tg.start_soon(
@@ -243,17 +204,12 @@ class Verifier:
             return self._verdict(False, rejected.reasons, axioms, started, stages)
         return self._verdict(True, (), axioms, started, stages)
 
-    # -- stages -------------------------------------------------------------------------------
-
     def _structure(self, task: Task, submission: str) -> str:
         prefix, suffix = task.text[: task.span.start], task.text[task.span.end :]
-        # What editors add or trim on save (spaces at line ends, the final line break) does
-        # not change what Lean reads (tasks.body_bounds): the file compiled is the task file's own
-        # text around the body.
+        # Editors' trailing-space and final-newline changes are tolerated (tasks.body_bounds).
         bounds = body_bounds(submission, prefix, suffix)
         if bounds is None:
-            # Where the difference is, in the trimmed texts (the same lines; a line's trimmed
-            # spaces come after any difference on it): not at whitespace that counts for nothing.
+            # Locate the difference in the trimmed texts, not at whitespace that does not count.
             submission = editor_trimmed(submission)
             prefix, suffix = editor_trimmed(prefix, end=False), editor_trimmed(suffix)
             index = LineIndex(submission)
@@ -262,7 +218,7 @@ class Verifier:
             if first < len(prefix):
                 pos = index.pos_of(first)
                 where = f"first difference near {pos.line}:{pos.column}"
-            else:  # the text before the body is the task's: the difference is after it
+            else:
                 room = min(len(submission) - len(prefix), len(suffix))
                 same = next((k for k in range(room) if submission[-1 - k] != suffix[-1 - k]), room)
                 pos = index.pos_of(max(len(prefix), len(submission) - same - 1))
@@ -284,8 +240,7 @@ class Verifier:
                     command,
                     timeouts=Timeouts(spawn=limits.wall_seconds, barrier=limits.wall_seconds),
                 ) as client:
-                    # Lean's parse of the target inside its `… in` wrappers, if it has any
-                    # (scope_wrappers): the document symbols leave such a declaration out.
+                    # Unwrapped: document symbols leave out a declaration inside `… in`.
                     await client.open(uri, task.unwrapped(submission))
                     report = await client.wait_for(uri)
                     symbols = await client.document_symbols(uri)
@@ -296,14 +251,12 @@ class Verifier:
         except LeanrigError as exc:
             raise NotAccepted(f"crash: the Lean process failed ({type(exc).__name__})") from exc
         index = LineIndex(submission)
-        # Errors are judged here unless the target is wrapped: unwrapped, the wrappers' scope
-        # runs on over the rest of the file, which may then read differently; the compile
-        # stage judges the submission itself.
+        # Unwrapped, the wrappers' scope covers the rest of the file, which may then read
+        # differently: for a wrapped target the compile stage judges errors.
         diagnostics = without_setup_artefacts(report.diagnostics)
         errors = [d for d in diagnostics if d.is_error and not task.wrappers]
         if report.status == "fatal" or errors:
-            # The proof's own first, if it has one (the order Lean reports in depends on which
-            # of its threads finishes first); else the first Lean reported.
+            # The proof's own first: Lean's report order depends on thread timing.
             start, end = task.span.start, task.span.start + len(body)
             first = next(
                 (d for d in errors if start <= index.offset_of_lsp(d.range.start) <= end),
@@ -316,9 +269,11 @@ class Verifier:
             at = f": {msg}"
             if where is not None:
                 place = error_place(
-                    index.offset_of(where), start, end,
+                    index.offset_of(where),
+                    start,
+                    end,
                     declaration_head(task.text, task.span.decl_start),
-                )  # fmt: skip
+                )
                 at = f"; first at {where.line}:{where.column} ({place}): {msg}"
             raise NotAccepted(f"Lean reports {len(errors)} error(s){at}")
         start = task.span.start
@@ -338,7 +293,6 @@ class Verifier:
             raise NotAccepted(reason)
 
     async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
-        # Lean's parse of the untouched file after the body (computed once per task).
         cached = self._ref_suffix.get(task.key)
         if cached is not None:
             return cached
@@ -376,8 +330,10 @@ class Verifier:
         lean = str(self.install.lean)
         compiled = await self._lean.run(
             [lean, "--json", "-R", str(work), "-o", str(build / f"{module}.olean"), str(src)],
-            work, build, limits.wall_seconds,
-        )  # fmt: skip
+            work,
+            build,
+            limits.wall_seconds,
+        )
         messages = parse_json_messages(compiled.stdout)
         errors = [m for m in messages if m.get("severity") == "error"]
         if compiled.returncode != 0 or errors:
@@ -404,7 +360,7 @@ class Verifier:
             f"#check @{name}",
             f"#print axioms {name}",
         ]
-        check_line, axioms_line = len(lines) - 1, len(lines)  # Lean's lines are 1-based
+        check_line, axioms_line = len(lines) - 1, len(lines)  # 1-based
         query = work / "LeanrigQuery.lean"
         await anyio.Path(query).write_text("\n".join(lines) + "\n", encoding="utf-8")
         answered = await self._lean.run(
@@ -412,15 +368,18 @@ class Verifier:
         )
         answers = parse_json_messages(answered.stdout)
         if answered.returncode != 0:
-            said = next((str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
-                        answered.stderr[-200:])  # fmt: skip
+            said = next(
+                (str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
+                answered.stderr[-200:],
+            )
             raise NotAccepted(f"the trusted query of the compiled submission failed: {said[:300]}")
 
         def answer_at(line: int) -> list[dict[str, Any]]:
             return [
-                m for m in answers
+                m
+                for m in answers
                 if m.get("severity") == "information" and (m.get("pos") or {}).get("line") == line
-            ]  # fmt: skip
+            ]
 
         # Exactly one answer per query line, about the target: anything else is not trusted.
         checked = answer_at(check_line)
@@ -471,8 +430,7 @@ class Verifier:
     async def _statement_axioms(
         self, task: Task, checked: Statement, work: Path
     ) -> tuple[str, ...]:
-        """The axioms the compiled submission's target *statement* depends on (its type, as
-        a definition: the placeholder body's sorry is no part of it)."""
+        """The axioms of the compiled target's *statement* (its type), not of its body."""
         name = escape_name(task.spec.theorem)
         levels = ", ".join(checked.universes)
         params, args = (f".{{{levels}}}", f".{{{levels}}}") if levels else ("", "")
@@ -486,15 +444,19 @@ class Verifier:
         await anyio.Path(query).write_text("\n".join(lines) + "\n", encoding="utf-8")
         answered = await self._lean.run(
             [str(self.install.lean), "--json", str(query)],
-            work, work / "build", self.suite.spec.limits.wall_seconds,
-        )  # fmt: skip
+            work,
+            work / "build",
+            self.suite.spec.limits.wall_seconds,
+        )
         answers = parse_json_messages(answered.stdout)
         axioms = parse_axioms(
             [m for m in answers if m.get("severity") == "information"], "LeanrigStatement"
         )
         if answered.returncode != 0 or axioms is None:
-            said = next((str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
-                        answered.stderr[-200:])  # fmt: skip
+            said = next(
+                (str(a.get("data", "")) for a in answers if a.get("severity") == "error"),
+                answered.stderr[-200:],
+            )
             raise NotAccepted(f"the trusted query of the statement failed: {said[:300]}")
         return axioms
 
@@ -512,8 +474,7 @@ class Verifier:
 
     @property
     def programs(self) -> list[Path]:
-        """The programs a verdict runs: Lean (and Lake), and the kernel replay's leanchecker
-        (which may come from PATH)."""
+        """The programs a verdict runs: Lean, Lake and leanchecker (which may come from PATH)."""
         found = [self.install.lean, *([self.install.lake] if self.install.lake else [])]
         return found + ([Path(self._checker)] if self._checker else [])
 
