@@ -1,10 +1,6 @@
-"""sessions: proof sessions on warm Lean slots — the service behind every tool, the typed tool
-catalogue it answers with, edit scoping per step, and the wall-clock ledger. Uses tasks,
-verdict and library.
+"""sessions: proof sessions on warm Lean slots, the tool catalogue, and the timing ledger.
 
-Names load on first use (PEP 562): a part used alone (a model, an error) must not import the
-rest (Lean's LSP types, the MCP SDK: ~1 s here).
-"""
+Names load on first use (PEP 562), so a part used alone does not import the rest."""
 
 from __future__ import annotations
 

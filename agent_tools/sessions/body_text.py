@@ -1,7 +1,4 @@
-"""What the service does to a body's text before Lean sees it: line ends as Lean reads them,
-the text prechecks and constructs that act while Lean elaborates (a refusal), a replacement's
-occurrences, short quotes for messages. Pure. Must not: call Lean.
-"""
+"""What the service does to a body's text before Lean sees it. Pure: must not call Lean."""
 
 from __future__ import annotations
 
@@ -10,14 +7,12 @@ from ..verdict import effects_when_elaborated
 
 
 def as_lean_reads(body: str) -> str:
-    """``body`` with CRLF line ends as LF: Lean converts them on its side, so a range edit
-    computed on CRLF text would split a pair and leave Lean's copy out of step with ours."""
+    """``body`` with CRLF as LF, as Lean reads it (else range edits drift from Lean's copy)."""
     return body.replace("\r\n", "\n") if "\r" in body else body
 
 
 def occurrences(text: str, part: str) -> int:
-    """How often ``part`` occurs in ``text``, overlapping ones counted (``str.count`` does not:
-    "h h" is in "h h h" twice)."""
+    """How often ``part`` occurs in ``text``, overlaps counted (unlike ``str.count``)."""
     count, at = 0, text.find(part)
     while at >= 0:
         count += 1
@@ -30,6 +25,5 @@ def short(value: str, limit: int = 100) -> str:
 
 
 def refusal(body: str) -> str | None:
-    """Why a body does not go to Lean: the text prechecks, and constructs that act while Lean
-    elaborates (a session's Lean reads more than its agent may: their effects would show it)."""
+    """Why a body must not reach Lean (None: it may): prechecks, and elaboration-time effects."""
     return precheck_body(body) or "; ".join(effects_when_elaborated(body)) or None

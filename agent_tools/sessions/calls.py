@@ -1,6 +1,5 @@
-"""Per-call plumbing: find the caller's session, serialize calls on it, and write exactly one
-ledger line per call — successful or not (unknown session, invalid arguments, Lean failures) —
-with lower-level errors translated to `ToolError` on the way out. No Lean calls."""
+"""Per-call plumbing: resolve and lock the caller's session, write exactly one ledger line per
+call (failures included), and translate lower-level errors to `ToolError`. No Lean calls."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ class Calls:
         lock: float | None = None,
         extra: dict[str, Any] | None = None,
     ) -> AsyncIterator[Call]:
-        """Run one call: resolve ``session_id`` (if given) and, with ``lock``, hold the session's
-        lock (waiting at most ``lock`` seconds for the call before it: ``locked``); record the
-        ledger line at the end, with ``extra`` fields (and those the call adds)."""
+        """Run one call and record its ledger line; ``lock``: hold the session's lock, waiting
+        at most this many seconds for it."""
         call = Call(tool, task=task, extra=dict(extra or {}))
         outcome = "ok"
         try:
@@ -83,7 +81,7 @@ class Calls:
             outcome = "rejected" if exc.code == "rejected" else f"error:{exc.code}"
             raise
         except anyio.get_cancelled_exc_class():
-            outcome = "cancelled"  # (the client cancelled or went; the server is stopping)
+            outcome = "cancelled"  # the client cancelled or went, or the server is stopping
             raise
         except BaseException as exc:
             outcome = f"error:{type(exc).__name__}"
@@ -107,7 +105,7 @@ class Calls:
         )
 
     def record_invalid(self, tool: str, arguments: Any, client: str, error: ToolError) -> None:
-        """A call refused before it reached its tool (arguments not matching the schema)."""
+        """Record a call refused before it reached its tool."""
         call = Call(tool)
         session_id = arguments.get("session_id") if isinstance(arguments, dict) else None
         if isinstance(session_id, str):
@@ -122,7 +120,7 @@ class Calls:
 async def locked(session: ProofSession, wait: float) -> AsyncIterator[None]:
     """Serialize calls on ``session``; waits at most ``wait`` seconds for the previous one."""
     try:
-        # Free (the usual case): taken without a deadline's cancel scope (~11 µs per call).
+        # The usual free lock is taken without a deadline's cancel scope.
         session.lock.acquire_nowait()
     except anyio.WouldBlock:
         await _wait_for_lock(session, wait)

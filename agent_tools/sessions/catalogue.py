@@ -1,17 +1,6 @@
-"""The tool catalogue, once: a `ToolDef` per tool (name, title, description, read-only hint,
-input and output models), the tables (``TOOLS``, ``LIBRARY_TOOLS``), argument validation and
-the published schemas. The models are beside it: inputs in tool_inputs.py, results in
-tool_outputs.py.
+"""The tool catalogue: a `ToolDef` per tool, argument validation and the published schemas.
 
-`ProofService` returns the output models; both servers publish the JSON Schemas derived here
-(`input_schema`, `output_schema`) and validate arguments with `parse_input` (strict types, no
-unknown keys, the limits as constraints), so MCP and JSON-RPC accept and reject exactly the same
-calls with the same messages. Nothing here talks to Lean or to a wire.
-
-Schema choices for strict clients (documented in docs/agent-tools.md): input schemas are inline
-(no ``$ref``/``anyOf``/``title``), every object is closed (``additionalProperties: false``) with
-all its properties required, and tools without arguments publish no ``properties`` key at all.
-"""
+MCP and JSON-RPC both use it, so they accept and reject the same calls with the same messages."""
 
 from __future__ import annotations
 
@@ -68,9 +57,6 @@ from .tool_outputs import (
 POSITIONS = "Positions are 1-based lines and 1-based Unicode code point columns in the task file."
 
 
-# -- the catalogue --------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ToolDef:
     name: str
@@ -80,7 +66,7 @@ class ToolDef:
     output: type[ToolOutput]
     read_only: bool
     takes_client: bool  # the service method takes the caller's connection (`client`)
-    library: bool = False  # LAD runs only: listed and callable when the service has a library
+    library: bool = False  # listed and callable only when the service has a library (LAD)
 
     @property
     def params(self) -> dict[str, tuple[type, str]]:
@@ -312,8 +298,6 @@ TOOLS: list[ToolDef] = [
 ]
 TOOL_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
 
-# The LAD condition's tools: only a service with a library (`serve --condition lad`) lists
-# and accepts them; elsewhere a call is an unknown tool / method.
 LIBRARY_TOOLS: list[ToolDef] = [
     ToolDef(
         "search_library",
@@ -346,10 +330,12 @@ def tools_for(library: bool) -> list[ToolDef]:
     return ALL_TOOLS if library else TOOLS
 
 
-# -- validation -----------------------------------------------------------------------------------
-
-_JSON_TYPES = {"string_type": "a string", "int_type": "an integer", "list_type": "a list",
-               "int_from_float": "an integer"}  # fmt: skip
+_JSON_TYPES = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "list_type": "a list",
+    "int_from_float": "an integer",
+}
 
 
 def parse_input(tool: ToolDef, arguments: Any) -> ToolInput:
@@ -392,18 +378,14 @@ def _explain(error: Any) -> str:
     return f"{name}: {error.get('msg', 'invalid value')}"
 
 
-# -- schemas --------------------------------------------------------------------------------------
-
-
 def input_schema(tool: ToolDef) -> dict[str, Any]:
-    """The published input schema: inline, closed, all properties required (a nullable one
-    left out is still read as null), no titles; a tool without arguments has no
-    ``properties`` key (Gemini refuses an empty one)."""
+    """The published input schema: inline, closed, every property required, no titles; no
+    ``properties`` key for a tool without arguments (Gemini refuses an empty one)."""
     schema = plain_schema(tool.input.model_json_schema())
     if not schema.get("properties"):
         schema.pop("properties", None)
         schema.pop("required", None)
-    else:  # (a nullable argument has a default of null, but strict clients send every key)
+    else:  # strict clients send every key; a nullable one left out still reads as null
         schema["required"] = list(schema["properties"])
     return schema
 

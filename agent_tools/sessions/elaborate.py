@@ -1,18 +1,6 @@
-"""Elaboration on warm pool slots: a task with a given body → Lean's report, the scope verdict
-(does the edit stay inside the proof body?), the completeness status and the goals to show;
-goals at a position.
+"""Steps on warm slots: a task with a body → Lean's report, scope verdict, completeness, goals.
 
-Times every wait into the caller's `StepTimer`s (queue: waiting for a slot; Lean: waiting on
-Lean). Raises lower-level errors unchanged (the service translates them). Holds no session.
-
-Lean sees a task's session document (prefix.py: the whole file, or the compiled prefix
-imported; with the ``#print axioms`` probe where it is needed, axiom_probe.py); everything
-leaving this module is in task-file text and positions.
-
-The Lean part of a step is one self-contained, picklable operation (``LeanStep``,
-lean_step.py). The scope check, the completeness status (completeness.py) and the timers stay
-here; they must not move into the operation, which a ``RayPool`` runs on another node.
-"""
+Scope check, completeness and timers stay here, never in the picklable ``LeanStep``."""
 
 from __future__ import annotations
 
@@ -57,16 +45,12 @@ from .tool_outputs import GoalsResult, Hypothesis, StructuredGoal
 
 log = structlog.get_logger("leanrig.elaborate")
 
-# The task file itself has errors outside the proof body (``_with_task_file_errors``).
 TASK_FILE_ERRORS = (
     "the task file itself has errors outside the proof body (above): no proof can be accepted "
     "until the suite is fixed; tell the suite's author"
 )
 
-# A target under `… in` wrappers: the session's document has their `in` blanked (their scope
-# runs on over the rest of the file), so errors that only the file as written has — a later
-# declaration using a name the `open … in` opened for the target alone — show in no step.
-# The file as written is elaborated once (``WrittenFile``), and such errors are said here.
+# Steps blank a wrapped target's `in`; the file as written is elaborated once for its own errors.
 WRITTEN_FILE_ERRORS = (
     "the task file as written has an error outside the proof body (line {line}: {message}): "
     "no proof can be accepted until the suite is fixed; tell the suite's author"
@@ -78,9 +62,7 @@ WRITTEN_TRIES = 3  # steps that ask for the file as written before the session s
 def _with_task_file_errors(
     report: DocumentReport, index: LineIndex, body_start: int, body_end: int
 ) -> DocumentReport:
-    """The untouched task with errors outside its proof body (a statement that does not
-    elaborate, a later declaration that does not compile): no proof can be accepted, and the
-    errors are the suite's, not the agent's. Said once, where the first one is."""
+    """``report`` with one warning at the first error outside the body (the suite's fault)."""
     outside = _errors_outside(report, index, body_start, body_end)
     if not outside:
         return report
@@ -91,7 +73,6 @@ def _with_task_file_errors(
 def _errors_outside(
     report: DocumentReport, index: LineIndex, body_start: int, body_end: int
 ) -> list[LeanDiagnostic]:
-    """``report``'s errors outside the proof body ``[body_start, body_end]``, in its order."""
     return [
         d
         for d in report.diagnostics
@@ -100,7 +81,6 @@ def _errors_outside(
 
 
 def _with_warnings(report: DocumentReport, at: LspPos, messages: Sequence[str]) -> DocumentReport:
-    """``report`` with leanrig's warnings ``messages`` at ``at``, in order, after Lean's."""
     warnings = tuple(
         LeanDiagnostic(
             range=LspRange(at, at), severity=Severity.WARNING, message=message, source="leanrig"
@@ -133,12 +113,8 @@ def _without_scope_artifacts(
     body_end: int,
     text_len: int,
 ) -> DocumentReport:
-    """A wrapped target's session document has its ``… in`` blanked (tasks.scope_wrappers),
-    so the wrappers' scope runs on over the commands after the body, where Lean may then
-    report errors the task file does not have (an ``open`` making a later name ambiguous).
-    Those are the errors after the body that the untouched task shows too (same message,
-    same place counted from the end, learned in ``memo``): dropped, so they neither show nor
-    block ``complete``. The verdict judges the submission itself."""
+    """``report`` without the errors after the body that blanking the wrappers' ``in`` causes
+    (those the untouched task shows too: same message, same distance from the end)."""
 
     def after_body(d: LeanDiagnostic) -> tuple[str, int] | None:
         offset = index.offset_of_lsp(d.range.start)
@@ -156,30 +132,21 @@ def _without_scope_artifacts(
 
 @dataclass(slots=True)
 class TaskMemo:
-    """What the elaborator keeps of one task: decided once from its file (only the body
-    changes), or learned from a step and true for every later one."""
+    """What the elaborator knows of one task: decided from its file, or learned from a step."""
 
-    view: TaskView  # how the session document maps to the task file
+    view: TaskView
     lines: LineIndex  # the task file's (a step's file shares it up to the body)
     exit_at: int | None  # the offset of an ``#exit`` after the target
-    # What a parse error running into the probe names in the task file: the end of input,
-    # or its `#exit`. None: the task file has code between the target and the probe (`end
-    # Bx`, or a `set_option` command of its own), which such an error names.
+    # What a parse error running into the probe names instead (None: the file's own code).
     displaced: str | None
-    # Could a proof reach sorryAx or an axiom outside the allow-list without saying so
-    # (SORRY_HELPER, AXIOM_HELPER)?
-    probed: bool
-    # Does the task file name INIT_AXIOMS or NATIVE_WORDS outside the body (``_probed``)?
-    init_outside: bool
-    key: PoolKey | None = None  # the pool key, from the first session document
-    # Learned: Lean's parse after the body of the untouched task (check_scope) ...
+    probed: bool  # could a proof reach sorryAx or an unlisted axiom silently?
+    init_outside: bool  # the task file names INIT_AXIOMS or NATIVE_WORDS outside the body
+    key: PoolKey | None = None
+    # Learned from steps: Lean's parse after the untouched body, the body's expected type, the
+    # errors the blanked wrappers cause, the written file's first error ("": none; None: unknown).
     suffix: list[str] | None = None
-    # ... the expected type of the whole body (LeanStep.covers_body) ...
     expected: str | None = None
-    # ... the errors after the body that only the blanked wrappers cause ...
     artifacts: set[tuple[str, int]] | None = None
-    # ... and, for a wrapped target, the first error outside the body of the file as written
-    # (WRITTEN_FILE_ERRORS; "" when it has none; None: not known yet, after written_tries).
     written_error: str | None = None
     written_tries: int = 0
 
@@ -196,9 +163,8 @@ class Elaborator:
         allowed_axioms: Sequence[str] = (),
         verdict_seconds: float | None = None,
     ) -> None:
-        """``prefixes``: prefix modules (None: every session document is the whole file).
-        ``library_sorry``: the suite's own library leaves something with ``sorry``, which
-        any task may prove its target through (``SORRY_HELPER``)."""
+        """``prefixes``: None means every session document is the whole file.
+        ``library_sorry``: the suite's library leaves a ``sorry`` a target may go through."""
         self.pool = pool
         self.environment = environment
         self.step_timeout = step_timeout
@@ -207,14 +173,12 @@ class Elaborator:
         self.library_axioms = tuple(library_axioms)
         self.allowed_axioms = tuple(allowed_axioms)
         self.verdict_seconds = verdict_seconds  # the verdict's limit per stage (SLOW_NOTE)
-        self._views: dict[str, TaskView] = {}  # task id -> its view (TaskMemo.view)
-        self._memos: dict[str, TaskMemo] = {}  # task key -> what is known of it
-        # INIT_AXIOMS outside the allow-list, and NATIVE_WORDS (``_probed``)
+        self._views: dict[str, TaskView] = {}  # by task id
+        self._memos: dict[str, TaskMemo] = {}  # by task key
         self._init_pattern = init_pattern(self.allowed_axioms)
 
     async def view(self, task: Task) -> TaskView:
-        """How the task's session document maps to the task file (decided once per task; the
-        Lean work of a task's first use, which open_task times as such)."""
+        """How the task's session document maps to the task file (decided once; may run Lean)."""
         view = self._views.get(task.id)
         if view is None:
             if self.prefixes is None:
@@ -225,7 +189,6 @@ class Elaborator:
         return view
 
     async def memo(self, task: Task) -> TaskMemo:
-        """What is known of ``task`` (made on its first use: its view, then text scans)."""
         memo = self._memos.get(task.key)
         if memo is not None:
             return memo
@@ -260,7 +223,7 @@ class Elaborator:
         if task.is_restated and (original := self._memos.get(task.id)) is not None:
             # Lean's parse after the target is the task file's, whatever its statement.
             made.suffix = original.suffix
-        return self._memos.setdefault(task.key, made)  # (a concurrent first use made one too)
+        return self._memos.setdefault(task.key, made)  # a concurrent first use may have won
 
     def pool_key(self, memo: TaskMemo, lean_text: str) -> PoolKey:
         """The task's pool key (the header never changes: only the body is edited)."""
@@ -271,8 +234,7 @@ class Elaborator:
     async def elaborate(
         self, task: Task, body: str, timers: Sequence[StepTimer], holder: str | None
     ) -> Elaborated:
-        """Elaborate the task with ``body`` on a warm slot: report, scope verdict,
-        completeness, goals."""
+        """Elaborate the task with ``body`` on a warm slot."""
         memo = self._memos.get(task.key) or await self.memo(task)
         view = memo.view
         text = task.with_body(body)
@@ -286,8 +248,7 @@ class Elaborator:
         try:
             answer = await self.pool.run(key, step, holder=holder)
         finally:
-            # Queue: from asking until the slot's Lean work began (on Ray: the hop too);
-            # Lean: the operation's own time on Lean. A failed step counts as Lean time.
+            # Queue until the slot's Lean work began (on Ray, the hop too); a failed step is Lean.
             now = time.perf_counter()
             lean_from = now - answer.lean_s if answer is not None else entered
             for timer in timers:
@@ -315,16 +276,14 @@ class Elaborator:
             scope_rejection=rejected,
             placeholder=body == task.body,
         )
-        # What says why on the target: the file as written (on every step, complete or not),
-        # the rule that failed, and a slow proof that passes every rule.
         why = completeness.reason if completeness.status in ("axioms", "forbidden") else None
         slow = slow_note(answer.lean_s, self.verdict_seconds) if completeness.proof_passes else None
         if notes := [note for note in (written, why, slow) if note]:
             report = _with_warnings(report, index.lsp_of_offset(task.span.decl_start), notes)
-        open_goals = rejected is None and not completeness.proof_passes  # (the proof's own)
+        open_goals = rejected is None and not completeness.proof_passes
         goals = answer.goals if open_goals and answer.goals is not None else []
         if answer.expected is not None:
-            memo.expected = answer.expected  # only the body changes: so it stays
+            memo.expected = answer.expected  # only the body changes, so it holds for every step
         if body == task.body:
             report = _with_task_file_errors(report, index, body_start, body_end)
             if completeness.status == "placeholder" and completeness.reason:
@@ -358,7 +317,7 @@ class Elaborator:
             decl_start=task.span.decl_start,
             symbols=flat,
             expected_suffix=memo.suffix or [],
-            diagnostics=report.diagnostics,  # (only its errors count: no warning of ours)
+            diagnostics=report.diagnostics,
         )
 
     async def _written_error(
@@ -369,9 +328,7 @@ class Elaborator:
         timers: Sequence[StepTimer],
         holder: str | None,
     ) -> str | None:
-        """WRITTEN_FILE_ERRORS for a wrapped target's task file as written, if it has an error
-        outside the body (None: it has none, or that is not known yet). Asked of Lean until it
-        says (``_ask_written``), up to WRITTEN_TRIES steps; kept in ``memo``."""
+        """WRITTEN_FILE_ERRORS for the file as written (None: no error, or not known yet)."""
         if memo.written_error is None and memo.written_tries < WRITTEN_TRIES:
             memo.written_tries += 1
             memo.written_error = await self._ask_written(task, memo, key, timers, holder)
@@ -385,10 +342,7 @@ class Elaborator:
         timers: Sequence[StepTimer],
         holder: str | None,
     ) -> str | None:
-        """WRITTEN_FILE_ERRORS for the first error outside the body of the task file as
-        written (its wrappers' `in` kept), "" when it has none, None when Lean could not say
-        (a busy pool, a timeout: a later step asks again, up to WRITTEN_TRIES times; the
-        verdict judges the file as written in any case)."""
+        """Ask Lean: "" means no error outside the body, None that Lean could not say."""
         written = WrittenFile(memo.view.to_lean(task.text), self.step_timeout)
         entered = time.perf_counter()
         try:
@@ -404,29 +358,19 @@ class Elaborator:
         if not outside:
             return ""
         first = outside[0]
-        log.warning("task.errors_outside_body_as_written", task=task.id,
-                    first=first.message[:200])  # fmt: skip
+        log.warning("task.errors_outside_body_as_written", task=task.id, first=first.message[:200])
         message = first.message.strip().splitlines()[0][:200] if first.message.strip() else ""
         return WRITTEN_FILE_ERRORS.format(line=first.range.start.line + 1, message=message)
 
     def lean_document(self, task: Task, memo: TaskMemo, text: str) -> tuple[str, int | None]:
-        """Lean's session document for the task-file ``text`` — the view's document, the
-        wrappers unwrapped, and for a probed step (``_probed``) ``#print axioms`` of the
-        target (``SORRY_HELPER``) — and the line of its probe (None: not probed). The probe
-        is appended, so no position moves — or, in a task file that stops with ``#exit``
-        after the target, inserted right before that ``#exit`` (nothing after it is
-        elaborated, so nothing after it is reported either)."""
+        """Lean's session document for task-file ``text``, and its probe's line (None: none)."""
         lean_text = memo.view.to_lean(task.unwrapped(text))
         if not self._probed(task, memo, text):
             return lean_text, None
         return with_probe(lean_text, task.spec.theorem, task.text, memo.exit_at)
 
     def _probed(self, task: Task, memo: TaskMemo, text: str) -> bool:
-        """Does the session document for the task-file ``text`` end with the probe: the task
-        is probed (``TaskMemo.probed``), or the text names one of Lean's own axioms outside
-        the allow-list (INIT_AXIOMS), or a tactic that leaves one (NATIVE_WORDS). A text
-        search, so a mention in a comment costs a probe, no more; the task file's own text
-        is searched once, a step's body on every step."""
+        """Does the document for ``text`` get the probe? A text search: a comment may trigger it."""
         if memo.probed or memo.init_outside:
             return True
         body_end = len(text) - (len(task.text) - task.span.end)
@@ -435,14 +379,19 @@ class Elaborator:
     async def goals_at(
         self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str | None
     ) -> GoalsResult:
-        """Plain, term and structured goals at ``at`` (1-based line, code point column). With
-        the prefix compiled, a position before the target command has no goals to show (that
-        part of the file is not in the session's document)."""
+        """Goals at ``at`` (1-based line, code point column); none before a compiled prefix."""
         memo = self._memos.get(task.key) or await self.memo(task)
         pos = memo.view.lsp_to_lean(LineIndex(text).to_lsp(at))
         if pos is None:
-            return GoalsResult(line=at.line, column=at.column, goals=[], goal_status="no_goal",
-                               term_goal=None, structured=[])  # fmt: skip
+            return GoalsResult(
+                line=at.line,
+                column=at.column,
+                goals=[],
+                goal_status="no_goal",
+                term_goal=None,
+                structured=[],
+            )
+
         lean_text = self.lean_document(task, memo, text)[0]
         key = self.pool_key(memo, lean_text)
         entered = time.perf_counter()

@@ -16,9 +16,7 @@ class ToolError(LeanrigError):
 
 
 class InvalidArguments(ToolError, ValueError):
-    """Arguments that do not match the tool's input schema (``field`` names the culprit).
-
-    Also a `ValueError`, so a wire can map it to its own "invalid params" code."""
+    """Arguments not matching the input schema; a `ValueError` too, for "invalid params"."""
 
     def __init__(self, message: str, *, field: str | None) -> None:
         super().__init__(
@@ -35,8 +33,6 @@ def agent_error(exc: LeanrigError) -> ToolError:
         return exc
     if isinstance(exc, RequestTimeout):
         return ToolError(
-            # (The time left of the step's deadline when Lean was asked: 4.99991 s said
-            # nothing a 5 s limit would not.)
             f"Lean did not finish within {round(exc.seconds, 1):g} s",
             code="timeout",
             hint="the proof step is too expensive; simplify it (the session is unchanged)",

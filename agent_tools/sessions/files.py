@@ -7,15 +7,8 @@ from pathlib import Path
 
 
 def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """``path`` now holds ``data``, atomically (a new file beside it, then a rename), and never
-    written through a link someone left there: the directory may be one an agent or an editor
-    can write (a ``Submission.lean`` linked to the run's results.jsonl made the runner overwrite
-    it with a forged line). The temporary name is unique, so two writers never share one.
-
-    ``durable``: on the disk before this returns (the data, then the rename: fsync of the file
-    and of its directory), for state a crash of the machine must not roll back or leave empty —
-    a human attempt's clock (a rename can reach the disk before the data it names). Costs a
-    few ms on a real disk: not for a proof step's path."""
+    """Write ``data`` to ``path`` atomically, never through a link left there (agents may write
+    the directory). ``durable``: fsync the file and its directory first (costly: not per step)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:

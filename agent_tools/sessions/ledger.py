@@ -1,18 +1,6 @@
-"""The timing ledger: one JSON line per tool call, appended atomically (O_APPEND, one write).
+"""The timing ledger: one JSON line per tool call, failed ones included (fields: `LedgerEntry`).
 
-Fields (schema ``v`` = 1): ``ts`` (UTC ISO-8601), ``session``, ``task``, ``tool``, ``queue_ms``
-(wall time waiting for a pool slot; on a Ray node, the hop to it too), ``lean_ms`` (wall time
-waiting on Lean, measured where the slot is; parallel work counted once), ``total_ms`` (the
-whole call, so leanrig's own overhead is ``total - queue - lean`` >= 0), ``outcome``
-(``ok``, ``rejected`` or ``error:<code>``), plus optional ``version``, ``complete``,
-``body_sha``, ``accepted``, ``candidates`` (per-candidate times of ``try_proofs``) and, on
-``close_session``, ``session_wall_ms`` (open to close).
-Every call writes its line, failed ones included. The fields are `LedgerEntry` in tool_outputs.py.
-
-In memory, for ``get_timings``, an open session keeps its totals (exact, every call) and only
-its last ``ENTRIES_KEPT`` lines: a long session must not grow the server with every call (the
-soak measured ~0.75 kB per call kept before); the file has every line.
-"""
+Lines are appended atomically (O_APPEND, one write); memory keeps only open sessions' totals."""
 
 from __future__ import annotations
 
@@ -34,7 +22,7 @@ ENTRIES_KEPT = 200  # per open session, in memory
 
 @dataclass(slots=True)
 class SessionTotals:
-    """Every call of one open session, summed (the entries themselves: the last few only)."""
+    """Every call of one open session, summed, and its last ``ENTRIES_KEPT`` entries."""
 
     calls: int = 0
     total_ms: float = 0.0
@@ -55,13 +43,8 @@ Interval = tuple[float, float]
 
 @dataclass(slots=True)
 class StepTimer:
-    """Where one tool call's wall-clock time went.
-
-    Queue and Lean time are recorded as intervals and measured as their union, so work done in
-    parallel (``try_proofs`` candidates) counts once: ``lean_ms`` is the wall time during which
-    Lean worked for this call, ``queue_ms`` the wall time spent only waiting for a process, and
-    ``total - queue - lean`` (leanrig's own overhead) is never negative.
-    """
+    """Where one tool call's wall-clock time went; parallel intervals count once, so the
+    overhead ``total - queue - lean`` is never negative."""
 
     started: float = field(default_factory=time.perf_counter)
     lean_intervals: list[Interval] = field(default_factory=list)
@@ -76,7 +59,7 @@ class StepTimer:
             self.lean_intervals.append((t, time.perf_counter()))
 
     def queued(self, since: float) -> None:
-        """Waiting for a process from ``since`` until now."""
+        """Record waiting for a process from ``since`` until now."""
         self.queue_intervals.append((since, time.perf_counter()))
 
     def absorb(self, other: StepTimer) -> None:
@@ -110,8 +93,7 @@ class Ledger:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        # Open sessions' totals and last entries, for get_timings; dropped when the session
-        # closes, so a long run does not keep its ledger in memory (the file has it).
+        # Open sessions only: dropped on close (``forget``).
         self._by_session: dict[str, SessionTotals] = {}
 
     def record(self, **fields: Any) -> dict[str, Any]:

@@ -1,33 +1,6 @@
-"""The session document of a task: the whole task file, or the prefix as a compiled module.
+"""A task's session document: the whole task file, or its prefix imported as a compiled module.
 
-``PrefixModules.view(task)`` decides, once per (task, prefix content, environment), how a
-session's Lean document relates to the task file (a ``TaskView``):
-
-- ``file``: the document is the task file itself (with the session's body);
-- ``prefix``: everything before the target command is compiled to an ``.olean`` (through
-  repl_pool's one-shot runner, in the sandbox; cached on disk like the suite library), and the
-  document is the header + ``import <prefix module>`` + the re-established scoping context +
-  the file from the target command on (tasks/prefix.py). Lean's per-edit cost follows the
-  commands in the document, so a step no longer grows with the prefix (bench/results).
-
-The prefix mode is used only when Lean confirms it means the same: the target's statement
-(``#check @T`` under ``pp.all``, read with the verifier's ``parse_check``) has the same type and
-universe parameters both ways, and the errors from the target command on are the same.
-Otherwise (a ``private`` helper, ``local notation``, ``open … in``, …) the session uses the whole
-file, and the reason is kept. Prefixes of fewer than ``min_commands`` commands stay in the file:
-below that the import costs more than it saves (measured: bench/bench_agent.py).
-
-Positions: the target command starts in column 0 in both documents, so a task-file line maps to
-a document line by one constant shift; ranges Lean reports inside the re-established head are
-clamped to the start of the target command. The agent only ever sees task-file positions, and
-the verdict always checks the task file itself.
-
-Trade-off with a full toolchain: each prefix module is one more header, so one more pool key:
-sessions on different tasks no longer share warm processes (each task's first step starts a
-server that imports the task's prefix). Against that, a fresh document of the whole file
-re-elaborates the prefix at every open and after every process recycle. ``min_commands`` keeps
-small prefixes (most Mathlib-style tasks: a few helper lemmas) in the shared-header file mode.
-"""
+Prefix mode only if Lean confirms it changes nothing; agents only ever see task-file positions."""
 
 from __future__ import annotations
 
@@ -60,9 +33,6 @@ from ..verdict import Statement, parse_check
 log = structlog.get_logger("leanrig.prefix")
 
 Mode = Literal["file", "prefix"]
-# Measured (bench/bench_agent.py, prefix sweep, bootstrap Lean): the imported prefix is slower
-# than the file at 0 declarations (3.4 vs 3.0 ms), even at 10 and clearly faster from ~50 on
-# (100: 4.4 vs 14 ms). Below this many commands before the target, the file is used.
 MIN_PREFIX_COMMANDS = 40
 BUILD_SECONDS = 300.0
 
@@ -97,8 +67,7 @@ class TaskView:
         return self.cut + max(0, offset - len(self.head))
 
     def lsp_to_lean(self, pos: LspPos) -> LspPos | None:
-        """A task-file position in the document (None: before the target command, which the
-        document does not contain)."""
+        """A task-file position in the document (None: before the target command)."""
         if not self.prefixed:
             return pos
         if pos.line < self.cut_line:
@@ -109,7 +78,7 @@ class TaskView:
         if not self.prefixed:
             return pos
         line = pos.line - self.line_shift
-        if line < self.cut_line:  # inside the head: the start of the target command
+        if line < self.cut_line:  # inside the head: clamp to the target command's start
             return LspPos(self.cut_line, 0)
         return LspPos(line, pos.character)
 
@@ -208,7 +177,7 @@ class PrefixModules:
                 f"{self.min_commands})",
             )
         if split.module_local:
-            # Lean's check below sees the placeholder body only, which need not use them.
+            # Lean's check sees only the placeholder body, which need not use them.
             shown = "; ".join(split.module_local[:2])
             more = "; …" if len(split.module_local) > 2 else ""
             return TaskView.whole_file(
@@ -221,8 +190,7 @@ class PrefixModules:
                 "the prefix has scoping commands inside other commands (the context is "
                 f"re-established command by command): {split.unscoped[0]}",
             )
-        # One decision per (task, prefix content, environment): the directory is per
-        # environment, the module name is the prefix's digest, the task's text is hashed in.
+        # One decision per (task, prefix content, environment).
         key = hashlib.sha256(f"{task.spec.theorem}\0{task.text}".encode()).hexdigest()[:16]
         decision = self.directory / f"{split.module}.{key}.json"
         try:
@@ -269,18 +237,15 @@ class PrefixModules:
         return await self._check(task, split)
 
     async def _check(self, task: Task, split: PrefixSplit) -> tuple[Mode, str]:
-        """Lean's word: the target's statement, and the errors from the target on, are the
-        same in the task file and in the prefixed document."""
+        """Prefix mode if the target's statement and the errors from it on match the file's."""
         lean = str(self.environment.install.lean)
         probe = check_command(task.spec.theorem)
         view = prefixed_view(self.prefix_environment, split, task, "")
         work = self.directory / f"check-{split.digest}-{os.getpid()}-{id(task)}"
         await anyio.Path(work).mkdir(exist_ok=True)
         try:
-            # Both as sessions see them (a wrapped target's `in` blanked in each), so a
-            # difference is the prefix module's doing, not the wrappers' scope.
+            # Unwrapped in both, so a difference is the prefix module's doing.
             unwrapped = task.unwrapped(task.text)
-            # Before a `#exit` after the target, where there is one (Lean never reads past it).
             exit_at = exit_after(task.text, task.span.end)
 
             def probed(document: str) -> str:
@@ -327,8 +292,8 @@ class PrefixModules:
 def _errors_from(
     messages: list[dict[str, Any]], shift: int, cut_line: int
 ) -> list[tuple[int, int, str]]:
-    """Errors at task-file lines from ``cut_line`` on (a prefixed document's errors in its
-    head count too: they map before ``cut_line`` and never match the file's)."""
+    """Errors at task-file lines from ``cut_line`` on (a prefixed head's errors never match)."""
+
     out = []
     for m in messages:
         if m.get("severity") != "error":

@@ -1,12 +1,6 @@
-"""The documents the question tools put to Lean, and the reading of Lean's answers: pure text.
+"""The throwaway documents the question tools put to Lean, and the reading of Lean's answers.
 
-A question never edits the session: it is asked of a document of its own, made from the task
-file (the part before the target, for what is asked "at the target theorem"), or of the
-session's own document when that already holds the answer (hover, completions and code actions
-at a position). Every document here is a throwaway, never a submission.
-
-Nothing here talks to Lean, holds a session or writes the ledger.
-"""
+Pure text: nothing here talks to Lean, holds a session or writes the ledger."""
 
 from __future__ import annotations
 
@@ -22,39 +16,33 @@ from ..tasks import Task, declaration_head
 from ..verdict import escape_name
 from .prefix import TaskView
 
-# The let-bound name an in-context term is given, read back by hover.
 CHECK_NAME = "leanrig_check"
 
 
 @dataclass(frozen=True, slots=True)
 class QuestionDoc:
-    """A Lean document asking one question: ``text``; ``at``: where its answer is (the
-    ``#check`` keyword, the name to hover); the question's own text spans lines
-    ``first_line``..``last_line`` (0-based document lines: its errors are those there)."""
+    """A Lean document asking one question."""
 
     text: str
-    at: LspPos
-    first_line: int
+    at: LspPos  # where the answer is: the ``#check`` keyword, or the name to hover
+    first_line: int  # 0-based document lines of the question's own text
     last_line: int
 
 
 def command_start(task: Task, view: TaskView) -> int:
-    """Where the target command starts in the task file (its doc comment and attributes
-    included, its ``… in`` wrappers not): what comes before it is what the target sees."""
+    """Offset of the target command in the task file (doc comment included, wrappers not)."""
     start = declaration_head(task.text, task.span.decl_start)[0]
     return max(start, view.cut) if view.prefixed else start
 
 
 def _before_target(task: Task, view: TaskView) -> str:
-    """The Lean document up to the target command (the compiled prefix imported, or the
-    file's own text), ending with a line break."""
+    """The Lean document up to the target command, ending with a line break."""
     head = view.to_lean(task.text[: command_start(task, view)])
     return head if head.endswith("\n") or not head else head + "\n"
 
 
 def check_document(task: Task, view: TaskView, term: str) -> QuestionDoc:
-    """``#check (term)`` just before the target (the caller made sure ``term`` cannot close
-    the parentheses: ``brackets_balanced``)."""
+    """``#check (term)`` just before the target; ``term`` must be ``brackets_balanced``."""
     head = _before_target(task, view)
     line = head.count("\n")
     text = f"{head}#check (\n{term}\n)\n"
@@ -62,13 +50,10 @@ def check_document(task: Task, view: TaskView, term: str) -> QuestionDoc:
 
 
 def context_document(task: Task, view: TaskView, term: str) -> QuestionDoc:
-    """The target theorem up to its ``:=``, its body ``let leanrig_check := (term)`` and the
-    task's own placeholder: the term elaborated where the proof begins, its hypotheses in
-    scope, its type read by hover on the name."""
+    """The target with body ``let leanrig_check := (term)`` + placeholder: hover reads its type."""
     head = view.to_lean(task.text[: task.span.start])
     line = head.count("\n") + 1
-    # The placeholder starts in the `let`'s column on its own line: a body written on the
-    # statement's line (` := sorryAx …`) would otherwise continue the term as an application.
+    # The placeholder on its own line, else ` := sorryAx …` would continue the term.
     text = f"{head}\n  let {CHECK_NAME} := (\n{term}\n  )\n  {task.body.lstrip()}\n"
     return QuestionDoc(text, LspPos(line, 6), line + 1, line + 1 + term.count("\n"))
 
@@ -82,8 +67,7 @@ def statement_document(task: Task, view: TaskView) -> QuestionDoc:
 
 
 def declaration_document(task: Task, view: TaskView, name: str) -> QuestionDoc:
-    """``#check @name`` (hovered: signature, docstring, module) and ``#print name`` (its kind)
-    just before the target; proofs are not printed."""
+    """``#check @name`` (hovered) and ``#print name`` (its kind) just before the target."""
     head = _before_target(task, view)
     line = head.count("\n")
     text = f"{head}#check @{name}\nset_option pp.proofs false in\n#print {name}\n"
@@ -102,14 +86,10 @@ PROFILE_OPTIONS = "set_option trace.profiler true in set_option trace.profiler.t
 
 
 def profile_document(task: Task, view: TaskView, text: str) -> tuple[str, int]:
-    """The session's ``text`` with Lean's profiler on for the target alone (the options go
-    before the target command, on its line: no line moves), and the target's first line."""
+    """``text`` profiled for the target alone (no line moves), and the target's first line."""
     start = command_start(task, view)
     profiled = text[:start] + PROFILE_OPTIONS + text[start:]
     return view.to_lean(task.unwrapped(profiled)), task.text.count("\n", 0, start)
-
-
-# -- answers ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +100,7 @@ class HoverText:
 
 
 def read_hover(hover: lsp.Hover | None) -> HoverText | None:
-    """Lean's hover markdown: its ```lean block, the docstring after ``***``, the module."""
+    """Read Lean's hover markdown: the ```lean block, the docstring, the module."""
     if hover is None:
         return None
     contents = hover.contents
@@ -153,13 +133,25 @@ def universe_params(signature: str) -> list[str]:
 
 
 def signature_name(signature: str) -> str:
-    """The constant's name at the start of a signature, universe parameters dropped."""
+    """The constant's name at the start of a signature, without universe parameters."""
     head = signature.split(maxsplit=1)[0] if signature.split() else ""
     return head.split(".{", 1)[0]
 
 
-KINDS = ("theorem", "def", "axiom", "inductive", "structure", "class", "constructor",
-         "recursor", "opaque", "instance", "abbrev", "quot")  # fmt: skip
+KINDS = (
+    "theorem",
+    "def",
+    "axiom",
+    "inductive",
+    "structure",
+    "class",
+    "constructor",
+    "recursor",
+    "opaque",
+    "instance",
+    "abbrev",
+    "quot",
+)
 
 
 def printed_kind(printed: str) -> str:
@@ -182,8 +174,6 @@ def info_at(diagnostics: tuple[LeanDiagnostic, ...], line: int) -> str | None:
     return None
 
 
-# -- the profiler's trace -------------------------------------------------------------------------
-
 _TRACE_LINE = re.compile(r"^(\s*)\[([^\]]+)\] \[([\d.]+)\] (?:\S+ )?(.*)$")
 
 
@@ -193,28 +183,25 @@ class TraceNode:
     category: str
     seconds: float
     text: str
-    detail: str = ""  # the first line under it: the term or tactic elaborated, when shown
+    detail: str = ""  # the first line under it: the syntax elaborated, when shown
 
 
 def trace_nodes(message: str) -> list[TraceNode]:
-    """The nodes of one ``trace.profiler`` message (``[cat] [secs] ✅️ text``, indented two
-    spaces a level); a node's first continuation line is its detail (Lean prints the syntax
-    being elaborated there), the rest are skipped."""
+    """The nodes of one ``trace.profiler`` message (``[cat] [secs] ✅️ text``, 2 spaces a level)."""
     nodes: list[TraceNode] = []
     for raw in message.splitlines():
         m = _TRACE_LINE.match(raw)
         if m:
-            nodes.append(TraceNode(len(m.group(1)) // 2, m.group(2), float(m.group(3)),
-                                   m.group(4).strip()))  # fmt: skip
+            nodes.append(
+                TraceNode(len(m.group(1)) // 2, m.group(2), float(m.group(3)), m.group(4).strip())
+            )
         elif nodes and not nodes[-1].detail and raw.strip():
             nodes[-1].detail = raw.strip()
     return nodes
 
 
 def body_line_of(text: str, body_start: int, body_end: int, snippet: str) -> int | None:
-    """The 1-based task-file line where ``snippet`` occurs in the body once, whitespace runs
-    counting as one space (Lean prints a term on one line that the body spreads over
-    several), else None."""
+    """The 1-based line where ``snippet`` occurs once in the body, any whitespace matching."""
     words = snippet.split()
     if not words or len(" ".join(words)) < 2:
         return None
@@ -223,9 +210,6 @@ def body_line_of(text: str, body_start: int, body_end: int, snippet: str) -> int
     if len(found) != 1:
         return None
     return text.count("\n", 0, found[0].start()) + 1
-
-
-# -- code actions ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +223,8 @@ class BodyEdit:
 def body_edit(
     title: str, edits: list[Any], text: str, index: LineIndex, body_start: int, body_end: int
 ) -> BodyEdit | None:
-    """A code action's text edits on the task-file ``text`` as one edit of the body (None:
-    one of them reaches outside it). ``old`` grows around the changed span until it occurs
-    once in the body, so replace_in_proof applies it as it is."""
+    """A code action's edits as one replace_in_proof edit (``old`` unique in the body); None
+    if an edit reaches outside the body or edits overlap."""
     spans = []
     for e in edits:
         r = e.get("range") if isinstance(e, dict) else None
@@ -259,12 +242,11 @@ def body_edit(
     pieces, pos = [], body_start
     for start, end, new in spans:
         if start < pos:
-            return None  # overlapping edits
+            return None
         pieces += [text[pos:start], new]
         pos = end
     new_body = "".join(pieces) + text[pos:body_end]
     lo, hi = spans[0][0] - body_start, spans[-1][1] - body_start
-    # (The body outside [lo, hi) is unchanged: the same prefix and suffix in the new body.)
     while not (body[lo:hi] and body.count(body[lo:hi]) == 1) and (lo, hi) != (0, len(body)):
         lo, hi = max(0, lo - 1), min(len(body), hi + 1)
     new = new_body[lo : len(new_body) - (len(body) - hi)]

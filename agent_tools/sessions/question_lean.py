@@ -1,14 +1,6 @@
-"""The question tools' Lean side: each question asked on a warm slot of the task's pool key,
-with the step's deadline, timed into the call's `StepTimer`, and answered in task-file terms.
+"""The question tools' Lean side: questions on warm slots, answered in task-file terms.
 
-A question about a position of the session's text goes to the session's own document (its
-slot and version: nothing to elaborate again); one asked "at the target theorem" goes to a
-throwaway document of the part before the target (question_documents.py), held by the task's
-question holder (``question_holder``): the session's document and its next step are untouched,
-and the task's questions share one document per process, where Lean elaborates only what
-follows the part they share. Raises lower-level errors unchanged
-(the service translates them); holds no session.
-"""
+Questions "at the target theorem" use throwaway documents, never the session's own."""
 
 from __future__ import annotations
 
@@ -59,16 +51,12 @@ COMPLETION_KINDS = {k.value: k.name.lower() for k in lsp.CompletionItemKind}
 
 
 def question_holder(task: Task) -> str:
-    """Who holds a task's throwaway question documents in the pool. Without a holder of their
-    own they took turns with other tasks' (and try_proofs') free documents, each question
-    elaborating the other task's preamble again (10 definitions: ~20 ms a question)."""
+    """Who holds a task's throwaway question documents in the pool (one holder per task)."""
     return f"questions:{task.id}"
 
 
 class AnswerCache:
-    """Answers asked "at the target theorem", kept per task: what is before the target never
-    changes in a session (only the body is edited), so the same question gets the same
-    answer — asked again, it costs no Lean. Least recently used first out."""
+    """LRU cache of answers asked "at the target theorem" (what precedes it never changes)."""
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
@@ -93,8 +81,7 @@ class UnknownDeclaration(LeanrigError):
 
 class LeanQuestions:
     def __init__(self, elaborator: Elaborator, suite: Suite, library: LibraryIndex | None) -> None:
-        """``library``: the LAD condition's index (its declarations are not in Lean's
-        environment: get_declaration reads them from the index, in LAD sessions only)."""
+        """``library``: the LAD index, read by get_declaration (its names are not in Lean's)."""
         self.elaborator = elaborator
         self.pool = elaborator.pool
         self.timeout = elaborator.step_timeout
@@ -102,15 +89,17 @@ class LeanQuestions:
         self.library = library
         self._outlines: dict[str, OutlineResult] = {}
         self.answers = AnswerCache()
-        # (task id or module, name, lad) -> where it is declared: files are read once (the
-        # suite is loaded once per service; its files do not change under it)
+        # (task id or module, name, lad) -> where it is declared; suite files do not change
         self._sources: dict[tuple[str, str, bool], tuple[str | None, int | None, str | None]] = {}
         self._indexes: dict[str, tuple[str, DeclarationIndex]] = {}
 
     async def _run(
-        self, key: PoolKey, holder: str | None, timer: StepTimer,
+        self,
+        key: PoolKey,
+        holder: str | None,
+        timer: StepTimer,
         work: Callable[[Slot], Awaitable[T]],
-    ) -> T:  # fmt: skip
+    ) -> T:
         entered = time.perf_counter()
 
         async def operation(slot: Slot) -> T:
@@ -121,21 +110,24 @@ class LeanQuestions:
         return await self.pool.run(key, operation, holder=holder)
 
     async def ask_about(
-        self, task: Task, doc: str, queries: list[DocQuery], timer: StepTimer,
-        holder: str | None = None, then: Callable[[Slot, list[Any]], Awaitable[Any]] | None = None,
+        self,
+        task: Task,
+        doc: str,
+        queries: list[DocQuery],
+        timer: StepTimer,
+        holder: str | None = None,
+        then: Callable[[Slot, list[Any]], Awaitable[Any]] | None = None,
         report: bool = False,
-    ) -> tuple[DocumentReport | None, list[Any]]:  # fmt: skip
-        """``queries`` about ``doc`` (a throwaway document of the task's question holder,
-        unless ``holder`` owns it), and ``then`` with their answers on the same slot and
-        version (resolving items); with ``report``, the version's report too (``reported``)."""
+    ) -> tuple[DocumentReport | None, list[Any]]:
+        """Ask ``queries`` about ``doc``, then ``then`` on the same slot and version; ``holder``
+        None means the task's question holder; ``report`` also returns the version's report."""
         holder = holder or question_holder(task)
         memo = await self.elaborator.memo(task)
         key = self.pool.key_for(doc, memo.view.environment)
         wanted = report
 
         async def work(slot: Slot) -> tuple[DocumentReport | None, list[Any]]:
-            report, answers = await ask_in(slot, doc, queries, timeout=self.timeout,
-                                           report=wanted)  # fmt: skip
+            report, answers = await ask_in(slot, doc, queries, timeout=self.timeout, report=wanted)
             if then is not None:
                 answers = [*answers, await then(slot, answers)]
             return report, answers
@@ -147,22 +139,19 @@ class LeanQuestions:
     ) -> tuple[DocumentReport, list[Any]]:
         """``ask_about`` with the version's report (its diagnostics are the answer)."""
         report, answers = await self.ask_about(task, doc, queries, timer, report=True)
-        assert report is not None  # (a report was asked for: the barrier gave it)
+        assert report is not None
         return report, answers
 
     async def document_at(
         self, task: Task, text: str, at: Pos, holder: str
     ) -> tuple[str, LspPos, str | None, TaskMemo]:
-        """The document to ask about a position of the session's ``text``: the session's own
-        (its holder's), or — for a position in a compiled prefix — the whole file, alone."""
+        """The document for a position in ``text``: the session's, or in a prefix the whole file."""
         memo = await self.elaborator.memo(task)
         pos = LineIndex(text).to_lsp(at)
         in_lean = memo.view.lsp_to_lean(pos)
         if in_lean is None:
             return task.unwrapped(text), pos, None, memo
         return self.elaborator.lean_document(task, memo, text)[0], in_lean, holder, memo
-
-    # -- the questions ------------------------------------------------------------------------
 
     async def hover(
         self, task: Task, text: str, at: Pos, timer: StepTimer, holder: str
@@ -175,23 +164,27 @@ class LeanQuestions:
         if signature is not None and read is not None and (read.docstring or read.module):
             name = signature_name(signature)  # a constant's signature, not `term : type`
         return HoverResult(
-            line=at.line, column=at.column, name=name, signature=signature,
-            docstring=read.docstring if read else None, module=read.module if read else None,
+            line=at.line,
+            column=at.column,
+            name=name,
+            signature=signature,
+            docstring=read.docstring if read else None,
+            module=read.module if read else None,
             found=read is not None and (signature is not None or read.docstring is not None),
-        )  # fmt: skip
+        )
 
     async def check(
         self, task: Task, doc: QuestionDoc, in_context: bool, timer: StepTimer
     ) -> tuple[DocumentReport, HoverText | None]:
-        """Lean's report and answer for a check_term document: the hover on the let-bound
-        name (in context), or nothing (the ``#check`` message is in the report)."""
+        """Lean's report for a check_term document, and in context the hover on its name."""
         queries = [DocQuery.hover(doc.at)] if in_context else []
         report, answers = await self.reported(task, doc.text, queries, timer)
         hover = read_hover(answers[0]) if answers else None
         return report, hover
 
-    async def declaration(self, task: Task, name_asked: str, doc: QuestionDoc, timer: StepTimer,
-                          lad: bool) -> DeclarationResult:  # fmt: skip
+    async def declaration(
+        self, task: Task, name_asked: str, doc: QuestionDoc, timer: StepTimer, lad: bool
+    ) -> DeclarationResult:
         report, (hover,) = await self.reported(task, doc.text, [DocQuery.hover(doc.at)], timer)
         read = read_hover(hover)
         errors = [
@@ -208,9 +201,16 @@ class LeanQuestions:
         kind = printed_kind(info_at(report.diagnostics, doc.last_line) or "")
         file, line, source = self._source(task, name, read.module, lad)
         return DeclarationResult(
-            name=name, kind=kind, statement=signature, universe_params=universe_params(signature),
-            docstring=read.docstring, module=read.module, file=file, line=line, source=source,
-        )  # fmt: skip
+            name=name,
+            kind=kind,
+            statement=signature,
+            universe_params=universe_params(signature),
+            docstring=read.docstring,
+            module=read.module,
+            file=file,
+            line=line,
+            source=source,
+        )
 
     async def _lad_declaration(self, name: str) -> DeclarationResult:
         assert self.library is not None
@@ -218,17 +218,24 @@ class LeanQuestions:
             d = await self.library.read(name)
         except LibraryError as exc:
             raise UnknownDeclaration(exc.message) from exc
-        statement = next((h.statement for h in await self.library.search(d.name, 1)
-                          if h.name == d.name), d.name)  # fmt: skip
+        statement = next(
+            (h.statement for h in await self.library.search(d.name, 1) if h.name == d.name),
+            d.name,
+        )
         return DeclarationResult(
-            name=d.name, kind=d.kind, statement=statement,
-            universe_params=universe_params(statement), docstring=docstring(d.source),
-            module=None, file=d.file, line=d.line, source=d.source,
-        )  # fmt: skip
+            name=d.name,
+            kind=d.kind,
+            statement=statement,
+            universe_params=universe_params(statement),
+            docstring=docstring(d.source),
+            module=None,
+            file=d.file,
+            line=d.line,
+            source=d.source,
+        )
 
     def _readable(self, path: Path, lad: bool) -> bool:
-        """May this session read ``path``: inside the suite, not hidden, and a LAD library
-        file only in a LAD session?"""
+        """May this session read ``path``: in the suite, not hidden, LAD files only in LAD?"""
         root = self.suite.root.resolve()
         path = path.resolve()
         if not path.is_relative_to(root) or not path.is_file():
@@ -240,12 +247,11 @@ class LeanQuestions:
     def _source(
         self, task: Task, name: str, module: str | None, lad: bool
     ) -> tuple[str | None, int | None, str | None]:
-        """(file relative to the suite, 1-based line, source) of ``name`` when this session
-        may read where it is declared: the task file before the target, or a suite module."""
+        """(suite-relative file, 1-based line, source) of ``name``, if this session may read it."""
         key = (task.id if module is None else module, name, lad)
         known = self._sources.get(key)
         if known is None:
-            if len(self._sources) >= 4096:  # an agent asking ever new names: start over
+            if len(self._sources) >= 4096:  # bound an agent asking ever new names
                 self._sources.clear()
             known = self._sources[key] = self._read_source(task, name, module, lad)
         return known
@@ -260,7 +266,7 @@ class LeanQuestions:
             path = self.suite.root / (module.replace(".", "/") + ".lean")
             if not self._readable(path, lad):
                 return None, None, None
-        if where not in self._indexes:  # (a file read and its declarations scanned once)
+        if where not in self._indexes:
             text = task.text[: task.span.decl_start] if module is None else path.read_text("utf-8")
             self._indexes[where] = (text, declaration_index(text))
         text, index = self._indexes[where]
@@ -293,8 +299,9 @@ class LeanQuestions:
             signs: list[Any] = [None] * len(found)
 
             async def sign(i: int, pos: lsp.Position) -> None:
-                signs[i] = await slot.ask(DocQuery.hover(LspPos(pos.line, pos.character)),
-                                          timeout=self.timeout)  # fmt: skip
+                signs[i] = await slot.ask(
+                    DocQuery.hover(LspPos(pos.line, pos.character)), timeout=self.timeout
+                )
 
             async with anyio.create_task_group() as tg:
                 for i, (symbol, _) in enumerate(found):
@@ -309,18 +316,28 @@ class LeanQuestions:
         for (symbol, kind), hover in zip(found, signs, strict=True):
             read = read_hover(hover)
             signature = read.signature if read and read.signature else symbol.name
-            entries.append(OutlineEntry(name=signature_name(signature), kind=kind,
-                                        signature=signature,
-                                        line=symbol.selection_range.start.line + 1))  # fmt: skip
+            entries.append(
+                OutlineEntry(
+                    name=signature_name(signature),
+                    kind=kind,
+                    signature=signature,
+                    line=symbol.selection_range.start.line + 1,
+                )
+            )
         total = len(found)
         result = OutlineResult(declarations=entries, truncated=total >= MAX_OUTLINE)
         self._outlines[task.id] = result
         return result
 
     async def completions(
-        self, task: Task, doc: str, pos: LspPos, qualifier: str, timer: StepTimer,
+        self,
+        task: Task,
+        doc: str,
+        pos: LspPos,
+        qualifier: str,
+        timer: StepTimer,
         holder: str | None,
-    ) -> CompletionsResult:  # fmt: skip
+    ) -> CompletionsResult:
         async def resolve(slot: Slot, answers: list[Any]) -> list[Any]:
             items = answers[0][:MAX_COMPLETIONS]
             resolved: list[Any] = list(items)
@@ -349,8 +366,11 @@ class LeanQuestions:
             kind = COMPLETION_KINDS.get(item.get("kind", 0), "name")
             detail = item.get("detail")
             typed = isinstance(detail, str) and kind != "module"
-            out.append(Completion(name=qualifier + item["label"], kind=kind,
-                                  type=detail if typed else None))  # fmt: skip
+            out.append(
+                Completion(
+                    name=qualifier + item["label"], kind=kind, type=detail if typed else None
+                )
+            )
         return CompletionsResult(completions=out, truncated=len(items) > MAX_COMPLETIONS)
 
     async def code_actions(
@@ -365,8 +385,9 @@ class LeanQuestions:
 
             async def one(i: int, action: Any) -> None:
                 if "edit" not in action and "data" in action:
-                    done[i] = await slot.ask(DocQuery.resolve("codeAction/resolve", action),
-                                             timeout=self.timeout)  # fmt: skip
+                    done[i] = await slot.ask(
+                        DocQuery.resolve("codeAction/resolve", action), timeout=self.timeout
+                    )
 
             async with anyio.create_task_group() as tg:
                 for i, action in enumerate(actions):
@@ -388,14 +409,13 @@ class LeanQuestions:
         return CodeActionsResult(actions=out, outside_body=outside)
 
     async def profiled(self, task: Task, doc: str, timer: StepTimer) -> DocumentReport:
-        """Lean's report of a profiled document (profile_document), in task-file positions."""
+        """Lean's report of a profiled document, in task-file positions."""
         memo = await self.elaborator.memo(task)
         report, _ = await self.reported(task, doc, [], timer)
         return memo.view.report_from_lean(report)
 
 
 def _document_edits(edit: Any) -> list[Any]:
-    """A workspace edit's text edits, whatever its shape (one document: Lean's own)."""
     if not isinstance(edit, dict):
         return []
     out: list[Any] = []
@@ -410,7 +430,10 @@ def _document_edits(edit: Any) -> list[Any]:
 def _shifted(edit: Any, line_shift: int) -> Any:
     """A text edit on the session's document (prefix mode) → on the task file."""
     r = edit["range"]
-    return {**edit, "range": {
-        "start": {**r["start"], "line": r["start"]["line"] - line_shift},
-        "end": {**r["end"], "line": r["end"]["line"] - line_shift},
-    }}  # fmt: skip
+    return {
+        **edit,
+        "range": {
+            "start": {**r["start"], "line": r["start"]["line"] - line_shift},
+            "end": {**r["end"], "line": r["end"]["line"] - line_shift},
+        },
+    }

@@ -1,13 +1,6 @@
-"""The question tools (`ProofService`'s, through `QuestionTools`): what agents ask besides "does
-this compile" — hover, check a term, look up a declaration, outline, completions, code actions,
-profile. None edits the session, its submission or its history; each is one ledger line.
+"""The question tools: hover, check_term, declarations, outline, completions, code actions, profile.
 
-Rules kept here: a question's text goes through the refusals a proof body gets before any Lean
-sees it (`refusal`), and a term or name must stay one term or name (`brackets_balanced`,
-`is_identifier`): its document is a throwaway, but a question that read as two commands would
-answer something else. A question Lean does not answer in time says so (``timeout``); an empty
-answer is said to be one (``found``), never an error's silence.
-"""
+None edits the session; a question's text gets a proof body's refusals and must stay one term."""
 
 from __future__ import annotations
 
@@ -86,8 +79,7 @@ def position_in(text: str, line: int, column: int) -> Pos:
 
 @contextmanager
 def answering(what: str) -> Iterator[None]:
-    """Lower-level failures as agent errors, a timeout said as the question's (the step's
-    hint is about proofs): never an empty answer."""
+    """Lower-level failures as agent errors, with a timeout hint fit for a question."""
     try:
         yield
     except ToolError:
@@ -124,14 +116,18 @@ class QuestionTools:
     library: LibraryIndex | None
 
     def _on_session(
-        self, tool: str, session_id: str, client: str, *, lock: bool = True,
+        self,
+        tool: str,
+        session_id: str,
+        client: str,
+        *,
+        lock: bool = True,
         extra: dict[str, Any] | None = None,
-    ) -> AbstractAsyncContextManager[Call]:  # fmt: skip
+    ) -> AbstractAsyncContextManager[Call]:
         raise NotImplementedError  # ProofService's
 
     def _known(self, call: Call, key: tuple[str, ...]) -> ToolOutput | None:
-        """The answer already given to this question about this task (its ledger line says
-        ``cached``), or None."""
+        """The answer already given to this question about this task, or None."""
         known = self.questions.answers.get(key)
         if known is not None:
             call.extra["cached"] = True
@@ -161,8 +157,7 @@ class QuestionTools:
                 return CheckTermResult.model_validate(known)
             memo = await self.questions.elaborator.memo(session.task)
             view = memo.view
-            # A lone name is checked with its implicit arguments explicit (`@And.intro`), as
-            # `#check And.intro` shows a constant; `(And.intro)` alone would read `?m.1 → …`.
+            # A lone name as `@name`, as `#check name` shows a constant (not `?m.1 → …`).
             lean_term = f"@{term.strip()}" if is_identifier(term.strip()) else term
             make = context_document if in_context else check_document
             doc = make(session.task, view, lean_term)
@@ -195,8 +190,9 @@ class QuestionTools:
                     hint="try `in_context: false`, or state the term's expected type with "
                     "`(term : T)`; the session is unchanged",
                 )
-            result = CheckTermResult(term=term, type=type_, shown=shown, in_context=in_context,
-                                     errors=errors)  # fmt: skip
+            result = CheckTermResult(
+                term=term, type=type_, shown=shown, in_context=in_context, errors=errors
+            )
             self.questions.answers.put(key, result)
             return result
 
@@ -234,9 +230,13 @@ class QuestionTools:
                 return await self.questions.outline(call.open_session.task, call.timer)
 
     async def get_completions(
-        self, session_id: str, line: int | None, column: int | None, prefix: str | None,
+        self,
+        session_id: str,
+        line: int | None,
+        column: int | None,
+        prefix: str | None,
         client: str = "local",
-    ) -> CompletionsResult:  # fmt: skip
+    ) -> CompletionsResult:
         by_position = line is not None or column is not None
         if by_position == (prefix is not None) or (by_position and None in (line, column)):
             raise ToolError(
@@ -245,8 +245,9 @@ class QuestionTools:
                 hint='e.g. {"line": 7, "column": 12, "prefix": null} or '
                 '{"line": null, "column": null, "prefix": "And.i"}',
             )
-        async with self._on_session("get_completions", session_id, client,
-                                    lock=by_position) as call:  # fmt: skip
+        async with self._on_session(
+            "get_completions", session_id, client, lock=by_position
+        ) as call:
             session = call.open_session
             task = session.task
             if prefix is not None:
@@ -278,9 +279,13 @@ class QuestionTools:
                     task, session.text, at, session.id
                 )
                 return await self.questions.completions(
-                    task, text_doc, pos, _qualifier(typed.group(0) if typed else ""),
-                    call.timer, owner,
-                )  # fmt: skip
+                    task,
+                    text_doc,
+                    pos,
+                    _qualifier(typed.group(0) if typed else ""),
+                    call.timer,
+                    owner,
+                )
 
     async def get_code_actions(
         self, session_id: str, line: int, column: int, client: str = "local"
@@ -290,9 +295,13 @@ class QuestionTools:
             at = position_in(session.text, line, column)
             with answering("the code actions"):
                 return await self.questions.code_actions(
-                    session.task, session.text, at, (session.body_start, session.body_end),
-                    call.timer, session.id,
-                )  # fmt: skip
+                    session.task,
+                    session.text,
+                    at,
+                    (session.body_start, session.body_end),
+                    call.timer,
+                    session.id,
+                )
 
     async def profile_proof(self, session_id: str, client: str = "local") -> ProfileResult:
         async with self._on_session("profile_proof", session_id, client, lock=False) as call:
@@ -313,17 +322,20 @@ class QuestionTools:
             for node in trace_nodes(d.message)
         ]
         total = sum(n.seconds for n in nodes if n.depth == 0) * 1000
-        listed = sorted((n for n in nodes if 0 < n.depth < PROFILE_DEPTH),
-                        key=lambda n: -n.seconds)[:MAX_PROFILE_ENTRIES]  # fmt: skip
+        listed = sorted(
+            (n for n in nodes if 0 < n.depth < PROFILE_DEPTH), key=lambda n: -n.seconds
+        )[:MAX_PROFILE_ENTRIES]
         entries = [
             ProfileEntry(
-                category=n.category, ms=round(n.seconds * 1000, 3),
-                line=body_line_of(session.text, session.body_start, session.body_end,
-                                  n.detail or n.text),
+                category=n.category,
+                ms=round(n.seconds * 1000, 3),
+                line=body_line_of(
+                    session.text, session.body_start, session.body_end, n.detail or n.text
+                ),
                 text=short(f"{n.text}: {n.detail}" if n.detail else n.text, 200),
             )
             for n in listed
-        ]  # fmt: skip
+        ]
         errors = any(d.is_error and first <= d.range.start.line <= last for d in report.diagnostics)
         assert session.last is not None
         status = "error" if errors else session.last.status
@@ -345,13 +357,15 @@ def _bounded(what: str, value: str, limit: int) -> None:
 
 
 def _one_term(term: str) -> None:
-    """Refuse a term before Lean sees it: what set_proof refuses, and text that would not
-    stay one term between parentheses."""
+    """Refuse what set_proof refuses, and text that would not stay one term in parentheses."""
     _bounded("term", term, MAX_TERM_CHARS)
     reason = refusal(term)
     if reason is not None:
-        raise ToolError(f"term refused: {reason}", code="rejected",
-                        hint="check_term takes what a proof body may contain")  # fmt: skip
+        raise ToolError(
+            f"term refused: {reason}",
+            code="rejected",
+            hint="check_term takes what a proof body may contain",
+        )
     if not term.strip() or not brackets_balanced(term):
         raise ToolError(
             "the term is not one term: its brackets do not balance, or a comment, string or "
@@ -362,8 +376,7 @@ def _one_term(term: str) -> None:
 
 
 def _in_term(d: LeanDiagnostic, index: LineIndex, first_line: int, added: int) -> Diagnostic:
-    """An error of the question's document, positioned in the term as asked (line 1: its
-    first; ``added``: characters leanrig put before it, the `@` of a lone name)."""
+    """An error positioned in the term as asked (``added``: characters put before it)."""
 
     def at(pos: LspPos) -> Pos:
         line = min(max(pos.line - first_line, 0), index.line_count - 1)
@@ -371,5 +384,11 @@ def _in_term(d: LeanDiagnostic, index: LineIndex, first_line: int, added: int) -
         return Pos(found.line, max(1, found.column - added)) if found.line == 1 else found
 
     start, end = at(d.range.start), at(d.range.end)
-    return Diagnostic(severity="error", line=start.line, column=start.column,
-                      end_line=end.line, end_column=end.column, message=d.message)  # fmt: skip
+    return Diagnostic(
+        severity="error",
+        line=start.line,
+        column=start.column,
+        end_line=end.line,
+        end_column=end.column,
+        message=d.message,
+    )

@@ -1,6 +1,4 @@
-"""Building the typed tool results (tool_outputs.py) from sessions, Lean's answers and the
-ledger: coordinates for agents (1-based lines, code point columns), setup artefacts dropped.
-No Lean calls, no ledger writes."""
+"""Building the typed tool results in agent coordinates (1-based lines, code point columns)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ from .tool_outputs import (
 
 
 def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -> list[Diagnostic]:
-    """Diagnostics in agent coordinates (1-based line, code point column) of the text
-    ``index`` indexes; silent ones and setup artefacts dropped."""
+    """Diagnostics in agent coordinates; silent ones dropped, setup artefacts unless alone."""
     shown = without_setup_artefacts([d for d in diagnostics if not d.is_silent])
     out = []
     for d in shown:
@@ -42,7 +39,6 @@ def agent_diagnostics(index: LineIndex, diagnostics: Sequence[LeanDiagnostic]) -
                 column=start.column,
                 end_line=end.line,
                 end_column=end.column,
-                # The artefact alone: what it means, and what to do.
                 message=f"{d.message}: {SETUP_ARTEFACT_NOTE}" if d.is_setup_artefact else d.message,
             )
         )
@@ -59,9 +55,12 @@ def body_range(session: ProofSession) -> BodyRange:
 
 
 def step_state(
-    version: int, index: LineIndex, diagnostics: Sequence[LeanDiagnostic], goals: list[str],
+    version: int,
+    index: LineIndex,
+    diagnostics: Sequence[LeanDiagnostic],
+    goals: list[str],
     completeness: Completeness,
-) -> StepState:  # fmt: skip
+) -> StepState:
     shown = agent_diagnostics(index, diagnostics)
     status, reason = step_outcome(shown, goals, completeness)
     return StepState(
@@ -77,9 +76,7 @@ def step_state(
 def step_outcome(
     diagnostics: Sequence[Diagnostic], goals: Sequence[str], completeness: Completeness
 ) -> tuple[StepStatus, str | None]:
-    """The step's outcome said once, with its reason (never an empty list read as success):
-    complete; error (Lean reported one: the first); incomplete (why, as the completeness
-    decision or Lean's warning says it)."""
+    """The step's status and its reason (the first error, or why it is incomplete)."""
     if completeness.complete:
         return "complete", None
     errors = [d for d in diagnostics if d.severity == "error"]
@@ -98,9 +95,11 @@ def step_outcome(
 
 
 def candidate_outcome(
-    shown: Sequence[Diagnostic], rejected: str | None, failure: ToolFailure | None,
+    shown: Sequence[Diagnostic],
+    rejected: str | None,
+    failure: ToolFailure | None,
     elaborated: Elaborated | None,
-) -> tuple[StepStatus, str | None]:  # fmt: skip
+) -> tuple[StepStatus, str | None]:
     """A try_proofs candidate's outcome: not checked when refused or not elaborated."""
     if rejected is not None:
         return "not_checked", f"refused: {_one_line(rejected)}"
@@ -116,7 +115,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def timings(session: ProofSession, totals: SessionTotals) -> TimingsResult:
     """Totals over every call of the session; entries: its last ``ENTRIES_KEPT`` calls."""
-    # Fields newer than the LedgerEntry model (e.g. a Ray step's node) stay in the file only.
+    # Fields unknown to LedgerEntry stay in the file only.
     known = LedgerEntry.model_fields
     typed = [
         LedgerEntry.model_validate({k: v for k, v in e.items() if k in known})

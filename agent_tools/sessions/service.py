@@ -1,11 +1,6 @@
 """`ProofService`: the agent tools, independent of the wire (MCP and JSON-RPC call the same).
 
-Each tool method returns its typed result (catalogue.py). Around every call: the caller's
-session is resolved and locked, exactly one ledger line is written (failures included), and
-every failure leaves as a `ToolError` that says what to do next (never a raw stderr or path).
-The pieces live beside it: calls.py (ledger, locking), elaborate.py (Lean, scope, goals),
-replies.py (result building), errors.py (error translation), body_text.py (a body's text).
-"""
+Every call writes one ledger line and fails only with a `ToolError` (never raw stderr or paths)."""
 
 from __future__ import annotations
 
@@ -81,15 +76,9 @@ from .tool_outputs import (
 log = structlog.get_logger("leanrig.tools")
 
 
-# Open sessions per client (connection): each holds its task's text and its body (up to 1 MB)
-# and, in Lean, a document; without a bound one client grew the server by ~2 MB per session
-# (a red-team sweep: 100 sessions with 1 MB bodies, 92 → 291 MB).
-MAX_SESSIONS_PER_CLIENT = 64
+MAX_SESSIONS_PER_CLIENT = 64  # open sessions per connection: each holds text and a Lean document
 SHARED_CLIENT_SESSIONS = 1024  # all of streamable HTTP's clients together (one client here)
-
-# A try_proofs call's whole Lean budget, in step timeouts: one slow candidate gets its full
-# step, a batch of them no more than this in all (candidates left are answered `timeout`).
-TRY_TIMEOUTS = 2
+TRY_TIMEOUTS = 2  # a try_proofs call's whole Lean budget, in step timeouts
 
 
 class ProofService(QuestionTools, StatementTools):
@@ -108,17 +97,11 @@ class ProofService(QuestionTools, StatementTools):
         library: LibraryIndex | None = None,
         sessions_per_client: int = MAX_SESSIONS_PER_CLIENT,
     ) -> None:
-        """``sessions_per_client``: open sessions a client may hold (streamable HTTP, whose
-        protocol is stateless, serves all its clients as one: they get a larger bound).
-        ``task``: serve only this task (`leanrig serve --task`, one benchmark attempt).
-        ``submission``: a JSON file rewritten (atomically) with the session's text after every
-        accepted edit and every open — the attempt's final submission for `leanrig run`.
-        ``prefix_min_commands``: compile the part of a task file before its target into a
-        module when it has at least this many commands (prefix.py; None: never).
-        ``library``: the LAD condition (`serve --condition lad`): the suite's ``[lad]`` index,
-        served by ``search_library`` and ``read_library`` (None: the baseline condition)."""
+        """``task``: serve only this task. ``submission``: a JSON file rewritten atomically after
+        every open and accepted edit. ``prefix_min_commands``: None never compiles a prefix.
+        ``library``: the LAD index (None: the baseline condition)."""
         if task is not None:
-            suite.task(task)  # a SuiteError naming it when unknown
+            suite.task(task)  # raises SuiteError when unknown
         self.suite = suite
         self.task = task
         self.submission = submission
@@ -138,12 +121,15 @@ class ProofService(QuestionTools, StatementTools):
         )
         own_library = [src.read_text(encoding="utf-8") for _, src in library_sources(suite)]
         self.elaborator = Elaborator(
-            pool, environment, step_timeout, prefixes,
+            pool,
+            environment,
+            step_timeout,
+            prefixes,
             library_sorry=any(sorry_outside(text, 0, 0) for text in own_library),
             library_axioms=[name for text in own_library for name in axioms_declared(text)],
             allowed_axioms=suite.spec.axioms,
             verdict_seconds=suite.spec.limits.wall_seconds,
-        )  # fmt: skip
+        )
         self.questions = LeanQuestions(self.elaborator, suite, library)
         self._submission_lock = anyio.Lock()
 
@@ -156,18 +142,14 @@ class ProofService(QuestionTools, StatementTools):
         lock: bool = True,
         extra: dict[str, Any] | None = None,
     ) -> AbstractAsyncContextManager[Call]:
-        """Every session tool's preamble: the call's ledger line (with ``extra`` fields), the
-        caller's session resolved (``call.open_session``: unknown or another client's is a
-        `ToolError`) and, with ``lock``, held — calls on one session run one at a time, the
-        next waiting at most two step timeouts."""
+        """A session tool's call: its ledger line, the caller's session resolved and, with
+        ``lock``, held (the next call waits at most two step timeouts)."""
         wait = self.step_timeout * 2 if lock else None
         return self.calls.call(tool, session_id=session_id, client=client, lock=wait, extra=extra)
 
     def record_invalid(self, tool: str, arguments: Any, client: str, error: ToolError) -> None:
-        """Ledger line for a call whose arguments the wire refused (see catalogue.parse_input)."""
+        """Ledger line for a call whose arguments the wire refused."""
         self.calls.record_invalid(tool, arguments, client, error)
-
-    # -- tools --------------------------------------------------------------------------------
 
     async def list_tasks(self) -> ListTasksResult:
         async with self.calls.call("list_tasks"):
@@ -200,12 +182,15 @@ class ProofService(QuestionTools, StatementTools):
                     hint="close_session the sessions you no longer need, then open_task again",
                 )
             session = ProofSession(
-                id=secrets.token_hex(16), task=task, client=client, text=task.text,
-                body=task.body, statement=task.statement,
-            )  # fmt: skip
+                id=secrets.token_hex(16),
+                task=task,
+                client=client,
+                text=task.text,
+                body=task.body,
+                statement=task.statement,
+            )
             call.extra["session"] = session.id
-            # Deciding the view the first time may run Lean (a prefix module compiled and
-            # checked, ~0.3 s): Lean's time, not leanrig's overhead.
+            # Deciding the view may compile and check a prefix module: Lean's time, not ours.
             with call.timer.lean():
                 view = await self.elaborator.view(task)
             call.extra["mode"] = view.mode
@@ -217,8 +202,7 @@ class ProofService(QuestionTools, StatementTools):
                     task, task.body, [call.timer], session.id
                 )
                 if writes_statement(task.kind):
-                    # Lean's parse of the untouched statement view is what set_statement's
-                    # scope check compares an edited statement's with.
+                    # set_statement's scope check compares with this untouched parse.
                     view_task = task.statement_view()
                     await self.elaborator.elaborate(view_task, view_task.body, [call.timer], None)
                 session.last = self._state(session.version, elaborated)
@@ -301,25 +285,28 @@ class ProofService(QuestionTools, StatementTools):
         )
 
     async def _record_submission(self, session: ProofSession) -> None:
-        """The last accepted body of any session (written atomically: temp file + rename),
-        before the call answers. The file work (~0.3-0.6 ms of metadata updates here) runs in
-        a worker thread, so other sessions' steps go on meanwhile; calls on one session are
-        serialized, so its records land in order."""
+        """Write the session's last accepted body to ``submission`` before the call answers."""
         if self.submission is None:
             return
         assert session.last is not None
-        record = {"v": 1, "task": session.task.id, "session": session.id,
-                  "version": session.version, "body": session.body,
-                  "kind": session.task.kind, "statement": session.statement,
-                  "body_sha": body_sha(session.body), "complete": session.last.complete,
-                  "ts_ns": time.time_ns()}  # fmt: skip
+        record = {
+            "v": 1,
+            "task": session.task.id,
+            "session": session.id,
+            "version": session.version,
+            "body": session.body,
+            "kind": session.task.kind,
+            "statement": session.statement,
+            "body_sha": body_sha(session.body),
+            "complete": session.last.complete,
+            "ts_ns": time.time_ns(),
+        }
         data = orjson.dumps(record)
         async with self._submission_lock:  # sessions' records never interleave their renames
             await anyio.to_thread.run_sync(replace_file, self.submission, data)
 
     async def _open_statement(self, task: Task, session: ProofSession, call: Call) -> StepState:
-        """A statement task's opening state: its statement view elaborated, without the
-        placeholder body's goals (the body is not the agent's to prove)."""
+        """A statement task's opening state, without the placeholder body's goals."""
         view = task.statement_view()
         elaborated = await self.elaborator.elaborate(view, view.body, [call.timer], session.id)
         kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
@@ -408,9 +395,11 @@ class ProofService(QuestionTools, StatementTools):
                     call.timer.absorb(timer)
                 elapsed = timer.total_ms()
                 per_candidate[i] = CandidateTiming(
-                    index=i, queue_ms=round(timer.queue_ms, 3), lean_ms=round(timer.lean_ms, 3),
+                    index=i,
+                    queue_ms=round(timer.queue_ms, 3),
+                    lean_ms=round(timer.lean_ms, 3),
                     total_ms=round(elapsed, 3),
-                )  # fmt: skip
+                )
                 shown = (
                     agent_diagnostics(elaborated.index, elaborated.report.diagnostics)
                     if elaborated
@@ -429,10 +418,7 @@ class ProofService(QuestionTools, StatementTools):
                     elapsed_ms=round(elapsed, 2),
                 )
 
-            # At most as many candidates in the pool's queue at once as it has processes, so
-            # another session's step waits behind one round of them, not behind all (16 slow
-            # candidates held a second client's step 40.7 s, a red-team sweep measured); and
-            # the call's Lean work is bounded by TRY_TIMEOUTS step timeouts in all.
+            # One round of candidates at a time, so other sessions' steps do not wait behind all.
             parallel = anyio.CapacityLimiter(max(1, self.pool.config.max_processes))
             budget = TRY_TIMEOUTS * self.step_timeout
 
@@ -447,9 +433,14 @@ class ProofService(QuestionTools, StatementTools):
             for i in range(len(bodies)):
                 if results[i] is None:
                     results[i] = Candidate(
-                        index=i, status="not_checked", status_reason="not tried: the call's "
-                        "time ran out first", rejected=None, diagnostics=[], goals=[],
-                        complete=False, elapsed_ms=0.0,
+                        index=i,
+                        status="not_checked",
+                        status_reason="not tried: the call's time ran out first",
+                        rejected=None,
+                        diagnostics=[],
+                        goals=[],
+                        complete=False,
+                        elapsed_ms=0.0,
                         error=ToolFailure(
                             code="timeout",
                             message=f"not tried: the call's time ({budget:g} s, "
@@ -457,7 +448,7 @@ class ProofService(QuestionTools, StatementTools):
                             hint="send fewer candidates, or faster ones (each is elaborated "
                             "in full)",
                         ),
-                    )  # fmt: skip
+                    )
             call.extra["candidates"] = [t.model_dump() for t in per_candidate if t is not None]
             return TryProofsResult(
                 results=[r for r in results if r is not None],
@@ -486,8 +477,7 @@ class ProofService(QuestionTools, StatementTools):
     async def close_session(
         self, session_id: str, client: str = "local", *, by_server: bool = False
     ) -> CloseResult:
-        """``by_server``: the service is ending, no client asked (the ledger line says so,
-        and is no tool call of the client's)."""
+        """``by_server``: the service is ending; the ledger line says no client asked."""
         closed_by = {"closed_by": "server"} if by_server else None
         async with self._on_session("close_session", session_id, client, extra=closed_by) as call:
             session = call.open_session
@@ -499,8 +489,8 @@ class ProofService(QuestionTools, StatementTools):
         return result
 
     async def close_all(self) -> None:
-        """Close every open session (the service is ending): each gets its close_session
-        ledger line. A session busy in a call is waited for at most a moment."""
+        """Close every open session, each with its ledger line; a busy one gets a moment."""
+
         for sid, session in list(self.sessions.items()):
             with anyio.move_on_after(1.0):
                 try:

@@ -1,10 +1,6 @@
 """Proof sessions: per-session state, and what `complete` means.
 
-A `ProofSession` is one agent's attempt at one task: the current file text (only the body
-differs from the task file), its version, the last elaboration result, and a lock that
-serializes the calls on this session. Sessions hold no Lean process; each step borrows a pool
-slot (preferring the one it used last, whose document still has this session's text).
-"""
+A session holds no Lean process: each step borrows a pool slot."""
 
 from __future__ import annotations
 
@@ -20,23 +16,18 @@ from lsp_bridge import DocumentReport, LeanDiagnostic, LeanTag, LineIndex
 from ..tasks import Task
 from .tool_outputs import StepState
 
-# Lean's sorry warning: "declaration uses 'sorry'" (older), m!"declaration uses `{s}`" (4.2x+),
-# where ``s`` is the sorry term found: `sorry`, but for a `sorryAx` not applied in place (bound
-# by a `let`, passed as an argument) the term itself ("declaration uses `sorryAx (And q p)`").
+# Lean quotes the sorry 'sorry' (older) or `s`, where s may be a whole `sorryAx …` term.
 _USES_SORRY = re.compile(r"declaration uses (?:'sorry'|`)")
 
 
 def leaves_proof_open(d: LeanDiagnostic) -> bool:
-    """Lean says the declaration it is about is not proved: unsolved goals, or a `sorry`
-    (Lean has quoted it both ways across versions, and names a `sorryAx` not applied in
-    place by its term)."""
+    """Does Lean say the declaration is not proved (unsolved goals, or a `sorry`)?"""
     return LeanTag.UNSOLVED_GOALS in d.lean_tags or _USES_SORRY.search(d.message) is not None
 
 
 def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) -> bool:
-    """No errors anywhere in the file; no sorry and no unsolved goals in the target theorem
-    (``[start, end)``: its declaration, in code points). Other declarations of a task file may
-    use sorry (helper lemmas left to the prover), as in many benchmark files."""
+    """No errors anywhere; no sorry or unsolved goals in the target (``[start, end)``, code
+    points). Other declarations may use sorry (helper lemmas left to the prover)."""
     if report.status != "done" and report.status != "superseded":
         return False
     for d in report.diagnostics:
@@ -49,8 +40,7 @@ def is_complete(report: DocumentReport, index: LineIndex, start: int, end: int) 
 
 
 def body_sha(body: str) -> str:
-    # `surrogatepass`: a body with a lone surrogate is refused, but its ledger line still
-    # names it (strict encoding raised, and the call failed as an internal error).
+    # A body with a lone surrogate is refused, but its ledger line still needs a hash.
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
@@ -65,7 +55,7 @@ class ProofSession:
     version: int = 0
     last: StepState | None = None
     opened_at: float = field(default_factory=time.perf_counter)
-    # fast_acquire: an uncontended call (the usual case) does not yield to the loop first.
+    # fast_acquire: an uncontended call does not yield to the loop first.
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     closed: bool = False
 

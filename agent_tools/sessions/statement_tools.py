@@ -1,13 +1,6 @@
-"""The statement tools of `ProofService`: ``set_statement`` and ``check_statement``, for tasks
-whose attempt writes the target's statement (task kinds ``statement`` and
-``statement_and_proof``).
+"""The statement tools of `ProofService`: ``set_statement`` and ``check_statement``.
 
-A statement edit is elaborated as a body edit is, on the task's statement view
-(``Task.statement_view``: the statement is the editable span, so Lean's scope check keeps
-the edit inside the declaration); the session's task then becomes the task restated with it
-(``Task.restated``), which its proof tools use. Nothing here reads the task's reference: a
-session must not be able to say whether a statement matches it.
-"""
+Must never read the task's reference: a session must not learn whether a statement matches it."""
 
 from __future__ import annotations
 
@@ -40,9 +33,14 @@ class StatementTools:
     verifier: Verifier
 
     def _on_session(
-        self, tool: str, session_id: str, client: str, *, lock: bool = True,
+        self,
+        tool: str,
+        session_id: str,
+        client: str,
+        *,
+        lock: bool = True,
         extra: dict[str, Any] | None = None,
-    ) -> AbstractAsyncContextManager[Call]:  # fmt: skip
+    ) -> AbstractAsyncContextManager[Call]:
         raise NotImplementedError  # ProofService's
 
     async def _record_submission(self, session: ProofSession) -> None:
@@ -94,10 +92,13 @@ class StatementTools:
             call.extra.update(version=session.version, status=status)
             await self._record_submission(session)
             return StatementResult(
-                version=session.version, status=status, status_reason=why,
-                diagnostics=diagnostics, statement=printed,
+                version=session.version,
+                status=status,
+                status_reason=why,
+                diagnostics=diagnostics,
+                statement=printed,
                 elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
-            )  # fmt: skip
+            )
 
     async def _printed(self, session: ProofSession, call: Call) -> str | None:
         """The session's statement as Lean prints it (``#check @target``), or None."""
@@ -120,13 +121,15 @@ class StatementTools:
             printed = await self._printed(session, call) if verdict.accepted else None
             call.extra.update(valid=verdict.accepted, statement_sha=body_sha(session.statement))
             return StatementCheckResult(
-                valid=verdict.accepted, reasons=list(verdict.reasons), statement=printed,
+                valid=verdict.accepted,
+                reasons=list(verdict.reasons),
+                statement=printed,
                 elapsed_ms=round(verdict.elapsed_ms, 1),
-            )  # fmt: skip
+            )
 
 
 def _statement_task(session: ProofSession) -> None:
-    """Raises ToolError: the session's task has a given statement (a proof task)."""
+    """Raise ToolError if the session's task has a given statement."""
     if not writes_statement(session.task.kind):
         raise ToolError(
             "this task's statement is given: only its proof may change",

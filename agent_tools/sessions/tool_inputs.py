@@ -1,9 +1,6 @@
-"""The tools' inputs: one closed, strict pydantic model per tool's arguments, with the limits
-as constraints (`MAX_CANDIDATES`, `MAX_BODY_CHARS`, ...) and descriptions as published.
+"""The tools' inputs: one closed, strict pydantic model per tool, limits as constraints.
 
-Models only: they must not know which tool takes them (catalogue.py's table does), call the
-service, or talk to Lean or a wire.
-"""
+Models only: no knowledge of which tool takes them, no service, Lean or wire."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from ..tasks import MAX_BODY_BYTES
 MAX_CANDIDATES = 16
 MAX_QUERY_CHARS = 1000  # search_library's query (checked by the service: no maxLength in schemas)
 MAX_BODY_CHARS = MAX_BODY_BYTES  # a code point is at least one UTF-8 byte; bytes are checked too
-# Checked by the service (strict clients take no minLength/maxLength beside the body's):
+# Checked by the service, not the schema:
 MAX_TERM_CHARS = 20_000  # check_term's term
 MAX_NAME_CHARS = 1_000  # get_declaration's name, get_completions' prefix
 
@@ -130,8 +127,7 @@ class DeclarationInput(ToolInput):
 
 
 class CompletionsInput(ToolInput):
-    # The nullable arguments may be left out (a lenient reading of clients that drop nulls);
-    # the published schema still lists them as required (catalogue.input_schema).
+    # Nullable arguments may be left out, though the published schema requires them.
     session_id: SessionId
     line: Annotated[int | None, Field(ge=1, description="1-based line, or null with `prefix`")] = (
         None

@@ -1,11 +1,6 @@
-"""The tools' results: one closed pydantic model per tool's output (``ProofService`` returns
-them; their JSON Schemas are the published ``outputSchema``s), the parts they share
-(positions, diagnostics, the step state, ledger lines, pool and node status) and the one error
-shape, `ToolFailure`.
+"""The tools' results: one closed pydantic model per tool, published as its ``outputSchema``.
 
-Models only: they must not build themselves from sessions or Lean's answers (replies.py
-does), nor call the service, Lean or a wire.
-"""
+Models only: replies.py builds them; no service, Lean or wire here."""
 
 from __future__ import annotations
 
@@ -42,8 +37,10 @@ class Diagnostic(ToolOutput):
 class ToolFailure(ToolOutput):
     """The one error shape: a stable code, what happened, what to do next."""
 
-    code: str = Field(description="rejected, unknown_task, unknown_session, invalid_argument, "
-                      "timeout, busy, lean_error, lean_failure or unavailable")  # fmt: skip
+    code: str = Field(
+        description="rejected, unknown_task, unknown_session, invalid_argument, "
+        "timeout, busy, lean_error, lean_failure or unavailable"
+    )
     message: str
     hint: str = ""
 
@@ -83,8 +80,10 @@ class StepState(ToolOutput):
     status_reason: str | None = Field(description="why not complete, in one line")
     diagnostics: list[Diagnostic]
     goals: list[str] = Field(description="goals at the end of the body (or the expected type)")
-    complete: bool = Field(description="no error in the file, no sorry or unsolved goal in the "
-                           "target theorem; check_proof gives the verdict")  # fmt: skip
+    complete: bool = Field(
+        description="no error in the file, no sorry or unsolved goal in the "
+        "target theorem; check_proof gives the verdict"
+    )
 
 
 class OpenTaskResult(StepState):
@@ -196,8 +195,10 @@ class CheckTermResult(ToolOutput):
     type: str | None = Field(description="the elaborated type (null when the term has errors)")
     shown: str | None = Field(description="Lean's `#check` line, `term : type`")
     in_context: bool
-    errors: list[Diagnostic] = Field(description="Lean's errors about the term, positions "
-                                     "counted in the term (line 1 is its first)")  # fmt: skip
+    errors: list[Diagnostic] = Field(
+        description="Lean's errors about the term, positions "
+        "counted in the term (line 1 is its first)"
+    )
 
 
 class DeclarationResult(ToolOutput):
@@ -220,8 +221,9 @@ class OutlineEntry(ToolOutput):
 
 
 class OutlineResult(ToolOutput):
-    declarations: list[OutlineEntry] = Field(description="the task file's declarations above "
-                                             "the target, in file order")  # fmt: skip
+    declarations: list[OutlineEntry] = Field(
+        description="the task file's declarations above the target, in file order"
+    )
     truncated: bool = Field(description="only the last ones before the target are listed")
 
 
@@ -352,8 +354,10 @@ class NodeReport(ToolOutput):
     address: str
     alive: bool
     slots: int = Field(description="lean_slots: Lean server processes the node may run")
-    sessions: int = Field(description="document holders that stick to this node: sessions, "
-                          "and each task's question document")  # fmt: skip
+    sessions: int = Field(
+        description="document holders that stick to this node: sessions, "
+        "and each task's question document"
+    )
     inflight: int = Field(description="steps running on the node now")
     steps: int
     headers: list[str] = Field(description="header keys the router has sent to the node")
