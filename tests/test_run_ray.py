@@ -244,9 +244,10 @@ def test_a_node_killed_mid_run_retries_its_attempts_once_elsewhere(cluster: Any,
         assert (cwd / "killed" / "attempts" / r["task"] / "1-retry" / "agent.log").is_file()
     summary = orjson.loads(out.strip().splitlines()[-1])
     assert summary["infra_retries"] == len(retried)
+    why = {r["task"]: (r["reasons"], r["timed_out"], r.get("infra_failures")) for r in lines}
     assert {r["task"]: r["accepted"] for r in lines} == {
         t: t != "or_swap" for t in tasks.split(",")
-    }
+    }, why
     assert wait_for(lambda: attempt_processes() == [] or None, 30, "no attempt process left")
 
 
