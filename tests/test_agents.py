@@ -1,7 +1,6 @@
-"""The agents leanrig ships (`leanrig agent scripted|search`, agent_tools/agents/):
-the search agent's term reading and library instantiation (no Lean), the scripted agent under
-`leanrig run`, and `make demo-run` as typed on a two-task cut of the demo suite (one task the
-baseline search proves, one only the library's lemmas give)."""
+"""The agents leanrig ships (`leanrig agent scripted|search`): the search agent's term reading and
+library candidates, the agents under `leanrig run` and on their own, and `make demo-run` and
+docs/agents.md's commands as typed."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ LEANRIG = ROOT / ".venv" / "bin" / "leanrig"
 
 
 def opened(task: Task) -> dict[str, object]:
-    """What open_task returns, as far as the search agent reads it (no goal: the signature)."""
+    """What open_task returns, as far as the search agent reads it (no goals)."""
     off = task.text.index(task.body)
     line = task.text[:off].count("\n") + 1
     column = off - (task.text[:off].rfind("\n") + 1) + 1
@@ -61,7 +60,7 @@ def library_lemmas() -> list[Lemma]:
 def test_terms_parse_and_unify() -> None:
     assert parse_term("Eq a b") == App("@Eq", (Sym("_"), Sym("a"), Sym("b")))
     assert parse_term("@Eq α a b") == App("@Eq", (Sym("α"), Sym("a"), Sym("b")))
-    # A projection of a parenthesized term is one atom, as written (`(lift.{u} x).down`).
+    # A projection of a parenthesized term is one atom.
     assert parse_term("Eq (Vec.add x Vec.zero).dx x.dx") == App(
         "@Eq", (Sym("_"), Sym("(Vec.add x Vec.zero).dx"), Sym("x.dx"))
     )
@@ -76,8 +75,8 @@ def test_terms_parse_and_unify() -> None:
 
 @pytest.mark.skipif(not (SUITE / "Lib").is_dir(), reason="the demo suite has no LAD library")
 def test_search_candidates_baseline_and_library() -> None:
-    """Without the library no candidate is an eliminator (the bootstrap has no Eq.symm &c.);
-    with it, every task whose statement a library lemma has gets the reference proof."""
+    """No baseline candidate is an eliminator; the library's lemmas give each task's reference
+    proof."""
     suite = load_suite(SUITE)
     lemmas = library_lemmas()
     for tid in ("or_swap", "eq_symm", "eq_trans", "congr_arg", "false_elim"):
@@ -98,12 +97,15 @@ async def test_scripted_agent_replays_a_plan_under_run(tmp_path: Path) -> None:
             {"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "ok"},
             {"tool": "set_proof", "args": {"session_id": "{session}", "body": "\n  nope"}},
             {"tool": "open_task", "args": {"task_id": "no_such_task"}, "expect": "error"},
-            {"tool": "set_proof", "expect": "ok",
-             "args": {"session_id": "{session}", "body": "\n  " + PROOFS["true_intro"]}},
+            {
+                "tool": "set_proof",
+                "expect": "ok",
+                "args": {"session_id": "{session}", "body": "\n  " + PROOFS["true_intro"]},
+            },
             {"tool": "check_proof", "args": {"session_id": "{session}"}, "expect": "ok"},
         ],
         "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.001},
-    }  # fmt: skip
+    }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     agent = f"{LEANRIG} agent scripted --plan {tmp_path / 'plan.json'} --mcp-config {{mcp_config}}"
     run_dir = tmp_path / "run"
@@ -118,8 +120,12 @@ async def test_scripted_agent_replays_a_plan_under_run(tmp_path: Path) -> None:
     ws = run_dir / "attempts" / "true_intro" / "1" / "workspace"
     lines = [json.loads(x) for x in (ws / "transcript.jsonl").read_text().splitlines()]
     assert [(x["tool"], x["error"]) for x in lines] == [
-        ("open_task", False), ("set_proof", False), ("open_task", True), ("set_proof", False),
-        ("check_proof", False)]  # fmt: skip
+        ("open_task", False),
+        ("set_proof", False),
+        ("open_task", True),
+        ("set_proof", False),
+        ("check_proof", False),
+    ]
     assert lines[-1]["result"]["accepted"] is True
     assert attempt_processes(run_dir) == []
 
@@ -138,10 +144,14 @@ def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
     out = tmp_path / "demo-run"
     done = subprocess.run(
         ["make", "-s", "demo-run", f"DEMO_SUITE={suite}", f"DEMO_RUN={out}", "DEMO_LIMIT=60"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "leaderboard" in done.stdout and "| score |" in done.stdout  # both tables
+    assert "leaderboard" in done.stdout and "| score |" in done.stdout
     base = {r.task: r for r in raw_lines(out / "baseline")}
     lad = {r.task: r for r in raw_lines(out / "lad")}
     assert base["true_intro"].accepted and lad["true_intro"].accepted
@@ -150,59 +160,60 @@ def test_make_demo_run_compares_baseline_and_lad(tmp_path: Path) -> None:
     assert list((out / "compare").glob("*.png")) and list((out / "report").glob("*.png"))
     for run in ("baseline", "lad"):
         assert attempt_processes(out / run) == []
-        # The LAD prompt names the library's tools (the baseline's sent agents none to try)
+        # Only the LAD prompt names the library's tools.
         prompt = (out / run / "attempts" / "eq_symm" / "1" / "workspace" / "PROMPT.md").read_text()
         assert ("search_library" in prompt) is (run == "lad"), prompt
-    # In LAD, search_library finds the library's `symm`, whose proof term proves eq_symm.
     log = (out / "lad" / "attempts" / "eq_symm" / "1" / "agent.log").read_text()
     assert "Lib.Equality.symm" in log and lad["eq_symm"].accepted, (lad["eq_symm"], log)
     comparison = json.loads((out / "compare" / "compare.json").read_text())["comparison"]
     assert comparison["score"]["new"] > comparison["score"]["base"]
 
 
-@pytest.mark.timeout(400)  # two benchmark runs and a comparison: ~70 s here, 2 min+ when loaded
+@pytest.mark.timeout(400)  # two benchmark runs and a comparison, on a loaded machine
 def test_the_agents_page_commands_run_as_typed(tmp_path: Path) -> None:
-    """docs/agents.md's block — both conditions with the search agent, then `compare` — run
-    verbatim by bash from a user's directory: the demo suite at its README path and the
-    project's `.venv` (linked), default options. The block is read from the page itself."""
+    """docs/agents.md's block, read from the page, run by bash from a user's directory: LAD
+    accepts more than the baseline, and `compare` prints its table."""
     page = (ROOT / "docs" / "agents.md").read_text()
     block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "agent search" in b)
-    shutil.copytree(ROOT / "lean_project" / "suites" / "demo", tmp_path / "lean_project" /
-                    "suites" / "demo")  # fmt: skip
+    shutil.copytree(
+        ROOT / "lean_project" / "suites" / "demo", tmp_path / "lean_project" / "suites" / "demo"
+    )
     cut_suite(tmp_path / "lean_project" / "suites" / "demo", SWEPT)
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     done = subprocess.run(
-        ["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        ["bash", "-e", "-c", block],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     tasks = load_suite(tmp_path / "lean_project" / "suites" / "demo").tasks
     base = {r.task: r for r in raw_lines(tmp_path / "runs" / "base")}
     lad = {r.task: r for r in raw_lines(tmp_path / "runs" / "lad")}
     assert set(base) == set(lad) == set(tasks)
     assert 0 < sum(r.accepted for r in base.values()) < sum(r.accepted for r in lad.values())
-    assert "| score |" in done.stdout  # compare's table
+    assert "| score |" in done.stdout
     for run in ("base", "lad"):
         assert attempt_processes(tmp_path / "runs" / run) == []
 
 
 def user_with_mcp_config(root: Path) -> dict[str, str]:
-    """A user's directory: the demo suite at its README path and ``mcp.json``, whose server is
-    `leanrig serve` on it (relative path); returns an environment without LEANRIG_* hints."""
+    """The demo suite and an ``mcp.json`` serving it under ``root``; an environment without
+    LEANRIG_* variables."""
     from .test_as_typed import DEMO, SUITE, leanrig_exe, sandbox_or_skip
 
     sandbox_or_skip()
     shutil.copytree(DEMO, root / SUITE)
-    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE],
-              "cwd": str(root)}  # fmt: skip
+    server = {"command": str(leanrig_exe()), "args": ["serve", "--suite", SUITE], "cwd": str(root)}
     (root / "mcp.json").write_text(json.dumps({"mcpServers": {"leanrig": server}}))
     return {k: v for k, v in os.environ.items() if not k.startswith("LEANRIG_")}
 
 
 def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
-    """`leanrig agent search` outside `leanrig run` (docs/cli.md), from a user's directory: its
-    server from an MCP config file that starts `leanrig serve` on the demo suite (relative
-    path), every option, and the three exit codes."""
+    """`leanrig agent search` with an MCP config: exit 0 proved, 1 gave up, 2 without a config
+    or with a server that cannot start."""
     from .test_as_typed import leanrig
 
     env = user_with_mcp_config(tmp_path)
@@ -210,8 +221,17 @@ def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
     def search(*args: str) -> subprocess.CompletedProcess[str]:
         return leanrig("agent", "search", *args, cwd=tmp_path, env=env)
 
-    proved = search("--mcp-config", "mcp.json", "--task", "true_intro", "--max-candidates", "32",
-                    "--limit", "4", "--check")  # fmt: skip
+    proved = search(
+        "--mcp-config",
+        "mcp.json",
+        "--task",
+        "true_intro",
+        "--max-candidates",
+        "32",
+        "--limit",
+        "4",
+        "--check",
+    )
     assert proved.returncode == 0, proved.stderr[-2000:]
     summary = json.loads(proved.stdout.strip().splitlines()[-1])
     assert summary["proof"] and {"check_proof": True} in summary["log"], summary
@@ -223,8 +243,6 @@ def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
     no_config = search("--task", "true_intro")
     assert no_config.returncode == 2
     assert "--mcp-config" in no_config.stderr
-    # A config whose server cannot start: an SDK traceback ending in "Connection closed" and
-    # exit 1, "gave up" (a docs sweep). Now one line naming the server, exit 2.
     (tmp_path / "bad.json").write_text(
         (tmp_path / "mcp.json").read_text().replace('"lean_project/', '"no/such/')
     )
@@ -234,9 +252,8 @@ def test_agent_search_on_its_own_as_typed(tmp_path: Path) -> None:
 
 
 def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
-    """`leanrig agent scripted --plan FILE --mcp-config F --task ID` (docs/cli.md) from a user's
-    directory, relative paths: exit 0 when every expectation held, 1 when one did not, 2 for
-    a plan it cannot read."""
+    """`leanrig agent scripted`: exit 0 when every expectation held, 1 when one did not, 2 for a
+    plan it cannot read or an unknown `expect`."""
     from .test_as_typed import SUITE, leanrig
 
     env = user_with_mcp_config(tmp_path)
@@ -244,30 +261,42 @@ def test_agent_scripted_on_its_own_as_typed(tmp_path: Path) -> None:
     plans = {
         "held.json": [
             {"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "ok"},
-            {"tool": "set_proof", "args": {"session_id": "{session}", "body": right},
-             "expect": "ok"},
+            {
+                "tool": "set_proof",
+                "args": {"session_id": "{session}", "body": right},
+                "expect": "ok",
+            },
         ],
         "broken.json": [{"tool": "open_task", "args": {"task_id": "{task}"}, "expect": "error"}],
-    }  # fmt: skip
+    }
     for name, plan in plans.items():
         (tmp_path / name).write_text(json.dumps(plan))
     (tmp_path / "unreadable.json").write_text("{not json")
 
     def scripted(plan: str) -> subprocess.CompletedProcess[str]:
-        return leanrig("agent", "scripted", "--plan", plan, "--mcp-config", "mcp.json",
-                       "--task", "true_intro", cwd=tmp_path, env=env)  # fmt: skip
+        return leanrig(
+            "agent",
+            "scripted",
+            "--plan",
+            plan,
+            "--mcp-config",
+            "mcp.json",
+            "--task",
+            "true_intro",
+            cwd=tmp_path,
+            env=env,
+        )
 
     held = scripted("held.json")
     assert held.returncode == 0, held.stderr[-2000:]
     transcript = [json.loads(x) for x in (tmp_path / "transcript.jsonl").read_text().splitlines()]
-    # {task} became --task's true_intro: the opened file is that task's.
+    # {task} became --task's true_intro.
     assert transcript[0]["result"]["text"] == load_suite(tmp_path / SUITE).task("true_intro").text
     assert transcript[-1]["result"]["complete"] is True
     assert scripted("broken.json").returncode == 1
     unreadable = scripted("unreadable.json")
     assert unreadable.returncode == 2
     assert "unreadable.json" in unreadable.stderr
-    # An expectation the docs do not know ran and exited 0 (a docs sweep): a bad plan
     (tmp_path / "maybe.json").write_text(json.dumps([{**plans["held.json"][0], "expect": "maybe"}]))
     maybe = scripted("maybe.json")
     assert maybe.returncode == 2 and "`expect` is one of ok, error, any" in maybe.stderr

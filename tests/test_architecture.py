@@ -1,8 +1,5 @@
-"""The layering: imports point one way (agent_tools → repl_pool → lsp_bridge), each through the
-inner package's public `__init__`; inside agent_tools the folders are layers (tasks → verdict →
-library → sessions → servers → models → runs → agents, editor → authoring → cli: AGENT_LAYERS),
-outer using inner, never the reverse; no import cycle, counting imports inside functions; each
-package's public names are what its __all__ says."""
+"""Layering: imports point inward (agent_tools → repl_pool → lsp_bridge, and AGENT_LAYERS inside
+agent_tools) through public `__init__`s, with no import cycle; public names and exceptions."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ FORBIDDEN = {
     "repl_pool": {"agent_tools"},
     "agent_tools": set(),
 }
-# Inner to outer. A layer may import layers of lower or equal rank only (equal: siblings that
-# never import each other in practice, e.g. runs and editor).
+# Inner to outer: a layer may import layers of lower or equal rank only.
 AGENT_LAYERS = {
     "tasks": 0,
     "verdict": 1,
@@ -115,8 +111,7 @@ def test_agent_tools_layers_point_inward() -> None:
 
 
 def test_layer_checker_sees_a_violation(tmp_path: Path) -> None:
-    """The checker itself can fail: an inner layer importing an outer one is reported, also
-    as `from .. import LAYER` (which named no module and went unseen)."""
+    """An inner layer importing an outer one is reported, also as `from .. import LAYER`."""
     src = "from ..servers import bind\nfrom ..sessions.ledger import Ledger\nfrom .. import runs\n"
     probe = ROOT / "agent_tools" / "tasks" / "_probe_for_test.py"
     probe.write_text(src, encoding="utf-8")
@@ -161,9 +156,7 @@ def _absolute_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("package", ["repl_pool", "agent_tools", "bench"])
 def test_the_next_layer_uses_only_public_apis(package: str) -> None:
-    """repl_pool uses lsp_bridge, and agent_tools and bench use lsp_bridge and repl_pool, through
-    their `__init__` (the public API: names in its `__all__`); bench does not reach into the
-    test suite."""
+    """Imports of lsp_bridge and repl_pool go through names in their `__all__`; none of tests."""
     inner = {"lsp_bridge", "repl_pool"} - {package}
     for path in python_files(package):
         if ".peers" in path.parts:
@@ -191,12 +184,11 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
     ],
 )
 def test_a_command_imports_only_what_it_uses(module: str, absent: tuple[str, ...]) -> None:
-    """Package `__init__`s load their names on first use: `leanrig --help` took 2.4 s here,
-    importing the MCP SDK (~1 s) and lsprotocol's types (~0.5 s) it never used; `leanrig lsp`
-    and every agent process paid for the MCP SDK or Lean's LSP types they do not need."""
+    """Importing ``module`` in a fresh interpreter loads none of the ``absent`` packages."""
     code = f"import sys, {module}; print(sorted(m for m in {absent!r} if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert done.stdout.strip() == "[]", done.stdout
 
 
@@ -276,13 +268,11 @@ PACKAGE_DIRS = sorted(
 
 @pytest.mark.parametrize("folder", PACKAGE_DIRS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_import_cycle_inside_a_folder(folder: Path) -> None:
-    """A cycle (mcp_direct ↔ mcp_server was one) makes two modules one: neither can be read,
-    tested or removed alone."""
     assert _import_cycles(folder) == []
 
 
 def test_the_cycle_checker_sees_a_cycle(tmp_path: Path) -> None:
-    """Also through an import inside a function (runner ↔ cluster_run was one)."""
+    """A cycle through an import inside a function is found too."""
     folder = ROOT / "agent_tools" / "tasks"
     a, b = folder / "_cycle_a_for_test.py", folder / "_cycle_b_for_test.py"
     a.write_text("def f() -> None:\n    from ._cycle_b_for_test import X\n", encoding="utf-8")
@@ -298,14 +288,12 @@ def test_the_cycle_checker_sees_a_cycle(tmp_path: Path) -> None:
 
 
 LEANRIG_PACKAGES = ("lsp_bridge", "repl_pool", "agent_tools")
-# Imported inside functions, so that a leanrig without them works: the extras (ray, matplotlib
-# for `report`, inspect_ai for `export inspect`); pyseccomp (Linux only, and it fails to load
-# without libseccomp); uvicorn (the MCP SDK's, loaded for `serve --http` alone).
+# Imported inside functions so leanrig works without them: the extras, pyseccomp (Linux only,
+# needs libseccomp), uvicorn (for `serve --http` alone).
 OPTIONAL_DEPENDENCIES = {"ray", "matplotlib", "inspect_ai", "pyseccomp", "uvicorn"}
 # Where an import of leanrig's own modules may wait for a function, and why.
 DEFERRING = {
-    # A command's modules load when it runs: `leanrig --help` loads none
-    # (test_a_command_imports_only_what_it_uses).
+    # A command's modules load when it runs (test_a_command_imports_only_what_it_uses).
     "agent_tools/cli": "command",
     "agent_tools/editor/commands.py": "command",
     # inspect_log imports inspect_ai (an extra) when it loads.
@@ -333,8 +321,6 @@ def _deferred_imports(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("package", LEANRIG_PACKAGES)
 def test_only_optional_dependencies_wait_for_a_function(package: str) -> None:
-    """An import inside a function hides a dependency (and a cycle) from a reader: only what a
-    leanrig without an extra must do without, and a command's own modules, wait."""
     for path in python_files(package):
         assert _deferred_imports(path) == [], path.relative_to(ROOT)
 
@@ -360,10 +346,8 @@ def _root_name(node: ast.expr) -> str | None:
 
 
 def _reaches_past_public_api(path: Path) -> list[str]:
-    """What ``path`` uses of leanrig that is not public: a module below a package's or an
-    agent_tools folder's `__init__`, or a private attribute (``_name``) of something it
-    imported from leanrig (a monkeypatched method, a private helper), also through
-    ``setattr``/``getattr`` with a literal name."""
+    """What ``path`` uses of leanrig past its public API: modules below an `__init__`, and
+    private attributes (``_name``) of what it imported, also via ``setattr``/``getattr``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     ours: set[str] = set()
     found: list[str] = []
@@ -376,8 +360,11 @@ def _reaches_past_public_api(path: Path) -> list[str]:
                     found.append(f"imports {node.module}")
                 elif len(parts) == depth:
                     public = set(importlib.import_module(node.module).__all__)
-                    found += [f"imports {node.module}.{a.name}" for a in node.names
-                              if a.name not in public]  # fmt: skip
+                    found += [
+                        f"imports {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name not in public
+                    ]
                 ours.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -413,9 +400,6 @@ def _reaches_past_public_api(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
 def test_bench_uses_public_apis_only(path: Path) -> None:
-    """bench measures what users get: it monkeypatched ~12 private methods (step stamps) and
-    imported `sessions.elaborate`, so a refactor broke it silently, and its figures were of a
-    path no user takes."""
     assert _reaches_past_public_api(path) == []
 
 
@@ -443,13 +427,14 @@ def test_the_public_api_checker_sees_a_reach(tmp_path: Path) -> None:
 
 
 def test_a_package_s_names_are_written_once_and_unknown_ones_fail() -> None:
-    """Each `__init__` spelled every name three times (its imports, a lazy table, `__all__`;
-    262 lines) and its `__getattr__` made every unknown name `Any` to the type checker (a
-    missing export passed mypy and failed at run time). Now the imports are the list."""
+    """No `__init__` has a lazy table or a literal `__all__`; an unknown name raises."""
     import agent_tools.runs as runs
 
-    for path in [ROOT / "lsp_bridge" / "__init__.py", ROOT / "repl_pool" / "__init__.py",
-                 *sorted((ROOT / "agent_tools").glob("*/__init__.py"))]:  # fmt: skip
+    for path in [
+        ROOT / "lsp_bridge" / "__init__.py",
+        ROOT / "repl_pool" / "__init__.py",
+        *sorted((ROOT / "agent_tools").glob("*/__init__.py")),
+    ]:
         text = path.read_text(encoding="utf-8")
         assert "_LAZY" not in text and "__all__ = [" not in text, path
     assert "run_benchmark" in runs.__all__ and runs.run_benchmark is not None
@@ -465,8 +450,7 @@ OUTSIDE_THE_TREE = {
 
 
 def _exception_classes() -> list[type[BaseException]]:
-    """Every public exception class the product packages define (modules of an extra that is
-    not installed are skipped)."""
+    """Every public exception class the product packages define (skipping missing extras)."""
     found: list[type[BaseException]] = []
     for package in LEANRIG_PACKAGES:
         root = importlib.import_module(package)
@@ -491,7 +475,6 @@ def _exception_classes() -> list[type[BaseException]]:
 
 
 def test_every_exception_is_a_leanrig_error() -> None:
-    """One tree: a caller catches LeanrigError and gets a message and a hint for any of them."""
     from lsp_bridge import LeanrigError
 
     classes = _exception_classes()

@@ -1,18 +1,6 @@
-"""The commands of README.md and docs/cli.md, run as a user types them.
-
-Every command here is a subprocess (`.venv/bin/leanrig …`, as README shows it) started from a
-temporary working directory that holds the demo suite at its usual relative path
-`lean_project/suites/demo`, with default options (no `--run-dir`), so the run directory is
-`runs/` relative to that directory — the path a new user takes first. The sandbox is whatever
-the machine gives: where bwrap works it is on (and these tests need it); where it does not, they
-are skipped with that reason, never passed silently.
-
-Elsewhere: `leanrig run`, `report RUN_DIR…` and `compare` in tests/test_as_typed_runs.py;
-`leanrig edit` and `lsp` in tests/test_as_typed_editor.py. docs/scale-out.md's `ray start` +
-`serve --ray auto` in tests/test_as_typed_ray.py. Not here: `make test` (this suite),
-`make bench` (tests/test_bench_smoke.py runs every registered benchmark's code paths small, and
-the summary step `make bench` ends with), `make demo` (= `make setup` + `leanrig demo`, below).
-"""
+"""README.md's and docs/cli.md's commands as a user types them: `.venv/bin/leanrig …` run from a
+temporary directory holding the demo suite at `lean_project/suites/demo`, with default options
+and the sandbox on (skipped, with the reason, where bwrap cannot run)."""
 
 from __future__ import annotations
 
@@ -43,7 +31,7 @@ LEANRIG = ROOT / ".venv" / "bin" / "leanrig"
 DEMO = ROOT / "lean_project" / "suites" / "demo"
 SUITE = "lean_project/suites/demo"  # as README types it, relative to the working directory
 PROOF = "\n  " + json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())["and_swap"]
-DEADLINE = 120.0  # one command, end to end, on a loaded machine (Lean's own waits are shorter)
+DEADLINE = 120.0  # one command, end to end, on a loaded machine
 
 
 def sandbox_or_skip() -> str:
@@ -76,14 +64,18 @@ def leanrig(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(leanrig_exe()), *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=DEADLINE, check=False,
-    )  # fmt: skip
+        [str(leanrig_exe()), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
 
 
 def leanrig_each(*commands: tuple[str, ...], cwd: Path) -> list[subprocess.CompletedProcess[str]]:
-    """Several independent commands at once (each pays the interpreter's start: seconds on a
-    loaded machine); their results in order."""
+    """Several independent commands run at once; their results in order."""
     argv = [[str(leanrig_exe()), *args] for args in commands]
     started = [subprocess.Popen(a, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True) for a in argv]
     done = []
@@ -93,7 +85,7 @@ def leanrig_each(*commands: tuple[str, ...], cwd: Path) -> list[subprocess.Compl
             done.append(subprocess.CompletedProcess(list(args), process.returncode, out, err))
     finally:
         for process in started:
-            process.kill()  # a no-op for those that exited
+            process.kill()
             process.wait()
     return done
 
@@ -110,9 +102,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# -- MCP over stdio, as README types it --------------------------------------------------------
 
 
 async def prove_over_mcp(client: Any) -> dict[str, Any]:
@@ -140,9 +129,11 @@ async def serve_mcp_stdio(cwd: Path, *args: str) -> dict[str, Any]:
     from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(
-        command=str(leanrig_exe()), args=["serve", "--suite", SUITE, *args], cwd=str(cwd),
+        command=str(leanrig_exe()),
+        args=["serve", "--suite", SUITE, *args],
+        cwd=str(cwd),
         env=dict(os.environ),  # a shell passes its environment on
-    )  # fmt: skip
+    )
     with anyio.fail_after(DEADLINE * 2):
         async with Client(params) as client:
             return await prove_over_mcp(client)
@@ -174,8 +165,7 @@ def test_report_on_the_ledger_serve_wrote(mcp_run: tuple[Path, dict[str, Any]]) 
     done = leanrig("report", relative, cwd=cwd)
     assert done.returncode == 0, done.stderr
     assert "check_proof" in done.stdout
-    # Beside the ledger under its own name (`report/` there is a run's report when the ledger
-    # is a run's: it was overwritten).
+    # Not `report/`: beside a run's ledger that name is the run's own report.
     assert (ledger.parent / "ledger-report" / "report.md").is_file()
     assert list((ledger.parent / "ledger-report").glob("*.png")), "plots are on by default"
 
@@ -183,9 +173,6 @@ def test_report_on_the_ledger_serve_wrote(mcp_run: tuple[Path, dict[str, Any]]) 
     assert done.returncode == 0, done.stderr
     assert json.loads((cwd / "my-report" / "report.json").read_text())
     assert not list((cwd / "my-report").glob("*.png"))
-
-
-# -- JSON-RPC: stdio, TCP; MCP over HTTP -------------------------------------------------------
 
 
 @asynccontextmanager
@@ -196,8 +183,7 @@ async def serve_process(
     Stopped as its client would: stdio servers by closing stdin, network ones by SIGTERM."""
     network = "--port" in args or "--http" in args
     argv = [str(leanrig_exe()), *prefix, "serve", "--suite", SUITE, *args]
-    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=cwd,
-                                       env=env)  # fmt: skip
+    process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=cwd, env=env)
     stderr: list[bytes] = []
 
     async def drain() -> None:
@@ -250,8 +236,6 @@ async def test_serve_jsonrpc_stdio_proves_and_verifies(cwd: Path) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("condition", [("--lad",), ("--condition", "lad")])
 async def test_serve_lad_serves_the_library_tools(cwd: Path, condition: tuple[str, ...]) -> None:
-    """docs/cli.md: `serve … --condition lad` (or `--lad`) indexes the suite's library, in the
-    sandbox, and serves search_library / read_library."""
     async with jsonrpc_stdio(cwd, *condition) as (rpc, _):
         found = await rpc.call("search_library", timeout=DEADLINE, query="ex falso", limit=1)
         assert [r["name"] for r in found["results"]] == ["Lib.Logic.false_elim"], found
@@ -306,8 +290,7 @@ async def test_serve_mcp_over_http_proves_and_verifies(cwd: Path) -> None:
                 verdict = await prove_over_mcp(client)
     assert verdict["accepted"] is True, verdict
     assert len(ledgers(cwd)) == 1
-    # It says where it listens, and SIGTERM (serve_process's stop) is a clean shutdown: no
-    # uvicorn ERROR traceback (its lifespan cancelled), exit 0 (a docs sweep)
+    # serve_process stops it with SIGTERM: a clean shutdown, exit 0.
     said = b"".join(stderr).decode()
     assert f"leanrig: MCP (streamable HTTP) on http://127.0.0.1:{port}/mcp" in said
     assert "Traceback" not in said and "ERROR" not in said, said
@@ -315,9 +298,7 @@ async def test_serve_mcp_over_http_proves_and_verifies(cwd: Path) -> None:
 
 
 def test_a_port_in_use_is_one_line_before_any_lean_starts(cwd: Path) -> None:
-    """`serve --http PORT` / `--jsonrpc --port PORT` on a port another program holds: an
-    exception group ending in uvicorn's SystemExit(3) or `Address already in use`, exit 1,
-    after the pool had warmed (a sweep)."""
+    """`serve --http PORT` and `--jsonrpc --port PORT` on a taken port: exit 2 and one line."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -327,7 +308,7 @@ def test_a_port_in_use_is_one_line_before_any_lean_starts(cwd: Path) -> None:
             assert done.returncode == 2, done.stderr[-3000:]
             assert f"leanrig: cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
             assert "Traceback" not in done.stderr
-            assert "pool.start" not in done.stderr  # refused before Lean was started
+            assert "pool.start" not in done.stderr
 
 
 @pytest.mark.anyio
@@ -348,8 +329,7 @@ async def test_port_0_serves_on_a_free_port_and_says_which(cwd: Path) -> None:
 
 @pytest.mark.anyio
 async def test_http_stops_quietly_with_a_client_stuck_mid_request(cwd: Path) -> None:
-    """A review: with a request in flight (here a POST whose body never comes), SIGTERM made
-    uvicorn log "Cancel 1 running task(s)" and an ASGI traceback as ERRORs."""
+    """SIGTERM with a POST whose body never comes: exit 0 within 3 s and no ERROR logged."""
     async with serve_process(cwd, "--http", "0") as (process, stderr):
         with anyio.fail_after(DEADLINE):
             while b"streamable HTTP) on " not in b"".join(stderr):
@@ -357,8 +337,10 @@ async def test_http_stops_quietly_with_a_client_stuck_mid_request(cwd: Path) -> 
                 await anyio.sleep(0.05)
         port = int(b"".join(stderr).decode().split("127.0.0.1:", 1)[1].split("/", 1)[0])
         stuck = await anyio.connect_tcp("127.0.0.1", port)
-        await stuck.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 100\r\n\r\n{")  # fmt: skip
+        await stuck.send(
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
         await anyio.sleep(0.3)
         started = anyio.current_time()
         await stop_process(process, close_stdin=False)
@@ -371,10 +353,18 @@ async def test_http_stops_quietly_with_a_client_stuck_mid_request(cwd: Path) -> 
 
 @pytest.mark.anyio
 async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> None:
-    """Every other serve option, relative paths throughout; --no-sandbox used to break
-    check_proof (a relative scratch directory cannot become a file URI)."""
-    args = ("--run-dir", "my-runs", "--ledger", "ledger.jsonl", "--max-processes", "1",
-            "--step-timeout", "30", "--no-sandbox")  # fmt: skip
+    """Every other serve option, with relative paths: a proof is still accepted."""
+    args = (
+        "--run-dir",
+        "my-runs",
+        "--ledger",
+        "ledger.jsonl",
+        "--max-processes",
+        "1",
+        "--step-timeout",
+        "30",
+        "--no-sandbox",
+    )
     async with jsonrpc_stdio(cwd, *args, prefix=("--log-level", "info")) as (rpc, stderr):
         verdict = await prove_over_jsonrpc(rpc)
     assert verdict["accepted"] is True, verdict
@@ -386,7 +376,6 @@ async def test_serve_options_with_relative_paths_and_no_sandbox(cwd: Path) -> No
 
 @pytest.mark.anyio
 async def test_serve_task_binds_the_server_to_one_task(cwd: Path) -> None:
-    """`serve --task ID`, what `leanrig run` puts in each attempt's MCP config."""
     async with jsonrpc_stdio(cwd, "--task", "and_swap") as (rpc, _):
         listed = await rpc.call("list_tasks", timeout=DEADLINE)
         assert [t["id"] for t in listed["tasks"]] == ["and_swap"]
@@ -397,9 +386,6 @@ async def test_serve_task_binds_the_server_to_one_task(cwd: Path) -> None:
     assert verdict["accepted"] is True, verdict
     (ledger,) = ledgers(cwd)
     assert "check_proof" in ledger_tools(ledger)
-
-
-# -- check, doctor, demo, bootstrap ------------------------------------------------------------
 
 
 def test_check_with_a_relative_submission(cwd: Path) -> None:
@@ -415,10 +401,7 @@ def test_check_with_a_relative_submission(cwd: Path) -> None:
 
 
 def test_check_judges_the_line_ends_lean_reads(cwd: Path) -> None:
-    """Found by the session-13 users' sweep: `leanrig check` read the submission with Python's
-    universal newlines, so a lone carriage return (which Lean refuses: "isolated carriage
-    returns are not allowed") was judged as a line break, and a file `lean` rejects was
-    ACCEPTED. CRLF line ends, which Lean reads as LF, stay accepted."""
+    """CRLF line ends are accepted; a lone carriage return anywhere is rejected, as Lean does."""
     task = (cwd / SUITE / "Demo" / "AndSwap.lean").read_text()
     solved = task.replace("sorryAx (And q p) Bool.false", PROOF.strip())
     files = {
@@ -441,9 +424,8 @@ def test_check_judges_the_line_ends_lean_reads(cwd: Path) -> None:
 
 
 def test_a_wrong_suite_path_is_exit_2_and_says_what_to_pass(cwd: Path) -> None:
-    """`--suite DIR/suite.toml` (the file, not its directory), a directory named suite.toml or a
-    suite.toml that is not UTF-8 ended in a traceback — `check` with exit 1, which means
-    "rejected"; a missing directory was told to "fix suite.toml"."""
+    """`--suite` naming suite.toml itself, a missing directory, an unreadable or non-UTF-8
+    suite.toml: exit 2 with the hint, no traceback."""
     (cwd / "Submission.lean").write_text("prelude\n")
     (cwd / "dir_toml" / "suite.toml").mkdir(parents=True)
     (cwd / "latin1").mkdir()
@@ -464,7 +446,6 @@ def test_a_wrong_suite_path_is_exit_2_and_says_what_to_pass(cwd: Path) -> None:
 
 
 def test_an_unknown_task_id_on_the_command_line_lists_the_suite_s_ids(cwd: Path) -> None:
-    """`check`/`edit` have no list_tasks to call, which is what the hint told them to do."""
     (cwd / "Submission.lean").write_text("prelude\n")
     done = leanrig("check", "--suite", SUITE, "--task", "and-swap", "Submission.lean", cwd=cwd)
     assert done.returncode == 2, done.stderr
@@ -472,8 +453,6 @@ def test_an_unknown_task_id_on_the_command_line_lists_the_suite_s_ids(cwd: Path)
 
 
 def test_serving_an_unknown_task_makes_nothing_on_disk(cwd: Path) -> None:
-    """`leanrig serve --task nope` said so, but left an empty run directory (and a status
-    file) under ./runs."""
     done = leanrig("serve", "--suite", SUITE, "--task", "and-swap", cwd=cwd)
     assert done.returncode == 2, done.stderr
     assert "unknown task 'and-swap'" in done.stderr and "and_swap" in done.stderr, done.stderr
@@ -486,11 +465,10 @@ def test_doctor_json(cwd: Path) -> None:
     report = json.loads(done.stdout)
     assert report["smoke_ok"] is True, report["detail"]
     assert report["bwrap"] == sandbox_tools()["bwrap"] and report["lean_version"]
-    # Without --json (README's first check): the same facts, one per line.
+    # Without --json: the same facts, one per line.
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "smoke_ok: True" in plain.stdout
     assert f"lean_version: {report['lean_version']}" in plain.stdout
-    # Every program a run starts, absolute; nothing printed as Python's `None`.
     assert report["programs"]["lean"] == report["lean_path"] and "None" not in plain.stdout
     assert all(p.startswith("/") or p == "not found" for p in report["programs"].values())
 
@@ -500,16 +478,14 @@ def test_demo(tmp_path: Path) -> None:
     done = leanrig("demo", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "[check_proof] ACCEPTED" in done.stdout
-    # No placeholder or message cut mid-sentence.
     assert "step - ms" not in done.stdout and "; remove it." in done.stdout
 
 
 def test_make_demo_as_the_readme_types_it() -> None:
-    """The README's quickstart: `make demo` in the checkout (after `make test`'s setup, the
-    setup step is a no-op bootstrap check)."""
     sandbox_or_skip()
-    done = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=DEADLINE, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["make", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE, check=False
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "[check_proof] ACCEPTED" in done.stdout
 
@@ -517,21 +493,18 @@ def test_make_demo_as_the_readme_types_it() -> None:
 def test_bootstrap_quiet(tmp_path: Path) -> None:
     done = leanrig("bootstrap", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    if done.stdout:  # it had to build: it says so once
+    if done.stdout:  # it had to build
         assert "bootstrap Lean:" in done.stdout
         done = leanrig("bootstrap", "--quiet", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, ""), done.stderr  # built already: silent
 
-
-# -- a sandbox that refuses to start: the user sees why ----------------------------------------
 
 REFUSAL = "bwrap: Can't find source path /leanrig-test-refusal: No such file or directory"
 
 
 @pytest.fixture
 def refusing_bwrap(tmp_path: Path) -> dict[str, str]:
-    """An environment whose `bwrap` passes leanrig's probe, then refuses every real sandbox,
-    as bwrap does for a bind source it cannot find."""
+    """An environment whose `bwrap` passes leanrig's probe, then refuses every real sandbox."""
     real = sandbox_or_skip()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -542,8 +515,11 @@ def refusing_bwrap(tmp_path: Path) -> dict[str, str]:
         f'echo "{REFUSAL}" >&2\nexit 1\n'
     )
     fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "LEANRIG_BWRAP": str(bin_dir / "bwrap")}  # fmt: skip
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "LEANRIG_BWRAP": str(bin_dir / "bwrap"),
+    }
 
 
 def test_doctor_fails_like_serve_and_shows_the_sandbox_error(
@@ -568,9 +544,6 @@ async def test_serve_logs_the_sandbox_error(cwd: Path, refusing_bwrap: dict[str,
     assert REFUSAL in b"".join(stderr).decode()  # ... the operator's log has the cause
 
 
-# -- the causes under the commands -------------------------------------------------------------
-
-
 def test_a_relative_sandbox_path_is_bound_where_the_caller_meant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -580,9 +553,13 @@ def test_a_relative_sandbox_path_is_bound_where_the_caller_meant(
     argv = sandbox_wrapper(SandboxPolicy(writable=(Path("scratch"),)))
     target = tmp_path / "scratch" / "written"
     done = subprocess.run(
-        [*argv, "sh", "-c", f"echo ok > {target}"], cwd="/", capture_output=True, text=True,
-        timeout=30, check=False,
-    )  # fmt: skip
+        [*argv, "sh", "-c", f"echo ok > {target}"],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert target.read_text() == "ok\n"
 
@@ -607,8 +584,7 @@ async def test_a_lean_the_sandbox_cannot_start_names_the_sandbox_error(
 async def test_serving_finds_lean_and_builds_the_library_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While `serve` finds Lean (which may build the bootstrap) and compiles the suite's library
-    (seconds, the first time), the event loop keeps running."""
+    """The event loop keeps ticking while `serve` runs find_lean and library_dir."""
     import threading
 
     from agent_tools.servers import ServeOptions, app, open_service

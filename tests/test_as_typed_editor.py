@@ -1,8 +1,5 @@
-"""`leanrig edit` and `leanrig lsp` (docs/cli.md, docs/human-baselines.md), run as a user types
-them: `.venv/bin/leanrig …` subprocesses from a temporary working directory holding the demo
-suite at its README path, relative paths, default options unless an option is the point, the
-sandbox on (skipped, with the reason, where bwrap does not work). The LSP client is the minimal
-one of tests/test_editor_proxy.py, speaking to the `leanrig lsp` process over its stdio."""
+"""`leanrig edit` and `leanrig lsp` as a user types them, from a directory holding the demo suite,
+with the sandbox on; the LSP client is tests/test_editor_proxy.py's, on the process's stdio."""
 
 from __future__ import annotations
 
@@ -32,24 +29,27 @@ from .test_as_typed import (
     leanrig_exe,
 )
 from .test_as_typed import (
-    cwd as cwd,  # the fixture: the demo suite at its README path
+    cwd as cwd,
 )
 from .test_editor_proxy import Editor, body_edit, errors, lines
 
 pytestmark = pytest.mark.anyio
 
 TASK = "and_swap"
-PROOF = "\n  " + json.loads((DEMO.parent.parent.parent / "tests" /
-                             "demo_reference_proofs.json").read_text())[TASK]  # fmt: skip
+PROOF = (
+    "\n  "
+    + json.loads((DEMO.parent.parent.parent / "tests" / "demo_reference_proofs.json").read_text())[
+        TASK
+    ]
+)
 
 
 @asynccontextmanager
 async def lsp_session(
     cwd: Path, *args: str, task: str = TASK, suite: str = SUITE
 ) -> AsyncIterator[Editor]:
-    """`leanrig lsp --suite SUITE --task TASK ARGS` as an editor starts it (the demo suite's
-    and_swap by default), its messages read meanwhile; whatever is still running at the end
-    is killed."""
+    """`leanrig lsp --suite SUITE --task TASK ARGS` as an editor starts it, its messages read
+    meanwhile; its process group is killed at the end if still running."""
     argv = [str(leanrig_exe()), "lsp", "--suite", suite, "--task", task, *args]
     with (cwd / "lsp.stderr").open("wb") as stderr:
         process = await anyio.open_process(argv, cwd=cwd, stderr=stderr, start_new_session=True)
@@ -79,8 +79,7 @@ async def leave(editor: Editor) -> int:
 
 @asynccontextmanager
 async def lsp(cwd: Path, *args: str) -> AsyncIterator[Editor]:
-    """``lsp_session`` of the demo's and_swap; on exit the editor leaves politely and the
-    server must exit 0 by itself."""
+    """``lsp_session`` of and_swap; on exit the editor leaves politely and the server exits 0."""
     async with lsp_session(cwd, *args) as editor:
         yield editor
         code = await leave(editor)
@@ -92,17 +91,17 @@ def task_text() -> tuple[str, TaskScope, str]:
     return task.text, TaskScope(task), task.spec.file
 
 
-# -- leanrig edit ------------------------------------------------------------------------------
-
-
 def test_python_m_agent_tools_editor_edit_is_the_same_command(cwd: Path) -> None:
-    """docs/human-baselines.md: `python -m agent_tools.editor edit …` is `leanrig edit …`."""
     python = leanrig_exe().parent / "python"
     args = ["edit", "--suite", SUITE, "--task", TASK, "--workspace", "attempt", "--json"]
     module = subprocess.run(
-        [str(python), "-m", "agent_tools.editor", *args], cwd=cwd, capture_output=True,
-        text=True, timeout=DEADLINE, check=False,
-    )  # fmt: skip
+        [str(python), "-m", "agent_tools.editor", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
     assert module.returncode == 0, module.stderr
     shutil.rmtree(cwd / "attempt")
     cli = leanrig(*args, cwd=cwd)
@@ -113,7 +112,7 @@ def test_python_m_agent_tools_editor_edit_is_the_same_command(cwd: Path) -> None
 def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     done = leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd)
     assert done.returncode == 0, done.stderr
-    ws = (cwd / f"leanrig-{TASK}").resolve()  # default: ./leanrig-<task>, cwd-relative
+    ws = (cwd / f"leanrig-{TASK}").resolve()
     text, _, file = task_text()
     assert (ws / file).read_text() == text
     shims = ws / ".leanrig" / "bin"
@@ -123,15 +122,17 @@ def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     assert settings["lean4.envPathExtensions"] == [str(shims)]
     assert f'"{ws / ".leanrig"}"' in (ws / ".dir-locals.el").read_text()
     assert "lean4-rootdir" in (ws / ".dir-locals.el").read_text()
-    # Emacs opens the attempt with one command (docs/human-baselines.md), its server the shim.
     emacs = (ws / ".leanrig" / "emacs.el").read_text()
     assert f'"{shims / "lean"}" "--server"' in emacs
     assert f"emacs -l {ws / '.leanrig' / 'emacs.el'} {ws / file}" in done.stdout
     assert f"nvim --cmd 'luafile {ws / '.leanrig' / 'nvim.lua'}' {ws / file}" in done.stdout
     # Every path the editor's server command carries is absolute: editors start it anywhere.
     command = json.loads((ws / ".leanrig" / "edit.json").read_text())["lsp_command"]
-    for flag, expected in (("--suite", (cwd / SUITE).resolve()), ("--workspace", ws),
-                           ("--run-dir", ws / "run")):  # fmt: skip
+    for flag, expected in (
+        ("--suite", (cwd / SUITE).resolve()),
+        ("--workspace", ws),
+        ("--run-dir", ws / "run"),
+    ):
         assert command[command.index(flag) + 1] == str(expected), command
     assert "--time-limit" not in command
     nvim = (ws / ".leanrig" / "nvim.lua").read_text()
@@ -139,26 +140,45 @@ def test_edit_writes_the_workspace_in_the_default_place(cwd: Path) -> None:
     for editor in ("VS Code", "Neovim", "Emacs"):
         assert editor in done.stdout
     assert str(ws) in done.stdout
-    # What the participant reads is docs/human-baselines.md's rule (it said the attempt ended
-    # when the editor closed; a docs sweep)
     assert "Closing the editor does not stop the clock" in done.stdout
 
     # The shims answer --version like the real Lean, from any directory.
-    real = subprocess.run([str(find_lean().lean), "--version"], capture_output=True, text=True,
-                          timeout=30, check=True)  # fmt: skip
+    real = subprocess.run(
+        [str(find_lean().lean), "--version"], capture_output=True, text=True, timeout=30, check=True
+    )
     for where in (cwd, ws, Path("/")):
-        shim = subprocess.run([str(shims / "lean"), "--version"], capture_output=True,
-                              text=True, cwd=where, timeout=30, check=False)  # fmt: skip
+        shim = subprocess.run(
+            [str(shims / "lean"), "--version"],
+            capture_output=True,
+            text=True,
+            cwd=where,
+            timeout=30,
+            check=False,
+        )
         assert (shim.returncode, shim.stdout) == (0, real.stdout), shim.stderr
-    lake = subprocess.run([str(shims / "lake"), "--version"], capture_output=True, text=True,
-                          timeout=30, check=False)  # fmt: skip
+    lake = subprocess.run(
+        [str(shims / "lake"), "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
     assert lake.returncode == 0 and lake.stdout.startswith("Lake version"), lake
     assert find_lean().version in lake.stdout
 
 
 def test_edit_options_json(cwd: Path) -> None:
-    done = leanrig("edit", "--suite", SUITE, "--task", TASK, "--workspace", "attempt",
-                   "--run-dir", "human-run", "--time-limit", "900", "--json", cwd=cwd)  # fmt: skip
+    done = leanrig(
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        TASK,
+        "--workspace",
+        "attempt",
+        "--run-dir",
+        "human-run",
+        "--time-limit",
+        "900",
+        "--json",
+        cwd=cwd,
+    )
     assert done.returncode == 0, done.stderr
     paths = json.loads(done.stdout)
     ws = (cwd / "attempt").resolve()
@@ -173,8 +193,6 @@ def test_edit_options_json(cwd: Path) -> None:
 
 
 def test_edit_again_keeps_the_task_file_the_human_edited(cwd: Path) -> None:
-    """Found by a users' sweep: running `leanrig edit` again (to read the instructions again)
-    wrote the task file afresh over the human's proof in progress."""
     assert leanrig("edit", "--suite", SUITE, "--task", TASK, cwd=cwd).returncode == 0
     text, _, file = task_text()
     task_file = cwd / f"leanrig-{TASK}" / file
@@ -188,16 +206,24 @@ def test_edit_again_keeps_the_task_file_the_human_edited(cwd: Path) -> None:
 
 
 def test_a_human_run_directory_takes_attempts_of_one_run_only(cwd: Path) -> None:
-    """Found by a users' sweep: a human run directory took an attempt on another suite
-    silently (run.json is written by the first attempt), and the report's metrics counted
-    the second suite's tasks under the first one's name; a second time limit was not recorded
-    either. Such an attempt is refused, by `edit` before it writes anything and by `lsp`."""
+    """After a first attempt, another suite or time limit is refused by `edit` (before writing
+    anything) and by `lsp`; the same suite and limit, or a legacy directory, are taken."""
     other = cwd / "other-suite"
     shutil.copytree(cwd / SUITE, other)
     manifest = other / "suite.toml"
     manifest.write_text(manifest.read_text().replace('version = "', 'version = "9', 1))
-    first = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
-                    "--workspace", "first", cwd=cwd)  # fmt: skip
+    first = leanrig(
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        TASK,
+        "--run-dir",
+        "human-run",
+        "--workspace",
+        "first",
+        cwd=cwd,
+    )
     assert first.returncode == 0, first.stderr
 
     async def one_attempt() -> None:  # run.json is written when an attempt starts
@@ -207,48 +233,119 @@ def test_a_human_run_directory_takes_attempts_of_one_run_only(cwd: Path) -> None
     anyio.run(one_attempt)
     assert (cwd / "human-run" / "run.json").exists()
     refused = [
-        ("edit", "--suite", "other-suite", "--task", TASK, "--run-dir", "human-run",
-         "--workspace", "second"),
-        ("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
-         "--workspace", "third", "--time-limit", "600"),
-        ("lsp", "--suite", "other-suite", "--task", TASK, "--run-dir", "human-run",
-         "--workspace", "second"),
-    ]  # fmt: skip
+        (
+            "edit",
+            "--suite",
+            "other-suite",
+            "--task",
+            TASK,
+            "--run-dir",
+            "human-run",
+            "--workspace",
+            "second",
+        ),
+        (
+            "edit",
+            "--suite",
+            SUITE,
+            "--task",
+            TASK,
+            "--run-dir",
+            "human-run",
+            "--workspace",
+            "third",
+            "--time-limit",
+            "600",
+        ),
+        (
+            "lsp",
+            "--suite",
+            "other-suite",
+            "--task",
+            TASK,
+            "--run-dir",
+            "human-run",
+            "--workspace",
+            "second",
+        ),
+    ]
     for done in leanrig_each(*refused, cwd=cwd):
         assert done.returncode == 2, (done.args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         assert "run directory" in done.stderr and "another --run-dir" in done.stderr, done.stderr
-        assert "suite.toml" not in done.stderr, done.stderr  # (review: a suite error's hint)
+        assert "suite.toml" not in done.stderr, done.stderr
     assert not (cwd / "second").exists() and not (cwd / "third").exists()
     # An agents' run directory is no human one, and a human one is not resumed as a run.
     info = json.loads((cwd / "human-run" / "run.json").read_text())
     assert info["condition"] == "human" and info["time_limit_s"] is None
-    resumed = leanrig("run", "--suite", SUITE, "--out", "human-run", "--resume", "--agent",
-                      info["agent_command"], cwd=cwd)  # fmt: skip
+    resumed = leanrig(
+        "run",
+        "--suite",
+        SUITE,
+        "--out",
+        "human-run",
+        "--resume",
+        "--agent",
+        info["agent_command"],
+        cwd=cwd,
+    )
     assert resumed.returncode == 2 and "human attempts" in resumed.stderr, resumed.stderr
     # The same suite and limit: another attempt of the same run.
-    again = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
-                    "--workspace", "fourth", cwd=cwd)  # fmt: skip
+    again = leanrig(
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        TASK,
+        "--run-dir",
+        "human-run",
+        "--workspace",
+        "fourth",
+        cwd=cwd,
+    )
     assert again.returncode == 0, again.stderr
-    # A limit is compared exactly as given (review: `edit` compared 1234567.0 with what the
-    # shim had passed on as 1.23457e+06), and a directory from before run.json recorded "no
-    # limit" (1800 s and the runner's retry policy) takes attempts without one.
-    limited = ("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "limited",
-               "--time-limit", "1234567", "--json")  # fmt: skip
+    # A limit is compared exactly as given, even after the shim passed it on.
+    limited = (
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        TASK,
+        "--run-dir",
+        "limited",
+        "--time-limit",
+        "1234567",
+        "--json",
+    )
     exact = leanrig(*limited, "--workspace", "fifth", cwd=cwd)
     assert exact.returncode == 0, exact.stderr
-    # The editor's server, as the shim starts it (it writes run.json; no editor: it ends).
+    # The editor's server, as the shim starts it: it writes run.json and, with no editor, ends.
     shim = json.loads(exact.stdout)["lsp_command"]
-    subprocess.run(shim, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
-                   check=True)  # fmt: skip
+    subprocess.run(
+        shim, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, check=True
+    )
     assert json.loads((cwd / "limited" / "run.json").read_text())["time_limit_s"] == 1234567
     next_one = leanrig(*limited, "--workspace", "seventh", cwd=cwd)
     assert next_one.returncode == 0, next_one.stderr
-    legacy = {**info, "time_limit_s": 1800.0,
-              "retry_policy": "an infrastructure failure is retried once"}  # fmt: skip
+    # A directory from before run.json recorded "no limit" takes attempts without one.
+    legacy = {
+        **info,
+        "time_limit_s": 1800.0,
+        "retry_policy": "an infrastructure failure is retried once",
+    }
     (cwd / "human-run" / "run.json").write_text(json.dumps(legacy))
-    old_dir = leanrig("edit", "--suite", SUITE, "--task", TASK, "--run-dir", "human-run",
-                      "--workspace", "sixth", cwd=cwd)  # fmt: skip
+    old_dir = leanrig(
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        TASK,
+        "--run-dir",
+        "human-run",
+        "--workspace",
+        "sixth",
+        cwd=cwd,
+    )
     assert old_dir.returncode == 0, old_dir.stderr
 
 
@@ -263,9 +360,6 @@ def test_edit_and_lsp_refuse_bad_arguments(cwd: Path) -> None:
         assert "leanrig: unknown task 'no_such_task'" in done.stderr, done.stderr
 
 
-# -- leanrig lsp -------------------------------------------------------------------------------
-
-
 async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None:
     (cwd / "attempt").mkdir()
     text, scope, file = task_text()
@@ -273,7 +367,7 @@ async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None
         await editor.initialize(cwd / "attempt")
         uri = await editor.open(cwd / "attempt" / file, text)
         assert errors(await editor.diagnostics_for(uri, 1)) == []
-        # An edit outside the proof body is undone (the editor applies the revert).
+        # An edit outside the proof body is undone.
         top = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
         await editor.change(uri, [{"range": top, "text": "-- "}])
         await editor.wait(
@@ -284,36 +378,33 @@ async def test_lsp_session_scopes_edits_and_accepts_the_proof(cwd: Path) -> None
             lambda: [d for d in editor.published(uri) if d.get("source") == "leanrig"]
         )
         assert "only the proof body" in notice[0]["message"]
-        # The right proof, typed in the body, then the verdict command.
         version = await editor.change(uri, body_edit(editor.texts[uri], scope, PROOF))
         assert errors(await editor.diagnostics_for(uri, version)) == []
         verdict = await editor.request(
             "workspace/executeCommand", {"command": "leanrig.checkProof", "arguments": [uri]}
         )
         assert verdict["result"]["accepted"] is True, verdict
-    run = cwd / "attempt" / "run"  # default --run-dir: WORKSPACE/run
+    run = cwd / "attempt" / "run"  # the default --run-dir
     (result,) = lines(run / "results.jsonl")
     assert (result["task"], result["accepted"], result["condition"]) == (TASK, True, "human")
     assert result["timed_out"] is False and result["invocation_s"] > 0
     ledger = lines(run / "ledger.jsonl")
     assert {"open_task", "edit", "check_proof", "close_session"} <= {e["tool"] for e in ledger}
-    # The accepted version's edit line, its check and the result name one body (users' sweep:
-    # the edit lines hashed the body with the blank lines after it, the others without).
+    # The accepted version's edit line, its check and the result name the same body.
     (check,) = [e for e in ledger if e["tool"] == "check_proof"]
-    last_edit = max((e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"),
-                    key=lambda e: e["version"])  # fmt: skip
+    last_edit = max(
+        (e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"),
+        key=lambda e: e["version"],
+    )
     assert last_edit["body_sha"] == check["body_sha"] == result["final_body_sha"], ledger
 
-    # `leanrig report` on the human attempt's run directory.
     done = leanrig("report", "attempt/run", "--no-plots", cwd=cwd)
     assert done.returncode == 0, done.stderr
     report = json.loads((run / "report" / "report.json").read_text())
     assert (report["kind"], report["accepted"]) == ("run", 1)
-    # A human run has no end: the report does not call it interrupted (users' sweep).
+    # A human run has no end: the report does not call it interrupted.
     markdown = (run / "report" / "report.md").read_text()
     assert "no end time" not in markdown
-    # No --time-limit: none applied, and none is recorded; a human attempt is not retried
-    # (the report said "time limit 1800 s" and the runner's retry policy: users' sweep).
     assert "| time limit · attempts · parallel | none · 1 · 1 |" in markdown, markdown
     assert "| retry policy | none: a human attempt is never retried |" in markdown, markdown
 
@@ -327,9 +418,12 @@ async def test_lsp_run_dir_and_time_limit(cwd: Path) -> None:
         await editor.initialize(cwd / "attempt")
         uri = await editor.open(cwd / "attempt" / file, text)
         await editor.wait(
-            lambda: [n for n in editor.notifications
-                     if "time limit" in str(n["params"].get("message", ""))]
-        )  # fmt: skip
+            lambda: [
+                n
+                for n in editor.notifications
+                if "time limit" in str(n["params"].get("message", ""))
+            ]
+        )
         await editor.wait(lambda: results.exists() and lines(results))
         # After the limit even a body edit is undone.
         await editor.change(uri, body_edit(text, scope, PROOF))

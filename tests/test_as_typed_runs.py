@@ -1,14 +1,6 @@
-"""`leanrig run`, `leanrig report RUN_DIR…` and `leanrig compare` (docs/cli.md, docs/runs.md),
-run as a user types them: `.venv/bin/leanrig …` subprocesses from a temporary working directory
-holding the demo suite at its README path, relative paths, the sandbox on (skipped, with the
-reason, where bwrap does not work).
-
-The agent is the scripted MCP agent (tests/agents/mcp_agent.py) given as docs/runs.md shows an
-agent command: the `{mcp_config}`, `{task}` and `{workspace}` placeholders are the only way it
-learns its server, task and workspace (`env VAR={placeholder} … mcp_agent.py`), so a verified
-attempt proves the substitution. The user's suite is the demo suite cut to two tasks (a run
-attempts every task of a suite; two keep the module fast).
-"""
+"""`leanrig run`, `report RUN_DIR…` and `compare` as a user types them, on the demo suite cut to
+two tasks, with the sandbox on. The scripted agent (tests/agents/mcp_agent.py) learns its server,
+task and workspace only from the command's placeholders, so a verified attempt proves them."""
 
 from __future__ import annotations
 
@@ -30,7 +22,7 @@ from .test_runner import attempt_processes
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "tests" / "agents" / "mcp_agent.py"
 TASKS = ("refl_z", "and_swap")
-LIMIT = "60"  # the agent finishes in seconds; the limit only bounds a hung attempt
+LIMIT = "60"  # bounds a hung attempt only
 PRICES = """fixed = 2026-05-01
 [models."scripted"]
 input = {input}
@@ -43,8 +35,16 @@ USD_PER_SOLVE = (800 * 1.25 + 200 * 0.125 + 50 * 10.0) / 1e6
 
 def agent(mode: str, *extra: str) -> str:
     """An agent command as docs/runs.md shows one: placeholders in its words, no shell."""
-    words = ["env", "LEANRIG_MCP_CONFIG={mcp_config}", "LEANRIG_TASK={task}",
-             "LEANRIG_WORKSPACE={workspace}", sys.executable, str(AGENT), mode, *extra]  # fmt: skip
+    words = [
+        "env",
+        "LEANRIG_MCP_CONFIG={mcp_config}",
+        "LEANRIG_TASK={task}",
+        "LEANRIG_WORKSPACE={workspace}",
+        sys.executable,
+        str(AGENT),
+        mode,
+        *extra,
+    ]
     return shlex.join(words)
 
 
@@ -56,14 +56,12 @@ def user_dir(root: Path) -> Path:
     kept = [b for b in blocks if any(f'id = "{t}"' in b for t in TASKS)]
     assert len(kept) == len(TASKS)
     (suite / "suite.toml").write_text(head + "".join("[[tasks]]" + b for b in kept))
-    # prices.toml is given to `run`; doubled.toml (twice the prices) to `report` / `compare`.
     (root / "prices.toml").write_text(PRICES.format(input=1.25, cached=0.125, output=10.0))
     (root / "doubled.toml").write_text(PRICES.format(input=2.5, cached=0.25, output=20.0))
     return root
 
 
 def summary_of(done: Any) -> dict[str, Any]:
-    """`leanrig run`'s last stdout line: its JSON summary."""
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
@@ -90,21 +88,54 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    """Two runs over the same suite: a baseline with default options where it can (--out,
-    progress, network), and a LAD run with most of the other options."""
+    """Two runs over the same suite: a baseline with default options, and a LAD run with most
+    of the other options."""
     sandbox_or_skip()
     cwd = user_dir(tmp_path_factory.mktemp("user"))
     with stray_guard():
-        # Independent runs, started together as two shells would (half the wall-clock).
         base_done, lad_done = leanrig_each(
-            ("run", "--suite", SUITE, "--agent", agent("solve"), "--time-limit", LIMIT,
-             "--model", "scripted", "--agent-tool", "mcp_agent", "--prices", "prices.toml"),
-            ("run", "--suite", SUITE, "--agent", agent("alternate", "{prompt}"),
-             "--condition", "lad", "--time-limit", LIMIT, "--attempts", "2", "--parallel", "2",
-             "--out", "lad-run", "--label", "with library", "--model", "scripted",
-             "--agent-tool", "mcp_agent", "--agent-network", "--quiet"),
+            (
+                "run",
+                "--suite",
+                SUITE,
+                "--agent",
+                agent("solve"),
+                "--time-limit",
+                LIMIT,
+                "--model",
+                "scripted",
+                "--agent-tool",
+                "mcp_agent",
+                "--prices",
+                "prices.toml",
+            ),
+            (
+                "run",
+                "--suite",
+                SUITE,
+                "--agent",
+                agent("alternate", "{prompt}"),
+                "--condition",
+                "lad",
+                "--time-limit",
+                LIMIT,
+                "--attempts",
+                "2",
+                "--parallel",
+                "2",
+                "--out",
+                "lad-run",
+                "--label",
+                "with library",
+                "--model",
+                "scripted",
+                "--agent-tool",
+                "mcp_agent",
+                "--agent-network",
+                "--quiet",
+            ),
             cwd=cwd,
-        )  # fmt: skip
+        )
         base = Path(summary_of(base_done)["run_dir"])
         lad_summary = summary_of(lad_done)
         for run_dir in (base, cwd / "lad-run"):
@@ -112,28 +143,27 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     return Runs(cwd, base, base_done, cwd / "lad-run", lad_summary)
 
 
-# -- leanrig run -------------------------------------------------------------------------------
-
-
 def test_run_with_default_out_verifies_every_task(runs: Runs) -> None:
     summary = summary_of(runs.base_done)
-    assert runs.base.parent == (runs.cwd / "runs").resolve()  # runs/run-<timestamp>, cwd-relative
+    assert runs.base.parent == (runs.cwd / "runs").resolve()
     assert runs.base.name.startswith("run-")
     assert (summary["attempts"], summary["accepted"], summary["skipped"]) == (2, 2, 0)
     assert summary["infra_retries"] == 0 and summary["elapsed_s"] > 0
-    # stderr is not a terminal: no progress display.
+    # stderr is not a terminal: no progress display
     assert "ETA" not in runs.base_done.stderr and "\r" not in runs.base_done.stderr
     lines = results(runs.base)
     assert sorted(r["task"] for r in lines) == sorted(TASKS)
     for r in lines:
         assert r["accepted"] is True and r["timed_out"] is False and r["exit_code"] == 0, r
-        assert (r["condition"], r["model"], r["agent_tool"]) == ("baseline", "scripted",
-                                                                 "mcp_agent")  # fmt: skip
+        assert (r["condition"], r["model"], r["agent_tool"]) == (
+            "baseline",
+            "scripted",
+            "mcp_agent",
+        )
         assert (r["input_tokens"], r["cached_input_tokens"], r["output_tokens"]) == (1000, 200, 50)
         workspace = runs.base / "attempts" / r["task"] / "1" / "workspace"
         assert (workspace / "Submission.lean").is_file()
-        # The MCP server command: the relay to the runner's socket for this attempt (absolute
-        # paths; the socket's directory is the runner's and gone after the run).
+        # The relay to the runner's socket, by absolute paths; the socket is gone after the run.
         server = json.loads((workspace / "mcp.json").read_text())["mcpServers"]["leanrig"]
         assert Path(server["command"]).is_absolute() and server["args"][2].endswith("relay.py")
         assert Path(server["args"][-1]).is_absolute() and not Path(server["args"][-1]).exists()
@@ -144,21 +174,21 @@ def test_run_with_default_out_verifies_every_task(runs: Runs) -> None:
         {"id": "and_swap", "field": "logic", "difficulty": 3, "kind": "proof"},
     ]
     assert (info["time_limit_s"], info["attempts"], info["parallel"]) == (60.0, 1, 1)
-    assert info["agent_command"] == agent("solve")  # exactly as typed, placeholders kept
+    assert info["agent_command"] == agent("solve")
     assert (
         info["sandbox"]
         == "bwrap; agent network off; run state hidden, verdict inputs read-only to the agent"
     )
     assert info["prices"]["models"]["scripted"]["output"] == 10.0
     ledger = [json.loads(x) for x in (runs.base / "ledger.jsonl").read_text().splitlines()]
-    # (The server's own closing lines for sessions left open are no tool calls of the agent's.)
+    # The server's closing lines for sessions left open are no tool calls of the agent's.
     calls = [e for e in ledger if e.get("closed_by") != "server"]
     assert len(calls) == sum(r["tool_calls"] for r in lines) > 0
 
 
 def test_run_lad_with_attempts_parallel_label_and_network(runs: Runs) -> None:
     s = runs.lad_summary
-    assert s["run_dir"] == str((runs.cwd / "lad-run").resolve())  # --out, relative to cwd
+    assert s["run_dir"] == str((runs.cwd / "lad-run").resolve())
     assert (s["attempts"], s["accepted"], s["skipped"]) == (4, 2, 0)
     outcomes = sorted((r["task"], r["attempt"], r["accepted"]) for r in results(runs.lad))
     # alternate: attempt 1 solves, attempt 2 submits a wrong proof.
@@ -166,7 +196,11 @@ def test_run_lad_with_attempts_parallel_label_and_network(runs: Runs) -> None:
     assert {r["condition"] for r in results(runs.lad)} == {"lad"}
     info = run_json(runs.lad)
     assert (info["condition"], info["label"], info["attempts"], info["parallel"]) == (
-        "lad", "with library", 2, 2)  # fmt: skip
+        "lad",
+        "with library",
+        2,
+        2,
+    )
     assert (
         info["sandbox"]
         == "bwrap; agent network on; run state hidden, verdict inputs read-only to the agent"
@@ -175,10 +209,30 @@ def test_run_lad_with_attempts_parallel_label_and_network(runs: Runs) -> None:
 
 
 def test_run_resume_skips_finished_attempts_and_a_finished_dir_is_refused(runs: Runs) -> None:
-    again = ("run", "--suite", SUITE, "--agent", agent("alternate", "{prompt}"),
-             "--condition", "lad", "--time-limit", LIMIT, "--attempts", "2", "--parallel", "2",
-             "--out", "lad-run", "--label", "with library", "--model", "scripted",
-             "--agent-tool", "mcp_agent", "--quiet")  # fmt: skip
+    again = (
+        "run",
+        "--suite",
+        SUITE,
+        "--agent",
+        agent("alternate", "{prompt}"),
+        "--condition",
+        "lad",
+        "--time-limit",
+        LIMIT,
+        "--attempts",
+        "2",
+        "--parallel",
+        "2",
+        "--out",
+        "lad-run",
+        "--label",
+        "with library",
+        "--model",
+        "scripted",
+        "--agent-tool",
+        "mcp_agent",
+        "--quiet",
+    )
     before = (runs.lad / "results.jsonl").read_text()
     done = leanrig(*again, cwd=runs.cwd)
     assert done.returncode == 2, done.stdout
@@ -196,26 +250,61 @@ def test_run_resume_keeps_the_recorded_run_settings(runs: Runs, tmp_path: Path) 
     (copy / "results.jsonl").write_text("".join(lines[:3]))  # interrupted before the 4th
     lad_agent = agent("alternate", "{prompt}")
     try:
-        # Options left out (condition, label, model, attempts, time limit) are the recorded ones.
-        done = leanrig("run", "--suite", SUITE, "--agent", lad_agent, "--out", "lad-copy",
-                       "--resume", "--quiet", cwd=runs.cwd)  # fmt: skip
+        # Options left out are the recorded ones.
+        done = leanrig(
+            "run",
+            "--suite",
+            SUITE,
+            "--agent",
+            lad_agent,
+            "--out",
+            "lad-copy",
+            "--resume",
+            "--quiet",
+            cwd=runs.cwd,
+        )
         summary = summary_of(done)
         assert (summary["attempts"], summary["skipped"]) == (1, 3)
         info = run_json(copy)
         assert (info["condition"], info["label"], info["model"], info["attempts"]) == (
-            "lad", "with library", "scripted", 2), done.stderr  # fmt: skip
+            "lad",
+            "with library",
+            "scripted",
+            2,
+        ), done.stderr
         assert info["time_limit_s"] == 60.0 and info["agent_command"] == lad_agent
         assert {r["condition"] for r in results(copy)} == {"lad"}
         assert {r["model"] for r in results(copy)} == {"scripted"}
-        # Settings given differently are refused, naming each; nothing is rewritten.
         before = (copy / "run.json").read_text()
         refused = leanrig_each(
-            ("run", "--suite", SUITE, "--agent", lad_agent, "--out", "lad-copy", "--resume",
-             "--condition", "baseline", "--model", "other", "--quiet"),
-            ("run", "--suite", SUITE, "--agent", agent("solve"), "--out", "lad-copy",
-             "--resume", "--quiet"),
+            (
+                "run",
+                "--suite",
+                SUITE,
+                "--agent",
+                lad_agent,
+                "--out",
+                "lad-copy",
+                "--resume",
+                "--condition",
+                "baseline",
+                "--model",
+                "other",
+                "--quiet",
+            ),
+            (
+                "run",
+                "--suite",
+                SUITE,
+                "--agent",
+                agent("solve"),
+                "--out",
+                "lad-copy",
+                "--resume",
+                "--quiet",
+            ),
             cwd=runs.cwd,
-        )  # fmt: skip
+        )
         for done, needles in zip(refused, (("--condition", "--model"), ("--agent",)), strict=True):
             assert done.returncode == 2, done.stdout
             assert all(n in done.stderr for n in needles) and "recorded" in done.stderr
@@ -236,31 +325,34 @@ def test_run_bad_arguments_and_suite_exit_2(runs: Runs) -> None:
         assert done.returncode == 2, (done.args, done.stdout, done.stderr)
         assert needle in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
-    # Refused before anything is written (users' sweep: a missing --prices file left the
-    # run directory and its scratch/ behind).
     assert not list(runs.cwd.glob("refused-*")), list(runs.cwd.glob("refused-*/**"))
 
 
 def test_a_run_whose_agent_never_starts_says_so(runs: Runs) -> None:
-    """Found by the session-13 users' sweep: an agent command with a relative path (`--plan
-    plan.json`: the agent runs in each attempt's workspace) failed every attempt before its
-    first tool call, and the run ended with exit 0 and `"accepted": 0`, saying nothing."""
+    """An agent failing every attempt before its first tool call (a relative path; it runs in
+    each attempt's workspace) is named on stderr, with the hint to give absolute paths."""
     (runs.cwd / "plan.json").write_text("{}")
     command = f"{shlex.quote(str(leanrig_exe()))} agent scripted --plan plan.json"
-    done = leanrig("run", "--suite", SUITE, "--agent", command, "--out", "never-ran",
-                   cwd=runs.cwd)  # fmt: skip
+    done = leanrig("run", "--suite", SUITE, "--agent", command, "--out", "never-ran", cwd=runs.cwd)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["accepted"] == 0
     assert "every attempt's agent exited with an error" in done.stderr, done.stderr
     assert "give it absolute paths" in done.stderr
-    # Agents that ran out of time before a tool call did start: nothing to say about paths.
-    slow = leanrig("run", "--suite", SUITE, "--agent", "sleep 30", "--time-limit", "1",
-                   "--out", "timed-out", cwd=runs.cwd)  # fmt: skip
+    # Agents timed out before a tool call did start: no such message.
+    slow = leanrig(
+        "run",
+        "--suite",
+        SUITE,
+        "--agent",
+        "sleep 30",
+        "--time-limit",
+        "1",
+        "--out",
+        "timed-out",
+        cwd=runs.cwd,
+    )
     assert slow.returncode == 0, slow.stderr
     assert "every attempt's agent" not in slow.stderr, slow.stderr
-
-
-# -- leanrig report RUN_DIR --------------------------------------------------------------------
 
 
 def test_report_on_a_run_dir_with_default_out_and_plots(runs: Runs) -> None:
@@ -272,7 +364,7 @@ def test_report_on_a_run_dir_with_default_out_and_plots(runs: Runs) -> None:
     report = json.loads((out / "report.json").read_text())
     assert (report["kind"], report["score"], report["accepted"]) == ("run", 100.0, 2)
     assert report["field_denominators"] == {"equality": 1, "logic": 3}
-    # --prices at run time is in run.json: the report prices the tokens without being told.
+    # Priced from the run's recorded --prices.
     assert report["mean_usd"] == pytest.approx(USD_PER_SOLVE)
     assert report["usd_per_point"] == pytest.approx(USD_PER_SOLVE / 100)
     assert (out / "report.md").read_text() in done.stdout
@@ -280,8 +372,7 @@ def test_report_on_a_run_dir_with_default_out_and_plots(runs: Runs) -> None:
 
 
 def test_report_on_a_run_s_ledger_leaves_the_run_s_report_alone(runs: Runs) -> None:
-    """`leanrig report RUN/ledger.jsonl` wrote `RUN/report/`, over the run's own report, with
-    "score 0" (a ledger's report counts check_proof calls, which the agents never made)."""
+    """`leanrig report RUN/ledger.jsonl` writes `RUN/ledger-report/`, not over `RUN/report/`."""
     relative = str(runs.base.relative_to(runs.cwd.resolve()))
     assert leanrig("report", relative, "--no-plots", cwd=runs.cwd).returncode == 0
     run_report = (runs.base / "report" / "report.json").read_bytes()
@@ -293,49 +384,54 @@ def test_report_on_a_run_s_ledger_leaves_the_run_s_report_alone(runs: Runs) -> N
 
 
 def test_report_into_a_pipe_whose_reader_left_ends_quietly(runs: Runs) -> None:
-    """`leanrig report RUN | head` ended in a BrokenPipeError traceback."""
     relative = str(runs.base.relative_to(runs.cwd.resolve()))
     command = f"set -o pipefail; '{leanrig_exe()}' report {relative} --no-plots | true"
-    done = subprocess.run(["bash", "-c", command], cwd=runs.cwd, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=runs.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 141, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
 def test_report_on_two_run_dirs_is_a_leaderboard(runs: Runs) -> None:
     relative = str(runs.base.relative_to(runs.cwd.resolve()))
-    done = leanrig("report", relative, "lad-run", "--no-plots", "--prices", "doubled.toml",
-                   cwd=runs.cwd)  # fmt: skip
+    done = leanrig(
+        "report", relative, "lad-run", "--no-plots", "--prices", "doubled.toml", cwd=runs.cwd
+    )
     assert done.returncode == 0, done.stderr
     assert "leaderboard" in done.stdout
-    out = runs.cwd / "report"  # several run dirs: report/ in the working directory
+    out = runs.cwd / "report"
     board = json.loads((out / "report.json").read_text())
     assert board["kind"] == "leaderboard"
     ranked = [(r["name"], r["score"]) for r in board["runs"]]
     assert ranked[0][1] == 100.0 and ranked[1] == ("with library", 50.0), ranked
     lad = board["runs"][1]
     assert lad["pass_at_k"] == {"1": 50.0, "2": 100.0}
-    # --prices overrides the schedule the base run recorded; the LAD run's second attempts
-    # report no tokens, so its cost is N/A (never 0).
+    # --prices overrides the recorded schedule; the LAD run's cost is N/A (some attempts
+    # report no tokens), never 0.
     assert board["runs"][0]["usd_per_point"] == pytest.approx(2 * USD_PER_SOLVE / 100)
     assert (lad["usd_per_point"], lad["mean_usd"]) == (None, None)
     assert not list(out.rglob("*.png"))
 
 
 def test_report_and_compare_refuse_unreadable_input(runs: Runs) -> None:
-    commands = [("report", "nowhere"), ("report", "lad-run", "--prices", "missing.toml"),
-                ("compare", "lad-run", "nowhere")]  # fmt: skip
+    commands = [
+        ("report", "nowhere"),
+        ("report", "lad-run", "--prices", "missing.toml"),
+        ("compare", "lad-run", "nowhere"),
+    ]
     for done in leanrig_each(*commands, cwd=runs.cwd):
         assert done.returncode == 2, (done.args, done.stdout)
         assert "nowhere" in done.stderr or "missing.toml" in done.stderr
         assert "Traceback" not in done.stderr
         if done.args[-1] == "nowhere":
-            # What was expected: a run directory (report also takes a ledger).
             assert "run directory" in done.stderr, done.stderr
             assert ("ledger" in done.stderr) == ("report" in done.args), done.stderr
-
-
-# -- leanrig compare ---------------------------------------------------------------------------
 
 
 def test_compare_baseline_and_lad(runs: Runs) -> None:
@@ -343,13 +439,12 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
     done = leanrig("compare", relative, "lad-run", cwd=runs.cwd)
     assert done.returncode == 0, done.stderr
     assert "| score | 100.0 | 50.0 | -50 | -50.0% |" in done.stdout  # Δ points beside the %
-    out = runs.cwd / "compare"  # default: compare/ beside LAD_DIR
+    out = runs.cwd / "compare"
     result = json.loads((out / "compare.json").read_text())
     comparison = result["comparison"]
     assert comparison["score"] == {"base": 100.0, "new": 50.0, "change_percent": -50.0}
     assert comparison["fields"]["logic"]["diff_points"] == -50.0
-    # It draws the comparison (each side, Δ points, the tasks one side verified), not the
-    # report's plots again (they were byte-identical).
+    # The comparison's own plots, not the reports' again.
     drawn = sorted(p.name for p in out.glob("*.png"))
     assert drawn == ["comparison.png", "pass_at_k.png", "task_outcomes.png"], "on by default"
     assert "## Tasks verified by one condition only" in done.stdout
@@ -357,8 +452,17 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
     usd = comparison["usd_per_point"]  # the LAD run's cost is N/A, and so is the change
     assert usd == {"base": pytest.approx(USD_PER_SOLVE / 100), "new": None, "change_percent": None}
 
-    done = leanrig("compare", relative, "lad-run", "--out", "cmp", "--no-plots", "--prices",
-                   "doubled.toml", cwd=runs.cwd)  # fmt: skip
+    done = leanrig(
+        "compare",
+        relative,
+        "lad-run",
+        "--out",
+        "cmp",
+        "--no-plots",
+        "--prices",
+        "doubled.toml",
+        cwd=runs.cwd,
+    )
     assert done.returncode == 0, done.stderr
     priced = json.loads((runs.cwd / "cmp" / "compare.json").read_text())["comparison"]
     assert priced["usd_per_point"]["base"] == pytest.approx(2 * USD_PER_SOLVE / 100)
@@ -367,22 +471,41 @@ def test_compare_baseline_and_lad(runs: Runs) -> None:
 
 
 def test_run_a_subset_of_the_tasks(runs: Runs) -> None:
-    """`--tasks` (docs/runs.md's leaderboard warns about a subset run; the option was not on
-    the command line: a docs sweep)."""
     first = sorted(TASKS)[0]
     done, unknown = leanrig_each(
-        ("run", "--suite", SUITE, "--agent", agent("solve"), "--time-limit", LIMIT,
-         "--tasks", first, "--out", "subset"),
-        ("run", "--suite", SUITE, "--agent", agent("solve"), "--tasks", f"{first},nope",
-         "--out", "subset-refused"),
+        (
+            "run",
+            "--suite",
+            SUITE,
+            "--agent",
+            agent("solve"),
+            "--time-limit",
+            LIMIT,
+            "--tasks",
+            first,
+            "--out",
+            "subset",
+        ),
+        (
+            "run",
+            "--suite",
+            SUITE,
+            "--agent",
+            agent("solve"),
+            "--tasks",
+            f"{first},nope",
+            "--out",
+            "subset-refused",
+        ),
         cwd=runs.cwd,
-    )  # fmt: skip
+    )
     summary = summary_of(done)
     assert (summary["attempts"], summary["accepted"]) == (1, 1)
     assert [r["task"] for r in results(runs.cwd / "subset")] == [first]
     assert [t["id"] for t in run_json(runs.cwd / "subset")["tasks"]] == [first]
     assert unknown.returncode == 2 and "unknown task 'nope'" in unknown.stderr, unknown.stderr
     assert not (runs.cwd / "subset-refused").exists()
-    board = leanrig("report", str(runs.base), "subset", "--no-plots", "--out", "board-subset",
-                    cwd=runs.cwd)  # fmt: skip
+    board = leanrig(
+        "report", str(runs.base), "subset", "--no-plots", "--out", "board-subset", cwd=runs.cwd
+    )
     assert board.returncode == 0 and "different task" in board.stdout + board.stderr, board

@@ -1,8 +1,5 @@
-"""A human attempt's clock, verdicts and state without Lean (verdicts made up): the cases a
-review of the resumable attempts found wrong — a verdict after the limit that never replaced an
-earlier one, an attempt called over whose last body was never judged, an acceptance after the
-limit recorded as in time, a state saved as over with no line for it, two `leanrig lsp` on one
-attempt overwriting each other's state."""
+"""A human attempt's clock, verdicts, saved state and results line, without Lean (made-up
+verdicts), including one connection at a time per attempt."""
 
 from __future__ import annotations
 
@@ -34,8 +31,13 @@ def verdict(accepted: bool, why: str = "") -> Verdict:
 
 
 def attempt(run: Path, task: Task = TASK, limit: float | None = LIMIT) -> HumanAttempt:
-    a = HumanAttempt(task, Ledger(run / "ledger.jsonl"), run / "results.jsonl", time_limit=limit,
-                state=attempt_state(run, task, limit))  # fmt: skip
+    a = HumanAttempt(
+        task,
+        Ledger(run / "ledger.jsonl"),
+        run / "results.jsonl",
+        time_limit=limit,
+        state=attempt_state(run, task, limit),
+    )
     a.open({"name": "t", "version": "1"}, None)
     return a
 
@@ -51,8 +53,8 @@ def test_after_the_limit_the_last_bodys_verdict_is_the_attempts(tmp_path: Path) 
     edited(a, 2, "B")
     time.sleep(LIMIT)
     assert a.expire()
-    assert a.state is not None and not a.state.over  # B was never judged: not over yet
-    assert attempt_state(tmp_path, TASK, LIMIT) is not None  # a start would judge it
+    assert a.state is not None and not a.state.over  # B was never judged
+    assert attempt_state(tmp_path, TASK, LIMIT) is not None
     a.checked(verdict(False, "B wrong"), "B", requested=time.time())
     assert a.state.over
     line = a.result()
@@ -70,7 +72,7 @@ def test_accepted_after_the_limit_is_after_the_timeout_and_a_later_line_replaces
     a.write_result()
     a.checked(verdict(True), "B", requested=time.time())  # asked after the limit
     a.write_result()
-    (line,) = read_results(tmp_path).results  # the last line of the attempt counts
+    (line,) = read_results(tmp_path).results
     assert line.accepted and line.timed_out
     assert line.invocation_s == pytest.approx(LIMIT, abs=0.01)
 
@@ -105,7 +107,7 @@ async def test_one_connection_at_a_time_per_attempt(
         with pytest.raises(SuiteError, match=f"open in another editor .*pid {os.getpid()}"):
             async with attempt_lock(tmp_path, TASK.id):
                 pass
-    async with attempt_lock(tmp_path, TASK.id):  # released: the next start goes on
+    async with attempt_lock(tmp_path, TASK.id):
         pass
 
     async def restart() -> None:  # the next server waits for the last one's closing verdict
@@ -119,13 +121,11 @@ async def test_one_connection_at_a_time_per_attempt(
 
 
 def test_an_accepted_attempts_line_is_written_once(tmp_path: Path) -> None:
-    """After the accepted verdict's line, a version Lean still elaborated (Neovim sends the
-    buffer again) changed the counters, and the connection's close appended a second line
-    for the same attempt (seen in a fresh clone's Neovim test)."""
+    """A version elaborated after the accepted verdict's line, then the close: still one line."""
     a = attempt(tmp_path, limit=None)
     a.checked(verdict(True), "B", requested=time.time())
     a.write_result()
-    edited(a, 2, "B")  # after the end: in the ledger, no new result
+    edited(a, 2, "B")
     a.close()
     lines = (tmp_path / "results.jsonl").read_bytes().splitlines()
     assert len(lines) == 1, lines
@@ -134,9 +134,7 @@ def test_an_accepted_attempts_line_is_written_once(tmp_path: Path) -> None:
 def test_the_clock_is_on_the_disk_before_the_attempt_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The state (the clock's start, the verdicts) was renamed into place without an fsync: a
-    crash of the machine could leave it empty or old, and the participant a fresh clock or an
-    attempt that cannot start. Every save is now synced, file and directory, before it returns."""
+    """Every save of the state fsyncs the temporary file and the directory before it returns."""
     synced: list[str] = []
     real = os.fsync
 
@@ -155,17 +153,15 @@ def test_the_clock_is_on_the_disk_before_the_attempt_goes_on(
 
 
 def test_a_connection_cut_off_is_noted_on_the_attempts_line(tmp_path: Path) -> None:
-    """An editor connection that ended without `shutdown` (the server killed, the editor
-    crashed or killed) is closed like any other — its ledger close, the attempt's line — and
-    the line notes it, also after a later connection that ends normally; the ledger's closes
-    say how each connection ended."""
+    """A connection ended without `shutdown` is noted on the line, also after a later normal
+    connection; the ledger's closes say how each ended."""
     a = attempt(tmp_path, limit=None)
     edited(a, 2, "B")
     a.checked(verdict(False, "B wrong"), "B", requested=time.time())
     first = a.close("cut off")
     assert first is not None
     assert any("without `shutdown`" in note and "once" in note for note in first["notes"])
-    b = attempt(tmp_path, limit=None)  # the next start resumes it
+    b = attempt(tmp_path, limit=None)
     b.checked(verdict(True), "C", requested=time.time())
     last = b.close("shutdown")
     assert last is not None and last["accepted"]

@@ -1,12 +1,6 @@
-"""`suite import | check | lint` (in process, the real Lean) on benchmark files written the way
-real ones are (tests/fixtures/corpus): a core-style prelude library (`Core.Prelude`: numerals
-through `OfNat`, structures, classes and instances, dotted namespaces, `PLift`/`ULift`) that the
-task files import, statements with numerals, names resolved from the theorem's own namespace,
-`open … in`, `variable`s and auto-bound implicits; and a self-contained file that declares
-`axiom sorryAx` in its own preamble.
-
-One imported suite (and one check and one lint of it) is shared by the module.
-"""
+"""`suite import | check | lint` with the real Lean on tests/fixtures/corpus: a core-style prelude
+library the task files import, with numerals, namespaces, `open … in` and auto-bound implicits;
+and a self-contained file declaring `axiom sorryAx`. One imported suite is shared."""
 
 from __future__ import annotations
 
@@ -28,23 +22,36 @@ from agent_tools.authoring import (
 from agent_tools.authoring.statements import read_printed, split_signature
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "corpus"
-# Statements that mention a numeral: the prelude has no `nat_lit` notation, so Lean's `#check`
-# under pp.all cannot print them ("Unknown constant `rawNatLit`").
-NUMERALS = {"Nat.not_lt_zero_task", "Nat.zero_le_task", "Nat.zero_add_task",
-            "Nat.one_mul_task", "Nat.ctorIdx_succ_task", "Nat.even_zero_task",
-            "frac_zero_num_task", "Core.Data.Cell28.step_u20of_u20zero_u20task"}  # fmt: skip
-# Closed by `rfl` or a constructor, once names resolve as in the theorem: from the namespace
-# its name opens (`up`, `swap`, `ctorIdx`, `Even`), a `variable` (`p`), an auto-bound implicit
-# (`α`), `open Nat in` (`succ`), through the `LE`/`LT` instances (`Nat.le.refl`), and by a
-# constructor only the library names (`Nat.Even.zero`).
-TRIVIAL = {"PLift.up_down_task", "PLift.down_up_task", "PLift.down_up_task_prime",
-           "ULift.up_down_task", "Point.swap_swap_task", "Nat.ctorIdx_succ_task",
-           "Nat.le_refl_task", "lt_succ_self_task", "Nat.even_zero_task",
-           # Core.Library's records (Core/Records.lean), each by `rfl` in its own scope.
-           "Core.Geometry.Vec1.Vec.swap_swap_task", "Core.Geometry.Vec1.add_zero_dx_task",
-           "frac_zero_num_task", "Core.Time.Clock62.lift_down_task",
-           "Core.Data.Cell28.Cell.first_eq_task", "Core.Data.Cell28.step_u20of_u20zero_u20task",
-           "Core.Order.Span19.diag_snd_task"}  # fmt: skip
+# Statements with a numeral: without `nat_lit` in the prelude, `#check` cannot print them.
+NUMERALS = {
+    "Nat.not_lt_zero_task",
+    "Nat.zero_le_task",
+    "Nat.zero_add_task",
+    "Nat.one_mul_task",
+    "Nat.ctorIdx_succ_task",
+    "Nat.even_zero_task",
+    "frac_zero_num_task",
+    "Core.Data.Cell28.step_u20of_u20zero_u20task",
+}
+# Closed by `rfl` or a constructor once names resolve as in the theorem's own scope.
+TRIVIAL = {
+    "PLift.up_down_task",
+    "PLift.down_up_task",
+    "PLift.down_up_task_prime",
+    "ULift.up_down_task",
+    "Point.swap_swap_task",
+    "Nat.ctorIdx_succ_task",
+    "Nat.le_refl_task",
+    "lt_succ_self_task",
+    "Nat.even_zero_task",
+    "Core.Geometry.Vec1.Vec.swap_swap_task",
+    "Core.Geometry.Vec1.add_zero_dx_task",
+    "frac_zero_num_task",
+    "Core.Time.Clock62.lift_down_task",
+    "Core.Data.Cell28.Cell.first_eq_task",
+    "Core.Data.Cell28.step_u20of_u20zero_u20task",
+    "Core.Order.Span19.diag_snd_task",
+}
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,8 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Core:
 def test_every_sorried_theorem_becomes_a_task_and_an_open_in_goes_with_its_theorem(
     core: Core,
 ) -> None:
-    """All 22 placeholder theorems of the three task files are tasks (none skipped), and a task
-    file keeps no `open Nat in` of another task's dropped theorem (left behind, it wrapped the
-    end of the file: "unexpected end of input"), while that theorem's own file keeps it."""
+    """All 22 placeholder theorems are tasks; an `open Nat in` stays with its own theorem's file
+    only."""
     assert core.imported.skipped == []
     assert len(core.imported.tasks) == 22
     assert core.imported.library == ["Core.Prelude", "Core.Library"]
@@ -80,10 +86,8 @@ def test_every_sorried_theorem_becomes_a_task_and_an_open_in_goes_with_its_theor
 
 
 def test_statements_lean_cannot_print_are_the_same_as_no_other(core: Core) -> None:
-    """The eight statements with numerals, all of which Lean fails to print under pp.all, are
-    no duplicates of each other for `check` (which passes, with a note on each saying Lean
-    could not print it) nor for `lint` (a `statement-unprintable` info finding each); the one
-    real duplicate, alpha-equivalent and printable, is still found."""
+    """Unprintable statements get a `check` note and a `statement-unprintable` lint finding each,
+    not duplicate findings; the one real duplicate is still found."""
     assert core.checked.ok, [(t.task, t.problems) for t in core.checked.tasks if not t.ok]
     noted = {t.task for t in core.checked.tasks if t.notes}
     assert noted == NUMERALS
@@ -99,10 +103,7 @@ def test_statements_lean_cannot_print_are_the_same_as_no_other(core: Core) -> No
 
 
 def test_lint_probes_resolve_names_as_the_target_does(core: Core) -> None:
-    """Every target a trivial term closes in its own scope is a `trivial-target` finding, and
-    no other is: `LE.le n n` by `.refl` (the constructor of what it unfolds to), the
-    `PLift`/`ULift`/`Point` statements by `@Eq.refl`, the `open Nat in` one by `.refl`,
-    `Even 0` by `.zero` (a constructor of the library's)."""
+    """Exactly the TRIVIAL targets are `trivial-target` findings, each naming its closing term."""
     trivial = {f.task: f.message for f in core.linted.findings if f.code == "trivial-target"}
     assert set(trivial) == TRIVIAL
     assert "`.refl`" in trivial["Nat.le_refl_task"]
@@ -114,14 +115,16 @@ def test_lint_probes_resolve_names_as_the_target_does(core: Core) -> None:
 
 
 def test_an_axiom_sorryAx_in_a_files_own_preamble_is_kept(tmp_path: Path) -> None:
-    """A self-contained prelude file declaring `axiom sorryAx` (and the compiler's `unsafe
-    axiom lcErased`) itself: each of its three theorems becomes a task whose file keeps that
-    preamble; the suite checks, and a reference solution is accepted by the verdict."""
+    """Each of the file's three theorems is a task whose file keeps that preamble; a reference
+    solution is accepted."""
     shutil.copytree(FIXTURES / "standalone", tmp_path / "src")
     suite = tmp_path / "suite"
     report = import_suite([tmp_path / "src"], suite)
-    assert [t.id for t in report.tasks] == ["Connectives.and_swap", "Connectives.or_swap",
-                                            "Connectives.not_not_intro"]  # fmt: skip
+    assert [t.id for t in report.tasks] == [
+        "Connectives.and_swap",
+        "Connectives.or_swap",
+        "Connectives.not_not_intro",
+    ]
     assert report.skipped == []
     task = (suite / "tasks" / "Connectives.and_swap.lean").read_text(encoding="utf-8")
     assert "axiom sorryAx (α : Sort u) (synthetic : Bool) : α" in task
@@ -135,24 +138,31 @@ def test_an_axiom_sorryAx_in_a_files_own_preamble_is_kept(tmp_path: Path) -> Non
     assert {t.task: t.solution for t in checked.tasks}["Connectives.and_swap"] == "accepted"
 
 
-# -- the parts, without Lean ---------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("answer", "text", "failure"),
     [
-        ("∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n", "∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n",
-         ""),
-        ("failed to pretty print expression (use 'set_option pp.rawOnError true' for raw "
-         "representation)", "", "failed to pretty print expression"),
-        ("[Error pretty printing expression: Unknown constant `rawNatLit`. Falling back to raw "
-         "printer.]\nforall (n : Nat), LT.lt.{0} Nat instLTNat n (OfNat.ofNat.{0} Nat 0 "
-         "(instOfNatNat 0))", "", "Unknown constant `rawNatLit`"),
+        (
+            "∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n",
+            "∀ (n : Nat), @LT.lt.{0} Nat instLTNat n n",
+            "",
+        ),
+        (
+            "failed to pretty print expression (use 'set_option pp.rawOnError true' for raw "
+            "representation)",
+            "",
+            "failed to pretty print expression",
+        ),
+        (
+            "[Error pretty printing expression: Unknown constant `rawNatLit`. Falling back to raw "
+            "printer.]\nforall (n : Nat), LT.lt.{0} Nat instLTNat n (OfNat.ofNat.{0} Nat 0 "
+            "(instOfNatNat 0))",
+            "",
+            "Unknown constant `rawNatLit`",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_print_failure_is_no_statement(answer: str, text: str, failure: str) -> None:
-    """What `#check` printed is the statement unless it is a pretty-printer failure, whose
-    text (the same for every statement) is never one; the raw printer's fallback is kept."""
+    """A pretty-printer failure gives an empty statement and the failure; a raw fallback is kept."""
     printed = read_printed(answer)
     assert (printed.text, printed.failure) == (text, failure)
     assert printed.raw.startswith("forall") == ("raw printer" in answer)
@@ -169,9 +179,7 @@ def test_universe_parameters_are_no_binder_group() -> None:
 def test_only_theorems_that_hold_a_placeholder_are_located(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Reading the corpus (a library of some six thousand lines) locates the bodies of the 22
-    theorems whose text holds `sorry`, not of each of its hundreds of theorems: each search
-    reads the whole file, and one per theorem made `suite import` take minutes."""
+    """Reading the corpus locates the bodies of only the 22 theorems (of 500+) holding `sorry`."""
     import agent_tools.authoring.sources as sources
     from agent_tools.tasks import locate_body as real
 

@@ -1,5 +1,5 @@
-"""The benchmarks run (smoke only: tiny step counts, no timing assertions): every benchmark
-registered in bench/__main__.py, and the summary step `make bench` ends with."""
+"""Every benchmark registered in bench/__main__.py runs at a smoke size (no timing asserted), and
+so does the summary step `make bench` ends with."""
 
 from __future__ import annotations
 
@@ -59,8 +59,6 @@ def test_make_bench_summary_is_rebuilt_from_saved_results(
 def test_running_one_benchmark_keeps_the_others_in_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`python -m bench agent_step` rewrote SUMMARY.md with agent_step alone: every other
-    benchmark's tables were gone until `--summary-only`."""
     import importlib
     import sys
     import types
@@ -92,9 +90,7 @@ def test_running_one_benchmark_keeps_the_others_in_the_summary(
 def test_only_an_explicit_reference_run_writes_over_the_reference_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], written: str
 ) -> None:
-    """`make bench` (and `QUICK=1`) wrote its numbers over bench/results/*.json and SUMMARY.md,
-    the committed reference tables; they now go to latest/ (quick/), and only `--reference`
-    (`make bench-reference`) writes the reference."""
+    """Results go to latest/ (quick/ with `--quick`); only `--reference` writes bench/results/."""
     import importlib
     import sys
     import types
@@ -106,7 +102,7 @@ def test_only_an_explicit_reference_run_writes_over_the_reference_results(
     monkeypatch.setattr(runner, "RESULTS", reference)
     monkeypatch.setattr(runner, "QUICK_RESULTS", reference / "quick")
     monkeypatch.setattr(runner, "LATEST_RESULTS", reference / "latest")
-    monkeypatch.setattr(common, "_written_to", [reference])  # restored after the test
+    monkeypatch.setattr(common, "_written_to", [reference])
 
     def run(quick: bool) -> dict[str, Any]:
         result = {"results": {"smoke": {"raw": summarize([1.0, 2.0])}}}
@@ -123,10 +119,7 @@ def test_only_an_explicit_reference_run_writes_over_the_reference_results(
         assert not (reference / "SUMMARY.md").exists()
 
 
-# -- every registered benchmark, in a smoke size ------------------------------------------------
-# `make bench QUICK=1` runs each benchmark's `run(quick=True)`: minutes on a loaded machine. Here
-# each benchmark's own functions run with a handful of steps (no timing is asserted, nothing is
-# written to bench/results/), and the samples go through the summary step `make bench` ends with.
+# Each benchmark's own functions with a handful of steps; nothing is written to bench/results/.
 
 
 def test_every_registered_benchmark_has_a_smoke_test() -> None:
@@ -144,8 +137,11 @@ def smoke_lsp_bridge(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[st
     bridge, phases = anyio.run(bench_lsp.bench_bridge, tmp_path, 3, 2)
     assert set(phases) == {"first_progress_ms", "last_diagnostics_ms"}
     full, _ = anyio.run(bench_lsp._no_incremental, tmp_path, 3, 2)
-    rows = {"raw LSP (floor)": summarize(raw), "lsp_bridge": summarize(bridge),
-            "lsp_bridge, no incremental diagnostics": summarize(full)}  # fmt: skip
+    rows = {
+        "raw LSP (floor)": summarize(raw),
+        "lsp_bridge": summarize(bridge),
+        "lsp_bridge, no incremental diagnostics": summarize(full),
+    }
     _samples(rows)
     return {"results": {"3 preceding declarations": rows}}
 
@@ -184,15 +180,20 @@ def smoke_agent_step(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str
     notes: list[str] = []
     rows, cpu = bench_agent.measure(tmp_path, 2, 2, notes)
     _samples(rows)
-    # The clients' own CPU per step, for the rows whose client runs in this process.
-    assert {"raw Lean LSP (floor)", "leanrig set_proof, MCP stdio",
-            "leanrig set_proof, MCP stdio, minimal client"} <= set(cpu), cpu  # fmt: skip
+    assert {
+        "raw Lean LSP (floor)",
+        "leanrig set_proof, MCP stdio",
+        "leanrig set_proof, MCP stdio, minimal client",
+    } <= set(cpu), cpu
     assert not set(cpu) & {"leanrig set_proof, JSON-RPC stdio"}, cpu
     assert all(s["n"] == 2 and s["median_ms"] > 0 for s in cpu.values()), cpu
     assert any("peers not installed" in n for n in notes), notes
     assert any("TypeScript SDK client rows missing" in n for n in notes), notes
-    return {"results": {"prefix 2": rows}, "client_cpu": {"prefix 2": cpu},
-            "ratios": {"prefix 2": bench_agent.ratios_of(rows)}}  # fmt: skip
+    return {
+        "results": {"prefix 2": rows},
+        "client_cpu": {"prefix 2": cpu},
+        "ratios": {"prefix 2": bench_agent.ratios_of(rows)},
+    }
 
 
 def smoke_sessions(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -203,9 +204,13 @@ def smoke_sessions(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str,
         async with rpc_server(DEMO, "--run-dir", str(tmp_path), "--max-processes", "2") as rpc:
             latencies, queue = await bench_sessions.sessions(rpc, 2, 2)
             memory = await bench_sessions.memory(rpc, 3)
-        return {"concurrency": {"2 concurrent session(s), set_proof": summarize(latencies),
-                                "2 session(s): of which queue": summarize(queue)},
-                "memory": {"edits": 3, "samples": memory}}  # fmt: skip
+        return {
+            "concurrency": {
+                "2 concurrent session(s), set_proof": summarize(latencies),
+                "2 session(s): of which queue": summarize(queue),
+            },
+            "memory": {"edits": 3, "samples": memory},
+        }
 
     result = anyio.run(measure)
     assert len(result["concurrency"]["2 concurrent session(s), set_proof"]) and result["memory"]
@@ -222,19 +227,19 @@ def smoke_editor(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, A
     bad, good = bench_editor.HEADER + bench_editor.BAD, bench_editor.HEADER + bench_editor.GOOD
     suite = bench_editor._suite(tmp_path)
     direct = tmp_path / "direct"
-    # The proxy without the sandbox is the same code with a flag (tests/test_editor_proxy.py):
-    # left out here, each proxy start costs seconds on a loaded machine.
+    # The unsandboxed proxy is the same code with a flag; each proxy start is slow.
     variants = {
         "lean --server (direct)": ([str(find_lean().lean), "--server"], direct),
-        "leanrig lsp (sandboxed)": (bench_editor.proxy_argv(
-            suite, tmp_path / "ws2", tmp_path / "run2"), tmp_path / "ws2"),
-    }  # fmt: skip
+        "leanrig lsp (sandboxed)": (
+            bench_editor.proxy_argv(suite, tmp_path / "ws2", tmp_path / "run2"),
+            tmp_path / "ws2",
+        ),
+    }
     rows = {}
     for name, (argv, cwd) in variants.items():
         cwd.mkdir()
         rows[name] = summarize(time_alternating_edits(argv, cwd, bad, good, 2))
     _samples(rows)
-    # The proxy wrote its ledger: it really was the editor path that was measured.
     assert (tmp_path / "run2" / "ledger.jsonl").read_text().strip()
     return {"results": rows}
 
@@ -260,15 +265,22 @@ def smoke_ray(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]
 
 
 def smoke_run_ray(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
-    """`leanrig run --ray`, two tasks without think time, on the shared two-node cluster (the
-    local rows are the same function without an address)."""
+    """`leanrig run --ray`, two tasks without think time, on the shared two-node cluster."""
     from bench import bench_run_ray
 
     suite = Path(shutil.copytree(DEMO, tmp_path / "demo"))
     cluster = _request.getfixturevalue("two_node_cluster")
-    placed = anyio.run(lambda: bench_run_ray.measure(suite, tmp_path / "ray", tasks=["refl_z",
-                       "and_swap"], parallel=2, delay=0, ray=cluster.address),
-                       backend="asyncio")  # fmt: skip
+    placed = anyio.run(
+        lambda: bench_run_ray.measure(
+            suite,
+            tmp_path / "ray",
+            tasks=["refl_z", "and_swap"],
+            parallel=2,
+            delay=0,
+            ray=cluster.address,
+        ),
+        backend="asyncio",
+    )
     assert placed["verdicts"] == {"refl_z": True, "and_swap": True}
     assert placed["nodes"] and placed["placement"]["n"] == 2, placed
     return {"overhead": {"Ray": placed["overhead"]}, "placement": {"Ray": placed["placement"]}}
@@ -285,17 +297,20 @@ def smoke_gateway(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, 
 
 
 def smoke_queries(tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
-    """leanrig's question tools over MCP stdio, a few calls each, every answer checked (the
-    peer's rows need `make bench`'s peer venv: left out here)."""
+    """leanrig's question tools over MCP stdio, a few calls each, every answer checked (no peer)."""
     from bench import bench_queries
 
     notes: list[str] = []
-    measured = anyio.run(functools.partial(bench_queries.measure, 3, tmp_path, notes,
-                                           with_peer=False))  # fmt: skip
+    measured = anyio.run(
+        functools.partial(bench_queries.measure, 3, tmp_path, notes, with_peer=False)
+    )
     assert not [n for n in notes if "answered unexpectedly" in n or "has no" in n], notes
-    rows = {f"{file} / {tool}": summarize(ms)
-            for file, tools in measured["samples"].items() for tool, by_row in tools.items()
-            for ms in by_row.values()}  # fmt: skip
+    rows = {
+        f"{file} / {tool}": summarize(ms)
+        for file, tools in measured["samples"].items()
+        for tool, by_row in tools.items()
+        for ms in by_row.values()
+    }
     assert len(rows) == 2 * 8, sorted(rows)  # two task files, eight rows each
     _samples(rows)
     return {"results": {"smoke": rows}}
@@ -374,12 +389,17 @@ def test_the_typescript_client_path_of_agent_step_when_installed(
     monkeypatch.setattr(bench_agent, "TS_WARMUP", 1)
     suite = bench_agent.make_suite(tmp_path, 0)
     with ExitStack() as stack:
-        step = bench_agent.ts_mcp_variant(stack, suite, tmp_path / "runs", {
-            bench_agent.TASK: "this", bench_agent.OTHER: "other",
-        })  # fmt: skip
+        step = bench_agent.ts_mcp_variant(
+            stack,
+            suite,
+            tmp_path / "runs",
+            {
+                bench_agent.TASK: "this",
+                bench_agent.OTHER: "other",
+            },
+        )
         rows = [anyio.run(step, i) for i in range(2)]  # a proof, then a wrong body
     assert all(set(r) == {"this", "other"} and min(r.values()) > 0 for r in rows), rows
-    # A server that does not start: the row is missing (noted), nothing is left running.
     from bench.ts_mcp import TsClientUnavailable, TsMcp
 
     with pytest.raises(TsClientUnavailable):

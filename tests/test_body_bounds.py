@@ -1,5 +1,5 @@
-"""The one frame rule (tasks.body_bounds): the verdict and the editor proxy read a body alike,
-and what an editor's save trims or adds outside the body is no change to either. Pure."""
+"""The frame rule (tasks.body_bounds): the verdict and the editor proxy read a body alike, and an
+editor's save trimming or adding whitespace outside the body changes neither. No Lean."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from .test_verifier import SAVED_BY_EDITORS, SPACED_TASK, STRING_TASK, SYMM, exp
 
 
 def vscode_save(text: str) -> str:
-    """What vscode-lean4's defaults do to a Lean file on save: trimTrailingWhitespace (every
-    line, strings included), trimFinalNewlines and insertFinalNewline."""
+    """vscode-lean4's default save: trim line-end whitespace (strings too) and final newlines,
+    then insert one."""
     lines = [line.rstrip(" \t") for line in text.split("\n")]
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -28,9 +28,6 @@ SAVES: dict[str, Callable[[str], str]] = {**SAVED_BY_EDITORS, "vscode-lean4 save
 
 @pytest.mark.parametrize("saved", sorted(SAVES))
 def test_the_editor_scope_keeps_a_body_across_a_save(tmp_path: Path, saved: str) -> None:
-    """The editor proxy compared the frame byte for byte: on a task file with a space at a line
-    end, vscode-lean4's save changed text outside the body, and the proxy undid the save (the
-    next save again) — while the verdict read the same file as unchanged."""
     _, task = exploit_suite_with(tmp_path, "saved", SPACED_TASK)
     scope = TaskScope(task)
     proved = task.with_body("\n  " + SYMM)
@@ -38,14 +35,13 @@ def test_the_editor_scope_keeps_a_body_across_a_save(tmp_path: Path, saved: str)
     decision = scope.decide(text)
     assert decision.outcome == "ok", decision
     assert scope.final_body(text) == "\n  " + SYMM
-    assert scope.submission(text) == proved  # what the verdict checks: the task's own frame
+    assert scope.submission(text) == proved
     rng = scope.body_range(text)
     assert rng["start"] == scope.body_range(proved)["start"]
 
 
 def test_a_save_inside_a_string_of_the_frame_is_a_change(tmp_path: Path) -> None:
-    """Spaces at a line end inside a string literal are part of its value: trimmed by a save,
-    the file is not the task's (as the verdict says)."""
+    """Line-end spaces inside a string literal are its value: a save trimming them is a change."""
     _, task = exploit_suite_with(tmp_path, "string", STRING_TASK)
     scope = TaskScope(task)
     text = vscode_save(task.with_body("\n  " + SYMM))
@@ -61,11 +57,9 @@ def test_a_real_change_beside_saved_whitespace_is_outside(tmp_path: Path) -> Non
     assert scope.decide(joined).outcome == "outside"  # the next command left its line
 
 
-# -- the rule itself, over generated files ----------------------------------------------------
-
 _WORDS = st.sampled_from(["theorem", "x", ":=", "(h : p)", "--  c", '"s  "', "/- b -/", "«a b»"])
 _LINE = st.lists(_WORDS, min_size=1, max_size=4).map(" ".join)
-_SPACES = st.sampled_from(["", " ", "  ", "   "])  # (a tab only in a comment: below)
+_SPACES = st.sampled_from(["", " ", "  ", "   "])
 
 
 @st.composite
@@ -108,9 +102,8 @@ def test_line_end_spaces_and_final_breaks_keep_the_body(case: tuple[str, str, st
 def test_whatever_the_frame_reads_as_kept_is_the_task_s_up_to_saved_whitespace(
     case: tuple[str, str, str, str], at: int, char: str
 ) -> None:
-    """Safety: a text is read as keeping the frame only if its text before and after the body
-    are the task's once saved whitespace is dropped (a character typed anywhere either lands
-    in the body or breaks the frame)."""
+    """A text read as keeping the frame has the task's prefix and suffix up to saved whitespace,
+    and a visible character typed anywhere lands in the body or breaks the frame."""
     prefix, _, suffix, saved = case
     i = at % (len(saved) + 1)
     changed = saved[:i] + char + saved[i:]
@@ -121,13 +114,12 @@ def test_whatever_the_frame_reads_as_kept_is_the_task_s_up_to_saved_whitespace(
     assert editor_trimmed(changed[:start], end=False) == editor_trimmed(prefix, end=False)
     assert editor_trimmed(changed[end:]) == editor_trimmed(suffix)
     if char.strip():
-        assert start <= i <= end  # the character is the body's
+        assert start <= i <= end
 
 
 def test_only_blanks_lean_does_not_read_are_dropped(tmp_path: Path) -> None:
-    """A review: a tab at a line end of code (Lean: "tabs are not allowed") and a Unicode space
-    at the end of the file (Lean: "expected token") read as whitespace to drop, and the verdict
-    accepted the file (`str.rstrip()` takes any Unicode space)."""
+    """A tab at a line end of code, or a Unicode space or form feed at the end, is a change; a
+    tab in a comment is not."""
     _, task = exploit_suite_with(tmp_path, "blanks", SPACED_TASK)
     scope = TaskScope(task)
     proved = task.with_body("\n  " + SYMM)
@@ -147,9 +139,7 @@ def test_only_blanks_lean_does_not_read_are_dropped(tmp_path: Path) -> None:
 def test_an_unfinished_string_in_the_body_does_not_change_how_the_rest_reads(
     tmp_path: Path,
 ) -> None:
-    """A review: the text after the body was lexed on from the body, so a `"` being typed in
-    the body made the frame's line-end spaces a string's, and with the final line break added
-    (vim's fixeol) the keystroke read as an edit outside the body (undone) instead of held."""
+    """An unfinished string or comment in the body is held, even with a final line break added."""
     text = SPACED_TASK.replace(
         "\nend Exploit.Ünï\n", "\n-- next:  \ntheorem u : True := True.intro\n\nend Exploit.Ünï"
     )

@@ -1,6 +1,5 @@
-"""Calls on one session run one at a time (sessions/calls.py ``locked``): a second call waits
-for the first, a call that waited too long is told the session is busy, and a call on a session
-closed meanwhile is told so. No Lean."""
+"""Calls on one session run one at a time (``locked``): a second call waits, one that waited too
+long is told `busy`, one on a session closed meanwhile is refused. No Lean."""
 
 from __future__ import annotations
 
@@ -58,7 +57,7 @@ async def test_a_call_that_waits_too_long_is_told_the_session_is_busy(
         done.set()
     assert raised.value.code == "busy"
     assert raised.value.hint and "retry" in raised.value.hint
-    async with locked(session, 0.05):  # released by both: free again
+    async with locked(session, 0.05):  # released by both
         pass
 
 

@@ -1,6 +1,5 @@
-"""A cancelled step (an MCP client's `notifications/cancelled`) leaves no Lean process
-elaborating it: `leanrig serve` as users run it (a subprocess from a temp working directory,
-default options, the demo suite)."""
+"""A cancelled step (MCP `notifications/cancelled`, a TCP reset, an HTTP client giving up) leaves
+no Lean process elaborating it; `leanrig serve` runs as a subprocess on the demo suite."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import pytest
 from tests.rpc_client import DEMO, ROOT
 from tests.test_network_servers import http_post, mcp_reply
 
-# A step whose elaboration runs away (measured: > 60 s, > 1 GB; the step timeout kills it).
+# A step whose elaboration runs away until the step timeout kills it.
 RUNAWAY = "  set_option maxRecDepth 100000000 in " + "(" * 100_000 + "h" + ")" * 100_000
 
 
@@ -49,20 +48,21 @@ def busiest_lean_cpu(server_pid: int, seconds: float = 1.0) -> float:
 
 @contextmanager
 def serving_on_a_port(*wire: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """`leanrig serve --suite <demo> <wire> PORT` as users run it (a subprocess from a temp
-    working directory), once it listens: the process and its port; terminated afterwards.
-    ``wire``: `--jsonrpc --port` or `--http`."""
+    """`leanrig serve --suite <demo> <wire> PORT` once it listens: the process and its port;
+    terminated afterwards."""
     import socket
 
     from .test_network_servers import free_port
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *wire,
-         str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=tempfile.mkdtemp(prefix="leanrig-port-"), env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *wire, str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tempfile.mkdtemp(prefix="leanrig-port-"),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -85,9 +85,12 @@ class Stdio:
         self.cwd = tempfile.mkdtemp(prefix="leanrig-wire12-")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.cwd,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         self.buf = b""
 
     def send(self, msg: dict[str, Any]) -> None:
@@ -112,8 +115,14 @@ class Stdio:
                 return msg
 
     def call_tool(self, rid: Any, name: str, **args: Any) -> None:
-        self.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                   "params": {"name": name, "arguments": args}})  # fmt: skip
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": args},
+            }
+        )
 
     def lean_cpu(self, seconds: float = 1.0) -> float:
         return busiest_lean_cpu(self.proc.pid, seconds)
@@ -132,30 +141,35 @@ class Stdio:
 
 
 def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
-    """What happens: an MCP client sends `notifications/cancelled` for an in-flight
-    `set_proof` whose elaboration runs away. The call ends (the SDK drops it) and the session
-    stays usable, but the Lean worker holding the session's document goes on elaborating the
-    cancelled text at 60-100% of a core, growing past 1 GB, with no deadline (watched for
-    40 s after the cancel; nothing bounds it until the session's next edit), while
-    `server_status` shows its slot `idle`. Cancellation is a BaseException, so `Pool.run`'s
-    `slot.judge` (which kills a slot that missed a deadline) never sees it.
-    What should happen (found by the session-12 wire sweep): a cancelled step leaves no Lean
-    process busy. The slot now closes the cancelled step's document (its worker stops); the
-    session's next step opens a fresh one."""
+    """`notifications/cancelled` for a runaway `set_proof`: Lean's CPU falls, the session
+    stays usable, and its next step opens a fresh document at the next version."""
     server = Stdio()
     try:
-        server.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "wire12", "version": "0"}}})  # fmt: skip
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "init",
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "wire12", "version": "0"},
+                },
+            }
+        )
         server.reply("init", 60)
         server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         server.call_tool(1, "open_task", task_id="and_swap")
         sid = server.reply(1, 60)["result"]["structuredContent"]["session_id"]
         server.call_tool(2, "set_proof", session_id=sid, body=RUNAWAY)
         time.sleep(2.0)
-        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                     "params": {"requestId": 2, "reason": "user"}})  # fmt: skip
-        # The session stays usable (this part holds today).
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 2, "reason": "user"},
+            }
+        )
         server.call_tool(3, "get_proof_state", session_id=sid)
         assert not server.reply(3, 10)["result"].get("isError")
         deadline = time.monotonic() + 20
@@ -163,7 +177,6 @@ def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
         while cpu > 30 and time.monotonic() < deadline:
             cpu = server.lean_cpu()
         assert cpu <= 30, f"a Lean process still elaborates the cancelled step ({cpu:.0f}% CPU)"
-        # The session's next step opens a fresh document and goes on from its last version.
         right = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
         server.call_tool(4, "set_proof", session_id=sid, body=right)
         step = server.reply(4, 60)["result"]["structuredContent"]
@@ -173,11 +186,8 @@ def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
 
 
 def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
-    """Found by the session-12 wire sweep: a JSON-RPC TCP client that resets its connection
-    (not a half-close: it can read no reply) during a runaway step was treated like one that
-    ended its input, whose calls in flight are answered: the step ran on at ~100 % CPU, past
-    1 GB, until its 60 s deadline. A reset now cancels the client's calls (and so stops the
-    step's Lean work)."""
+    """A JSON-RPC TCP client resetting its connection (not a half-close) mid-step: Lean's CPU
+    falls, as the reset cancels the client's calls."""
     import socket
     import struct
 
@@ -192,13 +202,17 @@ def test_a_tcp_reset_cancels_the_client_s_runaway_step() -> None:
             return reply
 
         sid = call(1, "open_task", task_id="and_swap")["result"]["session_id"]
-        request = {"jsonrpc": "2.0", "id": 2, "method": "set_proof",
-                   "params": {"session_id": sid, "body": RUNAWAY}}  # fmt: skip
+        request = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "set_proof",
+            "params": {"session_id": sid, "body": RUNAWAY},
+        }
         conn.sendall(json.dumps(request).encode() + b"\n")
         time.sleep(2.0)
         reader.close()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        conn.close()  # a reset
+        conn.close()  # with SO_LINGER 0: a reset
         busiest = busiest_lean_cpu(server.pid)
         end = time.monotonic() + 15
         while busiest > 30 and time.monotonic() < end:
@@ -218,29 +232,25 @@ def _tool_call(
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     headers = {"Accept": "application/json, text/event-stream"}
     if era == MODERN:
-        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
-                           "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         headers |= {"Mcp-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
     return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}, headers
 
 
 @pytest.mark.parametrize(
-    ("era", "in_session"), [(MODERN, False), ("2025-06-18", True), (MODERN, True)],
+    ("era", "in_session"),
+    [(MODERN, False), ("2025-06-18", True), (MODERN, True)],
     ids=["stateless", "session", "stateless-with-a-session-header"],
-)  # fmt: skip
+)
 def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
     era: str, in_session: bool, tmp_path: Path
 ) -> None:
-    """Found in session 20: over `leanrig serve --http`, a client that gave up on a call left
-    its runaway step running at a full core until its deadline, and the session's next call
-    waited behind it. An HTTP client gives up as its protocol revision says, and the SDK
-    cancels the call: a 2026-07-28 request by closing its connection (there is no other
-    cancellation on that wire; the SDK routes a request by its `MCP-Protocol-Version` header,
-    so one carrying a session's header is handled so too); a handshake-era session's request
-    by `notifications/cancelled` (that revision says a disconnection is not a cancellation,
-    and the SDK keeps such a call running: its answer may still be read on a resumed stream).
-    The step's Lean work stops, its ledger line says it was cancelled, and the session answers
-    its next call."""
+    """Over `serve --http`, giving up as the revision says (2026-07-28: closing the connection;
+    a handshake-era session: `notifications/cancelled`) stops the runaway step's Lean work,
+    its ledger line says `cancelled`, and the session answers its next call."""
     import socket
 
     ledger = tmp_path / "ledger.jsonl"
@@ -249,9 +259,16 @@ def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
         accept = {"Accept": "application/json, text/event-stream"}
         if in_session:
             handshake = "2025-06-18"
-            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": handshake, "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+            init = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": handshake,
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
             got, _ = anyio.run(http_post, port, init, accept)
             session = {"Mcp-Session-Id": got["mcp-session-id"], "Mcp-Protocol-Version": handshake}
             initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -269,19 +286,24 @@ def test_an_http_client_giving_up_on_its_runaway_step_cancels_it(
         conn = socket.create_connection(("127.0.0.1", port), timeout=60)
         try:
             conn.sendall(
-                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{head}\r\n"
-                .encode() + body
-            )  # fmt: skip
-            deadline = time.monotonic() + 30  # (its Lean busy: above the bound it must fall to)
+                (
+                    f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{head}\r\n"
+                ).encode()
+                + body
+            )
+            deadline = time.monotonic() + 30  # until its Lean is busy
             while busiest_lean_cpu(server.pid) <= 30:
                 assert time.monotonic() < deadline, "the runaway step is not running"
             if era != MODERN:
-                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": 2, "reason": "the client gave up"}}  # fmt: skip
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 2, "reason": "the client gave up"},
+                }
                 anyio.run(http_post, port, cancel, accept | session)
         finally:
-            conn.close()  # the client gives up (also when the test fails: no socket left open)
+            conn.close()  # the client gives up
         busiest = busiest_lean_cpu(server.pid)
         end = time.monotonic() + 15
         while busiest > 30 and time.monotonic() < end:

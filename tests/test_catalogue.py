@@ -1,9 +1,5 @@
-"""The tool catalogue without Lean: closed strict inputs, schemas that strict clients accept
-(checker functions for the documented rules of OpenAI strict function calling, Gemini function
-declarations and MCP), and docs/agent-tools.md generated from the models.
-
-Regenerate the docs table with ``.venv/bin/python -m tests.test_catalogue``.
-"""
+"""The tool catalogue without Lean: closed strict inputs, schemas OpenAI strict mode, Gemini and
+MCP accept, and docs/agent-tools.md's table (regenerate: ``python -m tests.test_catalogue``)."""
 
 from __future__ import annotations
 
@@ -32,24 +28,57 @@ from agent_tools.sessions.tool_inputs import MAX_BODY_CHARS, MAX_LIBRARY_RESULTS
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "agent-tools.md"
 BEGIN, END = "<!-- tools:begin (generated from the catalogue models) -->", "<!-- tools:end -->"
 
-# -- client rules ---------------------------------------------------------------------------------
-
-# OpenAI Structured Outputs / strict function calling: every object has `properties`, lists all
-# of them in `required` and sets `additionalProperties: false`; the root is an object, not
-# `anyOf`; only these keywords are supported (strings: pattern, format; numbers: minimum,
-# maximum, exclusive*, multipleOf; arrays: minItems, maxItems) — no minLength/maxLength, default.
+# OpenAI strict function calling: objects list every property in `required` and close with
+# `additionalProperties: false`; the root is an object; only these keywords are supported.
 OPENAI_KEYWORDS = {
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "$ref", "$defs", "description", "title", "pattern", "format", "multipleOf", "maximum",
-    "exclusiveMaximum", "minimum", "exclusiveMinimum", "minItems", "maxItems",
-}  # fmt: skip
-# Gemini FunctionDeclaration.parameters: an OpenAPI 3.0 Schema subset. Every node has a `type`;
-# an OBJECT's `properties` must be non-empty; no `$ref`, `additionalProperties`, type arrays.
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "description",
+    "title",
+    "pattern",
+    "format",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "minItems",
+    "maxItems",
+}
+# Gemini FunctionDeclaration.parameters (OpenAPI 3.0 subset): every node has a `type`, objects
+# non-empty `properties`; no `$ref`, `additionalProperties` or type arrays.
 GEMINI_KEYWORDS = {
-    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
-    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
-    "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum",
-}  # fmt: skip
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "example",
+    "anyOf",
+    "propertyOrdering",
+    "default",
+    "items",
+    "minimum",
+    "maximum",
+}
 MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -111,9 +140,8 @@ def mcp_problems(name: str, schema: dict[str, Any], output: dict[str, Any]) -> l
     return problems
 
 
-# The conflicts, and the choice documented in docs/agent-tools.md ("Schemas and strict clients"):
-# closed objects (OpenAI, MCP) over Gemini's parameters subset, no empty `properties` (Gemini)
-# over OpenAI's "object schema missing properties", and the 1 MB limit declared as maxLength.
+# Where the rules conflict, the choices docs/agent-tools.md documents: closed objects over
+# Gemini's subset, no empty `properties`, and the 1 MB limit declared as maxLength.
 NO_ARGUMENTS = {"list_tasks", "server_status"}
 BODY_FIELDS = {"set_proof": ["body"], "replace_in_proof": ["old", "new"], "try_proofs": []}
 
@@ -188,8 +216,7 @@ def test_limits_are_declared_in_the_schemas() -> None:
 
 
 def test_the_library_tools_exist_only_in_the_lad_condition() -> None:
-    """Baseline services serve TOOLS; LAD services add exactly search_library and
-    read_library, whose results carry the fields the issue names."""
+    """Baseline serves TOOLS; LAD adds exactly search_library and read_library."""
     assert {t.name for t in tools_for(False)} == {t.name for t in TOOLS}
     assert [t.name for t in tools_for(True) if t not in TOOLS] == [
         "search_library",
@@ -246,9 +273,6 @@ def test_good_arguments_pass_unchanged() -> None:
     assert parse_input(_tool("list_tasks"), None).model_dump() == {}
 
 
-# -- docs generated from the models ---------------------------------------------------------------
-
-
 def _constraint(name: str, prop: dict[str, Any]) -> str:
     if prop.get("type") == "array":
         return f"`{name}[]` ({prop['minItems']}–{prop['maxItems']})"
@@ -303,8 +327,8 @@ if __name__ == "__main__":
 
 
 def test_counts_of_tools_in_the_docs_are_the_catalogues() -> None:
-    """Every "N tools" / "leanrig's N (or M with LAD)" in README.md and docs/ is the number the
-    catalogue serves: a baseline session's tools, and with the library tools."""
+    """Every "N tools" or "leanrig's N (or M with LAD)" in README.md and docs/ is a count the
+    catalogue serves."""
     import re
 
     from agent_tools.sessions import LIBRARY_TOOLS, TOOLS

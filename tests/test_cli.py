@@ -52,8 +52,6 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_check_judges_its_task_when_another_task_of_the_suite_is_broken(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A sweep: one task whose file does not load made `check` exit 2 for every task, naming
-    the other task."""
     import shutil
 
     suite = tmp_path / "suite"
@@ -72,9 +70,8 @@ def test_check_judges_its_task_when_another_task_of_the_suite_is_broken(
 def test_a_deleted_venv_leaves_other_launchers_working(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Two environments share the cache; building the launcher for a second one (which is then
-    deleted, like a CI clone) must not break the first one's (it did: one launcher, repointed
-    at whichever library built last)."""
+    """Two environments share the cache: deleting the second one's library leaves the first
+    one's launcher working and reused."""
     from lsp_bridge import bootstrap
 
     real = bootstrap.find_library_dir()
@@ -93,12 +90,10 @@ def test_a_deleted_venv_leaves_other_launchers_working(
 
     again = bootstrap.ensure_bootstrap(install=False)
     assert again.lean == mine.lean
-    assert again.built is False  # reused, still working
+    assert again.built is False
 
 
 def test_every_command_line_option_is_in_the_cli_docs() -> None:
-    """Found by the session-12 users' sweep: `serve --ray` was in `--help` and nowhere in
-    docs/cli.md."""
     import argparse
     import re
 
@@ -127,7 +122,6 @@ def test_every_command_line_option_is_in_the_cli_docs() -> None:
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        # a docs sweep: each was accepted and then did something else than asked
         (["serve", "--suite", "s", "--port", "18778"], "--port serves JSON-RPC: add --jsonrpc"),
         (["serve", "--suite", "s", "--jsonrpc", "--http", "0"], "--http serves MCP"),
         (["serve", "--suite", "s", "--step-timeout", "0"], "--step-timeout: must be > 0"),
@@ -152,8 +146,7 @@ def test_the_log_level_may_follow_the_command_as_the_cli_docs_list_it(
 
 
 def test_leanrig_help_describes_leanrig_to_a_user(capsys: pytest.CaptureFixture[str]) -> None:
-    """`leanrig --help` says what leanrig is and where to start, not the CLI module's own
-    docstring ("no logic here")."""
+    """`leanrig --help` says what leanrig is and where to start."""
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     out = capsys.readouterr().out

@@ -1,7 +1,5 @@
-"""The pure parts of `leanrig run --ray` (agent_tools.runs.cluster_run / cluster_attempt):
-which nodes can take an attempt, an attempt's directory packed on its node and unpacked at
-home (caps, links, paths out of it), the suite found or shipped on a node, `--attempt-memory`.
-The cluster itself: tests/test_run_ray.py."""
+"""The pure parts of `leanrig run --ray`: which nodes take an attempt, an attempt's directory
+packed and unpacked (caps, links, paths out of it), the suite on a node, `--attempt-memory`."""
 
 from __future__ import annotations
 
@@ -26,8 +24,12 @@ GB = 2**30
 
 
 def node(alive: bool = True, slots: float = 1, memory: float = 8 * GB) -> dict[str, object]:
-    return {"Alive": alive, "NodeID": "f" * 56, "NodeManagerAddress": "10.0.0.7",
-            "Resources": {"lean_slots": slots, "memory": memory, "CPU": 4}}  # fmt: skip
+    return {
+        "Alive": alive,
+        "NodeID": "f" * 56,
+        "NodeManagerAddress": "10.0.0.7",
+        "Resources": {"lean_slots": slots, "memory": memory, "CPU": 4},
+    }
 
 
 def test_only_alive_nodes_with_a_slot_and_the_memory_take_attempts() -> None:
@@ -41,16 +43,16 @@ def test_only_alive_nodes_with_a_slot_and_the_memory_take_attempts() -> None:
     ("text", "mb"), [("8G", 8192), ("8GiB", 8192), ("512M", 512), ("512", 512), ("1.5g", 1536)]
 )
 def test_attempt_memory_reads_sizes(text: str, mb: int) -> None:
-    args = build_parser().parse_args(["run", "--suite", "s", "--agent", "a",
-                                      "--attempt-memory", text])  # fmt: skip
+    args = build_parser().parse_args(
+        ["run", "--suite", "s", "--agent", "a", "--attempt-memory", text]
+    )
     assert args.attempt_memory == mb
 
 
 @pytest.mark.parametrize("text", ["lots", "0.5M", "G"])
 def test_attempt_memory_refuses_what_is_no_size(text: str) -> None:
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["run", "--suite", "s", "--agent", "a",
-                                   "--attempt-memory", text])  # fmt: skip
+        build_parser().parse_args(["run", "--suite", "s", "--agent", "a", "--attempt-memory", text])
 
 
 def attempt_dir(root: Path) -> Path:
@@ -75,8 +77,13 @@ def test_an_attempt_directory_comes_home_whole(tmp_path: Path) -> None:
     (home / "stale").write_text("from an earlier try")
     assert unpack_attempt(files, home) == []
     assert not (home / "stale").exists()
-    for rel in ("ledger.jsonl", "agent.log", "workspace/Submission.lean",
-                "serve/submission-1.json", "workspace/notes/ü.txt"):  # fmt: skip
+    for rel in (
+        "ledger.jsonl",
+        "agent.log",
+        "workspace/Submission.lean",
+        "serve/submission-1.json",
+        "workspace/notes/ü.txt",
+    ):
         assert (home / rel).read_bytes() == (src / rel).read_bytes(), rel
     assert os.readlink(home / "workspace" / "link.lean") == "Submission.lean"
 
@@ -120,9 +127,15 @@ def test_a_tar_naming_paths_outside_its_directory_is_not_unpacked_there(tmp_path
 
 def plan(suite_root: Path, shipped_from: Path) -> NodePlan:
     suite = load_suite(shipped_from)
-    return NodePlan(options=RunOptions(suite=suite_root, agent="a"), suite_root=suite_root,
-                    suite_hash=suite.content_hash(), suite_files=suite_files(suite),
-                    lean_version="4.35.0", harness=None, route=None)  # fmt: skip
+    return NodePlan(
+        options=RunOptions(suite=suite_root, agent="a"),
+        suite_root=suite_root,
+        suite_hash=suite.content_hash(),
+        suite_files=suite_files(suite),
+        lean_version="4.35.0",
+        harness=None,
+        route=None,
+    )
 
 
 def test_a_node_uses_the_suite_at_the_same_path(tmp_path: Path) -> None:
@@ -139,7 +152,7 @@ def test_a_node_without_the_suite_unpacks_the_shipped_prelude_suite(
     suite = suite_here(p)
     assert suite.content_hash() == p.suite_hash and suite.root != p.suite_root
     assert sorted(suite.tasks) == sorted(load_suite(source).tasks)
-    assert suite_here(p).root == suite.root  # unpacked once per content hash
+    assert suite_here(p).root == suite.root
     # A different suite at the path is not used: the shipped one is.
     changed = shutil.copytree(DEMO, tmp_path / "elsewhere" / "demo")
     (changed / "suite.toml").write_text((changed / "suite.toml").read_text() + "\n# edited\n")

@@ -1,6 +1,5 @@
-"""A step's completeness is one status, decided once by the first rule that fails (Lean's own
-report, the task file as written, the axioms probe, the forbidden constructs, the scope, the
-placeholder), with the reason that says why."""
+"""A step's completeness is one status, decided by the first rule that fails (Lean's report, the
+task file, axioms, forbidden constructs, scope, placeholder), with its reason."""
 
 from __future__ import annotations
 

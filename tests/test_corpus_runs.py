@@ -1,8 +1,5 @@
-"""The corpus (tests/fixtures/corpus: a core-style prelude, a 6,000-line library over it, and
-tasks in the styles real files use) through the commands a user types, from a temporary
-directory with relative paths: `suite import`, `suite check`, `suite lint`, `leanrig run` with
-the search agent, `leanrig check` of what the run submitted, and a human attempt through
-`leanrig edit` and `leanrig lsp` as an editor drives it."""
+"""tests/fixtures/corpus through the commands a user types: `suite import|check|lint`, `run` with
+the search agent, `check` of its submission, and a human attempt via `edit` and `lsp`."""
 
 from __future__ import annotations
 
@@ -20,16 +17,17 @@ from .test_as_typed_editor import leave, lsp_session
 from .test_editor_proxy import body_edit, errors, lines
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
-# Closed by `rfl` in their own scope: `open … in`, a universe-polymorphic lift, a `match`
-# definition (the editor test takes a body on the statement's line).
-SOLVABLE = ("frac_zero_num_task", "Core.Time.Clock62.lift_down_task",
-            "Core.Data.Cell28.Cell.first_eq_task")  # fmt: skip
+# Closed by `rfl` in their own scope.
+SOLVABLE = (
+    "frac_zero_num_task",
+    "Core.Time.Clock62.lift_down_task",
+    "Core.Data.Cell28.Cell.first_eq_task",
+)
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding the corpus (`core/`) and the suite imported from it as typed
-    (`suites/core`)."""
+    """A directory holding the corpus (`core/`) and the suite imported from it (`suites/core`)."""
     cwd = tmp_path_factory.mktemp("corpus-runs")
     shutil.copytree(CORPUS, cwd / "core")
     done = leanrig("suite", "import", "core", "--out", "suites/core", cwd=cwd)
@@ -49,9 +47,23 @@ def test_the_corpus_imports_checks_lints_and_runs_as_typed(imported: Path) -> No
     assert set(SOLVABLE) <= trivial, trivial
 
     agent = f"{leanrig_exe()} agent search --mcp-config {{mcp_config}}"
-    done = leanrig("run", "--suite", "suites/core", "--agent", agent, "--tasks",
-                   ",".join(SOLVABLE), "--time-limit", "120", "--parallel", "2", "--out",
-                   "runs/search", "--quiet", cwd=tmp_path)  # fmt: skip
+    done = leanrig(
+        "run",
+        "--suite",
+        "suites/core",
+        "--agent",
+        agent,
+        "--tasks",
+        ",".join(SOLVABLE),
+        "--time-limit",
+        "120",
+        "--parallel",
+        "2",
+        "--out",
+        "runs/search",
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     results = [
         json.loads(x) for x in (tmp_path / "runs/search/results.jsonl").read_text().splitlines()
@@ -59,25 +71,25 @@ def test_the_corpus_imports_checks_lints_and_runs_as_typed(imported: Path) -> No
     verdicts = {r["task"]: r["accepted"] for r in results}
     assert verdicts == dict.fromkeys(SOLVABLE, True), [(r["task"], r["reasons"]) for r in results]
 
-    # The run's submission, judged again by `leanrig check` as a user would.
     task = SOLVABLE[0]
     submitted = tmp_path / "runs/search/attempts" / task / "1" / "workspace" / "Submission.lean"
     shutil.copy(submitted, tmp_path / "Submission.lean")
-    done = leanrig("check", "--suite", "suites/core", "--task", task, "Submission.lean",
-                   cwd=tmp_path)  # fmt: skip
+    done = leanrig(
+        "check", "--suite", "suites/core", "--task", task, "Submission.lean", cwd=tmp_path
+    )
     assert done.returncode == 0 and done.stdout.startswith("ACCEPTED"), done.stdout + done.stderr
 
 
 @pytest.mark.anyio
 async def test_a_human_attempt_at_a_corpus_task_in_an_editor(imported: Path) -> None:
-    """`leanrig edit` and `leanrig lsp` on a task whose body is on the statement's line and
-    whose file imports the 6,000-line library: diagnostics, the proof typed, the verdict, and
-    the attempt's results line after the editor leaves."""
+    """A task whose body is on the statement's line: the typed proof is accepted and the results
+    line written after the editor leaves."""
     sandbox_or_skip()
     tmp_path = imported
     task_id = "Core.Geometry.Vec1.add_zero_dx_task"
-    done = leanrig("edit", "--suite", "suites/core", "--task", task_id, "--workspace", "attempt",
-                   cwd=tmp_path)  # fmt: skip
+    done = leanrig(
+        "edit", "--suite", "suites/core", "--task", task_id, "--workspace", "attempt", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     task = load_suite(tmp_path / "suites" / "core").task(task_id)
     lsp = lsp_session(tmp_path, "--workspace", "attempt", task=task_id, suite="suites/core")

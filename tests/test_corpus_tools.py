@@ -1,9 +1,5 @@
-"""Every tool, over every task of the corpus (tests/fixtures/corpus: a core-style prelude, a
-6,000-line library over it, tasks in the styles real files use), answers with a result that
-carries an answer or with a typed error — never an empty success such as a `check_term` with
-no type and no error. The suite is imported from the corpus as a user would
-(`suite import`), and served in the LAD condition so the library tools run on its index too.
-"""
+"""Every tool, over every task of the suite imported from tests/fixtures/corpus and served with
+LAD, returns an answer or a typed error, never an empty success."""
 
 from __future__ import annotations
 
@@ -23,9 +19,19 @@ from agent_tools.sessions import LIBRARY_TOOLS, TOOLS, ProofService
 pytestmark = pytest.mark.anyio
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus" / "core"
-ERROR_CODES = ("rejected", "unknown_task", "unknown_session", "invalid_argument", "timeout",
-               "busy", "lean_error", "lean_failure", "unavailable", "not_found")  # fmt: skip
-# Whose verdict is asked (each is a fresh sandboxed Lean: a sample keeps the module short).
+ERROR_CODES = (
+    "rejected",
+    "unknown_task",
+    "unknown_session",
+    "invalid_argument",
+    "timeout",
+    "busy",
+    "lean_error",
+    "lean_failure",
+    "unavailable",
+    "not_found",
+)
+# Only every VERDICT_EVERY-th task gets a verdict: each is a fresh sandboxed Lean.
 VERDICT_EVERY = 8
 
 
@@ -34,14 +40,12 @@ def _nonempty(*keys: str) -> Callable[[dict[str, Any]], bool]:
 
 
 def _stepped(r: dict[str, Any]) -> bool:
-    """A step's state: a status Lean decided, and why when it is not complete."""
     return r.get("status") in ("complete", "incomplete", "error") and (
         r["status"] == "complete" or bool(r.get("status_reason"))
     )
 
 
-# What each tool's answer is: at least one of these holds something (or, for a step, a status
-# Lean decided with its reason).
+# What counts as an answer, per tool.
 ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
     "list_tasks": _nonempty("tasks"),
     "open_task": lambda r: bool(r.get("session_id")) and _stepped(r),
@@ -70,8 +74,7 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
         isinstance(r.get("accepted"), bool) and (r["accepted"] or bool(r.get("reasons")))
     ),
     "get_timings": lambda r: bool(r),
-    # (A proof task's statement is given: these answer with a typed `rejected` error here;
-    # tests/test_statement_sessions.py runs them on statement tasks.)
+    # On proof tasks these get a typed `rejected` error (statement tasks: elsewhere).
     "set_statement": lambda r: r.get("status") in ("elaborated", "error", "not_checked"),
     "check_statement": lambda r: isinstance(r.get("valid"), bool),
     "close_session": lambda r: bool(r),
@@ -88,22 +91,24 @@ def corpus_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suite = work / "suite"
     imported = import_suite([work / "core"], suite)
     assert imported.skipped == [] and len(imported.tasks) == 22
-    # The LAD library (consultation only, no task imports it): the corpus library's lemmas
-    # under another namespace, some six thousand lines for the index.
+    # The LAD library, which no task imports: the corpus library under another namespace.
     library = (CORPUS / "Core" / "Library.lean").read_text(encoding="utf-8")
     lad = re.sub(r"^(namespace|end) Core\.", r"\1 Lad.", library, flags=re.MULTILINE)
     (suite / "Lad").mkdir()
     (suite / "Lad" / "Records.lean").write_text(lad, encoding="utf-8")
     toml = suite / "suite.toml"
-    toml.write_text(toml.read_text(encoding="utf-8") + '\n[lad]\nlibrary = ["Lad/Records.lean"]\n',
-                    encoding="utf-8")  # fmt: skip
+    toml.write_text(
+        toml.read_text(encoding="utf-8") + '\n[lad]\nlibrary = ["Lad/Records.lean"]\n',
+        encoding="utf-8",
+    )
     return suite
 
 
 @pytest.fixture
 async def service(corpus_suite: Path, tmp_path: Path) -> AsyncIterator[ProofService]:
-    options = ServeOptions(suite=corpus_suite, run_dir=tmp_path / "runs", condition="lad",
-                           sandbox=False)  # fmt: skip
+    options = ServeOptions(
+        suite=corpus_suite, run_dir=tmp_path / "runs", condition="lad", sandbox=False
+    )
     async with open_service(options) as service:
         yield service
 

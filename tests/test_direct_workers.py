@@ -1,6 +1,5 @@
-"""Direct file workers (``ServerCommand.direct_workers``): one ``lean --worker`` per document,
-no watchdog between. Against the real Lean: the same answers as through the watchdog, a header
-change and a dead worker handled as the watchdog handles them, no process left behind."""
+"""Direct file workers (``ServerCommand.direct_workers``, one ``lean --worker`` per document) on
+the real Lean: the watchdog's answers, header changes and dead workers handled, nothing left."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ pytestmark = pytest.mark.anyio
 FAKE = Path(__file__).with_name("fake_lsp_peer.py")
 TIMEOUTS = Timeouts(barrier=30, request=30)
 
-# A benchmark-like file: module doc, two universes, a namespace, unicode names, a docstring,
-# the theorem's statement over two lines; its body is the part that changes.
+# A benchmark-like file (universes, a namespace, unicode names, a docstring); BODIES vary.
 HEAD = """prelude
 /-! # Functions respect equality, in two universes -/
 universe u v
@@ -92,9 +90,7 @@ def worker_processes(client: LeanClient) -> list[psutil.Process]:
 
 
 def hold_starts(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """Every worker start's first write (``initialize`` + ``didOpen``) waits ``seconds``
-    first: the window in which other calls meet a start under way (``monkeypatch.undo()``
-    ends it)."""
+    """Delay every worker start's first write by ``seconds``, until ``monkeypatch.undo()``."""
     real_post = LspTransport.post
 
     async def held_post(self: LspTransport, messages: Any) -> None:
@@ -104,28 +100,36 @@ def hold_starts(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     monkeypatch.setattr(LspTransport, "post", held_post)
 
 
-# -- the command ------------------------------------------------------------------------------
-
-
 def test_the_worker_command_is_the_server_command_with_worker_in_place_of_server() -> None:
     wrapped = ServerCommand(
         argv=("prlimit", "--as=1", "bwrap", "--die-with-parent", "/opt/lean/bin/lean", "--server"),
         cwd=Path("/p"),
     )
     assert wrapped.worker_argv() == [
-        "prlimit", "--as=1", "bwrap", "--die-with-parent", "/opt/lean/bin/lean", "--worker",
+        "prlimit",
+        "--as=1",
+        "bwrap",
+        "--die-with-parent",
+        "/opt/lean/bin/lean",
+        "--worker",
         f"-Dserver.reportDelayMs={wrapped.report_delay_ms}",
-    ]  # fmt: skip
-    # A sandbox that binds a directory named like Lean: still the program's `--server`.
+    ]
+    # A sandbox binding a directory named like Lean: only the program's `--server` changes.
     bound = ServerCommand(
         argv=("bwrap", "--bind", "/w/lean-bench", "/w/lean-bench", "--", "/l/lean", "--server"),
         cwd=Path("/p"),
     )
     assert bound.worker_argv() == [
-        "bwrap", "--bind", "/w/lean-bench", "/w/lean-bench", "--", "/l/lean", "--worker",
+        "bwrap",
+        "--bind",
+        "/w/lean-bench",
+        "/w/lean-bench",
+        "--",
+        "/l/lean",
+        "--worker",
         f"-Dserver.reportDelayMs={bound.report_delay_ms}",
-    ]  # fmt: skip
-    # Lake's watchdog prepares its workers' environment itself: no direct workers there.
+    ]
+    # Lake's watchdog prepares its workers' environment itself.
     lake = ServerCommand(argv=("/opt/lean/bin/lake", "serve", "--"), cwd=Path("/p"))
     assert lake.worker_argv() is None
     fake = ServerCommand(argv=(sys.executable, str(FAKE)), cwd=Path("/p"))
@@ -141,9 +145,6 @@ async def test_a_command_without_a_worker_form_is_served_through_its_server(
         uri = (tmp_path / "A.lean").as_uri()
         report, _ = await client.update(uri, "prelude\n")
         assert report.status == "done"
-
-
-# -- the same answers as through the watchdog -------------------------------------------------
 
 
 async def test_direct_workers_answer_each_version_as_the_watchdog_does(
@@ -177,16 +178,15 @@ async def test_direct_workers_answer_each_version_as_the_watchdog_does(
         seen[is_direct] = answers
     assert seen[True] == seen[False]
     errors = [[d for d in a[0] if d[0] == Severity.ERROR] for a in seen[True]]  # type: ignore[index]
-    assert errors[0] == [] and errors[4] == []  # the proof, twice
-    assert all(errors[i] for i in (1, 2, 3, 5))  # each wrong body has its errors
+    assert errors[0] == [] and errors[4] == []
+    assert all(errors[i] for i in (1, 2, 3, 5))
 
 
 async def test_the_references_index_lean_sends_is_dropped_unread(
     workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lean's workers send the references index (``$/lean/ileanInfo…``, the largest messages
-    of a step) for a watchdog; the client drops it before decoding it, and what it does read
-    (diagnostics, progress, answers) is unchanged."""
+    """``$/lean/ileanInfo…`` notifications are dropped before decoding; diagnostics, progress
+    and answers are still dispatched."""
     dropped: list[bytes] = []
     dispatched: list[str] = []
     real_unread, real_dispatch = unread_notification, LspTransport._dispatch
@@ -207,7 +207,7 @@ async def test_the_references_index_lean_sends_is_dropped_unread(
     for body in BODIES[:2]:
         report = (await workers.update(uri, text(body)))[0]
         assert report.status == "done"
-    assert not report.clean and report.diagnostics  # the type mismatch, read as before
+    assert not report.clean and report.diagnostics
     assert dropped, "Lean sent no references index in the form the client drops"
     assert all(b'"method":"$/lean/ilean' in body for body in dropped)
     assert not [m for m in dispatched if "ilean" in m]
@@ -223,7 +223,7 @@ def test_only_leans_references_index_is_dropped_unread() -> None:
         b'{"jsonrpc":"2.0","method":"$/lean/fileProgress","params":{}}',
         b'{"id":3,"jsonrpc":"2.0","method":"$/lean/ileanInfoFinal","params":{}}',  # a request
         b'{"id":3,"jsonrpc":"2.0","result":"$/lean/ileanInfoFinal"}',
-        b'{"jsonrpc": "2.0", "method": "$/lean/ileanInfoFinal"}',  # spaced: decoded as before
+        b'{"jsonrpc": "2.0", "method": "$/lean/ileanInfoFinal"}',  # spaced: not Lean's form
     ):
         assert not unread_notification(kept)
 
@@ -255,14 +255,10 @@ async def test_closing_the_client_ends_every_worker(
     assert all(process_gone(pid) for pid in pids)
 
 
-# -- what the watchdog would do for us --------------------------------------------------------
-
-
 async def test_a_header_change_starts_a_new_worker_for_the_document(
     workers: LeanClient, project: Path
 ) -> None:
-    """Lean's worker exits (code 2) when a change alters the header — here a comment before
-    `prelude` moves it; the watchdog would start a new one. The client does, at once."""
+    """A comment before `prelude` moves the header (Lean's worker exits): a new worker answers."""
     uri = (project / "A.lean").as_uri()
     report, _ = await workers.update(uri, text(BODIES[1]))
     assert report.errors
@@ -272,7 +268,6 @@ async def test_a_header_change_starts_a_new_worker_for_the_document(
     assert report.status == "done" and report.errors == ()
     assert symbols and workers.pids != (first,)
     assert process_gone(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
-    # A change after the header keeps the (new) worker.
     (second,) = workers.pids
     report, _ = await workers.update(uri, moved.replace(BODIES[0], BODIES[3]))
     assert report.errors and workers.pids == (second,)
@@ -296,9 +291,6 @@ async def test_a_killed_worker_is_a_worker_crash_and_the_next_change_restarts_it
     assert workers.pids and workers.pids[0] != pid
 
 
-# -- the pool ---------------------------------------------------------------------------------
-
-
 async def test_the_pool_serves_through_direct_workers_by_default(
     lean_install: LeanInstall, project: Path
 ) -> None:
@@ -312,8 +304,7 @@ async def test_the_pool_serves_through_direct_workers_by_default(
                 assert bool(report.errors) is (holder == "b")
         assert slot.client is not None and slot.client.direct
         processes = [psutil.Process(pid) for pid in slot.client.pids]
-        # One process per open document (the header's, taken over by "a"; "b"'s), each a
-        # worker: the watchdog's process is gone from every slot.
+        # One worker per open document ("a" took over the header's), no watchdog process.
         assert len(processes) == len(slot.holders()) == 2
         assert all("--worker" in p.cmdline() for p in processes)
         (stat,) = pool.stats().processes
@@ -321,12 +312,8 @@ async def test_the_pool_serves_through_direct_workers_by_default(
     assert all(process_gone(p.pid) for p in processes)
 
 
-# -- faults the review found ------------------------------------------------------------------
-
-
 def failing_lean(tmp_path: Path, lean: Path) -> tuple[ServerCommand, Path]:
-    """A `lean` that runs the real one until ``flag`` exists, then says why it cannot and
-    exits 7 (as a sandbox that refuses to set up does)."""
+    """A `lean` that runs the real one until ``flag`` exists, then prints a reason and exits 7."""
     flag = tmp_path / "refuse"
     script = tmp_path / "bin" / "lean"
     script.parent.mkdir()
@@ -345,9 +332,7 @@ def failing_lean(tmp_path: Path, lean: Path) -> tuple[ServerCommand, Path]:
 async def test_a_worker_that_cannot_start_says_why(
     tmp_path: Path, lean_install: LeanInstall, how: str
 ) -> None:
-    """Its exit code and stderr, as a server that cannot start does (the slot is discarded:
-    ServerStartFailed) — before: a bare "server closed", or a worker crash without its
-    reason that kept the slot, depending on the path and on a race."""
+    """ServerStartFailed with the exit code and stderr on every path; the next change works."""
     command, flag = failing_lean(tmp_path, lean_install.lean)
     async with LeanClient.start(command, timeouts=TIMEOUTS) as client:
         uri = (command.cwd / "A.lean").as_uri()
@@ -371,16 +356,15 @@ async def test_a_worker_that_cannot_start_says_why(
         assert "boom: sandbox refused" in info.value.message
         assert info.value.returncode == 7 and "boom" in info.value.stderr_tail
         flag.unlink()
-        report, _ = await client.update(uri, text(BODIES[3]))  # the next change: a new worker
+        report, _ = await client.update(uri, text(BODIES[3]))
         assert report.errors
 
 
 async def test_a_start_interrupted_before_the_document_reached_the_worker_leaves_no_worker(
     workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Cancelled between starting a worker and sending it `initialize` + `didOpen`: that
-    worker is stopped, not kept for the document (its next change went to it as a
-    `didChange` it cannot read: a crash)."""
+    """Cancelled before the worker got `initialize` + `didOpen`: the worker is stopped, and the
+    next change starts a fresh one."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
     hold_starts(monkeypatch, math.inf)
@@ -389,7 +373,7 @@ async def test_a_start_interrupted_before_the_document_reached_the_worker_leaves
     assert scope.cancelled_caught
     monkeypatch.undo()
     with anyio.fail_after(10):
-        while workers.pids:  # the interrupted worker goes
+        while workers.pids:
             await anyio.sleep(0.02)
     report, _ = await workers.update(uri, "-- moved\n" + text(BODIES[3]))
     assert report.status == "done" and report.errors
@@ -398,8 +382,7 @@ async def test_a_start_interrupted_before_the_document_reached_the_worker_leaves
 async def test_a_header_change_supersedes_a_version_being_waited_for(
     workers: LeanClient, project: Path
 ) -> None:
-    """As through the watchdog: the waiter hears "superseded", the change its own report.
-    Before: the replaced worker's end marked the new version fatal (a crash report)."""
+    """The waiter gets "superseded", the header change its own report, as via the watchdog."""
     uri = (project / "Slow.lean").as_uri()
     await workers.open(uri, PRELUDE + ARITH + slow_theorem())
     seen: dict[str, object] = {}
@@ -439,14 +422,15 @@ anyio.run(main)
 
 
 def test_a_killed_owner_leaves_no_worker_even_a_busy_one(project: Path) -> None:
-    """No watchdog to notice: each worker ends on its own when its input ends (the owner's
-    end, however it ends), mid-elaboration too."""
+    """A SIGKILLed owner's worker, mid-elaboration, ends when its input ends."""
     import subprocess
 
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, str(project), PRELUDE + ARITH + slow_theorem()],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert owner.stdout is not None
         line = ""
@@ -471,16 +455,14 @@ def test_a_killed_owner_leaves_no_worker_even_a_busy_one(project: Path) -> None:
 async def test_requests_and_changes_during_a_worker_start_wait_for_it(
     workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker start takes a while (here: its first write held 0.5 s); what comes for the
-    document meanwhile waits for it. Before: a request met "no worker" (a crash), and a
-    change started a second worker for the document, the first left running."""
+    """A query and a change during a held worker start both wait for it; one worker remains."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
     hold_starts(monkeypatch, 0.5)
     moved = "-- moved\n"
     seen: dict[str, object] = {}
 
-    async def restart() -> None:  # a header change: a new worker
+    async def restart() -> None:  # a header change
         seen["restart"], _ = await workers.update(uri, moved + text(BODIES[1]))
 
     async def ask() -> None:
@@ -497,7 +479,7 @@ async def test_requests_and_changes_during_a_worker_start_wait_for_it(
                 tg.start_soon(job)
     report = await workers.wait_for(uri)
     assert report.version == seen["change"] == 3
-    assert [d.message for d in report.errors if "h₀" in d.message]  # the last text's error
+    assert [d.message for d in report.errors if "h₀" in d.message]
     assert len(workers.pids) == 1
 
 
@@ -512,10 +494,8 @@ async def test_three_writers_during_a_worker_start_leave_lean_with_the_last_text
     monkeypatch: pytest.MonkeyPatch,
     headers: tuple[str, str, str],
 ) -> None:
-    """S's change restarts the worker (0.5 s); A's and B's changes come meanwhile, B's
-    last. Lean must end with B's text, as the client has it. Before: A's edit was computed
-    against S's text and applied to B's (Lean silently read something else), or A's
-    header-changing didChange went to a live worker (it exited: a crash)."""
+    """Two changes during a held restart: Lean ends with the last text, as a fresh client
+    reads it, and one worker remains."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
     hold_starts(monkeypatch, 0.5)
@@ -545,7 +525,6 @@ async def test_three_writers_during_a_worker_start_leave_lean_with_the_last_text
 async def test_a_query_whose_deadline_ends_during_a_start_times_out_and_harms_nothing(
     workers: LeanClient, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before: it met "no worker" — a crash — and marked the healthy document fatal."""
     uri = (project / "A.lean").as_uri()
     await workers.update(uri, text(BODIES[0]))
     hold_starts(monkeypatch, 0.5)
@@ -565,4 +544,4 @@ async def test_a_query_whose_deadline_ends_during_a_start_times_out_and_harms_no
             tg.start_soon(query)
     report = seen["report"]
     assert isinstance(report, DocumentReport) and report.status == "done" and report.errors
-    await workers.plain_goal(uri, LspPos(0, 0))  # the document is fine
+    await workers.plain_goal(uri, LspPos(0, 0))

@@ -1,13 +1,6 @@
-"""Every shell block of README.md and docs/ runs as printed, or says in the text why not.
-
-A block runs with bash from a directory laid out as the checkout the text implies
-(`lean_project/`, and `.venv/` as `make setup` made it), `HOME` a fresh directory (`~/…` paths
-stay in the test), `-e` and `pipefail`: its last command's failure or any earlier one's fails
-it. A block that cannot run here (several machines, a vendor's key, a human at an editor, or
-the minutes `make bench` takes) has a comment right before its fence,
-`<!-- not run by tests/test_docs_blocks.py: WHY -->`, naming where else it is exercised; the
-first test lists those and holds every other block to running.
-"""
+"""Every shell block of README.md and docs/ runs as printed (bash -e, pipefail, in a checkout-like
+directory with a fresh HOME), unless a `<!-- not run by tests/test_docs_blocks.py: WHY -->`
+comment before its fence says why not."""
 
 from __future__ import annotations
 
@@ -36,7 +29,7 @@ class Block:
     page: str
     line: int
     code: str
-    not_run: str | None  # why, as the text says
+    not_run: str | None
 
     @property
     def id(self) -> str:
@@ -51,8 +44,14 @@ def blocks() -> list[Block]:
             before = text[: m.start()]
             previous = before[before.rstrip("\n").rfind("\n") + 1 :]
             mark = MARK.search(previous)
-            found.append(Block(str(page.relative_to(ROOT)), before.count("\n") + 1,
-                               m["code"], mark["why"] if mark else None))  # fmt: skip
+            found.append(
+                Block(
+                    str(page.relative_to(ROOT)),
+                    before.count("\n") + 1,
+                    m["code"],
+                    mark["why"] if mark else None,
+                )
+            )
     return found
 
 
@@ -60,7 +59,7 @@ RUN = [b for b in blocks() if b.not_run is None]
 
 
 def test_every_shell_block_runs_or_says_why_not() -> None:
-    """The blocks not run here, each with its reason (printed: `pytest -s`), and some run."""
+    """Each block not run names existing test files in its reason, and some blocks run."""
     not_run = [b for b in blocks() if b.not_run is not None]
     for b in not_run:
         print(f"not run: {b.id}: {b.not_run}")
@@ -75,14 +74,22 @@ def test_a_shell_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
     work, home = tmp_path / "checkout", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    shutil.copytree(ROOT / "lean_project", work / "lean_project",
-                    ignore=shutil.ignore_patterns("*.olean", "*.ilean"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "lean_project",
+        work / "lean_project",
+        ignore=shutil.ignore_patterns("*.olean", "*.ilean"),
+    )
     (work / ".venv").symlink_to(ROOT / ".venv")
-    # leanrig's cache stays the user's (the bootstrap Lean, the pinned harnesses).
+    # leanrig's cache (the bootstrap Lean, the harnesses) stays the user's.
     env = {**os.environ, "HOME": str(home), "LEANRIG_CACHE": str(cache_root())}
     done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=work, env=env,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=BLOCK_SECONDS,
+        ["bash", "-e", "-o", "pipefail", "-c", block.code],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_SECONDS,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, f"{block.id}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -1,6 +1,5 @@
-"""What the docs name exists: every repository path, Python module, `leanrig` command and
-`--flag` that README.md, docs/*.md and the packages' README.md files write in backticks or
-link to."""
+"""Every repository path, Python module, `leanrig` command and `--flag` that README.md, docs/*.md
+and the packages' README.md files quote or link to exists."""
 
 from __future__ import annotations
 
@@ -80,16 +79,14 @@ def _command_problem(text: str) -> str | None:
 
 
 def _path_exists(name: str, doc: Path) -> bool:
-    """Relative to the repository, to the doc's folder, or (the layers) to agent_tools/; a
-    bare file name anywhere in the repository."""
+    """Relative to the repository, the doc's folder or agent_tools/; a bare name anywhere."""
     if "/" not in name:
         return any(True for _ in ROOT.glob(f"[!.]*/**/{name}")) or (ROOT / name).exists()
     return any((base / name).exists() for base in (ROOT, doc.parent, ROOT / "agent_tools"))
 
 
 def _module_exists(dotted: str) -> bool:
-    """A module, or a name in one (``agent_tools.runs.runner.Runner``); a layer's name alone
-    (``tasks.body_bounds``) is under agent_tools."""
+    """A module or a name in one; a dotted name starting with a layer is under agent_tools."""
     parts = dotted.split(".")
     if parts[0] in LAYERS:
         parts = ["agent_tools", *parts]

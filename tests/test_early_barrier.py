@@ -1,7 +1,6 @@
-"""The early barrier (``ServerCommand.early_barrier``): a step on a direct worker ends when
-Lean's reporter has published the version's last diagnostics, before Lean answers
-``waitForDiagnostics``. Property, against the real Lean: over many varied edits it never ends a
-step early with diagnostics Lean's own barrier would not report, and it does end most steps."""
+"""The early barrier (``ServerCommand.early_barrier``): a direct worker's step ends once Lean has
+published the version's last diagnostics, and reports what Lean's own barrier would (real Lean,
+varied edits); then the exchange's side, fed by hand."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ pytestmark = pytest.mark.anyio
 
 TIMEOUTS = Timeouts(barrier=60, request=60)
 
-# Bodies besides test_direct_workers' (a proof, a mismatch, one argument short, an unknown
-# name, a parse error): several errors, a comment, a `sorry`-free hole, unicode, a body that
+# Bodies besides test_direct_workers': several errors, a comment, a hole, unicode, a body that
 # ends the declaration and starts another.
 MORE_BODIES = [
     "@Eq.rec α a₁ (fun x _ => @Eq β (φ a₁) (φ x)) (@Eq.refl β (φ a₁)) a₂ h -- done ✓",
@@ -46,8 +44,7 @@ MORE_BODIES = [
 
 
 def variant(rng: random.Random) -> str:
-    """A task-like file: sometimes a prefix of definitions (elaborated after the header, so
-    the reporter waits for it), sometimes a slow declaration before or after the theorem."""
+    """A task-like file, sometimes with definitions or a slow declaration around the theorem."""
     body = rng.choice(BODIES + MORE_BODIES)
     head, tail = HEAD, TAIL
     cut = head.index("namespace")
@@ -83,38 +80,32 @@ async def test_the_early_barrier_reports_what_leans_own_barrier_reports(
                     DocQuery.plain_term_goal(LspPos(line, 2)).made_optional().made_unless_clean(),
                 ]
                 report, _ = await client.update(uri, text, queries)
-                # Lean's own barrier for the same version, asked after the step ended.
                 own = await client.wait_for(uri, report.version)
                 assert own.status == report.status == "done"
                 assert diagnostics(report) == diagnostics(own), text
                 steps += 1
         assert client.early_barrier_faults == 0
-        # Not vacuous: some steps ended early. (How many depends on when Lean's reporter
-        # runs beside its barrier's answer: about half here when the machine is quiet, a
-        # third under load; bench/early_barrier.py measures what it saves.)
+        # Not vacuous: some steps ended early (how many depends on machine load).
         assert client.early_barrier_ends >= 1, (client.early_barrier_ends, steps)
 
 
 async def test_diagnostics_after_an_early_end_turn_the_early_barrier_off(
     server_command: ServerCommand, project: Path
 ) -> None:
-    """Should a Lean not follow the rule (a later reporter, another toolchain), the first
-    version whose diagnostics come after its step ended turns the early barrier off for the
-    client: counted, logged, and every later step waits for Lean's own barrier."""
+    """Diagnostics for a version after its step ended early: counted as a fault, and later
+    steps wait for Lean's own barrier."""
     command = replace(server_command, direct_workers=True)
     async with LeanClient.start(command, timeouts=TIMEOUTS) as client:
         uri = (project / "A.lean").as_uri()
         await client.update(uri, HEAD + BODIES[0] + TAIL)
-        # Steps until one ends early (not every step does: Lean's report must be in before its
-        # barrier's answer, which a loaded machine may reorder).
+        # Not every step ends early: a loaded machine may reorder Lean's report and answer.
         for i in range(1, 41):
             await client.update(uri, HEAD + BODIES[i % 2] + TAIL)
             if client.early_barrier_ends:
                 break
         ended = client.early_barrier_ends
         assert ended >= 1
-        # Lean's reporter as a Lean that broke the rule would behave: the version reported
-        # done with its diagnostics out, and then more diagnostics of the same version.
+        # More diagnostics of a version already reported done, as a rule-breaking Lean sends.
         doc: OpenDocument = client._docs[uri]
         version = doc.version
         params: dict[str, Any] = {"uri": uri, "version": version, "diagnostics": []}
@@ -122,11 +113,10 @@ async def test_diagnostics_after_an_early_end_turn_the_early_barrier_off(
         assert client.early_barrier_faults == 1
         report, _ = await client.update(uri, HEAD + BODIES[2] + TAIL)
         assert report.status == "done" and report.diagnostics
-        assert client.early_barrier_ends == ended  # that step waited for Lean's barrier
+        assert client.early_barrier_ends == ended
 
 
-# -- the exchange's side (a transport fed by hand: the order of answers and notifications is
-# the test's, which a real Lean does not let one choose) --------------------------------------
+# The exchange's side: a transport fed by hand, so the test chooses the order of messages.
 
 
 class _Stdin:
@@ -138,8 +128,6 @@ class _Stdin:
 
 
 class _Process:
-    """What LspTransport uses of a process, for an exchange fed by hand."""
-
     pid = 0
     returncode = None
 
@@ -154,8 +142,8 @@ def _hand_fed() -> tuple[LspTransport, _Process]:
 
 
 async def test_an_exchange_ends_at_the_early_moment_when_its_goals_are_already_in() -> None:
-    """A step with a problem waits for its goals too; when they came before the version's
-    last diagnostics, the step ends on those diagnostics, not on a later message."""
+    """Goals answered before the version's last diagnostics: the step ends on those
+    diagnostics."""
     transport, _ = _hand_fed()
     final = False
     answers: list[Any] = []
@@ -165,11 +153,15 @@ async def test_an_exchange_ends_at_the_early_moment_when_its_goals_are_already_i
         answers.extend(
             await transport.exchange(
                 [],
-                [("textDocument/waitForDiagnostics", {}, None),
-                 ("textDocument/documentSymbol", {}, None)],
-                timeout=5.0, conditional=goals, early=lambda: final,
+                [
+                    ("textDocument/waitForDiagnostics", {}, None),
+                    ("textDocument/documentSymbol", {}, None),
+                ],
+                timeout=5.0,
+                conditional=goals,
+                early=lambda: final,
             )
-        )  # fmt: skip
+        )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(step)
@@ -177,7 +169,7 @@ async def test_an_exchange_ends_at_the_early_moment_when_its_goals_are_already_i
         _barrier, symbols, goal = sorted(transport._pending)
         transport._dispatch({"jsonrpc": "2.0", "id": symbols, "result": []})
         transport._dispatch({"jsonrpc": "2.0", "id": goal, "result": {"goals": ["⊢ q ∧ p"]}})
-        final = True  # the version's last diagnostics: the notification that makes it so
+        final = True  # the next notification is the version's last diagnostics
         transport._dispatch({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics"})
         with anyio.fail_after(1.0):
             while not answers:
@@ -191,12 +183,15 @@ async def test_a_timeout_after_the_early_moment_names_the_query_that_did_not_ans
     with pytest.raises(RequestTimeout) as caught:
         await transport.exchange(
             [],
-            [("textDocument/waitForDiagnostics", {}, None),
-             ("textDocument/documentSymbol", {}, None)],
-            timeout=0.2, early=lambda: True,
-        )  # fmt: skip
+            [
+                ("textDocument/waitForDiagnostics", {}, None),
+                ("textDocument/documentSymbol", {}, None),
+            ],
+            timeout=0.2,
+            early=lambda: True,
+        )
     assert "textDocument/documentSymbol" in str(caught.value)
-    assert b"$/cancelRequest" in b"".join(process.stdin.sent)  # what is unanswered is cancelled
+    assert b"$/cancelRequest" in b"".join(process.stdin.sent)
     assert transport.pending_count == 0 and not transport._watchers
 
 

@@ -1,8 +1,6 @@
-"""A real editor: Debian's Emacs (emacs-nox 28) in batch with lsp-mode 8.0 or eglot 1.9, opening
-the attempt as docs/human-baselines.md says (`emacs -l WS/.leanrig/emacs.el WS/<task file>`,
-after `leanrig edit`) with a `lean` of its own earlier on PATH, driven by an Emacs Lisp script;
-then quitting it three ways (normally, SIGKILL of its server, SIGKILL of Emacs) and reading the
-attempt's records. What each test asserts is in its docstring."""
+"""Emacs in batch (lsp-mode or eglot) opening the attempt as docs/human-baselines.md says, with a
+fake `lean` first on PATH, driven by an Emacs Lisp script; then quit three ways, and the
+attempt's records read."""
 
 from __future__ import annotations
 
@@ -30,17 +28,20 @@ PROOF = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())[
 WRONG = "And.intro h.1 h.2"
 EMACS = shutil.which("emacs")
 DEADLINE = 90.0  # one Emacs session, end to end
-MARK = "LEANRIG_TEST_EMACS"  # in the environment of everything an Emacs of a test starts
+MARK = "LEANRIG_TEST_EMACS"  # in the environment of everything a test's Emacs starts
 
 
 def _has_packages() -> bool:
-    """Are lsp-mode and eglot installed for Emacs (make setup: scripts/install-emacs.sh)?"""
+    """Are lsp-mode and eglot installed for Emacs?"""
     if EMACS is None:
         return False
-    probe = ("(progn (package-activate-all) (princ (and (locate-library \"lsp-mode\") "
-             "(locate-library \"eglot\") t)))")  # fmt: skip
-    done = subprocess.run([EMACS, "--batch", "--eval", probe], capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    probe = (
+        '(progn (package-activate-all) (princ (and (locate-library "lsp-mode") '
+        '(locate-library "eglot") t)))'
+    )
+    done = subprocess.run(
+        [EMACS, "--batch", "--eval", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     return done.stdout.strip() == "t"
 
 
@@ -50,9 +51,8 @@ pytestmark = pytest.mark.skipif(
     "emacs-nox, elpa-lsp-mode and elpa-eglot where apt-get works: scripts/install-emacs.sh)",
 )
 
-# The driver: helpers over both clients, then the steps the test names (LEANRIG_STEPS). Each
-# step's outcome goes to LEANRIG_OUT as it happens (a JSON object), so a test that kills Emacs
-# reads what happened before.
+# Runs the steps in LEANRIG_STEPS, writing each outcome to LEANRIG_OUT at once, so a test that
+# kills Emacs still reads what happened before.
 DRIVER = r"""
 ;; -*- lexical-binding: t -*-
 (require 'json)
@@ -165,8 +165,8 @@ DRIVER = r"""
   (error (t/note "error" (format "%S" err)) (kill-emacs 3)))
 """
 
-# lean4-mode as it starts its server (lean4-mode is not packaged in Debian): `lsp` from the
-# mode's hook, with a client of its own whose server is `lean --server` from PATH.
+# A stand-in for lean4-mode (not packaged in Debian): `lsp` from the mode's hook, with its own
+# client whose server is `lean --server` from PATH.
 LEAN4_MODE = r""";;; lean4-mode.el --- lean4-mode's server start -*- lexical-binding: t -*-
 (require 'lsp-mode)
 (define-derived-mode lean4-mode prog-mode "Lean 4")
@@ -181,11 +181,12 @@ LEAN4_MODE = r""";;; lean4-mode.el --- lean4-mode's server start -*- lexical-bin
 
 
 class Session:
-    """One Emacs, as documented: `emacs -l WS/.leanrig/emacs.el WS/<task file>` (batch, the
-    driver's steps after it), a fake `lean` first on PATH that records being run."""
+    """One Emacs started as documented, then the driver, with a fake `lean` first on PATH that
+    records being run."""
 
-    def __init__(self, tmp_path: Path, steps: str, *, client: str = "lsp-mode",
-                 lean4_mode: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, tmp_path: Path, steps: str, *, client: str = "lsp-mode", lean4_mode: bool = False
+    ) -> None:
         self.tmp = tmp_path
         self.run_dir = tmp_path / "run"
         self.ws: EditWorkspace = prepare_workspace(
@@ -210,14 +211,21 @@ class Session:
         if client == "eglot":
             argv += ["--eval", "(setq leanrig-client 'eglot)"]
         argv += ["-l", str(self.ws.files["emacs"]), str(self.ws.task_file), "-l", str(driver)]
-        env = {**os.environ, "HOME": str(tmp_path / "home"),
-               "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
-               "LEANRIG_OUT": str(self.out), "LEANRIG_STEPS": steps, "LEANRIG_PROOF": PROOF,
-               "LEANRIG_WRONG": WRONG, MARK: str(tmp_path)}  # fmt: skip
+        env = {
+            **os.environ,
+            "HOME": str(tmp_path / "home"),
+            "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
+            "LEANRIG_OUT": str(self.out),
+            "LEANRIG_STEPS": steps,
+            "LEANRIG_PROOF": PROOF,
+            "LEANRIG_WRONG": WRONG,
+            MARK: str(tmp_path),
+        }
         self.stderr = tmp_path / "emacs.stderr"
         with self.stderr.open("wb") as err:
-            self.process = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                                            stdout=err, stderr=err)  # fmt: skip
+            self.process = subprocess.Popen(
+                argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err
+            )
 
     def report(self) -> dict[str, Any]:
         try:
@@ -241,13 +249,16 @@ class Session:
         return f"{self.report()}\n{self.stderr.read_text(errors='replace')[-3000:]}"
 
     def processes(self) -> list[psutil.Process]:
-        """What this Emacs started that still runs (it may have exited: they are orphans)."""
+        """What this Emacs started that still runs, orphans included."""
         return [p for p in marked(MARK, str(self.tmp)) if p.pid != self.process.pid]
 
     def relay(self) -> psutil.Process:
         """Emacs's server process: `leanrig lsp` as the shim started it."""
-        (server,) = [p for p in psutil.Process(self.process.pid).children()
-                     if "agent_tools.editor" in " ".join(p.cmdline())]  # fmt: skip
+        (server,) = [
+            p
+            for p in psutil.Process(self.process.pid).children()
+            if "agent_tools.editor" in " ".join(p.cmdline())
+        ]
         return server
 
     def stop(self) -> None:
@@ -268,14 +279,8 @@ def _documented_and_alone(session: Session, report: dict[str, Any]) -> None:
 def test_emacs_as_documented_is_served_by_leanrig_alone_and_quits_with_its_records(
     tmp_path: Path, client: str
 ) -> None:
-    """`emacs -l WS/.leanrig/emacs.el WS/Demo/AndSwap.lean` with lsp-mode (no lean4-mode:
-    the generated minimal mode) and with eglot, a `lean` first on PATH: the server is the
-    workspace's shim (the `lean` on PATH never runs), diagnostics come, a wrong body shows its
-    error, an edit outside the body is undone and its notice is no error once the text is
-    back, the right proof clears the errors, `leanrig-check-proof` accepts and says so in the
-    echo area in words, lsp-mode warns about nothing (Lean's inlay-hint refreshes included).
-    Quitting Emacs normally: the ledger's close says `shutdown`, the results line is the
-    accepted attempt without a kill note, and no process of the attempt is left."""
+    """Served by the shim only; errors, the outside-edit revert, acceptance and its echo come
+    through, with no warnings; quitting records `shutdown` and the accepted attempt."""
     session = Session(tmp_path, "open,wrong,outside,right,check,quit", client=client)
     try:
         assert session.exit_code() == 0, session.failure()
@@ -302,12 +307,8 @@ def test_emacs_as_documented_is_served_by_leanrig_alone_and_quits_with_its_recor
 
 
 def test_emacs_killing_its_server_still_closes_the_attempt(tmp_path: Path) -> None:
-    """With lean4-mode installed (a stand-in that starts `lean --server` from PATH through its
-    own lsp-mode client from the mode's hook, as lean4-mode does), the server is still the
-    workspace's shim. Then the server is SIGKILLed with its process group (as lsp-mode's exit
-    does after `shutdown`, here after a wrong proof): the ledger closes the connection as cut
-    off, the results line holds the closing verdict on the last body Lean checked with the
-    kill noted, and no process of the attempt is left."""
+    """With a lean4-mode stand-in the server is still the shim; SIGKILL of its process group
+    after a wrong proof records the attempt as cut off, with its closing verdict."""
     session = Session(tmp_path, "open,wrong,ready", lean4_mode=True)
     try:
         report = session.wait_for("ready")
@@ -322,9 +323,8 @@ def test_emacs_killing_its_server_still_closes_the_attempt(tmp_path: Path) -> No
 
 
 def test_emacs_killed_still_closes_the_attempt(tmp_path: Path) -> None:
-    """Emacs itself SIGKILLed (a crash, a closed terminal) after a wrong proof: the ledger
-    closes the connection as cut off, the results line holds the closing verdict on the last
-    body Lean checked with the kill noted, and no process of the attempt is left."""
+    """Emacs SIGKILLed after a wrong proof: the attempt is recorded as cut off, with its closing
+    verdict on the last body, and no process of it is left."""
     session = Session(tmp_path, "open,wrong,ready")
     try:
         session.wait_for("ready")

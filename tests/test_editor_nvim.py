@@ -1,5 +1,5 @@
-"""A real editor: headless Neovim (Debian's, 0.7+) and its built-in LSP client, driven by a Lua
-script, against `leanrig lsp` started through the workspace's `lean --server` shim."""
+"""Headless Neovim's built-in LSP client, driven by a Lua script, against `leanrig lsp` started
+through the workspace's `lean --server` shim."""
 
 from __future__ import annotations
 
@@ -141,8 +141,13 @@ def test_headless_neovim_proves_a_task_through_leanrig_lsp(tmp_path: Path) -> No
     }
     proc = subprocess.run(
         [NVIM, "--headless", "--clean", "-n", "-c", f"luafile {script}"],
-        env=env, cwd=ws.root, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=ws.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.exists(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     report = orjson.loads(out.read_bytes())
     assert report.get("failed") is None, report
@@ -163,9 +168,7 @@ def test_headless_neovim_proves_a_task_through_leanrig_lsp(tmp_path: Path) -> No
     assert closing["edit_delay_ms"] == 10  # lean.nvim's editDelay, recorded
 
 
-# docs/human-baselines.md's Neovim steps, after `leanrig edit`: Neovim started with the generated
-# nvim.lua and the task file, a proof typed in the body, and the verdict through
-# vim.lsp.buf.execute_command.
+# docs/human-baselines.md's Neovim steps: a proof typed in the body, then the verdict command.
 AS_DOCUMENTED = r"""
 local proof = os.getenv('LEANRIG_PROOF')
 local results = os.getenv('LEANRIG_RESULTS')
@@ -198,16 +201,25 @@ vim.cmd('qa!')
 
 @pytest.mark.skipif(NVIM is None, reason="nvim is not installed")
 def test_neovim_as_the_human_baselines_page_says(tmp_path: Path) -> None:
-    """`leanrig edit …` as typed, then `nvim --cmd 'luafile <workspace>/.leanrig/nvim.lua'
-    <task file>` in a clean Neovim (no lean.nvim: its built-in client path), a proof typed in
-    the body, and `vim.lsp.buf.execute_command({command = 'leanrig.checkProof'})`."""
+    """`leanrig edit`, then Neovim without lean.nvim as documented: the typed proof is accepted
+    by `leanrig.checkProof`."""
     from .test_as_typed import DEMO, SUITE, leanrig, sandbox_or_skip
 
     sandbox_or_skip()
     assert NVIM is not None
     shutil.copytree(DEMO, tmp_path / SUITE)
-    done = leanrig("edit", "--suite", SUITE, "--task", "and_swap", "--workspace",
-                   "attempt-and_swap", "--run-dir", "runs/human", cwd=tmp_path)  # fmt: skip
+    done = leanrig(
+        "edit",
+        "--suite",
+        SUITE,
+        "--task",
+        "and_swap",
+        "--workspace",
+        "attempt-and_swap",
+        "--run-dir",
+        "runs/human",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     driver = tmp_path / "driver.lua"
     driver.write_text(AS_DOCUMENTED, encoding="utf-8")
@@ -222,18 +234,36 @@ def test_neovim_as_the_human_baselines_page_says(tmp_path: Path) -> None:
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     proc = subprocess.run(
-        [NVIM, "--headless", "--clean", "-n", "--cmd", "luafile attempt-and_swap/.leanrig/nvim.lua",
-         "attempt-and_swap/Demo/AndSwap.lean", "-c", f"luafile {driver}"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            NVIM,
+            "--headless",
+            "--clean",
+            "-n",
+            "--cmd",
+            "luafile attempt-and_swap/.leanrig/nvim.lua",
+            "attempt-and_swap/Demo/AndSwap.lean",
+            "-c",
+            f"luafile {driver}",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.exists(), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
-    assert seen == {"filetype": "lean", "diagnostics": "true", "clients": "1",
-                    "no errors": "true", "verdict": "true"}, seen  # fmt: skip
+    assert seen == {
+        "filetype": "lean",
+        "diagnostics": "true",
+        "clients": "1",
+        "no errors": "true",
+        "verdict": "true",
+    }, seen
 
 
-# The Neovim steps of docs/human-baselines.md up to a wrong proof Lean has checked; then the
-# editor says it is ready and waits to be killed.
+# Up to a wrong proof Lean has checked; then the editor says it is ready and waits to be killed.
 UNTIL_KILLED = r"""
 local out = io.open(os.getenv('LEANRIG_OUT'), 'w')
 local buf = vim.api.nvim_get_current_buf()
@@ -257,19 +287,17 @@ vim.wait(120000, function() return false end, 100)
 def test_neovim_killed_or_its_server_killed_still_closes_the_attempt(
     tmp_path: Path, killed: str
 ) -> None:
-    """Neovim opened as documented (`nvim --cmd 'luafile WS/.leanrig/nvim.lua' <task file>`,
-    a `lean` of its own first on PATH, which never runs), a wrong proof Lean checked, then
-    its server SIGKILLed with its process group, or Neovim itself SIGKILLed: the ledger
-    closes the connection as cut off, the results line holds the closing verdict on that
-    body with the kill noted, and no process of the attempt is left."""
+    """Neovim's server process group, or Neovim itself, SIGKILLed after a wrong proof: the
+    attempt is recorded as cut off with its closing verdict, and nothing of it is left."""
     from agent_tools.editor.human_attempt import body_sha
 
     from .test_human_attempts import closed_records, ended, kill_server, process_tree
 
     assert NVIM is not None
     run = tmp_path / "run"
-    ws = prepare_workspace(EditOptions(suite=SUITE, task="and_swap", workspace=tmp_path / "ws",
-                                       run_dir=run))  # fmt: skip
+    ws = prepare_workspace(
+        EditOptions(suite=SUITE, task="and_swap", workspace=tmp_path / "ws", run_dir=run)
+    )
     fake = tmp_path / "fake-bin"
     fake.mkdir()
     for name in ("lean", "lake"):
@@ -279,16 +307,32 @@ def test_neovim_killed_or_its_server_killed_still_closes_the_attempt(
     driver.write_text(UNTIL_KILLED, encoding="utf-8")
     out = tmp_path / "nvim.out"
     wrong = "And.intro h.1 h.2"
-    env = {**os.environ, "LEANRIG_OUT": str(out), "LEANRIG_WRONG": wrong,
-           "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
-           "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **os.environ,
+        "LEANRIG_OUT": str(out),
+        "LEANRIG_WRONG": wrong,
+        "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     editor = subprocess.Popen(
-        [NVIM, "--headless", "--clean", "-n", "--cmd", f"luafile {ws.files['neovim']}",
-         str(ws.task_file), "-c", f"luafile {driver}"],
-        env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        [
+            NVIM,
+            "--headless",
+            "--clean",
+            "-n",
+            "--cmd",
+            f"luafile {ws.files['neovim']}",
+            str(ws.task_file),
+            "-c",
+            f"luafile {driver}",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 120
         while "ready=true" not in (out.read_text() if out.exists() else ""):
@@ -298,10 +342,13 @@ def test_neovim_killed_or_its_server_killed_still_closes_the_attempt(
             time.sleep(0.05)
         seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
         assert seen == {"diagnostics": "true", "errors": "true", "ready": "true"}, seen
-        tree = process_tree(editor.pid)[1:]  # (what Neovim started)
+        tree = process_tree(editor.pid)[1:]
         if killed == "server":
-            (relay,) = [p for p in psutil.Process(editor.pid).children()
-                        if "agent_tools.editor" in " ".join(p.cmdline())]  # fmt: skip
+            (relay,) = [
+                p
+                for p in psutil.Process(editor.pid).children()
+                if "agent_tools.editor" in " ".join(p.cmdline())
+            ]
             kill_server(relay)
         else:
             editor.kill()

@@ -1,6 +1,5 @@
-"""`leanrig lsp` against a plain LSP client subprocess-to-subprocess: every pass-through, edit
-scoping, the verdict command, Lean crashing under the proxy, an editor that disconnects, and
-the workspace's shims. The real (bootstrap) Lean; no fixed sleeps (events with deadlines)."""
+"""`leanrig lsp` against a plain LSP client, with the real Lean: pass-through, edit scoping, the
+verdict command, Lean crashing under the proxy, an editor that disconnects, the workspace shims."""
 
 from __future__ import annotations
 
@@ -70,7 +69,7 @@ class Editor:
                 self._wake()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
-        self._wake()  # the proxy's output ended
+        self._wake()
 
     def _wake(self) -> None:
         self.changed.set()
@@ -257,7 +256,7 @@ def task_setup(workspace: Path) -> tuple[Path, str, TaskScope]:
 def body_edit(text: str, scope: TaskScope, body: str) -> list[dict[str, Any]]:
     """A range edit replacing the body of ``text``."""
     index = LineIndex(text)
-    after = scope.task.text[scope.task.span.end :]  # the blank lines after the body stay
+    after = scope.task.text[scope.task.span.end :]
     start, end = len(scope.prefix), len(text) - len(after)
     rng = {"start": index.lsp_of_offset(start).to_json(), "end": index.lsp_of_offset(end).to_json()}
     return [{"range": rng, "text": body}]
@@ -271,9 +270,6 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
 
 
-# -- pure scoping ------------------------------------------------------------------------------
-
-
 def test_scope_decides_outside_held_and_ok() -> None:
     _, text, scope = task_setup(Path("/nonexistent"))
     assert scope.decide(text).outcome == "ok"
@@ -285,9 +281,8 @@ def test_scope_decides_outside_held_and_ok() -> None:
     assert "comment" in held.reason
     right = task.with_body(RIGHT)
     assert scope.decide(right).outcome == "ok" and scope.final_body(right) == RIGHT
-    # The proof's last line selected with its line break and typed over (or deleted): the
-    # blank line after the body goes, which is an edit of the proof. It was reverted at every
-    # keystroke. The verdict still gets the task's own blank lines.
+    # Typing over the proof's last line and its line break is an edit of the proof; the
+    # submission keeps the task's own blank lines.
     tight = scope.prefix + RIGHT + "\n" + scope.suffix
     assert scope.decide(tight).outcome == "ok"
     assert scope.submission(tight) == right
@@ -296,8 +291,6 @@ def test_scope_decides_outside_held_and_ok() -> None:
 
 
 def test_a_task_whose_next_command_is_indented_is_editable(tmp_path: Path) -> None:
-    """A review: the scope stripped the next command's indentation, so no editor text kept
-    the text after the body: every edit was undone, the task file itself included."""
     from .test_verifier import INDENTED_AFTER, SYMM, exploit_suite_with
 
     for i, text in enumerate(INDENTED_AFTER.values()):
@@ -313,8 +306,6 @@ def test_a_task_whose_next_command_is_indented_is_editable(tmp_path: Path) -> No
 
 
 def test_a_last_target_with_trailing_whitespace_is_editable(tmp_path: Path) -> None:
-    """A second review: with the target last and the file ending in spaces, the suffix kept
-    them, and the untouched file itself was outside the scope."""
     from .test_verifier import ESCAPED_TASK, SYMM, exploit_suite_with
 
     last = ESCAPED_TASK.replace("\n\nend Exploit.Ünï\n", "  ")  # the namespace ends with the file
@@ -331,9 +322,6 @@ def test_apply_changes_uses_utf16_ranges() -> None:
     rng = {"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 4}}
     assert apply_changes(text, [{"range": rng, "text": "X"}]) == "a𝔽X\nc"
     assert apply_changes(text, [{"text": "whole"}]) == "whole"
-
-
-# -- pass-through ------------------------------------------------------------------------------
 
 
 async def test_lean_extensions_and_extra_fields_pass_through(
@@ -354,7 +342,6 @@ async def test_lean_extensions_and_extra_fields_pass_through(
         lambda: [r for r in editor.server_requests if r["method"] == "client/registerCapability"]
     )
     assert registration[0]["id"] == "register_lean_watcher"
-    # fileProgress: the empty `processing` list for version 1 reached us.
     await editor.wait(
         lambda: any(
             n["method"] == "$/lean/fileProgress"
@@ -395,7 +382,7 @@ async def test_lean_extensions_and_extra_fields_pass_through(
     )
     hierarchy = await editor.request("$/lean/prepareModuleHierarchy", {"textDocument": doc})
     assert "error" not in hierarchy, hierarchy
-    # The proxy's own ids never collide with the editor's: a request after all that works.
+    # The proxy's own ids never collide with the editor's.
     again = await editor.request(
         "$/lean/plainTermGoal", {"textDocument": doc, "position": body_pos}
     )
@@ -411,9 +398,6 @@ async def test_a_second_file_is_not_scoped(editor: Editor, workspace: Path) -> N
     diags = await editor.diagnostics_for(uri, version)
     assert errors(diags), diags
     assert not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
-
-
-# -- scoping -----------------------------------------------------------------------------------
 
 
 async def test_edit_outside_the_body_is_reverted_and_explained(
@@ -437,7 +421,7 @@ async def test_edit_outside_the_body_is_reverted_and_explained(
     )
     change = revert[0]["params"]["edit"]["documentChanges"][0]
     assert change["textDocument"]["version"] >= version
-    await editor.wait(lambda: editor.texts[uri] == text)  # the editor applied the revert
+    await editor.wait(lambda: editor.texts[uri] == text)
     scoping = await editor.wait(
         lambda: [d for d in editor.published(uri) if d.get("source") == "leanrig"]
     )
@@ -445,7 +429,6 @@ async def test_edit_outside_the_body_is_reverted_and_explained(
     # Lean never saw the edit: the file still elaborates with only the sorry warning.
     diags = await editor.diagnostics_for(uri, editor.versions[uri])
     assert errors([d for d in diags if d.get("source") != "leanrig"]) == []
-    # A real edit inside the body goes through and clears the notice.
     version = await editor.change(uri, body_edit(editor.texts[uri], scope, WRONG))
     diags = await editor.diagnostics_for(uri, version)
     assert [d for d in diags if d.get("source") == "leanrig"] == []
@@ -453,8 +436,8 @@ async def test_edit_outside_the_body_is_reverted_and_explained(
 
 
 def saved_by_vscode(text: str) -> list[dict[str, Any]]:
-    """The content changes vscode-lean4's save sends (its defaults for Lean files:
-    trimTrailingWhitespace, trimFinalNewlines, insertFinalNewline), bottom up."""
+    """The content changes vscode-lean4's save sends by default (trim trailing whitespace and
+    final newlines, insert a final newline), bottom up."""
     index = LineIndex(text)
     changes = []
     lines = text.split("\n")
@@ -486,10 +469,7 @@ async def reached_lean_and_accepted(editor: Editor, uri: str, version: int) -> N
 async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is_accepted(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """vscode-lean4 trims line-end spaces and adds the final line break on every save: on a
-    task file with a space at a line end and no final line break, the proxy read each save as
-    an edit outside the body and undid it (the next save again), while the verdict read the
-    saved file as the task's. One rule now (tasks.body_bounds): the save goes to Lean."""
+    """A task file with line-end spaces and no final line break, saved as vscode-lean4 does."""
     suite = tmp_path / "suite"
     shutil.copytree(SUITE, suite)
     task_file = suite / load_suite(suite).task(TASK).spec.file
@@ -505,7 +485,7 @@ async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is
         await editor.diagnostics_for(uri, 1)
         await editor.change(uri, body_edit(task.text, scope, RIGHT))
         version = await editor.change(uri, saved_by_vscode(editor.texts[uri]))
-        assert editor.texts[uri] == editor.texts[uri].rstrip() + "\n"  # (the save happened)
+        assert editor.texts[uri] == editor.texts[uri].rstrip() + "\n"
         assert "  \n" not in editor.texts[uri]
         await reached_lean_and_accepted(editor, uri, version)
 
@@ -513,9 +493,7 @@ async def test_a_save_that_trims_whitespace_outside_the_body_reaches_lean_and_is
 async def test_a_file_changed_to_crlf_line_ends_reaches_lean_and_is_accepted(
     editor: Editor, workspace: Path
 ) -> None:
-    """VS Code's "Change End of Line Sequence" (or `files.eol` on a new save) sends the whole
-    text with CRLF line ends: the proxy read that as an edit outside the body and undid it,
-    while the verdict reads a CRLF submission as the task's (Lean reads it the same)."""
+    """The whole text resent with CRLF line ends, as VS Code's "Change End of Line Sequence"."""
     await editor.initialize(workspace)
     path, text, scope = task_setup(workspace)
     uri = await editor.open(path, text)
@@ -559,9 +537,6 @@ async def test_a_held_body_is_not_sent_and_not_reverted(editor: Editor, workspac
     assert not [d for d in diags if d.get("source") == "leanrig"]
 
 
-# -- verdict, ledger, result line ---------------------------------------------------------------
-
-
 async def test_check_proof_accepts_and_writes_ledger_and_result(
     editor: Editor, workspace: Path, tmp_path: Path
 ) -> None:
@@ -587,7 +562,7 @@ async def test_check_proof_accepts_and_writes_ledger_and_result(
     assert result["condition"] == "human"
     assert result["agent_tool"] == "test-client 1"
     assert result["invocation_s"] > 0
-    assert read_results(run).results[0].accepted  # the runs layer reads the line back
+    assert read_results(run).results[0].accepted
     assert read_run_info(run).condition == "human"
     # The connection's closing ledger line comes when the editor leaves.
     await editor.request("shutdown", None)
@@ -607,28 +582,36 @@ async def test_check_proof_accepts_and_writes_ledger_and_result(
 async def test_typing_over_the_proof_line_is_an_edit_and_the_ledger_counts_what_lean_said(
     editor: Editor, workspace: Path, tmp_path: Path
 ) -> None:
-    """A human probing the proxy: selecting the proof's line with its line break and typing
-    (or deleting the line) was reverted at every keystroke; the ledger counted the errors at
-    Lean's "done" notice, which comes just before the version's last diagnostics (mostly 0);
-    a revert's echo counted as a version of the proof; an accepted attempt said "no verdict"."""
+    """The ledger's error count per version is what Lean reported for it, a revert's echo is no
+    version, and the accepted attempt's result says so."""
     await editor.initialize(workspace)
     path, text, scope = task_setup(workspace)
     uri = await editor.open(path, text)
     await editor.diagnostics_for(uri, 1)
     body_line = LineIndex(text).lsp_of_offset(scope.task.span.start).line + 1
-    whole_line = {"start": {"line": body_line, "character": 0},
-                  "end": {"line": body_line + 1, "character": 0}}  # fmt: skip
+    whole_line = {
+        "start": {"line": body_line, "character": 0},
+        "end": {"line": body_line + 1, "character": 0},
+    }
     wrong = await editor.change(uri, [{"range": whole_line, "text": WRONG.lstrip("\n")}])
     seen = errors(await editor.diagnostics_for(uri, wrong))
     assert seen and not [r for r in editor.server_requests if r["method"] == "workspace/applyEdit"]
-    outside = await editor.change(uri, [{"range": {"start": {"line": 0, "character": 0},
-                                                   "end": {"line": 0, "character": 0}},
-                                         "text": "-- "}])  # fmt: skip
+    outside = await editor.change(
+        uri,
+        [
+            {
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                "text": "-- ",
+            }
+        ],
+    )
     assert outside > wrong
-    await editor.wait(lambda: not editor.texts[uri].startswith("-- "))  # reverted
+    await editor.wait(lambda: not editor.texts[uri].startswith("-- "))
     typed = editor.texts[uri].split("\n")[body_line]  # the line now holds the wrong proof
-    line_only = {"start": {"line": body_line, "character": 0},
-                 "end": {"line": body_line, "character": len(typed)}}  # fmt: skip
+    line_only = {
+        "start": {"line": body_line, "character": 0},
+        "end": {"line": body_line, "character": len(typed)},
+    }
     right = await editor.change(uri, [{"range": line_only, "text": RIGHT.lstrip("\n")}])
     assert errors(await editor.diagnostics_for(uri, right)) == []
     verdict = await editor.request(
@@ -642,7 +625,7 @@ async def test_typing_over_the_proof_line_is_an_edit_and_the_ledger_counts_what_
     edits = {e["version"]: e for e in ledger if e["tool"] == "edit" and e["outcome"] == "ok"}
     assert edits[wrong]["errors"] == len(seen), edits[wrong]
     assert edits[right]["errors"] == 0
-    assert set(edits) == {1, wrong, right}  # the revert's echo is no version of the proof
+    assert set(edits) == {1, wrong, right}
 
 
 async def test_time_limit_refuses_edits_and_runs_the_verdict(
@@ -669,9 +652,6 @@ async def test_time_limit_refuses_edits_and_runs_the_verdict(
     assert result["timed_out"] is True
     assert result["accepted"] is False
     assert result["invocation_s"] == pytest.approx(1.0, abs=0.05)
-
-
-# -- faults ------------------------------------------------------------------------------------
 
 
 def lean_server_under(pid: int) -> psutil.Process:
@@ -712,9 +692,8 @@ async def test_lean_crash_gives_an_error_and_restarts_with_the_document(
 async def test_a_crashed_file_worker_is_said_recorded_and_restarted_by_the_next_edit(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """Found by a users' sweep: when the task file's `lean --worker` died (the watchdog
-    lives on), the editor got only Lean's fatal progress — no message, no ledger line, the
-    attempt's counts unchanged. docs/human-baselines.md: Lean crashing is reported."""
+    """The task file's `lean --worker` killed (the watchdog lives on): a message, a new worker
+    at the next edit, and `worker_stops` 1 on the closing ledger line."""
     run = tmp_path / "run"
     async with start_editor(workspace, run) as editor:
         await editor.initialize(workspace)
@@ -725,12 +704,16 @@ async def test_a_crashed_file_worker_is_said_recorded_and_restarted_by_the_next_
         (worker,) = [c for c in server.children(recursive=True) if "--worker" in c.cmdline()]
         worker.kill()
         shown = await editor.wait(
-            lambda: [n for n in editor.notifications if n["method"] == "window/showMessage"
-                     and "worker crashed" in n["params"]["message"]]
-        )  # fmt: skip
+            lambda: [
+                n
+                for n in editor.notifications
+                if n["method"] == "window/showMessage"
+                and "worker crashed" in n["params"]["message"]
+            ]
+        )
         assert "next edit" in shown[0]["params"]["message"]
         version = await editor.change(uri, body_edit(text, scope, WRONG))
-        assert errors(await editor.diagnostics_for(uri, version))  # a new worker answers
+        assert errors(await editor.diagnostics_for(uri, version))
     ledger = lines(run / "ledger.jsonl")
     (closing,) = [e for e in ledger if e["tool"] == "close_session"]
     assert closing["worker_stops"] == 1 and closing["lean_restarts"] == 0
@@ -739,9 +722,7 @@ async def test_a_crashed_file_worker_is_said_recorded_and_restarted_by_the_next_
 async def test_a_header_lean_cannot_import_is_no_worker_crash(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """Found in review: Lean's fatal progress also comes for a header it cannot import (the
-    worker alive); the proxy said "its worker crashed" on every version. Lean's own
-    diagnostics explain that case; the proxy says nothing of a crash."""
+    """Lean's fatal progress for an unimportable header (worker alive) gets no crash message."""
     suite = tmp_path / "suite"
     shutil.copytree(SUITE, suite)
     task_file = suite / load_suite(SUITE).task(TASK).spec.file
@@ -755,8 +736,11 @@ async def test_a_header_lean_cannot_import_is_no_worker_crash(
         uri = await editor.open(workspace / task_file.relative_to(suite), text)
         assert errors(await editor.diagnostics_for(uri, 1))
         await anyio.sleep(0.5)  # the fatal progress has come and gone
-        assert not [n for n in editor.notifications if n["method"] == "window/showMessage"
-                    and "crashed" in n["params"]["message"]]  # fmt: skip
+        assert not [
+            n
+            for n in editor.notifications
+            if n["method"] == "window/showMessage" and "crashed" in n["params"]["message"]
+        ]
     (closing,) = [e for e in lines(run / "ledger.jsonl") if e["tool"] == "close_session"]
     assert closing["worker_stops"] == 0
 
@@ -796,9 +780,6 @@ async def test_editor_disconnecting_mid_request_leaves_no_lean(
             os.killpg(process.pid, signal.SIGKILL)
         with anyio.CancelScope(shield=True):
             await process.aclose()
-
-
-# -- the workspace -----------------------------------------------------------------------------
 
 
 def test_workspace_shims_answer_version_and_settings_point_at_them(tmp_path: Path) -> None:

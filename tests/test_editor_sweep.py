@@ -1,7 +1,5 @@
-"""`leanrig lsp` (the editor path) driven as an editor does: raw JSON-RPC frames over its stdio,
-started from a temporary working directory with relative paths and default options. Problems
-the session-12 editor sweep found, each a test that failed before its fix: a held body kept
-through a revert, SIGTERM still recording the attempt, waitForDiagnostics on a held version."""
+"""`leanrig lsp` driven by raw JSON-RPC frames over its stdio, from a temporary working directory:
+a held body kept through a revert, SIGTERM recording the attempt, waitForDiagnostics when held."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from lsp_bridge import LineIndex
 
 from .test_as_typed import DEADLINE, SUITE
 from .test_as_typed import (
-    cwd as cwd,  # the fixture: the demo suite at its README path
+    cwd as cwd,
 )
 from .test_as_typed_editor import leave, lsp_session
 from .test_editor_proxy import Editor, lines
@@ -59,7 +57,7 @@ async def opened(editor: Editor, cwd: Path, task: str = TASK) -> tuple[str, Task
 
 
 async def settle(editor: Editor, uri: str, quiet: float = 1.0) -> None:
-    """Wait until no frame has arrived from the proxy for ``quiet`` seconds (deadline 30 s)."""
+    """Wait until no frame has arrived from the proxy for ``quiet`` seconds."""
     with anyio.fail_after(30):
         while True:
             with anyio.move_on_after(quiet) as scope:
@@ -68,18 +66,11 @@ async def settle(editor: Editor, uri: str, quiet: float = 1.0) -> None:
                 return
 
 
-# -- held bodies, signals, barriers ------------------------------------------------------------
-
-
 async def test_an_outside_edit_while_the_body_is_held_does_not_erase_the_typed_body(
     cwd: Path,
 ) -> None:
-    """What happens: the human is mid-typing (an unterminated `/-` in the proof: the body is
-    "held", Lean keeps version 1) and then an accidental keystroke lands outside the body. The
-    proxy's revert (`workspace/applyEdit`) restores *Lean's* text, so everything typed since
-    the last valid body (here ` /- my long proof`) is deleted from the editor as well.
-    What should happen: the revert undoes only the edit outside the body: the editor goes back
-    to its last in-scope text (the held body stays; it is still not sent to Lean)."""
+    """A body held by an unterminated `/-`, then a keystroke outside it: the revert restores the
+    editor's last in-scope text, held body included, not Lean's."""
     async with lsp(cwd) as e:
         uri, scope, text = await opened(e, cwd)
         end = scope.task.span.end
@@ -95,14 +86,8 @@ async def test_an_outside_edit_while_the_body_is_held_does_not_erase_the_typed_b
 
 
 async def test_sigterm_still_records_the_last_valid_body_and_its_verdict(cwd: Path) -> None:
-    """What happens: the human typed a correct proof (Lean: no errors) and the editor stops
-    the server with SIGTERM (Neovim force-stops its clients this way when `exit` is not
-    followed by a quick exit, e.g. while the final verdict runs; a window manager or a
-    killed terminal does the same). The proxy exits 0 and leaves no Lean process, but the
-    results.jsonl line says `accepted: false`, reasons `["no verdict"]`, and `final_body_sha`
-    is the hash of the empty string: the attempt's body is lost.
-    What should happen: the same line as after `shutdown`/`exit` or EOF: the last valid body
-    gets its final verdict (bounded), or at the least the line records that body."""
+    """SIGTERM after a correct proof (as Neovim force-stops a client): exit 0, no Lean process
+    left, and the results line holds that body, accepted."""
     async with lsp(cwd) as e:
         uri, scope, _ = await opened(e, cwd)
         version = await e.set_text(uri, scope.task.with_body(RIGHT))
@@ -121,13 +106,7 @@ async def test_sigterm_still_records_the_last_valid_body_and_its_verdict(cwd: Pa
 
 
 async def test_wait_for_diagnostics_on_a_held_version_is_answered(cwd: Path) -> None:
-    """What happens: while the body is held (not sent to Lean: an unterminated comment), the
-    editor's `textDocument/waitForDiagnostics` for its current version is forwarded as it is;
-    Lean never sees that version, so the request is never answered (until the human makes the
-    body valid again) — a client waiting on it (tests, scripted editors, the infoview's
-    barriers) hangs.
-    What should happen: the proxy answers it (or forwards it with the version Lean has), as
-    it does for a reverted version, whose echo Lean does get."""
+    """`textDocument/waitForDiagnostics` for a held version (never sent to Lean) is answered."""
     async with lsp(cwd) as e:
         uri, scope, text = await opened(e, cwd)
         end = scope.task.span.end

@@ -42,13 +42,16 @@ def proofs(source: str, target: str) -> list[tuple[str, str]]:
     return [(c.strategy, c.proof) for c in direction_plan(source, target).proofs]
 
 
-# -- reading Lean's printer --------------------------------------------------------------------
-
-
 def test_tokens_drop_universe_levels_and_keep_escaped_names() -> None:
     assert tokens("@Eq.{u_1 + 1} α a «my b».c x.{u}.1") == [
-        "@", "Eq", "α", "a", "«my b».c", "x", ".1",
-    ]  # fmt: skip
+        "@",
+        "Eq",
+        "α",
+        "a",
+        "«my b».c",
+        "x",
+        ".1",
+    ]
     assert tokens("fun x ↦ x -> y") == ["fun", "x", "=>", "x", "→", "y"]
 
 
@@ -63,11 +66,18 @@ def test_binders_of_every_kind_are_read() -> None:
 
 
 def test_arrows_infix_and_trailing_binders() -> None:
-    assert parse_term("p ∧ q → q ∧ p ↔ ¬p = q") == App(Var("Iff"), (
-        Pi(None, "(", App(Var("And"), (Var("p"), Var("q"))),
-           App(Var("And"), (Var("q"), Var("p")))),
-        App(Var("Not"), (App(Var("Eq"), (Var("p"), Var("q"))),)),
-    ))  # fmt: skip
+    assert parse_term("p ∧ q → q ∧ p ↔ ¬p = q") == App(
+        Var("Iff"),
+        (
+            Pi(
+                None,
+                "(",
+                App(Var("And"), (Var("p"), Var("q"))),
+                App(Var("And"), (Var("q"), Var("p"))),
+            ),
+            App(Var("Not"), (App(Var("Eq"), (Var("p"), Var("q"))),)),
+        ),
+    )
     exists = parse_term("Exists fun (x : Nat) => Eq (f x) 2")
     assert isinstance(exists, App) and isinstance(exists.args[0], Lam)
     body = App(Var("P"), (Var("x"),))
@@ -120,9 +130,6 @@ def test_show_then_parse_is_the_same_term_up_to_bound_names(term: Term) -> None:
     assert alpha_eq(parse_term(show(term)), term)
 
 
-# -- matching ----------------------------------------------------------------------------------
-
-
 def test_alpha_equivalence_is_up_to_bound_names_only() -> None:
     assert alpha_eq(parse_term("∀ (x : Nat), P x"), parse_term("∀ (y : Nat), P y"))
     assert not alpha_eq(parse_term("∀ (x : Nat), P x"), parse_term("∀ (y : Nat), P z"))
@@ -158,9 +165,6 @@ def test_telescope_names_binders_validly_and_freshly() -> None:
     assert tel.conclusion == Var("False")
 
 
-# -- the portfolio -----------------------------------------------------------------------------
-
-
 def test_the_same_statement_is_tried_first() -> None:
     found = proofs("∀ (n : Nat), P n", "∀ (m : Nat), P m")
     assert found[:3] == [("same", "base"), ("same", "@base"), ("same", "@fun m => @base m")]
@@ -186,8 +190,9 @@ def test_conjuncts_and_iff_sides_are_swapped_around_base() -> None:
         "∀ (n : Nat), And (P n) (Q n)", "∀ (n : Nat), And (Q n) (P n)"
     )
     assert (
-        "restructure", "@fun n => ⟨fun y_1 => (@base n).2 y_1, fun y_2 => (@base n).1 y_2⟩"
-    ) in proofs("∀ (n : Nat), Iff (P n) (Q n)", "∀ (n : Nat), Iff (Q n) (P n)")  # fmt: skip
+        "restructure",
+        "@fun n => ⟨fun y_1 => (@base n).2 y_1, fun y_2 => (@base n).1 y_2⟩",
+    ) in proofs("∀ (n : Nat), Iff (P n) (Q n)", "∀ (n : Nat), Iff (Q n) (P n)")
 
 
 def test_implicit_binders_are_bound_explicitly() -> None:
@@ -226,9 +231,6 @@ def test_the_plan_is_bounded_and_deterministic() -> None:
     assert first == direction_plan(source, target, limit=20, guard_limit=5)
 
 
-# -- the tactic portfolio (the reference BEq+, for a full toolchain) ---------------------------
-
-
 def test_prove_all_is_the_reference_s() -> None:
     tactics = ["tauto", "simp_all_arith!", "noncomm_ring", "exact?"]
     independent = " ; ".join([f"(all_goals try {t})" for t in tactics])
@@ -240,8 +242,14 @@ def test_prove_all_is_the_reference_s() -> None:
 def test_the_beq_plus_steps_come_in_the_reference_s_order() -> None:
     plan = beq_plus_plan("∀ (a b : Nat), LE.le a b → LE.le (f a) (f b)")
     steps = [c.strategy for c in plan.candidates]
-    assert steps == ["exact?", "assumption", "apply", "have-guard", "have",
-                     *(f"convert-{k}" for k in range(5))]  # fmt: skip
+    assert steps == [
+        "exact?",
+        "assumption",
+        "apply",
+        "have-guard",
+        "have",
+        *(f"convert-{k}" for k in range(5)),
+    ]
     assert {c.strategy for c in plan.candidates if c.guard} == GUARD_STEPS
     by_step = {c.strategy: c.proof for c in plan.candidates}
     assert by_step["apply"].startswith("by\n    intros\n    symm_saturate\n    apply base\n")

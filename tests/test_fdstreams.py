@@ -1,7 +1,5 @@
-"""A server's wire is its own while it serves — children and stray prints never reach it — and
-fds 0 and 1 are back afterwards (servers/fdstreams.py). The first case runs the claim in a fresh
-interpreter whose stdin and stdout are pipes, as a server's are when a client starts it; the
-others start the three stdio servers as a user types them and look at their descriptors."""
+"""While a server serves, its wire is its own (children and stray prints never reach it), and fds
+0 and 1 come back afterwards (servers/fdstreams.py); checked in process and on the stdio servers."""
 
 from __future__ import annotations
 
@@ -48,17 +46,21 @@ print("after")  # fds 0 and 1 are the wire again
 def test_the_wire_is_claimed_from_stdio_while_serving(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     done = subprocess.run(
-        [sys.executable, "-c", SERVER], input="ping", capture_output=True, text=True,
-        timeout=60, cwd=tmp_path, env=env,
-    )  # fmt: skip
+        [sys.executable, "-c", SERVER],
+        input="ping",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
-    # The client reads only the server's own bytes, then what is printed after serving: the
-    # stray print's buffered bytes went to stderr before the wire was given back.
+    # The client reads the server's bytes, then what is printed after serving; the stray print
+    # went to stderr.
     assert done.stdout == "PING" + "after\n"
     assert "stray output" in done.stderr
     facts = json.loads(done.stderr.strip().splitlines()[-1])
     child = facts["child"]
-    # The child holds neither end of the wire: stdin is the null device, stdout is stderr.
     assert set(child.values()).isdisjoint(facts["wire"]), child
     assert child["0"] == "/dev/null"
     assert child["1"] == facts["stderr"]
@@ -70,8 +72,11 @@ def _message(method: str, params: object) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 
 
-MCP_INIT = {"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}  # fmt: skip
+MCP_INIT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "0"},
+}
 LSP_INIT = _message("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
 # argv after `leanrig`, and the first message a client sends
 SERVERS = {
@@ -89,16 +94,20 @@ SERVERS = {
 
 @pytest.mark.parametrize("name", list(SERVERS))
 def test_a_stdio_server_serves_on_a_claimed_wire(tmp_path: Path, name: str) -> None:
-    """While it serves, the server's own fd 0 reads the null device and fd 1 is stderr: what it
-    starts (Lean, the verdict's runs, a suite library's build) never holds the client's pipes."""
+    """While serving, the server's fd 0 is the null device and fd 1 is stderr, so nothing it
+    starts holds the client's pipes."""
     sandbox_or_skip()
     shutil.copytree(DEMO, tmp_path / SUITE)
     (tmp_path / "attempt").mkdir()
     args, first = SERVERS[name]
     server = subprocess.Popen(
-        [str(leanrig_exe()), *args], cwd=tmp_path, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [str(leanrig_exe()), *args],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert server.stdin is not None and server.stdout is not None
     try:
         server.stdin.write(first.encode())
@@ -109,7 +118,7 @@ def test_a_stdio_server_serves_on_a_claimed_wire(tmp_path: Path, name: str) -> N
         assert fds[0] == "/dev/null", fds
         assert fds[1] == fds[2], fds
     finally:
-        # Leave as a client does (stdin closed): the server ends its Lean processes and exits.
+        # Leave as a client does: close stdin.
         server.stdin.close()
         try:
             server.wait(timeout=DEADLINE)
@@ -122,9 +131,8 @@ def test_a_stdio_server_serves_on_a_claimed_wire(tmp_path: Path, name: str) -> N
 
 @pytest.mark.anyio
 async def test_eagain_after_readiness_means_wait_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A read or write that would block after the descriptor looked ready (a spurious wakeup,
-    another process sharing the pipe) waits again; it is not a client gone. The kernel cannot
-    be made to do that on demand, so a FAKE os.read / os.write raises EAGAIN once each."""
+    """EAGAIN after the descriptor looked ready (faked once each for os.read and os.write) waits
+    again rather than reading as a client gone."""
     from agent_tools.servers.fdstreams import FdReceive, FdSend
 
     real_read, real_write = os.read, os.write

@@ -1,6 +1,5 @@
 """Harness presets (agent_tools/runs/harness.py): what each harness is given per attempt, and
-what it reported about its own usage. Pure; the harnesses themselves run in
-tests/test_harness_runs.py."""
+what it reported about its own usage. No harness runs here."""
 
 from __future__ import annotations
 
@@ -36,26 +35,38 @@ pytestmark = pytest.mark.anyio
 def attempt(tmp: Path) -> PresetInputs:
     return PresetInputs(
         prompt="Prove `Demo.AndSwap.main` (task `and_swap` of suite `demo`)",
-        workspace=tmp / "ws", home=tmp / "home",
+        workspace=tmp / "ws",
+        home=tmp / "home",
         mcp_command=["/venv/bin/python", "-I", "-S", "/x/relay.py", "/tmp/s/1/mcp.sock"],
-        mcp_env={"LEANRIG_ATTEMPT_TOKEN": "tok"}, model_url="http://127.0.0.1:4141",
+        mcp_env={"LEANRIG_ATTEMPT_TOKEN": "tok"},
+        model_url="http://127.0.0.1:4141",
         time_limit=1800.0,
-    )  # fmt: skip
+    )
 
 
 def test_claude_code_gets_leanrig_s_tools_only_json_output_and_a_home_of_its_own(
     tmp_path: Path,
 ) -> None:
     a = attempt(tmp_path)
-    out = plan_launch("claude-code", Path("/bin/claude"), a, model="kimi-k3", reasoning="high",
-                 key_var="ANTHROPIC_AUTH_TOKEN").write_files()  # fmt: skip
+    out = plan_launch(
+        "claude-code",
+        Path("/bin/claude"),
+        a,
+        model="kimi-k3",
+        reasoning="high",
+        key_var="ANTHROPIC_AUTH_TOKEN",
+    ).write_files()
     argv = out.argv
     assert argv[:3] == ["/bin/claude", "-p", a.prompt]
-    for flag, value in [("--model", "kimi-k3"), ("--tools", "ToolSearch"),
-                        ("--allowedTools", "mcp__leanrig"), ("--output-format", "json"),
-                        ("--effort", "high")]:  # fmt: skip
+    for flag, value in [
+        ("--model", "kimi-k3"),
+        ("--tools", "ToolSearch"),
+        ("--allowedTools", "mcp__leanrig"),
+        ("--output-format", "json"),
+        ("--effort", "high"),
+    ]:
         assert argv[argv.index(flag) + 1] == value
-    # (Its session log is kept: it lands in the attempt's own home, for the transcript.)
+    # Its session log is kept, in the attempt's own home, for the transcript.
     assert "--strict-mcp-config" in argv and "--no-session-persistence" not in argv
     config = orjson.loads(Path(argv[argv.index("--mcp-config") + 1]).read_bytes())
     server = config["mcpServers"]["leanrig"]
@@ -69,16 +80,23 @@ def test_claude_code_gets_leanrig_s_tools_only_json_output_and_a_home_of_its_own
 
 
 def test_claude_code_sends_an_api_key_header_when_the_key_is_an_api_key(tmp_path: Path) -> None:
-    out = plan_launch("claude-code", Path("/bin/claude"), attempt(tmp_path), model="m",
-                 reasoning=None, key_var="ANTHROPIC_API_KEY").write_files()  # fmt: skip
+    out = plan_launch(
+        "claude-code",
+        Path("/bin/claude"),
+        attempt(tmp_path),
+        model="m",
+        reasoning=None,
+        key_var="ANTHROPIC_API_KEY",
+    ).write_files()
     assert out.env["ANTHROPIC_API_KEY"] == KEY_PLACEHOLDER
     assert "ANTHROPIC_AUTH_TOKEN" not in out.env and "--effort" not in out.argv
 
 
 def test_codex_s_config_names_the_gateway_the_server_and_never_asks(tmp_path: Path) -> None:
     a = attempt(tmp_path)
-    out = plan_launch("codex", Path("/bin/codex"), a, model="gpt-5.5", reasoning="xhigh",
-                 key_var="OPENAI_API_KEY").write_files()  # fmt: skip
+    out = plan_launch(
+        "codex", Path("/bin/codex"), a, model="gpt-5.5", reasoning="xhigh", key_var="OPENAI_API_KEY"
+    ).write_files()
     (path,) = out.files
     assert path == a.home / ".codex" / "config.toml" and path.exists()
     config = tomllib.loads(path.read_text())
@@ -106,26 +124,39 @@ def test_codex_s_config_escapes_what_toml_would_misread(tmp_path: Path) -> None:
 
 
 CLAUDE_RESULT = {
-    "type": "result", "subtype": "success", "is_error": False, "num_turns": 4,
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "num_turns": 4,
     "total_cost_usd": 0.0123,
-    "usage": {"input_tokens": 120, "cache_read_input_tokens": 3000,
-              "cache_creation_input_tokens": 400, "output_tokens": 77},
-}  # fmt: skip
+    "usage": {
+        "input_tokens": 120,
+        "cache_read_input_tokens": 3000,
+        "cache_creation_input_tokens": 400,
+        "output_tokens": 77,
+    },
+}
 
 
 def test_claude_code_s_own_usage_is_read_in_leanrig_s_convention() -> None:
     output = b"some stderr line\n" + orjson.dumps(CLAUDE_RESULT) + b"\n"
     usage = harness_usage("claude-code", output)
-    assert usage == Usage(input_tokens=3520, cached_input_tokens=3000, output_tokens=77,
-                          cost_usd=0.0123)  # fmt: skip
+    assert usage == Usage(
+        input_tokens=3520, cached_input_tokens=3000, output_tokens=77, cost_usd=0.0123
+    )
 
 
 def test_codex_s_turns_are_summed() -> None:
-    usage = {"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 50,
-             "reasoning_output_tokens": 20}  # fmt: skip
+    usage = {
+        "input_tokens": 1000,
+        "cached_input_tokens": 600,
+        "output_tokens": 50,
+        "reasoning_output_tokens": 20,
+    }
     turn = {"type": "turn.completed", "usage": usage}
-    output = b"\n".join([b'{"type":"thread.started"}', orjson.dumps(turn), b"not json",
-                         orjson.dumps(turn)])  # fmt: skip
+    output = b"\n".join(
+        [b'{"type":"thread.started"}', orjson.dumps(turn), b"not json", orjson.dumps(turn)]
+    )
     assert harness_usage("codex", output) == Usage(
         input_tokens=2000, cached_input_tokens=1200, output_tokens=100, reasoning_tokens=40
     )
@@ -138,8 +169,12 @@ def test_a_harness_that_reported_nothing_has_no_usage_of_its_own() -> None:
 
 def test_a_count_that_differs_from_the_gateway_s_is_named() -> None:
     gateway = Usage(input_tokens=100, cached_input_tokens=10, output_tokens=5)
-    assert usage_mismatch(gateway, Usage(input_tokens=100, cached_input_tokens=10,
-                                         output_tokens=5, cost_usd=1.0)) == []  # fmt: skip
+    assert (
+        usage_mismatch(
+            gateway, Usage(input_tokens=100, cached_input_tokens=10, output_tokens=5, cost_usd=1.0)
+        )
+        == []
+    )
     assert usage_mismatch(gateway, Usage(input_tokens=90, output_tokens=5)) == [
         "input_tokens: gateway 100, harness 90"
     ]
@@ -196,7 +231,7 @@ def test_a_missing_harness_says_how_to_install_it(
         ({"model_endpoint": "ftp://x"}, "not an http"),
         ({"harness": "codex", "model": "m", "model_key_env": "NOT_SET_HERE"}, "not set"),
     ],
-)  # fmt: skip
+)
 def test_settings_that_cannot_reach_a_model_are_refused(
     options: dict[str, object], message: str
 ) -> None:
@@ -206,8 +241,12 @@ def test_settings_that_cannot_reach_a_model_are_refused(
 
 
 def test_the_route_defaults_to_the_vendor_s_api_and_keeps_the_key_out_of_its_repr() -> None:
-    options = RunOptions(suite=DEMO_SUITE, agent="--harness claude-code", harness="claude-code",
-                         model="claude-sonnet-5")  # fmt: skip
+    options = RunOptions(
+        suite=DEMO_SUITE,
+        agent="--harness claude-code",
+        harness="claude-code",
+        model="claude-sonnet-5",
+    )
     route = model_route(options, {"ANTHROPIC_API_KEY": "sk-secret"})
     assert route is not None and route.upstream == "https://api.anthropic.com"
     assert route.key == "sk-secret" and "sk-secret" not in repr(route)
@@ -217,8 +256,9 @@ def test_the_route_defaults_to_the_vendor_s_api_and_keeps_the_key_out_of_its_rep
 async def test_a_harness_run_without_a_model_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
-    options = RunOptions(suite=DEMO_SUITE, agent="--harness codex", harness="codex",
-                         out=tmp_path / "run")  # fmt: skip
+    options = RunOptions(
+        suite=DEMO_SUITE, agent="--harness codex", harness="codex", out=tmp_path / "run"
+    )
     with pytest.raises(RunError, match="--model"):
         await run_benchmark(options)
     assert not (tmp_path / "run").exists()

@@ -1,12 +1,5 @@
-"""`leanrig run --harness claude-code|codex` against the replay model, as a user types it
-(docs/agents.md, docs/cli.md): `.venv/bin/leanrig model serve --plan …` and `.venv/bin/leanrig
-run --suite lean_project/suites/demo --harness … --model replay --model-endpoint URL`
-subprocesses from a temporary working directory, relative paths, the sandbox on, the pinned
-harnesses `make harnesses` installs. Then `leanrig report` and `leanrig compare` over the runs.
-
-The harnesses are the real ones (Claude Code 2.1.328, Codex 0.169.0, from the npm registry);
-the model is leanrig's replay model. Where node or npm is missing these tests skip and say so.
-"""
+"""`leanrig run --harness claude-code|codex` (the real, pinned harnesses) against `leanrig model
+serve`'s replay model, as a user types it with the sandbox on; then `report` and `compare`."""
 
 from __future__ import annotations
 
@@ -31,19 +24,20 @@ from .test_as_typed import DEMO, SUITE, leanrig, leanrig_each, leanrig_exe, sand
 
 ROOT = Path(__file__).resolve().parent.parent
 PROOFS: dict[str, str] = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())
-# One task of each field and a unicode name: a harness runs every task the same way, and each
-# attempt pays its harness's start, four runs at once.
+# One task of each field and a unicode name.
 TASKS = ("and_swap", "eq_symm", "add_zero", "length_one", "and_left_unicode")
 HARNESSES = ("claude-code", "codex")
 CONDITIONS = ("baseline", "lad")
-LIMIT = "120"  # each attempt takes a few seconds; the limit only bounds a hung one
+LIMIT = "120"  # bounds a hung attempt only
 
 
 def harnesses_or_skip() -> None:
     missing = [p for p in ("node", "npm") if shutil.which(p) is None]
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not on PATH: the agent harnesses (Claude Code, "
-                    "Codex) install from the npm registry (`make harnesses`)")  # fmt: skip
+        pytest.skip(
+            f"{' and '.join(missing)} not on PATH: the agent harnesses (Claude Code, "
+            "Codex) install from the npm registry (`make harnesses`)"
+        )
     names: tuple[HarnessName, ...] = ("claude-code", "codex")
     for name in names:
         if installed_harness(name) is None:
@@ -71,8 +65,13 @@ def plan(condition: str) -> dict[str, Any]:
     return {"tasks": {t: steps(t) for t in TASKS}}
 
 
-SLEEPING_PLAN = {"calls": [{"tool": "open_task", "args": {"task_id": "{task}"}},
-                           {"sleep": 600}, {"say": "never"}]}  # fmt: skip
+SLEEPING_PLAN = {
+    "calls": [
+        {"tool": "open_task", "args": {"task_id": "{task}"}},
+        {"sleep": 600},
+        {"say": "never"},
+    ]
+}
 
 
 @dataclass
@@ -82,7 +81,7 @@ class ModelServer:
     process: subprocess.Popen[str]
 
     def stop(self) -> None:
-        """SIGTERM: it stops cleanly (exit 0); its pipes read to the end and closed."""
+        """SIGTERM, then exit 0 expected."""
         self.process.terminate()
         self.process.communicate(timeout=30)
         assert self.process.returncode == 0, self.process.returncode
@@ -92,10 +91,13 @@ def model_serve(cwd: Path, plan_file: str, log: str) -> ModelServer:
     """`leanrig model serve --plan FILE --log FILE` as typed; its URL read off stderr."""
     process = subprocess.Popen(
         [str(leanrig_exe()), "model", "serve", "--plan", plan_file, "--log", log],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert process.stderr is not None
-    line = process.stderr.readline()  # (the command's first line; it exits on a bad plan)
+    line = process.stderr.readline()  # it exits after this line on a bad plan
     found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
     if found is None:
         process.kill()
@@ -128,13 +130,30 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             models[condition] = model_serve(cwd, f"{condition}.json", f"{condition}-served.jsonl")
         with stray_guard():
             commands = [
-                ("run", "--suite", SUITE, "--harness", harness, "--model", "replay",
-                 "--tasks", ",".join(TASKS),
-                 "--model-endpoint", models[condition].url, "--condition", condition,
-                 "--out", out(harness, condition), "--time-limit", LIMIT, "--quiet",
-                 *(("--reasoning", "low") if condition == "lad" else ()))
-                for harness in HARNESSES for condition in CONDITIONS
-            ]  # fmt: skip
+                (
+                    "run",
+                    "--suite",
+                    SUITE,
+                    "--harness",
+                    harness,
+                    "--model",
+                    "replay",
+                    "--tasks",
+                    ",".join(TASKS),
+                    "--model-endpoint",
+                    models[condition].url,
+                    "--condition",
+                    condition,
+                    "--out",
+                    out(harness, condition),
+                    "--time-limit",
+                    LIMIT,
+                    "--quiet",
+                    *(("--reasoning", "low") if condition == "lad" else ()),
+                )
+                for harness in HARNESSES
+                for condition in CONDITIONS
+            ]
             finished = leanrig_each(*commands, cwd=cwd)
         done = {}
         for command, result in zip(commands, finished, strict=True):
@@ -164,11 +183,11 @@ def test_the_demo_tasks_are_proved_through_the_harness_and_the_ledger_shows_the_
     run_dir = runs.cwd / out(harness, condition)
     first = "set_proof" if condition == "baseline" else "search_library"
     for task in TASKS:
-        # (each attempt's own ledger: a library call belongs to no session, so to no task)
+        # Each attempt's own ledger: a library call belongs to no session, so to no task.
         ledger = lines(run_dir / "attempts" / task / "1" / "ledger.jsonl")
         tools = [entry["tool"] for entry in ledger if entry.get("tool")]
         assert tools[:4] == ["open_task", first, "set_proof", "check_proof"], (task, tools)
-    assert len(lines(run_dir / "ledger.jsonl")) >= 4 * len(TASKS)  # the run's, all of them
+    assert len(lines(run_dir / "ledger.jsonl")) >= 4 * len(TASKS)
 
 
 @pytest.mark.parametrize("condition", CONDITIONS)
@@ -187,8 +206,7 @@ def test_the_gateway_counts_what_the_model_served_and_what_the_harness_reported(
     for r in lines(run_dir / "results.jsonl"):
         attempt = run_dir / "attempts" / r["task"] / "1"
         calls = lines(attempt / "model_calls.jsonl")
-        # Every call the harness made is a line, also one it gave up on before an answer (Codex
-        # on a loaded machine, once): the model served the answered ones.
+        # A call the harness gave up on is a line too; the model served the answered ones.
         answered = [c for c in calls if c["complete"]]
         model_calls = [c for c in calls if c["kind"] == "model"]
         assert r["usage_source"] == "gateway" and r["model_calls"] == len(model_calls)
@@ -199,8 +217,7 @@ def test_the_gateway_counts_what_the_model_served_and_what_the_harness_reported(
             assert r["harness_usage"][key] == r[key], (r["task"], key)
         assert r["usage_mismatch"] == []
         assert r["model_s"] > 0 and r["lean_s"] > 0 and r["model_s"] < r["invocation_s"]
-        # --reasoning low (the LAD runs) reached the model in the harness's own terms (each
-        # harness's default is higher)
+        # --reasoning low (the LAD runs) reached the model in the harness's own terms.
         efforts = {c["reasoning_effort"] for c in answered}
         assert (efforts == {"low"}) == (condition == "lad"), efforts
         # The harness got the gateway's placeholder, never a key.
@@ -237,17 +254,24 @@ def test_report_and_compare_show_model_time_and_lean_time_per_task(runs: Runs) -
     row = next(x for x in md.splitlines() if x.startswith("| and_swap |"))
     model_s, lean_s = (float(c) for c in row.split("|")[7:9])
     assert model_s > 0 and lean_s > 0
-    compared = leanrig("compare", out("claude-code", "baseline"), out("claude-code", "lad"),
-                       "--no-plots", cwd=runs.cwd)  # fmt: skip
+    compared = leanrig(
+        "compare",
+        out("claude-code", "baseline"),
+        out("claude-code", "lad"),
+        "--no-plots",
+        cwd=runs.cwd,
+    )
     assert compared.returncode == 0, compared.stderr[-2000:]
 
 
 def attempt_alive(run_dir: Path) -> list[psutil.Process]:
-    """Processes of the run's attempts still alive: by each attempt's token."""
+    """Processes still alive that carry one of the run's attempt tokens."""
     tokens = set()
     for config in run_dir.glob("attempts/*/*/workspace/mcp.json"):
-        tokens |= {s["env"]["LEANRIG_ATTEMPT_TOKEN"]
-                   for s in json.loads(config.read_text())["mcpServers"].values()}  # fmt: skip
+        tokens |= {
+            s["env"]["LEANRIG_ATTEMPT_TOKEN"]
+            for s in json.loads(config.read_text())["mcpServers"].values()
+        }
     alive = []
     for p in psutil.process_iter():
         try:
@@ -267,18 +291,36 @@ def test_at_the_time_limit_the_harness_s_process_tree_is_gone(tmp_path: Path, ha
     model = model_serve(tmp_path, "sleep.json", "served.jsonl")
     try:
         with stray_guard():
-            args = ["run", "--suite", SUITE, "--harness", harness, "--model", "replay",
-                    "--model-endpoint", model.url, "--tasks", "and_swap", "--time-limit", "10",
-                    "--out", "slept", "--quiet"]  # fmt: skip
+            args = [
+                "run",
+                "--suite",
+                SUITE,
+                "--harness",
+                harness,
+                "--model",
+                "replay",
+                "--model-endpoint",
+                model.url,
+                "--tasks",
+                "and_swap",
+                "--time-limit",
+                "10",
+                "--out",
+                "slept",
+                "--quiet",
+            ]
             done = leanrig(*args, cwd=tmp_path)
             assert done.returncode == 0, done.stderr[-3000:]
             (result,) = lines(tmp_path / "slept" / "results.jsonl")
             assert result["timed_out"] and not result["accepted"]
-            assert result["tool_calls"] >= 1  # it was under way: open_task went through
+            assert result["tool_calls"] >= 1
             assert attempt_alive(tmp_path / "slept") == []
             home = str(tmp_path / "slept" / "attempts")
-            left = [p for p in psutil.process_iter(["cmdline"])
-                    if any(home in part for part in (p.info["cmdline"] or []))]  # fmt: skip
+            left = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if any(home in part for part in (p.info["cmdline"] or []))
+            ]
             assert left == []
     finally:
         model.stop()
@@ -305,9 +347,8 @@ print("other", get(sys.argv[1] + "/v1/models"))
 def test_inside_the_sandbox_only_the_model_is_reachable_unless_asked(
     tmp_path: Path, policy: str | None, model_seen: str, other_seen: str
 ) -> None:
-    """The sandbox a harness gets (network namespace, the gateway's forwarder), probed by a
-    script agent: the model through the gateway, and another server on the host's loopback
-    (a second replay model) out of reach under the default policy."""
+    """A probe agent in the sandbox reaches the model through the gateway (no model under policy
+    `none`), and another server on the host's loopback only under policy `all`."""
     sandbox_or_skip()
     shutil.copytree(DEMO, tmp_path / SUITE)
     (tmp_path / "plan.json").write_text(json.dumps({"calls": [{"say": "hi"}]}))
@@ -316,8 +357,20 @@ def test_inside_the_sandbox_only_the_model_is_reachable_unless_asked(
     other = model_serve(tmp_path, "plan.json", "other.jsonl")
     try:
         agent = f"{sys.executable} {tmp_path / 'probe.py'} {other.url}"
-        args = ["run", "--suite", SUITE, "--agent", agent, "--tasks", "refl_z", "--out", "probed",
-                "--time-limit", "60", "--quiet"]  # fmt: skip
+        args = [
+            "run",
+            "--suite",
+            SUITE,
+            "--agent",
+            agent,
+            "--tasks",
+            "refl_z",
+            "--out",
+            "probed",
+            "--time-limit",
+            "60",
+            "--quiet",
+        ]
         if policy != "none":
             args += ["--model-endpoint", model.url]
         if policy is not None:

@@ -75,11 +75,28 @@ def test_key_depends_only_on_the_import_set(mods: list[str], rnd: object) -> Non
     assert parse_header(a).key == parse_header(b).key
 
 
-# Pieces of real file openings; texts and edits made of them cross every boundary the header
-# lexer has (comments open or closed, names extended, an import appended after the last one).
-PIECES = ["prelude", "module", "import", " ", "\n", "A", "B.C", "«x y»", "-- c\n", "/-", "-/",
-          "/-- doc -/", "/-! m -/", "public", "all", "theorem t : True := trivial", "x", "im",
-          "port"]  # fmt: skip
+# Pieces of real file openings, so generated texts and edits cross every header lexer boundary.
+PIECES = [
+    "prelude",
+    "module",
+    "import",
+    " ",
+    "\n",
+    "A",
+    "B.C",
+    "«x y»",
+    "-- c\n",
+    "/-",
+    "-/",
+    "/-- doc -/",
+    "/-! m -/",
+    "public",
+    "all",
+    "theorem t : True := trivial",
+    "x",
+    "im",
+    "port",
+]
 
 
 @settings(max_examples=500)
@@ -90,8 +107,7 @@ PIECES = ["prelude", "module", "import", " ", "\n", "A", "B.C", "«x y»", "-- c
 def test_an_edit_from_where_the_header_parse_stopped_reading_keeps_the_header(
     text: str, data: st.DataObject
 ) -> None:
-    """``Header.read_to``: what the header depends on ends there (LeanClient skips the header
-    parse for a change that begins at or after it)."""
+    """An edit starting at or after ``Header.read_to`` leaves the header and its key unchanged."""
     header = parse_header(text)
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, len(text)))
@@ -107,15 +123,15 @@ def test_the_header_parse_depends_on_the_character_after_the_word_that_ended_it(
     text = "prelude\nim\ntheorem t : True := trivial\n"
     at = text.index("im") + 2
     edited = text[:at] + "port A" + text[at:]
-    assert parse_header(edited).imports == ("import A",)  # the word became `import`
+    assert parse_header(edited).imports == ("import A",)
     assert parse_header(text).read_to > at
     # The text's end ends the header too: anything appended may continue it.
     assert parse_header("prelude\nimport A").read_to > len("prelude\nimport A")
 
 
 def test_text_joined_to_the_last_word_read_is_part_of_what_the_header_depends_on() -> None:
-    """More than one character after it can change that word (found in review): a keyword
-    used as a name becomes a dotted name, a raw-string opener a raw string."""
+    """Text appended to the last word read can change it (a keyword into a dotted name, a
+    raw-string opener into a raw string), so ``read_to`` lies past it."""
     for text, after, inserted in [
         ("import meta.\n", "meta.", "X"),
         ("import import.\ndef x := 1\n", "import.", "Foo"),
@@ -125,5 +141,5 @@ def test_text_joined_to_the_last_word_read_is_part_of_what_the_header_depends_on
         header = parse_header(text)
         at = text.index(after) + len(after)
         edited = text[:at] + inserted + text[at:]
-        assert parse_header(edited).imports != header.imports, text  # the edit matters
-        assert header.read_to > at, text  # and the header parse says so
+        assert parse_header(edited).imports != header.imports, text
+        assert header.read_to > at, text

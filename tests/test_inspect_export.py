@@ -1,8 +1,5 @@
-"""`leanrig export inspect` as typed: a `leanrig run` of the search agent over three demo tasks
-becomes an Inspect log that `inspect_ai.log.read_eval_log` reads — one sample per attempt with
-its verdict, tokens and time as results.jsonl has them, the run's figures as `leanrig report`
-computes them, each sample's tool calls with their results; and an attempt with recorded model
-I/O shows the model's conversation. Needs the `inspect` extra (skipped, and said, without)."""
+"""`leanrig export inspect`: a run becomes an Inspect log whose samples, scores and tool calls
+match results.jsonl and `leanrig report`, with the model's conversation where it was recorded."""
 
 from __future__ import annotations
 
@@ -25,17 +22,20 @@ TASKS = ("and_swap", "eq_symm", "refl_z")  # the search agent proves two, not eq
 
 
 def inspect_or_skip() -> None:
-    pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed "
-                        "(pip install -e '.[inspect]'; `make setup` installs it)")  # fmt: skip
+    pytest.importorskip(
+        "inspect_ai",
+        reason="the `inspect` extra is not installed "
+        "(pip install -e '.[inspect]'; `make setup` installs it)",
+    )
 
 
 @dataclass(frozen=True)
 class Exported:
     cwd: Path
     run: Path
-    log: Any  # inspect_ai.log.EvalLog
-    results: dict[str, dict[str, Any]]  # results.jsonl by task
-    report: dict[str, Any]  # leanrig report's report.json
+    log: Any
+    results: dict[str, dict[str, Any]]  # by task
+    report: dict[str, Any]
 
 
 def check(args: tuple[str, ...], cwd: Path) -> str:
@@ -46,8 +46,7 @@ def check(args: tuple[str, ...], cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
-    """docs/inspect.md's block, run verbatim by bash from a user's directory (the demo suite at
-    its repository path, the project's `.venv` linked), then `leanrig report` of its run."""
+    """docs/inspect.md's block run by bash from a user's directory, then `leanrig report`."""
     inspect_or_skip()
     from inspect_ai.log import read_eval_log
 
@@ -56,10 +55,16 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     block = next(b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "export inspect" in b)
     shutil.copytree(DEMO, cwd / "lean_project" / "suites" / "demo")
     (cwd / ".venv").symlink_to(ROOT / ".venv")
-    done = subprocess.run(["bash", "-e", "-c", block], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-e", "-c", block],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    said = json.loads(done.stdout.splitlines()[-2])  # (export's line; the block prints after)
+    said = json.loads(done.stdout.splitlines()[-2])  # export's line
     assert said["log"] == "runs/search.eval" and said["samples"] == len(TASKS)
     assert done.stdout.splitlines()[-1].startswith(f"{len(TASKS)} samples; score")
     check(("report", "runs/search", "--no-plots", "--out", "report"), cwd)
@@ -81,7 +86,12 @@ def test_every_attempt_is_a_sample_with_its_verdict_tokens_and_time(exported: Ex
         assert all(reason in score.explanation for reason in r["reasons"])
         m = sample.metadata
         assert (m["task"], m["field"], m["difficulty"], m["condition"], m["kind"]) == (
-            r["task"], r["field"], r["difficulty"], r["condition"], r["kind"])  # fmt: skip
+            r["task"],
+            r["field"],
+            r["difficulty"],
+            r["condition"],
+            r["kind"],
+        )
         assert m["time"]["lean_s"] == r["lean_s"] and m["time"]["model_s"] == r["model_s"]
         assert sample.total_time == r["invocation_s"]
         (usage,) = sample.model_usage.values()
@@ -99,16 +109,19 @@ def test_the_run_s_figures_are_leanrig_report_s(exported: Exported) -> None:
     assert metrics["pass_at_1"] == report["pass_at_k"]["1"]
     assert {n: m.value for n, m in results.scores[1].metrics.items()} == report["fields"]
     assert results.metadata["leanrig_report"]["score_ci"] == report["score_ci"]
-    assert 0 < metrics["score"] < 100  # (the run proved some, not all: the check can fail)
+    assert 0 < metrics["score"] < 100
 
 
 def test_each_sample_shows_its_tool_calls_with_their_results(exported: Exported) -> None:
     from agent_tools.runs.inspect_log import NO_MODEL_IO
 
     for sample in exported.log.samples:
-        ledger = [json.loads(x) for x in
-                  (exported.run / "attempts" / sample.id / "1" / "ledger.jsonl").read_text()
-                  .splitlines()]  # fmt: skip
+        ledger = [
+            json.loads(x)
+            for x in (exported.run / "attempts" / sample.id / "1" / "ledger.jsonl")
+            .read_text()
+            .splitlines()
+        ]
         tools = [e["tool"] for e in ledger if e.get("closed_by") != "server"]
         calls = [c for m in sample.messages if m.role == "assistant" for c in m.tool_calls or []]
         assert [c.function for c in calls] == tools and "open_task" in tools
@@ -152,17 +165,41 @@ def test_an_attempt_with_recorded_model_io_shows_the_model_s_conversation(
             {"role": "tool", "tool_call_id": "call_1", "content": '{"complete": true}'},
         ],
     }
-    answers = [{"choices": [{"message": {"role": "assistant", "tool_calls": [call]},
-                             "finish_reason": "tool_calls"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5}},
-               {"choices": [{"message": {"role": "assistant", "content": "done"},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 20, "completion_tokens": 1}}]  # fmt: skip
+    answers = [
+        {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "tool_calls": [call]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        },
+        {
+            "choices": [
+                {"message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 1},
+        },
+    ]
     ts = exported.results["refl_z"]["started_at"]
-    lines = [{"v": 1, "ts": ts, "api": "openai-chat", "path": "/v1/chat/completions",
-              "status": 200, "streaming": True, "latency_s": 0.01, "complete": True,
-              "request": request, "response": answer, "notes": [], "error": None}
-             for request, answer in zip((first, second), answers, strict=True)]  # fmt: skip
+    lines = [
+        {
+            "v": 1,
+            "ts": ts,
+            "api": "openai-chat",
+            "path": "/v1/chat/completions",
+            "status": 200,
+            "streaming": True,
+            "latency_s": 0.01,
+            "complete": True,
+            "request": request,
+            "response": answer,
+            "notes": [],
+            "error": None,
+        }
+        for request, answer in zip((first, second), answers, strict=True)
+    ]
     (attempt / "model_io.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     (written,) = export_inspect([run], tmp_path / "out")
     assert written.log == tmp_path / "out" / "run.eval" and written.with_model_io == 1
@@ -180,7 +217,8 @@ def test_an_attempt_with_recorded_model_io_shows_the_model_s_conversation(
 
 
 def test_one_file_holds_one_run(exported: Exported) -> None:
-    done = leanrig("export", "inspect", "runs/search", "runs/search", "--out", "two.eval",
-                   cwd=exported.cwd)  # fmt: skip
+    done = leanrig(
+        "export", "inspect", "runs/search", "runs/search", "--out", "two.eval", cwd=exported.cwd
+    )
     assert done.returncode == 2 and "one file holds one run" in done.stderr
     assert "give --out a directory" in done.stderr and not (exported.cwd / "two.eval").exists()

@@ -1,8 +1,5 @@
-"""Statement tasks under Inspect: `inspect eval leanrig/suite` over two claims tasks with
-`mockllm` scripted to write add_comm's statement right and add_zero's wrong (the claims suite's
-own replay plan's candidates): the prompt is `leanrig run`'s, the tools the statement
-session's, the scorer the statement grader (equivalence to the hidden reference) — 1 of 2.
-Needs the `inspect` extra."""
+"""Statement tasks under `inspect eval leanrig/suite`, with `mockllm` giving the claims suite's
+replay candidates: `leanrig run`'s prompt, the statement tools, graded by equivalence (1 of 2)."""
 
 from __future__ import annotations
 
@@ -38,19 +35,24 @@ def scripted_model() -> Any:
     "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
 )
 def test_statement_tasks_under_inspect_are_graded_by_equivalence(tmp_path: Path) -> None:
-    pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed "
-                        "(pip install -e '.[inspect]'; `make setup` installs it)")  # fmt: skip
+    pytest.importorskip(
+        "inspect_ai",
+        reason="the `inspect` extra is not installed "
+        "(pip install -e '.[inspect]'; `make setup` installs it)",
+    )
     from inspect_ai import eval as inspect_eval
 
     from agent_tools.runs.attempt_dir import prompt_text
     from agent_tools.tasks import load_suite
 
     logs: Any = inspect_eval(
-        "leanrig/suite", task_args={"suite": str(CLAIMS), "tasks": ",".join(TASKS),
-                                    "time_limit": 120},
-        model=scripted_model(), log_dir=str(tmp_path / "logs"), display="none",
+        "leanrig/suite",
+        task_args={"suite": str(CLAIMS), "tasks": ",".join(TASKS), "time_limit": 120},
+        model=scripted_model(),
+        log_dir=str(tmp_path / "logs"),
+        display="none",
         max_samples=2,
-    )  # fmt: skip
+    )
     (log,) = logs
     assert log.status == "success", log.error
     scores = {s.id: s.scores["leanrig_verdict"] for s in log.samples}
@@ -61,11 +63,15 @@ def test_statement_tasks_under_inspect_are_graded_by_equivalence(tmp_path: Path)
         task = str(sample.id)
         assert sample.metadata["kind"] == "statement"
         assert sample.input == prompt_text(suite, suite.task(task), suite.task(task).path)
-        calls = [c.function.rsplit("__", 1)[-1] for m in sample.messages if m.role == "assistant"
-                 for c in m.tool_calls or []]  # fmt: skip
+        calls = [
+            c.function.rsplit("__", 1)[-1]
+            for m in sample.messages
+            if m.role == "assistant"
+            for c in m.tool_calls or []
+        ]
         assert calls[:2] == ["open_task", "set_statement"]
         score = scores[task]
-        assert score.answer == candidate(task)  # the statement the session recorded
+        assert score.answer == candidate(task)
         assert score.metadata["statement"] == candidate(task)
         assert score.metadata["tool_calls"] == 2
-    gc.collect()  # (the MCP client's streams collected here, under this test's filter)
+    gc.collect()  # collect the MCP client's streams under this test's filter

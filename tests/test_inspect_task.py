@@ -1,7 +1,5 @@
-"""`inspect eval leanrig/suite` (the task registered through Inspect's entry point) over three
-demo tasks with Inspect's `mockllm` scripted to prove two and fail one: each sample a fresh
-`leanrig serve` over MCP, the verdict in fresh sandboxed Lean — 2 of 3, leanrig's score and
-completion among the metrics, the tool calls in the log. Needs the `inspect` extra."""
+"""`inspect eval leanrig/suite` over three demo tasks, with `mockllm` scripted to fail one: 2 of 3
+accepted, leanrig's metrics reported, the tool calls in the log."""
 
 from __future__ import annotations
 
@@ -26,9 +24,8 @@ FAILS = "eq_symm"  # the scripted model sets a wrong body there
 
 
 def mock_agent(edit: Callable[[str], tuple[str, dict[str, Any]]], task_of: str) -> Any:
-    """mockllm answering from the conversation (stateless, like the replay model): open the
-    task the prompt names (``task_of``: the pattern whose group is its id), make ``edit``'s
-    call with the session (a tool and its other arguments, for the task), submit."""
+    """A stateless mockllm: open the task the prompt names (``task_of``'s group), make
+    ``edit``'s tool call with the session, submit."""
     from inspect_ai.model import ChatMessageTool, ModelOutput, ModelUsage, get_model
 
     def answer(messages: list[Any], tools: list[Any], *_: Any) -> ModelOutput:
@@ -44,11 +41,10 @@ def mock_agent(edit: Callable[[str], tuple[str, dict[str, Any]]], task_of: str) 
             opened = next(m for m in messages if isinstance(m, ChatMessageTool))
             session = json.loads(opened.text)["session_id"]
             tool, args = edit(task)
-            out = ModelOutput.for_tool_call("mockllm", named[tool],
-                                            {"session_id": session, **args})  # fmt: skip
+            out = ModelOutput.for_tool_call("mockllm", named[tool], {"session_id": session, **args})
         else:
             out = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "done"})
-        # (Given: else mockllm counts tokens with tiktoken, which downloads its encoding.)
+        # Given, else mockllm counts tokens with tiktoken, which downloads its encoding.
         out.usage = ModelUsage(input_tokens=100, output_tokens=10, total_tokens=110)
         return out
 
@@ -63,24 +59,28 @@ def scripted_model() -> Any:
     )
 
 
-# Neither is leanrig's: inspect_ai 0.3.285 passes tenacity 9.2 a parameter it deprecated (its
-# retry policy for model calls), and its MCP client over the SDK's v2 line leaves the SDK's
-# per-request answer streams to the garbage collector.
+# Neither is leanrig's: inspect_ai passes tenacity a deprecated parameter, and its MCP client
+# leaves the SDK's answer streams to the garbage collector.
 @pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
 )
 def test_the_suite_under_inspect_scores_two_of_three_with_the_tool_calls(tmp_path: Path) -> None:
-    pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed "
-                        "(pip install -e '.[inspect]'; `make setup` installs it)")  # fmt: skip
+    pytest.importorskip(
+        "inspect_ai",
+        reason="the `inspect` extra is not installed "
+        "(pip install -e '.[inspect]'; `make setup` installs it)",
+    )
     from inspect_ai import eval as inspect_eval
 
     logs: Any = inspect_eval(
-        "leanrig/suite", task_args={"suite": str(DEMO), "tasks": ",".join(TASKS),
-                                    "time_limit": 120},
-        model=scripted_model(), log_dir=str(tmp_path / "logs"), display="none",
+        "leanrig/suite",
+        task_args={"suite": str(DEMO), "tasks": ",".join(TASKS), "time_limit": 120},
+        model=scripted_model(),
+        log_dir=str(tmp_path / "logs"),
+        display="none",
         max_samples=2,
-    )  # fmt: skip
+    )
     (log,) = logs
     assert log.status == "success", log.error
     assert log.eval.task == "leanrig/suite" and log.eval.config.time_limit == 120
@@ -92,17 +92,18 @@ def test_the_suite_under_inspect_scores_two_of_three_with_the_tool_calls(tmp_pat
     expected = weighted_score(list(TASKS.values()), [0.0 if t == FAILS else 1.0 for t in TASKS])
     assert metrics["difficulty_score"] == pytest.approx(expected)
     for sample in log.samples:
-        calls = [c.function for m in sample.messages if m.role == "assistant"
-                 for c in m.tool_calls or []]  # fmt: skip
+        calls = [
+            c.function for m in sample.messages if m.role == "assistant" for c in m.tool_calls or []
+        ]
         assert [c.rsplit("__", 1)[-1] for c in calls][:2] == ["open_task", "set_proof"]
         results = [m for m in sample.messages if m.role == "tool"]
-        assert "session_id" in results[0].text  # leanrig's answer to open_task
+        assert "session_id" in results[0].text
         assert [e.function for e in sample.events if e.event == "tool"][:2] == calls[:2]
         score = sample.scores["leanrig_verdict"]
         assert score.answer == ("h" if sample.id == FAILS else PROOFS[str(sample.id)])
         assert score.metadata["tool_calls"] == 2 and score.metadata["lean_s"] > 0
         assert sample.input == prompt_of(str(sample.id))
-    gc.collect()  # (those streams collected here, under this test's filter, not in another's)
+    gc.collect()  # collect those streams under this test's filter
 
 
 def prompt_of(task: str) -> str:

@@ -1,10 +1,6 @@
-"""A browser check of `inspect view`: a `leanrig run` of the scripted agent over three demo
-tasks, exported (`leanrig export inspect`), served by `inspect view`, and opened in headless
-Chromium (Debian's package, `scripts/install-chromium.sh`) driven over the DevTools protocol
-with real waits (the viewer fetches the log from its HTTP API after the page loads, so a
-one-shot `--dump-dom` sees only its loading screen). The page lists the samples; a click on one
-opens its transcript, which shows the `set_proof` call. Skipped, and said, without Chromium or
-the `inspect` extra."""
+"""An exported run served by `inspect view` in headless Chromium over the DevTools protocol: the
+page lists the samples, and a click opens a transcript showing `set_proof`. Polled, because the
+viewer fetches the log after the page loads."""
 
 from __future__ import annotations
 
@@ -32,16 +28,21 @@ pytestmark = pytest.mark.inspect
 ROOT = Path(__file__).resolve().parent.parent
 PROOFS: dict[str, str] = json.loads((ROOT / "tests" / "demo_reference_proofs.json").read_text())
 TASKS = ("and_swap", "refl_z", "eq_symm")
-WAIT = 30.0  # each wait's deadline, seconds (the page renders in about one here)
+WAIT = 30.0  # each wait's deadline, seconds
 
 
 def chromium_or_skip() -> str:
-    pytest.importorskip("inspect_ai", reason="the `inspect` extra is not installed "
-                        "(pip install -e '.[inspect]'; `make setup` installs it)")  # fmt: skip
+    pytest.importorskip(
+        "inspect_ai",
+        reason="the `inspect` extra is not installed "
+        "(pip install -e '.[inspect]'; `make setup` installs it)",
+    )
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.skip("chromium is not installed (Debian's `chromium`: "
-                    "scripts/install-chromium.sh, which `make setup` runs)")  # fmt: skip
+        pytest.skip(
+            "chromium is not installed (Debian's `chromium`: "
+            "scripts/install-chromium.sh, which `make setup` runs)"
+        )
     return found
 
 
@@ -53,10 +54,10 @@ def free_port() -> int:
 
 @contextmanager
 def running(argv: list[str], cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A background process in a session of its own, gone with its children (Chromium's
-    renderers) when the block ends: SIGTERM to the group, then SIGKILL."""
-    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    """A background process in its own session; its group gets SIGTERM, then SIGKILL, at exit."""
+    process = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         yield process
     finally:
@@ -92,8 +93,7 @@ class Page:
         return done["result"].get("value")
 
     async def text_with(self, *words: str) -> str:
-        """The page's text once it holds every one of ``words`` (the app renders after its
-        fetches: polled, with a deadline)."""
+        """The page's text once it holds every one of ``words``."""
         deadline = time.monotonic() + WAIT
         while True:
             text = str(await self.value("document.body.innerText"))
@@ -111,19 +111,28 @@ class Page:
         )
         assert at is not None, f"nothing on the page reads {text!r}"
         for kind in ("mousePressed", "mouseReleased"):
-            await self.call("Input.dispatchMouseEvent", type=kind, x=at[0], y=at[1],
-                            button="left", clickCount=1)  # fmt: skip
+            await self.call(
+                "Input.dispatchMouseEvent", type=kind, x=at[0], y=at[1], button="left", clickCount=1
+            )
 
 
 async def browse(chromium: str, url: str) -> tuple[str, str, bytes]:
-    """The list page's text and, after a click on the first task, the sample's text and its
-    screenshot (PNG)."""
+    """The list page's text, then the first task's sample text and PNG screenshot."""
     import aiohttp
 
     profile = Path(tempfile.mkdtemp(prefix="leanrig-chromium-"))
-    argv = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-            "--remote-debugging-port=0", "--window-size=1400,900", "about:blank"]  # fmt: skip
+    argv = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        "--window-size=1400,900",
+        "about:blank",
+    ]
     try:
         with running(argv, profile):
             active = profile / "DevToolsActivePort"  # Chromium writes its port here
@@ -154,25 +163,55 @@ def test_inspect_view_lists_the_samples_and_a_transcript_shows_set_proof(tmp_pat
     chromium = chromium_or_skip()
     cwd = tmp_path
     shutil.copytree(DEMO, cwd / SUITE)
-    plan = {"tasks": {t: [
-        {"tool": "open_task", "args": {"task_id": "{task}"}},
-        {"tool": "set_proof", "args": {"session_id": "{session}", "body": PROOFS[t]}},
-        {"tool": "check_proof", "args": {"session_id": "{session}"}},
-    ] for t in TASKS}}  # fmt: skip
+    plan = {
+        "tasks": {
+            t: [
+                {"tool": "open_task", "args": {"task_id": "{task}"}},
+                {"tool": "set_proof", "args": {"session_id": "{session}", "body": PROOFS[t]}},
+                {"tool": "check_proof", "args": {"session_id": "{session}"}},
+            ]
+            for t in TASKS
+        }
+    }
     (cwd / "plan.json").write_text(json.dumps(plan))
     agent = f"{leanrig_exe()} agent scripted --plan {cwd / 'plan.json'} --mcp-config {{mcp_config}}"
     with stray_guard():
-        done = leanrig("run", "--suite", SUITE, "--agent", agent, "--model", "none",
-                       "--agent-tool", "leanrig agent scripted", "--tasks", ",".join(TASKS),
-                       "--time-limit", "120", "--parallel", "3", "--quiet", "--out",
-                       "runs/demo", cwd=cwd)  # fmt: skip
+        done = leanrig(
+            "run",
+            "--suite",
+            SUITE,
+            "--agent",
+            agent,
+            "--model",
+            "none",
+            "--agent-tool",
+            "leanrig agent scripted",
+            "--tasks",
+            ",".join(TASKS),
+            "--time-limit",
+            "120",
+            "--parallel",
+            "3",
+            "--quiet",
+            "--out",
+            "runs/demo",
+            cwd=cwd,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     done = leanrig("export", "inspect", "runs/demo", "--out", "logs/demo.eval", cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
 
     port = free_port()
-    view = [str(leanrig_exe().parent / "inspect"), "view", "--log-dir", "logs",
-            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    view = [
+        str(leanrig_exe().parent / "inspect"),
+        "view",
+        "--log-dir",
+        "logs",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with running(view, cwd):
         deadline = time.monotonic() + WAIT
         while True:  # served once its log API answers
@@ -187,4 +226,4 @@ def test_inspect_view_lists_the_samples_and_a_transcript_shows_set_proof(tmp_pat
     for task in TASKS:
         assert task in listed, listed[:2000]
     assert f"Sample {TASKS[0]}" in sample and "set_proof" in sample, sample[:3000]
-    assert shot[:8] == b"\x89PNG\r\n\x1a\n"  # (docs/img/inspect-view.png is one such)
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n"
