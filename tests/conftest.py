@@ -21,7 +21,7 @@ from lsp_bridge.proctree import TOKEN_VAR, read_environ, token_of
 TIERS: dict[str, tuple[str, ...]] = {
     # pure functions and in-process fakes: no Lean, no subprocess
     "unit": ("test_architecture", "test_attempt_state", "test_calls", "test_catalogue",
-             "test_docs_names",
+             "test_docs_names", "test_prose",
              "test_equiv_terms",
              "test_cluster_attempts",
              "test_completeness", "test_node_routing",

@@ -82,8 +82,8 @@ def main(argv: list[str]) -> None:
     measured = [measure(path) for path in product_files(tuple(argv) or PRODUCT)]
     measured.sort(key=lambda m: -m.prose_lines)
     for m in measured:
-        rel = m.path.relative_to(ROOT)
-        print(f"{m.prose_lines:5} {m.docstring_lines:5} {m.comment_lines:5} {m.code_lines:6}  {rel}")
+        counts = f"{m.prose_lines:5} {m.docstring_lines:5} {m.comment_lines:5} {m.code_lines:6}"
+        print(f"{counts}  {m.path.relative_to(ROOT)}")
     docs = sum(m.docstring_lines for m in measured)
     comments = sum(m.comment_lines for m in measured)
     code = sum(m.code_lines for m in measured)
