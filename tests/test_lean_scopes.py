@@ -1,5 +1,5 @@
-"""The one scope tracker (lsp_bridge.lean_scopes), through what reads it: the full names of the
-axioms a file declares and of the theorem a task names — checked against Lean itself."""
+"""The scope tracker (lsp_bridge.lean_scopes) through its readers: full names of a file's axioms
+and of a task's theorem, checked against Lean itself."""
 
 from __future__ import annotations
 
@@ -30,16 +30,14 @@ def lean_errors(tmp_path: Path, text: str) -> str:
 @pytest.mark.parametrize(
     ("text", "axioms", "theorem"),
     [
-        # Lean's commands need no column 0: an indented `end A` closes `A` (locating read only
-        # column-0 scope commands, so `u` was `A.u`: "theorem u not found")
+        # Lean's commands need no column 0: an indented `end A` closes `A`
         ("namespace A\naxiom a : T\n  end A\naxiom b : T\n", ["A.a", "b"], "u"),
         ("namespace A namespace B axiom a : T end B end A\n", ["A.B.a"], "u"),
         ("namespace A.B\nend B\naxiom a : T\n", ["A.a"], "A.u"),
         ("namespace A\nsection S.T\naxiom a : T\nend S.T\nend A\n", ["A.a"], "u"),
         ("namespace A\nnoncomputable section\nend\nend A\naxiom a : T\n", ["a"], "u"),
         ("namespace A\nsection axiom a : T\nend\nend A\n", ["A.a"], "u"),
-        # a review: a name on the next line, indented past the command, is the scope's (Lean's
-        # checkColGt): the axiom was read as the root `a`
+        # a name on the next line, indented past the command, is the scope's (checkColGt)
         ("namespace A\nsection\n  S.T\nend S.T\naxiom a : T\nend A\n", ["A.a"], "u"),
         (
             "namespace A\nnoncomputable section\n  U.V\nend\n  U.V\naxiom a : T\nend A\n",
@@ -106,7 +104,7 @@ def nested_scopes(draw: st.DrawFn, depth: int = 3) -> str:
         indent = draw(st.sampled_from(["", "  "]))
         if kind == "axiom" or depth == 0:
             name = draw(st.sampled_from(["a@", "_root_.c@", "«d e@»", "A.b@"]))
-            out.append(f"axiom {name} : T\n")  # @: a number of its own (the test's)
+            out.append(f"axiom {name} : T\n")  # @: a number of its own
             continue
         name = "" if kind == "anonymous section" else draw(_NAMES)
         keyword = "namespace" if kind == "namespace" else "section"
@@ -149,9 +147,7 @@ def test_scoping_commands_quoted_in_a_macro_are_syntax_not_commands() -> None:
 
 
 def test_declarations_are_the_named_constants_with_their_full_names() -> None:
-    """What `leanrig suite import` asks Lean about: named declarations only (not `attribute
-    [instance] f`, `deriving instance`, nor words in comments, strings or quotations), their
-    namespaces prefixed, `_root_` dropped, `class inductive` declared by `inductive`."""
+    """Not `attribute [instance] f`, `deriving instance`, nor words in comments or strings."""
     text = (
         "namespace A.B\n"
         "/-- theorem fake : True -/\n"

@@ -1,9 +1,5 @@
-"""lsp_bridge.lean_text: Lean 4's lexical trivia (comments, literals, «» names), pure.
-
-Properties over generated programs (tokens, comments and literals with known boundaries) and
-over arbitrary Unicode, plus examples from benchmark-style files and regressions of the two
-scanners this module replaced (repl_pool.header._Scanner, agent_tools locate.scan_trivia).
-"""
+"""lsp_bridge.lean_text: Lean 4's lexical trivia (comments, literals, «» names), as examples,
+properties over generated programs and arbitrary Unicode, and regressions of the old scanners."""
 
 from __future__ import annotations
 
@@ -134,7 +130,7 @@ def test_unterminated_constructs_run_to_the_end_and_are_reported(
 def test_a_char_literal_without_its_end_stops_where_it_stopped() -> None:
     tokens = list(lean_tokens("'ab' x"))
     assert (tokens[0].kind, tokens[0].text("'ab' x"), tokens[0].terminated) == (K.CHAR, "'a", False)
-    assert [t.kind for t in tokens[1:]] == [K.IDENT, K.IDENT]  # b' and x
+    assert [t.kind for t in tokens[1:]] == [K.IDENT, K.IDENT]
     assert next(lean_tokens("'")).terminated is False
 
 
@@ -216,8 +212,8 @@ def test_the_benchmark_file_lexes_and_locates() -> None:
 ID_FIRST = "abxyzABZ_αβγℕℝ𝔽𝓗éŁ"
 ID_REST = ID_FIRST + "0129'!?₁ₐ"
 SYMBOLS = "()[]{}⟨⟩:=,+*<>|@$%^&;∀∃→↦⊢∧∨¬`"
-# Text inside comments/strings: the characters that confuse naive scanners, but no - or / next
-# to a comment delimiter (those are placed by the generators).
+# Text inside comments/strings that confuses naive scanners; - or / next to a comment delimiter
+# are placed by the generators.
 TRICKY = ['"', "'", "«", "»", 'r#"', "\\", " -- ", " - ", " / ", "\n", "x", "ℕ", "😀", "é"]
 
 
@@ -440,13 +436,12 @@ def test_any_text_lexes_without_crashing_and_spans_stay_in_range(text: str) -> N
     assert len(scan.blank(text)) == len(text)
     trivia = scan_trivia(text)
     assert len(trivia.mask) == len(text)
-    precheck_body(text)  # never raises
+    precheck_body(text)
 
 
 @given(unicode_text, unicode_text)
 def test_a_prefix_lexes_like_the_whole_up_to_the_cut(head: str, tail: str) -> None:
-    """Lexing is left to right: tokens that end before the end of ``head`` (and are not
-    followed by more of the same token in ``tail``) are the same with or without ``tail``."""
+    """Tokens ending inside ``head`` and not continued in ``tail`` are the same without it."""
     whole = list(lean_tokens(head + tail))
     alone = list(lean_tokens(head))
     common = [t for t in whole if t.end < len(head)]
@@ -459,13 +454,10 @@ def test_prechecks_reject_an_unterminated_escape_and_accept_lean_literals() -> N
     assert precheck_body('\n  exact «h -- x» /-- doc /- n -/ -/ \'a\' r#"""#') is None
 
 
-# -- regressions: bugs of the scanners this module replaced ------------------------------------
-# Each failed against repl_pool.header._Scanner / locate.scan_trivia before lean_text.
+# -- regressions of repl_pool.header._Scanner / locate.scan_trivia --------------------------------
 
 
 def test_regression_guillemet_names_are_not_comments_or_strings() -> None:
-    # old: `--` inside «» started a comment that hid the rest of the line (here: `#exit` from
-    # the verifier's forbidden-construct search) and `"` inside «» opened a string.
     body = "\n  «a--» #exit"
     mask = scan_trivia(body).mask
     assert not any(mask[body.index("#exit") :])
@@ -473,26 +465,22 @@ def test_regression_guillemet_names_are_not_comments_or_strings() -> None:
 
 
 def test_regression_raw_strings_have_no_escapes() -> None:
-    # old: r"C:\" read as an unterminated string (the backslash escaped the closing quote)
     assert precheck_body('\n  r"C:\\" ++ x') is None
     body = '\n  r#"a "quoted" -- word"# ++ x'
     assert not scan_trivia(body).mask[body.index("++")]
 
 
 def test_regression_slash_dash_slash_closes_at_the_first_dash_slash() -> None:
-    # old: `/-/` opened a nested comment, so `/-/-/` never closed and swallowed the imports
     assert parse_header("/-/-/ import A\nimport B\n").imports == ("import A", "import B")
     assert precheck_body("\n  /-/-/ trivial") is None
 
 
 def test_regression_code_end_does_not_skip_string_literals() -> None:
-    # old: the mask behind code_end covered strings, so a body ending in a string ended early
     text = 'x := f "done" -- c'
     assert code_end(text, 5, len(text)) == text.index(" --")
 
 
 def test_regression_a_string_line_starting_with_dashes_does_not_end_the_declaration() -> None:
-    # old: a line inside a multi-line string that starts with `--` or `/-` ended the command
     text = (
         'theorem t : True :=\n  let s := "a\n-- not a comment\n  b"\n  trivial\n\n'
         "theorem u : True := trivial\n"
@@ -501,19 +489,15 @@ def test_regression_a_string_line_starting_with_dashes_does_not_end_the_declarat
 
 
 def test_regression_a_name_followed_by_a_colon_is_found() -> None:
-    # old: the name was `\S+`, so `theorem t: True` declared `t:`
     text = "theorem t: True :=\n  trivial\n"
     assert locate_body(text, "t").body(text) == "\n  trivial"
 
 
 def test_regression_a_digit_before_a_char_literal_does_not_make_it_a_prime() -> None:
-    # old: `1'"'` read the ' after 1 as a prime, then `"` opened a string to the end
     assert precheck_body("\n  f 1'\"' x") is None
 
 
 def test_regression_hex_and_unicode_char_escapes_are_literals() -> None:
-    # old: a char literal was ' + one character (two after a backslash) + ', so '\x41' and
-    # '\u03B1' were code
     text = "f '\\x41' '\\u03B1'"
     assert comment_mask(text) == [False, False, *([True] * 6), False, *([True] * 8)]
 
@@ -532,7 +516,7 @@ def test_regression_hex_and_unicode_char_escapes_are_literals() -> None:
         ("\n  /- by\n  /- nested by -/ -/ h", False),
         ('\n  f "by" \'b\' r#"by"#', False),
         ('\n  g s!"{by simp}"', True),  # interpolation: its `{…}` parts are code
-        ('\n  g s!"nearby {x}"', True),  # (maybe: a query more, the same goals)
+        ('\n  g s!"nearby {x}"', True),  # maybe: a query more, the same goals
         ("\n  by_cases.elim h", False),  # a name that starts with `by`
         ("\n  Nat.by h", False),
         ("\n  «by» h", False),
@@ -572,20 +556,19 @@ def test_sorry_outside_finds_uses_not_declarations_or_trivia(text: str, uses: bo
     [
         ("axiom sorryAx (α : Sort u) (synthetic : Bool) : α", ["sorryAx"]),
         ("namespace Demo\n/-- doc -/\nprivate axiom «my ax» : False\nend Demo", ["Demo.«my ax»"]),
-        # found by review: full names (`Demo.sound` is not `Quot.sound`); unsafe ones left out
+        # full names (`Demo.sound` is not `Quot.sound`); unsafe axioms left out
         (
             "unsafe axiom lcErased : Type\nnamespace A.B\nsection S\naxiom x : T\nend S\n"
             "mutual\nend\naxiom _root_.y : T\nend A.B\naxiom z : T",
             ["A.B.x", "y", "z"],
         ),
         ("axiom Demo.swap (p q : Prop) : p → q\naxiom b : True", ["Demo.swap", "b"]),
-        # a red-team sweep: `end X` closes only `X` of `namespace Evil.X` (the axiom was read
-        # as the allow-listed root `propext`: a step called complete what the verdict refused)
+        # `end X` closes only `X` of `namespace Evil.X`: the axiom is not the root `propext`
         ("namespace Evil.X\nend X\naxiom propext : False\nend Evil", ["Evil.propext"]),
         ("namespace A\nnamespace B.C\nend B.C\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
         ("namespace A\nsection S.T\nend S.T\naxiom x : T\nend A", ["A.x"]),
         ("namespace A\nsection\nend\naxiom x : T\nend A\naxiom y : T", ["A.x", "y"]),
-        # a review: the command on the keyword's line is no scope name
+        # the command on the keyword's line is no scope name
         ("namespace Evil\nsection axiom propext : False\nend\nend Evil", ["Evil.propext"]),
         ("namespace Evil\nsection\nend axiom bad : False\nend Evil", ["Evil.bad"]),
         ("-- axiom c : False\ntheorem axiom_free : p := h", []),
@@ -619,7 +602,7 @@ def test_precheck_refuses_column_0_lines_that_start_commands(body: str, refused:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        # `×'`, `Σ'`, `''`: notations, not char literals (review: refused while valid)
+        # `×'`, `Σ'`, `''`: notations, not char literals
         ("\n  (⟨h.1, h.2⟩ : p ×' q).1", None),
         ("\n  (⟨0, rfl⟩ : Σ' n, n = 0)", None),
         ("\n  Set.image f '' s", None),
@@ -630,8 +613,6 @@ def test_precheck_refuses_column_0_lines_that_start_commands(body: str, refused:
     ],
 )
 def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -> None:
-    """Found by an adversarial sweep: a trailing doc comment was refused later with an untrue
-    reason ("the proof body declares `after`")."""
     found = precheck_body(body)
     assert (found is None) if reason is None else (found is not None and reason in found)
 
@@ -645,7 +626,6 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
         ("  @[simp] def f : N := N.z", False),
         ("  /-- doc -/\n  def f : N := N.z", False),
         ("  noncomputable section", False),
-        # what a proof's own lines start with
         ("  #[1, 2].size", True),
         ("  open Foo in h", True),
         ("  set_option pp.all true in h", True),
@@ -656,7 +636,7 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
         ("  «end» h", True),
         ("  -- theorem in a comment", True),
         ("  where\n  @[simp] aux : p := h", True),  # a `where` declaration's attributes
-        # a review: `open`/`set_option` commands (no `in`) left the task unsolvable
+        # `open`/`set_option` commands (no `in`) end the body
         ("  open Inner", False),
         ("  set_option pp.all true", False),
         ("  open Inner in\n  theorem next : p := h", False),
@@ -664,7 +644,7 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
         ("  where\n  aux : p := h\n  @[simp] theorem b : p := h", False),
         ("  #adaptation_note /-- a note -/\n  h", True),  # Mathlib's, inside proofs
         ("  #v[1, 2].size", True),
-        # a second review: a wrapper of the next command, a comment first, `unsafe`, more `#`
+        # a wrapper of the next command, a comment first, `unsafe`, more `#`
         ("  set_option pp.all true in\n  theorem next : p := h", False),
         ("  open Inner in\n  @[simp] theorem next : p := h", False),
         ("  open Inner in\n  h", True),  # a term's `open … in`
@@ -679,9 +659,8 @@ def test_precheck_names_what_lean_would_misread(body: str, reason: str | None) -
 def test_the_body_ends_where_an_indented_command_starts(after: str, in_body: bool) -> None:
     text = "theorem t : p :=\n  h\n" + after + "\n"
     body = locate_body(text, "t").body(text)
-    # The line that decides is the first (a review found a wrapper left in the body while the
-    # command it wraps was cut: the whole text's absence did not show it), or after a `where`
-    # clause, the last.
+    # The line that decides is the first (a wrapper must go with the command it wraps), or
+    # after a `where` clause, the last.
     lines = after.strip().splitlines()
     decisive = lines[-1] if lines[0] == "where" else lines[0]
     assert (decisive in body) is in_body, body

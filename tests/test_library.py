@@ -1,9 +1,6 @@
-"""The LAD condition's library against the real bootstrap Lean: the index is built from Lean's
-own parse of the demo suite's ``[lad]`` files (once per content hash, rebuilt when a file
-changes), BM25 search finds a lemma by its concept, ``read_library`` gives a declaration's exact
-source, and only a LAD service lists and accepts the two library tools — on MCP and JSON-RPC —
-with results that match their outputSchema. A library that does not elaborate stops the server
-at its start with a message naming the file and line."""
+"""The LAD library against the bootstrap Lean: the index built from Lean's parse of the demo
+`[lad]` files, BM25 search and exact reads, the two library tools on LAD services only (MCP and
+JSON-RPC), and a library that does not elaborate stopping the server at its start."""
 
 from __future__ import annotations
 
@@ -95,8 +92,7 @@ async def test_the_index_holds_every_declaration_as_lean_parsed_it(
 async def test_a_lemma_under_set_option_in_is_indexed(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:
-    """Lean's document symbols leave out a declaration inside `c in d`: a library lemma under
-    `set_option maxRecDepth 2000 in` (Mathlib's `maxHeartbeats` style) was missing from search."""
+    """Lean's document symbols leave out a lemma under `set_option maxRecDepth 2000 in`."""
     root = copy_suite(tmp_path)
     equality = root / "Lib" / "Equality.lean"
     equality.write_text(
@@ -112,7 +108,7 @@ async def test_a_lemma_under_set_option_in_is_indexed(
         trans = await index.read("Lib.Equality.trans")
         assert (trans.kind, trans.line) == ("theorem", 22)  # the name's line in the file
         assert trans.docstring is not None and trans.docstring.startswith("Transitivity")
-        symm = await index.read("Lib.Equality.symm")  # the rest is unchanged
+        symm = await index.read("Lib.Equality.symm")
         assert symm.line == 16
     finally:
         index.close()
@@ -122,8 +118,7 @@ async def test_a_lemma_under_set_option_in_is_indexed(
 async def naturals_with(
     tmp_path: Path, lean_install: LeanInstall, declarations: str
 ) -> AsyncIterator[LibraryIndex]:
-    """The demo suite's library index with ``declarations`` added at the end of its
-    Lib.Naturals namespace."""
+    """The demo's library index with ``declarations`` added at the end of Lib.Naturals."""
     root = copy_suite(tmp_path)
     naturals = root / "Lib" / "Naturals.lean"
     text = naturals.read_text("utf-8")
@@ -156,8 +151,6 @@ class inductive Holds : Prop where
 async def test_an_inductive_types_constructors_are_searched_and_read_by_name(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:
-    """Only the type was indexed: a search for a constructor's name found nothing, and reading
-    `Tree.node` said no such declaration."""
     text = (DEMO / "Lib" / "Naturals.lean").read_text("utf-8")
     async with naturals_with(tmp_path, lean_install, TREE) as index:
         assert index.count == 10 + 3 + 3  # each type and its two constructors
@@ -198,8 +191,6 @@ structure Point : Type where
 async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:
-    """Only the structure was indexed: a search for a field's name found nothing, and reading
-    `Point.x` said no such declaration."""
     text = (DEMO / "Lib" / "Naturals.lean").read_text("utf-8")
     async with naturals_with(tmp_path, lean_install, POINT) as index:
         assert index.count == 10 + 1 + 5  # the structure, its four fields and its constructor
@@ -227,7 +218,7 @@ async def test_a_structures_fields_and_constructor_are_searched_and_read_by_name
 
 
 def test_a_field_on_the_where_line_is_a_candidate() -> None:
-    """`structure P where x : N` (Lean takes one field there) was indexed without `P.x`."""
+    """`structure P where x : N` indexes `P.x`."""
     source = "structure P where x : N"
     assert field_names(source) == [(source.index("x"), None, "field")]
     source = "structure P where\n  mk ::\n  x : N"
@@ -245,8 +236,6 @@ async def test_a_one_line_structure_s_field_is_read_by_name(
 async def test_a_declaration_left_with_sorry_is_not_in_the_index(
     tmp_path: Path, lean_install: LeanInstall
 ) -> None:
-    """A red-team sweep: a library lemma proved with `sorryAx` (Lean accepts it, with a
-    warning) was indexed and served as verified Lean; an agent adapting it was rejected."""
     root = copy_suite(tmp_path)
     equality = root / "Lib" / "Equality.lean"
     equality.write_text(
@@ -280,7 +269,7 @@ async def test_a_second_open_is_a_cache_hit_and_a_changed_file_rebuilds(
     second = await open_library(suite, environment, cache=cache)
     assert first.built and not second.built
     assert second.path == first.path and second.digest == first.digest
-    assert [p.name for p in cache.iterdir()] == [first.path.name]  # no temp file left behind
+    assert [p.name for p in cache.iterdir()] == [first.path.name]
     first.close()
     second.close()
 
@@ -408,8 +397,6 @@ def test_lad_files_are_checked_when_the_suite_loads(tmp_path: Path) -> None:
 
 
 def test_hidden_paths_are_checked_when_the_suite_loads(tmp_path: Path) -> None:
-    """A typo must not leave a solution readable: a hidden path that is not there, or not
-    inside the suite, refuses the suite."""
     root = copy_suite(tmp_path)
     manifest = root / "suite.toml"
     original = manifest.read_text(encoding="utf-8")
@@ -473,7 +460,7 @@ async def test_baseline_servers_neither_list_nor_accept_the_library_tools(
     reply = await rpc(baseline_service, "read_library", {"name": "or_comm"})
     assert reply["error"]["code"] == -32601
     assert not LIBRARY_TOOL_NAMES & set(reply["error"]["data"]["methods"])
-    with pytest.raises(ToolError) as info:  # the service itself, called directly
+    with pytest.raises(ToolError) as info:
         await baseline_service.search_library("symmetry", 3)
     assert info.value.code == "unavailable"
 
@@ -525,8 +512,7 @@ async def test_lad_servers_list_and_answer_the_library_tools_on_both_wires(
 async def test_a_library_proof_read_in_lad_proves_the_matching_task(
     lad_service: ProofService,
 ) -> None:
-    """The demo library makes tasks easier: the proof of the lemma search_library finds first,
-    as read_library gives it, proves the task outright."""
+    """The first lemma search_library finds, as read_library gives it, proves the task."""
     for task_id, query in [
         ("eq_symm", "symmetry of equality"),
         ("or_swap", "swap a disjunction"),
@@ -557,7 +543,7 @@ async def test_a_library_that_does_not_elaborate_stops_the_server_at_its_start(
             pytest.fail("the server started with a broken library")
     assert "library file Lib/Logic.lean does not elaborate" in info.value.message
     assert "first at line 18: Application type mismatch" in info.value.message
-    # Baseline does not read the library at all: the same suite serves.
+    # Baseline does not read the library: the same suite serves.
     async with open_service(ServeOptions(suite=root, run_dir=tmp_path / "b", sandbox=False)) as s:
         assert s.library is None
 
@@ -588,8 +574,9 @@ def test_serve_lad_with_a_broken_library_exits_2_naming_the_file(tmp_path: Path)
         encoding="utf-8",
     )
     argv = serve_argv(root, tmp_path / "runs", "--condition", "lad", "--jsonrpc", "--no-sandbox")
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 2, done.stderr
     assert "leanrig: library file Lib/Naturals.lean does not elaborate" in done.stderr
     assert "first at line 14" in done.stderr
@@ -602,17 +589,21 @@ def test_serve_lad_with_a_broken_library_exits_2_naming_the_file(tmp_path: Path)
 async def test_a_lad_run_gives_each_attempt_the_library_tools_and_baseline_none(
     tmp_path: Path,
 ) -> None:
-    """The runner builds the index once, serves each LAD attempt the library tools (and a
-    baseline attempt none), and the library agent solves with the library what it cannot
-    solve without."""
+    """The index is built once; the library agent solves with the tools what it cannot without."""
     agent = f"{sys.executable} {Path(__file__).with_name('agents') / 'library_agent.py'}"
     lines = {}
     for condition in ("baseline", "lad"):
         out = tmp_path / condition
         options = RunOptions(
-            suite=DEMO, agent=agent, out=out, condition=condition, tasks=["eq_symm"],
-            time_limit=120, quiet=True, agent_network="all",
-        )  # fmt: skip
+            suite=DEMO,
+            agent=agent,
+            out=out,
+            condition=condition,
+            tasks=["eq_symm"],
+            time_limit=120,
+            quiet=True,
+            agent_network="all",
+        )
         await run_benchmark(options)
         attempt = out / "attempts" / "eq_symm" / "1"
         tools = set(orjson.loads((attempt / "workspace" / "tools.json").read_bytes()))

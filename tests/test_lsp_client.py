@@ -83,7 +83,7 @@ async def test_barrier_under_rapid_edits_reports_only_the_newest_version(
 async def test_edit_ranges_apply_to_the_text_lean_sees(client: LeanClient, project: Path) -> None:
     uri = uri_in(project)
     await client.open(uri, PRELUDE + "def 𝔽x : N := N.z\n" + BAD)
-    # Only the last line differs: the client sends one small range edit after a non-BMP name.
+    # Only the last line differs: one small range edit after a non-BMP name.
     v = await client.change(uri, PRELUDE + "def 𝔽x : N := N.z\n" + GOOD)
     report = await client.wait_for(uri, v)
     assert report.errors == ()
@@ -171,8 +171,8 @@ async def test_request_timeout_is_typed_and_the_server_stays_usable(
 
 # -- one write: the change, the barrier and the queries (LeanClient.update) -------------------
 
-# Bodies an agent might send for `theorem t (a : N) : N := by …`-shaped prelude files: right,
-# wrong, incomplete, unparsable, and ones that end the declaration and start others.
+# Bodies for a `theorem t (a : N) : N := by …` prelude file: right, wrong, incomplete,
+# unparsable, and ones that end the declaration and start others.
 _BODIES = [
     "a",
     "N.s a",
@@ -208,11 +208,7 @@ def _positions(text: str) -> tuple[LspPos, LspPos]:
 async def test_queries_sent_with_the_change_answer_for_that_version(
     client: LeanClient, project: Path, bodies: list[str], unless_clean: bool
 ) -> None:
-    """Property: asked in the same write as the change (before the barrier), the symbols and
-    goals are exactly what the same queries answer when asked after the barrier — never those
-    of the previous version, over any sequence of edits. Goals asked ``unless_clean`` (not
-    waited for unless the version has an error or warning) are None exactly for a clean
-    version, and otherwise the same answers."""
+    """As asked after the barrier, over any edits; ``unless_clean`` goals None iff clean."""
     uri = uri_in(project, "Q.lean")
     if client.is_open(uri):
         await client.close_document(uri)
@@ -246,15 +242,13 @@ async def test_queries_sent_with_the_change_answer_for_that_version(
 async def test_symbols_from_a_line_drop_earlier_ones_inside_namespaces_too(
     client: LeanClient, project: Path
 ) -> None:
-    """A task's namespace spans the whole file: the declarations before the theorem are its
-    children, and reading them (~20 µs each) is what ``from_line`` saves."""
     uri = uri_in(project, "Ns.lean")
     text = PRELUDE + "namespace Pad\n" + decls(30) + "theorem t : N := N.z\nend Pad\n"
     line = text.splitlines().index("theorem t : N := N.z")
     _, (everything, from_theorem) = await client.update(
         uri, text, [DocQuery.symbols(), DocQuery.symbols(from_line=line)]
     )
-    [pad] = [s for s in everything if s.name == "Pad"]  # after the prelude's own symbols
+    [pad] = [s for s in everything if s.name == "Pad"]
     assert [c.name for c in pad.children or ()] == [*(f"d{i}" for i in range(30)), "t"]
     [pad_from] = from_theorem
     assert pad_from.name == "Pad" and pad_from.range == pad.range
@@ -275,8 +269,7 @@ async def test_update_opens_a_new_document_and_reports_its_first_version(
 async def test_exchange_times_out_cancels_and_the_server_stays_usable(
     client: LeanClient, project: Path
 ) -> None:
-    """A request Lean never answers in time (the barrier of a slow version): RequestTimeout
-    within the deadline, the request cancelled, and the next exchange answered."""
+    """A barrier not answered in time: RequestTimeout at the deadline, then cancelled."""
     uri = uri_in(project)
     with anyio.fail_after(20):
         with pytest.raises(RequestTimeout) as info:
@@ -290,9 +283,7 @@ async def test_exchange_times_out_cancels_and_the_server_stays_usable(
 async def test_an_optional_query_error_is_returned_and_a_required_one_raised(
     client: LeanClient, project: Path
 ) -> None:
-    """A query Lean answers with an error (here: a method it does not know): in place of its
-    answer when optional — the step's goals of a complete proof must not fail the step —,
-    raised when required; the barrier's report is there either way."""
+    """The barrier's report is there either way."""
     uri = uri_in(project, "Opt.lean")
     bogus = DocQuery("$/lean/noSuchMethod", lambda raw: raw)
     report, (symbols, answer) = await client.update(
@@ -308,8 +299,6 @@ async def test_an_optional_query_error_is_returned_and_a_required_one_raised(
 async def test_an_unreadable_answer_fails_its_request_not_the_server(
     client: LeanClient, project: Path
 ) -> None:
-    """A reader that cannot read an answer makes that request an error answer (keep the
-    server, do not retry: the same question gets the same answer), not a protocol break."""
 
     def unreadable(raw: object) -> object:
         raise KeyError("range")
@@ -330,12 +319,10 @@ async def test_an_unreadable_answer_fails_its_request_not_the_server(
 async def test_a_change_cancelled_before_its_write_is_resent_whole(
     client: LeanClient, project: Path
 ) -> None:
-    """A step cancelled while another write holds the pipe: its change never reaches Lean,
-    but the client already counted it. The next change must not be a range edit against text
-    Lean does not have (Lean would then elaborate a text nobody sent): it goes whole."""
+    """Cancelled while another write holds the pipe; the next change goes whole."""
     uri = uri_in(project, "Cut.lean")
     first = PRELUDE + GOOD
-    cut = first + "def extra : N := N.z\n"  # the change that never leaves
+    cut = first + "def extra : N := N.z\n"
     then = cut + "def more : N := N.z\n"
     await client.update(uri, first)
     scope = anyio.CancelScope()
@@ -344,7 +331,6 @@ async def test_a_change_cancelled_before_its_write_is_resent_whole(
         with scope:
             await client.update(uri, cut)
 
-    # Another writer holds the pipe while the step waits for it, and the step is cancelled.
     async with anyio.create_task_group() as tg, client.transport._write_lock:
         tg.start_soon(step)
         await anyio.wait_all_tasks_blocked()
@@ -367,7 +353,7 @@ async def test_sigkill_of_a_worker_mid_request_gives_a_typed_error(
     uri = uri_in(project)
     await client.open(uri, PRELUDE + ARITH + slow_theorem())
     with anyio.fail_after(5):
-        while True:  # the worker is spawned on didOpen; find it (no event for that)
+        while True:  # the worker is spawned on didOpen (no event for that)
             try:
                 worker = _worker_of(client.pid)
                 break
@@ -387,11 +373,9 @@ async def test_sigkill_of_a_worker_mid_request_gives_a_typed_error(
         await anyio.wait_all_tasks_blocked()  # the barrier request is out and waiting
         worker.kill()
     assert len(crashed) == 1
-    # Queries on the dead worker fail at once, typed, instead of being queued by the watchdog
-    # (queued, this one would end in RequestTimeout after its deadline).
+    # Queries on the dead worker fail at once, typed, instead of being queued by the watchdog.
     with pytest.raises(ElaborationFailed):
         await client.plain_goal(uri, LspPos(0, 0), timeout=20)
-    # The next change restarts the worker and elaboration works again.
     v = await client.change(uri, PRELUDE + GOOD)
     with anyio.fail_after(10):
         report = await client.wait_for(uri, v)
@@ -444,7 +428,7 @@ async def test_closing_leaves_no_process_of_the_group(server_command: ServerComm
         await c.wait_for(uri)
         await c.wait_for((server_command.cwd / "B.lean").as_uri())
         group = [psutil.Process(c.pid), *psutil.Process(c.pid).children(recursive=True)]
-        assert len(group) == 3  # server + two workers (each in its own session)
+        assert len(group) == 3  # server + two workers
     alive = [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
@@ -458,7 +442,7 @@ async def test_cancelling_the_owner_kills_the_process_group(
             uri = (server_command.cwd / "A.lean").as_uri()
             await c.open(uri, PRELUDE + ARITH + slow_theorem())
             with anyio.fail_after(5):
-                while len(tree) < 2:  # wait for the busy worker to exist (no event for that)
+                while len(tree) < 2:  # the busy worker exists (no event for that)
                     await anyio.sleep(0.02)
                     tree = [psutil.Process(c.pid), *psutil.Process(c.pid).children(True)]
             async with anyio.create_task_group() as tg:
@@ -467,8 +451,7 @@ async def test_cancelling_the_owner_kills_the_process_group(
                 owner.cancel()
     assert owner.cancelled_caught
     assert len(tree) == 2
-    # SIGKILLed as the owner left; on a loaded machine the busy worker was still seen running
-    # for a moment after (a flake of make test). It must not finish its runaway theorem.
+    # A SIGKILLed worker may still show as running for a moment; it must not finish.
     _, survivors = psutil.wait_procs(tree, timeout=5)
     assert [p for p in survivors if p.status() != psutil.STATUS_ZOMBIE] == []
 
@@ -520,10 +503,7 @@ async def test_writing_to_a_server_that_stopped_reading_does_not_hang(
 async def test_a_header_that_does_not_elaborate_is_its_error_not_a_crash(
     server_command: ServerCommand, project: Path, direct: bool
 ) -> None:
-    """A missing import (here `Init`: no `prelude`, and the bootstrap Lean has no .olean):
-    Lean reports the version fatal and then its error. Ending the barrier on the fatal report
-    answered "the worker crashed" before the error arrived (found in review); the step now
-    gets the report with the import's error, as a fatal version."""
+    """A missing import (`Init` on the bootstrap Lean): a fatal report with its error."""
     command = dataclasses.replace(server_command, direct_workers=direct)
     async with LeanClient.start(command, timeouts=Timeouts(barrier=30)) as client:
         uri = uri_in(project, "NoInit.lean")
@@ -537,10 +517,7 @@ async def test_a_header_that_does_not_elaborate_is_its_error_not_a_crash(
 async def test_a_barrier_asked_between_the_fatal_report_and_its_error_gets_the_error(
     server_command: ServerCommand, project: Path
 ) -> None:
-    """Through the watchdog: `wait_for` asked the moment Lean reports the version fatal,
-    before the version's error arrives (0.3-1 ms later). It skipped the barrier and
-    reported a crash in about 2 of 3 tries (found in review); now the barrier is asked and
-    answered with the error. Five documents, so the race is met."""
+    """Through the watchdog, with five documents so the race is met."""
     command = dataclasses.replace(server_command, direct_workers=False)
     async with LeanClient.start(command, timeouts=Timeouts(barrier=30)) as client:
         fatal_for: dict[str, anyio.Event] = {}

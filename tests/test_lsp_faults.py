@@ -1,4 +1,5 @@
-"""Faults: malformed frames (a FAKE peer, the only way to produce them), bad input, bad Lean."""
+"""LSP faults: malformed frames (from a FAKE peer, the only way to produce them), bad input, bad
+Lean, stray and cancelled processes."""
 
 from __future__ import annotations
 
@@ -72,9 +73,7 @@ async def test_malformed_frames_from_a_fake_peer_fail_typed_without_hanging(
 async def test_goals_for_a_problem_reported_with_the_last_answer_are_still_asked(
     tmp_path: Path,
 ) -> None:
-    """A version's first error arrives in the same read as the barrier's answer, too late to
-    send the goals while Lean works (FAKE peer: the real Lean publishes it earlier). The
-    goals of a report with an error are still asked, after the barrier — never None."""
+    """FAKE peer: the first error arrives in the same read as the barrier's answer."""
     async with LeanClient.start(fake_command("problem-with-answer", tmp_path)) as client:
         uri = (tmp_path / "P.lean").as_uri()
         goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
@@ -93,9 +92,7 @@ async def _fake_log(client: LeanClient) -> list[list[Any]]:
 
 
 async def test_goals_needed_only_for_a_problem_go_out_with_the_change(tmp_path: Path) -> None:
-    """The goals of a version that turns out to have an error were asked before the barrier
-    was answered — with the change, not in a round trip after it (FAKE peer: it answers the
-    barrier the moment it reads it, publishing the error with it)."""
+    """FAKE peer: it publishes the error with the barrier's answer."""
     async with LeanClient.start(fake_command("problem-with-answer", tmp_path)) as client:
         uri = (tmp_path / "P.lean").as_uri()
         goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
@@ -107,13 +104,11 @@ async def test_goals_needed_only_for_a_problem_go_out_with_the_change(tmp_path: 
     change = log.index(["textDocument/didChange"])
     goals = [entry for entry in log[change:] if entry[0] == "$/lean/plainGoal"]
     assert len(goals) == 1, log
-    assert "textDocument/waitForDiagnostics" not in goals[0][1], log  # before its answer
+    assert "textDocument/waitForDiagnostics" not in goals[0][1], log
 
 
 async def test_a_clean_version_does_not_wait_for_the_goals_asked_with_it(tmp_path: Path) -> None:
-    """A clean version's step ends at the barrier: the goals asked with the change in case of
-    an error are not waited for (FAKE peer: it never answers them), and nothing is left
-    pending."""
+    """FAKE peer: the goals are never answered; nothing is left pending."""
     async with LeanClient.start(fake_command("unanswered:$/lean/plainGoal", tmp_path)) as client:
         uri = (tmp_path / "C.lean").as_uri()
         goal = DocQuery.plain_goal(LspPos(0, 0)).made_unless_clean()
@@ -128,8 +123,7 @@ async def test_a_clean_version_does_not_wait_for_the_goals_asked_with_it(tmp_pat
 
 
 async def test_a_timeout_cancels_every_request_of_the_exchange(tmp_path: Path) -> None:
-    """A step past its deadline tells Lean to drop all it asked, the goals asked in case of an
-    error included (FAKE peer: it answers neither)."""
+    """FAKE peer: it answers neither the barrier nor the goals."""
     command = fake_command("unanswered:textDocument/waitForDiagnostics,$/lean/plainGoal", tmp_path)
     async with LeanClient.start(command) as client:
         uri = (tmp_path / "T.lean").as_uri()
@@ -145,9 +139,7 @@ async def test_a_timeout_cancels_every_request_of_the_exchange(tmp_path: Path) -
 
 
 async def test_a_fatal_report_while_the_client_closes_starts_nothing(tmp_path: Path) -> None:
-    """A document reported fatal during the server's shutdown (FAKE peer: as a watchdog would
-    for a worker dying under it): its grace timer was started in the client's task group,
-    which had already ended ("task group is not active", logged; found in review)."""
+    """FAKE peer: a document reported fatal during shutdown starts no grace timer."""
     with structlog.testing.capture_logs() as logs:
         async with LeanClient.start(fake_command("fatal-at-shutdown", tmp_path)) as client:
             with anyio.fail_after(10):
@@ -156,11 +148,7 @@ async def test_a_fatal_report_while_the_client_closes_starts_nothing(tmp_path: P
 
 
 async def test_after_a_crash_report_the_document_refuses_queries_at_once(tmp_path: Path) -> None:
-    """A version reported fatal with no error is a crash (WorkerCrashed); the document's next
-    query is then refused at once, typed (ElaborationFailed), not sent to a worker the
-    watchdog holds for dead — since the fatal report no longer marks the document at once
-    (a missing import), the crash verdict must (a flaky slot-health test under load; FAKE
-    peer: the crash without its race)."""
+    """FAKE peer: fatal with no error is WorkerCrashed; the next query is ElaborationFailed."""
     async with LeanClient.start(fake_command("fatal-without-error", tmp_path)) as client:
         uri = (tmp_path / "C.lean").as_uri()
         with anyio.fail_after(10):
@@ -236,11 +224,13 @@ def test_framing_round_trip_and_bad_headers() -> None:
 
 @contextmanager
 def lean_server_process(env: Mapping[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `lean --server`, started with ``env``, killed and reaped at the end."""
     proc = subprocess.Popen(
         [str(find_lean().lean), "--server"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         yield proc
     finally:
@@ -255,18 +245,17 @@ def _without_token() -> dict[str, str]:
 
 
 def test_a_lean_started_outside_leanrig_during_a_test_survives_and_is_not_reported() -> None:
-    # An editor's Lean server beside the suite: no kill token. The check every test runs under
-    # (conftest's no_stray_lean) must neither kill it nor fail the test.
+    # An editor's Lean server (no kill token): conftest's no_stray_lean check must neither
+    # kill it nor fail the test.
     editor_env = {k: v for k, v in _without_token().items() if k != RUN_VAR}
-    with ExitStack() as outside:  # outlives the guarded "test"
+    with ExitStack() as outside:
         with stray_guard(grace=0.5):
             editor = outside.enter_context(lean_server_process(editor_env))
-        assert editor.poll() is None  # still running
+        assert editor.poll() is None
 
 
 def test_a_leanrig_process_of_another_test_run_is_not_touched() -> None:
-    # Another checkout's suite running beside this one: its processes carry a kill token, but
-    # not this run's id.
+    # Another checkout's suite beside this one: a kill token, but not this run's id.
     other_run = {**_without_token(), TOKEN_VAR: new_token(), RUN_VAR: "another-run"}
     with ExitStack() as outside:
         with stray_guard(grace=0.5):
@@ -279,14 +268,11 @@ def test_a_leanrig_process_left_behind_is_reported_and_killed() -> None:
     with ExitStack() as outside:
         with pytest.raises(AssertionError, match="outlived the test"), stray_guard(grace=0.5):
             leaked = outside.enter_context(lean_server_process(ours))
-        assert leaked.wait(timeout=5) == -9  # killed by the check
+        assert leaked.wait(timeout=5) == -9
 
 
 def test_a_process_just_started_is_seen_with_its_token() -> None:
-    """`Popen` returns once the child's exec has begun; for a moment after, the child's
-    /proc environment reads empty (23 of 200 right after `Popen`, 150 of 200 on a busy machine,
-    measured). The kill sweep then skipped it: a Lean worker the watchdog started while its
-    tree was being killed would outlive it (and the stray check missed leaked processes)."""
+    """Its /proc environment reads empty for a moment after `Popen` returns."""
     misses = 0
     for _ in range(200):
         token = new_token()
@@ -305,11 +291,7 @@ _BWRAP = SandboxPolicy(writable=())
 
 @pytest.mark.skipif(not uses_namespaces(_BWRAP), reason="bwrap cannot sandbox Lean here")
 async def test_a_sandboxed_lean_whose_start_is_cancelled_leaves_nothing(tmp_path: Path) -> None:
-    """CI: a runner test's attempt ended while its service was starting a Lean worker, and a
-    `bwrap` with its `lean --worker` outlived the test. Cancelled inside the spawn, asyncio
-    killed the new pid alone; bwrap's inner process, forked before it set its parent-death
-    signal, lived on (7 of 71 cancelled spawns, measured). Spawns are cancelled here at points
-    spread over the first milliseconds of a start."""
+    """Cancelled at points over a bwrap-wrapped `lean --worker`'s first moments."""
     argv = [*sandbox_wrapper(_BWRAP), str(find_lean().lean), "--worker"]
     before = set(leanrig_processes())
     cancelled = 0
@@ -320,7 +302,7 @@ async def test_a_sandboxed_lean_whose_start_is_cancelled_leaves_nothing(tmp_path
             ):
                 pass
         cancelled += scope.cancelled_caught
-    assert cancelled > 20  # (the spawns the bug needs did happen)
+    assert cancelled > 20  # enough spawns were cancelled mid-start
     left = [p for pid, p in leanrig_processes().items() if pid not in before]
     _, alive = psutil.wait_procs(left, timeout=2)
     assert not [p.cmdline() for p in alive]
@@ -329,9 +311,7 @@ async def test_a_sandboxed_lean_whose_start_is_cancelled_leaves_nothing(tmp_path
 async def test_a_spawn_cancelled_inside_the_library_call_kills_the_whole_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The deterministic form of the test above: the library call stands in for asyncio's
-    `create_subprocess_exec`, which, cancelled once the program runs, kills its pid alone. The
-    program here forks a child first (as bwrap does), which then lived on."""
+    """The program forks a child first, as bwrap does: the deterministic form of the above."""
     real = anyio.open_process
     scope = anyio.CancelScope()
 
@@ -360,7 +340,7 @@ async def test_a_spawn_cancelled_inside_the_library_call_kills_the_whole_tree(
 
 
 def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> None:
-    """The message named `/usr/bin/prlimit` (the wrapper) as the server that failed."""
+    """The message names Lean, not `/usr/bin/prlimit` (the wrapper)."""
     from lsp_bridge import find_lean
     from repl_pool.sandbox import SandboxPolicy, sandbox_wrapper
 
@@ -371,8 +351,6 @@ def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> N
 
 
 def test_concurrent_failures_of_one_kind_surface_as_that_error() -> None:
-    """Two branches failing for one cause (a Ray node lost under both goal requests) came out
-    as an ExceptionGroup, which the servers reported as an internal error."""
     from lsp_bridge import ServerDied, single_errors
 
     first, second = ServerDied("node lost"), ServerDied("node lost")
@@ -391,8 +369,7 @@ def test_concurrent_failures_of_one_kind_surface_as_that_error() -> None:
 def test_frames_fed_in_any_pieces_come_out_whole_and_in_order(
     bodies: list[bytes], cuts: list[int]
 ) -> None:
-    """Property: however the stream is cut into reads, the decoder returns exactly the frames'
-    bodies, in order, each once; a stream ending inside a body is a protocol error."""
+    """Each body once, in order; a stream ending inside a body is a protocol error."""
     stream = b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(b), b) for b in bodies)
     points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     decoder = FrameDecoder()

@@ -1,7 +1,6 @@
-"""MCP on line transports (stdio, `leanrig run`'s Unix sockets): `LeanrigMCP.serve_lines` on a
-pair of pipes, every message through the SDK's server. A proof in both protocol eras against the
-real service and Lean; a peer's cancellation, the input's end, a crash and a result that cannot
-be written against stand-in services (named as such)."""
+"""MCP on line transports (`LeanrigMCP.serve_lines` on pipes): a proof in both protocol eras
+against the real service, and cancellation, end of input, crashes and unwritable results
+against stand-in services."""
 
 from __future__ import annotations
 
@@ -33,8 +32,11 @@ ENVELOPE = {
     "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {},
-              "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "1"},
+}
 CRASHED = {"code": -32603, "message": "internal error; see server log"}
 
 
@@ -58,8 +60,6 @@ def call(rid: Any, name: str, arguments: Any, meta: Any = None) -> bytes:
 
 
 class Wire:
-    """The client's ends of the pipes: lines in, reply lines out."""
-
     def __init__(self, to_server: int, from_server: int) -> None:
         self.to_server = to_server
         self.from_server = from_server
@@ -94,7 +94,7 @@ class Wire:
 
 @asynccontextmanager
 async def serving(server: LeanrigMCP) -> AsyncIterator[Wire]:
-    """``server.serve_lines`` on a pair of pipes; its output closed when its session ends."""
+    """``server.serve_lines`` on pipes, its output closed when its session ends."""
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     for fd in (in_r, out_w, out_r):
@@ -162,9 +162,7 @@ class _Result:
 
 
 class _StandIn:
-    """Stands in for ProofService: ``list_tasks`` as the test says — hangs (``started`` and
-    ``finished`` tell when it began and how it ended), crashes, returns a result that cannot
-    be written, or fails with a message that cannot be; ``open_task`` answers."""
+    """``list_tasks`` hangs, crashes, or returns or raises something unwritable."""
 
     def __init__(self, behaviour: str) -> None:
         self.behaviour = behaviour
@@ -181,7 +179,7 @@ class _StandIn:
         if self.behaviour == "unwritable":
             return _Result({"tasks": [], "n": 2**70})  # beyond what JSON writers take
         if self.behaviour == "unwritable error":
-            raise ToolError("bad \ud800 text", code="busy")  # (a lone surrogate)
+            raise ToolError("bad \ud800 text", code="busy")  # a lone surrogate
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
@@ -208,19 +206,23 @@ async def test_a_call_the_peer_cancels_is_never_answered_and_the_session_goes_on
         wire.send(call(5, "list_tasks", {}))
         with anyio.fail_after(30):
             await stand_in.started.wait()
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                  "params": {"requestId": 5, "reason": "enough"}}  # fmt: skip
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 5, "reason": "enough"},
+        }
         wire.send(orjson.dumps(cancel) + b"\n")
         with anyio.fail_after(30):
             await stand_in.finished.wait()
         after = await wire.answer(call(6, "open_task", {"task_id": "x"}))
         ping = await wire.answer(line(7, "ping"))
     assert stand_in.outcome == "cancelled"
-    # Answered in order, and nothing for 5 before them (its handler had ended already).
+    # Answered in order, and nothing for 5 (its handler had ended already).
     assert after["id"] == 6 and "result" in after
     assert ping["id"] == 7 and "result" in ping
 
 
+# Left unformatted: the name alone nearly fills a line, and the formatter's split overflows it.
 async def test_a_call_in_flight_when_the_input_ends_is_cancelled_and_answered_connection_closed(
 ) -> None:  # fmt: skip
     stand_in = _StandIn("hang")
@@ -231,9 +233,12 @@ async def test_a_call_in_flight_when_the_input_ends_is_cancelled_and_answered_co
             await stand_in.started.wait()
         wire.close_input()
         reply = await wire.reply()
-        assert await wire.reply() is None  # the session ended
-    assert reply == {"jsonrpc": "2.0", "id": 5,
-                     "error": {"code": -32000, "message": "Connection closed"}}  # fmt: skip
+        assert await wire.reply() is None
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {"code": -32000, "message": "Connection closed"},
+    }
     assert stand_in.outcome == "cancelled"
 
 
@@ -241,9 +246,8 @@ async def test_a_call_in_flight_when_the_input_ends_is_cancelled_and_answered_co
 @pytest.mark.parametrize("behaviour", ["crash", "unwritable", "unwritable error"])
 async def test_a_crash_or_an_unwritable_result_is_an_internal_error_and_the_session_goes_on(
     behaviour: str, modern: bool
-) -> None:  # fmt: skip
-    """The agent reads "internal error; see server log" (never the exception's text); the
-    session's later calls are answered (a reply the SDK failed to write would end it)."""
+) -> None:
+    """The agent reads "internal error; see server log", never the exception's text."""
     meta = ENVELOPE if modern else None
     async with serving(stand_in_server(_StandIn(behaviour))) as wire:
         await handshake(wire, modern)

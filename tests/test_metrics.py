@@ -1,5 +1,5 @@
-"""The metrics of benchmark runs: the reproduction of a published suite's figures, properties of
-the pure formulas, and the price / N-A rules."""
+"""Benchmark metrics: reproduction of a published suite's figures, properties of the pure
+formulas, and the price / N-A rules."""
 
 from __future__ import annotations
 
@@ -42,22 +42,20 @@ SEED = Path(__file__).parent / "fixtures" / "seed-benchmarks.toml"
 
 
 def field_points(fields: Mapping[str, float], denominators: Mapping[str, int]) -> float:
-    """The overall score from field scores and their denominators (combined by weight)."""
     total = sum(denominators.values())
     return sum(fields[f] * d for f, d in denominators.items()) / total if total else 0.0
 
 
 @pytest.fixture(autouse=True)
 def no_stray_lean() -> None:
-    """These tests start no process: skip conftest's ps scan (on a machine shared with other
-    Lean jobs it sees their processes come and go)."""
+    """These tests start no process: skip conftest's ps scan (it would see other jobs' Lean)."""
 
 
-def attempt(task: str, accepted: bool, *, field: str = "F", difficulty: int = 5,
-            **kw: Any) -> AttemptResult:  # fmt: skip
+def attempt(
+    task: str, accepted: bool, *, field: str = "F", difficulty: int = 5, **kw: Any
+) -> AttemptResult:
     fields: dict[str, Any] = {"invocation_s": 10.0, **kw}
-    return AttemptResult(task=task, field=field, difficulty=difficulty, accepted=accepted,
-                         **fields)  # fmt: skip
+    return AttemptResult(task=task, field=field, difficulty=difficulty, accepted=accepted, **fields)
 
 
 # -- reproduction of the published QAlg-Bench figures ------------------------------------------
@@ -86,8 +84,7 @@ def matches(computed: float | None, published: float) -> bool:
 
 
 def realise(tasks: Sequence[TaskRef], fields: dict[str, float], completion: float) -> set[str]:
-    """Task ids to verify so that each field's score and the completion are as published: per
-    field, a subset-sum search over (difficulty sum, task count), then counts that add up."""
+    """Task ids to verify so that each field's score and the completion are as published."""
     n_done = [c for c in range(len(tasks) + 1) if round(100 * c / len(tasks), 1) == completion]
     assert len(n_done) == 1
     per_field: list[dict[int, tuple[str, ...]]] = []  # count -> one subset realising the score
@@ -121,8 +118,7 @@ SEED_PRICES = PriceSchedule(
 
 
 def synthetic_run(entry: dict[str, Any]) -> list[AttemptResult]:
-    """Verdicts realising the entry's field scores and completion; invocation times and costs
-    (half observed, half tokens × list prices) varying per task with the published means."""
+    """Verdicts realising the entry, times and costs (half observed) around its means."""
     tasks = inventory()
     done = realise(tasks, entry["fields"], entry["completion_percent"])
     score = weighted_score([t.difficulty for t in tasks], [t.id in done for t in tasks])
@@ -136,8 +132,11 @@ def synthetic_run(entry: dict[str, Any]) -> list[AttemptResult]:
             if i % 2:
                 usage = {"cost_usd": usd}
             else:  # 1000 input tokens (250 cached) = $0.001625; the rest from output tokens
-                usage = {"input_tokens": 1000, "cached_input_tokens": 250,
-                         "output_tokens": round((usd - 0.001625) / 0.08 * 1e6)}  # fmt: skip
+                usage = {
+                    "input_tokens": 1000,
+                    "cached_input_tokens": 250,
+                    "output_tokens": round((usd - 0.001625) / 0.08 * 1e6),
+                }
         seconds = entry["seconds_per_point"] * score * weights[-1 - i] * scale
         results.append(
             AttemptResult(
@@ -176,15 +175,14 @@ def test_seed_published_scores_are_reproduced(condition: str) -> None:
         for name, value in entry["fields"].items():
             assert round(m.fields[name], 1) == value, (model, name, m.fields[name])
         assert round(m.completion, 1) == entry["completion_percent"], model
-        # the overall score: the field scores weighted by their denominators (the published
-        # field scores are rounded, so within 0.05), and exactly points / 265
+        # the published field scores are rounded, so within 0.05; exactly points / 265
         assert abs(m.score - field_points(entry["fields"], denominators)) <= 0.05
         assert (m.score * 265 / 100) == pytest.approx(round(m.score * 265 / 100))
         assert matches(m.seconds_per_point, entry["seconds_per_point"]), model
         if "usd_per_point" in entry:
             assert m.cost_tasks == 36 and m.cost_sources == {"observed": 18, "list_price": 18}
             assert matches(m.usd_per_point, entry["usd_per_point"]), (model, m.usd_per_point)
-        else:  # no cost published: nothing reconstructable, N/A (not 0)
+        else:
             assert m.usd_per_point is None and m.cost_tasks == 0
 
 
@@ -206,13 +204,12 @@ def test_seed_published_relative_changes_are_reproduced() -> None:
         for key in ("seconds_per_point", "usd_per_point"):
             change_key = f"{key}_percent"
             computed = getattr(c, key).change_percent
-            if change_key not in change:  # not published: N/A here too
+            if change_key not in change:
                 assert computed is None, (model, key)
                 continue
             assert computed is not None
-            # computed from the published (rounded) per-point figures, which the synthetic
-            # runs realise exactly; the published change came from unrounded ones, so it must
-            # lie in the range those roundings allow — and usually equals ours to 0.1
+            # The published change came from unrounded per-point figures, so it must lie in
+            # the range the roundings allow (and usually equals ours to 0.1).
             from_published = relative_change(base[model][key], lad[model][key])
             assert computed == pytest.approx(from_published, abs=1e-3)
             low, high = rounding_range(base[model][key], lad[model][key])
@@ -223,8 +220,7 @@ def test_seed_published_relative_changes_are_reproduced() -> None:
             expected = lad[model]["fields"][name] - base[model]["fields"][name]
             assert diff.diff_points is not None
             assert abs(diff.diff_points - expected) < 0.15, (model, name)
-    # DeepSeek's USD/point is published as 0.001098 → 0.000977 (−11.02 %); the published
-    # −11.1 % needs the unrounded costs (range −11.11 … −10.93 %)
+    # DeepSeek's published −11.1 % needs its unrounded costs (0.001098 → 0.000977 is −11.02 %)
     assert off_by_rounding == [("DeepSeek V4-Pro", "usd_per_point", -11.0, -11.1)]
 
 
@@ -265,11 +261,14 @@ tasks_strategy = st.lists(
 
 
 def results_from(rows: list[tuple[str, int, bool]], seconds: float = 5.0) -> list[AttemptResult]:
-    return [attempt(f"t{i}", v, field=f, difficulty=d, invocation_s=seconds)
-            for i, (f, d, v) in enumerate(rows)]  # fmt: skip
+    return [
+        attempt(f"t{i}", v, field=f, difficulty=d, invocation_s=seconds)
+        for i, (f, d, v) in enumerate(rows)
+    ]
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+# deadline=None on the bootstrap properties: slow on a loaded machine, time is not asserted.
+@settings(deadline=None)
 @given(tasks_strategy)
 def test_scores_are_percentages_and_fields_combine_to_the_score(
     rows: list[tuple[str, int, bool]],
@@ -286,7 +285,7 @@ def test_scores_are_percentages_and_fields_combine_to_the_score(
         assert m.seconds_per_point == pytest.approx(5.0 / m.score)
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(tasks_strategy, st.data())
 def test_accepting_more_never_lowers_the_score(
     rows: list[tuple[str, int, bool]], data: st.DataObject
@@ -298,7 +297,7 @@ def test_accepting_more_never_lowers_the_score(
     assert weighted_score(d, [r[2] for r in better]) >= weighted_score(d, [r[2] for r in rows])
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(tasks_strategy, tasks_strategy)
 def test_compare_is_antisymmetric_where_it_can_be(
     a_rows: list[tuple[str, int, bool]], b_rows: list[tuple[str, int, bool]]
@@ -358,9 +357,6 @@ def test_counts_timeouts_retries_tokens_and_inventory_gaps() -> None:
 
 
 def test_the_inventory_decides_a_tasks_difficulty_and_field_and_which_tasks_count() -> None:
-    """A red-team sweep: results lines decided the difficulty (a line saying 5 for a task the
-    inventory weighs 1) and added tasks the inventory does not list (a d10 task accepted):
-    33.3 became 71.4 and 84.6 over 3 tasks. A results line is no place to change the suite."""
     inventory = [
         TaskRef(id="t1", field="F", difficulty=1),
         TaskRef(id="t2", field="G", difficulty=2),
@@ -420,28 +416,43 @@ def cost(**kw: Any) -> float | None:
         "output_tokens": None,
         "prices": PRICES,
     }
-    return attempt_cost(**(args | kw)).usd  # fmt: skip
+    return attempt_cost(**(args | kw)).usd
 
 
 def test_list_price_and_observed_cost_rules() -> None:
     # (1M − 0.25M) × $2 + 0.25M × $0.5 + 0.5M × $8 = 1.5 + 0.125 + 4
-    assert cost(input_tokens=1_000_000, cached_input_tokens=250_000,
-                output_tokens=500_000) == pytest.approx(5.625)  # fmt: skip
-    assert cost(input_tokens=1_000_000, output_tokens=0) == pytest.approx(2.0)  # no cache info
+    assert cost(
+        input_tokens=1_000_000, cached_input_tokens=250_000, output_tokens=500_000
+    ) == pytest.approx(5.625)
+    assert cost(input_tokens=1_000_000, output_tokens=0) == pytest.approx(2.0)
     # an observed cost wins over tokens × prices, also when it is 0
     assert cost(cost_usd=0.7, input_tokens=1_000_000, output_tokens=0) == 0.7
     assert cost(cost_usd=0.0) == 0.0
-    assert attempt_cost(cost_usd=0.7, model=None, input_tokens=None, cached_input_tokens=None,
-                        output_tokens=None, prices=None).source == "observed"  # fmt: skip
-    # tokens without a price, or without the counts, are N/A — not 0
+    assert (
+        attempt_cost(
+            cost_usd=0.7,
+            model=None,
+            input_tokens=None,
+            cached_input_tokens=None,
+            output_tokens=None,
+            prices=None,
+        ).source
+        == "observed"
+    )
+    # tokens without a price, or without the counts, are N/A, not 0
     assert cost(model="unpriced", input_tokens=10, output_tokens=10) is None
     assert cost(prices=None, input_tokens=10, output_tokens=10) is None
     assert cost(input_tokens=10) is None and cost(output_tokens=10) is None
     assert cost() is None
-    no_cache_price = PriceSchedule(fixed=date(2026, 1, 1),
-                                   models={"m": ModelPrice(input=2.0, output=8.0)})  # fmt: skip
-    assert cost(prices=no_cache_price, input_tokens=1_000_000, cached_input_tokens=1_000_000,
-                output_tokens=0) == pytest.approx(2.0)  # fmt: skip
+    no_cache_price = PriceSchedule(
+        fixed=date(2026, 1, 1), models={"m": ModelPrice(input=2.0, output=8.0)}
+    )
+    assert cost(
+        prices=no_cache_price,
+        input_tokens=1_000_000,
+        cached_input_tokens=1_000_000,
+        output_tokens=0,
+    ) == pytest.approx(2.0)
 
 
 def test_usd_per_point_is_over_tasks_with_cost_and_na_is_never_zero() -> None:
@@ -453,12 +464,14 @@ def test_usd_per_point_is_over_tasks_with_cost_and_na_is_never_zero() -> None:
     m = compute_metrics(partial)
     assert m.cost_tasks == 1 and m.cost_score == 0.0 and m.usd_per_point is None
     # over the costed tasks only: a (d=5, verified, $2) and c (d=5, not, $4) → $3 / 50 points
-    mixed = [attempt("a", True, cost_usd=2.0), attempt("b", True),
-             attempt("c", False, input_tokens=2_000_000, output_tokens=0, model="m")]  # fmt: skip
+    mixed = [
+        attempt("a", True, cost_usd=2.0),
+        attempt("b", True),
+        attempt("c", False, input_tokens=2_000_000, output_tokens=0, model="m"),
+    ]
     m = compute_metrics(mixed, prices=PRICES)
     assert m.cost_tasks == 2 and m.cost_sources == {"observed": 1, "list_price": 1}
     assert m.mean_usd == pytest.approx(3.0) and m.usd_per_point == pytest.approx(3.0 / 50)
-    # zero only when observed
     free = compute_metrics([attempt("a", True, cost_usd=0.0)])
     assert free.usd_per_point == 0.0
     # an attempt without cost makes its task's cost unknown (not a partial sum)
@@ -471,11 +484,16 @@ def test_usd_per_point_is_over_tasks_with_cost_and_na_is_never_zero() -> None:
 
 
 def test_seconds_per_point_print_with_three_significant_digits() -> None:
-    """Tables and plots print s/point alike: 0.0412, not 0.04 in one place and 0.0 in another."""
     from agent_tools.runs.metrics import per_point_text
 
-    assert [per_point_text(v) for v in (0.041234, 0.00012345, 1.2345, 41.234, 412.34, 4123.4)] \
-        == ["0.0412", "0.000123", "1.23", "41.2", "412", "4123"]  # fmt: skip
+    assert [per_point_text(v) for v in (0.041234, 0.00012345, 1.2345, 41.234, 412.34, 4123.4)] == [
+        "0.0412",
+        "0.000123",
+        "1.23",
+        "41.2",
+        "412",
+        "4123",
+    ]
     assert per_point_text(None) == "N/A" and per_point_text(0.0) == "0"
 
 
@@ -488,7 +506,7 @@ rows_strategy = st.lists(
 )
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(rows_strategy)
 def test_a_score_interval_holds_the_score_and_stays_in_0_to_100(
     rows: list[tuple[int, float]],
@@ -498,7 +516,7 @@ def test_a_score_interval_holds_the_score_and_stays_in_0_to_100(
     assert 0 <= ci.low <= score_of(rows) <= ci.high <= 100
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(st.lists(st.integers(1, 10), min_size=2, max_size=30), st.sampled_from([0.0, 0.5, 1.0]))
 def test_the_interval_is_a_point_when_every_task_has_the_same_verdict(
     difficulties: list[int], verdict: float
@@ -507,7 +525,7 @@ def test_the_interval_is_a_point_when_every_task_has_the_same_verdict(
     assert ci == Interval(100 * verdict, 100 * verdict)
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(rows_strategy)
 def test_the_same_seed_gives_the_same_interval_and_a_higher_level_a_wider_one(
     rows: list[tuple[int, float]],
@@ -520,8 +538,8 @@ def test_the_same_seed_gives_the_same_interval_and_a_higher_level_a_wider_one(
 
 
 def test_the_interval_has_the_width_of_the_sampling_spread() -> None:
-    """40 equal tasks, half verified: the score's standard error is 100·√(¼/40) ≈ 7.9 points,
-    so a 95 % interval is about 50 ± 15.5."""
+    """40 equal tasks, half verified: the standard error is 100·√(¼/40) ≈ 7.9 points, so a 95 %
+    interval is about 50 ± 15.5."""
     rows = [(5, float(i % 2)) for i in range(40)]
     ci = bootstrap_interval(rows, score_of)
     assert ci is not None
@@ -540,7 +558,7 @@ paired_strategy = st.lists(
 )
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(paired_strategy)
 def test_a_paired_delta_interval_holds_the_delta_and_turns_over_with_the_runs(
     rows: list[tuple[int, float, float]],
@@ -555,7 +573,7 @@ def test_a_paired_delta_interval_holds_the_delta_and_turns_over_with_the_runs(
     assert back.low == pytest.approx(-ci.high) and back.high == pytest.approx(-ci.low)
 
 
-@settings(deadline=None)  # (bootstraps: slow on a loaded machine; time is not asserted here)
+@settings(deadline=None)
 @given(
     st.lists(st.tuples(st.integers(1, 10), st.sampled_from([0.0, 1.0])), min_size=2, max_size=30)
 )
@@ -566,8 +584,7 @@ def test_runs_that_agree_on_every_task_have_a_delta_of_exactly_zero(
 
 
 def test_pairing_removes_the_spread_the_tasks_share() -> None:
-    """LAD verifies what the baseline did and two more of 40 tasks: each run's own interval
-    is ±15 points wide, the paired Δ's lies above 0."""
+    """LAD verifies the baseline's tasks and two more of 40: only the paired Δ's lies above 0."""
     base = [float(i < 20) for i in range(40)]
     lad = [float(i < 22) for i in range(40)]
     ci = paired_delta_interval([(5, b, 5, n) for b, n in zip(base, lad, strict=True)])
@@ -580,7 +597,7 @@ def test_pairing_removes_the_spread_the_tasks_share() -> None:
 def test_an_attempt_is_verified_timed_out_an_error_or_not_verified() -> None:
     assert attempt_status(attempt("a", True, timed_out=True)) == "verified"
     assert attempt_status(attempt("a", False, timed_out=True, exit_code=1)) == "timed out"
-    assert attempt_status(attempt("a", False, exit_code=2)) == "not verified"  # (it gave up)
+    assert attempt_status(attempt("a", False, exit_code=2)) == "not verified"
     infra = attempt("a", False, reasons=["infrastructure: Lean died"], exit_code=0)
     assert attempt_status(infra) == "error"
     assert attempt_status(attempt("a", False, exit_code=0)) == "not verified"
@@ -602,15 +619,23 @@ def test_a_task_s_attempts_in_one_word() -> None:
 def test_metrics_carry_intervals_for_score_fields_pass_at_k_and_per_point() -> None:
     results = [
         attempt(t, bool(ok), field=f, difficulty=d, attempt=k, cost_usd=0.1)
-        for t, f, d, oks in (("a", "alg", 2, (1, 1)), ("b", "alg", 6, (0, 1)),
-                             ("c", "geo", 4, (0, 0)), ("d", "geo", 8, (1, 0)))
+        for t, f, d, oks in (
+            ("a", "alg", 2, (1, 1)),
+            ("b", "alg", 6, (0, 1)),
+            ("c", "geo", 4, (0, 0)),
+            ("d", "geo", 8, (1, 0)),
+        )
         for k, ok in enumerate(oks, 1)
-    ]  # fmt: skip
+    ]
     m = compute_metrics(results)
-    for value, ci in ((m.score, m.score_ci), (m.completion, m.completion_ci),
-                      (m.fields["alg"], m.field_cis["alg"]), (m.pass_at_k[2], m.pass_at_k_ci[2]),
-                      (m.seconds_per_point, m.seconds_per_point_ci),
-                      (m.usd_per_point, m.usd_per_point_ci)):  # fmt: skip
+    for value, ci in (
+        (m.score, m.score_ci),
+        (m.completion, m.completion_ci),
+        (m.fields["alg"], m.field_cis["alg"]),
+        (m.pass_at_k[2], m.pass_at_k_ci[2]),
+        (m.seconds_per_point, m.seconds_per_point_ci),
+        (m.usd_per_point, m.usd_per_point_ci),
+    ):
         assert ci is not None and value is not None
         assert ci.low <= value <= ci.high and ci.low < ci.high
     assert set(m.pass_at_k_ci) == {1, 2}

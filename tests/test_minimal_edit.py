@@ -1,5 +1,4 @@
-"""The one minimal-edit computation (lsp_bridge.minimal_edit) every edit path uses: pool slots,
-the LSP client, the editor proxy's scoping."""
+"""lsp_bridge.minimal_edit, the one minimal-edit computation every edit path uses."""
 
 from __future__ import annotations
 
@@ -40,6 +39,5 @@ def test_an_insertion_is_found_where_it_was_made(base: str, at: int, inserted: s
 
 @given(st.text(alphabet="abλ𝔸\n", max_size=30), st.text(alphabet="abλ𝔸\n", max_size=30))
 def test_the_edit_is_right_for_astral_characters(old: str, new: str) -> None:
-    """(moved from test_prefix: the slot's own copy of minimal_edit is gone; this is the one)"""
     assert apply_edit(old, minimal_edit(old, new)) == new
     assert changed_span(old, new) == naive(old, new)

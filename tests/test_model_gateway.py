@@ -1,7 +1,5 @@
-"""The model gateway (agent_tools/models/gateway.py): a streaming reverse proxy on a Unix
-socket, metering each call from the wire. The upstream here is a stand-in ASGI app (a model
-API's wire format, scripted per test); the harnesses against the replay model are in
-tests/test_harness_runs.py."""
+"""The model gateway: a streaming reverse proxy on a Unix socket, metering each call from the
+wire, against a scripted stand-in model API (tests/test_harness_runs.py has the replay model)."""
 
 from __future__ import annotations
 
@@ -43,12 +41,26 @@ def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-START = _sse("message_start", {"type": "message_start", "message": {
-    "id": "m1", "model": "stub-model", "usage": {
-        "input_tokens": 10, "cache_read_input_tokens": 90, "cache_creation_input_tokens": 5,
-        "output_tokens": 1}}})  # fmt: skip
-DELTA = _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                      "delta": {"type": "text_delta", "text": "hi"}})  # fmt: skip
+START = _sse(
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {
+            "id": "m1",
+            "model": "stub-model",
+            "usage": {
+                "input_tokens": 10,
+                "cache_read_input_tokens": 90,
+                "cache_creation_input_tokens": 5,
+                "output_tokens": 1,
+            },
+        },
+    },
+)
+DELTA = _sse(
+    "content_block_delta",
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+)
 END = _sse(
     "message_delta",
     {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
@@ -56,8 +68,7 @@ END = _sse(
 
 
 class Upstream:
-    """A stand-in model API: answers /v1/messages with an event stream in three parts, the
-    second released by ``release`` (so a test can see the first arrive alone)."""
+    """/v1/messages answers an event stream in three parts, the second sent on ``release``."""
 
     def __init__(self) -> None:
         self.release = anyio.Event()
@@ -73,8 +84,13 @@ class Upstream:
         self.paths.append(scope["path"] + "?" + scope["query_string"].decode())
         while (await receive()).get("more_body"):
             pass
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         await send({"type": "http.response.body", "body": START, "more_body": True})
         if self.hold:
             while (await receive())["type"] != "http.disconnect":
@@ -118,16 +134,26 @@ async def gateway_to(
     url = f"http://127.0.0.1:{up.getsockname()[1]}"
     sock_path = tmp / "model.sock"
     async with gateway_client() as client, serving(upstream, up):
-        gateway = ModelGateway(upstream=url, client=client, calls_path=tmp / "calls.jsonl",
-                               placeholder=PLACEHOLDER, key=key, **limits)  # fmt: skip
+        gateway = ModelGateway(
+            upstream=url,
+            client=client,
+            calls_path=tmp / "calls.jsonl",
+            placeholder=PLACEHOLDER,
+            key=key,
+            **limits,
+        )
         async with serving(gateway, unix_listener(sock_path)):
             transport = httpx.AsyncHTTPTransport(uds=str(sock_path))
             async with httpx.AsyncClient(transport=transport, base_url="http://agent") as agent:
                 yield gateway, agent
 
 
-REQUEST = {"model": "stub-model", "stream": True, "max_tokens": 10,
-           "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+REQUEST = {
+    "model": "stub-model",
+    "stream": True,
+    "max_tokens": 10,
+    "messages": [{"role": "user", "content": "hi"}],
+}
 
 
 async def test_an_event_stream_passes_through_chunk_by_chunk_and_is_metered(
@@ -136,8 +162,9 @@ async def test_an_event_stream_passes_through_chunk_by_chunk_and_is_metered(
     upstream = Upstream()
     async with gateway_to(upstream, tmp_path) as (gateway, agent):
         headers = {"x-api-key": PLACEHOLDER, "anthropic-version": "2023-06-01"}
-        async with agent.stream("POST", "/v1/messages?beta=true", json=REQUEST,
-                                headers=headers) as response:  # fmt: skip
+        async with agent.stream(
+            "POST", "/v1/messages?beta=true", json=REQUEST, headers=headers
+        ) as response:
             assert response.status_code == 200
             chunks = response.aiter_raw()
             with anyio.fail_after(10):
@@ -164,8 +191,9 @@ async def test_the_key_is_swapped_in_on_the_way_out_and_written_nowhere(tmp_path
     upstream.release.set()
     async with gateway_to(upstream, tmp_path) as (_, agent):
         await agent.post("/v1/messages", json=REQUEST, headers={"x-api-key": PLACEHOLDER})
-        await agent.post("/v1/messages", json=REQUEST,
-                         headers={"authorization": f"Bearer {PLACEHOLDER}"})  # fmt: skip
+        await agent.post(
+            "/v1/messages", json=REQUEST, headers={"authorization": f"Bearer {PLACEHOLDER}"}
+        )
     assert upstream.seen[0]["x-api-key"] == KEY
     assert upstream.seen[1]["authorization"] == f"Bearer {KEY}"
     assert all(h.get("accept-encoding") == "identity" for h in upstream.seen)
@@ -187,7 +215,7 @@ async def test_an_agent_hanging_up_mid_answer_ends_the_upstream_call(tmp_path: P
         async with agent.stream("POST", "/v1/messages", json=REQUEST) as response:
             with anyio.fail_after(10):
                 await anext(response.aiter_raw())
-        # (leaving the block closed the agent's connection mid-stream)
+        # leaving the block closed the agent's connection mid-stream
         with anyio.fail_after(10):
             await upstream.hung_up.wait()
             while not gateway.calls:
@@ -200,9 +228,7 @@ async def test_an_agent_hanging_up_mid_answer_ends_the_upstream_call(tmp_path: P
 async def test_an_agent_hanging_up_after_the_answer_s_end_event_got_the_whole_answer(
     tmp_path: Path,
 ) -> None:
-    # Codex closes its connection on `response.completed`, before the stream's own end: the
-    # call counted as broken off (complete: false) though the model had served all of it,
-    # and a fresh clone's harness test found 4 answered calls against 5 served.
+    # As Codex does: the connection closes on `response.completed`, before the stream's end.
     upstream = Upstream()
     upstream.release.set()
     upstream.linger = True
@@ -230,8 +256,12 @@ async def test_an_unreachable_endpoint_is_a_502_in_the_api_s_error_shape(tmp_pat
     sock_path = tmp_path / "model.sock"
     async with gateway_client() as client:
         calls = tmp_path / "calls.jsonl"
-        gateway = ModelGateway(upstream=f"http://127.0.0.1:{port}", client=client,
-                               calls_path=calls, placeholder=PLACEHOLDER)  # fmt: skip
+        gateway = ModelGateway(
+            upstream=f"http://127.0.0.1:{port}",
+            client=client,
+            calls_path=calls,
+            placeholder=PLACEHOLDER,
+        )
         async with serving(gateway, unix_listener(sock_path)):
             transport = httpx.AsyncHTTPTransport(uds=str(sock_path))
             async with httpx.AsyncClient(transport=transport, base_url="http://a") as agent:
@@ -245,15 +275,27 @@ async def test_an_unreachable_endpoint_is_a_502_in_the_api_s_error_shape(tmp_pat
 @pytest.mark.parametrize(
     ("base", "path", "query", "url"),
     [
-        ("https://api.anthropic.com", "/v1/messages", "beta=true",
-         "https://api.anthropic.com/v1/messages?beta=true"),
+        (
+            "https://api.anthropic.com",
+            "/v1/messages",
+            "beta=true",
+            "https://api.anthropic.com/v1/messages?beta=true",
+        ),
         ("https://api.openai.com/v1", "/v1/responses", "", "https://api.openai.com/v1/responses"),
-        ("https://api.moonshot.ai/anthropic/", "/v1/messages", "",
-         "https://api.moonshot.ai/anthropic/v1/messages"),
-        ("http://127.0.0.1:9/v1", "/v1/chat/completions", "",
-         "http://127.0.0.1:9/v1/chat/completions"),
+        (
+            "https://api.moonshot.ai/anthropic/",
+            "/v1/messages",
+            "",
+            "https://api.moonshot.ai/anthropic/v1/messages",
+        ),
+        (
+            "http://127.0.0.1:9/v1",
+            "/v1/chat/completions",
+            "",
+            "http://127.0.0.1:9/v1/chat/completions",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_endpoint_and_the_request_path_join_as_each_vendor_expects(
     base: str, path: str, query: str, url: str
 ) -> None:
@@ -262,9 +304,22 @@ def test_the_endpoint_and_the_request_path_join_as_each_vendor_expects(
 
 def _call(start: float, length: float) -> ModelCall:
     usage = CallUsage(None, None, None, None, None)
-    return ModelCall(api=None, method="POST", path="/", status=200, model=None, streaming=None,
-                     reasoning_effort=None, started=start, latency_s=length, ttft_s=None,
-                     usage=usage, complete=True, request_bytes=0, response_bytes=0)  # fmt: skip
+    return ModelCall(
+        api=None,
+        method="POST",
+        path="/",
+        status=200,
+        model=None,
+        streaming=None,
+        reasoning_effort=None,
+        started=start,
+        latency_s=length,
+        ttft_s=None,
+        usage=usage,
+        complete=True,
+        request_bytes=0,
+        response_bytes=0,
+    )
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 100)), max_size=20))
@@ -276,9 +331,7 @@ def test_model_time_counts_each_second_with_a_call_in_flight_once(
 
 
 async def test_a_served_tcp_connection_sends_each_event_at_once() -> None:
-    """Nagle's algorithm held every event after a connection's first answer until the client's
-    delayed ACK: ~44 ms a call on keep-alive connections (bench gateway: 44 -> 1 ms). The
-    listener's TCP_NODELAY is inherited by each connection it accepts."""
+    """Accepted connections inherit the listener's TCP_NODELAY."""
     listener = listen_local(0)
     async with serving(Upstream(), listener):
         assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
@@ -287,16 +340,18 @@ async def test_a_served_tcp_connection_sends_each_event_at_once() -> None:
 # -- the gateway as a model gateway: routes, limits, refusals (the agent is untrusted) --------
 
 MODELS_LIST = orjson.dumps({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
-USAGE = {"input_tokens": 10, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
-         "output_tokens": 5}  # fmt: skip
+USAGE = {
+    "input_tokens": 10,
+    "cache_read_input_tokens": 0,
+    "cache_creation_input_tokens": 0,
+    "output_tokens": 5,
+}
 MESSAGE = orjson.dumps({"id": "m1", "type": "message", "model": "stub-model", "usage": USAGE})
 MESSAGE_NO_USAGE = orjson.dumps({"id": "m2", "type": "message", "model": "stub-model"})
 
 
 class Recorder:
-    """A stand-in model API answering every request with JSON (a models list, a message;
-    ``answer`` replaces the message), recording each request's method and raw target and
-    reading its body without keeping it."""
+    """Answers JSON (``answer``, if given), recording each request's method and raw target."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, bytes]] = []
@@ -308,8 +363,13 @@ class Recorder:
         while (await receive()).get("more_body"):
             pass
         body = MODELS_LIST if "/models" in scope["path"] else self.answer
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -317,12 +377,14 @@ CHUNK = b"x" * 2**16
 
 
 async def raw_call(
-    sock: Path, method: bytes, target: bytes, *, declared: int | None = None,
+    sock: Path,
+    method: bytes,
+    target: bytes,
+    *,
+    declared: int | None = None,
     streamed: int | None = None,
-) -> tuple[int, bytes]:  # fmt: skip
-    """One request sent byte for byte as given (an HTTP client would normalize its target):
-    ``declared`` bytes of body announced by Content-Length, or ``streamed`` bytes sent chunked,
-    the body sent until the answer comes. Returns the answer's status and body."""
+) -> tuple[int, bytes]:
+    """One request sent byte for byte, its body until the answer comes: status and body."""
     head = method + b" " + target + b" HTTP/1.1\r\nhost: agent\r\n"
     if declared is not None:
         head += b"content-length: %d\r\n" % declared
@@ -355,8 +417,14 @@ async def _read_answer(stream: Any, *, body: bool = True) -> tuple[int, bytes]:
         data += await stream.receive()
     head, _, rest = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), None)  # fmt: skip
+    length = next(
+        (
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        None,
+    )
     while body and length is not None and len(rest) < length:
         rest += await stream.receive()
     return status, rest
@@ -369,20 +437,36 @@ def _refused_lines(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     "target",
     [
-        b"/v1/%2e%2e/%2e%2e/x", b"/v1/%2E%2E/messages", b"/v1/../x", b"/v1/./messages",
-        b"//x", b"//v1/messages", b"/v1//messages", b"/v1/messages/", b"/v1/messages%2f..",
-        b"/v1/messages%2F..%2Fx", b"/v1%2fmessages", b"/v1/%5cmessages", b"/v1\\messages",
-        b"/v1/messages%0d%0aX-Injected:%201", b"/v1/%0d%0a", b"/v1/mess%00ages",
-        b"/v1/messages%ff", b"/v1/caf%c3%a9", b"/v1/%zz", b"/v1/messages%",
-        b"/v1/models/%252e%252e", b"/v1/models/a%20b", b"/v1/models/a%3Fb", b"/v1/models/a%23b",
+        b"/v1/%2e%2e/%2e%2e/x",
+        b"/v1/%2E%2E/messages",
+        b"/v1/../x",
+        b"/v1/./messages",
+        b"//x",
+        b"//v1/messages",
+        b"/v1//messages",
+        b"/v1/messages/",
+        b"/v1/messages%2f..",
+        b"/v1/messages%2F..%2Fx",
+        b"/v1%2fmessages",
+        b"/v1/%5cmessages",
+        b"/v1\\messages",
+        b"/v1/messages%0d%0aX-Injected:%201",
+        b"/v1/%0d%0a",
+        b"/v1/mess%00ages",
+        b"/v1/messages%ff",
+        b"/v1/caf%c3%a9",
+        b"/v1/%zz",
+        b"/v1/messages%",
+        b"/v1/models/%252e%252e",
+        b"/v1/models/a%20b",
+        b"/v1/models/a%3Fb",
+        b"/v1/models/a%23b",
     ],
-)  # fmt: skip
+)
 async def test_a_path_that_bends_the_route_is_a_400_never_forwarded_and_metered(
     tmp_path: Path, target: bytes
 ) -> None:
-    """Dot segments (plain or encoded), empty segments, encoded slashes, backslashes, control
-    characters, non-ASCII and broken escapes: 400 in the API's error shape, nothing reaches the
-    upstream, and the refusal is a metering line (status 400, kind refused, why)."""
+    """Dot/empty segments, encoded slashes, backslashes, control bytes, non-ASCII, bad escapes."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path) as (gateway, _):
         with anyio.fail_after(10):
@@ -397,19 +481,24 @@ async def test_a_path_that_bends_the_route_is_a_400_never_forwarded_and_metered(
 @pytest.mark.parametrize(
     ("method", "target", "status"),
     [
-        (b"GET", b"/admin", 404), (b"GET", b"/", 404), (b"POST", b"/v1/files", 404),
-        (b"POST", b"/v1/completions", 404), (b"GET", b"/v1/responses/resp_1", 404),
-        (b"POST", b"/v1/threads/t1/messages", 404), (b"GET", b"/v1/models/a:b/c", 404),
-        (b"DELETE", b"/v1/messages", 405), (b"GET", b"/v1/messages", 405),
-        (b"PUT", b"/v1/responses", 405), (b"POST", b"/v1/models", 405),
+        (b"GET", b"/admin", 404),
+        (b"GET", b"/", 404),
+        (b"POST", b"/v1/files", 404),
+        (b"POST", b"/v1/completions", 404),
+        (b"GET", b"/v1/responses/resp_1", 404),
+        (b"POST", b"/v1/threads/t1/messages", 404),
+        (b"GET", b"/v1/models/a:b/c", 404),
+        (b"DELETE", b"/v1/messages", 405),
+        (b"GET", b"/v1/messages", 405),
+        (b"PUT", b"/v1/responses", 405),
+        (b"POST", b"/v1/models", 405),
         (b"HEAD", b"/v1/chat/completions", 405),
     ],
-)  # fmt: skip
+)
 async def test_a_route_outside_the_model_apis_is_refused_and_metered(
     tmp_path: Path, method: bytes, target: bytes, status: int
 ) -> None:
-    """An unknown route is a 404, a model route with another method a 405: not forwarded, and
-    a metering line (the status, kind refused, why)."""
+    """An unknown route is a 404, a model route with another method a 405."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path) as (gateway, _):
         with anyio.fail_after(10):
@@ -438,8 +527,7 @@ async def test_a_route_outside_the_model_apis_is_refused_and_metered(
 async def test_the_model_apis_routes_are_forwarded(
     tmp_path: Path, method: str, path: str, kind: str
 ) -> None:
-    """What the harnesses and the replay model use passes through to the upstream as asked,
-    its line saying whether it was a model call."""
+    """As asked, each metering line saying whether it was a model call."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path) as (gateway, agent):
         response = await agent.request(method, path, json=REQUEST if method == "POST" else None)
@@ -452,8 +540,6 @@ async def test_the_model_apis_routes_are_forwarded(
 
 
 async def test_a_non_model_call_never_erases_the_attempt_s_tokens(tmp_path: Path) -> None:
-    """A models list (usage unknown: it is no model call) beside a model call: the attempt's
-    tokens are the model call's."""
     async with gateway_to(Recorder(), tmp_path) as (gateway, agent):
         assert (await agent.get("/v1/models")).status_code == 200
         assert (await agent.post("/v1/messages", json=REQUEST)).status_code == 200
@@ -466,8 +552,6 @@ async def test_a_non_model_call_never_erases_the_attempt_s_tokens(tmp_path: Path
 async def test_a_model_call_with_unknown_usage_still_makes_the_total_unknown(
     tmp_path: Path,
 ) -> None:
-    """A model call answered 2xx whose usage the wire did not say: the attempt's tokens are
-    unknown (None), never the other calls' sum."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path) as (gateway, agent):
         await agent.get("/v1/models")
@@ -479,9 +563,7 @@ async def test_a_model_call_with_unknown_usage_still_makes_the_total_unknown(
 
 
 async def test_a_declared_body_over_the_limit_is_a_413_before_it_is_read(tmp_path: Path) -> None:
-    """A Content-Length over ``max_request_bytes``: 413 at once (the body never sent here),
-    nothing forwarded, a metering line; a client that sends its whole body before it reads
-    (as an SDK does) gets the 413 too, not a broken connection."""
+    """Not forwarded, metered; a client sending its body before reading gets the 413 too."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path, max_request_bytes=2**20) as (gateway, agent):
         sock = tmp_path / "model.sock"
@@ -499,8 +581,7 @@ async def test_a_declared_body_over_the_limit_is_a_413_before_it_is_read(tmp_pat
 
 
 async def test_a_streamed_body_over_the_limit_is_a_413(tmp_path: Path) -> None:
-    """A chunked body (no Content-Length) passing ``max_request_bytes``: 413, not forwarded,
-    a metering line; one within it is forwarded whole."""
+    """A chunked body: not forwarded, metered; one within the limit is forwarded whole."""
     upstream = Recorder()
     async with gateway_to(upstream, tmp_path, max_request_bytes=2**20) as (gateway, _):
         sock = tmp_path / "model.sock"
@@ -514,9 +595,7 @@ async def test_a_streamed_body_over_the_limit_is_a_413(tmp_path: Path) -> None:
 
 
 async def test_a_call_beyond_max_concurrent_waits_for_a_slot_then_gets_429(tmp_path: Path) -> None:
-    """With ``max_concurrent`` calls in flight, another waits up to ``slot_wait_s`` for one to
-    end: it goes through when a slot frees in time, else it is a 429 (metered, not
-    forwarded)."""
+    """It waits up to ``slot_wait_s``: through if a slot frees in time, else a metered 429."""
     upstream = Upstream()
     limits: dict[str, Any] = {"max_concurrent": 1, "slot_wait_s": 1.0}
     waited: list[int] = []
@@ -524,7 +603,7 @@ async def test_a_call_beyond_max_concurrent_waits_for_a_slot_then_gets_429(tmp_p
         gateway_to(upstream, tmp_path, **limits) as (gw, agent),
         agent.stream("POST", "/v1/messages", json=REQUEST) as first,
     ):
-        chunks = first.aiter_raw()  # (kept: a dropped iterator closes the stream)
+        chunks = first.aiter_raw()  # kept: a dropped iterator closes the stream
         with anyio.fail_after(10):
             await anext(chunks)  # in flight, holding the one slot
             refused = await agent.post("/v1/messages", json=REQUEST)
@@ -536,7 +615,7 @@ async def test_a_call_beyond_max_concurrent_waits_for_a_slot_then_gets_429(tmp_p
         async with anyio.create_task_group() as tg:
             tg.start_soon(second)
             await anyio.sleep(0.1)
-            upstream.release.set()  # the first call ends: the waiting one gets its slot
+            upstream.release.set()
             assert b"".join([c async for c in chunks]) == DELTA + END
     assert waited == [200]
     assert [c.status for c in gw.calls] == [429, 200, 200]
@@ -544,8 +623,6 @@ async def test_a_call_beyond_max_concurrent_waits_for_a_slot_then_gets_429(tmp_p
 
 
 class Exploding:
-    """An upstream client failing in a way the gateway does not expect."""
-
     def build_request(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
@@ -553,13 +630,14 @@ class Exploding:
 async def test_an_unexpected_failure_is_a_500_in_the_api_s_shape_and_still_metered(
     tmp_path: Path,
 ) -> None:
-    """A failure inside the gateway: the agent gets a 500 it can read (the API's error shape),
-    and the call a metering line saying what failed."""
     sock_path = tmp_path / "model.sock"
     client: Any = Exploding()
-    gateway = ModelGateway(upstream="http://127.0.0.1:9", client=client,
-                           calls_path=tmp_path / "calls.jsonl",
-                           placeholder=PLACEHOLDER)  # fmt: skip
+    gateway = ModelGateway(
+        upstream="http://127.0.0.1:9",
+        client=client,
+        calls_path=tmp_path / "calls.jsonl",
+        placeholder=PLACEHOLDER,
+    )
     async with serving(gateway, unix_listener(sock_path)):
         transport = httpx.AsyncHTTPTransport(uds=str(sock_path))
         async with httpx.AsyncClient(transport=transport, base_url="http://a") as agent:
@@ -573,15 +651,12 @@ OVERSIZED = 60 * 2**20
 
 
 async def test_oversized_posts_leave_the_process_s_memory_flat(tmp_path: Path) -> None:
-    """Twelve concurrent posts declaring 60 MiB and four streaming 60 MiB chunked, against
-    the gateway's defaults: each is a 413 with a metering line, nothing is forwarded, and the
-    process's resident memory (sampled throughout) grows by no more than the four streamed
-    bodies' limit and some slack, well under 64 MiB: a declared size costs nothing."""
+    """Concurrent posts declaring or streaming 60 MiB: each a metered 413, memory near flat."""
     process = psutil.Process()
     upstream = Recorder()
     peak = 0
     async with gateway_to(upstream, tmp_path) as (gateway, agent):
-        await agent.get("/v1/models")  # (the serving's own allocations, before the baseline)
+        await agent.get("/v1/models")  # the serving's own allocations, before the baseline
         gc.collect()
         base = process.memory_info().rss
         statuses: list[int] = []
@@ -596,7 +671,7 @@ async def test_oversized_posts_leave_the_process_s_memory_flat(tmp_path: Path) -
                 nonlocal peak
                 while True:
                     peak = max(peak, process.memory_info().rss - base)
-                    if peak > 512 * 2**20:  # (unbounded buffering: stop before the machine's)
+                    if peak > 512 * 2**20:  # unbounded buffering: stop before the machine's
                         tg.cancel_scope.cancel()
                     await anyio.sleep(0.005)
 
@@ -617,24 +692,26 @@ async def test_oversized_posts_leave_the_process_s_memory_flat(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("raw", "encoded"),
     [
-        (b"/v1/caf\xc3\xa9", True), (b"/v1/mess ages", True), (b"v1/messages", True),
-        (b"/v1/messages#x", True), (b"/v1/messages\\..", True), (b"", True),
-        (b"/v1/models/a%2e", False), (b"/v1/../messages", False),
+        (b"/v1/caf\xc3\xa9", True),
+        (b"/v1/mess ages", True),
+        (b"v1/messages", True),
+        (b"/v1/messages#x", True),
+        (b"/v1/messages\\..", True),
+        (b"", True),
+        (b"/v1/models/a%2e", False),
+        (b"/v1/../messages", False),
     ],
-)  # fmt: skip
+)
 def test_a_path_no_http_parser_stopped_is_refused_by_the_gateway_itself(
     raw: bytes, encoded: bool
 ) -> None:
-    """What uvicorn's parser rejects before the gateway (raw non-ASCII, a space) or another
-    server might pass, and a path that came decoded already (no ``raw_path``): `checked_path`
-    refuses it with a 400 itself."""
+    """Raw non-ASCII, a space, or a path decoded already (no ``raw_path``)."""
     with pytest.raises(RequestRefused) as refused:
         checked_path(raw, encoded=encoded)
     assert refused.value.status == 400
 
 
 def test_a_clean_path_is_kept_as_it_came() -> None:
-    """A path of plain segments decodes to itself; escapes of allowed characters decode."""
     assert checked_path(b"/v1/messages") == "/v1/messages"
     assert checked_path(b"/v1/models/ft%3Agpt-4o%3Aorg") == "/v1/models/ft:gpt-4o:org"
     assert checked_path(b"/v1/messages", encoded=False) == "/v1/messages"

@@ -1,7 +1,6 @@
-"""Model I/O recorded by the gateway (`ModelGateway.io_path`, `leanrig run --record-model-io`):
-each model call's request and its answer, a stream reassembled into the API's whole-response
-shape, for the three APIs, with the replay model as the upstream; no key and no header in the
-file. Also: when a run records (`records_model_io`), and the export's hint without Inspect."""
+"""Model I/O recorded by the gateway (`--record-model-io`): each call's request and whole answer
+(streams reassembled) for the three APIs, no key or header in the file; when a run records, and
+the export's hint without Inspect."""
 
 from __future__ import annotations
 
@@ -31,19 +30,32 @@ PLAN = {"calls": [{"tool": "set_proof", "args": ARGS}, {"say": "done"}]}
 PROMPT = f"Prove it (task `refl_z` of suite `demo`); my key is {KEY}"
 
 REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "anthropic-messages": ("/v1/messages", {
-        "model": "replay", "max_tokens": 100, "messages": [{"role": "user", "content": PROMPT}],
-        "tools": [{"name": "mcp__leanrig__set_proof", "input_schema": {"type": "object"}}],
-    }),
-    "openai-chat": ("/v1/chat/completions", {
-        "model": "replay", "messages": [{"role": "user", "content": PROMPT}],
-        "tools": [{"type": "function", "function": {"name": "set_proof", "parameters": {}}}],
-    }),
-    "openai-responses": ("/v1/responses", {
-        "model": "replay", "input": [{"role": "user", "content": PROMPT}],
-        "tools": [{"type": "function", "name": "set_proof", "parameters": {}}],
-    }),
-}  # fmt: skip
+    "anthropic-messages": (
+        "/v1/messages",
+        {
+            "model": "replay",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "tools": [{"name": "mcp__leanrig__set_proof", "input_schema": {"type": "object"}}],
+        },
+    ),
+    "openai-chat": (
+        "/v1/chat/completions",
+        {
+            "model": "replay",
+            "messages": [{"role": "user", "content": PROMPT}],
+            "tools": [{"type": "function", "function": {"name": "set_proof", "parameters": {}}}],
+        },
+    ),
+    "openai-responses": (
+        "/v1/responses",
+        {
+            "model": "replay",
+            "input": [{"role": "user", "content": PROMPT}],
+            "tools": [{"type": "function", "name": "set_proof", "parameters": {}}],
+        },
+    ),
+}
 
 
 def unix_listener(path: Path) -> socket.socket:
@@ -76,9 +88,13 @@ async def agent_through_gateway(
     url = f"http://127.0.0.1:{up.getsockname()[1]}"
     async with gateway_client() as client, serving(replay_app(load_plan(tmp / "plan.json")), up):
         gateway = ModelGateway(
-            upstream=url, client=client, calls_path=tmp / "model_calls.jsonl",
-            placeholder=PLACEHOLDER, key=KEY, io_path=tmp / MODEL_IO_FILE if record else None,
-        )  # fmt: skip
+            upstream=url,
+            client=client,
+            calls_path=tmp / "model_calls.jsonl",
+            placeholder=PLACEHOLDER,
+            key=KEY,
+            io_path=tmp / MODEL_IO_FILE if record else None,
+        )
         async with serving(gateway, unix_listener(tmp / "model.sock")):
             transport = httpx.AsyncHTTPTransport(uds=str(tmp / "model.sock"))
             async with httpx.AsyncClient(transport=transport, base_url="http://agent") as agent:
@@ -115,19 +131,23 @@ async def test_each_model_call_is_recorded_with_its_answer_reassembled(
     assert record["streaming"] is stream and record["notes"] == []
     # The request as sent (the key in it masked); the answer whole, as a non-streamed one is.
     assert record["request"]["messages" if api != "openai-responses" else "input"][0][
-        "content"] == PROMPT.replace(KEY, "[masked]")  # fmt: skip
+        "content"
+    ] == PROMPT.replace(KEY, "[masked]")
     name, args = the_call(api, record["response"])
     assert name.endswith("set_proof") and args == ARGS
     if not stream:
         assert record["response"] == answer.json()
-    assert len(gateway.calls) == 1  # (model_calls.jsonl still has its one line)
+    assert len(gateway.calls) == 1
 
 
 async def test_no_key_and_no_header_is_written(tmp_path: Path) -> None:
     async with agent_through_gateway(tmp_path) as (_, agent):
         for api, (path, body) in REQUESTS.items():
-            headers = ({"x-api-key": PLACEHOLDER} if api.startswith("anthropic")
-                       else {"authorization": f"Bearer {PLACEHOLDER}"})  # fmt: skip
+            headers = (
+                {"x-api-key": PLACEHOLDER}
+                if api.startswith("anthropic")
+                else {"authorization": f"Bearer {PLACEHOLDER}"}
+            )
             with anyio.fail_after(20):
                 await agent.post(path, json={**body, "stream": True}, headers=headers)
     written = (tmp_path / MODEL_IO_FILE).read_bytes()
@@ -147,18 +167,30 @@ async def test_without_io_path_nothing_is_recorded(tmp_path: Path) -> None:
 def test_an_answer_over_the_cap_is_noted_not_kept() -> None:
     capture = AnswerCapture(limit=10, content_type="application/json")
     capture.feed(b'{"a": "0123456789"}')
-    line = io_line(api="openai-chat", path="/v1/chat/completions", started=0.0, status=200,
-                   streaming=False, latency_s=0.1, complete=True, error=None, request=b"{}",
-                   answer=capture, secrets=())  # fmt: skip
+    line = io_line(
+        api="openai-chat",
+        path="/v1/chat/completions",
+        started=0.0,
+        status=200,
+        streaming=False,
+        latency_s=0.1,
+        complete=True,
+        error=None,
+        request=b"{}",
+        answer=capture,
+        secrets=(),
+    )
     assert line["response"] is None and "over 10 bytes" in line["notes"][0]
 
 
 def test_a_stream_that_breaks_off_keeps_what_came_with_a_note() -> None:
-    stream = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m"}}\n\n'
-              b'data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use",'
-              b'"id":"t","name":"x"}}\n\n'
-              b'data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta",'
-              b'"partial_json":"{\\"a\\": 1"}}\n\n')  # fmt: skip
+    stream = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m"}}\n\n'
+        b'data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use",'
+        b'"id":"t","name":"x"}}\n\n'
+        b'data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta",'
+        b'"partial_json":"{\\"a\\": 1"}}\n\n'
+    )
     message, notes = reassemble("anthropic-messages", "text/event-stream", stream)
     assert message["id"] == "m" and message["content"][0]["name"] == "x"
     assert message["content"][0]["input"] == {"_unparsed": '{"a": 1'}

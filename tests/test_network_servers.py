@@ -29,8 +29,17 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def serve(*args: str) -> AsyncIterator[Process]:
-    argv = [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO),
-            "--run-dir", str(scratch_run_dir()), *args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "agent_tools.cli",
+        "serve",
+        "--suite",
+        str(DEMO),
+        "--run-dir",
+        str(scratch_run_dir()),
+        *args,
+    ]
     process = await anyio.open_process(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=ROOT)
     try:
         yield process
@@ -54,10 +63,16 @@ async def test_jsonrpc_over_tcp_serves_two_isolated_clients() -> None:
         async with a, b:
             ra, rb = BufferedByteReceiveStream(a), BufferedByteReceiveStream(b)
 
-            async def call(stream: anyio.abc.SocketStream, reader: BufferedByteReceiveStream,
-                           method: str, **params: object) -> dict[str, object]:  # fmt: skip
-                await stream.send(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
-                                                "params": params}) + b"\n")  # fmt: skip
+            async def call(
+                stream: anyio.abc.SocketStream,
+                reader: BufferedByteReceiveStream,
+                method: str,
+                **params: object,
+            ) -> dict[str, object]:
+                await stream.send(
+                    orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                    + b"\n"
+                )
                 with anyio.fail_after(60):
                     reply: dict[str, object] = orjson.loads(
                         await reader.receive_until(b"\n", 2**24)
@@ -97,19 +112,18 @@ async def test_mcp_over_streamable_http() -> None:
 async def http_post(
     port: int, message: object, headers: dict[str, str]
 ) -> tuple[dict[str, str], bytes]:
-    """One POST of ``message`` to /mcp on its own connection (httpx): the reply's headers
-    (lower-case names) and body."""
+    """One POST to /mcp on its own connection: the reply's headers (lower-case) and body."""
     async with httpx.AsyncClient(timeout=60) as client:
         response = await client.post(
-            f"http://127.0.0.1:{port}/mcp", content=orjson.dumps(message),
+            f"http://127.0.0.1:{port}/mcp",
+            content=orjson.dumps(message),
             headers={"content-type": "application/json", **headers},
-        )  # fmt: skip
+        )
     return {k.lower(): v for k, v in response.headers.items()}, response.content
 
 
 def mcp_reply(headers: dict[str, str], body: bytes) -> Any:
-    """The JSON-RPC reply in an answer to a POST: its JSON body, or the last message of its
-    event stream (the SDK answers a call either way: docs/agent-tools.md)."""
+    """The JSON-RPC reply to a POST: its JSON body, or its event stream's last message."""
     if headers.get("content-type", "").startswith("text/event-stream"):
         events = [ln[5:].strip() for ln in body.decode().splitlines() if ln.startswith("data:")]
         return orjson.loads([e for e in events if e][-1])
@@ -117,10 +131,7 @@ def mcp_reply(headers: dict[str, str], body: bytes) -> Any:
 
 
 def test_mcp_over_http_is_parsed_by_uvicorn_s_c_parser() -> None:
-    """`make setup` installs httptools, so uvicorn (its `http="auto"`, as `leanrig serve
-    --http` configures it) parses HTTP in C rather than with h11 in Python: a proof step over
-    HTTP was 0.5 ms faster with the SDK's client (interleaved A/B). A missing install would
-    only be slower, which no other test would see."""
+    """httptools installed: without it only speed suffers, which no other test would see."""
     import uvicorn
 
     async def app(scope: object, receive: object, send: object) -> None:
@@ -132,32 +143,54 @@ def test_mcp_over_http_is_parsed_by_uvicorn_s_c_parser() -> None:
 
 
 async def test_mcp_over_http_answers_raw_clients_of_both_protocol_eras() -> None:
-    """Calls answered as the SDK answers them (its defaults): a handshake-era session's call
-    as an event stream; a 2026-07-28 request (no session) as one JSON body when the tool
-    answers within the SDK's keep-alive interval (15 s), as proof steps do."""
+    """A handshake-era call gets an event stream, a 2026-07-28 request one JSON body."""
     port = free_port()
     headers = {"Accept": "application/json, text/event-stream"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     opening = {"name": "open_task", "arguments": {"task_id": "true_intro"}}
     async with serve("--http", str(port)):
         await (await connect(port)).aclose()
         opened, _ = await http_post(port, init, headers)
-        session = headers | {"Mcp-Session-Id": opened["mcp-session-id"],
-                             "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        session = headers | {
+            "Mcp-Session-Id": opened["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
         await http_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": opening}
         in_session = await http_post(port, call, session)
-        modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                "params": opening | {"_meta": modern}}  # fmt: skip
-        stateless = await http_post(port, call, headers | {
-            "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-            "Mcp-Name": "open_task"})  # fmt: skip
-    for (got, body), kind, rid in ((in_session, "text/event-stream", 2),
-                                   (stateless, "application/json", 3)):  # fmt: skip
+        modern = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": opening | {"_meta": modern},
+        }
+        stateless = await http_post(
+            port,
+            call,
+            headers
+            | {
+                "Mcp-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "open_task",
+            },
+        )
+    for (got, body), kind, rid in (
+        (in_session, "text/event-stream", 2),
+        (stateless, "application/json", 3),
+    ):
         assert got["content-type"].startswith(kind), got
         reply = mcp_reply(got, body)
         assert reply["id"] == rid and reply["result"]["structuredContent"]["body"], reply
@@ -182,9 +215,9 @@ async def test_sigterm_stops_the_server_and_every_lean_process(transport: tuple[
         LONG_LIVED.add(process.pid)
         try:
             with anyio.fail_after(60):
-                while True:  # wait for the warm Lean process (min_processes=1)
+                while True:  # the warm Lean process (min_processes=1)
                     leans = lean_descendants(process.pid)
-                    if has_lean_worker(leans):  # the warm Lean's file worker runs
+                    if has_lean_worker(leans):
                         break
                     await anyio.sleep(0.1)
             os.kill(process.pid, signal.SIGTERM)

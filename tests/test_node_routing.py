@@ -1,6 +1,5 @@
-"""Which Ray node serves a request (repl_pool.node_routing), without Ray: session stickiness,
-header affinity with spill to a free node, least loaded; lost nodes and their sessions; and
-the `Pool` both pools implement."""
+"""Which Ray node serves a request (repl_pool.node_routing), without Ray: stickiness, header
+affinity with spill, least loaded, lost nodes, and the `Pool` both pools implement."""
 
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ def test_a_session_sticks_to_its_node_while_the_node_lives() -> None:
     second.touch(B)  # another header warm elsewhere does not move the session
     assert routing.place(B, "s1") is first
     assert routing.lose(first)
-    assert routing.place(A, "s1") is second  # moved with its node
+    assert routing.place(A, "s1") is second
 
 
 def test_a_header_goes_to_a_node_that_has_it_warm() -> None:
@@ -63,12 +62,16 @@ def test_new_nodes_are_wanted_unless_known_slotless_dead_or_lost_lately() -> Non
     routing.failed_to_start("node3")
     infos = [
         {"NodeID": "node0", "Alive": True, "Resources": {"lean_slots": 1}},
-        {"NodeID": "node1", "Alive": True, "Resources": {"lean_slots": 4},
-         "NodeManagerAddress": "10.0.0.1"},
+        {
+            "NodeID": "node1",
+            "Alive": True,
+            "Resources": {"lean_slots": 4},
+            "NodeManagerAddress": "10.0.0.1",
+        },
         {"NodeID": "node2", "Alive": True, "Resources": {"CPU": 8}},
         {"NodeID": "node3", "Alive": True, "Resources": {"lean_slots": 1}},
         {"NodeID": "node4", "Alive": False, "Resources": {"lean_slots": 1}},
-    ]  # fmt: skip
+    ]
     assert routing.wanted(infos, cooldown=30.0) == [("node1", "10.0.0.1", 4)]  # node0: known
     routing.lose(first)  # the GCS may still call it alive: tried again after the cooldown
     assert routing.wanted(infos, cooldown=30.0) == [("node1", "10.0.0.1", 4)]
@@ -78,8 +81,9 @@ def test_new_nodes_are_wanted_unless_known_slotless_dead_or_lost_lately() -> Non
 def test_the_router_reports_the_nodes_pools_as_one_with_its_own_acquire_times() -> None:
     def node_pool(pid: int, acquires: int, median: float) -> PoolStats:
         process = ProcessStat(pid, 1, "prelude", "idle", 3, 100.0, 1.0)
-        return PoolStats((process,), {"prelude": 1}, 1, 0, 0, 0, acquires, median, median,
-                         {"<=0.1ms": acquires})  # fmt: skip
+        return PoolStats(
+            (process,), {"prelude": 1}, 1, 0, 0, 0, acquires, median, median, {"<=0.1ms": acquires}
+        )
 
     own = AcquireTimes()
     nodes = [node_pool(1, 2, 0.05), node_pool(2, 3, 0.08)]
@@ -101,5 +105,5 @@ def test_both_pools_offer_every_pool_operation_and_the_router_is_no_local_pool()
 
 
 def typed_as_pools(local: WarmPool, cluster: RayPool) -> list[Pool]:
-    """(For the type checker: both are `Pool`s.)"""
+    """For the type checker: both are `Pool`s."""
     return [local, cluster]

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.anyio
 
 BIG = 4_000_000  # far over a pipe buffer (64 KiB)
 
-# The process exits at once; a child it started still writes the answer (as a wrapper's child
-# would): the output ends at EOF, not at the exit.
+# The process exits at once while a child it started still writes the answer (as a wrapper's
+# child would): the output ends at EOF, not at the exit.
 WRITER_OUTLIVES_LEADER = f"""
 import os, sys
 if os.fork() == 0:
@@ -54,7 +54,7 @@ async def test_a_large_output_is_read_to_the_end_not_cut_at_exit(tmp_path: Path)
 
 
 async def test_a_large_lean_answer_is_read_completely(tmp_path: Path) -> None:
-    count = 3000  # ~150 KB of messages
+    count = 3000  # messages, well over a pipe buffer
     source = tmp_path / "Many.lean"
     source.write_text(PRELUDE + "".join(f"#check @Eq.refl -- {i}\n" for i in range(count)))
     result = await run_once(
@@ -91,13 +91,15 @@ print(done.stdout.strip())
 
 
 def test_a_one_shot_child_never_gets_our_stdin(tmp_path: Path) -> None:
-    """Our stdin may be a client's wire: a child holding it could read the client's messages,
-    and (libuv) change its flags. The child reads the null device instead."""
+    """A one-shot child reads the null device, not our stdin (possibly a client's wire)."""
     import subprocess
 
     done = subprocess.run(
         [sys.executable, "-c", STDIN_OF_A_ONE_SHOT_CHILD],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "/dev/null"

@@ -144,9 +144,7 @@ async def _busy_worker(pool: WarmPool) -> tuple[int, psutil.Process]:
 
 
 async def _gone(proc: psutil.Process) -> None:
-    """Wait until ``proc`` has exited: the proof that a kill happened."""
     with anyio.fail_after(10):
-        # (conftest.process_gone: the process may be reaped between two looks at it)
         while not process_gone(proc.pid):
             await anyio.sleep(0.02)
 
@@ -161,12 +159,11 @@ async def test_kill_9_of_a_busy_server_or_worker_gives_results_and_refills(
         killed: dict[str, int] = {}
 
         async def killer() -> None:
-            # Kill a busy slot's worker, then a busy slot's server; each kill is proven.
             server, worker = await _busy_worker(pool)
             worker.kill()
             await _gone(worker)
             killed["worker"] = worker.pid
-            assert server in {p.pid for p in pool.stats().processes}  # its server was kept
+            assert server in {p.pid for p in pool.stats().processes}
             server, _ = await _busy_worker(pool)
             victim = psutil.Process(server)
             os.kill(server, signal.SIGKILL)
@@ -190,7 +187,7 @@ async def test_kill_9_of_a_busy_server_or_worker_gives_results_and_refills(
         assert len(outcomes) == 4
         assert set(killed) == {"worker", "server"}
         assert outcomes.count("result") >= 3  # retried once on the kept or a fresh slot
-        await pool.wait_idle(2, timeout=30)  # refilled
+        await pool.wait_idle(2, timeout=30)
         assert killed["server"] not in {p.pid for p in pool.stats().processes}
         assert pool.stats().restarts >= 1
 
@@ -246,7 +243,7 @@ async def test_acquire_waits_then_raises_pool_busy(environment: LeanEnvironment)
                 async with pool.acquire(key, timeout=0.3):
                     pass
             assert info.value.key == key.short() and info.value.queued == 0
-        async with pool.acquire(key, timeout=1):  # free again
+        async with pool.acquire(key, timeout=1):
             pass
 
 
@@ -283,10 +280,7 @@ async def test_waiters_are_served_in_order_across_headers(environment: LeanEnvir
 async def test_closing_the_pool_kills_every_lean_process_at_once(
     environment: LeanEnvironment,
 ) -> None:
-    """No server or worker outlives the pool, and closing does not wait for Lean to say
-    goodbye: leaving the pool cancels its slots, and a cancelled slot's reader is gone, so the
-    polite shutdown (and waiting for the process to exit by itself) only waited out a fixed
-    2 s per close — every `serve`, run and test paid it."""
+    """Closing kills every server and worker without waiting for Lean's polite shutdown."""
     async with WarmPool.open(environment, config(min_processes=2)) as pool:
         await wait_until(lambda: len(pool.stats().processes) == 2)
         key = pool.key_for(prelude_file(GOOD))
@@ -296,7 +290,6 @@ async def test_closing_the_pool_kills_every_lean_process_at_once(
         tree = [
             c for pid in pids for c in [psutil.Process(pid), *psutil.Process(pid).children(True)]
         ]
-        # 2 direct workers, or 2 servers + their workers
         assert len(tree) >= (2 if slot.client and slot.client.direct else 4)
         leaving = anyio.current_time()
     closed_in = anyio.current_time() - leaving
@@ -385,7 +378,7 @@ async def test_prewarm_starts_processes_before_anyone_asks(environment: LeanEnvi
         warm = {p.pid for p in pool.stats().processes}
         assert {p.state for p in pool.stats().processes} == {"idle"}
         async with pool.acquire(pool.key_for(prelude_file(GOOD))) as slot:
-            assert slot.pid in warm  # a prewarmed process, not a new one
+            assert slot.pid in warm
         assert pool.stats().started == 2
 
 
@@ -400,11 +393,11 @@ async def test_a_lean_that_cannot_start_is_retried_with_backoff(
         await wait_until(lambda: pool.stats().start_failures >= 1)
         first = time.monotonic()
         await wait_until(lambda: pool.stats().start_failures >= 2)
-        # Not one attempt per monitor tick (0.05 s): the second waited out the 1 s backoff.
-        # (A lower bound only: a loaded machine makes it longer, never shorter.)
+        # The second attempt waited out the 1 s backoff, not a 0.05 s monitor tick (a lower
+        # bound: load makes it longer, never shorter).
         assert time.monotonic() - first >= 0.5
         assert pool.stats().start_failures == 2
-        with pytest.raises(LeanrigError):  # a caller still gets a typed error at once
+        with pytest.raises(LeanrigError):
             await pool.check(prelude_file(GOOD))
 
 
@@ -412,12 +405,11 @@ async def test_a_lean_that_cannot_start_is_retried_with_backoff(
 
 
 def _record_progress(slot: Slot, into: list[tuple[str, int]]) -> None:
-    """Record (uri, first line being processed) of every ``$/lean/fileProgress`` the slot's
-    server sends: Lean's own account of where it re-elaborates after a change."""
+    """Record (uri, first line processed) of each ``$/lean/fileProgress`` the slot gets."""
     client = slot.client
     assert client is not None
-    # Direct workers: each one's messages go through the client's handler, looked up per
-    # message; through the watchdog, the one server's transport has it.
+    # Direct workers' messages go through the client's handler; through the watchdog, the
+    # one server's transport has it.
     owner: Any = client if client.direct else client.transport
     handler = owner._on_notification
     if getattr(handler, "_recording", False):
@@ -435,13 +427,12 @@ def _record_progress(slot: Slot, into: list[tuple[str, int]]) -> None:
 
 
 async def _alternate(pool: WarmPool, rounds: int) -> tuple[list[int], dict[str, set[str]]]:
-    """Sessions "big" (200 declarations before its theorem) and "small" take turns on one
-    process; the first line Lean re-processes at each of big's steps after the first."""
+    """Where Lean re-processes "big" (200 declarations first) as it alternates with "small"."""
     texts = {
         "big": lambda i: prelude_file(decls(200) + (GOOD if i % 2 else BAD)),
         "small": lambda i: prelude_file(BAD if i % 2 else GOOD),
     }
-    theorem_line = texts["big"](0).count("\n") - 1  # 0-based line of big's theorem
+    theorem_line = texts["big"](0).count("\n") - 1
     progress: list[tuple[str, int]] = []
     first_lines: list[int] = []
     uris: dict[str, set[str]] = {"big": set(), "small": set()}
@@ -467,8 +458,7 @@ async def test_sessions_taking_turns_on_one_process_keep_their_own_documents(
 ) -> None:
     async with WarmPool.open(environment, config(max_processes=1)) as pool:
         offsets, uris = await _alternate(pool, 4)
-    # Each session always works on its own document, and Lean re-processes only from the
-    # changed theorem on, never the 200 declarations before it.
+    # Each session keeps its own document, and Lean re-processes only from the changed theorem.
     assert len(uris["big"]) == 1 and len(uris["small"]) == 1 and uris["big"] != uris["small"]
     assert offsets and all(offset >= 0 for offset in offsets), offsets
 
@@ -476,11 +466,10 @@ async def test_sessions_taking_turns_on_one_process_keep_their_own_documents(
 async def test_one_document_per_process_re_elaborates_the_whole_file_at_every_switch(
     environment: LeanEnvironment,
 ) -> None:
-    # The contrast (the behaviour before documents per process): one shared document.
     async with WarmPool.open(environment, config(max_processes=1), documents_per_process=1) as pool:
         offsets, uris = await _alternate(pool, 3)
     assert uris["big"] == uris["small"]
-    # (fileProgress reports what is being processed when it is sent: most of the 200 lines)
+    # fileProgress reports what is being processed when it is sent: most of the 200 lines
     assert offsets and all(offset < -100 for offset in offsets), offsets
 
 
@@ -508,9 +497,8 @@ async def test_a_new_holder_gets_its_own_document_while_there_is_room_then_takes
 async def test_holderless_work_goes_to_the_free_document_sharing_the_most_with_it(
     environment: LeanEnvironment,
 ) -> None:
-    # Two holderless texts of one key taking turns (try_proofs candidates of two tasks): each
-    # goes back to the free document it shares most with, not to the most recent one, where
-    # Lean would elaborate the other's declarations again at every turn.
+    # Holderless texts of one key taking turns (try_proofs candidates of two tasks) each go back
+    # to the free document they share most with, not the most recent one.
     async with WarmPool.open(environment, config(max_processes=1), documents_per_process=3) as pool:
         big = prelude_file(decls(150) + GOOD)
         small = prelude_file(GOOD)
@@ -522,7 +510,7 @@ async def test_holderless_work_goes_to_the_free_document_sharing_the_most_with_i
                     report = await slot.elaborate(text, timeout=30)
                     assert report.errors == ()
                     seen[name].append(slot.uri)
-        # (The first turn settles them: small took the document big had just made.)
+        # The first turn settles them: small took the document big had just made.
         assert len(set(seen["big"][1:])) == 1 and len(set(seen["small"][1:])) == 1
         assert seen["big"][1] != seen["small"][1]
 
@@ -538,16 +526,14 @@ async def test_a_process_keeps_at_most_its_document_limit_open(
                 assert report.errors == ()
         assert slot.client is not None
         # h0 could not re-use the header document cheaply: a second one; then no room, and
-        # h1 and h2 took over the cheapest (their texts share most of h0's).
+        # h1 and h2 took over the cheapest.
         assert slot.documents_opened == 2 and slot.documents_taken_over == 2
         assert len(slot.holders()) <= 2 and "h2" in slot.holders()
 
 
 @pytest.mark.skipif(not uses_namespaces(SandboxPolicy()), reason="bwrap cannot sandbox Lean here")
 def test_lean_s_sandbox_hides_what_it_is_told_to(tmp_path: Path) -> None:
-    """What an agent must not read (a suite's solutions, earlier runs) is hidden from the
-    attempt's Lean too: a body's Lean could show a file in its messages. A writable directory
-    inside a hidden one stays writable (Lean's scratch inside a hidden directory of runs)."""
+    """A writable directory inside a hidden one stays writable."""
     secret = tmp_path / "runs"
     (secret / "earlier").mkdir(parents=True)
     (secret / "earlier" / "proof.lean").write_text("a proof")
@@ -555,10 +541,15 @@ def test_lean_s_sandbox_hides_what_it_is_told_to(tmp_path: Path) -> None:
     note.write_text("a note")
     scratch = secret / "now" / "scratch"
     scratch.mkdir(parents=True)
-    gone = tmp_path / "deleted-since.md"  # (bwrap could not mount over it: skipped)
+    gone = tmp_path / "deleted-since.md"  # bwrap cannot mount over it: skipped
     policy = SandboxPolicy(writable=(scratch,), hidden=(secret, note, gone))
     script = f"ls {secret}; cat {note}; touch {scratch}/made && echo made"
-    done = subprocess.run([*sandbox_wrapper(policy), "/bin/sh", "-c", script],
-                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*sandbox_wrapper(policy), "/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert "earlier" not in done.stdout and "a note" not in done.stdout, done
     assert "made" in done.stdout and (scratch / "made").exists(), done

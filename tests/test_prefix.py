@@ -1,6 +1,5 @@
-"""The prefix as a compiled module: the split (pure), position translation (property-tested),
-and, against the real bootstrap Lean, mode selection, the fallback when Lean says the statement
-differs, and sessions in prefix mode answering exactly as in file mode (task-file positions)."""
+"""The prefix as a compiled module: the split and position translation (pure), and against the
+bootstrap Lean, mode selection, fallback, and prefix-mode sessions answering as in file mode."""
 
 from __future__ import annotations
 
@@ -117,9 +116,7 @@ def test_private_declarations_and_local_notation_are_not_replayed() -> None:
     ],
 )
 def test_module_local_commands_of_the_prefix_are_listed(before: str, local: bool) -> None:
-    """A body may use what a module-local command declares or sets (a private helper, an
-    attribute that holds only in this file), which the prefix module's import loses: the
-    caller keeps such tasks in the whole file (sessions.prefix)."""
+    """An import loses them, so the caller keeps such tasks in the whole file."""
     text = task_file(before=before)
     split = split_prefix(text, parse_header(text), locate_body(text, "Demo.Big.main").decl_start)
     assert split is not None
@@ -186,9 +183,7 @@ HELPER = "theorem helper (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And
 
 
 def leaky_task(count: int) -> str:
-    """`open Inner in` above the target, and after it a command that the `open` would make
-    ambiguous (`T` is both `Inner.T` and `_root_.T`): the session's document, wrappers
-    unwrapped, has an error there that the task file has not."""
+    """`open Inner in` above the target: an error only where the session unwraps it."""
     return (
         task_file(before=TWO_TS, count=count)
         .replace("/-- The target. -/\n", "open Inner in\n/-- The target. -/\n")
@@ -208,20 +203,24 @@ def test_the_in_wrappers_belong_to_the_target_command() -> None:
     assert len(plain) == len(text) and plain.count("\n") == text.count("\n")
     assert "set_option maxRecDepth 1000   \nopen Inner   \n/-- The target. -/" in plain
     split = split_prefix(text, header, decl_start)
-    assert split is not None and split.cut == chain  # the wrappers stay with the target
+    assert split is not None and split.cut == chain
     # A doc comment or attributes after the `in`, on its line, belong to the target; a
     # trailing comment is trivia; code after an `in` means it ends no wrapper.
-    for line, found in (("set_option maxRecDepth 100 in /-- doc -/", True),
-                        ("set_option maxRecDepth 100 in @[reducible]", True),
-                        ("set_option maxRecDepth 100 in -- why", True),
-                        ("variable {a : N}\n    (b : N) in", True),
-                        ("open Foo in def x : N := N.z", False)):  # fmt: skip
+    for line, found in (
+        ("set_option maxRecDepth 100 in /-- doc -/", True),
+        ("set_option maxRecDepth 100 in @[reducible]", True),
+        ("set_option maxRecDepth 100 in -- why", True),
+        ("variable {a : N}\n    (b : N) in", True),
+        ("open Foo in def x : N := N.z", False),
+    ):
         one = f"prelude\n{line}\ntheorem c : True :=\n  x\n"
         offsets = scope_wrappers(one, 8, one.index("theorem c"))
         assert [one[o : o + 2] for o in offsets] == (["in"] if found else []), line
     # An `… in` command earlier in the file wraps its own command, not the target.
-    assert scope_wrappers(task_file(before="open Foo in\ndef a : N := N.z\n"), header.end,
-                          decl_start) == ()  # fmt: skip
+    assert (
+        scope_wrappers(task_file(before="open Foo in\ndef a : N := N.z\n"), header.end, decl_start)
+        == ()
+    )
 
 
 # -- against Lean ---------------------------------------------------------------------------------
@@ -272,14 +271,18 @@ async def test_a_long_prefix_is_imported_and_sessions_see_the_task_file(
     prefixed = await service.open_task("plain")
     assert prefixed.mode == "prefix", prefixed.mode_reason
     file_mode = ProofService(
-        service.suite, service.pool, service.environment, service.verifier, service.ledger,
+        service.suite,
+        service.pool,
+        service.environment,
+        service.verifier,
+        service.ledger,
         prefix_min_commands=None,
-    )  # fmt: skip
+    )
     whole = await file_mode.open_task("plain")
     assert whole.mode == "file"
     assert prefixed.text == whole.text == load_suite(service.suite.root).task("plain").text
     assert prefixed.body_range == whole.body_range
-    assert prefixed.diagnostics == whole.diagnostics  # task-file positions, same messages
+    assert prefixed.diagnostics == whole.diagnostics
     assert prefixed.goals == whole.goals
     for body in (WRONG, RIGHT, "\n  q"):
         a = await service.set_proof(prefixed.session_id, body)
@@ -299,8 +302,6 @@ async def test_a_long_prefix_is_imported_and_sessions_see_the_task_file(
 async def test_errors_only_the_unwrapped_scope_causes_neither_show_nor_block_complete(
     service: ProofService, task_id: str, mode: str
 ) -> None:
-    """The untouched task showed `Ambiguous term T` after the body, a right proof was never
-    `complete` (the verdict accepted it), and the prefix module was refused for it."""
     opened = await service.open_task(task_id)
     assert opened.mode == mode, opened.mode_reason
     assert [d for d in opened.diagnostics if d.severity == "error"] == []
@@ -312,8 +313,7 @@ async def test_errors_only_the_unwrapped_scope_causes_neither_show_nor_block_com
 
 
 async def test_a_let_in_the_statement_is_not_taken_for_the_body(service: ProofService) -> None:
-    """The body was located after the `let`'s `:=` (inside the statement): every proof was
-    rejected as escaping, and a body re-typing the statement's end looked complete."""
+    """Proofs are not rejected as escaping; re-typing the statement's end is not complete."""
     opened = await service.open_task("let_statement")
     assert opened.body == "\n  sorryAx (And q p) Bool.false"
     done = await service.set_proof(opened.session_id, RIGHT)
@@ -328,10 +328,6 @@ PRIVATE_HELPER = (
 
 
 async def test_a_private_helper_of_a_long_prefix_is_usable(service: ProofService) -> None:
-    """Found by the session-12 sweep: the prefix was imported (Lean confirmed the statement with
-    the placeholder body, which uses no helper), and a private name does not cross an import:
-    the honest `swap p q h` was "Unknown identifier" in the session and accepted by
-    check_proof. A prefix with module-local commands now stays in the file."""
     opened = await service.open_task("private_helper")
     assert opened.mode == "file" and "module-local" in opened.mode_reason, opened.mode_reason
     done = await service.set_proof(opened.session_id, "\n  swap p q h")
@@ -342,9 +338,7 @@ async def test_a_private_helper_of_a_long_prefix_is_usable(service: ProofService
 async def test_a_local_attribute_of_a_long_prefix_holds_in_the_session(
     service: ProofService,
 ) -> None:
-    """Found by the session-12 sweep: `attribute [local irreducible] N.add` did not cross the
-    prefix module's import, so `@Eq.refl N n` was complete in the session (N.add unfolds) and
-    check_proof rejected it (type mismatch)."""
+    """`attribute [local irreducible] N.add`: `@Eq.refl N n` is not complete."""
     opened = await service.open_task("local_irreducible")
     assert opened.mode == "file", opened.mode_reason
     step = await service.set_proof(opened.session_id, "\n  @Eq.refl N n")
@@ -356,8 +350,6 @@ async def test_a_local_attribute_of_a_long_prefix_holds_in_the_session(
 async def test_a_proof_through_a_helper_left_with_sorry_is_not_complete(
     service: ProofService, task_id: str, mode: str
 ) -> None:
-    """`helper p q h` reported no error and no sorry of its own: `complete`, and the verdict
-    rejected it (it depends on sorryAx). An agent stopping at `complete` ended rejected."""
     opened = await service.open_task(task_id)
     assert opened.mode == mode, opened.mode_reason
     through = await service.set_proof(opened.session_id, "\n  helper p q h")
@@ -376,8 +368,8 @@ async def test_the_mode_is_in_the_ledger(service: ProofService) -> None:
     assert [e.get("mode") for e in lines if e["tool"] == "open_task"] == ["prefix"]
 
 
-# `  end` closes the section (Lean reads commands in any column); the split, column-0 commands
-# only, took it for part of the `open` and replayed `open Inner` for the target.
+# `  end` closes the section (Lean reads commands in any column), so the split must not replay
+# `open Inner` for the target.
 INDENTED_END = "namespace Inner\ndef T : Prop := True\nend Inner\nsection\nopen Inner\n  end\n"
 USES_T = "\n  (fun (_ : T) =>" + RIGHT + ") True.intro"
 
@@ -385,7 +377,7 @@ USES_T = "\n  (fun (_ : T) =>" + RIGHT + ") True.intro"
 async def test_a_scope_closed_inside_another_command_keeps_the_task_in_the_file(
     service: ProofService,
 ) -> None:
-    """In prefix mode a body using `T` unqualified was complete; the verdict refused it."""
+    """A body using `T` unqualified is not complete."""
     opened = await service.open_task("indented_end")
     assert opened.mode == "file"
     assert "scoping commands inside other commands" in opened.mode_reason
@@ -414,18 +406,21 @@ async def test_a_statement_lean_reads_differently_falls_back_to_the_whole_file(
     assert fixed.version == 2
 
 
-@pytest.mark.parametrize(("task_id", "mode"), [("wrapped", "prefix"), ("wrapped_small", "file"),
-                                               ("open_in", "prefix")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("task_id", "mode"), [("wrapped", "prefix"), ("wrapped_small", "file"), ("open_in", "prefix")]
+)
 async def test_a_target_under_in_wrappers_is_proved_verified_and_kept_in_scope(
     service: ProofService, task_id: str, mode: str
 ) -> None:
-    """`set_option … in` / `open … in` before the theorem: Lean's document symbols leave the
-    declaration out, and every edit was rejected ("Lean no longer sees the target theorem"),
-    the verdict too; with the prefix module on, the split cut between wrapper and theorem."""
+    """In prefix mode the split cuts between wrapper and theorem."""
     opened = await service.open_task(task_id)
     assert opened.mode == mode, opened.mode_reason
-    for escape in ("\n  set_option pp.all true", " set_option pp.all true",
-                   "\n  def sneaky : N := N.z", "\n  end Demo.Big"):  # fmt: skip
+    for escape in (
+        "\n  set_option pp.all true",
+        " set_option pp.all true",
+        "\n  def sneaky : N := N.z",
+        "\n  end Demo.Big",
+    ):
         with pytest.raises(ToolError) as rejected:
             await service.set_proof(opened.session_id, RIGHT + escape)
         assert rejected.value.code == "rejected", escape
@@ -438,9 +433,6 @@ async def test_a_target_under_in_wrappers_is_proved_verified_and_kept_in_scope(
 async def test_building_the_prefix_module_counts_as_lean_time_not_overhead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first open_task of a long task compiles and checks its prefix module (three Lean
-    runs, ~0.3 s); the ledger put all of it in `overhead_ms` (total − queue − lean), which
-    is leanrig's own time, so a report showed open_task's overhead p95 at ~345 ms."""
     monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "cache"))  # nothing built yet
     suite = make_suite(tmp_path, {"plain": task_file()})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)

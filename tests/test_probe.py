@@ -1,5 +1,5 @@
 """The session's reading of its `#print axioms` probe (axiom_probe.probe_objection): judged on
-the axiom names Lean lists, like the verdict, and not clean when it cannot be read."""
+the axiom names Lean lists, and not clean when it cannot be read."""
 
 from __future__ import annotations
 

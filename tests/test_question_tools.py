@@ -1,8 +1,6 @@
-"""The question tools against the real bootstrap Lean, on a task file written like a real
-benchmark file (a long preamble with docstrings, universe polymorphism, namespaces, a section
-variable, unicode names): what each answers, that none edits the session, that a timeout says
-so, and the hostile questions — names of hidden or LAD-only declarations, paths in terms, terms
-that leave their parentheses, huge terms, terms that never finish."""
+"""The question tools against the bootstrap Lean on a benchmark-like task file: what each
+answers, that none edits the session, timeouts, and hostile questions (hidden or LAD-only
+names, paths, terms escaping their parentheses, huge or endless terms)."""
 
 from __future__ import annotations
 
@@ -63,8 +61,9 @@ theorem secret_solution (p : Prop) (h : p) : p := h
 
 
 def realistic_suite(root: Path) -> Path:
-    suite = demo_with_tasks(root, {"realistic": ("Realistic.lean", "Bench.Realistic.main",
-                                                 REALISTIC)})  # fmt: skip
+    suite = demo_with_tasks(
+        root, {"realistic": ("Realistic.lean", "Bench.Realistic.main", REALISTIC)}
+    )
     (suite / "Solutions").mkdir()
     (suite / "Solutions" / "Secret.lean").write_text(SECRET, encoding="utf-8")
     toml = (suite / "suite.toml").read_text(encoding="utf-8")
@@ -114,7 +113,7 @@ async def test_each_question_answers_about_the_realistic_task(service: ProofServ
     comp = outline.declarations[0]
     assert comp.signature.startswith("Bench.Realistic.comp.{u, v}") and comp.line == 11
 
-    declared = await service.get_declaration(sid, "and_swap'")  # the namespace is open there
+    declared = await service.get_declaration(sid, "and_swap'")
     assert declared.name == "Bench.Realistic.and_swap'" and declared.kind == "theorem"
     assert declared.docstring == "Swap a conjunction: the lemma the target may use."
     assert declared.file == "Demo/Realistic.lean" and declared.module is None
@@ -218,16 +217,27 @@ async def test_a_question_writes_one_ledger_line_and_never_the_submission(
         ('include_str "/etc/passwd"', "rejected", "reads a file"),
         ("by_elab pure ()", "rejected", "arbitrary code"),
         ("x) #eval (1", "rejected", "#eval"),
-        ("x)\n  theorem leak : False := sorryAx False Bool.false\n  #check (x", "rejected",
-         "one term"),
+        (
+            "x)\n  theorem leak : False := sorryAx False Bool.false\n  #check (x",
+            "rejected",
+            "one term",
+        ),
         ("x)\ntheorem leak : False := sorryAx False Bool.false", "rejected", "column 0"),
         ("(x", "rejected", "one term"),
         ("/- unclosed", "rejected", "comment"),
         ("x" * 20_001, "invalid_argument", "1 to 20000 characters"),
     ],
-    ids=["include_str", "by_elab", "escape_eval", "escape_decl", "escape_column_0", "unbalanced",
-         "unclosed", "huge"],
-)  # fmt: skip
+    ids=[
+        "include_str",
+        "by_elab",
+        "escape_eval",
+        "escape_decl",
+        "escape_column_0",
+        "unbalanced",
+        "unclosed",
+        "huge",
+    ],
+)
 async def test_a_hostile_term_is_refused_before_lean(
     service: ProofService, term: str, code: str, says: str
 ) -> None:
@@ -263,8 +273,9 @@ async def test_hidden_and_lad_declarations_are_unknown_in_a_baseline_session(
 async def test_a_lad_session_reads_its_library_declarations(
     suite_dir: Path, tmp_path: Path
 ) -> None:
-    options = ServeOptions(suite=suite_dir, run_dir=tmp_path / "runs", sandbox=False,
-                           condition="lad")  # fmt: skip
+    options = ServeOptions(
+        suite=suite_dir, run_dir=tmp_path / "runs", sandbox=False, condition="lad"
+    )
     async with open_service(options) as service:
         sid = (await service.open_task("realistic")).session_id
         found = await service.get_declaration(sid, "Lib.Logic.or_comm")
@@ -275,18 +286,21 @@ async def test_a_lad_session_reads_its_library_declarations(
 async def test_a_term_that_never_finishes_times_out_and_the_next_step_is_not_slowed(
     suite_dir: Path, tmp_path: Path
 ) -> None:
-    options = ServeOptions(suite=suite_dir, run_dir=tmp_path / "runs", sandbox=False,
-                           step_timeout=3.0)  # fmt: skip
+    options = ServeOptions(
+        suite=suite_dir, run_dir=tmp_path / "runs", sandbox=False, step_timeout=3.0
+    )
     big = "(ℕpow ℕtwo (ℕadd ℕten ℕten))"
-    term = (f"set_option maxHeartbeats 0 in set_option maxRecDepth 100000000 in "
-            f"(@Eq.refl N {big} : @Eq N {big} (N.s {big}))")  # fmt: skip
+    term = (
+        f"set_option maxHeartbeats 0 in set_option maxRecDepth 100000000 in "
+        f"(@Eq.refl N {big} : @Eq N {big} (N.s {big}))"
+    )
     async with open_service(options) as service:
         sid = (await service.open_task("realistic")).session_id
         started = time.monotonic()
         with pytest.raises(ToolError) as caught:
             await service.check_term(sid, term, False)
         assert caught.value.code == "timeout" and "no answer to the term" in caught.value.message
-        assert time.monotonic() - started < 30  # the deadline, not Lean's minutes
+        assert time.monotonic() - started < 30
         step = await service.set_proof(sid, "\n  @and_swap' 𝔸 𝔹 h𝔸𝔹")
         assert step.status == "complete"
 
@@ -303,11 +317,10 @@ end OneLine
 async def test_check_term_in_context_when_the_body_is_on_the_statements_line(
     tmp_path: Path,
 ) -> None:
-    """With the placeholder on the statement's own line (`… := sorryAx …`, the layout of
-    `… := by` and one-line `:= rfl`), a term checked in context gets its type, hypotheses
-    included; a term Lean rejects gets errors, never an empty answer."""
-    suite = demo_with_tasks(tmp_path / "suite",
-                            {"one_line": ("OneLine.lean", "OneLine.main", ONE_LINE)})  # fmt: skip
+    """`… := sorryAx …` on one line; a term Lean rejects gets errors, never nothing."""
+    suite = demo_with_tasks(
+        tmp_path / "suite", {"one_line": ("OneLine.lean", "OneLine.main", ONE_LINE)}
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("one_line")).session_id

@@ -1,6 +1,5 @@
-"""`repl_pool.ProcessReaper`: every process tagged for an owner dies when the owner is gone —
-closed, or killed together with its direct children, as Ray ends a leaving worker (the reaper
-was one of those children, and died before it swept)."""
+"""`repl_pool.ProcessReaper`: every process tagged for an owner dies when the owner is closed,
+or killed together with its direct children (the reaper among them), as Ray ends a worker."""
 
 from __future__ import annotations
 
@@ -39,8 +38,9 @@ time.sleep(600)
 
 
 def owner(tag: str, how: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, tag, how], stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, tag, how], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 

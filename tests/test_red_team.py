@@ -1,17 +1,6 @@
-"""The red-team sweep of issue 43 as a test: a hostile agent under `leanrig run` (as typed, a
-subprocess), as root and as a plain user where one can be made, tries each hole that sweep
-found, and none is open:
-
-- a `lean` wrapper planted in a directory of the user's home on PATH, then a wrong proof in the
-  next run (it was accepted: the wrapper rewrote `sorryAx` to `propext`);
-- a `claude` planted there, which the runner ran as its harness's `--version` probe outside
-  every sandbox, with the model key in its environment;
-- the kernel's settings (`/proc/sys/kernel/core_pattern` opened for writing);
-- a Unix socket in the home and one under `/run` (both accepted connections);
-- the model key in the environment of the attempt's Lean processes;
-- the gateway forwarding any method and path, `..` segments outside the endpoint's base, and a
-  non-model call erasing the attempt's tokens.
-"""
+"""Issue 43's red-team sweep as a test: a hostile agent under `leanrig run`, as root and as a
+plain user where one can be made, tries each hole that sweep found (planted `lean` and `claude`,
+kernel settings, host sockets, the key in Lean's environment, the gateway) and none is open."""
 
 from __future__ import annotations
 
@@ -71,8 +60,7 @@ def root_account() -> Account:
 
 
 def plain_account() -> Account:
-    """A user made with `useradd`, running this checkout with the system's Python 3.11 and
-    the venv's packages (its home and cache its own)."""
+    """A `useradd` user running this checkout on the system Python with the venv's packages."""
     useradd, runuser = (shutil.which(p, path=SYSTEM_BIN) for p in ("useradd", "runuser"))
     if os.geteuid() != 0 or useradd is None or runuser is None or VENV_SITE is None:
         pytest.skip("a plain user cannot be made here (not root, or no useradd/runuser)")
@@ -84,11 +72,21 @@ def plain_account() -> Account:
     except KeyError:
         subprocess.run([useradd, "-m", "-s", "/bin/sh", PLAIN_USER], check=True)
     home = Path(pwd.getpwnam(PLAIN_USER).pw_dir)
-    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{VENV_SITE}"}  # fmt: skip
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{VENV_SITE}",
+    }
     account = Account(PLAIN_USER, home, (runuser, "-u", PLAIN_USER, "--"), python, env)
-    built = subprocess.run(account.leanrig("bootstrap", "--quiet"), env=env, cwd=home,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    built = subprocess.run(
+        account.leanrig("bootstrap", "--quiet"),
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     return account
 
@@ -119,10 +117,14 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
         self.server.seen.append((self.command, self.path, self.headers.get("x-api-key")))
         if self.path.endswith("/messages"):
             body: dict[str, Any] = {
-                "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-                "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [{"type": "text", "text": "hi"}],
+                "stop_reason": "end_turn",
                 "usage": {"input_tokens": 10, "output_tokens": 5},
-            }  # fmt: skip
+            }
         else:
             body = {"data": []}
         data = orjson.dumps(body)
@@ -177,23 +179,39 @@ class Sweep:
     plant_dir: Path  # in the account's home, first on the runner's PATH
     sockets: list[Path]
 
-    def run(self, name: str, *args: str, env: dict[str, str] | None = None,
-            hold: bool = False) -> tuple[Path, subprocess.Popen[str]]:  # fmt: skip
+    def run(
+        self, name: str, *args: str, env: dict[str, str] | None = None, hold: bool = False
+    ) -> tuple[Path, subprocess.Popen[str]]:
         out = self.base / name
         env = {**self.account.env, **(env or {})}
         env["PATH"] = f"{self.plant_dir}{os.pathsep}{env['PATH']}"
         env.pop("LEANRIG_LEAN", None)  # found as a user's run finds it: PATH first
-        argv = self.account.leanrig("run", "--suite", str(self.base / "suite"), "--out",
-                                    str(out), "--time-limit", "60", "--quiet", *args)  # fmt: skip
-        process = subprocess.Popen(argv, env=env, cwd=self.base, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        argv = self.account.leanrig(
+            "run",
+            "--suite",
+            str(self.base / "suite"),
+            "--out",
+            str(out),
+            "--time-limit",
+            "60",
+            "--quiet",
+            *args,
+        )
+        process = subprocess.Popen(
+            argv, env=env, cwd=self.base, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         return out, process
 
     def agent(self, name: str, body: str | None, hold: bool = False) -> str:
         lean = find_lean().lean
-        config = {"plant_dir": str(self.plant_dir), "sockets": [str(s) for s in self.sockets],
-                  "secret": SECRET, "body": body, "hold": hold,
-                  "real_lean": str(lean)}  # fmt: skip
+        config = {
+            "plant_dir": str(self.plant_dir),
+            "sockets": [str(s) for s in self.sockets],
+            "secret": SECRET,
+            "body": body,
+            "hold": hold,
+            "real_lean": str(lean),
+        }
         path = self.base / f"{name}.json"
         path.write_bytes(orjson.dumps(config))
         self.own(path)
@@ -234,8 +252,7 @@ def report(run_dir: Path, task: str) -> dict[str, Any]:
 
 
 def lean_processes_with(secret: str, started: int) -> list[str]:
-    """Every process on the machine but the runner whose environment or command line holds
-    ``secret`` (the runner was started with it; ``started`` is it, or `runuser` above it)."""
+    """Processes but the runner (``started``) whose environment or command line hold ``secret``."""
     runner = {started, os.getpid()}
     try:
         children = psutil.Process(started).children()
@@ -255,17 +272,26 @@ def lean_processes_with(secret: str, started: int) -> list[str]:
 
 
 def test_a_hostile_agent_finds_no_way_out_and_no_wrong_proof_is_accepted(sweep: Sweep) -> None:
-    """Each hole of issue 43 stays closed: the plant is refused (and the next run's verdict
-    rejects `sorryAx`), the kernel's settings cannot be opened for writing, no host socket
-    connects, no process but the runner holds the key, the gateway refuses what is not a model
-    call and keeps the model call's tokens."""
+    """The plant is refused, the kernel and host sockets are out of reach, only the model gets
+    the key, and the gateway refuses non-model calls, keeping the model call's tokens."""
     with upstream() as model:
-        keys = {"LEANRIG_RED_TEAM_KEY": SECRET, "ANTHROPIC_API_KEY": SECRET,
-                "OPENAI_API_KEY": SECRET}  # fmt: skip
+        keys = {
+            "LEANRIG_RED_TEAM_KEY": SECRET,
+            "ANTHROPIC_API_KEY": SECRET,
+            "OPENAI_API_KEY": SECRET,
+        }
         run1, process = sweep.run(
-            "run1", "--tasks", "and_swap", "--agent", sweep.agent("a1", None, hold=True),
-            "--model-endpoint", model.url, "--model-key-env", "LEANRIG_RED_TEAM_KEY", env=keys,
-        )  # fmt: skip
+            "run1",
+            "--tasks",
+            "and_swap",
+            "--agent",
+            sweep.agent("a1", None, hold=True),
+            "--model-endpoint",
+            model.url,
+            "--model-key-env",
+            "LEANRIG_RED_TEAM_KEY",
+            env=keys,
+        )
         workspace = run1 / "attempts" / "and_swap" / "1" / "workspace"
         deadline = time.monotonic() + 120
         while not (workspace / "holding").exists() and process.poll() is None:
@@ -290,17 +316,22 @@ def test_a_hostile_agent_finds_no_way_out_and_no_wrong_proof_is_accepted(sweep: 
     }
     assert all(isinstance(v, int) and 400 <= v < 500 for v in refused.values()), statuses
     assert [(m, p) for m, p, _ in model.seen] == [("POST", "/v1/messages"), ("GET", "/v1/models")]
-    assert {k for _, _, k in model.seen} == {SECRET}  # the key went to the model, and only there
+    assert {k for _, _, k in model.seen} == {SECRET}  # the key went to the model only
     (line,) = raw_lines(run1)
     assert line.input_tokens == 10 and line.output_tokens == 5, line  # not erased by /v1/models
     assert line.model_calls == 1 and line.other_calls == len(statuses) - 1, line
-    calls = [orjson.loads(x) for x in (run1 / "attempts" / "and_swap" / "1" /
-                                       "model_calls.jsonl").read_bytes().splitlines()]  # fmt: skip
-    assert len(calls) == len(statuses), calls  # every request metered, the refused ones too
+    calls = [
+        orjson.loads(x)
+        for x in (run1 / "attempts" / "and_swap" / "1" / "model_calls.jsonl")
+        .read_bytes()
+        .splitlines()
+    ]
+    assert len(calls) == len(statuses), calls
 
     # The next run, with whatever the first left on PATH: a wrong proof is rejected.
-    run2, process = sweep.run("run2", "--tasks", "and_swap",
-                              "--agent", sweep.agent("a2", SORRY_BODY))  # fmt: skip
+    run2, process = sweep.run(
+        "run2", "--tasks", "and_swap", "--agent", sweep.agent("a2", SORRY_BODY)
+    )
     finish(process)
     (line,) = raw_lines(run2)
     assert not line.accepted and any("sorryAx" in r for r in line.reasons), line
@@ -309,9 +340,7 @@ def test_a_hostile_agent_finds_no_way_out_and_no_wrong_proof_is_accepted(sweep: 
 
 
 def test_a_planted_harness_is_probed_in_the_sandbox_without_the_key(sweep: Sweep) -> None:
-    """A `claude` on PATH in the user's home (planted by an agent before the home was made
-    read-only) answers the runner's `--version` probe inside an agent sandbox, with no key in
-    its environment: it cannot even write beside itself."""
+    """It answers the `--version` probe unable to write beside itself."""
     planted = sweep.plant_dir / "claude"
     planted.write_text(
         "#!/bin/sh\n"
@@ -322,9 +351,17 @@ def test_a_planted_harness_is_probed_in_the_sandbox_without_the_key(sweep: Sweep
     sweep.own(planted)
     with upstream() as model:
         run, process = sweep.run(
-            "run", "--tasks", "refl_z", "--harness", "claude-code", "--model", "m",
-            "--model-endpoint", model.url, env={"ANTHROPIC_API_KEY": SECRET},
-        )  # fmt: skip
+            "run",
+            "--tasks",
+            "refl_z",
+            "--harness",
+            "claude-code",
+            "--model",
+            "m",
+            "--model-endpoint",
+            model.url,
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
         finish(process)
     assert not (sweep.plant_dir / "planted-claude-env.txt").exists()
     info = json.loads((run / "run.json").read_text())
@@ -334,9 +371,7 @@ def test_a_planted_harness_is_probed_in_the_sandbox_without_the_key(sweep: Sweep
 def test_every_lean_sandbox_keeps_the_kernel_and_host_sockets_out_of_reach(
     tmp_path: Path,
 ) -> None:
-    """Code that Lean runs while it elaborates (pool, verifier, `leanrig lsp`: one wrapper)
-    cannot open the kernel's settings for writing nor connect to a host Unix socket, in the
-    home or under /run, nor create a Unix socket at all."""
+    """One wrapper for pool, verifier and `leanrig lsp`; no Unix socket can be created either."""
     from repl_pool import SandboxPolicy, sandbox_tools, sandbox_wrapper
 
     if sandbox_tools()["bwrap"] is None:
@@ -353,11 +388,21 @@ def test_every_lean_sandbox_keeps_the_kernel_and_host_sockets_out_of_reach(
         "    except OSError: print('refused', p)\n"
     )
     with listening([home_socket, run_socket]):
-        argv = [*sandbox_wrapper(SandboxPolicy(writable=(tmp_path,))), sys.executable, "-c",
-                probe, str(home_socket), str(run_socket)]  # fmt: skip
+        argv = [
+            *sandbox_wrapper(SandboxPolicy(writable=(tmp_path,))),
+            sys.executable,
+            "-c",
+            probe,
+            str(home_socket),
+            str(run_socket),
+        ]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
-        control = subprocess.run([sys.executable, "-c", probe, str(home_socket)],
-                                 capture_output=True, text=True, timeout=30)  # fmt: skip
+        control = subprocess.run(
+            [sys.executable, "-c", probe, str(home_socket)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     lines = out.stdout.splitlines()
     assert len(lines) == 4 and all(line.startswith("refused") for line in lines), out.stdout
-    assert f"connected {home_socket}" in control.stdout  # (outside the sandbox it connects)
+    assert f"connected {home_socket}" in control.stdout  # outside the sandbox it connects

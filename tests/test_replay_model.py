@@ -1,9 +1,6 @@
-"""The replay model (agent_tools/models/replay.py): a local model endpoint that plays a plan of
-leanrig tool calls over Anthropic Messages, OpenAI Responses and OpenAI Chat Completions.
-
-Served for real (uvicorn on a free port) and driven with an HTTP client; the harnesses' own
-requests come from tests/fixtures/harness_requests/ (captured from Claude Code 2.1.328 and
-Codex 0.169.0 against this endpoint, long texts trimmed)."""
+"""The replay model: a local endpoint playing a plan of leanrig tool calls over Anthropic
+Messages, OpenAI Responses and Chat Completions, served by uvicorn and driven over HTTP with
+requests captured from the harnesses (tests/fixtures/harness_requests/)."""
 
 from __future__ import annotations
 
@@ -253,7 +250,7 @@ async def test_claude_code_next_call_uses_the_session_its_last_result_returned(
 ) -> None:
     body = fixture("claude_after_open")
     session = last_session([str(m["content"]) for m in body["messages"]])
-    assert session  # the captured open_task result holds one
+    assert session
     events = await served.events("/v1/messages?beta=true", body)
     start, delta = events[1][1]["content_block"], events[2][1]["delta"]
     assert start["name"] == "mcp__leanrig__set_proof"
@@ -309,7 +306,7 @@ async def test_responses_stream_has_the_event_sequence_codex_reads(served: Serve
     usage = completed["usage"]
     assert usage["input_tokens"] == len(orjson.dumps(body)) // 4
     assert usage["input_tokens_details"]["cached_tokens"] == 0
-    assert usage["output_tokens_details"]["reasoning_tokens"] == 0  # no reasoning asked
+    assert usage["output_tokens_details"]["reasoning_tokens"] == 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
@@ -341,7 +338,7 @@ async def test_responses_usage_includes_the_cached_part_and_reasoning(served: Se
     assert 0 < usage["input_tokens_details"]["cached_tokens"] < usage["input_tokens"]
     assert usage["output_tokens_details"]["reasoning_tokens"] == 8
     assert usage["output_tokens"] > 8
-    # The plan moved on (set_proof), even though the request does not offer it: called by name.
+    # The plan moved on to set_proof, called by name though the request does not offer it.
     (item,) = answer["output"]
     assert orjson.loads(item["arguments"]) == {"session_id": "s-42", "body": "h"}
     line = served.log_lines()[1]
@@ -496,7 +493,7 @@ async def test_the_only_task_is_played_when_the_conversation_names_none(tmp_path
 
 
 async def test_many_conversations_share_one_server(served: Served) -> None:
-    """Stateless: conversations at different points of the plan, at once."""
+    """Conversations at different points of the plan, at once."""
     answers: dict[int, str] = {}
 
     async def ask(done: int) -> None:
@@ -585,7 +582,7 @@ async def test_a_planned_sleep_ends_when_the_client_disconnects(tmp_path: Path) 
             assert len(app.pausing) == 1
             client.gone.set()
     assert client.sent == [] and app.pausing == set()
-    assert not (tmp_path / "l").exists()  # nothing was served
+    assert not (tmp_path / "l").exists()
 
 
 async def test_a_sleeping_request_gets_503_when_the_server_stops(tmp_path: Path) -> None:
@@ -617,7 +614,7 @@ async def test_requests_it_cannot_answer_get_the_apis_error_shape(served: Served
     assert bad.json()["error"]["type"] == "invalid_request_error"
     bad = await served.client.post(served.url + "/v1/responses", content=b"[1]")
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
-    bad = await served.post("/v1/chat/completions", {"messages": []})  # no model
+    bad = await served.post("/v1/chat/completions", {"messages": []})
     assert bad.status_code == 400 and "model" in bad.json()["error"]["message"]
     missing = await served.client.get(served.url + "/v1/nothing")
     assert missing.status_code == 404 and missing.json()["error"]["message"]

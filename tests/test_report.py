@@ -26,8 +26,7 @@ from agent_tools.runs.plots import PlotRun, field_label, outcome_grid, task_outc
 
 @pytest.fixture(autouse=True)
 def no_stray_lean() -> None:
-    """These tests start no Lean: skip conftest's ps scan (on a machine shared with other
-    Lean jobs it sees their processes come and go)."""
+    """These tests start no Lean: skip conftest's ps scan (it would see other jobs' Lean)."""
 
 
 def entry(tool: str, total: float, queue: float = 0.0, lean: float = 0.0, **kw: object) -> bytes:
@@ -41,7 +40,7 @@ def test_per_tool_statistics_and_overhead(tmp_path: Path) -> None:
     lines = [
         entry("set_proof", t, queue=1.0, lean=t - 2.0, session="s1", task="a", body_sha="abc")
         for t in (10.0, 20.0, 30.0, 40.0)
-    ]  # fmt: skip
+    ]
     lines.append(entry("close_session", 0.5, session="s1", task="a", session_wall_ms=900.0))
     ledger.write_bytes(b"".join(lines))
     summary = write_report(ledger, tmp_path / "out")
@@ -56,23 +55,20 @@ def test_per_tool_statistics_and_overhead(tmp_path: Path) -> None:
 
 
 def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> None:
-    """Found by a users' sweep: a human attempt's refused edits (recorded at 0 ms) were timed
-    with the elaborated ones, and the edit row's median was 0.0 ms."""
+    """Refusals before Lean are counted apart; failures that cost the caller time stay timed."""
     ledger = tmp_path / "l.jsonl"
     lines = [entry("edit", t, lean=t - 1.0, session="h", task="a") for t in (4.0, 40.0, 158.0)]
     lines += [entry("edit", 0.0, session="h", task="a", outcome="rejected")] * 5
     lines.append(entry("get_goals", 0.0, session="h", task="a", outcome="rejected"))
-    # Invalid arguments: refused before Lean too (a docs sweep found them timed)
     lines.append(entry("get_goals", 0.2, session="h", task="a", outcome="error:invalid_argument"))
     lines.append(entry("list_tasks", 0.3, session="s"))  # answered without Lean: timed
-    # Failures that cost the caller time stay timed (a review: they were counted as refused)
     for outcome in ("error:busy", "error:timeout", "error:unavailable", "error:internal"):
         lines.append(
             entry("try_proofs", 30000.0, queue=30000.0, session="h", task="a", outcome=outcome)
         )
-    # … but `busy` at once (the session limit) is a refusal (a second review)
+    # … but `busy` at once (the session limit) is a refusal
     lines.append(entry("open_task", 0.1, session="h", task="a", outcome="error:busy"))
-    # Rejected after Lean elaborated it (the scope check reads Lean's parse): it ran (review).
+    # Rejected after Lean elaborated it (the scope check reads Lean's parse): timed.
     lines.append(entry("set_proof", 11.8, lean=11.3, session="a", task="a", outcome="rejected"))
     ledger.write_bytes(b"".join(lines))
     summary = write_report(ledger, tmp_path / "out")
@@ -91,8 +87,13 @@ def test_refused_calls_are_counted_apart_from_the_timed_ones(tmp_path: Path) -> 
 def test_truncated_and_mixed_version_ledgers_are_read_with_notes(tmp_path: Path) -> None:
     ledger = tmp_path / "l.jsonl"
     old = orjson.dumps({"v": 0, "tool": "set_proof", "total_ms": 1}) + b"\n"
-    ledger.write_bytes(entry("set_proof", 5.0) + old + b"garbage\n" + entry("set_proof", 7.0)
-                       + b'{"v": 1, "tool": "set_pr')  # fmt: skip
+    ledger.write_bytes(
+        entry("set_proof", 5.0)
+        + old
+        + b"garbage\n"
+        + entry("set_proof", 7.0)
+        + b'{"v": 1, "tool": "set_pr'
+    )
     read = read_ledger(ledger)
     assert len(read.entries) == 2
     assert read.truncated_tail and read.skipped_version == 1 and read.skipped_invalid == 1
@@ -117,8 +118,16 @@ def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -
 
     ledger = Ledger(tmp_path / "l.jsonl")
     for i in range(3):
-        ledger.record(session="s1", task="t", tool="set_proof", queue_ms=0.0, lean_ms=1.0,
-                      total_ms=2.0, outcome="ok", version=i)  # fmt: skip
+        ledger.record(
+            session="s1",
+            task="t",
+            tool="set_proof",
+            queue_ms=0.0,
+            lean_ms=1.0,
+            total_ms=2.0,
+            outcome="ok",
+            version=i,
+        )
     assert [e["version"] for e in ledger.for_session("s1")] == [0, 1, 2]
     ledger.forget("s1")
     assert ledger.for_session("s1") == []
@@ -127,14 +136,18 @@ def test_the_ledger_forgets_closed_sessions_but_keeps_the_file(tmp_path: Path) -
 
 
 def test_a_ledger_report_counts_accepted_tasks_and_calls_it_no_score(tmp_path: Path) -> None:
-    """Found by the session-12 users' sweep: a ledger's report said "score 1 of 2 …
-    seconds per score point", numbers that mean something else in docs/runs.md (a
-    difficulty-weighted score over the suite), which a ledger cannot compute."""
     ledger = tmp_path / "l.jsonl"
 
     def at(second: int, **kw: object) -> bytes:
-        fields = {"v": 1, "ts": f"2026-01-01T00:00:{second:02d}+00:00", "queue_ms": 0.0,
-                  "lean_ms": 0.0, "total_ms": 1.0, "outcome": "ok", **kw}  # fmt: skip
+        fields = {
+            "v": 1,
+            "ts": f"2026-01-01T00:00:{second:02d}+00:00",
+            "queue_ms": 0.0,
+            "lean_ms": 0.0,
+            "total_ms": 1.0,
+            "outcome": "ok",
+            **kw,
+        }
         return orjson.dumps(fields) + b"\n"
 
     ledger.write_bytes(
@@ -161,38 +174,68 @@ def test_a_ledger_report_counts_accepted_tasks_and_calls_it_no_score(tmp_path: P
 
 
 def make_run(
-    path: Path, condition: str, verdicts: dict[str, bool], *, label: str | None = None,
-    costs: dict[str, float] | None = None, ended: bool = True,
-) -> Path:  # fmt: skip
+    path: Path,
+    condition: str,
+    verdicts: dict[str, bool],
+    *,
+    label: str | None = None,
+    costs: dict[str, float] | None = None,
+    ended: bool = True,
+) -> Path:
     from agent_tools.runs import AttemptResult, RunInfo, append_result, write_run_info
 
-    inventory = [{"id": "a", "field": "alg", "difficulty": 2},
-                 {"id": "b", "field": "alg", "difficulty": 6},
-                 {"id": "c", "field": "geo", "difficulty": 4},
-                 {"id": "d", "field": "geo", "difficulty": 8}]  # fmt: skip
-    info = RunInfo.model_validate({
-        "suite_name": "demo", "task_count": 4, "tasks": inventory, "model": "m",
-        "agent_tool": "search", "condition": condition, "time_limit_s": 60, "label": label,
-        "started_at": "2026-05-01T10:00:00+00:00",
-        "ended_at": "2026-05-01T10:05:00+00:00" if ended else None,
-    })  # fmt: skip
+    inventory = [
+        {"id": "a", "field": "alg", "difficulty": 2},
+        {"id": "b", "field": "alg", "difficulty": 6},
+        {"id": "c", "field": "geo", "difficulty": 4},
+        {"id": "d", "field": "geo", "difficulty": 8},
+    ]
+    info = RunInfo.model_validate(
+        {
+            "suite_name": "demo",
+            "task_count": 4,
+            "tasks": inventory,
+            "model": "m",
+            "agent_tool": "search",
+            "condition": condition,
+            "time_limit_s": 60,
+            "label": label,
+            "started_at": "2026-05-01T10:00:00+00:00",
+            "ended_at": "2026-05-01T10:05:00+00:00" if ended else None,
+        }
+    )
     write_run_info(path, info)
     for t in inventory:
         task = str(t["id"])
         if task not in verdicts:
             continue
-        append_result(path, AttemptResult.model_validate({
-            "task": task, "field": t["field"], "difficulty": t["difficulty"],
-            "accepted": verdicts[task], "invocation_s": 10.0, "condition": condition,
-            "timed_out": task == "d", "cost_usd": (costs or {}).get(task),
-            "input_tokens": 1000, "output_tokens": 100,
-        }))  # fmt: skip
+        append_result(
+            path,
+            AttemptResult.model_validate(
+                {
+                    "task": task,
+                    "field": t["field"],
+                    "difficulty": t["difficulty"],
+                    "accepted": verdicts[task],
+                    "invocation_s": 10.0,
+                    "condition": condition,
+                    "timed_out": task == "d",
+                    "cost_usd": (costs or {}).get(task),
+                    "input_tokens": 1000,
+                    "output_tokens": 100,
+                }
+            ),
+        )
     return path
 
 
 def test_run_dir_report_has_the_metrics_and_plots(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "base", "baseline", {"a": True, "b": False, "c": True, "d": True},
-                   costs={"a": 0.2, "b": 0.4, "c": 0.3, "d": 0.5})  # fmt: skip
+    run = make_run(
+        tmp_path / "base",
+        "baseline",
+        {"a": True, "b": False, "c": True, "d": True},
+        costs={"a": 0.2, "b": 0.4, "c": 0.3, "d": 0.5},
+    )
     summary = write_report(run, tmp_path / "out")
     data = orjson.loads((tmp_path / "out" / "report.json").read_bytes())
     for key in (
@@ -207,7 +250,7 @@ def test_run_dir_report_has_the_metrics_and_plots(tmp_path: Path) -> None:
         "accepted_after_timeout",
         "pass_at_k",
     ):
-        assert key in data, key  # fmt: skip
+        assert key in data, key
     assert data["score"] == pytest.approx(100 * 14 / 20) and data["completion"] == 75.0
     assert data["fields"] == {"alg": 25.0, "geo": 100.0}
     assert data["field_denominators"] == {"alg": 8, "geo": 12}
@@ -221,8 +264,12 @@ def test_run_dir_report_has_the_metrics_and_plots(tmp_path: Path) -> None:
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| alg | 25.0 | 8 |" in md and "70.0" in md
     names = {Path(p).name for p in summary["plots"]}
-    assert names == {"score_completion.png", "cost_per_point.png", "fields_radar.png",
-                     "task_outcomes.png"}  # fmt: skip
+    assert names == {
+        "score_completion.png",
+        "cost_per_point.png",
+        "fields_radar.png",
+        "task_outcomes.png",
+    }
     assert all(Path(p).stat().st_size > 0 for p in summary["plots"])
 
 
@@ -238,16 +285,25 @@ def test_run_dir_report_marks_gaps_and_na(tmp_path: Path) -> None:
 
 
 def test_a_run_with_attempts_missing_says_so(tmp_path: Path) -> None:
-    """Found by a users' sweep: a run of 2 attempts per task whose tasks had only their first
-    said nothing (pass@2 and the rates were over what was there, silently)."""
     from agent_tools.runs import AttemptResult, append_result
     from agent_tools.runs.results import read_run_info, write_run_info
 
     run = make_run(tmp_path / "r", "baseline", {"a": True, "b": False, "c": True, "d": False})
     write_run_info(run, read_run_info(run).model_copy(update={"attempts": 2}))
-    append_result(run, AttemptResult.model_validate({
-        "task": "b", "field": "alg", "difficulty": 6, "attempt": 2, "accepted": True,
-        "invocation_s": 10.0, "condition": "baseline"}))  # fmt: skip
+    append_result(
+        run,
+        AttemptResult.model_validate(
+            {
+                "task": "b",
+                "field": "alg",
+                "difficulty": 6,
+                "attempt": 2,
+                "accepted": True,
+                "invocation_s": 10.0,
+                "condition": "baseline",
+            }
+        ),
+    )
     summary = write_report(run, tmp_path / "out", plots=False)
     (note,) = [n for n in summary["notes"] if "fewer than" in n]
     assert "3 task(s)" in note and "a (1 of 2), c (1 of 2), d (1 of 2)" in note, note
@@ -258,8 +314,6 @@ def test_a_run_with_attempts_missing_says_so(tmp_path: Path) -> None:
 def test_a_run_and_a_ledger_together_are_refused_with_a_hint_that_fits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Found by a users' sweep: the refusal ended with the ledger error's generic hint ("pass
-    a ledger written by `leanrig serve`") right after saying a ledger was not accepted."""
     run = make_run(tmp_path / "r", "baseline", {"a": True})
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_bytes(entry("set_proof", 5.0, session="s", task="a"))
@@ -285,8 +339,7 @@ def test_a_run_dir_without_results_or_run_json_is_a_clear_error(
 
 
 def test_serve_s_own_run_directory_points_at_its_ledger(tmp_path: Path) -> None:
-    """`leanrig serve` writes runs/<timestamp>/ledger.jsonl; `leanrig report runs/<timestamp>`
-    was told to pass a directory written by `leanrig run`, not the ledger it has."""
+    """`leanrig report` on serve's runs/<timestamp>/ points at its ledger.jsonl."""
     served = tmp_path / "runs" / "20260101-000000"
     served.mkdir(parents=True)
     (served / "ledger.jsonl").write_bytes(entry("open_task", 5.0, session="s", task="a"))
@@ -300,24 +353,23 @@ def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
 
     weak = {"a": True, "b": False, "c": False, "d": False}
     a = make_run(tmp_path / "x" / "run", "baseline", weak, label="weak")
-    b = make_run(tmp_path / "y" / "run", "lad", {"a": True, "b": True, "c": True, "d": False},
-                 label="strong")  # fmt: skip
+    b = make_run(
+        tmp_path / "y" / "run", "lad", {"a": True, "b": True, "c": True, "d": False}, label="strong"
+    )
     summary = report_runs([a, b], tmp_path / "board")
     assert [r["name"] for r in summary["runs"]] == ["strong", "weak"]
     md = (tmp_path / "board" / "report.md").read_text()
     assert md.index("strong") < md.index("weak") and "alg (/8)" in md
-    assert (tmp_path / "board" / "run" / "report.json").exists()  # same dir names: kept apart
+    assert (tmp_path / "board" / "run" / "report.json").exists()  # same names: kept apart
     assert (tmp_path / "board" / "run_" / "report.json").exists()
     assert "leaderboard.png" in {Path(p).name for p in summary["plots"]}
-    # Each row links its run's own report, which is there.
     linked = re.findall(r"\| \[(\w+)\]\(([^)]+)\) \|", md)
     assert {name for name, _ in linked} == {"strong", "weak"}, md
     assert all((tmp_path / "board" / target).exists() for _, target in linked)
 
 
 def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
-    """A red-team sweep: a 2-task suite's run ranked above the 4-task demo run with no word
-    that the scores are over different tasks, under the first run's field denominators."""
+    """A warning, and each run's own field denominators; also for a `--tasks` subset."""
     from agent_tools.runs import RunInfo, report_runs, write_run_info
     from agent_tools.runs.results import read_run_info
 
@@ -330,11 +382,11 @@ def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
     assert any("different tasks" in n and "mini" in n for n in summary["notes"]), summary
     md = (tmp_path / "board" / "report.md").read_text()
     assert "**warning:** these runs are over different tasks" in md
-    assert "alg (/8)" not in md and "(/2)" in md and "(/8)" in md  # each run's denominator
-    same = report_runs([a, make_run(tmp_path / "c", "lad", {"a": True})], tmp_path / "s",
-                       plots=False)  # fmt: skip
+    assert "alg (/8)" not in md and "(/2)" in md and "(/8)" in md
+    same = report_runs(
+        [a, make_run(tmp_path / "c", "lad", {"a": True})], tmp_path / "s", plots=False
+    )
     assert not any("different tasks" in n for n in same["notes"])
-    # The same suite, a subset of its tasks (`--tasks`): not comparable either (a review).
     d = make_run(tmp_path / "d", "baseline", {"a": True}, label="subset")
     subset = read_run_info(d).model_dump()
     subset.update(task_count=2, tasks=subset["tasks"][:2])
@@ -346,8 +398,12 @@ def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
 def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     from agent_tools.runs import compare_runs
 
-    base = make_run(tmp_path / "b", "baseline", {"a": True, "b": False, "c": True, "d": False},
-                    costs={"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})  # fmt: skip
+    base = make_run(
+        tmp_path / "b",
+        "baseline",
+        {"a": True, "b": False, "c": True, "d": False},
+        costs={"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0},
+    )
     lad = make_run(tmp_path / "l", "lad", {"a": True, "b": True, "c": True, "d": False})
     summary = compare_runs(base, lad, tmp_path / "cmp")
     c = summary["comparison"]
@@ -355,7 +411,7 @@ def test_compare_baseline_and_lad(tmp_path: Path) -> None:
     assert c["score"]["change_percent"] == pytest.approx(100.0)
     assert c["completion"]["change_percent"] == pytest.approx(50.0)
     assert c["seconds_per_point"]["change_percent"] == pytest.approx(-50.0)
-    assert c["usd_per_point"]["change_percent"] is None  # the LAD run has no cost: N/A
+    assert c["usd_per_point"]["change_percent"] is None  # the LAD run has no cost
     assert c["fields"]["alg"]["diff_points"] == pytest.approx(75.0)
     assert c["fields"]["geo"]["diff_points"] == pytest.approx(0.0)
     md = (tmp_path / "cmp" / "compare.md").read_text()
@@ -367,15 +423,16 @@ def test_compare_baseline_and_lad(tmp_path: Path) -> None:
 def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
     tmp_path: Path,
 ) -> None:
-    """Four unlabelled runs were four leaderboard rows named "baseline"; `compare` with the
-    runs swapped, or of different suites or time limits, said nothing."""
+    """`compare` notes swapped runs, suites, time limits, two baselines, a baseline scoring 0."""
     from agent_tools.runs import compare_runs, report_runs
     from agent_tools.runs.results import read_run_info, write_run_info
 
     runs = [make_run(tmp_path / name, "baseline", {"a": True}) for name in ("sleep", "flaky")]
     summary = report_runs(runs, tmp_path / "board", plots=False)
     assert sorted(r["name"] for r in summary["runs"]) == [
-        "m · search · baseline (flaky)", "m · search · baseline (sleep)"]  # fmt: skip
+        "m · search · baseline (flaky)",
+        "m · search · baseline (sleep)",
+    ]
     lad = make_run(tmp_path / "lad", "lad", {"a": True, "b": True})
     info = read_run_info(lad)
     write_run_info(lad, info.model_copy(update={"suite_hash": "f" * 64, "time_limit_s": 30}))
@@ -385,8 +442,6 @@ def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
     assert any("swapped" in n for n in notes), notes
     assert any("different suites" in n for n in notes), notes
     assert any("time limit" in n for n in notes), notes
-    # Found by a users' sweep: two baseline runs compared, or a baseline that scored 0 (every
-    # change N/A), said nothing.
     zero = make_run(tmp_path / "zero", "baseline", {"a": False, "b": False})
     notes = compare_runs(zero, runs[1], tmp_path / "cmp2", plots=False)["comparison"]["notes"]
     assert any("both runs are baseline runs" in n for n in notes), notes
@@ -396,8 +451,7 @@ def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
 
 
 def _table_rows_keep_their_shape(md: str) -> None:
-    """Every row of every Markdown table has as many cells as its header (an escaped ``\\|``
-    is not a cell border)."""
+    """Every Markdown table row has as many cells as its header (``\\|`` is no border)."""
     import re
 
     width = None
@@ -412,8 +466,6 @@ def _table_rows_keep_their_shape(md: str) -> None:
 
 
 def test_labels_and_names_with_a_bar_keep_the_tables_whole(tmp_path: Path) -> None:
-    """A `|` in a label, a model name or an agent command ended its cell and shifted the
-    row (the leaderboard's rows and the run table read wrong)."""
     from agent_tools.runs import compare_runs, report_runs
 
     a = make_run(tmp_path / "a", "baseline", {"a": True, "b": False}, label="gpt | tools")
@@ -431,7 +483,7 @@ def test_labels_and_names_with_a_bar_keep_the_tables_whole(tmp_path: Path) -> No
 
 
 def test_dollars_are_written_without_an_exponent() -> None:
-    """$2.7e-05 per point read as $2.70 at a glance."""
+    """$2.7e-05 reads as $2.70 at a glance."""
     from hypothesis import given
     from hypothesis import strategies as st
 
@@ -451,16 +503,26 @@ def test_dollars_are_written_without_an_exponent() -> None:
 
 
 def test_a_per_task_row_says_which_columns_are_per_attempt(tmp_path: Path) -> None:
-    """With several attempts a row showed the mean USD of one attempt beside the tokens of
-    all of them, unlabelled."""
     from agent_tools.runs import AttemptResult, append_result
 
     run = make_run(tmp_path / "r", "baseline", {"a": True}, costs={"a": 0.5})
-    append_result(run, AttemptResult.model_validate({
-        "task": "a", "field": "alg", "difficulty": 2, "attempt": 2, "accepted": False,
-        "invocation_s": 30.0, "condition": "baseline", "cost_usd": 1.5,
-        "input_tokens": 3000, "output_tokens": 300,
-    }))  # fmt: skip
+    append_result(
+        run,
+        AttemptResult.model_validate(
+            {
+                "task": "a",
+                "field": "alg",
+                "difficulty": 2,
+                "attempt": 2,
+                "accepted": False,
+                "invocation_s": 30.0,
+                "condition": "baseline",
+                "cost_usd": 1.5,
+                "input_tokens": 3000,
+                "output_tokens": 300,
+            }
+        ),
+    )
     write_report(run, tmp_path / "out", plots=False)
     md = (tmp_path / "out" / "report.md").read_text()
     assert (
@@ -474,13 +536,19 @@ def test_a_per_task_row_says_which_columns_are_per_attempt(tmp_path: Path) -> No
 
 
 def test_a_resumed_attempts_session_is_one_invocation_with_its_last_wall_time() -> None:
-    """A human attempt resumed by a second editor connection has two close_session lines in
-    one session, the second with the attempt's whole wall time: the ledger report counted two
-    invocations over both values (a review)."""
+    """Two close_session lines in one session (a resumed human attempt)."""
     from agent_tools.runs import summarize
 
-    line = {"v": 1, "ts": "2026-12-02T00:00:00+00:00", "session": "s1", "task": "t",
-            "queue_ms": 0.0, "lean_ms": 0.0, "total_ms": 0.0, "outcome": "ok"}  # fmt: skip
+    line = {
+        "v": 1,
+        "ts": "2026-12-02T00:00:00+00:00",
+        "session": "s1",
+        "task": "t",
+        "queue_ms": 0.0,
+        "lean_ms": 0.0,
+        "total_ms": 0.0,
+        "outcome": "ok",
+    }
     entries = [
         {**line, "tool": "open_task"},
         {**line, "tool": "close_session", "session_wall_ms": 1000.0},
@@ -500,8 +568,9 @@ def test_a_harness_run_names_its_harness_as_the_agent_tool() -> None:
     from agent_tools.runs.run_report import agent_tool_of
 
     harness = HarnessInfo(name="claude-code", version="2.0.0", program="/x/claude", model="m")
-    info = RunInfo(suite_name="s", task_count=1, time_limit_s=60, started_at=datetime.now(UTC),
-                   harness=harness)  # fmt: skip
+    info = RunInfo(
+        suite_name="s", task_count=1, time_limit_s=60, started_at=datetime.now(UTC), harness=harness
+    )
     assert agent_tool_of(info) == "claude-code"
     assert agent_tool_of(info.model_copy(update={"agent_tool": "mine"})) == "mine"
     assert agent_tool_of(info.model_copy(update={"harness": None})) == "—"
@@ -511,36 +580,59 @@ def test_a_harness_run_names_its_harness_as_the_agent_tool() -> None:
 
 
 def result(task: str = "a", attempt: int = 1, **kw: Any) -> AttemptResult:
-    fields: dict[str, Any] = {"field": "alg", "difficulty": 3, "accepted": False,
-                              "invocation_s": 10.0, **kw}  # fmt: skip
+    fields: dict[str, Any] = {
+        "field": "alg",
+        "difficulty": 3,
+        "accepted": False,
+        "invocation_s": 10.0,
+        **kw,
+    }
     return AttemptResult(task=task, attempt=attempt, **fields)
 
 
 def test_the_grid_has_attempts_for_one_run_and_runs_for_several() -> None:
-    one = compute_metrics([
-        result("b", 1, field="geo", difficulty=2, accepted=True),
-        result("b", 2, field="geo", difficulty=2, timed_out=True),
-        result("a", 1, field="alg", difficulty=9, reasons=["infrastructure: Lean died"]),
-        result("z", 1, field="alg", difficulty=1),
-    ])  # fmt: skip
+    one = compute_metrics(
+        [
+            result("b", 1, field="geo", difficulty=2, accepted=True),
+            result("b", 2, field="geo", difficulty=2, timed_out=True),
+            result("a", 1, field="alg", difficulty=9, reasons=["infrastructure: Lean died"]),
+            result("z", 1, field="alg", difficulty=1),
+        ]
+    )
     grid = outcome_grid([PlotRun("r", "baseline", one)])
     assert [r.task for r in grid.rows] == ["z", "a", "b"]  # by field, then difficulty
     assert grid.columns == ["attempt 1", "attempt 2"]
-    assert grid.status == [["not verified", "no result"], ["error", "no result"],
-                           ["verified", "timed out"]]  # fmt: skip
+    assert grid.status == [
+        ["not verified", "no result"],
+        ["error", "no result"],
+        ["verified", "timed out"],
+    ]
     other = compute_metrics([result("a", 1, field="alg", difficulty=9, accepted=True)])
     grid = outcome_grid([PlotRun("r", "baseline", one), PlotRun("s", "lad", other)])
     assert grid.columns == ["r", "s"]
-    assert grid.status == [["not verified", "not in suite"], ["error", "verified"],
-                           ["partly verified", "not in suite"]]  # fmt: skip
+    assert grid.status == [
+        ["not verified", "not in suite"],
+        ["error", "verified"],
+        ["partly verified", "not in suite"],
+    ]
     assert grid.counts == [["", ""], ["", ""], ["1/2", ""]]
 
 
 def test_per_field_labels_carry_their_points_available() -> None:
-    small = compute_metrics([result("a", difficulty=2), result("b", field="geo", difficulty=9),
-                             result("c", field="geo", difficulty=6)])  # fmt: skip
-    big = compute_metrics([result("a", difficulty=4), result("b", field="geo", difficulty=9),
-                           result("c", field="geo", difficulty=6)])  # fmt: skip
+    small = compute_metrics(
+        [
+            result("a", difficulty=2),
+            result("b", field="geo", difficulty=9),
+            result("c", field="geo", difficulty=6),
+        ]
+    )
+    big = compute_metrics(
+        [
+            result("a", difficulty=4),
+            result("b", field="geo", difficulty=9),
+            result("c", field="geo", difficulty=6),
+        ]
+    )
     runs = [PlotRun("s", "baseline", small), PlotRun("b", "lad", big)]
     assert field_label("geo", runs) == "geo (Σd = 15)"
     assert field_label("alg", runs) == "alg (Σd = 2 / 4)"  # the runs differ: each one's
@@ -559,37 +651,63 @@ def test_the_grid_grows_with_the_tasks(tmp_path: Path) -> None:
 
 # -- the reports --------------------------------------------------------------------------------
 
-INVENTORY = [{"id": "a", "field": "alg", "difficulty": 2}, {"id": "b", "field": "alg",
-             "difficulty": 6}, {"id": "c", "field": "geo", "difficulty": 4},
-             {"id": "d", "field": "geo", "difficulty": 8}]  # fmt: skip
+INVENTORY = [
+    {"id": "a", "field": "alg", "difficulty": 2},
+    {"id": "b", "field": "alg", "difficulty": 6},
+    {"id": "c", "field": "geo", "difficulty": 4},
+    {"id": "d", "field": "geo", "difficulty": 8},
+]
 
 
 def attempts_run(path: Path, condition: str, outcomes: dict[str, str], label: str) -> Path:
     """A run of the four-task demo inventory, each task's attempts given as a string of
     v(erified), n(ot verified), t(imed out), e(rror)."""
     attempts = max(len(o) for o in outcomes.values())
-    write_run_info(path, RunInfo.model_validate({
-        "suite_name": "demo", "task_count": 4, "tasks": INVENTORY, "model": "m",
-        "condition": condition, "time_limit_s": 60, "label": label, "attempts": attempts,
-        "started_at": "2026-05-01T10:00:00+00:00", "ended_at": "2026-05-01T10:05:00+00:00",
-    }))  # fmt: skip
+    write_run_info(
+        path,
+        RunInfo.model_validate(
+            {
+                "suite_name": "demo",
+                "task_count": 4,
+                "tasks": INVENTORY,
+                "model": "m",
+                "condition": condition,
+                "time_limit_s": 60,
+                "label": label,
+                "attempts": attempts,
+                "started_at": "2026-05-01T10:00:00+00:00",
+                "ended_at": "2026-05-01T10:05:00+00:00",
+            }
+        ),
+    )
     for t in INVENTORY:
         for k, o in enumerate(outcomes.get(str(t["id"]), ""), 1):
-            append_result(path, AttemptResult.model_validate({
-                "task": t["id"], "field": t["field"], "difficulty": t["difficulty"],
-                "attempt": k, "accepted": o == "v", "timed_out": o == "t",
-                "reasons": ["infrastructure: Lean died"] if o == "e" else [],
-                "invocation_s": 10.0,
-                "condition": condition, "cost_usd": 0.1,
-            }))  # fmt: skip
+            append_result(
+                path,
+                AttemptResult.model_validate(
+                    {
+                        "task": t["id"],
+                        "field": t["field"],
+                        "difficulty": t["difficulty"],
+                        "attempt": k,
+                        "accepted": o == "v",
+                        "timed_out": o == "t",
+                        "reasons": ["infrastructure: Lean died"] if o == "e" else [],
+                        "invocation_s": 10.0,
+                        "condition": condition,
+                        "cost_usd": 0.1,
+                    }
+                ),
+            )
     return path
 
 
 def test_a_run_report_gives_intervals_outcomes_and_pass_at_k(tmp_path: Path) -> None:
     from agent_tools.runs import write_report
 
-    run = attempts_run(tmp_path / "r", "baseline",
-                       {"a": "vvv", "b": "nvt", "c": "ten", "d": "nnn"}, "three")  # fmt: skip
+    run = attempts_run(
+        tmp_path / "r", "baseline", {"a": "vvv", "b": "nvt", "c": "ten", "d": "nnn"}, "three"
+    )
     summary = write_report(run, tmp_path / "out")
     assert {Path(p).name for p in summary["plots"]} >= {"task_outcomes.png", "pass_at_k.png"}
     md = (tmp_path / "out" / "report.md").read_text()
@@ -610,8 +728,9 @@ def test_compare_and_the_leaderboard_give_delta_intervals_and_the_outcome_grid(
 ) -> None:
     from agent_tools.runs import compare_runs, report_runs
 
-    base = attempts_run(tmp_path / "b", "baseline", {"a": "v", "b": "n", "c": "v", "d": "t"},
-                        "base")  # fmt: skip
+    base = attempts_run(
+        tmp_path / "b", "baseline", {"a": "v", "b": "n", "c": "v", "d": "t"}, "base"
+    )
     lad = attempts_run(tmp_path / "l", "lad", {"a": "v", "b": "v", "c": "v", "d": "e"}, "lad")
     summary = compare_runs(base, lad, tmp_path / "cmp")
     assert {Path(p).name for p in summary["plots"]} == {"comparison.png", "task_outcomes.png"}
@@ -647,21 +766,41 @@ def test_a_per_point_panel_with_nothing_to_draw_says_why() -> None:
 
 
 def kinds_run(path: Path, condition: str, accepted: dict[str, bool]) -> Path:
-    """A run over two proof tasks (p1, p2) and two statement tasks (s1, s2)."""
     inventory = [
         {"id": t, "field": "f", "difficulty": 2, "kind": "proof" if t[0] == "p" else "statement"}
         for t in ("p1", "p2", "s1", "s2")
     ]
-    write_run_info(path, RunInfo.model_validate({
-        "suite_name": "mixed", "task_count": 4, "tasks": inventory, "model": "m",
-        "condition": condition, "time_limit_s": 60, "label": condition,
-        "started_at": "2026-05-01T10:00:00+00:00", "ended_at": "2026-05-01T10:05:00+00:00",
-    }))  # fmt: skip
+    write_run_info(
+        path,
+        RunInfo.model_validate(
+            {
+                "suite_name": "mixed",
+                "task_count": 4,
+                "tasks": inventory,
+                "model": "m",
+                "condition": condition,
+                "time_limit_s": 60,
+                "label": condition,
+                "started_at": "2026-05-01T10:00:00+00:00",
+                "ended_at": "2026-05-01T10:05:00+00:00",
+            }
+        ),
+    )
     for t in inventory:
-        append_result(path, AttemptResult.model_validate({
-            "task": t["id"], "field": "f", "difficulty": 2, "kind": t["kind"],
-            "accepted": accepted[str(t["id"])], "invocation_s": 10.0, "condition": condition,
-        }))  # fmt: skip
+        append_result(
+            path,
+            AttemptResult.model_validate(
+                {
+                    "task": t["id"],
+                    "field": "f",
+                    "difficulty": 2,
+                    "kind": t["kind"],
+                    "accepted": accepted[str(t["id"])],
+                    "invocation_s": 10.0,
+                    "condition": condition,
+                }
+            ),
+        )
     return path
 
 
@@ -679,7 +818,10 @@ def test_a_run_mixing_kinds_reports_each_kind_apart(tmp_path: Path) -> None:
     text = (tmp_path / "out" / "report.md").read_text()
     assert "### Proofs (theorem proving)" in text and "### Statements (autoformalization)" in text
     compare_runs(base, lad, tmp_path / "cmp", plots=False)
-    rows = [line for line in (tmp_path / "cmp" / "compare.md").read_text().splitlines()
-            if line.startswith(("| proof |", "| statement |"))]  # fmt: skip
+    rows = [
+        line
+        for line in (tmp_path / "cmp" / "compare.md").read_text().splitlines()
+        if line.startswith(("| proof |", "| statement |"))
+    ]
     assert rows[0].startswith("| proof | 100.0 | 50.0 | -50.0 |")
     assert rows[1].startswith("| statement | 0.0 | 100.0 | +100.0 |")

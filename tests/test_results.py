@@ -1,5 +1,5 @@
-"""The run directory's files: run.json, results.jsonl, usage.json — written and read back,
-and what real runs leave behind (truncated, replaced, foreign and invalid lines)."""
+"""The run directory's files (run.json, results.jsonl, usage.json) written and read back,
+including truncated, replaced, foreign and invalid lines."""
 
 from __future__ import annotations
 
@@ -32,25 +32,39 @@ from agent_tools.runs import (
 
 @pytest.fixture(autouse=True)
 def no_stray_lean() -> None:
-    """These tests start no process: skip conftest's ps scan (on a machine shared with other
-    Lean jobs it sees their processes come and go)."""
+    """These tests start no process: skip conftest's ps scan, which sees other jobs' Lean."""
 
 
 def result(task: str = "t", attempt: int = 1, **kw: object) -> AttemptResult:
-    fields: dict[str, object] = {"field": "F", "difficulty": 3, "accepted": True,
-                                 "invocation_s": 1.5, **kw}  # fmt: skip
+    fields: dict[str, object] = {
+        "field": "F",
+        "difficulty": 3,
+        "accepted": True,
+        "invocation_s": 1.5,
+        **kw,
+    }
     return AttemptResult.model_validate({"task": task, "attempt": attempt, **fields})
 
 
 def info(**kw: object) -> RunInfo:
     fields: dict[str, object] = {
-        "suite_name": "demo", "suite_version": "1.0", "suite_hash": "ab" * 32, "task_count": 2,
-        "tasks": [{"id": "t", "field": "F", "difficulty": 3}], "model": "m", "agent_tool": "a",
-        "condition": "lad", "time_limit_s": 1800, "attempts": 1, "leanrig_version": "0.1.0",
-        "lean_version": "4.35.0", "sandbox": "bwrap",
+        "suite_name": "demo",
+        "suite_version": "1.0",
+        "suite_hash": "ab" * 32,
+        "task_count": 2,
+        "tasks": [{"id": "t", "field": "F", "difficulty": 3}],
+        "model": "m",
+        "agent_tool": "a",
+        "condition": "lad",
+        "time_limit_s": 1800,
+        "attempts": 1,
+        "leanrig_version": "0.1.0",
+        "lean_version": "4.35.0",
+        "sandbox": "bwrap",
         "machine": {"cores": 2, "memory_bytes": 2**33},
-        "started_at": "2026-05-01T10:00:00+00:00", "agent_command": "agent --prompt {prompt}",
-    }  # fmt: skip
+        "started_at": "2026-05-01T10:00:00+00:00",
+        "agent_command": "agent --prompt {prompt}",
+    }
     return RunInfo.model_validate(fields | kw)
 
 
@@ -89,9 +103,11 @@ def test_models_reject_typos_and_bad_values() -> None:
 
 
 def test_results_append_and_read_back(tmp_path: Path) -> None:
-    lines = [result("a", cost_usd=0.25, input_tokens=10, output_tokens=2, reasons=[]),
-             result("b", accepted=False, reasons=["sorry"], timed_out=True, exit_code=-9),
-             result("a", attempt=2, condition="human")]  # fmt: skip
+    lines = [
+        result("a", cost_usd=0.25, input_tokens=10, output_tokens=2, reasons=[]),
+        result("b", accepted=False, reasons=["sorry"], timed_out=True, exit_code=-9),
+        result("a", attempt=2, condition="human"),
+    ]
     for r in lines:
         append_result(tmp_path, r)
     read = read_results(tmp_path)
@@ -124,7 +140,7 @@ def test_reading_tolerates_what_real_runs_leave(tmp_path: Path) -> None:
 
 def test_usage_json_any_subset_and_unknown_is_never_zero(tmp_path: Path) -> None:
     path = tmp_path / "usage.json"
-    assert read_usage(path) == Usage()  # missing: unknown
+    assert read_usage(path) == Usage()
     path.write_text('{"input_tokens": 1200, "output_tokens": 80, "model_name": "x"}')
     usage = read_usage(path)
     assert usage.input_tokens == 1200 and usage.output_tokens == 80
@@ -136,8 +152,7 @@ def test_usage_json_any_subset_and_unknown_is_never_zero(tmp_path: Path) -> None
         "[1]",
         '{"input_tokens": -1}',
         '{"input_tokens": 5, "cached_input_tokens": 9}',
-        # A red-team sweep: 2^64 tokens crashed the runner writing the results line (the
-        # attempt erased, a silent second try on --resume); 1e400 USD read as infinity.
+        # Counts past 64 bits and non-finite costs are unknown, not crashes or infinity.
         '{"input_tokens": 18446744073709551616}',
         '{"output_tokens": 18446744073709551615}',
         '{"cost_usd": 1e400}',

@@ -1,7 +1,6 @@
-"""`leanrig run` (agent_tools/runs/runner.py) against real agents, the runner's own service per
-attempt and a real Lean: the run protocol's files, verdicts after every invocation (timeouts
-included), the whole-tree kill, resume and the infrastructure retry (the runner's service
-dying mid-attempt)."""
+"""`leanrig run` against real agents and Lean, the runner's own service per attempt: the run
+protocol's files, verdicts after every invocation, the whole-tree kill, resume, and the
+infrastructure retry."""
 
 from __future__ import annotations
 
@@ -74,7 +73,7 @@ def attempt_processes(run_dir: Path) -> list[int]:
 
 
 def marked_processes(marker: str) -> list[int]:
-    """Live processes whose last argument is ``marker`` (the agent's grandchild)."""
+    """Live processes whose last argument is ``marker``."""
     alive = []
     for p in psutil.process_iter():
         try:
@@ -99,7 +98,6 @@ def live_children() -> list[psutil.Process]:
 
 def check_common(summary: RunSummary, run_dir: Path) -> None:
     assert attempt_processes(run_dir) == []
-    # Every attempt's service closed its pool: no Lean (nor anything else) outlives the run.
     assert live_children() == []
     info = read_run_info(run_dir)
     assert isinstance(info, RunInfo)
@@ -132,19 +130,18 @@ async def test_serial_run_solves_two_tasks_and_reports(tmp_path: Path) -> None:
         assert (ws / "Submission.lean").read_text() == suite.tasks[task_id].with_body(
             "\n  " + proofs[task_id]
         )
-        # The service was bound to this one task.
         listed = orjson.loads((ws / "tasks.json").read_bytes())
         assert [t["id"] for t in listed["tasks"]] == [task_id]
-        # The agent's MCP server command is the relay to the runner's socket (gone after the
-        # run), and its env carries only the attempt's token.
+        # The agent's MCP server is the relay to the runner's socket; its env carries only the
+        # attempt's token.
         config = orjson.loads((ws / "mcp.json").read_bytes())["mcpServers"]["leanrig"]
         assert Path(config["command"]).is_absolute() and config["cwd"] == str(ws)
         assert config["args"][:3] == ["-I", "-S", str(RELAY_SCRIPT)]
         socket = Path(config["args"][3])
         assert socket.is_absolute() and not socket.parent.exists()
         assert list(config["env"]) == [ATTEMPT_TOKEN_VAR]
-    # The run's ledger has every attempt's calls, and the server's own closing lines for the
-    # sessions the agent left open (no calls of the agent's).
+    # The run's ledger has every attempt's calls, and the server's closing lines for the
+    # sessions the agent left open.
     ledger = [orjson.loads(x) for x in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     agents = [e for e in ledger if e.get("closed_by") != "server"]
     assert len(agents) == sum(r.tool_calls for r in results.values())
@@ -167,8 +164,7 @@ async def test_parallel_attempts_give_pass_at_k(tmp_path: Path) -> None:
     assert all(r.reasons and r.exit_code == 0 and not r.timed_out for r in wrong)
     report = write_report(run_dir, tmp_path / "report", plots=False)
     assert report["pass_at_k"] == {"1": 50.0, "2": 100.0}
-    # Each attempt had its own service: its ledger names only its task, and no session id
-    # appears in two attempts.
+    # Each attempt had its own service.
     sessions: list[set[str]] = []
     for ledger in run_dir.glob("attempts/*/*/ledger.jsonl"):
         lines = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
@@ -186,12 +182,12 @@ async def test_timeout_kills_the_whole_tree_and_a_correct_body_counts(tmp_path: 
     )
     [r] = raw_lines(run_dir)
     assert r.timed_out and r.accepted, r
-    assert r.invocation_s >= limit  # it ran to the limit (how long the kill took: bench)
+    assert r.invocation_s >= limit
     ws = run_dir / "attempts" / "refl_z" / "1" / "workspace"
-    assert (ws / "grandchild.pid").is_file()  # it was started
+    assert (ws / "grandchild.pid").is_file()
     assert marked_processes(str(ws)) == []
     assert attempt_processes(run_dir) == []
-    assert len(summary.kill_s) == 1  # one kill, timed (the figure is bench's to judge)
+    assert len(summary.kill_s) == 1  # one kill, timed (bench judges the figure)
 
 
 async def test_never_opened_session_submits_the_initial_file(tmp_path: Path) -> None:
@@ -227,10 +223,7 @@ async def test_resume_skips_finished_attempts(tmp_path: Path) -> None:
 async def test_an_attempt_the_runner_died_in_is_recorded_not_run_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A red-team sweep: an agent that could bring the runner down (a disk it filled) got
-    another, unrecorded try from `--resume`, which ran every attempt without a results line
-    again. An attempt the runner died in is now recorded as not accepted, with its reason;
-    one the user stopped (SIGTERM, Ctrl-C) is still run again (tests/test_runner_faults.py)."""
+    """Recorded as not accepted; one the user stopped is run again (test_runner_faults.py)."""
     import agent_tools.runs.runner as runner_module
 
     run_dir = tmp_path / "run"
@@ -244,7 +237,7 @@ async def test_an_attempt_the_runner_died_in_is_recorded_not_run_again(
         await run_benchmark(options(run_dir, agent, tasks=("refl_z",)))
     monkeypatch.undo()
     summary = await run_benchmark(options(run_dir, agent, tasks=("refl_z",), resume=True))
-    assert summary.results == []  # nothing run again
+    assert summary.results == []
     (line,) = raw_lines(run_dir)
     assert (line.task, line.attempt, line.accepted) == ("refl_z", 1, False)
     assert line.reasons[0].startswith("interrupted: the runner stopped during this attempt")
@@ -253,8 +246,8 @@ async def test_an_attempt_the_runner_died_in_is_recorded_not_run_again(
 
 @asynccontextmanager
 async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
-    """The runner's service, which dies (raises) once its first session is open — except in
-    a retry's attempt directory, where it is the real one."""
+    """The runner's service, raising once its first session is open, except in a retry's
+    attempt directory."""
     async with open_service(options) as service:
         if options.run_dir.parent.name.endswith("-retry"):
             yield service
@@ -276,13 +269,13 @@ async def test_infrastructure_failure_is_retried_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     limit = 10.0
     summary = await run_benchmark(
-        options(run_dir, mcp_agent("linger"), tasks=("refl_z",), service=dying_service,
-                time_limit=limit)
-    )  # fmt: skip
+        options(
+            run_dir, mcp_agent("linger"), tasks=("refl_z",), service=dying_service, time_limit=limit
+        )
+    )
     [r] = raw_lines(run_dir)
-    # The first try's service died under the agent: the runner saw it at once, ended that
-    # invocation (no wait for the limit) and retried; the retry's agent lingers to the limit
-    # with a correct body.
+    # The runner saw the service die at once and retried; the retry's agent lingers to the
+    # limit with a correct body.
     assert r.infra_retry and r.accepted and r.timed_out and summary.infra_retries == 1
     assert summary.elapsed_s < 2 * limit
     assert (run_dir / "attempts" / "refl_z" / "1").is_dir()  # the failed try is kept
@@ -298,8 +291,14 @@ def test_agent_command_substitution(tmp_path: Path) -> None:
         tmp_path, suite, suite.tasks["refl_z"], 1, token="t", socket=tmp_path / "s" / "mcp.sock"
     )
     argv = agent_argv(["agent", "--p={prompt}", "{task}", "{workspace}", "{mcp_config}", "{x}"], ws)
-    assert argv == ["agent", f"--p={ws.prompt}", "refl_z", str(ws.workspace),
-                    str(ws.mcp_config), "{x}"]  # fmt: skip
+    assert argv == [
+        "agent",
+        f"--p={ws.prompt}",
+        "refl_z",
+        str(ws.workspace),
+        str(ws.mcp_config),
+        "{x}",
+    ]
     env = ws.agent_env(os.environ)
     assert env["LEANRIG_TASK"] == "refl_z" and env["LEANRIG_MCP_CONFIG"] == str(ws.mcp_config)
     assert (ws.workspace / "ReflZ.lean").read_text() == suite.tasks["refl_z"].text
@@ -309,9 +308,7 @@ def test_agent_command_substitution(tmp_path: Path) -> None:
 def test_a_relative_agent_program_is_made_absolute_or_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--agent './agent.sh {mcp_config}'` passed the start check from the user's directory,
-    then failed every attempt: the agent starts in its workspace. A file without the execute
-    bit was recorded as exit 1 at every attempt."""
+    """Agents start in their workspace; missing or non-executable programs are refused."""
     from agent_tools.runs.options import RunError
     from agent_tools.runs.options import agent_words as _agent_words
 
@@ -322,6 +319,6 @@ def test_a_relative_agent_program_is_made_absolute_or_refused(
         _agent_words("./agent.sh {mcp_config}")
     script.chmod(0o755)
     assert _agent_words("./agent.sh {mcp_config}") == [str(script), "{mcp_config}"]
-    assert _agent_words("sh -c true") == ["sh", "-c", "true"]  # a command on PATH stays
+    assert _agent_words("sh -c true") == ["sh", "-c", "true"]
     with pytest.raises(RunError, match="cannot find"):
         _agent_words("./missing.sh")

@@ -1,8 +1,6 @@
-"""`leanrig run` against agents that misbehave (tests/agents/fault_agent.py): exit at once,
-hang, flood their output, fork (a `setsid` grandchild too), write outside their workspace (refused
-in the agent's sandbox), edit the task file. Each is recorded, killed at the limit, judged on its
-session's body only, and no other task is affected. A suite without fields or difficulties is
-refused clearly; a `leanrig run` killed with SIGKILL resumes without redoing finished attempts."""
+"""`leanrig run` against misbehaving agents (tests/agents/fault_agent.py): each is recorded,
+killed at the limit, judged on its session's body only, without affecting other tasks; a run
+killed with SIGKILL resumes without redoing finished attempts."""
 
 from __future__ import annotations
 
@@ -63,7 +61,6 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
     )
     r = {x.task: x for x in raw_lines(run_dir)}
     assert set(r) == set(tasks) and len(summary.results) == len(tasks)
-    # The solving agent is unaffected by its neighbours.
     assert r["and_swap"].accepted and not r["and_swap"].timed_out and not r["and_swap"].notes
     # Exit at once: recorded with its status, the initial file rejected.
     assert (r["true_intro"].exit_code, r["true_intro"].accepted) == (3, False)
@@ -77,17 +74,16 @@ async def test_misbehaving_agents_are_recorded_killed_and_isolated(tmp_path: Pat
     # Fork: exits 0 at once; its children and setsid grandchild are killed after it.
     assert r["length_one"].exit_code == 0 and not r["length_one"].timed_out
     fork_ws = run_dir / "attempts" / "length_one" / "1" / "workspace"
-    assert len((fork_ws / "pids.txt").read_text().split()) == 3  # they were started
+    assert len((fork_ws / "pids.txt").read_text().split()) == 3
     assert marked_processes(str(fork_ws)) == []
-    # Writes outside the workspace and edits its task file: the verdict is on the session's
-    # body (none: the initial file), not on the edited copy. In the agent's sandbox the suite is
-    # read-only (the write fails) and the run directory hidden (the write lands in the agent's
-    # private view, not on disk); without it both are recorded.
+    # Writes outside the workspace and edits its task file: judged on the session's body;
+    # without the agent's sandbox both writes land and are recorded.
     vandal = r["refl_z"]
     assert not vandal.accepted and vandal.tool_calls == 0
     assert any("ReflZ.lean was edited" in n for n in vandal.notes), vandal.notes
-    blocked = json.loads((run_dir / "attempts" / "refl_z" / "1" / "workspace" /
-                          "vandal.json").read_text())  # fmt: skip
+    blocked = json.loads(
+        (run_dir / "attempts" / "refl_z" / "1" / "workspace" / "vandal.json").read_text()
+    )
     if agent_sandbox(network=False, mounts=()) is not None:
         assert set(blocked) == {"suite"}, blocked
         assert not (run_dir / "vandal.txt").exists()
@@ -122,15 +118,25 @@ async def test_a_suite_without_fields_or_difficulties_is_refused(
 def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path: Path) -> None:
     suite = suite_copy(tmp_path, ("refl_z", "and_swap", "true_intro"))
     run_dir = tmp_path / "run"
-    argv = [str(LEANRIG), "run", "--suite", str(suite), "--agent", f"{PY} {FAULT} hang",
-            "--time-limit", "3", "--out", str(run_dir), "--quiet"]  # fmt: skip
+    argv = [
+        str(LEANRIG),
+        "run",
+        "--suite",
+        str(suite),
+        "--agent",
+        f"{PY} {FAULT} hang",
+        "--time-limit",
+        "3",
+        "--out",
+        str(run_dir),
+        "--quiet",
+    ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = run_dir / "results.jsonl"
     try:
         # No event says "a line was appended" to another process's file: poll, bounded.
         deadline = time.monotonic() + 60
-        # ...and the second attempt under way, its marker written (it is written after the
-        # first's line: on a loaded machine the kill came between the two, nothing under way).
+        # ...and the second attempt under way (its marker is written after the first's line).
         second = run_dir / "started" / "and_swap.1"
         while time.monotonic() < deadline and process.poll() is None:
             if results.exists() and results.read_bytes().count(b"\n") >= 1 and second.exists():
@@ -145,20 +151,18 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
         process.wait()
     first = read_results(run_dir).results
     assert len(first) == 1
-    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=90,
-                             check=False)  # fmt: skip
+    resumed = subprocess.run(
+        [*argv, "--resume"], capture_output=True, text=True, timeout=90, check=False
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    # The finished attempt is kept; the one the runner died in is recorded as not accepted
-    # (not run again: an agent able to bring the runner down must not earn another try); the
-    # one not started yet runs.
+    # Finished: kept. Died in: not accepted, no other try. Not started: runs.
     assert (summary["skipped"], summary["attempts"]) == (2, 1)
     lines = raw_lines(run_dir)
     assert sorted(x.task for x in lines) == ["and_swap", "refl_z", "true_intro"]
-    assert lines[0] == first[0]  # the finished attempt was not redone
+    assert lines[0] == first[0]
     assert lines[1].reasons[0].startswith("interrupted:") and not lines[1].accepted
-    # The interrupted attempt's orphans (agent) were swept on resume; nothing is left, the
-    # killed runner's socket directory included.
+    # The interrupted attempt's orphans were swept on resume, the socket directory included.
     assert attempt_processes(run_dir) == []
     from agent_tools.runs.leftovers import socket_parent
 
@@ -171,20 +175,24 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
 def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
     tmp_path: Path, signum: signal.Signals, repeats: int
 ) -> None:
-    """SIGTERM killed the runner outright (exit 143, its socket directory left behind);
-    Ctrl-C printed two tracebacks. Now the running attempts are cancelled, their processes
-    killed, the socket directory removed, and one line says how to go on.
-
-    Found by a users' sweep: a second Ctrl-C while the first one's cleanup ran (an impatient
-    user; `timeout` passing its own SIGINT on) met Python's default handler: a
-    KeyboardInterrupt traceback and no resume line, or a runner hung for good with a sandboxed
-    Lean left behind. Later signals are now absorbed until the stop has finished."""
+    """SIGTERM or Ctrl-C, also again during cleanup: processes killed, socket directory gone."""
     from agent_tools.runs.leftovers import socket_parent
 
     suite = suite_copy(tmp_path, ("refl_z",))
     run_dir = tmp_path / "run"
-    argv = [str(LEANRIG), "run", "--suite", str(suite), "--agent", f"{PY} {FAULT} hang",
-            "--time-limit", "60", "--out", str(run_dir), "--quiet"]  # fmt: skip
+    argv = [
+        str(LEANRIG),
+        "run",
+        "--suite",
+        str(suite),
+        "--agent",
+        f"{PY} {FAULT} hang",
+        "--time-limit",
+        "60",
+        "--out",
+        str(run_dir),
+        "--quiet",
+    ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60  # poll, bounded: the agent has started
@@ -203,18 +211,14 @@ def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
     assert process.returncode == 128 + signum, err
     assert "Traceback" not in err, err
     assert f"stopped by signal {int(signum)}" in err and "--resume" in err, err
-    # Its socket directory is gone (run-<its pid>-…; other runs, a parallel test's, may come
-    # and go meanwhile).
+    # Other runs' socket directories (a parallel test's) may come and go meanwhile.
     assert not list(socket_parent().glob(f"run-{process.pid}-*"))
     assert attempt_processes(run_dir) == []
 
 
 @pytest.mark.anyio
 async def test_an_agent_log_that_cannot_be_written_stops_nothing() -> None:
-    """A red-team sweep: an agent filled the disk (through a file it had deleted, freed when
-    it was killed), the write of its log failed, and the error ended the whole run — which
-    `--resume` then re-ran as a fresh, unrecorded try. The log stops; the agent's output is
-    still read to its end (the agent must never block on a full pipe)."""
+    """The agent's output is still read to its end, so it never blocks on a full pipe."""
     from agent_tools.runs.invocation import _drain
 
     sent = [b"x" * 100_000 for _ in range(5)]
@@ -235,9 +239,7 @@ async def test_an_agent_log_that_cannot_be_written_stops_nothing() -> None:
 
 @pytest.mark.anyio
 async def test_an_agent_cancelled_with_its_run_takes_its_children_along(tmp_path: Path) -> None:
-    """A run stopped by a signal cancels its attempts: leaving the agent's process killed its
-    first process alone, and a child the agent had started lived on (without bwrap, whose
-    namespace ends with it, nothing else ended it)."""
+    """Without bwrap, whose namespace would end them."""
     from agent_tools.runs.invocation import invoke, marked
 
     token = "cancelled-run-" + os.urandom(4).hex()
@@ -254,9 +256,14 @@ async def test_an_agent_cancelled_with_its_run_takes_its_children_along(tmp_path
 
             tg.start_soon(cancel_once_started)
             await invoke(
-                argv, cwd=tmp_path, env={**os.environ, var: token}, time_limit=60, token=token,
-                token_var=var, log_path=tmp_path / "agent.log",
-            )  # fmt: skip
+                argv,
+                cwd=tmp_path,
+                env={**os.environ, var: token},
+                time_limit=60,
+                token=token,
+                token_var=var,
+                log_path=tmp_path / "agent.log",
+            )
     assert not scope.cancelled_caught and started.exists()
     assert [p.cmdline() for p in marked(token, var)] == []
 
@@ -265,9 +272,6 @@ async def test_an_agent_cancelled_with_its_run_takes_its_children_along(tmp_path
 async def test_a_run_stopped_as_its_agent_exits_still_kills_what_the_agent_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A review: the stop (a signal) landing right as the agent's exit was seen met the sweep
-    of what the agent left behind at its first checkpoint, and skipped it: a child the agent
-    had started in the background lived on."""
     import anyio._backends._asyncio as backend
 
     from agent_tools.runs.invocation import attempt_processes as token_holders
@@ -286,9 +290,14 @@ async def test_a_run_stopped_as_its_agent_exits_still_kills_what_the_agent_left(
     monkeypatch.setattr(backend.Process, "wait", wait_then_stop)
     with stop:
         await invoke(
-            ["/bin/sh", "-c", "sleep 300 & exit 0"], cwd=tmp_path, env={**os.environ, var: token},
-            time_limit=60, token=token, token_var=var, log_path=tmp_path / "agent.log",
-        )  # fmt: skip
+            ["/bin/sh", "-c", "sleep 300 & exit 0"],
+            cwd=tmp_path,
+            env={**os.environ, var: token},
+            time_limit=60,
+            token=token,
+            token_var=var,
+            log_path=tmp_path / "agent.log",
+        )
     monkeypatch.undo()
     left = token_holders(None, token, var)
     for p in left:

@@ -1,9 +1,6 @@
-"""The runner owns each attempt's service (agent_tools/runs/attempt_server.py): an agent that
-forges the submission record, the ledger or the results, or writes in the run directory, cannot
-change what is recorded or judged — the service's session body is judged, its ledger counted —
-and sees only its own socket, without network. The stdio↔socket relay (agent_tools/runs/
-relay.py): bytes both ways, half-close, exit when the server ends; its start time and
-per-message overhead are measured and printed (`pytest -s`)."""
+"""The runner owns each attempt's service: an agent that forges records or writes in the run
+directory changes nothing recorded or judged, and sees only its own socket, without network.
+The stdio↔socket relay: bytes both ways, half-close, exit when the server ends."""
 
 from __future__ import annotations
 
@@ -68,27 +65,23 @@ async def test_forged_records_change_nothing(
     ledger = [orjson.loads(x) for x in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     calls = [e["tool"] for e in ledger if e.get("closed_by") != "server"]
     assert calls == ["open_task", "set_proof"]
-    assert len(raw_lines(run_dir)) == 2  # no forged results line
+    assert len(raw_lines(run_dir)) == 2
     for task in modes:
         root = run_dir / "attempts" / task / "1"
         forged = json.loads((root / "workspace" / "forge.json").read_text())
-        # The run directory is hidden: its records cannot be read (a later attempt read an
-        # earlier one's), and what the agent wrote there went to a private, discarded view.
+        # The run directory is hidden; what the agent wrote there went to a discarded view.
         assert forged["run_dir_entries"] == ["attempts"], forged
         assert forged["task_attempts"] == ["1"]
         assert forged["attempt_entries"] == ["home", "workspace"]
-        assert not any(k.startswith("overwrite") for k in forged), forged  # none seen
+        assert not any(k.startswith("overwrite") for k in forged), forged
         assert forged["capabilities"] == "0000000000000000", forged
         assert not (root / "forged.txt").exists()
         assert not (root / "serve" / "submission-1.json").exists()
-        # Only its own socket's directory is visible, of its run's and of every run's; no
-        # network.
         assert forged["socket_dirs"] == [forged["own_socket_dir"]], forged
         assert forged["run_socket_dirs"] == [forged["own_run_socket_dir"]], forged
         assert forged["network"].startswith("refused"), forged
-        # The runner wrote the submission as a new file, not through the agent's link to the
-        # run's results (which it overwrote), and read no usage from a FIFO (it hung). A
-        # directory there (which crashed the run) is left, with a note; the verdict stands.
+        # The submission is written as a new file (not through the agent's link), no usage is
+        # read from a FIFO, and a directory there is left with a note; the verdict stands.
         written = root / "workspace" / "Submission.lean"
         assert not written.is_symlink()
         body = WRONG if task == "and_swap" else suite.tasks[task].body
@@ -98,9 +91,7 @@ async def test_forged_records_change_nothing(
         else:
             assert written.read_text() == suite.tasks[task].with_body(body)
         assert r[task].input_tokens is None and r[task].cost_usd is None
-        # What the verdict trusts is read-only to the agent (Lean, leanrig's cache, Python,
-        # leanrig), and its scratch directories are its own: nothing it left there is on the
-        # host for a later attempt.
+        # What the verdict trusts is read-only to the agent; its scratch is its own.
         trusted = {k: v for k, v in forged.items() if k.startswith("trusted")}
         assert len(trusted) == 5 and all(v.startswith("refused") for v in trusted.values()), forged
         assert forged["block_devices"] == [], forged
@@ -111,8 +102,6 @@ async def test_forged_records_change_nothing(
 
 
 def _echo_server(path: Path, ready: threading.Event, seen: list[bytes]) -> None:
-    """Echoes each connection's bytes back; records what it read until the peer's EOF, then
-    closes."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
         server.listen()
@@ -138,15 +127,16 @@ def test_relay_copies_both_ways_and_ends_with_the_server(tmp_path: Path) -> None
     thread.join(10)
     assert not thread.is_alive() and b"".join(seen).endswith(b"y" * 1000 + b"\n")
     direct = _direct_rtt_ms(tmp_path / "d.sock")
-    print(f"\nrelay: first answer {start_ms:.1f} ms after spawn (interpreter start + connect); "
-          f"round trip median {statistics.median(rtts):.3f} ms, p95 "
-          f"{sorted(rtts)[int(len(rtts) * 0.95)]:.3f} ms; the same round trip straight over "
-          f"the socket {direct:.3f} ms")  # fmt: skip
+    print(
+        f"\nrelay: first answer {start_ms:.1f} ms after spawn (interpreter start + connect); "
+        f"round trip median {statistics.median(rtts):.3f} ms, p95 "
+        f"{sorted(rtts)[int(len(rtts) * 0.95)]:.3f} ms; the same round trip straight over "
+        f"the socket {direct:.3f} ms"
+    )
 
 
 def _exercise(process: subprocess.Popen[bytes], t0: float) -> tuple[float, list[float]]:
-    """Messages through the relay to the echo server: the first answer's time since spawn, the
-    round trips of 300 small messages; then a 3 MB line while stdin closes."""
+    """First answer's time since spawn, 300 round trips, then a 3 MB line as stdin closes."""
     stdin, stdout = process.stdin, process.stdout
     assert stdin is not None and stdout is not None
     try:
@@ -202,17 +192,14 @@ def _direct_rtt_ms(path: Path) -> float:
 
 
 def test_relay_without_a_server_fails_clearly(tmp_path: Path) -> None:
-    # A missing socket is retried until the connect deadline, then exit status 1.
     t0 = time.perf_counter()
     assert relay.relay(str(tmp_path / "none.sock"), timeout=0.2) == 1
-    assert time.perf_counter() - t0 >= 0.2  # it retried until its deadline
+    assert time.perf_counter() - t0 >= 0.2
 
 
 @sandboxed
 def test_the_users_home_is_read_only_and_the_attempts_home_is_fresh(tmp_path: Path) -> None:
-    """The agent cannot write the user's home (a plant on PATH there, a rename of the
-    directory above leanrig's cache), nor anything on the runner's PATH; its own home, the
-    attempt's, is writable."""
+    """The runner's PATH is read-only too."""
     base = Path.home() / f".leanrig-home-{tmp_path.name}"
     trusted = base / "a" / "trusted"
     trusted.mkdir(parents=True)
@@ -223,17 +210,27 @@ def test_the_users_home_is_read_only_and_the_attempts_home_is_fresh(tmp_path: Pa
     sockets = tmp_path / "sockets"
     for d in (fresh_home, workspace, sockets / "1"):
         d.mkdir(parents=True)
-    sandbox = RunSandbox(trusted=[trusted], suite=workspace, run_dir=tmp_path / "run",
-                         socket_parent=sockets, hidden=[], network=False)  # fmt: skip
+    sandbox = RunSandbox(
+        trusted=[trusted],
+        suite=workspace,
+        run_dir=tmp_path / "run",
+        socket_parent=sockets,
+        hidden=[],
+        network=False,
+    )
     (tmp_path / "run").mkdir()
-    tries = [f"mv {base / 'a'} {base / 'a2'}", f"touch {base / 'planted'}",
-             f"touch {fresh_home / 'mine'}",
-             *(f"touch {d / 'leanrig-planted'}" for d in path_dirs if d.is_dir())]  # fmt: skip
+    tries = [
+        f"mv {base / 'a'} {base / 'a2'}",
+        f"touch {base / 'planted'}",
+        f"touch {fresh_home / 'mine'}",
+        *(f"touch {d / 'leanrig-planted'}" for d in path_dirs if d.is_dir()),
+    ]
     script = "; ".join(f"{t} 2>/dev/null && echo yes || echo no" for t in tries)
     try:
         prefix = sandbox.prefix(workspace, sockets / "1", [], fresh_home)
-        out = subprocess.run([*prefix, "sh", "-c", script], capture_output=True, text=True,
-                             timeout=30, check=True)  # fmt: skip
+        out = subprocess.run(
+            [*prefix, "sh", "-c", script], capture_output=True, text=True, timeout=30, check=True
+        )
         answers = dict(zip(tries, out.stdout.split(), strict=True))
         assert answers.pop(f"touch {fresh_home / 'mine'}") == "yes"
         assert set(answers.values()) == {"no"}, answers
@@ -245,17 +242,22 @@ def test_the_users_home_is_read_only_and_the_attempts_home_is_fresh(tmp_path: Pa
 
 
 def test_the_agents_files_under_tmp_stay_visible(tmp_path: Path) -> None:
-    """The agent gets a private /tmp; the files its command names there are shown again
-    (read-only: each one's first directory under /tmp, so a script's modules or venv come
-    with it), also inside a word."""
+    """Paths the command names, even inside a word, are bound back read-only by their top dir."""
     top = Path("/tmp") / f"leanrig-agent-{tmp_path.name}"
     (top / "bin").mkdir(parents=True)
     (top / "home").mkdir()
     (top / "bin" / "agent.py").write_text("")
     try:
         script = top / "bin" / "agent.py"
-        argv = ["python3", str(script), f"--cfg={top / 'cfg.json'}", "sh", "-c", f"cat {script}",
-                "/tmp/leanrig-missing-x/a"]  # fmt: skip
+        argv = [
+            "python3",
+            str(script),
+            f"--cfg={top / 'cfg.json'}",
+            "sh",
+            "-c",
+            f"cat {script}",
+            "/tmp/leanrig-missing-x/a",
+        ]
         fresh, named = scratch_mounts(argv)
         assert ("--tmpfs", Path("/tmp")) in fresh
         assert named == [("--ro-bind", top)]  # once, and not what does not exist
@@ -268,14 +270,10 @@ def test_the_agents_files_under_tmp_stay_visible(tmp_path: Path) -> None:
 async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A red-team sweep: each attempt's service looked Lean up again (PATH, `lean --version`
-    run unsandboxed, as the runner), and an agent had put its own `lean` early on PATH in its
-    writable home: the next attempt's service ran it as root, outside every sandbox, and it
-    swapped the verdict's launcher. The runner hands its attempts the Lean it resolved at the
-    start; nothing is looked up on PATH once an agent has run."""
+    """Attempts get the Lean the runner resolved at its start."""
     from lsp_bridge import cache_root
 
-    monkeypatch.setenv("LEANRIG_CACHE", str(cache_root()))  # (the home changes below)
+    monkeypatch.setenv("LEANRIG_CACHE", str(cache_root()))  # the home changes below
     monkeypatch.delenv("LEANRIG_LEAN", raising=False)
     home = tmp_path / "home"
     (home / "bin").mkdir(parents=True)
@@ -291,7 +289,7 @@ async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
     agent.chmod(0o755)
     run_dir = tmp_path / "run"
     summary = await run_benchmark(options(run_dir, str(agent), parallel=1))
-    assert not (home / "bin" / "lean").exists()  # the user's home is read-only to agents
+    assert not (home / "bin" / "lean").exists()
     assert not ran.exists(), "the runner ran the agent's lean"
     assert len(summary.results) == 2
     assert not any(r.infra_retry for r in raw_lines(run_dir))
@@ -302,10 +300,7 @@ async def test_a_lean_planted_on_path_in_the_agents_home_is_never_run(
 async def test_a_sandbox_that_cannot_be_set_up_is_the_runners_failure_not_the_agents(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A review: a bwrap that cannot make a mount exits 1 before the agent starts — recorded
-    as the agent's own failure (not accepted, no retry). bwrap now says when the agent started
-    (`--json-status-fd`); without that, the attempt is an infrastructure failure: retried once,
-    and its reason names the sandbox."""
+    """bwrap failing before the agent starts: retried once, the reason naming the sandbox."""
     from agent_tools.runs.agent_sandbox import RunSandbox
 
     real = RunSandbox.prefix
@@ -329,10 +324,7 @@ async def test_a_sandbox_that_cannot_be_set_up_is_the_runners_failure_not_the_ag
 async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     tmp_path: Path, condition: str
 ) -> None:
-    """A red team read reference proofs lying on the machine, and a baseline agent with file
-    tools could read the LAD library from the suite directory (the comparison of the
-    conditions assumes it cannot). A suite's `hidden` paths are hidden from agents, and so is
-    the LAD library in baseline runs; an agent kept in a hidden directory still runs."""
+    """Hidden from the attempt's Lean too; an agent kept in a hidden directory still runs."""
     from .test_runner_faults import FAULT
 
     suite = tmp_path / "suite"
@@ -344,7 +336,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     shutil.copy(FAULT, agent_copy)
     toml = suite / "suite.toml"
     toml.write_text('hidden = ["Solutions", "NOTES.md"]\n' + toml.read_text())
-    (suite / ".git").mkdir()  # (a checkout: what is hidden is still in its history)
+    (suite / ".git").mkdir()  # a checkout: what is hidden is still in its history
     (suite / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     earlier = tmp_path / "runs" / "earlier" / "Submission.lean"  # an earlier run's proof
     earlier.parent.mkdir(parents=True)
@@ -357,7 +349,7 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
 
     index_dir().mkdir(parents=True, exist_ok=True)
     marker = index_dir() / f"leanrig-test-{os.getpid()}-{condition}.sqlite"
-    marker.write_text("an index")  # (as a LAD server caches the library, in full)
+    marker.write_text("an index")  # as a LAD server caches the library
     wanted = {
         "solution": suite / "Solutions" / "ReflZ.lean",
         "notes": suite / "NOTES.md",
@@ -368,21 +360,28 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
         "beside": beside,
         "library": suite / "Demo" / "Basic.lean",
     }
-    listed = tmp_path / "peek.json"  # (a path named in the command is shown: not those)
+    listed = tmp_path / "peek.json"  # a path named in the command is shown: not this one
     listed.write_text(json.dumps([str(p) for p in wanted.values()]))
-    agent = f"{PY} {agent_copy.parent}/../Solutions/agent.py peek {listed}"  # (`..` resolved)
+    agent = f"{PY} {agent_copy.parent}/../Solutions/agent.py peek {listed}"  # `..` resolved
     run_dir = tmp_path / "runs" / condition
     from agent_tools.servers import open_service
 
     served: list[tuple[Path, ...]] = []
 
-    def service(serve: Any) -> Any:  # the attempt's service, as the runner opens it
+    def service(serve: Any) -> Any:
         served.append(serve.hidden)
         return open_service(serve)
 
-    options = RunOptions(suite=suite, agent=agent, out=run_dir, tasks=("refl_z",), quiet=True,
-                         time_limit=60.0, condition=condition,  # type: ignore[arg-type]
-                         service=service)  # fmt: skip
+    options = RunOptions(
+        suite=suite,
+        agent=agent,
+        out=run_dir,
+        tasks=("refl_z",),
+        quiet=True,
+        time_limit=60.0,
+        condition=condition,  # type: ignore[arg-type]
+        service=service,
+    )
     try:
         await run_benchmark(options)
     finally:
@@ -395,13 +394,13 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
     assert seen["beside"] == len("a helper"), seen
     assert seen["notes"] in (0, "Permission denied"), seen  # the null device over a file
     assert isinstance(seen["library"], int) and seen["library"] > 0, seen
-    # The attempt's Lean is told the same (a body's Lean could show a file in its messages).
+    # The attempt's Lean hides the same (a body's Lean could show a file in its messages).
     (lean_hidden,) = served
     assert {wanted["solution"].parent.resolve(), wanted["history"].parent.resolve()} <= set(
         lean_hidden
     )
     assert (wanted["lad"].resolve() in lean_hidden) == (condition == "baseline")
-    assert run_dir.resolve() in lean_hidden  # (other attempts' proofs; its scratch bound over)
+    assert run_dir.resolve() in lean_hidden  # other attempts' proofs; its scratch bound over
     if condition == "lad":
         assert isinstance(seen["lad"], int) and seen["lad"] > 0, seen
         assert seen["index"] == len("an index"), seen
@@ -411,8 +410,6 @@ async def test_hidden_suite_paths_and_a_baseline_runs_library_are_unreadable(
 
 
 def test_a_command_naming_a_hidden_paths_parent_shows_nothing_more(tmp_path: Path) -> None:
-    """A review: `…/Solutions/..` in the agent's command is lexically under the hidden
-    directory, and the suite itself was bound back over every hidden path."""
     from agent_tools.runs.agent_sandbox import hidden_mounts
 
     hidden = tmp_path / "suite" / "Solutions"
@@ -424,16 +421,14 @@ def test_a_command_naming_a_hidden_paths_parent_shows_nothing_more(tmp_path: Pat
     assert hidden_mounts([hidden], argv) == [
         ("--hide", hidden),
         ("--ro-bind", hidden / "agent.py"),
-        ("--ro-bind", hidden / "deep"),  # (the link resolved: the hidden path's own name)
+        ("--ro-bind", hidden / "deep"),  # the link resolved: the hidden path's own name
     ]
 
 
 @sandboxed
 @pytest.mark.anyio
 async def test_an_agent_gets_a_fresh_home_with_what_agent_home_holds(tmp_path: Path) -> None:
-    """Each attempt's HOME is its own directory (`{home}` in the command), holding a copy of
-    `--agent-home`: what one attempt writes there is not in the next one's, nor in the
-    user's home."""
+    """What one attempt writes in its HOME reaches neither the next one's nor the user's."""
     template = tmp_path / "agent-home"
     (template / ".config").mkdir(parents=True)
     (template / ".config" / "agent.toml").write_text("model = 'x'\n")
@@ -453,8 +448,8 @@ async def test_an_agent_gets_a_fresh_home_with_what_agent_home_holds(tmp_path: P
         workspace = root / "workspace"
         assert (workspace / "seen.txt").read_text() == "model = 'x'\n"
         assert (workspace / "home.txt").read_text().strip() == str(root / "home")
-        assert "left-behind" not in (workspace / "listing.txt").read_text()  # not the other's
-        assert (root / "home" / "left-behind").exists()  # its own, kept with the attempt
+        assert "left-behind" not in (workspace / "listing.txt").read_text()
+        assert (root / "home" / "left-behind").exists()  # kept with the attempt
     assert not (template / "left-behind").exists() and not (Path.home() / "left-behind").exists()
     info = json.loads((run_dir / "run.json").read_text())
     assert info["agent_home"] == str(template)

@@ -1,5 +1,5 @@
 """`leanrig serve`'s run directory: its own for every server, and the verdict's files outside
-what the sessions' sandboxed Lean may write (found by a red-team sweep of the servers)."""
+what the sessions' sandboxed Lean may write."""
 
 from __future__ import annotations
 
@@ -26,12 +26,8 @@ def _writable(wrapper: tuple[str, ...]) -> list[Path]:
 async def test_the_verdicts_files_are_outside_what_the_sessions_lean_may_write(
     tmp_path: Path,
 ) -> None:
-    """A red team's finding (full toolchains): the verifier worked in the scratch directory
-    the sessions' sandboxed Lean may write, so code a body runs while a session elaborates
-    it could rewrite the files of a verdict in progress."""
     sandbox_or_skip()
-    options = ServeOptions(suite=DEMO, run_dir=tmp_path,
-                           max_processes=1)  # fmt: skip
+    options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1)
     async with open_service(options) as service:
         writable = _writable(service.environment.wrapper)
         root = service.verifier.work_root
@@ -45,16 +41,14 @@ async def test_the_verdicts_files_are_outside_what_the_sessions_lean_may_write(
 async def test_servers_started_in_the_same_second_get_their_own_run_directories(
     tmp_path: Path,
 ) -> None:
-    """Two `leanrig serve` started in one second with one --run-dir shared `<timestamp>/`:
-    one ledger for both (no server id on its lines), one scratch (a red-team sweep, 2 of 3
-    tries)."""
+    """One --run-dir: separate ledgers and scratch directories."""
     runs = tmp_path / "runs"
-    taken = [runs / time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() + s))
-             for s in range(3)]  # fmt: skip
+    taken = [
+        runs / time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() + s)) for s in range(3)
+    ]
     for path in taken:  # another server's, in this second and the next two
         (path / "scratch").mkdir(parents=True)
-    options = ServeOptions(suite=DEMO, run_dir=runs,
-                           max_processes=1)  # fmt: skip
+    options = ServeOptions(suite=DEMO, run_dir=runs, max_processes=1)
     async with open_service(options) as first, open_service(options) as second:
         ours = {first.ledger.path.parent, second.ledger.path.parent}
     assert len(ours) == 2 and not ours & set(taken), (ours, taken)
@@ -64,8 +58,7 @@ async def test_servers_started_in_the_same_second_get_their_own_run_directories(
 async def test_sessions_left_open_get_their_closing_line_when_the_service_ends(
     tmp_path: Path,
 ) -> None:
-    """MCP never closed a session (stdio's end, HTTP): the ledger had no close_session line,
-    so no session wall time (a red-team sweep); JSON-RPC closes a client's sessions itself."""
+    """For each session MCP left open."""
     import orjson
 
     async with open_service(ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1)) as s:

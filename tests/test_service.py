@@ -1,7 +1,5 @@
-"""`ProofService` in-process against the real bootstrap Lean, and both wires in-process over it
-(MCP through the SDK's in-memory client, JSON-RPC through `handle_message`): typed results that
-match their published outputSchema, one validation and one error shape, a ledger line for every
-call, wall-clock timings, and no setup artefacts in the diagnostics."""
+"""`ProofService` in-process against the bootstrap Lean, and the MCP and JSON-RPC wires over it:
+typed results matching each outputSchema, error shapes, ledger lines and diagnostics."""
 
 from __future__ import annotations
 
@@ -50,7 +48,6 @@ def ledger_lines(service: ProofService) -> list[dict[str, Any]]:
 
 
 def conforms(tool: str, result: Any) -> None:
-    """``result`` (JSON) validates against the tool's published outputSchema."""
     jsonschema.Draft202012Validator(output_schema(TOOL_BY_NAME[tool])).validate(result)
 
 
@@ -88,15 +85,14 @@ async def test_a_full_session_returns_typed_results_that_match_their_schemas(
     for tool, result in results:
         assert isinstance(result, TOOL_BY_NAME[tool].output), tool
         conforms(tool, result.model_dump(mode="json"))
-    # (The statement tools refuse a proof task: tests/test_statement_sessions.py runs them.)
+    # Statement tools refuse a proof task: tests/test_statement_sessions.py covers them.
     assert {t for t, _ in results} == set(TOOL_BY_NAME) - {"set_statement", "check_statement"}
 
 
 async def test_a_failing_body_shows_its_error_and_no_internal_exception(
     service: ProofService,
 ) -> None:
-    """Lean 4.35's async theorem elaboration adds "internal exception #3" on the prelude-only
-    bootstrap whenever a theorem body fails; the agent sees only the real error."""
+    """No bootstrap "internal exception" artefact beside real errors; alone, it is explained."""
     for task_id in ("refl_z", "and_swap", "and_left_unicode"):
         sid = (await service.open_task(task_id)).session_id
         wrong = await service.set_proof(sid, WRONG)
@@ -106,7 +102,6 @@ async def test_a_failing_body_shows_its_error_and_no_internal_exception(
         candidates = await service.try_proofs(sid, [WRONG])
         assert not any("internal exception" in d.message for d in candidates.results[0].diagnostics)
         await service.close_session(sid)
-    # Alone (`sorry` needs Init: Lean says only that), the artefact says what it means.
     sid = (await service.open_task("and_swap")).session_id
     alone = await service.set_proof(sid, "\n  sorry")
     (only,) = [d.message for d in alone.diagnostics if d.severity == "error"]
@@ -116,11 +111,7 @@ async def test_a_failing_body_shows_its_error_and_no_internal_exception(
 async def test_bodies_as_agents_write_them_get_lean_s_answer_not_a_refusal(
     service: ProofService,
 ) -> None:
-    """Found by driving the tools as an agent: a stray token after a space (`h ]`) was refused
-    as escaping the theorem (`h]` was a version with errors); a term proof starting with `@`
-    or a comment had no goals; a CRLF body was refused (the range edit split a CR LF pair and
-    Lean's copy went out of step); a lone surrogate was an internal error; `old` occurring
-    twice, overlapping, was replaced."""
+    """Stray tokens, `@`- or comment-led terms, CRLF and a repeated `old` get a precise answer."""
     sid = (await service.open_task("and_swap")).session_id
     for body in ("\n  h ]", "\n  @And.intro q p h h )"):
         stray = await service.set_proof(sid, body)
@@ -182,7 +173,6 @@ async def test_try_proofs_records_wall_time_and_per_candidate_times(service: Pro
     assert [c["index"] for c in entry["candidates"]] == [0, 1, 2, 3]
     assert entry["total_ms"] >= entry["queue_ms"] + entry["lean_ms"]
     assert all(c["total_ms"] >= c["lean_ms"] > 0 for c in entry["candidates"])
-    # Wall time, not the sum over parallel candidates.
     assert entry["lean_ms"] <= entry["total_ms"]
     totals = (await service.get_timings(sid)).totals
     assert totals.overhead_ms >= 0 and totals.calls == 2
@@ -242,18 +232,32 @@ async def test_every_result_of_a_full_session_matches_its_output_schema_on_both_
             declared = await call("get_declaration", session_id=sid, name="Or.inl")
             assert declared["kind"] == "constructor"
             await call("get_outline", session_id=sid)
-            offered = await call("get_completions", session_id=sid, line=None, column=None,
-                                 prefix="Or.i")  # fmt: skip
+            offered = await call(
+                "get_completions", session_id=sid, line=None, column=None, prefix="Or.i"
+            )
             assert {c["name"] for c in offered["completions"]} == {"Or.inl", "Or.inr"}
             await call("get_code_actions", session_id=sid, **at)
             assert (await call("profile_proof", session_id=sid))["status"] == "complete"
             await call("close_session", session_id=sid)
-            seen |= {"open_task", "get_goals", "set_proof", "try_proofs", "replace_in_proof",
-                     "get_proof_state", "check_proof", "get_timings", "server_status",
-                     "get_hover", "check_term", "get_declaration", "get_outline",
-                     "get_completions", "get_code_actions", "profile_proof",
-                     "close_session"}  # fmt: skip
-            # (Statement tools need a statement task: tests/test_statement_sessions.py.)
+            seen |= {
+                "open_task",
+                "get_goals",
+                "set_proof",
+                "try_proofs",
+                "replace_in_proof",
+                "get_proof_state",
+                "check_proof",
+                "get_timings",
+                "server_status",
+                "get_hover",
+                "check_term",
+                "get_declaration",
+                "get_outline",
+                "get_completions",
+                "get_code_actions",
+                "profile_proof",
+                "close_session",
+            }
             assert seen == set(TOOL_BY_NAME) - {"set_statement", "check_statement"}
 
 
@@ -288,9 +292,7 @@ async def test_bad_arguments_get_the_same_error_on_both_wires(
 async def test_a_nullable_argument_left_out_is_null_and_a_required_one_still_errors(
     service: ProofService, wire: str
 ) -> None:
-    """`get_completions` without `line` and `column` (a client that drops nulls) completes the
-    prefix as if they were null; without `session_id` it is refused naming the argument. The
-    published schema still requires every property (strict clients)."""
+    """The published schema still requires every property of `get_completions`."""
     owner = "mcp-test" if wire == "mcp" else "rpc-test"
     sid = (await service.open_task("and_swap", client=owner)).session_id
     lenient = {"session_id": sid, "prefix": "And."}
@@ -363,10 +365,7 @@ async def test_mcp_server_info_and_annotations(service: ProofService) -> None:
 
 
 async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() -> None:
-    """An information message (e.g. a trace) quoting "declaration uses 'sorry'" makes the
-    report look possibly incomplete, but it is clean, so the slot asked no goals: the step
-    shows none instead of failing (an assertion failed there). A stub slot: the prelude-only
-    Lean cannot emit such a message from inside a proof body."""
+    """A stub slot: the prelude-only Lean cannot emit such an information message."""
     from agent_tools.sessions.lean_step import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from repl_pool.slot import Elaboration
@@ -400,12 +399,8 @@ async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() ->
 async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
     tactic: bool, at_end: Any, known: str | None, asked: list[tuple[Any, ...]], goals: list[str]
 ) -> None:
-    """Each goal query costs Lean a share of the step whether or not its answer is shown (two
-    made a short step 0.13-0.45 ms longer than one): a term body's step asks only for the expected
-    type at its start, a tactic body's only for the tactic goals at its end — and, only when
-    there are none, for the expected type after the barrier. Each used to ask both. Once the
-    whole body's expected type is known (it is the same for every body of a task), it is not
-    asked for again."""
+    """A term body asks only for the expected type at its start; a tactic body for the goals at
+    its end, then the expected type only if there are none; a known expected type is not asked."""
     from agent_tools.sessions.lean_step import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
@@ -446,11 +441,11 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
         ("\n  @And.intro q p h.2 h.2", [AND_SWAP_GOAL]),  # a term body: the expected type
         ("\n  h -- by symmetry", [AND_SWAP_GOAL]),
         ("\n  by exact h", [AND_SWAP_GOAL]),  # `exact` is unknown here: no goals at the end
-        # Lean's expected type there is not the whole body's (review): the task's is shown
-        ("\n  (fun (x : And p q) => x) h", [AND_SWAP_GOAL]),  # was `And p q → And p q`
-        ("\n  And.intro h h", [AND_SWAP_GOAL]),  # failed at the top: was nothing
-        ("\n  foo h", [AND_SWAP_GOAL]),  # an unknown identifier: was nothing
-        ("\n  (@And.intro q p) h.2 h.1.1", [AND_SWAP_GOAL]),  # was `q → p → And q p`
+        # Lean's expected type at these is not the whole body's: the task's is shown
+        ("\n  (fun (x : And p q) => x) h", [AND_SWAP_GOAL]),
+        ("\n  And.intro h h", [AND_SWAP_GOAL]),
+        ("\n  foo h", [AND_SWAP_GOAL]),
+        ("\n  (@And.intro q p) h.2 h.1.1", [AND_SWAP_GOAL]),
     ],
 )
 async def test_tactic_and_term_bodies_show_lean_s_goals(
@@ -462,10 +457,8 @@ async def test_tactic_and_term_bodies_show_lean_s_goals(
 
 
 async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refused() -> None:
-    """A tactic body without goals at its end asks for the expected type after the barrier
-    (review): with the barrier in the step's last moment, that query got the 1 ms left and
-    the finished step failed as a timeout; now it gets at least LATE_QUERY_SECONDS. An error
-    Lean answers it with leaves the goals out instead of failing the step."""
+    """The expected-type query after a barrier at the step's last moment still gets
+    LATE_QUERY_SECONDS; Lean answering it with an error leaves the goals out."""
     from agent_tools.sessions.lean_step import LATE_QUERY_SECONDS, LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, ResponseError, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
@@ -481,14 +474,14 @@ async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refu
             self.refuse = refuse
 
         async def elaborate_and_ask(self, text: str, *, timeout: float, **_: Any) -> Elaboration:
-            await anyio.sleep(timeout)  # the barrier came at the end of the step's time
+            await anyio.sleep(timeout)  # the barrier comes at the end of the step's time
             return Elaboration(report, [], PlainGoal("no_goal"), None)
 
         async def plain_term_goal(self, pos: LspPos, *, timeout: float) -> PlainTermGoal:
             given.append(timeout)
             if self.refuse:
                 raise ResponseError("$/lean/plainTermGoal", -32603, "Unknown constant")
-            return PlainTermGoal("goal", "⊢ q ∧ p", LspRange(at, at))  # the whole body's
+            return PlainTermGoal("goal", "⊢ q ∧ p", LspRange(at, at))
 
     step = LeanStep("text", 0.05, at, at, tactic=True)
     answer = await step(LateSlot(refuse=False))  # type: ignore[arg-type]
@@ -501,11 +494,7 @@ async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refu
 async def test_a_goal_query_lean_answers_with_an_error_leaves_the_goals_out(
     service: ProofService,
 ) -> None:
-    """On the prelude-only Lean a name literal cannot be shown (`Lean.Name.mkStr1` is
-    unknown), so Lean answers the expected-type query with an error: the step failed with
-    "Lean failed: ResponseError (retry the call; the Lean process was replaced)" — neither
-    true nor useful. Now the step shows Lean's diagnostics without goals, and get_goals
-    there shows what Lean can answer."""
+    """On the prelude-only Lean the expected-type query of a name literal fails."""
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(sid, "\n  `foo")
     # The whole body's expected type, known since open_task's step: not asked again.
@@ -542,10 +531,7 @@ AND_SWAP_PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p h
 async def test_a_sorry_lean_names_by_its_term_is_not_complete(
     service: ProofService, body: str
 ) -> None:
-    """Found by the session-12 sweep: for a `sorryAx` not applied in place, Lean 4.35 warns
-    "declaration uses `sorryAx`" or "declaration uses `sorryAx (And q p)`" (the sorry term
-    itself); only "declaration uses `sorry`" was read as a sorry, so the step said complete
-    and check_proof rejected the proof (it depends on sorryAx)."""
+    """ "declaration uses `sorryAx …`" warnings count as a sorry, as "uses `sorry`" does."""
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(sid, body)
     assert not step.complete, step.diagnostics
@@ -553,9 +539,6 @@ async def test_a_sorry_lean_names_by_its_term_is_not_complete(
 
 
 async def test_a_hypothesis_named_extern_is_a_proof_like_any_other(service: ProofService) -> None:
-    """Found by the session-12 sweep: the forbidden-construct check matched the bare word
-    `extern` (an attribute), so a correct proof binding a hypothesis named `extern` was
-    refused by the session and rejected by the verdict."""
     sid = (await service.open_task("and_swap")).session_id
     body = "\n  @And.rec p q (fun _ => And q p) (fun extern hq => @And.intro q p hq extern) h"
     step = await service.set_proof(sid, body)
@@ -566,9 +549,7 @@ async def test_a_hypothesis_named_extern_is_a_proof_like_any_other(service: Proo
 async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
     service: ProofService,
 ) -> None:
-    """Found by an adversarial sweep: Lean accepts `set_option debug.skipKernelTC true in …`,
-    so the step said complete, and check_proof then rejected it — an agent stops at the first
-    complete step. The step now applies the verdict's forbidden-construct check."""
+    """`set_option debug.skipKernelTC true in …`, which Lean accepts, completes no step."""
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(
         sid, f"\n  set_option debug.skipKernelTC true in {AND_SWAP_PROOF}"
@@ -583,9 +564,6 @@ async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
 async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
     tmp_path: Path,
 ) -> None:
-    """Found by an adversarial sweep: only the task file was searched for `sorry`, so a proof
-    through a lemma the suite's own library leaves with `sorry` was complete in the session
-    and rejected by the verdict (it depends on sorryAx)."""
 
     cheat = (
         "theorem Demo.cheat (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) Bool.false"
@@ -604,10 +582,7 @@ async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
 async def test_a_target_named_like_sorryax_is_complete_when_it_does_not_use_it(
     tmp_path: Path,
 ) -> None:
-    """Found by review: the `#print axioms` probe's answer was searched for the substring
-    "sorryAx", and that answer names the target: a correct proof of `Demo.sorryAxFree.main`,
-    in a suite whose library leaves a lemma with `sorry` (so the probe runs), was never
-    complete. The probe is now judged on the axiom names Lean lists."""
+    """The probe is judged on Lean's axiom names, not on the text naming the target."""
 
     cheat = "theorem Demo.cheat (p : Prop) : p :=\n  sorryAx p Bool.false"
     suite = demo_with_library(tmp_path / "suite", cheat)
@@ -628,11 +603,7 @@ async def test_a_target_named_like_sorryax_is_complete_when_it_does_not_use_it(
 async def test_a_proof_naming_an_axiom_of_lean_s_own_library_is_not_complete(
     tmp_path: Path,
 ) -> None:
-    """Found by review: only axioms the task file or the suite's library declares were looked
-    for, so with a full toolchain a body using `Lean.ofReduceBool` (declared by Init, which is
-    not scanned) was complete and check_proof rejected it. The prelude Lean has no Init: the
-    suite's library declares the axiom here, and the session is told it declares none, as
-    with Init's."""
+    """Init's `Lean.ofReduceBool`, declared by the suite's library on the prelude Lean."""
 
     cheat = "axiom Lean.ofReduceBool (p : Prop) : p"
     suite = demo_with_library(tmp_path / "suite", cheat)
@@ -670,11 +641,7 @@ this is never read
 
 
 async def test_a_probed_task_file_ending_in_exit_can_be_completed(tmp_path: Path) -> None:
-    """Found by the session-12 sweep: a task file that declares an axiom outside the allow-list
-    (so the session's document gets the `#print axioms` probe) and stops with `#exit`: the
-    probe was appended after the `#exit`, Lean never ran it, and every step, the right proof
-    too, was "not complete: … could not be read" while check_proof accepted. The probe now
-    goes before the `#exit`."""
+    """The `#print axioms` probe goes before the `#exit`, so the right proof completes."""
 
     suite = demo_with_tasks(tmp_path / "suite", {"exit": ("Exit.lean", "Bx.main", EXIT_TASK)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
@@ -704,10 +671,7 @@ theorem main (p q : Prop) (h : And p q) : And q p :=
 async def test_a_parse_error_at_the_end_of_a_probed_file_names_no_hidden_command(
     tmp_path: Path,
 ) -> None:
-    """Found by the session-12 sweep: in a probed task file whose target is the last command,
-    a body with an unclosed parenthesis got "unexpected token '#print'; expected …", naming
-    the session's own probe, which the agent cannot see (check_proof: "unexpected end of
-    input"). The message now reads as for the task file."""
+    """An unclosed parenthesis at a probed file's end gets the task file's own parse message."""
 
     suite = demo_with_tasks(tmp_path / "suite", {"last": ("Last.lean", "main", LAST_COMMAND_TASK)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
@@ -723,9 +687,7 @@ async def test_a_parse_error_at_the_end_of_a_probed_file_names_no_hidden_command
 async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
     tmp_path: Path,
 ) -> None:
-    """Found by review: an axiom the suite's library declares outside the allow-list let the
-    step say complete while check_proof rejected the proof (it uses that axiom). The step now
-    probes `#print axioms` for such suites, and names the axiom."""
+    """The step names the library's axiom outside the allow-list."""
 
     cheat = "axiom Demo.swapAx (p q : Prop) (h : And p q) : And q p"
     suite = demo_with_library(tmp_path / "suite", cheat)
@@ -744,10 +706,8 @@ async def test_a_proof_through_an_axiom_outside_the_allow_list_is_not_complete(
 async def test_a_complete_step_near_the_verdict_s_time_limit_says_it_may_time_out(
     tmp_path: Path,
 ) -> None:
-    """Found by an adversarial sweep: a proof the session finished in 33 s was complete, and
-    the verdict (its stages each within the suite's 60 s, elaborating the whole file again on
-    cores they share) timed out. A complete step that took more than half the verdict's limit
-    now says so. Here the limit is 5 ms, so every step is over it: the verdict times out."""
+    """A complete step that took more than half the verdict's limit says so; with
+    `wall_seconds = 0.005` every step is over it and the verdict times out."""
     import shutil
 
     suite = tmp_path / "suite"
@@ -755,10 +715,13 @@ async def test_a_complete_step_near_the_verdict_s_time_limit_says_it_may_time_ou
     spec = suite / "suite.toml"
     text = spec.read_text(encoding="utf-8")
     spec.write_text(
-        text.replace('library = ["Demo.Basic"]\n', 'library = ["Demo.Basic"]\n'
-                     "limits = { wall_seconds = 0.005 }\n", 1),
+        text.replace(
+            'library = ["Demo.Basic"]\n',
+            'library = ["Demo.Basic"]\nlimits = { wall_seconds = 0.005 }\n',
+            1,
+        ),
         encoding="utf-8",
-    )  # fmt: skip
+    )
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
         sid = (await service.open_task("and_swap")).session_id
@@ -779,10 +742,8 @@ async def test_a_quick_complete_step_has_no_time_warning(service: ProofService) 
 async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
     tmp_path: Path,
 ) -> None:
-    """Found by review: declared axioms were compared with the allow-list by their last part,
-    so `Demo.sound` passed as `Quot.sound` (no probe: complete, and check_proof rejected it);
-    and the demo suite was probed on every step for its `unsafe axiom lcErased`, which no
-    theorem can use."""
+    """Axioms are compared with the allow-list by their full name (`Demo.sound` is probed, not
+    taken for `Quot.sound`); the demo's `unsafe axiom lcErased` gets no probe."""
 
     async with open_service(
         ServeOptions(suite=DEMO, run_dir=tmp_path / "demo-runs", sandbox=False)
@@ -817,9 +778,6 @@ async def test_an_axiom_named_like_an_allowed_one_is_probed_and_the_demo_is_not(
 async def test_column_0_lines_lean_reads_as_part_of_the_proof_are_accepted(
     service: ProofService, body: str
 ) -> None:
-    """Found by an adversarial sweep: any line in column 0 was refused as "starts a new
-    command", also a `where` clause (standard style; plain `lean` compiles the file) and a line
-    inside a comment. The scope check still judges what Lean makes of them."""
     sid = (await service.open_task("and_swap")).session_id
     step = await service.set_proof(sid, body)
     assert step.complete, step.diagnostics
@@ -829,8 +787,6 @@ async def test_column_0_lines_lean_reads_as_part_of_the_proof_are_accepted(
 async def test_a_command_after_a_where_clause_in_column_0_is_rejected_by_lean_s_parse(
     service: ProofService,
 ) -> None:
-    """Column-0 lines after `where` reach Lean (its declarations may stand there): a command
-    among them is then Lean's to find, and the scope check refuses the edit."""
     sid = (await service.open_task("and_swap")).session_id
     evil = "theorem evil (r : Prop) (hr : r) : r := hr"
     for body in (
@@ -847,10 +803,7 @@ async def test_a_command_after_a_where_clause_in_column_0_is_rejected_by_lean_s_
 async def test_a_rejected_edit_says_what_to_do_and_which_version_stays(
     service: ProofService,
 ) -> None:
-    """Found by the session-13 users' sweep: every rejection's hint was "the session stays at
-    its previous version" — no action, and not which version; some reasons (a NUL, an
-    unterminated string, Lean's parse ending the theorem) said what was wrong, not what to
-    do."""
+    """Every rejection's hint says what to do and names the version the session stays at."""
     sid = (await service.open_task("and_swap")).session_id
     await service.set_proof(sid, WRONG)  # version 2
     cases = {
@@ -871,8 +824,7 @@ async def test_a_rejected_edit_says_what_to_do_and_which_version_stays(
 async def test_a_goal_position_off_its_line_says_how_long_the_line_is(
     service: ProofService,
 ) -> None:
-    """Found by the session-13 users' sweep: a column past the end of an existing (e.g.
-    empty) line was "position L:C is outside the file", with the file's line range as hint."""
+    """A column past the end of an existing line is refused with the line's length."""
     opened = await service.open_task("and_swap")
     text = (await service.get_proof_state(opened.session_id)).text
     empty = text.split("\n").index("") + 1  # an empty line of the task file
@@ -887,8 +839,7 @@ async def test_a_goal_position_off_its_line_says_how_long_the_line_is(
 async def test_goals_after_the_documents_worker_crashed_restart_it(
     service: ProofService,
 ) -> None:
-    """A crashed worker is restarted by the next change, but get_goals sends none when the
-    text is unchanged: its query failed, and so did its retry. Now it re-sends the text."""
+    """get_goals on unchanged text after the document's worker crashed re-sends the text."""
     import os
     import signal
 
@@ -917,8 +868,7 @@ async def test_goals_after_the_documents_worker_crashed_restart_it(
 
 
 async def test_the_mode_reason_counts_in_english(service: ProofService) -> None:
-    """Found by the session-12 users' sweep: the demo's tasks said "1 commands before the
-    target"."""
+    """The mode reason says "1 command", not "1 commands"."""
     opened = await service.open_task("and_swap")
     assert opened.mode == "file"
     assert opened.mode_reason.startswith("1 command before the target "), opened.mode_reason
@@ -955,11 +905,7 @@ def after : N := helper
 
 
 async def test_a_task_file_broken_only_as_written_is_never_complete(tmp_path: Path) -> None:
-    """What happened: the target's `open … in` is unwrapped in the session's document (so Lean
-    lists the target), which opened `Outer` for the rest of the file too: `def after` used
-    `helper` unqualified, an error in the file as written, and no step showed it. A right
-    proof was complete; check_proof rejected it (the task file does not compile). What should:
-    such a task says so on every step and no step is complete."""
+    """The target's unwrapped `open … in` hides the file's error: every step says so."""
     suite = demo_with_tasks(
         tmp_path / "suite", {"wrapped": ("Wrapped.lean", "main", WRAPPED_BROKEN_TASK)}
     )
@@ -973,7 +919,6 @@ async def test_a_task_file_broken_only_as_written_is_never_complete(tmp_path: Pa
         warned = [d.message for d in step.diagnostics if d.message.startswith(said)]
         assert len(warned) == 1 and "line 13" in warned[0] and "helper" in warned[0], warned
         assert not (await service.check_proof(opened.session_id)).accepted
-    # The same file, not broken: complete and accepted, nothing said.
     fixed = WRAPPED_BROKEN_TASK.replace("def after : N := helper", "def after : N := Outer.helper")
     suite = demo_with_tasks(tmp_path / "fixed", {"wrapped": ("Wrapped.lean", "main", fixed)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs-fixed", sandbox=False)
@@ -988,9 +933,7 @@ async def test_a_task_file_broken_only_as_written_is_never_complete(tmp_path: Pa
 async def test_the_file_as_written_is_asked_again_when_lean_could_not_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Found by review: a failure of the one elaboration of the file as written (a busy pool,
-    a timeout) was kept as "no errors" for the service's life, so the broken file's right
-    proof was complete again. A later step asks again."""
+    """A failed elaboration of the file as written (busy pool, timeout) is not "no errors"."""
     from agent_tools.sessions import lean_step
     from lsp_bridge import LeanrigError
 
@@ -1032,11 +975,7 @@ end Sly
 
 
 async def test_a_placeholder_that_proves_the_theorem_is_no_one_s_proof(tmp_path: Path) -> None:
-    """Found by review: the suite's placeholder rule is lexical, so a placeholder that mentions
-    sorry and proves the theorem without it (here a lemma named `swap.sorry`; with Mathlib,
-    `by first | rfl | sorry`) loads; the task untouched was complete and accepted, so an
-    attempt that only opened it scored. Neither the session nor the verdict takes it now; a
-    proof the agent writes still is."""
+    """A lemma named `swap.sorry`: the untouched task is neither complete nor accepted."""
     suite = demo_with_tasks(tmp_path / "suite", {"sly": ("Sly.lean", "Sly.main", SLY_TASK)})
     options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False)
     async with open_service(options) as service:
@@ -1052,9 +991,7 @@ async def test_a_placeholder_that_proves_the_theorem_is_no_one_s_proof(tmp_path:
 
 
 async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path: Path) -> None:
-    """Found by the session-12 users' sweep: a task file that does not compile outside the
-    proof body loaded without complaint, and every attempt on it failed with Lean's error and
-    nothing saying it is the suite's. open_task now says so, once, where the first error is."""
+    """open_task says so once, at the first error."""
 
     from agent_tools.sessions.elaborate import TASK_FILE_ERRORS
 
@@ -1080,11 +1017,7 @@ async def test_a_task_file_with_errors_outside_the_body_says_so_at_open(tmp_path
 async def test_constructs_that_act_while_lean_elaborates_never_reach_the_sessions_lean(
     service: ProofService,
 ) -> None:
-    """A red team: the attempt's Lean reads the whole file system (its sandbox hides nothing
-    of what the agent's hides), and a body's `include_str` (or a `run_tac` that reads a file)
-    would show a hidden solution in Lean's message; such bodies were elaborated, and only
-    marked "check_proof rejects this" afterwards. Refused before Lean now (a full toolchain's
-    constructs: this Lean has neither, so the refusal is what is observable here)."""
+    """`include_str` or a file-reading `run_tac`: this Lean has neither, so refusal is observed."""
     opened = await service.open_task("and_swap")
     sid = opened.session_id
     for body, construct in (

@@ -1,7 +1,5 @@
 """The session's `#print axioms` probe and expected-type learning against the real bootstrap
-Lean: problems a review (session 12) confirmed, each a test that failed before its fix —
-`#exit` in every form, full axiom names whatever the file opens, tactics that leave Lean's own
-axioms unnamed, an explicit application used as an operand."""
+Lean: `#exit` in every form, full axiom names, tactics leaving Lean's axioms unnamed."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ PROOF = "@And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hq hp) h"
 
 
 def _exit_task(count: int, tail: str, newline: str = "\n") -> str:
-    """A probed task file (it declares an axiom outside the allow-list) that stops with
-    ``#exit`` somewhere after the target (``tail``), ``count`` commands before the target."""
+    """A probed task file, ``count`` commands before the target and ``tail`` with `#exit` after."""
     text = (
         "prelude\nimport Demo.Basic\n\nnamespace Bx\n\naxiom cheat : False\n\n"
         + padding(count)
@@ -39,12 +36,10 @@ def _exit_task(count: int, tail: str, newline: str = "\n") -> str:
 
 
 EXIT_TASKS = {
-    # `#exit` indented: Lean stops there as well (the probe went after it: never run)
+    # `#exit` indented: Lean stops there as well
     "indented": _exit_task(3, "\nend Bx\n  #exit\nnever read\n"),
-    # `#exit` after another command on its line
     "same_line": _exit_task(3, "\nend Bx #exit\nnever read\n"),
-    # a prefix module (47 commands before the target) and a `#exit`: the prefix check's
-    # `#check` was appended after the `#exit`, so such a file never got the prefix mode
+    # a prefix module (47 commands before the target) and a `#exit`
     "prefix": _exit_task(45, "\nend Bx\n\n#exit\n\nnever read\n"),
     "prefix_tight": _exit_task(45, "#exit"),  # right after the target, no newline at EOF
     "prefix_crlf": _exit_task(45, "\nend Bx\n\n#exit\n\nnever read\n", newline="\r\n"),
@@ -64,19 +59,18 @@ async def exit_service(tmp_path: Path) -> AsyncIterator[ProofService]:
 
 @pytest.mark.parametrize(
     ("task_id", "mode", "error_line"),
-    [("indented", "file", 12), ("same_line", "file", 12), ("prefix", "prefix", 54),
-     ("prefix_tight", "prefix", 54), ("prefix_crlf", "prefix", 54)],
-)  # fmt: skip
+    [
+        ("indented", "file", 12),
+        ("same_line", "file", 12),
+        ("prefix", "prefix", 54),
+        ("prefix_tight", "prefix", 54),
+        ("prefix_crlf", "prefix", 54),
+    ],
+)
 async def test_a_probed_file_with_exit_after_the_target_completes_in_every_form(
     exit_service: ProofService, task_id: str, mode: str, error_line: int
 ) -> None:
-    """What happened: an `#exit` not in column 0 was not seen, the `#print axioms` probe went
-    after it and Lean never ran it: the right proof was "not complete: … could not be read"
-    while check_proof accepted. A task file with any `#exit` after the target never used the
-    prefix module (its check appended `#check` after the `#exit`: "statement could not be
-    read back"). What should: the probe (and the prefix check) go before the `#exit`
-    wherever it stands; positions, the displaced parse error and the axiom warning as in the
-    plain file."""
+    """Positions, parse error and axiom warning as in the plain file."""
     service = exit_service
     opened = await service.open_task(task_id)
     assert opened.mode == mode, opened.mode_reason
@@ -111,15 +105,8 @@ def test_exit_after_finds_the_command_wherever_it_stands() -> None:
 async def test_an_explicit_application_used_as_an_operand_teaches_no_expected_type(
     tmp_path: Path, operand: str
 ) -> None:
-    """What happened: `@f x ▸ e` (or `@f x |>.g`) starts with an explicit application that is
-    an operand: Lean elaborates it without an expected type and answers at `f` with `f`'s own
-    type (`∀ {a b : Prop}, a → b → And a b`) and `f`'s range, which `covers_body`'s head rule
-    took for the whole body's expected type; it was shown as the goal and, when it was the
-    task's first incomplete step (the task file's own body taught nothing), learned for the
-    task, so every later step (`h`) showed it too. What should: the head rule only for a body
-    that is nothing but the application (its arguments), the task's statement shown."""
-    # A task file whose own body teaches nothing (Lean's answer at its start is the identity
-    # function's own type), so the first incomplete step's answer is the one learned.
+    """`@f x ▸ e`: the task's statement is shown, now and later."""
+    # The task file's own body teaches nothing, so the first incomplete step's answer is learned.
     suite = tmp_path / "suite"
     shutil.copytree(DEMO, suite)
     swap = suite / "Demo" / "AndSwap.lean"
@@ -149,12 +136,7 @@ async def test_an_explicit_application_used_as_an_operand_teaches_no_expected_ty
     ["\n  by decide +native", "\n  by decide (config := {native := true})", "\n  by bv_decide"],
 )
 def test_tactics_that_leave_lean_s_own_axioms_unnamed_get_the_probe(body: str) -> None:
-    """What happened: the INIT_AXIOMS probe (3173dea) is decided by the axiom's name in the
-    text, and `native_decide` is forbidden; but `decide +native` (the same tactic: Lean 4.35
-    has it, "Cannot simultaneously set both `+kernel` and `+native`") and `bv_decide` leave
-    `Lean.ofReduceBool` without naming it: with a full toolchain such a step was complete
-    (no probe) and check_proof rejected it (an axiom outside the allow-list). What should:
-    such a step is probed (and the probe then names the axiom)."""
+    """`decide +native` and `bv_decide` use `Lean.ofReduceBool` without naming it."""
     task = load_suite(DEMO).task("and_swap")
     elaborator = Elaborator(
         None,  # type: ignore[arg-type]
@@ -163,8 +145,8 @@ def test_tactics_that_leave_lean_s_own_axioms_unnamed_get_the_probe(body: str) -
         allowed_axioms=["propext", "Classical.choice", "Quot.sound"],
     )
     memo = anyio.run(elaborator.memo, task)
-    assert not elaborator._probed(task, memo, task.with_body("\n  h"))  # nothing to look for
-    # a word, not a substring: `Alternative` (common in Mathlib files) is no native tactic
+    assert not elaborator._probed(task, memo, task.with_body("\n  h"))
+    # a word, not a substring: `Alternative` is no native tactic
     assert not elaborator._probed(task, memo, task.with_body("\n  -- an alternative proof\n  h"))
     assert elaborator._probed(task, memo, task.with_body(body))
 
@@ -189,14 +171,7 @@ theorem main (p q : Prop) (h : And p q) : And q p :=
 async def test_the_probe_reads_axiom_names_in_full_whatever_the_file_opens(
     tmp_path: Path, tail: str
 ) -> None:
-    """What happened: `#print axioms` prints the axioms' names relative to the namespaces open
-    where it runs (measured: after `open Classical`, `[choice]`; in `namespace Bx`, `[cheat]`
-    for `Bx.cheat`). The session's probe runs at the end of the file (or before its `#exit`),
-    under the file's `open`s and unclosed namespaces, and `probe_objection` compares the names
-    with the allow-list: a proof through the allowed `Classical.choice` in a probed file with
-    `open Classical` (usual in Mathlib-style files) was never complete ("axioms outside the
-    allow-list: choice"), and check_proof accepted it. What should: the probe prints full
-    names (`set_option pp.fullNames true in`), as the verdict's own query does."""
+    """`open Classical` or an unclosed namespace does not shorten an allowed axiom's name."""
     suite = demo_with_tasks(
         tmp_path / "suite", {"open": ("Open.lean", "Bx.main", OPEN_TASK + tail)}
     )
@@ -228,9 +203,7 @@ set_option pp.all true
 async def test_a_parse_error_naming_the_task_file_s_own_command_is_left_as_lean_said(
     tmp_path: Path,
 ) -> None:
-    """The probe now starts with `set_option` (full names): a parse error that names a
-    `set_option` command of the task file itself must not be rewritten as the probe's
-    ("unexpected end of input" where the file goes on)."""
+    """The probe starts with a `set_option` too."""
     suite = demo_with_tasks(
         tmp_path / "suite", {"setopt": ("SetOpt.lean", "main", SET_OPTION_AFTER)}
     )

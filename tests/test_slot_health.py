@@ -1,8 +1,6 @@
-"""Slot health: one classification (``repl_pool.slot.slot_fate``) decides, for every error,
-whether the slot is kept or discarded and whether idempotent work is retried — the same in the
-slot's own guard and in ``WarmPool.run``. Faults come from the real Lean where it can produce
-them (worker and server kills, deadlines, unknown methods); the FAKE peer only answers with
-error codes the real Lean gives in races a test cannot schedule."""
+"""Slot health: ``repl_pool.slot.slot_fate`` decides for every error whether the slot is kept
+and idempotent work retried, alike in the slot's guard and ``WarmPool.run``; faults from the real
+Lean, and from a FAKE peer for error answers Lean gives only in races."""
 
 from __future__ import annotations
 
@@ -89,7 +87,7 @@ class Attempts:
     slots: list[int] = field(default_factory=list)
 
     def start(self, slot: Slot) -> int:
-        # (None: a slot of direct workers whose every worker is down until the next change)
+        # 0: a slot of direct workers whose every worker is down until the next change
         self.pids.append(slot.pid or 0)
         self.slots.append(slot.number)
         return len(self.pids)
@@ -140,16 +138,14 @@ async def next_slot(pool: WarmPool) -> int:
 
 
 async def kill_worker(slot: Slot) -> None:
-    """SIGKILL the slot's file worker once it elaborates the current version, and wait until
-    it is gone (the kill really happened). Killed while it still starts up (before its first
-    `fileProgress`), Lean's watchdog reports nothing for the document until the next change:
-    the wait then ends at its deadline, not with a crash (a fresh-clone run under load did)."""
+    """SIGKILL the slot's file worker once it elaborates (killed while it starts up, the watchdog
+    reports nothing until the next change), and wait until it is gone."""
     assert slot.pid is not None
     client = slot.client
     assert client is not None
     with anyio.fail_after(10):
         while True:
-            if client.direct:  # the slot's processes are the workers
+            if client.direct:
                 workers = [psutil.Process(pid) for pid in client.pids]
                 workers = [w for w in workers if slot.uri in " ".join(_open_uris(client, w.pid))]
             else:
@@ -165,7 +161,6 @@ async def kill_worker(slot: Slot) -> None:
 
 
 def _open_uris(client: LeanClient, pid: int) -> list[str]:
-    """The documents whose direct worker is ``pid``."""
     workers = client._workers
     assert workers is not None
     return [uri for uri in client._docs if getattr(workers.connection_of(uri), "pid", None) == pid]
@@ -203,7 +198,7 @@ async def test_a_crashed_worker_keeps_the_server_and_the_step_is_retried_on_it(
 
     await run(pool, op)
     first, second = attempts.slots
-    assert first == second  # the same slot: its next change restarted the worker
+    assert first == second  # its next change restarted the worker
     assert await next_slot(pool) == first and pool.stats().killed == 0
 
 
@@ -283,7 +278,7 @@ async def test_an_error_answer_keeps_the_server_and_is_not_retried(any_pool: War
 
     with pytest.raises(ResponseError) as info:
         await run(pool, op)
-    # method not found, from the real Lean (its worker, asked directly, says "unknown")
+    # method not found (a direct worker says "unknown")
     assert info.value.code in (-32601, -32603)
     assert len(attempts.pids) == 1
     assert await next_slot(pool) == attempts.slots[0] and pool.stats().killed == 0
@@ -316,7 +311,7 @@ async def test_a_broken_slot_is_replaced_and_the_step_is_retried(pool: WarmPool)
     async def op(slot: Slot) -> DocumentReport:
         if attempts.start(slot) == 1:
             slot.kill("test")
-            slot.text()  # raises SlotBroken
+            slot.text()
         return await good_report(slot)
 
     await run(pool, op)

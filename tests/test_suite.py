@@ -72,7 +72,7 @@ def task_toml(**over: object) -> str:
             "t1: theorem a.b has no",
         ),
         (task_toml(file='"../x.lean"'), {}, "outside the suite directory"),
-        # an id names the attempt's directories: `..` put them outside `attempts/`
+        # an id names the attempt's directories: `..` would put them outside `attempts/`
         (task_toml(id='".."'), {"A.lean": GOOD_FILE}, "task ..: id: String should match"),
         (task_toml(id='".t"'), {"A.lean": GOOD_FILE}, "task .t: id: String should match"),
         (
@@ -92,7 +92,7 @@ def task_toml(**over: object) -> str:
         ),
         (
             # Lean core's style: `where` in column 0. The body ends before it, and the sorry
-            # in the helper does not count; the message said only "does not use sorry".
+            # in the helper does not count.
             task_toml(),
             {"A.lean": "theorem a.b : True :=\n  go\nwhere\n  go : True := sorry\n"},
             "sorry (its `where` clause, which starts in column 0, is not part of the body",
@@ -127,9 +127,7 @@ def test_invalid_suites_are_rejected_naming_the_task(
     ],
 )
 def test_a_public_target_of_the_module_system_loads(tmp_path: Path, text: str) -> None:
-    """Found by review: in a `module` file a theorem not marked `public` (nor in a `public
-    section`) is private to importers, so the verdict could not name it and rejected every
-    submission; such a task is now refused when the suite loads, and these load."""
+    """`public`, or in a `public section`: a private target would be unnameable by the verdict."""
     assert load_suite(write_suite(tmp_path, task_toml(), {"A.lean": text})).task("t1")
 
 
@@ -156,25 +154,37 @@ T = "theorem main (p q : Prop) (h : And p q) : And q p :=\n  sorryAx (And q p) B
 @pytest.mark.parametrize(
     ("text", "theorem"),
     [
-        # A `let`/`have` in the statement has its own `:=` (the body was the statement's end).
-        ("namespace N\ntheorem main (p q : Prop) (h : And p q) : let r := And q p; r :=\n  sorryAx"
-         " (And q p) Bool.false\nend N\n", "N.main"),
+        # A `let`/`have` in the statement has its own `:=`.
+        (
+            "namespace N\ntheorem main (p q : Prop) (h : And p q) : let r := And q p; r :=\n  sorryAx"  # noqa: E501
+            " (And q p) Bool.false\nend N\n",
+            "N.main",
+        ),
         # `:=` alone in column 0, which Lean accepts.
-        ("theorem main (p q : Prop)\n    (h : And p q) :\n    And q p\n:=\n  sorryAx (And q p)"
-         " Bool.false\n", "main"),
+        (
+            "theorem main (p q : Prop)\n    (h : And p q) :\n    And q p\n:=\n  sorryAx (And q p)"
+            " Bool.false\n",
+            "main",
+        ),
         # The module system's sections and `public` (current Mathlib).
         ("namespace N\npublic section\ndef x : N := N.z\nend\n" + T + "end N\n", "N.main"),
-        ("namespace N\n@[expose] public noncomputable section\ndef x := 1\nend\n" + T
-         + "end N\n", "N.main"),
+        (
+            "namespace N\n@[expose] public noncomputable section\ndef x := 1\nend\n"
+            + T
+            + "end N\n",
+            "N.main",
+        ),
         ("namespace N\npublic " + T + "end N\n", "N.main"),
         # A namespace opened in one form and closed in another.
-        ("namespace A\nnamespace B\ndef d := 1\nend A.B\n\nnamespace A.B\n" + T + "end A.B\n",
-         "A.B.main"),
+        (
+            "namespace A\nnamespace B\ndef d := 1\nend A.B\n\nnamespace A.B\n" + T + "end A.B\n",
+            "A.B.main",
+        ),
         ("namespace A.B\ndef d := 1\nend B\n" + T + "end A\n", "A.main"),
         # Nested brackets in an attribute on the theorem's line.
         ("@[aesop safe [constructors]] " + T, "main"),
     ],
-)  # fmt: skip
+)
 def test_locate_reads_statements_and_scopes_as_lean_does(text: str, theorem: str) -> None:
     span = locate_body(text, theorem)
     assert span.body(text).strip() == "sorryAx (And q p) Bool.false", span.body(text)
@@ -187,7 +197,6 @@ def test_a_theorem_keyword_not_starting_its_line_is_named_as_the_reason() -> Non
 
 
 def test_a_placeholder_body_that_fails_the_prechecks_is_refused_at_load(tmp_path: Path) -> None:
-    """A tab-indented placeholder loaded, then failed in Lean ("tabs are not allowed")."""
     tabbed = GOOD_FILE.replace("\n  sorry", "\n\tsorry")
     with pytest.raises(SuiteError, match=r"placeholder proof of a\.b .* tab"):
         load_suite(write_suite(tmp_path, task_toml(), {"A.lean": tabbed}))
@@ -239,11 +248,10 @@ def test_prechecks_reject_what_text_alone_decides() -> None:
     assert "NUL" in (precheck_body("\n  a\x00") or "")
     assert precheck_body("\n  /- closed /- nested -/ -/ trivial") is None
     assert precheck_body("\n  h' -- it's fine") is None
-    # Lean refuses tabs between tokens ("tabs are not allowed"), not in comments or strings.
+    # Lean refuses tabs between tokens, not in comments or strings.
     assert "tab" in (precheck_body("\n\ttrivial") or "")
     assert precheck_body('\n  trivial -- a\ttab\n  /- \t -/ "\t"') is None
-    # A line break inside a «» name is not a column-0 line (red-team sweep: Lean accepts
-    # `fun («x⏎y» : True) => …`; the precheck rejected it as a new command).
+    # A line break inside a «» name is not a column-0 line (Lean accepts it).
     assert precheck_body("\n  (fun («x\ny» : True) => h) True.intro") is None
     assert "column 0" in (precheck_body("\n  «x»\ny") or "")
 
@@ -272,7 +280,6 @@ async def test_core_reference_proofs_are_accepted_on_a_toolchain() -> None:
 
 
 def test_a_theorem_after_a_mutual_block_or_noncomputable_section_keeps_its_namespace() -> None:
-    """`end` closing `mutual` or `noncomputable section` was taken as closing the namespace."""
     text = (
         "namespace Foo\n\nmutual\ndef a : Nat → Nat\n  | _ => 0\n"
         "def b : Nat → Nat\n  | _ => 0\nend\n\n"
@@ -289,8 +296,7 @@ def test_a_theorem_after_a_mutual_block_or_noncomputable_section_keeps_its_names
 
 
 def test_the_suite_hash_covers_tasks_and_both_libraries(tmp_path: Path) -> None:
-    """run.json's hash covered suite.toml and task files only: a changed LAD lemma (what LAD
-    agents read) or library module went unnoticed by `leanrig run --resume`."""
+    """The suite hash is stable across loads and changes with a LAD library file."""
     import shutil
 
     suite_dir = tmp_path / "demo"
@@ -307,8 +313,7 @@ def test_the_suite_hash_covers_tasks_and_both_libraries(tmp_path: Path) -> None:
 def test_a_library_module_that_does_not_compile_is_named_with_its_first_error(
     tmp_path: Path, lean_install: LeanInstall, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A red-team sweep: the message kept the last 500 characters of Lean's output, which cut
-    the failing file's path in half (`…sic.lean:54:88: error`)."""
+    """The failing file's path, whole."""
     from agent_tools.tasks import library_dir
 
     monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "cache"))

@@ -1,8 +1,6 @@
-"""The suite's own scheduling: under `make test` (`-n 3 --dist loadgroup`) a test module's
-tests run on one worker (its module fixtures start once), and the modules sharing a group
-(tests/conftest.py SHARED_WORKER: those that start a Ray cluster) on one worker too. Under
-pytest 9.2 the grouping silently stopped (pytest-dev/pytest-xdist#1386): test_harness_runs'
-four harness runs ran on both workers."""
+"""The suite's scheduling under `make test` (`-n 3 --dist loadgroup`): a module's tests run on
+one worker, as do the modules sharing a group (tests/conftest.py SHARED_WORKER;
+pytest-dev/pytest-xdist#1386)."""
 
 from __future__ import annotations
 
@@ -16,13 +14,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
-    # Three quick modules: what is checked is where they run, not what they test.
+    # Three quick modules: what is checked is where they run.
     modules = ["tests/test_results.py", "tests/test_completeness.py", "tests/test_node_routing.py"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
-         "-p", "no:cacheprovider", *modules],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            *modules,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     workers: dict[str, set[str]] = defaultdict(set)
     for worker, module in re.findall(r"\[(gw\d)\].*?PASSED (tests/test_\w+\.py)", done.stdout):

@@ -1,6 +1,5 @@
-"""The trace points a profiler stamps a proof step with (lsp_bridge.TRACE_EVENT, raised with
-`sys.audit`; docs/architecture.md): a step through the MCP server and the real Lean raises
-them in the step's order. bench/step_stamps.py is their user."""
+"""The trace points (lsp_bridge.TRACE_EVENT via `sys.audit`) a proof step through the MCP server
+and the real Lean raises, in the step's order; bench/step_stamps.py uses them."""
 
 from __future__ import annotations
 
@@ -56,9 +55,16 @@ async def test_a_proof_step_raises_its_trace_points_in_order(service: ProofServi
     with recording() as points:
         await mcp.call_tool("set_proof", {"session_id": session, "body": PROOF})
     step = [p for p in points if not p.startswith("Lean answers")]
-    assert step == ["tool starts", "write to Lean", "Lean's answers in",
-                    "step done on its slot", "slot released", "scope checked", "result built",
-                    "tool ends"]  # fmt: skip
+    assert step == [
+        "tool starts",
+        "write to Lean",
+        "Lean's answers in",
+        "step done on its slot",
+        "slot released",
+        "scope checked",
+        "result built",
+        "tool ends",
+    ]
     assert "Lean answers textDocument/documentSymbol" in points
     first_answer = points.index("Lean answers textDocument/documentSymbol")
     assert points.index("write to Lean") < first_answer < points.index("Lean's answers in")

@@ -169,8 +169,7 @@ async def test_an_escaped_unicode_name_with_explicit_universes_is_found(tmp_path
 
 
 # Indented commands after the target (files that indent inside a namespace): Lean ends the
-# theorem at them. The body took them in (a sweep): a proof kept them and was rejected ("the
-# proof body declares `after`"), or, after an indented `end`, no submission could pass.
+# theorem at them, so the body must not take them in.
 INDENTED_AFTER = {
     "theorem": ESCAPED_TASK.replace(
         "\n\nend Exploit",
@@ -181,9 +180,7 @@ INDENTED_AFTER = {
         "namespace Exploit.Ünï\n", "namespace Exploit.Ünï\nsection\n"
     ).replace("\n\nend Exploit", "\n  end\nend Exploit"),
     "check": ESCAPED_TASK.replace("\n\nend Exploit", "\n  #check @Eq\nend Exploit"),
-    # a review: `open` (no `in`) stayed in the body; keeping it or not, nothing passed
     "open": ESCAPED_TASK.replace("\n\nend Exploit", "\n  open Exploit.Ünï\nend Exploit"),
-    # a second review: the wrapper of an indented declaration stayed in the body
     "wrapped": ESCAPED_TASK.replace(
         "\n\nend Exploit",
         "\n\n  set_option pp.all true in\n"
@@ -203,8 +200,7 @@ async def test_an_indented_command_after_the_target_is_not_part_of_the_body(
     assert verdict.accepted, verdict.reasons
 
 
-# What editors add or trim on save: a sweep found each rejected ("text outside the proof body
-# differs"), while CRLF/LF changes were accepted.
+# What editors add or trim on save: each must be accepted, as CRLF/LF changes are.
 SAVED_BY_EDITORS = {
     "final line break removed": lambda t: t.rstrip("\n"),
     "blank lines added at the end": lambda t: t + "\n\n",
@@ -215,7 +211,7 @@ SAVED_BY_EDITORS = {
     "line ends changed to CRLF": lambda t: t.replace("\n", "\r\n"),
 }
 SPACED_TASK = ESCAPED_TASK.replace("namespace Exploit.Ünï\n", "namespace Exploit.Ünï   \n")
-# (Refused before Lean runs: the prelude has no `String` for it to elaborate.)
+# Refused before Lean runs: the prelude has no `String` for it to elaborate.
 STRING_TASK = SPACED_TASK.replace("/-- A name", 'def s : String := "two  \nlines"\n\n/-- A name')
 
 
@@ -230,8 +226,7 @@ async def test_whitespace_editors_change_outside_the_body_is_not_a_change(
 
 
 async def test_a_real_change_beside_whitespace_is_rejected_and_named(tmp_path: Path) -> None:
-    """A review: the message measured from the untrimmed text and named the trimmed spaces'
-    line, not the change."""
+    """The reason's "first difference" names the real change's line, not the trimmed spaces'."""
     verifier, task = exploit_suite_with(tmp_path, "mixed", SPACED_TASK)
     proved = task.with_body("\n  " + SYMM)
     changed = proved.replace("namespace Exploit.Ünï   \n", "namespace Exploit.Ünï\n")
@@ -245,15 +240,14 @@ async def test_a_real_change_beside_whitespace_is_rejected_and_named(tmp_path: P
     before = proved.replace("namespace Exploit.Ünï   \n", "namespace Exploit.Ünï  \n/- x -/\n")
     verdict = await verifier.verify(task, before)
     assert not verdict.accepted
-    assert "first difference near 5:1)" in verdict.reasons[0], verdict.reasons  # not 4:22
+    assert "first difference near 5:1)" in verdict.reasons[0], verdict.reasons
 
 
 @pytest.mark.parametrize("blank", ["\u00a0", "\x0c\n", "\u3000", "tab"])
 async def test_blanks_lean_refuses_outside_the_body_are_a_change(
     tmp_path: Path, blank: str
 ) -> None:
-    """A review: a Unicode space at the end of the file and a tab at a line end of code (both
-    refused by Lean) were dropped as an editor's whitespace, and the verdict accepted."""
+    """A Unicode space at the file's end or a tab ending a code line: Lean refuses both."""
     verifier, task = exploit_suite_with(tmp_path, "blank", SPACED_TASK)
     proved = task.with_body("\n  " + SYMM)
     if blank == "tab":
@@ -275,9 +269,7 @@ async def test_blanks_lean_refuses_outside_the_body_are_a_change(
 async def test_a_construct_inside_an_interpolated_string_is_rejected(
     tmp_path: Path, body: str
 ) -> None:
-    """A review: the forbidden constructs were looked for outside strings, and an interpolated
-    string's `{…}` is code (`s!"{include_str …}"`): it passed the verdict's check and the
-    session's refusal."""
+    """Rejected before Lean, by the verdict and by the session's refusal."""
     from agent_tools.sessions.body_text import refusal
 
     verifier, task = exploit_suite_with(tmp_path, "interpolated", SPACED_TASK)
@@ -289,9 +281,6 @@ async def test_a_construct_inside_an_interpolated_string_is_rejected(
 
 
 def test_the_verdicts_lean_cannot_read_what_its_caller_hides(tmp_path: Path) -> None:
-    """A review: the verdict built its own sandbox policy and dropped what the service's
-    hides, so code a body runs while the verdict elaborates could show a hidden file in a
-    rejection's reason (check_proof answers the agent)."""
     from repl_pool import uses_namespaces
 
     secret = tmp_path / "Solutions"
@@ -306,7 +295,7 @@ def test_the_verdicts_lean_cannot_read_what_its_caller_hides(tmp_path: Path) -> 
     )
     work = tmp_path / "work"
     work.mkdir()
-    lean: SandboxedLean = verifier._lean  # what the verifier runs Lean with
+    lean: SandboxedLean = verifier._lean
     argv = lean.wrapped(["/bin/sh", "-c", f"cat {secret}/proof.lean; echo done"], work)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert "done" in done.stdout and "a proof" not in done.stdout, done
@@ -328,9 +317,7 @@ WRAPPED_TASK = ESCAPED_TASK.replace(
 async def test_a_target_under_set_option_in_is_verified_and_its_escapes_rejected(
     tmp_path: Path,
 ) -> None:
-    """Mathlib's `set_option maxHeartbeats N in` above a theorem: the verdict rejected every
-    proof ("Lean no longer sees the target theorem": the document symbols leave a declaration
-    inside `… in` out)."""
+    """Mathlib's style: `set_option maxHeartbeats N in` above the theorem."""
     verifier, task = exploit_suite_with(tmp_path, "wrapped", WRAPPED_TASK)
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
@@ -343,19 +330,37 @@ async def test_a_target_under_set_option_in_is_verified_and_its_escapes_rejected
 
 
 # (suite, task, text replaced in the task file, replacement, expected reason). Prelude Lean
-# rejects a body that changes the theorem's universes ("a body that adds a universe parameter"
-# in the corpus), so the comparison is exercised directly on compiled modules.
+# rejects a body that changes the theorem's universes, so the comparison runs on compiled modules.
 UNIVERSE_CHANGES = {
-    "Sort u to Type": ("exploits", "universe", "{α : Sort u}", "{α : Type}",
-                       "universe parameters .{} instead of .{u_1}"),
-    "Sort u to Type u": ("exploits", "universe", "{α : Sort u}", "{α : Type u}",
-                         "elaborated types differ"),
-    "a second universe": ("exploits", "universe", "{α : Sort u} {a b : α}",
-                          "{α : Sort u} {β : Sort v} {a b : α}",
-                          "universe parameters .{u_1, u_2} instead of .{u_1}"),
-    "universe order swapped": ("demo", "congr_arg", "universe u v", "universe v u",
-                               "elaborated types differ"),
-}  # fmt: skip
+    "Sort u to Type": (
+        "exploits",
+        "universe",
+        "{α : Sort u}",
+        "{α : Type}",
+        "universe parameters .{} instead of .{u_1}",
+    ),
+    "Sort u to Type u": (
+        "exploits",
+        "universe",
+        "{α : Sort u}",
+        "{α : Type u}",
+        "elaborated types differ",
+    ),
+    "a second universe": (
+        "exploits",
+        "universe",
+        "{α : Sort u} {a b : α}",
+        "{α : Sort u} {β : Sort v} {a b : α}",
+        "universe parameters .{u_1, u_2} instead of .{u_1}",
+    ),
+    "universe order swapped": (
+        "demo",
+        "congr_arg",
+        "universe u v",
+        "universe v u",
+        "elaborated types differ",
+    ),
+}
 
 
 @pytest.mark.parametrize("change", sorted(UNIVERSE_CHANGES))
@@ -402,9 +407,7 @@ def test_check_output_is_parsed_with_universes_escaped_names_and_line_breaks() -
 
 
 def test_a_statement_lean_cannot_pretty_print_is_compared_by_its_raw_form() -> None:
-    """A type the pretty printer fails on (numerals in a prelude without `nat_lit`) is the raw
-    printer's text (`pp.rawOnError`), so two such statements are equal only when their raw
-    forms are; the failure sentence alone, the same for every type, is no statement."""
+    """Compared by the `pp.rawOnError` text, not by the failure sentence every type shares."""
     fallback = "[Error pretty printing expression: Unknown constant `rawNatLit`. Falling back to "
     fallback += "raw printer.]\n"
 
@@ -451,8 +454,8 @@ async def test_a_crashing_lean_process_means_rejection(exploit_verifier: Verifie
     finished = anyio.Event()
 
     async def kill_lean_workers() -> None:
-        # Waits (polling the process table, until the check is over) for the parse stage's
-        # `lean --worker` and kills it; the assertions below prove a kill happened.
+        # Polls the process table until the check is over, killing the parse stage's
+        # `lean --worker`; the assertions below prove a kill happened.
         while not finished.is_set():
             for proc in psutil.Process().children(recursive=True):
                 try:
@@ -481,7 +484,7 @@ async def test_the_type_comparison_sees_a_different_statement(
     exploit_verifier: Verifier, tmp_path: Path
 ) -> None:
     # Prelude Lean elaborates a theorem's type before its body, so no body can change it; the
-    # comparison is exercised directly on two compiled modules with different statements.
+    # comparison runs directly on two compiled modules with different statements.
     task = EXPLOITS.task("true")
     other = task.text.replace("theorem main : True :=", "theorem main : @Eq N N.z N.z :=").replace(
         task.body, "\n  @Eq.refl N N.z"
@@ -505,13 +508,16 @@ async def test_a_relative_work_root_works_from_any_working_directory(
     await scratch.mkdir(parents=True)
     install = find_lean()
     verifier = Verifier(
-        EXPLOITS, install, library=library_dir(EXPLOITS, install),
-        sandbox=SandboxPolicy(use_bwrap=use_bwrap), work_root=Path("runs/scratch"),
-    )  # fmt: skip
+        EXPLOITS,
+        install,
+        library=library_dir(EXPLOITS, install),
+        sandbox=SandboxPolicy(use_bwrap=use_bwrap),
+        work_root=Path("runs/scratch"),
+    )
     task = EXPLOITS.task("true")
     verdict = await verifier.verify(task, task.with_body("\n  True.intro"))
     assert verdict.accepted, verdict.reasons
-    assert [p async for p in scratch.iterdir()] == []  # every scratch directory removed
+    assert [p async for p in scratch.iterdir()] == []
 
 
 FAKE_LAKE = """#!/bin/sh
@@ -530,8 +536,8 @@ exit 1
 async def test_asking_lake_for_the_project_path_does_not_block_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A Lake suite on a toolchain: the verifier asks `lake env` for LEAN_PATH. The fake lake
-    # waits for the test to release it; a blocked event loop could not, and lake gives up.
+    # The fake lake waits for the test to release it, which a blocked event loop could not do
+    # (lake would give up).
     root = tmp_path / "suite"
     shutil.copytree(EXPLOITS.root, root)
     (root / "lakefile.toml").write_text('name = "exploits"\n')
@@ -581,7 +587,7 @@ def test_forbidden_constructs_ignore_comments_not_strings() -> None:
         ("aux\nwhere\n  @[inline, «implemented_by» f] aux : N := N.z", True),
         ("aux\nwhere\n  @ [simp, extern] aux : N := N.z", True),
         ("h\n@[implemented_by x] def y := 1", True),
-        # Attributes a proof's helpers may carry, and any other (session-14 red-team sweep).
+        # Attributes a proof's helpers may carry, and any other.
         ("aux\nwhere\n  @[simp, reducible] aux : N := N.z", False),
         ("aux\nwhere\n  @[local simp] aux : N := N.z", False),
         ("aux\nwhere\n  @[init] aux : N := N.z", True),
@@ -592,8 +598,6 @@ def test_forbidden_constructs_ignore_comments_not_strings() -> None:
     ],
 )
 def test_attribute_constructs_are_forbidden_only_as_attributes(body: str, forbidden: bool) -> None:
-    """Found by the session-12 sweep: `extern` is an attribute, and elsewhere an ordinary name;
-    `fun extern hq => …` (a correct proof) was rejected by the session and the verdict."""
     assert bool(forbidden_constructs(body)) is forbidden, forbidden_constructs(body)
 
 
@@ -624,8 +628,14 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     port = listener.getsockname()[1]
     try:
         # Launched exactly like Lean: the same wrapper, then the program.
-        argv = [*sandbox_wrapper(SandboxPolicy(writable=(session_dir,))), sys.executable, "-c",
-                SANDBOX_HELPER, str(session_dir), str(port)]  # fmt: skip
+        argv = [
+            *sandbox_wrapper(SandboxPolicy(writable=(session_dir,))),
+            sys.executable,
+            "-c",
+            SANDBOX_HELPER,
+            str(session_dir),
+            str(port),
+        ]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
     finally:
         listener.close()
@@ -637,10 +647,18 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
     listener.listen()
     try:
         free = subprocess.run(
-            [sys.executable, "-c", SANDBOX_HELPER, str(session_dir),
-             str(listener.getsockname()[1])],
-            capture_output=True, text=True, timeout=30, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                SANDBOX_HELPER,
+                str(session_dir),
+                str(listener.getsockname()[1]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
     finally:
         listener.close()
     assert free.stdout.split() == ["write-ok", "write-ok", "net-ok"]
@@ -648,14 +666,14 @@ def test_the_sandbox_blocks_writes_outside_the_session_dir_and_network(tmp_path:
 
 @pytest.mark.skipif(sandbox_tools()["bwrap"] is None, reason="bwrap not installed")
 def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
-    """A review: run as root, bwrap left Lean every capability, so code run while elaborating
-    could `mount -o remount,rw,bind /` and then write outside its directory, on the host.
-    (Unprivileged, bwrap drops the capabilities itself: the same holds.)"""
+    """No capability is left, so `mount -o remount,rw,bind /` fails, run as root or not."""
     session_dir = tmp_path / "session"
     session_dir.mkdir()
     outside = tmp_path / "outside.txt"
-    script = f"mount -o remount,rw,bind / 2>/dev/null; umount {tmp_path} 2>/dev/null; " \
-             f"echo x > {outside} 2>/dev/null; grep CapEff /proc/self/status"  # fmt: skip
+    script = (
+        f"mount -o remount,rw,bind / 2>/dev/null; umount {tmp_path} 2>/dev/null; "
+        f"echo x > {outside} 2>/dev/null; grep CapEff /proc/self/status"
+    )
     argv = [*sandbox_wrapper(SandboxPolicy(writable=(session_dir,))), "sh", "-c", script]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert not outside.exists(), out
@@ -665,9 +683,7 @@ def test_code_in_the_sandbox_cannot_remount_it_writable(tmp_path: Path) -> None:
 def test_the_sandbox_programs_come_from_the_system_and_are_looked_up_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A red-team sweep: `prlimit` was looked up on PATH for every Lean process; an agent put
-    its own early on PATH (in a directory of its home), and the verdict's Lean started through
-    it — as the runner, outside every sandbox — and answered what the agent liked."""
+    """Not from an agent's directory placed early on PATH."""
     from repl_pool import sandbox_program
 
     fake = tmp_path / "bin"
@@ -720,8 +736,7 @@ def test_bwrap_is_used_only_when_it_works(monkeypatch: pytest.MonkeyPatch, tmp_p
     ],
 )
 def test_forbidden_constructs_see_through_escapes_and_whitespace(body: str) -> None:
-    """An escaped name or extra whitespace is the same construct to Lean (found by review:
-    `set_option «debug».skipKernelTC` passed the text search)."""
+    """An escaped name (`set_option «debug».skipKernelTC`) or extra whitespace is still found."""
     assert forbidden_constructs(body), body
 
 
@@ -735,8 +750,7 @@ def _escaped(word: str, draw: Any) -> str:
 
 @st.composite
 def _bodies(draw: Any) -> str:
-    """Bodies made of forbidden constructs (words escaped or not, any whitespace, sometimes
-    cut short or in a comment or string) and noise."""
+    """Forbidden constructs, escaped or not, cut short or in comments or strings, and noise."""
     out = []
     for _ in range(draw(st.integers(0, 4))):
         construct = draw(st.sampled_from([*FORBIDDEN, "set_option debug.skipKernelTC"]))
@@ -756,8 +770,7 @@ def _bodies(draw: Any) -> str:
 @given(_bodies())
 @settings(max_examples=500, deadline=None)
 def test_forbidden_constructs_prefilter_finds_what_the_full_scan_finds(body: str) -> None:
-    """Only constructs whose words occur in the body are scanned for (a session checks every
-    complete step): the same reasons as scanning for all of them."""
+    """Scanning only for constructs whose words occur gives the same reasons as scanning for all."""
     assert forbidden_constructs(body) == _forbidden_in_code(body, FORBIDDEN)
 
 
@@ -783,11 +796,7 @@ end W
 
 
 async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Path) -> None:
-    """Found by the session-12 sweep: a task file that does not compile by itself (a later
-    declaration uses a name only the target's `open Demo in` brings into scope) got every
-    proof rejected with "compilation failed: Unknown identifier `helperAx`", which reads as
-    the proof's fault. The reason now says where the error is: here outside the proof body,
-    in the task file's own text; for a wrong proof, in the body."""
+    """Outside the body for a task file that does not compile by itself; in it for a wrong proof."""
     suite_dir = demo_with_tasks(tmp_path / "suite", {"w": ("W.lean", "W.main", BROKEN_WRAPPED)})
     suite = load_suite(suite_dir)
     verifier = verifier_for(suite)
@@ -796,9 +805,11 @@ async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Pa
     verdict = await verifier.verify(task, task.with_body(proof))
     assert not verdict.accepted
     assert any(
-        r.startswith("compilation failed at 16:") and "outside the proof body" in r
-        and "helperAx" in r for r in verdict.reasons
-    ), verdict.reasons  # fmt: skip
+        r.startswith("compilation failed at 16:")
+        and "outside the proof body" in r
+        and "helperAx" in r
+        for r in verdict.reasons
+    ), verdict.reasons
     wrong = await verifier.verify(task, task.with_body("\n  h"))
     assert any(
         r.startswith("compilation failed at 14:3 (in the proof body)") for r in wrong.reasons
@@ -808,10 +819,7 @@ async def test_a_compile_error_says_whether_it_is_in_the_proof_body(tmp_path: Pa
 async def test_an_error_lean_reports_on_the_declaration_is_said_to_be_the_proof_s(
     tmp_path: Path,
 ) -> None:
-    """Found by the session-13 users' sweep: a body that makes the theorem recursive
-    (`main p q h`) fails with Lean's termination error at the theorem's name, before the
-    body; the reason said "outside the proof body, in the task file's own text: … or the task
-    file does not compile without it", blaming the suite for the proof's error."""
+    """A recursive body's termination error, reported at the theorem's name, is the proof's."""
     verifier = verifier_for(DEMO)
     task = DEMO.task("and_swap")
     verdict = await verifier.verify(task, task.with_body("\n  main p q h"))
@@ -823,9 +831,8 @@ async def test_an_error_lean_reports_on_the_declaration_is_said_to_be_the_proof_
 
 
 def test_the_declaration_s_own_errors_are_told_from_its_statement_s() -> None:
-    """Lean reports a recursive proof's failed termination at the theorem's name, an error of
-    the whole declaration at its doc comment: the proof's. An error in the statement (found
-    by review: it was the proof's too) is the task file's."""
+    """Errors at the theorem's name or doc comment are the proof's; an error in the statement is
+    the task file's."""
     text = "def a := 1\n/- plain -/\n/-- doc -/\ntheorem t (h : T) : T :=\n  x\n"
     head = declaration_head(text, text.index("theorem"))
     assert head == (text.index("/-- doc"), text.index(" (h"))
@@ -860,9 +867,7 @@ end P
 async def test_a_parse_stage_error_also_says_whether_it_is_in_the_proof_body(
     tmp_path: Path,
 ) -> None:
-    """The same for a target without `… in` wrappers, whose errors the parse stage reports
-    first: "Lean reports 1 error(s); first at 9:41: Unknown identifier" read as the proof's
-    fault for a task file that does not compile by itself."""
+    """As above, for a target without `… in` wrappers, whose errors the parse stage reports."""
     suite_dir = demo_with_tasks(tmp_path / "suite", {"p": ("P.lean", "P.main", BROKEN_PLAIN)})
     suite = load_suite(suite_dir)
     verifier = verifier_for(suite)
@@ -893,10 +898,7 @@ end Exploit.Ünï
 async def test_a_statement_naming_a_private_declaration_is_judged_the_same(
     tmp_path: Path,
 ) -> None:
-    """Lean's private names carry the module's: the untouched task (compiled as
-    LeanrigOriginal) and the submission (LeanrigSubmission) printed different statements, so
-    every proof of such a task was rejected while its steps said complete (a red-team sweep's
-    benchmark-like suite)."""
+    """The same for the original and the submission, though private names carry the module's."""
     verifier, task = exploit_suite_with(tmp_path, "private", PRIVATE_IN_STATEMENT)
     verdict = await verifier.verify(task, task.with_body("\n  " + SYMM))
     assert verdict.accepted, verdict.reasons
@@ -906,8 +908,7 @@ async def test_a_statement_naming_a_private_declaration_is_judged_the_same(
 async def test_a_difference_after_the_body_is_placed_where_it_is(
     exploit_verifier: Verifier,
 ) -> None:
-    """`leanrig check` named the body's start as the "first difference" when the text after
-    the body was tampered with (a declaration appended, one deleted): a red-team sweep."""
+    """Tampering after the body is placed at its last difference, not at the body's start."""
     task = EXPLOITS.task("true")
     tampered = task.with_body("\n  True.intro").replace(
         "theorem after : True := True.intro", "theorem after : True := sorryAx True Bool.false"
@@ -924,10 +925,7 @@ async def test_a_difference_after_the_body_is_placed_where_it_is(
 
 
 async def test_the_bootstraps_setup_artefact_is_not_counted_and_alone_is_explained() -> None:
-    """The verdict counted the bootstrap's "internal exception #3" beside a real error ("Lean
-    reports 2 error(s)" where a step showed one), and for a body that is only `sorry` (which
-    needs Init) said nothing but that artefact, with a hint about recursive proofs (a
-    red-team sweep)."""
+    """ "internal exception #3" beside a real error, and a body of only `sorry`."""
     suite = load_suite(ROOT / "lean_project" / "suites" / "demo")
     verifier, task = verifier_for(suite), suite.task("and_swap")
     wrong = "\n  @And.rec p q (fun _ => And q p) (fun hp hq => @And.intro q p hp hq) h"
@@ -940,12 +938,17 @@ async def test_the_bootstraps_setup_artefact_is_not_counted_and_alone_is_explain
 
 
 def test_a_sandbox_program_the_operator_named_must_exist(tmp_path: Path) -> None:
-    """`LEANRIG_BWRAP=/nonexistent`: doctor said "bwrap is installed but cannot create
-    namespaces" and every Lean process ran without the sandbox the operator asked for (a docs
-    sweep). Now every command that would start Lean stops, naming the variable."""
+    """A missing `LEANRIG_BWRAP` file stops `leanrig doctor` with status 2, naming the variable."""
     env = {**os.environ, "LEANRIG_BWRAP": str(tmp_path / "nonexistent")}
     leanrig = Path(sys.executable).with_name("leanrig")
-    done = subprocess.run([str(leanrig), "doctor"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(leanrig), "doctor"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"LEANRIG_BWRAP={tmp_path / 'nonexistent'} is not an executable file" in done.stderr

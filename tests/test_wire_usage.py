@@ -1,6 +1,5 @@
-"""The wire meter (agent_tools/models/usage.py): usage and the first token of a model call, read
-from captured-looking streams and bodies of the three APIs, whatever the chunk boundaries and
-line ends; malformed input becomes notes, never an exception."""
+"""The wire meter: usage and the first token of a model call from streams and bodies of the
+three APIs, whatever the chunk boundaries and line ends; malformed input becomes notes."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def no_stray_lean() -> None:
 
 
 def sse(*events: tuple[str | None, Any]) -> bytes:
-    """An SSE body as the APIs write it: `event:` (when named), one compact `data:` line, a
-    blank line. A str payload is written as is (`[DONE]`, broken JSON)."""
+    """An SSE body as the APIs write it; a str payload is written as is (`[DONE]`, bad JSON)."""
     out = bytearray()
     for name, payload in events:
         if name is not None:
@@ -75,9 +73,8 @@ def anthropic_text(text: str, index: int = 0) -> list[tuple[str | None, Any]]:
     ]
 
 
-# Claude Code's second turn: cache hit on the system prompt and tools, a cache write of the
-# last turn, thinking, then a tool call; newer API versions repeat the input counts in
-# message_delta.
+# Claude Code's second turn: cache hit, a cache write, thinking, then a tool call; newer API
+# versions repeat the input counts in message_delta.
 ANTHROPIC_CACHED = sse(
     (
         "message_start",
@@ -216,8 +213,7 @@ ANTHROPIC_VENDOR = sse(
 )
 ANTHROPIC_VENDOR_USAGE = CallUsage(3602, None, None, 41, None, "kimi-k2-0905-preview")
 
-# A gateway that knows the cache counts only at the end (Qwen's Anthropic endpoint), written
-# without the optional space after the colon.
+# Cache counts only at the end (Qwen's Anthropic endpoint), no space after the colon.
 ANTHROPIC_GATEWAY = (
     b"event:message_start\n"
     b'data:{"type":"message_start","message":{"id":"msg_q1","type":"message","role":"assistant",'
@@ -618,7 +614,7 @@ def test_the_first_token_is_reported_once() -> None:
     events = [e + b"\n\n" for e in ANTHROPIC_CACHED.split(b"\n\n") if e]
     flags = [meter.feed(e) for e in events]
     assert flags.count(True) == 1
-    assert flags.index(True) == 2  # message_start, ping, then the first content block
+    assert flags.index(True) == 2  # after message_start and ping
     assert meter.first_token_seen
 
 
