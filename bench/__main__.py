@@ -29,6 +29,7 @@ BENCHES = {
     "queries": "bench.bench_queries",
     "run_ray": "bench.bench_run_ray",
     "equiv": "bench.bench_equiv",
+    "pygls_relay": "bench.pygls_relay",
 }
 
 

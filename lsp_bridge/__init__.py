@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._groups import error_leaves as error_leaves
-from ._groups import single_errors as single_errors
 from .bootstrap import PRELUDE_HEADER as PRELUDE_HEADER
 from .bootstrap import PRELUDE_SORRY as PRELUDE_SORRY
 from .bootstrap import cache_root as cache_root
@@ -31,6 +29,8 @@ from .errors import ServerStartFailed as ServerStartFailed
 from .errors import WorkerCrashed as WorkerCrashed
 from .errors import WorkerExited as WorkerExited
 from .errors import first_line as first_line
+from .exception_groups import error_leaves as error_leaves
+from .exception_groups import single_errors as single_errors
 from .framing import decode_body as decode_body
 from .framing import read_frames as read_frames
 from .header import Header as Header

@@ -15,7 +15,6 @@ import anyio
 from anyio.abc import TaskGroup
 from lsprotocol import types as lsp
 
-from ._groups import single_errors
 from .change_exchange import EarlyBarrier, exchange_change
 from .channels import DocumentChannels, WatchdogServer, initialize_params
 from .doc_queries import DocQuery, parse_hover, parse_symbols
@@ -29,6 +28,7 @@ from .errors import (
     ServerError,
     WorkerCrashed,
 )
+from .exception_groups import single_errors
 from .file_workers import FileWorkers
 from .lean_rpc import RpcSessions
 from .lean_types import (

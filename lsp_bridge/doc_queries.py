@@ -1,4 +1,4 @@
-"""Questions about one version of a document, asked with its change (``LeanClient.update``).
+"""LSP queries about one version of a document, sent with its change (``LeanClient.update``).
 
 Must not send anything or hold state: the client frames the queries into its exchange."""
 

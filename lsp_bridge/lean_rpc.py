@@ -57,7 +57,7 @@ class RpcSessions:
 
     async def call(self, uri: str, pos: LspPos, method: str, params: Any, timeout: float) -> Any:
         """Call a Lean RPC method; reconnects once if the session was dropped."""
-        for attempt in (1, 2):
+        for try_number in (1, 2):
             session = self._by_uri.get(uri) or await self.connect(uri)
             try:
                 return await doc_request(
@@ -75,7 +75,7 @@ class RpcSessions:
                 )
             except RpcNeedsReconnect:
                 self._by_uri.pop(uri, None)
-                if attempt == 2:
+                if try_number == 2:
                     raise
         raise AssertionError("unreachable")
 

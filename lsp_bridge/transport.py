@@ -17,7 +17,6 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from ._groups import single_errors
 from .errors import (
     LeanrigError,
     ProtocolError,
@@ -27,6 +26,7 @@ from .errors import (
     ServerError,
     response_error,
 )
+from .exception_groups import single_errors
 from .framing import decode_body, encode_message, read_frames, unread_notification
 from .pending_requests import Conditional, Parse, PendingRequest, conditional_needed
 from .proctree import spawn_marked

@@ -11,11 +11,9 @@ from lsp_bridge import exports as _exports
 from lsp_bridge import parse_header as parse_header
 
 if TYPE_CHECKING:
-    from .cluster import RayPool as RayPool
     from .config import PoolConfig as PoolConfig
     from .config import RayOptions as RayOptions
     from .config import default_max_processes as default_max_processes
-    from .doc_questions import ask_in as ask_in
     from .environment import LeanEnvironment as LeanEnvironment
     from .errors import NoCluster as NoCluster
     from .errors import NodeLost as NodeLost
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
     from .node_routing import RESOURCE as RESOURCE
     from .oneshot import Completed as Completed
     from .oneshot import base_env as base_env
-    from .oneshot import run_once as run_once
+    from .oneshot import one_shot as one_shot
     from .oneshot import tree_rss as tree_rss
     from .placement import Placements as Placements
     from .placement import recording as recording
@@ -44,6 +42,7 @@ if TYPE_CHECKING:
     from .ray_actor import Shipped as Shipped
     from .ray_actor import land as land
     from .ray_actor import ship as ship
+    from .ray_pool import RayPool as RayPool
     from .reaper import ProcessReaper as ProcessReaper
     from .reaper import tagged_processes as tagged_processes
     from .remote_slot import node_of as node_of
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from .slot import PoolKey as PoolKey
     from .slot import Slot as Slot
     from .slot import lean_refused as lean_refused
+    from .slot_queries import ask_in as ask_in
 
 __all__, _getattr = _exports(__name__)
 if not TYPE_CHECKING:

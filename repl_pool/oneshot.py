@@ -43,7 +43,7 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-async def run_once(
+async def one_shot(
     argv: Sequence[str],
     *,
     cwd: Path,

@@ -384,7 +384,7 @@ class WarmPool:
             while sum(len(v) for k, v in self._idle.items() if key is None or k == key) < count:
                 await self._changed.wait()
 
-    async def run(
+    async def execute(
         self,
         key: PoolKey,
         operation: Callable[[Slot], Awaitable[T]],
@@ -394,8 +394,8 @@ class WarmPool:
         timeout: float | None = None,
     ) -> T:
         """Run ``operation`` on a slot, retried once if idempotent and ``slot_fate`` allows."""
-        attempts = 2 if idempotent else 1
-        for attempt in range(1, attempts + 1):
+        tries = 2 if idempotent else 1
+        for try_number in range(1, tries + 1):
             try:
                 async with self.acquire(key, holder=holder, timeout=timeout) as slot:
                     try:
@@ -406,7 +406,7 @@ class WarmPool:
                 sys.audit(TRACE_EVENT, "slot released")
                 return result
             except LeanrigError as exc:
-                if attempt == attempts or not slot_fate(exc).retry:
+                if try_number == tries or not slot_fate(exc).retry:
                     raise
                 log.info("pool.retry", error=type(exc).__name__, header=key.short())
         raise AssertionError("unreachable")

@@ -30,7 +30,7 @@ class Pool(Protocol):
         """The key of a file's text: its environment (default: the pool's) and its header."""
         ...
 
-    async def run(
+    async def execute(
         self,
         key: PoolKey,
         operation: Callable[[Slot], Awaitable[T]],
@@ -62,4 +62,4 @@ async def check_file(
     async def elaborate(slot: Slot) -> DocumentReport:
         return await slot.elaborate(text, timeout=pool.config.request_deadline)
 
-    return await pool.run(key, elaborate)
+    return await pool.execute(key, elaborate)

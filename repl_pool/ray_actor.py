@@ -225,7 +225,7 @@ class LeanNode:
             return "error", ship(exc)
         return "ok", result
 
-    async def run(
+    async def execute(
         self, header_text: str, holder: str | None, timeout: float, operation: Any
     ) -> Reply:
         """Run a portable operation on a slot of this node; not retried (the router retries)."""
@@ -233,7 +233,7 @@ class LeanNode:
             return "error", ship(LeanrigError("the node's pool is not open"))
         key = self.pool.key_for(header_text)
         try:
-            result = await self.pool.run(
+            result = await self.pool.execute(
                 key, operation, idempotent=False, holder=holder, timeout=timeout
             )
         except LeanrigError as exc:

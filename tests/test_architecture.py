@@ -295,7 +295,7 @@ OPTIONAL_DEPENDENCIES = {"ray", "matplotlib", "inspect_ai", "pyseccomp", "uvicor
 DEFERRING = {
     # A command's modules load when it runs (test_a_command_imports_only_what_it_uses).
     "agent_tools/cli": "command",
-    "agent_tools/editor/commands.py": "command",
+    "agent_tools/editor/cli_commands.py": "command",
     # inspect_log imports inspect_ai (an extra) when it loads.
     "agent_tools/runs/inspect_export.py": "extra",
 }
@@ -413,7 +413,7 @@ def test_the_public_api_checker_sees_a_reach(tmp_path: Path) -> None:
         "transport.LspTransport._write = None\n"
         "ProofService._step = None\n"
         "setattr(ProofService, '_call', None)\n"
-        "lsp_bridge._groups\n",
+        "lsp_bridge._hidden\n",
         encoding="utf-8",
     )
     assert sorted(_reaches_past_public_api(probe)) == [
@@ -421,7 +421,7 @@ def test_the_public_api_checker_sees_a_reach(tmp_path: Path) -> None:
         "imports lsp_bridge.transport",
         "setattrs ProofService._call",
         "uses ProofService._step",
-        "uses lsp_bridge._groups",
+        "uses lsp_bridge._hidden",
         "uses transport.LspTransport._write",
     ]
 

@@ -587,7 +587,7 @@ async def test_serving_finds_lean_and_builds_the_library_off_the_event_loop(
     """The event loop keeps ticking while `serve` runs find_lean and library_dir."""
     import threading
 
-    from agent_tools.servers import ServeOptions, app, open_service
+    from agent_tools.servers import ServeOptions, open_service, service_wiring
     from agent_tools.tasks import library_dir
     from lsp_bridge import find_lean
 
@@ -603,8 +603,8 @@ async def test_serving_finds_lean_and_builds_the_library_off_the_event_loop(
 
         return run
 
-    monkeypatch.setattr(app, "find_lean", needs_the_loop("find_lean", find_lean))
-    monkeypatch.setattr(app, "library_dir", needs_the_loop("library_dir", library_dir))
+    monkeypatch.setattr(service_wiring, "find_lean", needs_the_loop("find_lean", find_lean))
+    monkeypatch.setattr(service_wiring, "library_dir", needs_the_loop("library_dir", library_dir))
 
     async def ticker() -> None:
         while True:

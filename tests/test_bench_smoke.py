@@ -326,6 +326,17 @@ def smoke_equiv(_tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, A
     return result
 
 
+def smoke_pygls_relay(_tmp_path: Path, _request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Both relays time every message; pygls's typed round trip drops Lean's diagnostic extras."""
+    from bench import pygls_relay
+
+    result: dict[str, Any] = pygls_relay.measure(5, 2)
+    assert result["round_trip_changes"]["publishDiagnostics (1)"], result["round_trip_changes"]
+    for rows in result["results"].values():
+        _samples(rows)
+    return result
+
+
 SMOKES: dict[str, Callable[[Path, pytest.FixtureRequest], dict[str, Any]]] = {
     "lsp_bridge": smoke_lsp_bridge,
     "pool": smoke_pool,
@@ -337,6 +348,7 @@ SMOKES: dict[str, Callable[[Path, pytest.FixtureRequest], dict[str, Any]]] = {
     "queries": smoke_queries,
     "run_ray": smoke_run_ray,
     "equiv": smoke_equiv,
+    "pygls_relay": smoke_pygls_relay,
 }
 
 

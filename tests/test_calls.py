@@ -7,8 +7,8 @@ import anyio
 import pytest
 
 from agent_tools.sessions import ToolError
-from agent_tools.sessions.calls import locked
 from agent_tools.sessions.session import ProofSession
+from agent_tools.sessions.tool_calls import locked
 from agent_tools.tasks import load_suite
 
 from .suites import DEMO

@@ -98,7 +98,7 @@ def test_the_router_reports_the_nodes_pools_as_one_with_its_own_acquire_times() 
 
 def test_both_pools_offer_every_pool_operation_and_the_router_is_no_local_pool() -> None:
     members = {name for name in vars(Pool) if not name.startswith("_")}
-    assert members == {"config", "key_for", "run", "stats", "kill_all"}
+    assert members == {"config", "key_for", "execute", "stats", "kill_all"}
     for pool in (WarmPool, RayPool):
         assert all(callable(getattr(pool, m)) for m in members - {"config"}), pool
     assert not issubclass(RayPool, WarmPool)

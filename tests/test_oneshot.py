@@ -1,4 +1,4 @@
-"""repl_pool.oneshot.run_once: the output a caller parses is complete, under one deadline."""
+"""repl_pool.oneshot.one_shot: the output a caller parses is complete, under one deadline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from lsp_bridge import find_lean
-from repl_pool.oneshot import base_env, run_once
+from repl_pool.oneshot import base_env, one_shot
 
 from .conftest import process_gone
 from .lean_snippets import PRELUDE
@@ -46,7 +46,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 async def test_a_large_output_is_read_to_the_end_not_cut_at_exit(tmp_path: Path) -> None:
-    result = await run_once(
+    result = await one_shot(
         [sys.executable, "-c", WRITER_OUTLIVES_LEADER], cwd=tmp_path, env=base_env(), timeout=60
     )
     assert result.returncode == 0
@@ -57,7 +57,7 @@ async def test_a_large_lean_answer_is_read_completely(tmp_path: Path) -> None:
     count = 3000  # messages, well over a pipe buffer
     source = tmp_path / "Many.lean"
     source.write_text(PRELUDE + "".join(f"#check @Eq.refl -- {i}\n" for i in range(count)))
-    result = await run_once(
+    result = await one_shot(
         [str(find_lean().lean), str(source)], cwd=tmp_path, env=base_env(), timeout=60
     )
     assert result.returncode == 0, result.stderr
@@ -67,7 +67,7 @@ async def test_a_large_lean_answer_is_read_completely(tmp_path: Path) -> None:
 async def test_output_not_finished_by_the_deadline_is_a_timeout_and_its_tree_dies(
     tmp_path: Path,
 ) -> None:
-    result = await run_once(
+    result = await one_shot(
         [sys.executable, "-c", HOLDER_OUTLIVES_LEADER], cwd=tmp_path, env=base_env(), timeout=2
     )
     assert result.timed_out and result.returncode is None
@@ -81,10 +81,10 @@ async def test_output_not_finished_by_the_deadline_is_a_timeout_and_its_tree_die
 STDIN_OF_A_ONE_SHOT_CHILD = """
 import os, sys, anyio
 from pathlib import Path
-from repl_pool.oneshot import base_env, run_once
+from repl_pool.oneshot import base_env, one_shot
 r, w = os.pipe()
 os.dup2(r, 0)
-done = anyio.run(lambda: run_once(["readlink", "/proc/self/fd/0"], cwd=Path.cwd(),
+done = anyio.run(lambda: one_shot(["readlink", "/proc/self/fd/0"], cwd=Path.cwd(),
                                   env=base_env(), timeout=30.0))
 print(done.stdout.strip())
 """

@@ -1,6 +1,6 @@
 """Slot health: ``repl_pool.slot.slot_fate`` decides for every error whether the slot is kept
-and idempotent work retried, alike in the slot's guard and ``WarmPool.run``; faults from the real
-Lean, and from a FAKE peer for error answers Lean gives only in races."""
+and idempotent work retried, alike in the slot's guard and ``WarmPool.execute``; faults from
+the real Lean, and from a FAKE peer for error answers Lean gives only in races."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_every_error_class_has_one_fate(error: BaseException, discard: bool, ret
     assert (fate.discard, fate.retry) == (discard, retry), fate.why
 
 
-# -- WarmPool.run against the real Lean -------------------------------------------------------
+# -- WarmPool.execute against the real Lean -------------------------------------------------------
 
 
 @dataclass
@@ -180,7 +180,7 @@ async def good_report(slot: Slot) -> DocumentReport:
 
 async def run(pool: WarmPool, op: Callable[[Slot], Awaitable[DocumentReport]]) -> DocumentReport:
     with anyio.fail_after(90):
-        return await pool.run(key_of(pool), op)
+        return await pool.execute(key_of(pool), op)
 
 
 async def test_a_crashed_worker_keeps_the_server_and_the_step_is_retried_on_it(

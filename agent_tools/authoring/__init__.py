@@ -1,4 +1,4 @@
-"""authoring: `leanrig suite import`, `check` and `lint`, on sandboxed one-shot Lean runs.
+"""authoring: `leanrig suite import`, `check` and `lint`, on sandboxed one-shot Lean processes.
 
 Names load on first use (PEP 562)."""
 
@@ -13,10 +13,10 @@ if TYPE_CHECKING:
     from .checker import check_suite as check_suite
     from .importer import ImportReport as ImportReport
     from .importer import import_suite as import_suite
-    from .lean_runs import AuthoringError as AuthoringError
     from .linter import Finding as Finding
     from .linter import LintReport as LintReport
     from .linter import lint_suite as lint_suite
+    from .one_shot_lean import AuthoringError as AuthoringError
 
 __all__, _getattr = _exports(__name__)
 if not TYPE_CHECKING:

@@ -33,7 +33,7 @@ from ..verdict import (
     parse_axioms,
     parse_check,
 )
-from .lean_runs import LeanAnswer, LeanRuns, lake_lean_path, line_of
+from .one_shot_lean import LeanAnswer, OneShotLean, lake_lean_path, line_of
 from .statements import read_printed
 
 
@@ -126,7 +126,7 @@ async def _check(
     statements = StatementGrader(
         suite, verifier, EquivalenceGrader(suite, install, library=library)
     )
-    async with LeanRuns.scratch(install, lean_path, suite.spec.limits.wall_seconds) as lean:
+    async with OneShotLean.scratch(install, lean_path, suite.spec.limits.wall_seconds) as lean:
 
         async def one(task: Task) -> None:
             started = time.perf_counter()

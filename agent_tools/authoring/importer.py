@@ -26,7 +26,7 @@ from ..tasks import (
     writes_statement,
 )
 from ..verdict import escape_name, parse_axioms, parse_check
-from .lean_runs import AuthoringError, LeanAnswer, LeanRuns, lake_lean_path, line_of
+from .one_shot_lean import AuthoringError, LeanAnswer, OneShotLean, lake_lean_path, line_of
 from .sources import (
     LAKE_FILES,
     Placeholder,
@@ -136,7 +136,7 @@ async def _plan(sources: list[SourceFile], lake: bool, install: LeanInstall) -> 
     lake_path: list[Path] = []
     for root in sorted({s.root for s in sources}) if lake else []:
         lake_path += await lake_lean_path(root, install)
-    async with LeanRuns.scratch(install, lake_path, WALL_SECONDS) as lean:
+    async with OneShotLean.scratch(install, lake_path, WALL_SECONDS) as lean:
         facts = await _ask_lean(lean, sources)
         for source in sources:
             where = str(source.rel)
@@ -229,7 +229,7 @@ def _write_suite(
     )
 
 
-async def _ask_lean(lean: LeanRuns, sources: list[SourceFile]) -> _Facts:
+async def _ask_lean(lean: OneShotLean, sources: list[SourceFile]) -> _Facts:
     """Compile every file, imports first; ask Lean what depends on sorryAx and what is stated."""
     facts = _Facts()
     sorry_free: set[str] = set()  # modules in which nothing can depend on sorryAx
@@ -351,7 +351,7 @@ def _users(source: SourceFile, target: Placeholder) -> set[str]:
 
 
 async def _elaborate_all(
-    lean: LeanRuns, planned: list[tuple[SourceFile, Placeholder, str]]
+    lean: OneShotLean, planned: list[tuple[SourceFile, Placeholder, str]]
 ) -> list[str]:
     results = [""] * len(planned)
     limiter = anyio.CapacityLimiter(2)

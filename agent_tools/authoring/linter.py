@@ -29,7 +29,7 @@ from ..agents import Fact, Problem, Sym, TermError, parse_signature, prove
 from ..tasks import Suite, Task, declaration_end, library_sources, load_suite, writes_statement
 from ..verdict import escape_name, forbidden_constructs, parse_check
 from .checker import lean_path_of, outside_body, with_reference
-from .lean_runs import LeanAnswer, LeanRuns
+from .one_shot_lean import LeanAnswer, OneShotLean
 from .statements import Signature, canonical, read_printed, signature
 
 Severity = Literal["error", "warning", "info"]
@@ -110,7 +110,7 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
     lean_path = await lean_path_of(suite, install)
     library = await anyio.to_thread.run_sync(_library_constructors, suite)
     limiter = anyio.CapacityLimiter(2)
-    async with LeanRuns.scratch(install, lean_path, budget) as lean:
+    async with OneShotLean.scratch(install, lean_path, budget) as lean:
 
         async def one(i: int, task: Task) -> None:
             if writes_statement(task.kind):
@@ -129,7 +129,7 @@ async def _lint(suite: Suite, install: LeanInstall, budget: float, old: Suite | 
                 tg.start_soon(one, i, task)
     if old is not None:
         old_path = await lean_path_of(old, install)
-        async with LeanRuns.scratch(install, old_path, budget) as lean:
+        async with OneShotLean.scratch(install, old_path, budget) as lean:
             for task_id in suite.tasks:
                 if task_id in old.tasks:
                     prior = _Probed(old.tasks[task_id], signature(old.tasks[task_id]))

@@ -1,6 +1,6 @@
 """A benchmark's Lean files as the importer reads them: modules, declarations, placeholders, meta.
 
-Pure text and file reading: must not write the suite (importer.py) or run Lean (lean_runs.py)."""
+Pure text and file reading: must not write the suite (importer.py) nor run Lean."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ..tasks import (
     declaration_head,
     locate_body,
 )
-from .lean_runs import AuthoringError
+from .one_shot_lean import AuthoringError
 
 LAKE_FILES = ("lakefile.toml", "lakefile.lean", "lean-toolchain", "lake-manifest.json")
 _SKIPPED_DIRS = {".lake", "lake-packages", "build", ".git"}

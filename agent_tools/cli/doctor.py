@@ -82,7 +82,7 @@ async def _smoke(install: LeanInstall, deadline: float) -> tuple[bool, float, st
                     return [e.message for e in report.errors], goal.status, goal.goal
 
                 key = service.pool.key_for(SMOKE_TEXT)
-                errors, status, goal = await service.pool.run(key, elaborate)
+                errors, status, goal = await service.pool.execute(key, elaborate)
                 if errors:
                     return False, _ms(started), f"smoke file has errors: {errors[0]}"
                 if status != "goal" or "N" not in goal:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from lsp_bridge import exports as _exports
 
-from .commands import add_edit_arguments as add_edit_arguments
-from .commands import add_lsp_arguments as add_lsp_arguments
-from .commands import cmd_edit as cmd_edit
-from .commands import cmd_lsp as cmd_lsp
+from .cli_commands import add_edit_arguments as add_edit_arguments
+from .cli_commands import add_lsp_arguments as add_lsp_arguments
+from .cli_commands import cmd_edit as cmd_edit
+from .cli_commands import cmd_lsp as cmd_lsp
 
 if TYPE_CHECKING:
     from .edit_workspace import EditOptions as EditOptions

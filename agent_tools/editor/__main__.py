@@ -11,7 +11,7 @@ import structlog
 
 from lsp_bridge import LeanrigError
 
-from .commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
+from .cli_commands import add_edit_arguments, add_lsp_arguments, cmd_edit, cmd_lsp
 
 
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:

@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING
 from lsp_bridge import exports as _exports
 
 if TYPE_CHECKING:
-    from .app import ServeOptions as ServeOptions
-    from .app import open_service as open_service
-    from .app import serve_argv as serve_argv
     from .asgi import serve_asgi as serve_asgi
     from .asgi import socket_url as socket_url
     from .eventloop import freeze_heap as freeze_heap
@@ -26,6 +23,9 @@ if TYPE_CHECKING:
     from .listen import PortUnavailable as PortUnavailable
     from .listen import listen_local as listen_local
     from .mcp_server import build_mcp as build_mcp
+    from .service_wiring import ServeOptions as ServeOptions
+    from .service_wiring import open_service as open_service
+    from .service_wiring import serve_argv as serve_argv
     from .signals import ignore_stop_signals as ignore_stop_signals
     from .signals import on_first as on_first
     from .signals import stop_signals as stop_signals

@@ -146,7 +146,7 @@ class LeanrigMCP(Server[Any]):
                 content=[TextContent(type="text", text=text)], structured_content=result
             )
         except Exception as exc:
-            # Includes unwritable results, which would otherwise end a line session.
+            # Includes unwritable results, which would otherwise end a line connection.
             log.exception("mcp.tool_crashed", tool=name)
             raise MCPError(code=INTERNAL_ERROR, message=CRASHED) from exc
 
@@ -175,13 +175,13 @@ class LeanrigMCP(Server[Any]):
 
     async def serve_lines(self, lines: TextLines, writer: TextWriter) -> None:
         """MCP over newline-delimited messages; ends when the input ends or the peer is gone."""
-        with anyio.CancelScope() as session:
-            replies = LineReplies(writer, peer_gone=session.cancel)
+        with anyio.CancelScope() as connection:
+            replies = LineReplies(writer, peer_gone=connection.cancel)
             await self.run(
                 LineMessages(lines, replies), replies, self.create_initialization_options()
             )
-        if session.cancelled_caught:
-            log.info("mcp.peer_gone", detail="its replies could not be written; session ended")
+        if connection.cancelled_caught:
+            log.info("mcp.peer_gone", detail="its replies could not be written; connection ended")
 
 
 class ExplainedParams:
@@ -232,7 +232,7 @@ class LineReplies:
         self._writing: anyio.CancelScope | None = None  # the reply being written
 
     def input_ended(self) -> None:
-        """Bound the current and later replies by ``CLOSING_WRITE_SECONDS``: the session closes."""
+        """Bound the current and later replies by ``CLOSING_WRITE_SECONDS``: closing."""
         self._closing = True
         if self._writing is not None:
             closing_by = anyio.current_time() + CLOSING_WRITE_SECONDS

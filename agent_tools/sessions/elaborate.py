@@ -246,7 +246,7 @@ class Elaborator:
         entered = time.perf_counter()
         answer: LeanAnswer | None = None
         try:
-            answer = await self.pool.run(key, step, holder=holder)
+            answer = await self.pool.execute(key, step, holder=holder)
         finally:
             # Queue until the slot's Lean work began (on Ray, the hop too); a failed step is Lean.
             now = time.perf_counter()
@@ -346,7 +346,7 @@ class Elaborator:
         written = WrittenFile(memo.view.to_lean(task.text), self.step_timeout)
         entered = time.perf_counter()
         try:
-            lean_report = await self.pool.run(key, written, holder=holder)
+            lean_report = await self.pool.execute(key, written, holder=holder)
         except LeanrigError as exc:
             log.warning("task.written_file_unread", task=task.id, error=str(exc)[:200])
             return None
@@ -421,4 +421,4 @@ class Elaborator:
                 ],
             )
 
-        return await self.pool.run(key, operation, holder=holder)
+        return await self.pool.execute(key, operation, holder=holder)

@@ -17,7 +17,7 @@ import orjson
 import structlog
 
 from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root
-from repl_pool import LeanEnvironment, SandboxPolicy, run_once, sandbox_wrapper
+from repl_pool import LeanEnvironment, SandboxPolicy, one_shot, sandbox_wrapper
 
 from ..tasks import (
     PrefixSplit,
@@ -214,7 +214,7 @@ class PrefixModules:
 
     async def _run(self, *argv: str) -> tuple[int | None, list[dict[str, Any]], str]:
         env = dict(self.prefix_environment.env or {})
-        done = await run_once(self._argv(*argv), cwd=self.directory, env=env, timeout=BUILD_SECONDS)
+        done = await one_shot(self._argv(*argv), cwd=self.directory, env=env, timeout=BUILD_SECONDS)
         return done.returncode, _messages(done.stdout), done.stderr
 
     async def _build_and_check(self, task: Task, split: PrefixSplit) -> tuple[Mode, str]:

@@ -107,7 +107,7 @@ class LeanQuestions:
             with timer.lean():
                 return await work(slot)
 
-        return await self.pool.run(key, operation, holder=holder)
+        return await self.pool.execute(key, operation, holder=holder)
 
     async def ask_about(
         self,

@@ -20,7 +20,6 @@ from lsp_bridge import (
 )
 
 from .body_text import as_lean_reads, refusal, short
-from .calls import Call
 from .errors import ToolError, agent_error
 from .question_documents import (
     CHECK_NAME,
@@ -36,6 +35,7 @@ from .question_documents import (
 )
 from .question_lean import LeanQuestions, UnknownDeclaration
 from .session import ProofSession
+from .tool_calls import Call
 from .tool_inputs import MAX_NAME_CHARS, MAX_TERM_CHARS
 from .tool_outputs import (
     CheckTermResult,

@@ -32,15 +32,11 @@ from ..tasks import (
 )
 from ..verdict import Verifier
 from .body_text import as_lean_reads, occurrences, refusal, short
-from .calls import Call, Calls
 from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error
 from .files import replace_file
 from .ledger import Ledger, StepTimer
-from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
-from .question_lean import LeanQuestions
-from .questions import QuestionTools, position_in
-from .replies import (
+from .output_builders import (
     agent_diagnostics,
     body_range,
     candidate_outcome,
@@ -49,8 +45,12 @@ from .replies import (
     step_state,
     timings,
 )
+from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
+from .question_lean import LeanQuestions
+from .questions import QuestionTools, position_in
 from .session import ProofSession, body_sha, leaves_proof_open
 from .statement_tools import StatementTools
+from .tool_calls import Call, Calls
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
 from .tool_outputs import (
     Candidate,

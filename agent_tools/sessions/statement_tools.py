@@ -11,14 +11,14 @@ from typing import Any, Literal
 from ..tasks import Suite, writes_statement
 from ..verdict import Verifier
 from .body_text import as_lean_reads, refusal
-from .calls import Call
 from .elaborate import Elaborator
 from .errors import ToolError
+from .output_builders import agent_diagnostics
 from .question_documents import info_at, statement_document
 from .question_lean import LeanQuestions
 from .questions import answering, split_shown
-from .replies import agent_diagnostics
 from .session import ProofSession, body_sha, leaves_proof_open
+from .tool_calls import Call
 from .tool_outputs import StatementCheckResult, StatementResult
 
 StatementStatus = Literal["elaborated", "error", "not_checked"]

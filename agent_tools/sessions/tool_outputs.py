@@ -1,6 +1,6 @@
 """The tools' results: one closed pydantic model per tool, published as its ``outputSchema``.
 
-Models only: replies.py builds them; no service, Lean or wire here."""
+Models only: output_builders.py builds them; no service, Lean or wire here."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from lsp_bridge import LeanInstall, LeanrigError, ServerCommand
-from repl_pool import Completed, SandboxPolicy, base_env, run_once, sandbox_wrapper
+from repl_pool import Completed, SandboxPolicy, base_env, one_shot, sandbox_wrapper
 
 from ..tasks import Suite
 from .not_accepted import NotAccepted
@@ -30,7 +30,7 @@ def _absolute_temp_dir(prefix: str, root: Path | None) -> Path:
 
 
 class SandboxedLean:
-    """Lean runs for ``suite``'s verdicts under the caller's ``sandbox`` policy."""
+    """One-shot Lean processes for ``suite``'s verdicts under the caller's ``sandbox`` policy."""
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class SandboxedLean:
                 self._lake_path = []
                 return self._lake_path
             try:
-                out = await run_once(
+                out = await one_shot(
                     [str(lake), "env", "printenv", "LEAN_PATH"],
                     cwd=self.suite.root,
                     env=base_env(),
@@ -110,7 +110,7 @@ class SandboxedLean:
 
     async def run(self, argv: list[str], work: Path, build: Path, timeout: float) -> Completed:
         try:
-            result = await run_once(
+            result = await one_shot(
                 self.wrapped(argv, work),
                 cwd=work,
                 env=await self.env(build),

@@ -1,4 +1,4 @@
-"""Questions about a document that are not proof steps (hover, completions, definitions)."""
+"""LSP queries about a document on a pool slot that are not proof steps (hover, completions)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ async def ask_in(
             except (WorkerCrashed, WorkerExited, ElaborationFailed):
                 return await _ask_once(slot, text, queries, timeout, True, report)
     except TimeoutError:
-        raise RequestTimeout("a question about the document", timeout) from None
+        raise RequestTimeout("a query about the document", timeout) from None
 
 
 async def _ask_once(
@@ -45,7 +45,7 @@ async def _ask_once(
     resend: bool,
     report: bool,
 ) -> tuple[DocumentReport | None, list[Any]]:
-    if resend:  # the change and the questions in one write
+    if resend:  # the change and the queries in one write
         return await slot.elaborate_with(text, queries, timeout=timeout)
     answers: list[Any] = [None] * len(queries)
     reports: list[DocumentReport | None] = [None]

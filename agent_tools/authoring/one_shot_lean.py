@@ -1,4 +1,4 @@
-"""Lean runs for suite authoring, each a fresh sandboxed one-shot process under a deadline.
+"""One-shot Lean processes for suite authoring, each fresh and sandboxed, under a deadline.
 
 Must not judge what Lean says (importer, checker and linter do) nor block the event loop."""
 
@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from lsp_bridge import LeanInstall, LeanrigError, LineIndex
-from repl_pool import SandboxPolicy, base_env, run_once, sandbox_wrapper
+from repl_pool import SandboxPolicy, base_env, one_shot, sandbox_wrapper
 
 from ..verdict import parse_json_messages
 
@@ -93,7 +93,7 @@ async def lake_lean_path(root: Path, install: LeanInstall) -> list[Path]:
     if install.lake is None or not any(lakefiles):
         return []
     try:
-        done = await run_once(
+        done = await one_shot(
             [str(install.lake), "env", "printenv", "LEAN_PATH"],
             cwd=root,
             env=base_env(),
@@ -118,8 +118,8 @@ def line_of(text: str, offset: int) -> int:
     return LineIndex(text).pos_of(offset).line
 
 
-class LeanRuns:
-    """Sandboxed Lean runs sharing one scratch build directory, each under ``wall`` seconds."""
+class OneShotLean:
+    """Sandboxed one-shot Lean processes sharing one scratch build directory, ``wall`` s each."""
 
     def __init__(
         self, install: LeanInstall, work: Path, lean_path: list[Path], wall: float
@@ -135,7 +135,7 @@ class LeanRuns:
     @asynccontextmanager
     async def scratch(
         cls, install: LeanInstall, lean_path: list[Path], wall: float
-    ) -> AsyncIterator[LeanRuns]:
+    ) -> AsyncIterator[OneShotLean]:
         """Runs in a fresh temporary directory, removed afterwards (in a thread, shielded)."""
         work = await anyio.to_thread.run_sync(_fresh_dir)
         try:
@@ -148,7 +148,7 @@ class LeanRuns:
     async def _run(self, argv: list[str]) -> LeanAnswer:
         wrapper = list(sandbox_wrapper(SandboxPolicy(writable=(self.work,))))
         try:
-            done = await run_once(
+            done = await one_shot(
                 [*wrapper, *argv],
                 cwd=self.work,
                 env=base_env([self.build, *self.lean_path]),

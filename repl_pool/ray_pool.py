@@ -206,7 +206,7 @@ class RayPool:
         finally:
             node.inflight -= 1
 
-    async def run(
+    async def execute(
         self,
         key: PoolKey,
         operation: Callable[[Slot], Awaitable[T]],
@@ -215,10 +215,10 @@ class RayPool:
         holder: str | None = None,
         timeout: float | None = None,
     ) -> T:
-        """As `WarmPool.run`, across nodes: after a lost node the step runs once more elsewhere."""
-        attempts = 2 if idempotent else 1
+        """As `WarmPool.execute`, across nodes: after a lost node, once more elsewhere."""
+        tries = 2 if idempotent else 1
         deadline = portable_deadline(operation)
-        for attempt in range(1, attempts + 1):
+        for try_number in range(1, tries + 1):
             try:
                 if deadline is not None:
                     return await self._run_on_node(key, operation, deadline, holder, timeout)
@@ -231,7 +231,7 @@ class RayPool:
                         slot.judge(exc)
                         raise
             except LeanrigError as exc:
-                if attempt == attempts or not slot_fate(exc).retry:
+                if try_number == tries or not slot_fate(exc).retry:
                     raise
                 log.info("ray.retry", error=type(exc).__name__, header=key.short())
         raise AssertionError("unreachable")
@@ -244,7 +244,7 @@ class RayPool:
         holder: str | None,
         timeout: float | None,
     ) -> T:
-        """Ship a portable operation to the chosen node: one actor call per attempt."""
+        """Ship a portable operation to the chosen node: one actor call per try."""
         node = self._place(key, holder)
         wait = self.config.timeouts.acquire if timeout is None else timeout
         header_text = self._keys.header_text(key)
@@ -252,7 +252,7 @@ class RayPool:
         node.inflight += 1
         node.steps += 1
         try:
-            ref = node.handle.run.remote(header_text, holder, wait, operation)
+            ref = node.handle.execute.remote(header_text, holder, wait, operation)
             result: T = await self._actors.call(node, ref, wait + deadline)
         finally:
             node.inflight -= 1
