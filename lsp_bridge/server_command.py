@@ -25,7 +25,7 @@ class ServerCommand:
     edit_delay_ms: int = 1
     incremental_diagnostics: bool = True
     direct_workers: bool = False  # one `lean --worker` per document, no watchdog
-    early_barrier: bool = True  # direct workers: see ``change_exchange.EarlyBarrier``
+    early_barrier: bool = True  # direct workers: see ``client.EarlyBarrier``
 
     @property
     def program(self) -> str:

@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -486,3 +487,22 @@ def test_every_exception_is_a_leanrig_error() -> None:
         if not issubclass(c, LeanrigError) and name not in OUTSIDE_THE_TREE
     )
     assert outside == []
+
+
+def test_the_set_proof_reading_path_is_eight_modules_that_call_each_other() -> None:
+    """docs/architecture.md's reading path: at most 8 modules, each one's named entry point
+    defined there and called from a module before it on the path (a real call chain)."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## Reading one `set_proof`", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^\d+\. `([\w/]+\.py)`: (?:`(\w+)\.(\w+)`)?", section, re.M)
+    assert 2 <= len(steps) <= 8, steps
+    # tools.py calls the service's method named by the tool (`bind`), not by a literal call.
+    by_name = {"agent_tools/servers/tools.py"}
+    for i, (path, owner, method) in enumerate(steps):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        if not method:
+            continue
+        assert f"class {owner}" in text and f"def {method}(" in text, (path, method)
+        callers = [p for p, _, _ in steps[:i]]
+        if i and steps[i - 1][0] not in by_name:
+            assert any(f".{method}(" in (ROOT / p).read_text(encoding="utf-8") for p in callers)

@@ -366,7 +366,7 @@ async def test_mcp_server_info_and_annotations(service: ProofService) -> None:
 
 async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() -> None:
     """A stub slot: the prelude-only Lean cannot emit such an information message."""
-    from agent_tools.sessions.lean_step import LeanStep
+    from agent_tools.sessions.elaborate import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from repl_pool.slot import Elaboration
 
@@ -401,7 +401,7 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
 ) -> None:
     """A term body asks only for the expected type at its start; a tactic body for the goals at
     its end, then the expected type only if there are none; a known expected type is not asked."""
-    from agent_tools.sessions.lean_step import LeanStep
+    from agent_tools.sessions.elaborate import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
     from repl_pool.slot import Elaboration
@@ -459,7 +459,7 @@ async def test_tactic_and_term_bodies_show_lean_s_goals(
 async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refused() -> None:
     """The expected-type query after a barrier at the step's last moment still gets
     LATE_QUERY_SECONDS; Lean answering it with an error leaves the goals out."""
-    from agent_tools.sessions.lean_step import LATE_QUERY_SECONDS, LeanStep
+    from agent_tools.sessions.elaborate import LATE_QUERY_SECONDS, LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, ResponseError, Severity
     from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
     from repl_pool.slot import Elaboration
@@ -934,18 +934,18 @@ async def test_the_file_as_written_is_asked_again_when_lean_could_not_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed elaboration of the file as written (busy pool, timeout) is not "no errors"."""
-    from agent_tools.sessions import lean_step
+    from agent_tools.sessions import elaborate
     from lsp_bridge import LeanrigError
 
-    real = lean_step.WrittenFile.__call__
+    real = elaborate.WrittenFile.__call__
     failures = [LeanrigError("Lean did not answer in time")]
 
-    async def flaky(self: lean_step.WrittenFile, slot: Any) -> Any:
+    async def flaky(self: elaborate.WrittenFile, slot: Any) -> Any:
         if failures:
             raise failures.pop()
         return await real(self, slot)
 
-    monkeypatch.setattr(lean_step.WrittenFile, "__call__", flaky)
+    monkeypatch.setattr(elaborate.WrittenFile, "__call__", flaky)
     suite = demo_with_tasks(
         tmp_path / "suite", {"wrapped": ("Wrapped.lean", "main", WRAPPED_BROKEN_TASK)}
     )
