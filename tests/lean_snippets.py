@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsp_bridge.bootstrap import PRELUDE_HEADER
+from lsp_bridge import PRELUDE_HEADER
 
 PRELUDE = PRELUDE_HEADER
 

@@ -22,7 +22,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from lsp_bridge import LeanClient, LeanInstall, ServerStartFailed, Timeouts
-from repl_pool.sandbox import SandboxPolicy, sandbox_tools, sandbox_wrapper
+from repl_pool import SandboxPolicy, sandbox_tools, sandbox_wrapper
 
 from .rpc_client import RpcError, RpcProcess, stop_process
 

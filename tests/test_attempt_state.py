@@ -11,8 +11,7 @@ import anyio
 import orjson
 import pytest
 
-from agent_tools.editor import rundir
-from agent_tools.editor.human_attempt import HumanAttempt
+from agent_tools.editor import HumanAttempt, rundir
 from agent_tools.editor.rundir import attempt_lock, attempt_state
 from agent_tools.runs import read_results
 from agent_tools.sessions import Ledger

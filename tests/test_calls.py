@@ -6,8 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agent_tools.sessions import ToolError
-from agent_tools.sessions.session import ProofSession
+from agent_tools.sessions import ProofSession, ToolError
 from agent_tools.sessions.tool_calls import locked
 from agent_tools.tasks import load_suite
 

@@ -133,7 +133,7 @@ def test_a_stdio_server_serves_on_a_claimed_wire(tmp_path: Path, name: str) -> N
 async def test_eagain_after_readiness_means_wait_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """EAGAIN after the descriptor looked ready (faked once each for os.read and os.write) waits
     again rather than reading as a client gone."""
-    from agent_tools.servers.fdstreams import FdReceive, FdSend
+    from agent_tools.servers import FdReceive, FdSend
 
     real_read, real_write = os.read, os.write
     refused: set[str] = set()

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agent_tools.runs import RunOptions, run_benchmark
+from agent_tools.runs import RunError, RunOptions, Usage, run_benchmark
 from agent_tools.runs.harness import (
     KEY_PLACEHOLDER,
     HarnessError,
@@ -24,8 +24,6 @@ from agent_tools.runs.harness import (
     usage_mismatch,
 )
 from agent_tools.runs.model_access import model_route
-from agent_tools.runs.options import RunError
-from agent_tools.runs.results import Usage
 
 from .suites import DEMO as DEMO_SUITE
 

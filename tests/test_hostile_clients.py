@@ -399,8 +399,7 @@ class _HangingService(_RecordingService):
 async def _mcp_on_pipes() -> AsyncIterator[tuple[int, int, anyio.Event]]:
     """`serve_lines` of a service whose list_tasks never returns, on pipes, after the handshake:
     (client's write fd, client's read fd, an event set when the session ended and closed output)."""
-    from agent_tools.servers.fdstreams import FdReceive, FdSend
-    from agent_tools.servers.mcp_server import build_mcp
+    from agent_tools.servers import FdReceive, FdSend, build_mcp
     from agent_tools.servers.textlines import TextLines, TextWriter
 
     in_r, in_w = os.pipe()

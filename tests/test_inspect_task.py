@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_tools.runs.metrics import weighted_score
+from agent_tools.runs import weighted_score
 
 from .test_as_typed import DEMO
 

@@ -29,6 +29,7 @@ from lsp_bridge import (
     LeanNotFound,
     LspPos,
     PlainGoal,
+    ProtocolError,
     RequestTimeout,
     ServerCommand,
     ServerDied,
@@ -37,7 +38,6 @@ from lsp_bridge import (
     WorkerCrashed,
     find_lean,
 )
-from lsp_bridge.errors import ProtocolError
 from lsp_bridge.framing import (
     MAX_HEADER_BYTES,
     FrameDecoder,
@@ -46,7 +46,7 @@ from lsp_bridge.framing import (
 )
 from lsp_bridge.proctree import TOKEN_VAR, children, new_token, spawn_marked, token_of
 from lsp_bridge.transport import LspTransport
-from repl_pool.sandbox import SandboxPolicy, sandbox_wrapper, uses_namespaces
+from repl_pool import SandboxPolicy, sandbox_wrapper, uses_namespaces
 
 from .conftest import RUN_VAR, leanrig_processes, stray_guard
 
@@ -342,7 +342,7 @@ async def test_a_spawn_cancelled_inside_the_library_call_kills_the_whole_tree(
 def test_a_start_failure_names_lean_not_the_sandbox_wrapper(tmp_path: Path) -> None:
     """The message names Lean, not `/usr/bin/prlimit` (the wrapper)."""
     from lsp_bridge import find_lean
-    from repl_pool.sandbox import SandboxPolicy, sandbox_wrapper
+    from repl_pool import SandboxPolicy, sandbox_wrapper
 
     install = find_lean()
     command = install.server_command(tmp_path, wrapper=sandbox_wrapper(SandboxPolicy()))

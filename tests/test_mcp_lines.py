@@ -15,8 +15,7 @@ import anyio
 import orjson
 import pytest
 
-from agent_tools.servers import ServeOptions, open_service
-from agent_tools.servers.fdstreams import FdReceive, FdSend
+from agent_tools.servers import FdReceive, FdSend, ServeOptions, open_service
 from agent_tools.servers.mcp_server import LeanrigMCP, build_mcp
 from agent_tools.servers.textlines import TextLines, TextWriter
 from agent_tools.sessions import ToolError

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_tools.models import ModelGateway, gateway_client, model_time, upstream_url
+from agent_tools.models import CallUsage, ModelGateway, gateway_client, model_time, upstream_url
 from agent_tools.models.gateway import (
     MAX_REQUEST_BYTES,
     ModelCall,
@@ -27,7 +27,6 @@ from agent_tools.models.gateway import (
     checked_path,
     count_kinds,
 )
-from agent_tools.models.usage import CallUsage
 from agent_tools.runs.model_access import gateway_usage
 from agent_tools.servers import listen_local, serve_asgi
 

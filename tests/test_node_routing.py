@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from repl_pool import NoNodes, Pool, PoolStats, ProcessStat, RayPool, WarmPool
+from repl_pool import NoNodes, Pool, PoolKey, PoolStats, ProcessStat, RayPool, WarmPool
 from repl_pool.node_routing import NodeRouter, RayNode
 from repl_pool.pool_stats import AcquireTimes, merged_stats
-from repl_pool.slot import PoolKey
 
 A = PoolKey("env", "prelude\nimport A")
 B = PoolKey("env", "prelude\nimport B")

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from lsp_bridge import find_lean
-from repl_pool.oneshot import base_env, one_shot
+from repl_pool import base_env, one_shot
 
 from .conftest import process_gone
 from .lean_snippets import PRELUDE

@@ -210,9 +210,9 @@ async def test_a_node_killed_mid_run_loses_no_call_and_stdout_stays_protocol(
 def test_a_lease_may_run_every_slot_method_a_remote_slot_forwards() -> None:
     import inspect
 
+    from repl_pool import Slot
     from repl_pool.ray_actor import SLOT_METHODS
     from repl_pool.remote_slot import RemoteSlot
-    from repl_pool.slot import Slot
 
     forwarded = {
         name

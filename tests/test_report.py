@@ -285,8 +285,7 @@ def test_run_dir_report_marks_gaps_and_na(tmp_path: Path) -> None:
 
 
 def test_a_run_with_attempts_missing_says_so(tmp_path: Path) -> None:
-    from agent_tools.runs import AttemptResult, append_result
-    from agent_tools.runs.results import read_run_info, write_run_info
+    from agent_tools.runs import AttemptResult, append_result, read_run_info, write_run_info
 
     run = make_run(tmp_path / "r", "baseline", {"a": True, "b": False, "c": True, "d": False})
     write_run_info(run, read_run_info(run).model_copy(update={"attempts": 2}))
@@ -370,8 +369,7 @@ def test_several_runs_make_a_leaderboard(tmp_path: Path) -> None:
 
 def test_a_leaderboard_over_different_suites_says_so(tmp_path: Path) -> None:
     """A warning, and each run's own field denominators; also for a `--tasks` subset."""
-    from agent_tools.runs import RunInfo, report_runs, write_run_info
-    from agent_tools.runs.results import read_run_info
+    from agent_tools.runs import RunInfo, read_run_info, report_runs, write_run_info
 
     a = make_run(tmp_path / "a", "baseline", {"a": True, "b": False, "c": False, "d": False})
     b = make_run(tmp_path / "b", "baseline", {"a": True}, label="small")
@@ -424,8 +422,7 @@ def test_unlabelled_runs_are_told_apart_and_a_mismatched_comparison_says_so(
     tmp_path: Path,
 ) -> None:
     """`compare` notes swapped runs, suites, time limits, two baselines, a baseline scoring 0."""
-    from agent_tools.runs import compare_runs, report_runs
-    from agent_tools.runs.results import read_run_info, write_run_info
+    from agent_tools.runs import compare_runs, read_run_info, report_runs, write_run_info
 
     runs = [make_run(tmp_path / name, "baseline", {"a": True}) for name in ("sleep", "flaky")]
     summary = report_runs(runs, tmp_path / "board", plots=False)

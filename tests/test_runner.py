@@ -309,7 +309,7 @@ def test_a_relative_agent_program_is_made_absolute_or_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Agents start in their workspace; missing or non-executable programs are refused."""
-    from agent_tools.runs.options import RunError
+    from agent_tools.runs import RunError
     from agent_tools.runs.options import agent_words as _agent_words
 
     script = tmp_path / "agent.sh"

@@ -21,8 +21,7 @@ from agent_tools.servers import (
     open_service,
     package_version,
 )
-from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, output_schema
-from agent_tools.sessions.tool_outputs import ToolOutput
+from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, ToolOutput, output_schema
 
 from .suites import demo_with_library, demo_with_tasks
 
@@ -368,7 +367,7 @@ async def test_a_clean_report_that_only_quotes_a_sorry_warning_has_no_goals() ->
     """A stub slot: the prelude-only Lean cannot emit such an information message."""
     from agent_tools.sessions.elaborate import LeanStep
     from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
-    from repl_pool.slot import Elaboration
+    from repl_pool import Elaboration
 
     where = LspRange(LspPos(3, 2), LspPos(3, 9))
     quote = LeanDiagnostic(where, Severity.INFORMATION, "declaration uses 'sorry'")
@@ -402,9 +401,16 @@ async def test_a_step_asks_lean_for_the_goals_it_shows_and_no_others(
     """A term body asks only for the expected type at its start; a tactic body for the goals at
     its end, then the expected type only if there are none; a known expected type is not asked."""
     from agent_tools.sessions.elaborate import LeanStep
-    from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, Severity
-    from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
-    from repl_pool.slot import Elaboration
+    from lsp_bridge import (
+        DocumentReport,
+        LeanDiagnostic,
+        LspPos,
+        LspRange,
+        PlainGoal,
+        PlainTermGoal,
+        Severity,
+    )
+    from repl_pool import Elaboration
 
     start, end = LspPos(3, 2), LspPos(3, 9)
     name = {start: "start", end: "end", None: None}
@@ -460,9 +466,17 @@ async def test_the_late_expected_type_query_gets_time_of_its_own_and_may_be_refu
     """The expected-type query after a barrier at the step's last moment still gets
     LATE_QUERY_SECONDS; Lean answering it with an error leaves the goals out."""
     from agent_tools.sessions.elaborate import LATE_QUERY_SECONDS, LeanStep
-    from lsp_bridge import DocumentReport, LeanDiagnostic, LspPos, LspRange, ResponseError, Severity
-    from lsp_bridge.lean_types import PlainGoal, PlainTermGoal
-    from repl_pool.slot import Elaboration
+    from lsp_bridge import (
+        DocumentReport,
+        LeanDiagnostic,
+        LspPos,
+        LspRange,
+        PlainGoal,
+        PlainTermGoal,
+        ResponseError,
+        Severity,
+    )
+    from repl_pool import Elaboration
 
     at = LspPos(3, 2)
     error = LeanDiagnostic(LspRange(at, at), Severity.ERROR, "unknown tactic")
@@ -506,7 +520,7 @@ async def test_a_goal_query_lean_answers_with_an_error_leaves_the_goals_out(
 
 
 def test_an_error_lean_answers_with_is_not_called_a_replaced_process() -> None:
-    from agent_tools.sessions.errors import agent_error
+    from agent_tools.sessions import agent_error
     from lsp_bridge import ResponseError, WorkerCrashed
 
     refused = agent_error(ResponseError("$/lean/plainGoal", -32603, "boom"))

@@ -103,8 +103,7 @@ async def test_a_slow_step_times_out_at_its_limit_and_a_cancelled_one_is_recorde
 
 
 async def test_a_client_may_hold_a_bounded_number_of_open_sessions(tmp_path: Path) -> None:
-    from agent_tools.sessions import ToolError
-    from agent_tools.sessions.service import MAX_SESSIONS_PER_CLIENT
+    from agent_tools.sessions import MAX_SESSIONS_PER_CLIENT, ToolError
 
     options = ServeOptions(suite=DEMO, run_dir=tmp_path, max_processes=1, sandbox=False)
     async with open_service(options) as service:

@@ -37,7 +37,7 @@ from agent_tools.verdict.forbidden import _forbidden_in_code
 from agent_tools.verdict.lean_output import compile_failure
 from agent_tools.verdict.sandboxed_lean import SandboxedLean
 from lsp_bridge import find_lean
-from repl_pool.sandbox import SandboxPolicy, sandbox_tools, sandbox_wrapper
+from repl_pool import SandboxPolicy, sandbox_tools, sandbox_wrapper
 
 from .exploits import CORPUS
 from .suites import demo_with_tasks

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_tools.models.model_request import Api, RequestFacts, api_of, request_facts
-from agent_tools.models.usage import CallUsage, WireMeter
+from agent_tools.models import Api, CallUsage, RequestFacts, WireMeter, api_of, request_facts
 
 
 @pytest.fixture(autouse=True)
