@@ -190,5 +190,9 @@ async def test_the_statement_grader_refuses_a_statement_that_uses_sorry(tmp_path
     task = suite.task("add_comm")
     graded = await grader.grade(task, " : sorryAx Prop Bool.false", 20.0)
     assert not graded.accepted and "sorryAx" in " ".join(graded.reasons), graded.reasons
+    # An elaboration error is the statement check's to refuse (its parse stage), not BEq+'s.
+    broken = await grader.grade(task, " (a : N) : Eq a (N.add a)", 20.0)
+    assert not broken.accepted and broken.equivalence is None, broken
+    assert "Lean reports 1 error(s)" in broken.reasons[0], broken.reasons
     right = await grader.grade(task, ADD_COMM, 20.0)
     assert right.accepted and right.equivalence is not None

@@ -168,12 +168,16 @@ class Verifier:
                         lambda: self._parse_check(task, submission, body, parse_work),
                     )
                     query = not statement or statement_axioms
+                    # A statement whose axioms the caller reads needs no compiled module unless
+                    # the kernel replays it: the parse stage judges an unwrapped target's errors.
+                    compiled = query or bool(task.wrappers) or self._leanchecker() is not None
                     compile_query = self._compile_and_query if query else self._compile
-                    tg.start_soon(
-                        stage,
-                        "compile_query",
-                        lambda: compile_query(task, submission, work, "LeanrigSubmission"),
-                    )
+                    if compiled:
+                        tg.start_soon(
+                            stage,
+                            "compile_query",
+                            lambda: compile_query(task, submission, work, "LeanrigSubmission"),
+                        )
                     if not statement:
                         tg.start_soon(stage, "reference", lambda: self._reference_type(task))
                 for name in ("parse", "compile_query", "reference"):
