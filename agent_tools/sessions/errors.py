@@ -61,3 +61,12 @@ def unknown_session(session_id: str) -> ToolError:
         code="unknown_session",
         hint="open a task with open_task and use the session_id it returns",
     )
+
+
+def rejected_edit(what: str, reason: str, mend: str, version: int) -> ToolError:
+    """An edit of ``what`` ("edit", "statement") refused before it changed the session."""
+    return ToolError(
+        f"{what} rejected: {reason}",
+        code="rejected",
+        hint=f"{mend}; the session stays at version {version}",
+    )

@@ -33,7 +33,7 @@ from ..tasks import (
 from ..verdict import Verifier
 from .body_text import as_lean_reads, occurrences, refusal, short
 from .elaborate import Elaborated, Elaborator
-from .errors import ToolError, agent_error
+from .errors import ToolError, agent_error, rejected_edit
 from .files import replace_file
 from .ledger import Ledger, StepTimer
 from .output_builders import (
@@ -259,20 +259,15 @@ class ProofService(QuestionTools, StatementTools):
         call.extra["body_sha"] = body_sha(body)
         reason = refusal(body)
         if reason is not None:
-            raise ToolError(
-                f"edit rejected: {reason}",
-                code="rejected",
-                hint=f"send the body again, mended as this says; the session stays at version "
-                f"{session.version}",
-            )
+            mend = "send the body again, mended as this says"
+            raise rejected_edit("edit", reason, mend, session.version)
         elaborated = await self.elaborator.elaborate(session.task, body, [call.timer], session.id)
         if elaborated.rejected is not None:
-            raise ToolError(
-                f"edit rejected: {elaborated.rejected}",
-                code="rejected",
-                hint="keep the edit inside the proof (only the proof body may change: no "
-                f"commands or declarations in it); the session stays at version {session.version}",
+            mend = (
+                "keep the edit inside the proof (only the proof body may change: no commands or "
+                "declarations in it)"
             )
+            raise rejected_edit("edit", elaborated.rejected, mend, session.version)
         session.body = body
         session.text = elaborated.text
         session.version += 1

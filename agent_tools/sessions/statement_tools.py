@@ -12,7 +12,7 @@ from ..tasks import Suite, writes_statement
 from ..verdict import Verifier
 from .body_text import as_lean_reads, refusal
 from .elaborate import Elaborator
-from .errors import ToolError
+from .errors import ToolError, rejected_edit
 from .output_builders import agent_diagnostics
 from .question_documents import info_at, statement_document
 from .question_lean import LeanQuestions
@@ -57,22 +57,17 @@ class StatementTools:
             call.extra["statement_sha"] = body_sha(statement)
             reason = refusal(statement)
             if reason is not None:
-                raise ToolError(
-                    f"statement rejected: {reason}",
-                    code="rejected",
-                    hint="send the statement again, mended as this says; the session stays at "
-                    f"version {session.version}",
-                )
+                mend = "send the statement again, mended as this says"
+                raise rejected_edit("statement", reason, mend, session.version)
             original = self.suite.task(session.task.id)
             view = original.statement_view()
             elaborated = await self.elaborator.elaborate(view, statement, [call.timer], session.id)
             if elaborated.rejected is not None:
-                raise ToolError(
-                    f"statement rejected: {elaborated.rejected}",
-                    code="rejected",
-                    hint="only the target's binders and type may change (no commands or "
-                    f"declarations in it); the session stays at version {session.version}",
+                mend = (
+                    "only the target's binders and type may change (no commands or declarations "
+                    "in it)"
                 )
+                raise rejected_edit("statement", elaborated.rejected, mend, session.version)
             # The placeholder body's `sorry` is the task's, not the agent's to mend.
             kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
             diagnostics = agent_diagnostics(elaborated.index, kept)
