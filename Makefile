@@ -10,11 +10,11 @@ QUICK ?=
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
 
+# --no-compile: bytecode is written on first import, for the modules a command uses (byte-
+# compiling every installed module up front took 17 s of a fresh clone's setup).
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# --no-compile: bytecode is written on first import, for the modules a command uses (byte-
-	# compiling every installed module up front took 17 s of a fresh clone's setup).
 	$(BIN)/python -m pip install -q --no-compile -c constraints.txt -e '.[dev,bootstrap,report,ray,inspect]'
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
