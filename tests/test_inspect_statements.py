@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .test_inspect_task import mock_agent
+from .test_inspect_task import eval_suite, mock_agent
 from .test_statement_runs import CLAIMS
 
 pytestmark = pytest.mark.inspect
@@ -35,26 +35,10 @@ def scripted_model() -> Any:
     "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
 )
 def test_statement_tasks_under_inspect_are_graded_by_equivalence(tmp_path: Path) -> None:
-    pytest.importorskip(
-        "inspect_ai",
-        reason="the `inspect` extra is not installed "
-        "(pip install -e '.[inspect]'; `make setup` installs it)",
-    )
-    from inspect_ai import eval as inspect_eval
-
     from agent_tools.runs.attempt_dir import prompt_text
     from agent_tools.tasks import load_suite
 
-    logs: Any = inspect_eval(
-        "leanrig/suite",
-        task_args={"suite": str(CLAIMS), "tasks": ",".join(TASKS), "time_limit": 120},
-        model=scripted_model(),
-        log_dir=str(tmp_path / "logs"),
-        display="none",
-        max_samples=2,
-    )
-    (log,) = logs
-    assert log.status == "success", log.error
+    log = eval_suite(CLAIMS, list(TASKS), scripted_model(), tmp_path / "logs")
     scores = {s.id: s.scores["leanrig_verdict"] for s in log.samples}
     assert {t: s.value for t, s in scores.items()} == TASKS
     assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(1 / 2)

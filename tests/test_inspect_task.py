@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +59,8 @@ def scripted_model() -> Any:
     )
 
 
-# Neither is leanrig's: inspect_ai passes tenacity a deprecated parameter, and its MCP client
-# leaves the SDK's answer streams to the garbage collector.
-@pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
-@pytest.mark.filterwarnings(
-    "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
-)
-def test_the_suite_under_inspect_scores_two_of_three_with_the_tool_calls(tmp_path: Path) -> None:
+def eval_suite(suite: Path, tasks: Sequence[str], model: Any, logs: Path) -> Any:
+    """`inspect eval leanrig/suite` over ``tasks`` with ``model``: its one log, which succeeded."""
     pytest.importorskip(
         "inspect_ai",
         reason="the `inspect` extra is not installed "
@@ -73,16 +68,27 @@ def test_the_suite_under_inspect_scores_two_of_three_with_the_tool_calls(tmp_pat
     )
     from inspect_ai import eval as inspect_eval
 
-    logs: Any = inspect_eval(
+    done: Any = inspect_eval(
         "leanrig/suite",
-        task_args={"suite": str(DEMO), "tasks": ",".join(TASKS), "time_limit": 120},
-        model=scripted_model(),
-        log_dir=str(tmp_path / "logs"),
+        task_args={"suite": str(suite), "tasks": ",".join(tasks), "time_limit": 120},
+        model=model,
+        log_dir=str(logs),
         display="none",
         max_samples=2,
     )
-    (log,) = logs
+    (log,) = done
     assert log.status == "success", log.error
+    return log
+
+
+# Neither is leanrig's: inspect_ai passes tenacity a deprecated parameter, and its MCP client
+# leaves the SDK's answer streams to the garbage collector.
+@pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
+)
+def test_the_suite_under_inspect_scores_two_of_three_with_the_tool_calls(tmp_path: Path) -> None:
+    log = eval_suite(DEMO, TASKS, scripted_model(), tmp_path / "logs")
     assert log.eval.task == "leanrig/suite" and log.eval.config.time_limit == 120
     verdicts = {s.id: s.scores["leanrig_verdict"].value for s in log.samples}
     assert verdicts == {t: ("I" if t == FAILS else "C") for t in TASKS}

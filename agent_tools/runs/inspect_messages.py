@@ -245,24 +245,9 @@ def _responses_output(response: dict[str, Any], model: str) -> ModelOutput:
         (m for m in reversed(messages) if isinstance(m, ChatMessageAssistant)),
         ChatMessageAssistant(content=""),
     )
-    usage = _obj(response.get("usage"))
-    details = _obj(usage.get("input_tokens_details"))
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    total_in = usage.get("input_tokens")
     stop = "tool_calls" if assistant.tool_calls else "stop"
-    return _output(
-        assistant,
-        model,
-        stop,
-        _usage(
-            None if total_in is None else total_in - (cached or 0),
-            usage.get("output_tokens"),
-            cached,
-            None,
-            _obj(usage.get("output_tokens_details")).get("reasoning_tokens"),
-        ),
-        response,
-    )
+    usage = _openai_usage(_obj(response.get("usage")), "input", "output")
+    return _output(assistant, model, stop, usage, response)
 
 
 def chat_messages(messages: Iterable[Any], model: str | None = None) -> list[ChatMessage]:
@@ -305,28 +290,27 @@ def _chat_output(response: dict[str, Any], model: str) -> ModelOutput:
     choice = choices[0] if isinstance(choices[0], dict) else {}
     message = _obj(choice.get("message"))
     (assistant,) = chat_messages([{**message, "role": "assistant"}], model)
-    usage = _obj(response.get("usage"))
-    details = _obj(usage.get("prompt_tokens_details"))
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    total_in = usage.get("prompt_tokens")
     stop = {
         "stop": "stop",
         "tool_calls": "tool_calls",
         "length": "max_tokens",
         "content_filter": "content_filter",
     }.get(str(choice.get("finish_reason")), "unknown")
-    return _output(
-        assistant,
-        model,
-        stop,
-        _usage(
-            None if total_in is None else total_in - (cached or 0),
-            usage.get("completion_tokens"),
-            cached,
-            None,
-            _obj(usage.get("completion_tokens_details")).get("reasoning_tokens"),
-        ),
-        response,
+    usage = _openai_usage(_obj(response.get("usage")), "prompt", "completion")
+    return _output(assistant, model, stop, usage, response)
+
+
+def _openai_usage(usage: dict[str, Any], given: str, made: str) -> ModelUsage | None:
+    """OpenAI's usage: ``input``/``output`` tokens (Responses) or ``prompt``/``completion``
+    (Chat Completions); cached input is counted apart from the fresh."""
+    cached = _obj(usage.get(f"{given}_tokens_details")).get("cached_tokens")
+    total_in = usage.get(f"{given}_tokens")
+    return _usage(
+        None if total_in is None else total_in - (cached or 0),
+        usage.get(f"{made}_tokens"),
+        cached,
+        None,
+        _obj(usage.get(f"{made}_tokens_details")).get("reasoning_tokens"),
     )
 
 

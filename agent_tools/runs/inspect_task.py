@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from inspect_ai.tool import mcp_server_stdio
 
 from lsp_bridge import LeanrigError, find_lean
 
+from ..servers import serve_argv
 from ..tasks import Suite, library_dir, load_suite, writes_proof, writes_statement
 from ..tasks import Task as LeanTask
 from ..verdict import EquivalenceGrader, StatementGrader, Verifier
@@ -119,22 +119,8 @@ def leanrig_scratch(state: TaskState) -> Path:
 
 def serve_command(suite: Path, task: str, condition: str, scratch: Path) -> list[str]:
     """`leanrig serve` for one task (MCP on stdio), its ledger and record in ``scratch``."""
-    return [
-        sys.executable,
-        "-m",
-        "agent_tools.cli",
-        "serve",
-        "--suite",
-        str(suite),
-        "--task",
-        task,
-        "--condition",
-        condition,
-        "--run-dir",
-        str(scratch),
-        "--ledger",
-        str(scratch / "ledger.jsonl"),
-    ]
+    ledger = str(scratch / "ledger.jsonl")
+    return serve_argv(suite, scratch, "--task", task, "--condition", condition, "--ledger", ledger)
 
 
 @solver
