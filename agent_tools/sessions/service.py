@@ -23,7 +23,6 @@ from ..library import LibraryError, LibraryIndex
 from ..tasks import (
     Suite,
     SuiteError,
-    Task,
     axioms_declared,
     library_sources,
     sorry_outside,
@@ -48,7 +47,7 @@ from .output_builders import (
 from .prefix import MIN_PREFIX_COMMANDS, PrefixModules
 from .question_lean import LeanQuestions
 from .questions import QuestionTools, position_in
-from .session import ProofSession, body_sha, leaves_proof_open
+from .session import ProofSession, body_sha
 from .statement_tools import StatementTools
 from .tool_calls import Call, Calls
 from .tool_inputs import MAX_CANDIDATES, MAX_QUERY_CHARS
@@ -299,28 +298,6 @@ class ProofService(QuestionTools, StatementTools):
         data = orjson.dumps(record)
         async with self._submission_lock:  # sessions' records never interleave their renames
             await anyio.to_thread.run_sync(replace_file, self.submission, data)
-
-    async def _open_statement(self, task: Task, session: ProofSession, call: Call) -> StepState:
-        """A statement task's opening state, without the placeholder body's goals."""
-        view = task.statement_view()
-        elaborated = await self.elaborator.elaborate(view, view.body, [call.timer], session.id)
-        kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
-        shown = agent_diagnostics(elaborated.index, kept)
-        errors = [d for d in shown if d.severity == "error"]
-        reason = (
-            f"line {errors[0].line}: {errors[0].message.splitlines()[0]}"
-            if errors
-            else "write the statement of the claim with set_statement; check_statement "
-            "checks it (the body stays the placeholder)"
-        )
-        return StepState(
-            version=session.version,
-            status="error" if errors else "incomplete",
-            status_reason=reason,
-            diagnostics=shown,
-            goals=[],
-            complete=False,
-        )
 
     def _state(self, version: int, elaborated: Elaborated) -> StepState:
         return step_state(

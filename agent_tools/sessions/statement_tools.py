@@ -8,10 +8,10 @@ import time
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
-from ..tasks import Suite, writes_statement
+from ..tasks import Suite, Task, writes_statement
 from ..verdict import Verifier
 from .body_text import as_lean_reads, refusal
-from .elaborate import Elaborator
+from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, rejected_edit
 from .output_builders import agent_diagnostics
 from .question_documents import info_at, statement_document
@@ -19,7 +19,7 @@ from .question_lean import LeanQuestions
 from .questions import answering, split_shown
 from .session import ProofSession, body_sha, leaves_proof_open
 from .tool_calls import Call
-from .tool_outputs import StatementCheckResult, StatementResult
+from .tool_outputs import Diagnostic, StatementCheckResult, StatementResult, StepState
 
 StatementStatus = Literal["elaborated", "error", "not_checked"]
 
@@ -68,18 +68,15 @@ class StatementTools:
                     "in it)"
                 )
                 raise rejected_edit("statement", elaborated.rejected, mend, session.version)
-            # The placeholder body's `sorry` is the task's, not the agent's to mend.
-            kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
-            diagnostics = agent_diagnostics(elaborated.index, kept)
-            errors = [d for d in diagnostics if d.severity == "error"]
+            diagnostics, first_error = _statement_diagnostics(elaborated)
             session.task = original.restated(statement)
             session.statement = statement
             session.text = session.task.with_body(session.body)
             session.version += 1
-            printed = None if errors else await self._printed(session, call)
+            printed = None if first_error else await self._printed(session, call)
             status: StatementStatus
-            if errors:
-                status, why = "error", f"line {errors[0].line}: {errors[0].message.splitlines()[0]}"
+            if first_error:
+                status, why = "error", first_error
             elif elaborated.report.status not in ("done", "superseded"):
                 status, why = "not_checked", "Lean did not finish elaborating in time"
             else:
@@ -94,6 +91,24 @@ class StatementTools:
                 statement=printed,
                 elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
             )
+
+    async def _open_statement(self, task: Task, session: ProofSession, call: Call) -> StepState:
+        """A statement task's opening state, without the placeholder body's goals."""
+        view = task.statement_view()
+        elaborated = await self.elaborator.elaborate(view, view.body, [call.timer], session.id)
+        diagnostics, first_error = _statement_diagnostics(elaborated)
+        reason = first_error or (
+            "write the statement of the claim with set_statement; check_statement checks it "
+            "(the body stays the placeholder)"
+        )
+        return StepState(
+            version=session.version,
+            status="error" if first_error else "incomplete",
+            status_reason=reason,
+            diagnostics=diagnostics,
+            goals=[],
+            complete=False,
+        )
 
     async def _printed(self, session: ProofSession, call: Call) -> str | None:
         """The session's statement as Lean prints it (``#check @target``), or None."""
@@ -131,3 +146,14 @@ def _statement_task(session: ProofSession) -> None:
             code="rejected",
             hint="use set_proof and check_proof (list_tasks gives each task's kind)",
         )
+
+
+def _statement_diagnostics(elaborated: Elaborated) -> tuple[list[Diagnostic], str | None]:
+    """A statement edit's diagnostics for the agent, and its first error as one line (if any).
+
+    The placeholder body's `sorry` is the task's, not the agent's to mend: left out."""
+    kept = [d for d in elaborated.report.diagnostics if not leaves_proof_open(d)]
+    diagnostics = agent_diagnostics(elaborated.index, kept)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    first = f"line {errors[0].line}: {errors[0].message.splitlines()[0]}" if errors else None
+    return diagnostics, first
