@@ -38,7 +38,7 @@ def test_statement_tasks_under_inspect_are_graded_by_equivalence(tmp_path: Path)
     from agent_tools.runs.attempt_dir import prompt_text
     from agent_tools.tasks import load_suite
 
-    log = eval_suite(CLAIMS, list(TASKS), scripted_model(), tmp_path / "logs")
+    log = eval_suite(CLAIMS, TASKS, scripted_model(), tmp_path / "logs")
     scores = {s.id: s.scores["leanrig_verdict"] for s in log.samples}
     assert {t: s.value for t, s in scores.items()} == TASKS
     assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(1 / 2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def scripted_model() -> Any:
     )
 
 
-def eval_suite(suite: Path, tasks: Sequence[str], model: Any, logs: Path) -> Any:
+def eval_suite(suite: Path, tasks: Iterable[str], model: Any, logs: Path) -> Any:
     """`inspect eval leanrig/suite` over ``tasks`` with ``model``: its one log, which succeeded."""
     pytest.importorskip(
         "inspect_ai",
