@@ -9,12 +9,15 @@ import functools
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .bootstrap import bootstrap_lean_path, ensure_bootstrap
+import orjson
+
+from .bootstrap import bootstrap_lean_path, cache_root, ensure_bootstrap
 from .errors import BootstrapError, LeanNotFound
 from .programs import find_program
 from .server_command import ServerCommand
@@ -95,11 +98,10 @@ def _run(argv: list[str], cwd: Path | None = None) -> str | None:
 
 def describe(lean: Path, source: Source, lake: Path | None = None) -> LeanInstall:
     """Probe a lean executable: version, githash and what it can elaborate."""
-    line = _run([str(lean), "--version"])
+    line, libdir = _answers(lean)
     if line is None:
         raise LeanNotFound(f"{lean} does not run (`{lean} --version` failed)")
     version, githash = parse_version(line)
-    libdir = _run([str(lean), "--print-libdir"])
     has_init = libdir is not None and (Path(libdir) / "Init.olean").exists()
     if lake is None and source != "bootstrap":
         sibling = lean.parent / "lake"
@@ -112,6 +114,68 @@ def describe(lean: Path, source: Source, lake: Path | None = None) -> LeanInstal
         source=source,
         lake=lake if has_init else None,
     )
+
+
+PROBE_FILE = "probe.json"  # beside a bootstrap launcher's bin/: its answers, and for which files
+
+
+def _answers(lean: Path) -> tuple[str | None, str | None]:
+    """What ``lean --version`` and ``lean --print-libdir`` print (None: the command failed).
+
+    A bootstrap launcher's answers are kept in its directory's ``probe.json`` while neither it
+    nor its library changes; any other Lean is asked (an elan proxy answers per directory)."""
+    launcher = _bootstrap_launcher(lean)
+    if launcher is not None:
+        home, files = launcher
+        kept = _kept_answers(home / PROBE_FILE, files)
+        if kept is not None:
+            return kept
+    line = _run([str(lean), "--version"])
+    libdir = _run([str(lean), "--print-libdir"]) if line is not None else None
+    if launcher is not None and line is not None:
+        _keep_answers(launcher[0] / PROBE_FILE, launcher[1], line, libdir)
+    return line, libdir
+
+
+def _bootstrap_launcher(lean: Path) -> tuple[Path, list[Path]] | None:
+    """A launcher built in leanrig's cache: its directory and the files its answers rest on."""
+    try:
+        real = lean.resolve()
+        library = real.parent.parent / "lib" / "libleanshared.so"
+        if not real.is_relative_to(cache_root().resolve()) or not library.exists():
+            return None
+        return real.parent.parent, [real, library.resolve()]
+    except OSError:
+        return None
+
+
+def _fingerprint(files: list[Path]) -> list[list[int]]:
+    return [[s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns] for s in map(os.stat, files)]
+
+
+def _kept_answers(record: Path, files: list[Path]) -> tuple[str, str | None] | None:
+    try:
+        kept = orjson.loads(record.read_bytes())
+        if kept["files"] == _fingerprint(files) and isinstance(kept["version"], str):
+            libdir = kept["libdir"]
+            return kept["version"], libdir if isinstance(libdir, str) else None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _keep_answers(record: Path, files: list[Path], line: str, libdir: str | None) -> None:
+    """Written whole (a rename), or not at all: a cache that cannot be written is not used."""
+    answers = {"files": _fingerprint(files), "version": line, "libdir": libdir}
+    written = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=record.parent, prefix=".probe-", delete=False) as out:
+            written = Path(out.name)
+            out.write(orjson.dumps(answers))
+        os.replace(written, record)
+    except OSError:
+        if written is not None:
+            written.unlink(missing_ok=True)
 
 
 def find_lean(

@@ -37,6 +37,39 @@ def test_bootstrap_is_idempotent(capsys: pytest.CaptureFixture[str]) -> None:
     assert "4.35.0" in capsys.readouterr().out
 
 
+def test_a_bootstrap_launcher_is_asked_its_version_once_until_it_or_its_library_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+    import shutil
+
+    from lsp_bridge import find_lean
+
+    real = find_lean().lean.resolve()
+    home = tmp_path / "cache" / "lean-4.35.0" / "copy"
+    (home / "bin").mkdir(parents=True)
+    (home / "lib").mkdir()
+    shutil.copy2(real, home / "bin" / "lean")
+    (home / "lib" / "libleanshared.so").symlink_to(real.parent.parent / "lib" / "libleanshared.so")
+    monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LEANRIG_LEAN", str(home / "bin" / "lean"))
+    assert find_lean().version == "4.35.0"
+    record = home / "probe.json"
+    kept = json.loads(record.read_text())
+    assert kept["version"].startswith("Lean (version 4.35.0")
+    # The kept answer is what the next process reads: Lean is not asked again.
+    record.write_text(json.dumps({**kept, "version": "Lean (version 9.9.9, commit abc)"}))
+    assert find_lean().version == "9.9.9"
+    # A rebuilt launcher is asked again, and its answer kept.
+    os.utime(home / "bin" / "lean", ns=(1, 1))
+    assert find_lean().version == "4.35.0"
+    assert json.loads(record.read_text())["version"] == kept["version"]
+    # A Lean outside leanrig's cache (an elan proxy answers per directory) is always asked.
+    monkeypatch.setenv("LEANRIG_CACHE", str(tmp_path / "elsewhere"))
+    record.write_text(json.dumps({**kept, "version": "Lean (version 9.9.9, commit abc)"}))
+    assert find_lean().version == "4.35.0"
+
+
 def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task_file = DEMO / "Demo" / "TrueIntro.lean"
     good = tmp_path / "Good.lean"
