@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 QUICK ?=
+# Python's bytecode cache on (some environments turn it off): the suite starts about 700 Python
+# processes, and each would compile leanrig's modules again (and pytest rewrite the tests).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup harnesses demo demo-run test test-fast lint typecheck suite bench bench-reference soak clean
 
