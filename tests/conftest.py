@@ -321,7 +321,8 @@ def _strays(before: set[int]) -> list[psutil.Process]:
     ]
 
 
-def _running(proc: psutil.Process) -> bool:
+def running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie; False for a process that vanishes while being looked at."""
     try:
         return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
@@ -339,7 +340,7 @@ def stray_guard(grace: float = 5.0) -> Iterator[None]:
         _, stray = psutil.wait_procs(stray, timeout=grace)
     # Still running: psutil compares the start time, so a re-used pid is not taken for the
     # stray (re-reading /proc/<pid>/environ instead can fail transiently and hide one).
-    stray = [p for p in stray if _running(p)]
+    stray = [p for p in stray if running(p)]
     if not stray:
         return
     described = []

@@ -24,6 +24,8 @@ from agent_tools.runs import read_results, read_run_info
 from agent_tools.tasks import load_suite
 from lsp_bridge import LineIndex, decode_body, find_lean, read_frames
 
+from .conftest import running
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "lean_project" / "suites" / "demo"
 TASK = "refl_z"
@@ -771,7 +773,7 @@ async def test_editor_disconnecting_mid_request_leaves_no_lean(
                 await process.wait()
             tg.cancel_scope.cancel()
         assert process.returncode == 0
-        assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+        assert not running(server)
         (result,) = lines(tmp_path / "run" / "results.jsonl")
         assert result["accepted"] is False  # the final verdict ran on the last valid body
         assert result["reasons"] != ["no verdict"]

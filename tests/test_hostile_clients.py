@@ -30,7 +30,7 @@ from agent_tools.servers import handle_message
 from agent_tools.servers.jsonrpc_server import MAX_LINE, request_id, serve_stream
 from agent_tools.servers.textlines import LineTooLong, receive_line
 
-from .conftest import LONG_LIVED, has_lean_worker, lean_descendants
+from .conftest import LONG_LIVED, has_lean_worker, lean_descendants, running
 from .rpc_client import DEMO, ROOT, RpcError, rpc_server, scratch_run_dir, stop_process
 
 pytestmark = pytest.mark.anyio
@@ -648,7 +648,7 @@ async def _exit_after_stdin_close(process: Process, leans: list[psutil.Process])
         await process.wait()
     elapsed = time.perf_counter() - start
     with anyio.fail_after(10):
-        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in leans):
+        while any(running(p) for p in leans):
             await anyio.sleep(0.02)
     return elapsed
 

@@ -19,6 +19,7 @@ import pytest
 
 from agent_tools.runs import load_run, read_results
 
+from .conftest import running
 from .test_editor_proxy import (
     DEADLINE,
     RIGHT,
@@ -60,7 +61,7 @@ def kill_server(server: psutil.Process) -> None:
 
 
 def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
-    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return [p for p in processes if running(p)]
 
 
 def marked(name: str, value: str) -> list[psutil.Process]:

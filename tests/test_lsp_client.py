@@ -32,6 +32,7 @@ from lsp_bridge import (
 )
 from repl_pool.slot import slot_fate
 
+from .conftest import running
 from .lean_snippets import ARITH, BAD, GOOD, PRELUDE, decls, slow_theorem
 
 pytestmark = pytest.mark.anyio
@@ -429,7 +430,7 @@ async def test_closing_leaves_no_process_of_the_group(server_command: ServerComm
         await c.wait_for((server_command.cwd / "B.lean").as_uri())
         group = [psutil.Process(c.pid), *psutil.Process(c.pid).children(recursive=True)]
         assert len(group) == 3  # server + two workers
-    alive = [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    alive = [p for p in group if running(p)]
     assert alive == []
 
 
