@@ -671,8 +671,15 @@ async def test_lean_crash_gives_an_error_and_restarts_with_the_document(
     path, text, scope = task_setup(workspace)
     uri = await editor.open(path, text)
     await editor.diagnostics_for(uri, 1)
-    # A request Lean holds (a version not sent yet), then Lean dies under it.
+    index = LineIndex(text)
+    goal = {
+        "textDocument": {"uri": uri},
+        "position": index.lsp_of_offset(len(scope.prefix) + 3).to_json(),
+    }
+    # A request Lean holds (a version not sent yet), then Lean dies under it. The answered
+    # request after it shows the held one reached Lean (one stream, in order) before the kill.
     held = await editor.send_request("textDocument/waitForDiagnostics", {"uri": uri, "version": 50})
+    await editor.request("$/lean/plainTermGoal", goal)
     lean_server_under(editor.process.pid).kill()
     failed = await editor.wait(lambda: editor.responses.get(held))
     assert "error" in failed
@@ -681,11 +688,7 @@ async def test_lean_crash_gives_an_error_and_restarts_with_the_document(
         lambda: [n for n in editor.notifications if n["method"] == "window/showMessage"]
     )
     # The new Lean has the document: queries and edits work without re-opening.
-    index = LineIndex(text)
-    pos = index.lsp_of_offset(len(scope.prefix) + 3).to_json()
-    term = await editor.request(
-        "$/lean/plainTermGoal", {"textDocument": {"uri": uri}, "position": pos}
-    )
+    term = await editor.request("$/lean/plainTermGoal", goal)
     assert term["result"] is not None, term
     version = await editor.change(uri, body_edit(text, scope, WRONG))
     assert errors(await editor.diagnostics_for(uri, version))
