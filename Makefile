@@ -13,13 +13,14 @@ unexport PYTHONDONTWRITEBYTECODE
 setup: $(STAMP)
 	@$(BIN)/leanrig bootstrap --quiet
 
-# Byte-compiled at install (pip's default): agents run in a sandbox that cannot write the venv,
-# and would compile every module they import at each start (with `--no-compile`, a fresh
-# clone's `make test` took 757 s instead of 555).
+# uv installs the pinned set (constraints.txt) and byte-compiles it on both cores: agents run
+# in a sandbox that cannot write the venv, and would otherwise compile every module they import
+# at each start. docs/architecture.md has the figures behind both choices.
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bootstrap,report,ray,inspect]'
+	$(BIN)/python -m pip install -q -c constraints.txt uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode -c constraints.txt \
+	  -e '.[dev,bootstrap,report,ray,inspect]'
 	@scripts/install-bwrap.sh || true
 	@scripts/install-neovim.sh || true
 	@scripts/install-emacs.sh || true
