@@ -31,6 +31,7 @@ from .errors import WorkerExited as WorkerExited
 from .errors import first_line as first_line
 from .exception_groups import error_leaves as error_leaves
 from .exception_groups import single_errors as single_errors
+from .files import replace_file as replace_file
 from .framing import decode_body as decode_body
 from .framing import read_frames as read_frames
 from .header import Header as Header

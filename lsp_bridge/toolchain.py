@@ -9,15 +9,12 @@ import functools
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import orjson
-
-from .bootstrap import bootstrap_lean_path, cache_root, ensure_bootstrap
+from .bootstrap import bootstrap_lean_path, ensure_bootstrap, keep_answers, kept_answers
 from .errors import BootstrapError, LeanNotFound
 from .programs import find_program
 from .server_command import ServerCommand
@@ -116,66 +113,19 @@ def describe(lean: Path, source: Source, lake: Path | None = None) -> LeanInstal
     )
 
 
-PROBE_FILE = "probe.json"  # beside a bootstrap launcher's bin/: its answers, and for which files
-
-
 def _answers(lean: Path) -> tuple[str | None, str | None]:
     """What ``lean --version`` and ``lean --print-libdir`` print (None: the command failed).
 
-    A bootstrap launcher's answers are kept in its directory's ``probe.json`` while neither it
-    nor its library changes; any other Lean is asked (an elan proxy answers per directory)."""
-    launcher = _bootstrap_launcher(lean)
-    if launcher is not None:
-        home, files = launcher
-        kept = _kept_answers(home / PROBE_FILE, files)
-        if kept is not None:
-            return kept
+    A bootstrap launcher's answers are kept beside it (`kept_answers`); any other Lean is asked
+    each time (an elan proxy answers per directory)."""
+    kept = kept_answers(lean)
+    if kept is not None:
+        return kept
     line = _run([str(lean), "--version"])
     libdir = _run([str(lean), "--print-libdir"]) if line is not None else None
-    if launcher is not None and line is not None:
-        _keep_answers(launcher[0] / PROBE_FILE, launcher[1], line, libdir)
+    if line is not None:
+        keep_answers(lean, line, libdir)
     return line, libdir
-
-
-def _bootstrap_launcher(lean: Path) -> tuple[Path, list[Path]] | None:
-    """A launcher built in leanrig's cache: its directory and the files its answers rest on."""
-    try:
-        real = lean.resolve()
-        library = real.parent.parent / "lib" / "libleanshared.so"
-        if not real.is_relative_to(cache_root().resolve()) or not library.exists():
-            return None
-        return real.parent.parent, [real, library.resolve()]
-    except OSError:
-        return None
-
-
-def _fingerprint(files: list[Path]) -> list[list[int]]:
-    return [[s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns] for s in map(os.stat, files)]
-
-
-def _kept_answers(record: Path, files: list[Path]) -> tuple[str, str | None] | None:
-    try:
-        kept = orjson.loads(record.read_bytes())
-        if kept["files"] == _fingerprint(files) and isinstance(kept["version"], str):
-            libdir = kept["libdir"]
-            return kept["version"], libdir if isinstance(libdir, str) else None
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        pass
-    return None
-
-
-def _keep_answers(record: Path, files: list[Path], line: str, libdir: str | None) -> None:
-    """Written whole (a rename), or not at all: a cache that cannot be written is not used."""
-    answers = {"files": _fingerprint(files), "version": line, "libdir": libdir}
-    written = None
-    try:
-        with tempfile.NamedTemporaryFile(dir=record.parent, prefix=".probe-", delete=False) as out:
-            written = Path(out.name)
-            out.write(orjson.dumps(answers))
-        os.replace(written, record)
-    except OSError:
-        if written is not None:
-            written.unlink(missing_ok=True)
 
 
 def find_lean(

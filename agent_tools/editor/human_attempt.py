@@ -17,7 +17,7 @@ import orjson
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lsp_bridge import LeanrigError
+from lsp_bridge import LeanrigError, replace_file
 
 from ..runs import (
     ATTEMPT_STATE,
@@ -26,7 +26,7 @@ from ..runs import (
     append_result,
     read_results,
 )
-from ..sessions import Ledger, replace_file
+from ..sessions import Ledger
 from ..tasks import Task
 from ..verdict import Verdict
 

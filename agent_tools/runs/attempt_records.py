@@ -11,9 +11,9 @@ from typing import Final
 import orjson
 import structlog
 
-from lsp_bridge import LeanrigError
+from lsp_bridge import LeanrigError, replace_file
 
-from ..sessions import body_sha, replace_file
+from ..sessions import body_sha
 from ..tasks import Task, load_suite
 from .attempt_dir import AttemptDir
 from .results import read_agent_file

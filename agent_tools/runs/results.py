@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, Self
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lsp_bridge import LeanrigError
+from lsp_bridge import LeanrigError, replace_file
 
 from ..tasks import TaskKind
 from .jsonl import LinesRead, records
@@ -266,9 +266,7 @@ def write_run_info(run_dir: Path, info: RunInfo) -> Path:
     """Write ``run.json`` atomically (temp file + rename)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RUN_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(info.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    replace_file(path, orjson.dumps(info.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
     return path
 
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .errors import InvalidArguments as InvalidArguments
     from .errors import ToolError as ToolError
     from .errors import agent_error as agent_error
-    from .files import replace_file as replace_file
     from .ledger import LEDGER_SCHEMA as LEDGER_SCHEMA
     from .ledger import Ledger as Ledger
     from .ledger import StepTimer as StepTimer

@@ -16,7 +16,7 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root
+from lsp_bridge import DocumentReport, LspPos, LspRange, cache_root, replace_file
 from repl_pool import LeanEnvironment, SandboxPolicy, one_shot, sandbox_wrapper
 
 from ..tasks import (
@@ -200,7 +200,7 @@ class PrefixModules:
         if saved is None:
             mode, reason = await self._build_and_check(task, split)
             data = orjson.dumps({"mode": mode, "reason": reason})
-            await anyio.to_thread.run_sync(_write_atomically, decision, data)
+            await anyio.to_thread.run_sync(replace_file, decision, data)
         else:
             mode, reason = saved["mode"], saved["reason"]
         if mode == "prefix":
@@ -317,9 +317,3 @@ def _messages(stdout: str) -> list[dict[str, Any]]:
             if isinstance(message, dict):
                 out.append(message)
     return out
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

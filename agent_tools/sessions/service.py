@@ -16,7 +16,7 @@ import anyio
 import orjson
 import structlog
 
-from lsp_bridge import TRACE_EVENT, LeanrigError
+from lsp_bridge import TRACE_EVENT, LeanrigError, replace_file
 from repl_pool import LeanEnvironment, Pool
 
 from ..library import LibraryError, LibraryIndex
@@ -33,7 +33,6 @@ from ..verdict import Verifier
 from .body_text import as_lean_reads, occurrences, refusal, short
 from .elaborate import Elaborated, Elaborator
 from .errors import ToolError, agent_error, rejected_edit
-from .files import replace_file
 from .ledger import Ledger, StepTimer
 from .output_builders import (
     agent_diagnostics,

@@ -1,4 +1,4 @@
-"""Files leanrig writes whole: a submission, an attempt's state."""
+"""Files written whole, by a rename: submissions, attempt state, run records, kept probes."""
 
 from __future__ import annotations
 
