@@ -63,7 +63,9 @@ typecheck: setup
 # module's tests stay on one worker (its module fixtures start once), and the Ray ones share
 # one (tests/conftest.py SHARED_WORKER).
 # Three workers on two cores: much of a test's time is spent waiting on Lean, a harness or Ray.
-PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --durations=15
+# Groups start longest first (tests/conftest.py LONGEST_FIRST): xdist's default order, most
+# tests first, left a one-test group of 36 s to start in the suite's last minute.
+PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --no-loadscope-reorder --durations=15
 
 suite: setup
 	$(PYTEST)

@@ -62,11 +62,18 @@ TIERS: dict[str, tuple[str, ...]] = {
 TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 SHARED_WORKER = {"test_ray_cluster": "ray", "test_as_typed_ray": "ray", "test_bench_smoke": "ray",
                  "test_doctor_ray": "ray", "test_run_ray": "ray"}  # fmt: skip
-# The groups that take longest under `make test`, longest first (the rest keep their order).
+# The groups that take longest under `make test`, longest first (the rest keep their order):
+# workers take groups in this order (the Makefile turns xdist's reordering by test count off).
 LONGEST_FIRST = {group: rank for rank, group in enumerate((
-    "ray", "test_harness_runs", "test_equivalence", "test_statement_harness", "test_agents",
-    "test_corpus_runs", "test_runner_faults", "test_test_grouping", "test_inspect_view",
-    "test_as_typed_runs", "test_runner", "test_statement_runs", "test_plan_from",
+    "ray", "test_harness_runs", "test_as_typed", "test_agents", "test_editor_proxy",
+    "test_runner_faults", "test_hostile_clients", "test_as_typed_runs", "test_equivalence",
+    "test_corpus_runs", "test_statement_harness", "test_runner", "test_human_attempts",
+    "test_suite_authoring", "test_model_gateway", "test_red_team", "test_statement_runs",
+    "test_cancelled_steps", "test_verifier", "test_as_typed_editor", "test_docs_blocks",
+    "test_session_probe", "test_service", "test_jsonrpc_server", "test_statement_authoring",
+    "test_library", "test_prefix", "test_editor_emacs", "test_pool", "test_corpus_tools",
+    "test_inspect_export", "test_editor_nvim", "test_authoring_prelude_files",
+    "test_architecture", "test_metrics", "test_lsp_client", "test_plan_from",
 ))}  # fmt: skip
 
 

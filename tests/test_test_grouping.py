@@ -42,3 +42,30 @@ def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
         workers[module].add(worker)
     assert set(workers) == set(modules), done.stdout[-2000:]
     assert all(len(w) == 1 for w in workers.values()), dict(workers)
+
+
+def test_make_test_s_workers_take_groups_in_the_suite_s_order() -> None:
+    """Under `make suite`'s flags, groups start in collection order (tests/conftest.py sorts the
+    longest first), not reordered by test count as xdist does by default."""
+    (command,) = [
+        line.split()
+        for line in subprocess.run(
+            ["make", "-n", "suite"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if "pytest" in line
+    ]
+    flags = [flag for flag in command[1:] if flag != "-q"]  # -v below lists each test
+    flags[flags.index("-n") + 1] = "1"  # one worker: it runs the groups one after another
+    # Fewest tests first: xdist's default order would run test_node_routing (7) first.
+    modules = ["tests/test_completeness.py", "tests/test_results.py", "tests/test_node_routing.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *flags, "-v", "-p", "no:cacheprovider", *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    ran = re.findall(r"PASSED (tests/test_\w+\.py)", done.stdout)
+    assert list(dict.fromkeys(ran)) == modules, done.stdout[-2000:]
