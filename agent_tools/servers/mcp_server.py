@@ -5,6 +5,7 @@ an expected failure is an `is_error` result ``[code] message. Next: hint``."""
 
 from __future__ import annotations
 
+import functools
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -71,6 +72,7 @@ LIBRARY_INSTRUCTIONS = (
 )
 
 
+@functools.cache  # once per process: every connection's server lists the same tools
 def describe(tool: ToolDef) -> MCPTool:
     return MCPTool(
         name=tool.name,
