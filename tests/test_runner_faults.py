@@ -4,6 +4,7 @@ killed with SIGKILL resumes without redoing finished attempts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -175,7 +176,8 @@ def test_a_run_killed_mid_run_resumes_without_redoing_finished_attempts(tmp_path
 def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
     tmp_path: Path, signum: signal.Signals, repeats: int
 ) -> None:
-    """SIGTERM or Ctrl-C, also again during cleanup: processes killed, socket directory gone."""
+    """SIGTERM or Ctrl-C, also again during cleanup and until it exits: processes killed,
+    socket directory gone, no traceback."""
     from agent_tools.runs.leftovers import socket_parent
 
     suite = suite_copy(tmp_path, ("refl_z",))
@@ -204,6 +206,12 @@ def test_a_run_stopped_by_a_signal_cleans_up_and_says_how_to_resume(
         for _ in range(repeats):
             process.send_signal(signum)
             time.sleep(0.02)
+        if repeats > 1:  # and on, every few milliseconds, through the event loop's teardown
+            until = time.monotonic() + 60
+            while process.poll() is None and time.monotonic() < until:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signum)
+                time.sleep(0.005)
         _, err = process.communicate(timeout=60)
     finally:
         process.kill()

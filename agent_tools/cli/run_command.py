@@ -63,25 +63,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main() -> RunSummary | None:
         """The run; SIGTERM/SIGINT cancels running attempts, finished ones stay for `--resume`."""
         done: list[RunSummary] = []
-        with single_errors(), stop_signals() as signals:
-            async with anyio.create_task_group() as tg:
+        try:
+            with single_errors(), stop_signals() as signals:
+                async with anyio.create_task_group() as tg:
 
-                async def run() -> None:
-                    done.append(await run_benchmark(options))
-                    tg.cancel_scope.cancel()
+                    async def run() -> None:
+                        done.append(await run_benchmark(options))
+                        tg.cancel_scope.cancel()
 
-                def stop(signum: int) -> None:
-                    interrupted.append(signum)
-                    tg.cancel_scope.cancel()
+                    def stop(signum: int) -> None:
+                        interrupted.append(signum)
+                        tg.cancel_scope.cancel()
 
-                tg.start_soon(on_first, signals, stop)
-                tg.start_soon(run)
+                    tg.start_soon(on_first, signals, stop)
+                    tg.start_soon(run)
+        finally:
+            # After the receiver, still on the loop: a signal during the loop's teardown would
+            # raise KeyboardInterrupt there.
+            ignore_stop_signals()
         return done[0] if done else None
 
     # Once, here: a freeze per attempt would keep finished attempts' cycles for ever.
     freeze_heap()
     summary = run_event_loop(main)
-    ignore_stop_signals()
     if summary is None:
         signum = interrupted[0] if interrupted else 2
         where = f" --out {options.out}" if options.out else ""

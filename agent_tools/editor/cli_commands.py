@@ -164,22 +164,26 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stderr = DetachableStderr(sys.stderr, fallback)
 
     async def main() -> None:
-        with stop_signals() as signals:
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
-                    await run_lsp(options)
-                    tg.cancel_scope.cancel()
-            except BaseExceptionGroup as group:
-                # Unwrap a lone refusal so either entry point reports it (exit 2).
-                refused, other = group.split(LeanrigError)
-                if refused is None or other is not None or len(refused.exceptions) != 1:
-                    raise
-                leaf = refused.exceptions[0]
-                raise leaf from leaf.__cause__
+        try:
+            with stop_signals() as signals:
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
+                        await run_lsp(options)
+                        tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # Unwrap a lone refusal so either entry point reports it (exit 2).
+                    refused, other = group.split(LeanrigError)
+                    if refused is None or other is not None or len(refused.exceptions) != 1:
+                        raise
+                    leaf = refused.exceptions[0]
+                    raise leaf from leaf.__cause__
+        finally:
+            # After the receiver, still on the loop: a signal during the loop's teardown would
+            # raise KeyboardInterrupt there.
+            ignore_stop_signals()
 
     run_event_loop(main)
-    ignore_stop_signals()
     return 0
 
 
