@@ -13,23 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
-    # Three quick modules: what is checked is where they run.
-    modules = ["tests/test_results.py", "tests/test_completeness.py", "tests/test_node_routing.py"]
+def verbose_pytest(*args: str) -> str:
+    """Run pytest on ``args`` in the repository, each test listed; its output, once it passes."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            "-v",
-            "-p",
-            "no:cacheprovider",
-            *modules,
-        ],
+        [sys.executable, "-m", "pytest", *args, "-v", "-p", "no:cacheprovider"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -37,10 +24,17 @@ def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
+    return done.stdout
+
+
+def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
+    # Three quick modules: what is checked is where they run.
+    modules = ["tests/test_results.py", "tests/test_completeness.py", "tests/test_node_routing.py"]
+    out = verbose_pytest("-n", "2", "--dist", "loadgroup", *modules)
     workers: dict[str, set[str]] = defaultdict(set)
-    for worker, module in re.findall(r"\[(gw\d)\].*?PASSED (tests/test_\w+\.py)", done.stdout):
+    for worker, module in re.findall(r"\[(gw\d)\].*?PASSED (tests/test_\w+\.py)", out):
         workers[module].add(worker)
-    assert set(workers) == set(modules), done.stdout[-2000:]
+    assert set(workers) == set(modules), out[-2000:]
     assert all(len(w) == 1 for w in workers.values()), dict(workers)
 
 
@@ -50,22 +44,19 @@ def test_make_test_s_workers_take_groups_in_the_suite_s_order() -> None:
     (command,) = [
         line.split()
         for line in subprocess.run(
-            ["make", "-n", "suite"], cwd=ROOT, capture_output=True, text=True, check=True
+            ["make", "-n", "suite"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout.splitlines()
         if "pytest" in line
     ]
-    flags = [flag for flag in command[1:] if flag != "-q"]  # -v below lists each test
+    flags = [flag for flag in command[1:] if flag != "-q"]  # verbose_pytest lists each test
     flags[flags.index("-n") + 1] = "1"  # one worker: it runs the groups one after another
     # Fewest tests first: xdist's default order would run test_node_routing (7) first.
     modules = ["tests/test_completeness.py", "tests/test_results.py", "tests/test_node_routing.py"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, "-v", "-p", "no:cacheprovider", *modules],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    ran = re.findall(r"PASSED (tests/test_\w+\.py)", done.stdout)
-    assert list(dict.fromkeys(ran)) == modules, done.stdout[-2000:]
+    out = verbose_pytest(*flags, *modules)
+    ran = re.findall(r"PASSED (tests/test_\w+\.py)", out)
+    assert list(dict.fromkeys(ran)) == modules, out[-2000:]
