@@ -63,8 +63,8 @@ typecheck: setup
 # module's tests stay on one worker (its module fixtures start once), and the Ray ones share
 # one (tests/conftest.py SHARED_WORKER).
 # Three workers on two cores: much of a test's time is spent waiting on Lean, a harness or Ray.
-# Groups start longest first (tests/conftest.py LONGEST_FIRST): xdist's default order, most
-# tests first, left a one-test group of 36 s to start in the suite's last minute.
+# Groups start longest first (tests/conftest.py LONGEST_FIRST): xdist's default order (most
+# tests first) starts long groups of few tests last, and the workers end further apart.
 PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --no-loadscope-reorder --durations=15
 
 suite: setup
