@@ -28,6 +28,8 @@ from agent_tools.tasks import (
 )
 from agent_tools.verdict import (
     FORBIDDEN,
+    References,
+    Statement,
     Verifier,
     forbidden_constructs,
     parse_axioms,
@@ -111,6 +113,29 @@ async def test_every_demo_reference_proof_is_accepted(
     task = DEMO.task(task_id)
     verdict = await demo_verifier.verify(task, task.with_body("\n  " + REFS[task_id]))
     assert verdict.accepted, verdict.reasons
+
+
+async def test_verifiers_sharing_references_read_each_task_file_once_and_by_its_text() -> None:
+    shared = References()
+    first, second = (
+        Verifier(DEMO, find_lean(), library=library_dir(DEMO, find_lean()), references=shared)
+        for _ in range(2)
+    )
+    task = DEMO.task("and_swap")
+    proof = task.with_body("\n  " + REFS["and_swap"])
+    assert (await first.verify(task, proof)).accepted
+    [key] = shared.types
+    assert [*shared.suffixes] == [key]
+    # What the first verifier read is what the second judges by: a planted statement shows it.
+    shared.types[key] = Statement(universes=(), type="Demo.planted")
+    planted = await second.verify(task, proof)
+    assert planted.reasons == (
+        "the theorem's statement differs from the task's (elaborated types differ)",
+    )
+    # Another text of the same task is read afresh, never judged by the first text's answer.
+    edited = dataclasses.replace(task, text=task.text + "\n")
+    assert (await second.verify(edited, edited.with_body("\n  " + REFS["and_swap"]))).accepted
+    assert len(shared.types) == 2
 
 
 def test_the_demo_suite_has_universe_polymorphic_tasks_with_reference_proofs() -> None:

@@ -20,6 +20,7 @@ from .statement_grade import StatementGrader as StatementGrader
 from .statement_grade import StatementVerdict as StatementVerdict
 from .statement_grade import grading_file as grading_file
 from .verifier import PLACEHOLDER_PROVES as PLACEHOLDER_PROVES
+from .verifier import References as References
 from .verifier import Verdict as Verdict
 from .verifier import Verifier as Verifier
 from .verifier import axioms_outside as axioms_outside

@@ -102,11 +102,13 @@ class SandboxedLean:
         return [*sandbox_wrapper(policy), *argv]
 
     async def server_command(self, work: Path) -> ServerCommand:
-        """A fresh sandboxed ``lean --server`` in ``work``, never Lake's."""
+        """A fresh sandboxed Lean language server in ``work``, never Lake's: each document gets
+        its own ``lean --worker``, with no watchdog between (one Lean process per document)."""
         wrapper = tuple(self.wrapped([], work))
-        return self.install.server_command(
+        command = self.install.server_command(
             work, env=await self.env(), use_lake=False, wrapper=wrapper
         )
+        return dataclasses.replace(command, direct_workers=True)
 
     async def run(self, argv: list[str], work: Path, build: Path, timeout: float) -> Completed:
         try:

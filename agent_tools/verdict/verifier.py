@@ -106,6 +106,25 @@ def _as_lean_reads(submission: str) -> str:
     return submission.replace("\r\n", "\n")
 
 
+ReferenceKey = tuple[str, str, str, str]  # task key, task text, Lean, library
+
+
+@dataclass(slots=True)
+class References:
+    """What Lean reads in the untouched task files, each computed once and shared by verifiers.
+
+    ``leanrig run`` gives one to its final verdicts and to every attempt's ``check_proof``. A key
+    holds the task's text, the Lean and the library, so sharers cannot mix up their answers."""
+
+    types: dict[ReferenceKey, Statement] = field(default_factory=dict)  # the target's statement
+    suffixes: dict[ReferenceKey, list[str]] = field(default_factory=dict)  # declarations after it
+    locks: dict[ReferenceKey, anyio.Lock] = field(default_factory=dict)
+
+    def lock(self, key: ReferenceKey) -> anyio.Lock:
+        """The lock of ``key``: one computation per task, different tasks at once."""
+        return self.locks.setdefault(key, anyio.Lock())
+
+
 class Verifier:
     def __init__(
         self,
@@ -115,6 +134,7 @@ class Verifier:
         library: Path | None,
         sandbox: SandboxPolicy | None = None,
         work_root: Path | None = None,
+        references: References | None = None,
     ) -> None:
         self.suite = suite
         self.install = install
@@ -123,9 +143,7 @@ class Verifier:
         # Scratch paths become file URIs and bind mounts, and Lean runs in another directory.
         self.work_root = work_root.resolve() if work_root is not None else None
         self._lean = SandboxedLean(suite, install, library, self.sandbox, self.work_root)
-        self._ref_types: dict[str, Statement] = {}  # task id -> the untouched task's
-        self._ref_suffix: dict[str, list[str]] = {}  # task id -> Lean's parse after the body
-        self._reference_lock = anyio.Lock()
+        self.references = references if references is not None else References()
         checker = install.leanchecker
         self._checker = str(checker) if checker is not None else None
 
@@ -296,10 +314,18 @@ class Verifier:
         if reason:
             raise NotAccepted(reason)
 
+    def _reference_key(self, task: Task) -> ReferenceKey:
+        return (task.key, task.text, str(self.install.lean), str(self.library))
+
     async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
-        cached = self._ref_suffix.get(task.key)
-        if cached is not None:
+        key = self._reference_key(task)
+        async with self.references.lock(key):
+            cached = self.references.suffixes.get(key)
+            if cached is None:
+                cached = self.references.suffixes[key] = await self._read_suffix(task, index)
             return cached
+
+    async def _read_suffix(self, task: Task, index: LineIndex) -> list[str]:
         async with self._lean.scratch("leanrig-ref-") as work:
             command = await self._lean.server_command(work)
             uri = (work / "LeanrigOriginal.lean").as_uri()
@@ -314,9 +340,7 @@ class Verifier:
                 raise NotAccepted(
                     f"the task file itself could not be read by Lean within {wall:g} s"
                 ) from exc
-        suffix = suffix_structure(flatten_symbols(symbols, index), task.span.end, len(task.text))
-        self._ref_suffix[task.key] = suffix
-        return suffix
+        return suffix_structure(flatten_symbols(symbols, index), task.span.end, len(task.text))
 
     async def _compile_and_query(
         self, task: Task, text: str, work: Path, module: str
@@ -396,8 +420,9 @@ class Verifier:
         return statement, axioms
 
     async def _reference_type(self, task: Task) -> Statement:
-        async with self._reference_lock:
-            cached = self._ref_types.get(task.key)
+        key = self._reference_key(task)
+        async with self.references.lock(key):
+            cached = self.references.types.get(key)
             if cached is None:
                 async with self._lean.scratch("leanrig-ref-") as work:
                     try:
@@ -408,7 +433,7 @@ class Verifier:
                         raise NotAccepted(
                             f"the task file itself does not check: {exc.reasons[0]}"
                         ) from exc
-                cached = self._ref_types[task.key] = reference
+                cached = self.references.types[key] = reference
             return cached
 
     def _judge(
