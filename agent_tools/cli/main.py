@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import orjson
@@ -22,9 +22,6 @@ from .plan_command import add_plan_from_command
 from .run_command import cmd_model, cmd_run
 from .serve_command import cmd_serve
 from .suite_command import add_suite_command
-
-if TYPE_CHECKING:
-    pass
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
