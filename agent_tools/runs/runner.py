@@ -247,7 +247,6 @@ class Runner:
             max_processes=o.max_processes,
             install=self.install,
             hidden=(*self.hidden, self.run_dir, self.socket_parent) if self.isolated else (),
-            references=self.verifier.references,
         )
         server = AttemptServer(serve, socket, o.service)
         await server.bind()

@@ -33,7 +33,7 @@ from repl_pool import (
 from ..library import LibraryIndex, open_library
 from ..sessions import MAX_SESSIONS_PER_CLIENT, Ledger, ProofService
 from ..tasks import SuiteError, library_dir, load_suite
-from ..verdict import References, Verifier
+from ..verdict import Verifier
 
 log = structlog.get_logger("leanrig.app")
 
@@ -66,8 +66,6 @@ class ServeOptions:
     install: LeanInstall | None = None
     # What the sessions' Lean must not read (what the agent's sandbox hides).
     hidden: tuple[Path, ...] = ()
-    # `leanrig run` passes its verifier's: the task files are read by Lean once per run.
-    references: References | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "suite", absolute(self.suite))
@@ -150,7 +148,6 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         library=library,
         sandbox=policy if options.sandbox else SandboxPolicy(use_bwrap=False),
         work_root=verify_root,
-        references=options.references,
     )
     log.info(
         "serve.opened",

@@ -106,15 +106,16 @@ def _as_lean_reads(submission: str) -> str:
     return submission.replace("\r\n", "\n")
 
 
-ReferenceKey = tuple[str, str, str, str]  # task key, task text, Lean, library
+# Task key, theorem, task text, Lean, the suite's library, a Lake project's LEAN_PATH.
+ReferenceKey = tuple[str, str, str, str, str, str]
 
 
 @dataclass(slots=True)
 class References:
     """What Lean reads in the untouched task files, each computed once and shared by verifiers.
 
-    ``leanrig run`` gives one to its final verdicts and to every attempt's ``check_proof``. A key
-    holds the task's text, the Lean and the library, so sharers cannot mix up their answers."""
+    A key holds all that Lean's answer depends on (the task's text and theorem, the Lean, the
+    library: its directory is named by its content), so sharers cannot mix up their answers."""
 
     types: dict[ReferenceKey, Statement] = field(default_factory=dict)  # the target's statement
     suffixes: dict[ReferenceKey, list[str]] = field(default_factory=dict)  # declarations after it
@@ -123,6 +124,10 @@ class References:
     def lock(self, key: ReferenceKey) -> anyio.Lock:
         """The lock of ``key``: one computation per task, different tasks at once."""
         return self.locks.setdefault(key, anyio.Lock())
+
+
+# A process's verifiers share by default: a run's final verdicts and its attempts' check_proof.
+PROCESS_REFERENCES = References()
 
 
 class Verifier:
@@ -143,7 +148,7 @@ class Verifier:
         # Scratch paths become file URIs and bind mounts, and Lean runs in another directory.
         self.work_root = work_root.resolve() if work_root is not None else None
         self._lean = SandboxedLean(suite, install, library, self.sandbox, self.work_root)
-        self.references = references if references is not None else References()
+        self.references = references if references is not None else PROCESS_REFERENCES
         checker = install.leanchecker
         self._checker = str(checker) if checker is not None else None
 
@@ -314,11 +319,13 @@ class Verifier:
         if reason:
             raise NotAccepted(reason)
 
-    def _reference_key(self, task: Task) -> ReferenceKey:
-        return (task.key, task.text, str(self.install.lean), str(self.library))
+    async def _reference_key(self, task: Task) -> ReferenceKey:
+        lake = ":".join(map(str, await self._lean.project_lean_path()))
+        theorem = task.spec.theorem
+        return (task.key, theorem, task.text, str(self.install.lean), str(self.library), lake)
 
     async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
-        key = self._reference_key(task)
+        key = await self._reference_key(task)
         async with self.references.lock(key):
             cached = self.references.suffixes.get(key)
             if cached is None:
@@ -420,7 +427,7 @@ class Verifier:
         return statement, axioms
 
     async def _reference_type(self, task: Task) -> Statement:
-        key = self._reference_key(task)
+        key = await self._reference_key(task)
         async with self.references.lock(key):
             cached = self.references.types.get(key)
             if cached is None:
