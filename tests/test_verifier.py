@@ -136,6 +136,8 @@ async def test_verifiers_sharing_references_read_each_task_file_once_and_by_its_
     edited = dataclasses.replace(task, text=task.text + "\n")
     assert (await second.verify(edited, edited.with_body("\n  " + REFS["and_swap"]))).accepted
     assert len(shared.types) == 2
+    # Without one given, a process's verifiers share theirs: a run's verdicts and its attempts'.
+    assert verifier_for(DEMO).references is verifier_for(DEMO).references
 
 
 def test_the_demo_suite_has_universe_polymorphic_tasks_with_reference_proofs() -> None:
