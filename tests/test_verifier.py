@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -138,6 +139,20 @@ async def test_verifiers_sharing_references_read_each_task_file_once_and_by_its_
     assert len(shared.types) == 2
     # Without one given, a process's verifiers share theirs: a run's verdicts and its attempts'.
     assert verifier_for(DEMO).references is verifier_for(DEMO).references
+
+
+def test_verifiers_on_different_event_loops_share_references() -> None:
+    """A process may verify under asyncio, then under trio: what the first read serves both."""
+    shared = References()
+    task = DEMO.task("and_swap")
+    proof = task.with_body("\n  " + REFS["and_swap"])
+    for backend in ("asyncio", "trio"):
+        verifier = Verifier(
+            DEMO, find_lean(), library=library_dir(DEMO, find_lean()), references=shared
+        )
+        verdict = anyio.run(functools.partial(verifier.verify, task, proof), backend=backend)
+        assert verdict.accepted, (backend, verdict.reasons)
+    assert len(shared.types) == 1
 
 
 def test_the_demo_suite_has_universe_polymorphic_tasks_with_reference_proofs() -> None:

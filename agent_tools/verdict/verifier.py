@@ -119,11 +119,6 @@ class References:
 
     types: dict[ReferenceKey, Statement] = field(default_factory=dict)  # the target's statement
     suffixes: dict[ReferenceKey, list[str]] = field(default_factory=dict)  # declarations after it
-    locks: dict[ReferenceKey, anyio.Lock] = field(default_factory=dict)
-
-    def lock(self, key: ReferenceKey) -> anyio.Lock:
-        """The lock of ``key``: one computation per task, different tasks at once."""
-        return self.locks.setdefault(key, anyio.Lock())
 
 
 # A process's verifiers share by default: a run's final verdicts and its attempts' check_proof.
@@ -149,6 +144,8 @@ class Verifier:
         self.work_root = work_root.resolve() if work_root is not None else None
         self._lean = SandboxedLean(suite, install, library, self.sandbox, self.work_root)
         self.references = references if references is not None else PROCESS_REFERENCES
+        # One reading of each kind per task at a time; the locks stay with this verifier's loop.
+        self._reading: dict[tuple[str, ReferenceKey], anyio.Lock] = {}
         checker = install.leanchecker
         self._checker = str(checker) if checker is not None else None
 
@@ -319,6 +316,12 @@ class Verifier:
         if reason:
             raise NotAccepted(reason)
 
+    def _reading_lock(self, kind: str, key: ReferenceKey) -> anyio.Lock:
+        lock = self._reading.get((kind, key))
+        if lock is None:
+            lock = self._reading[kind, key] = anyio.Lock()
+        return lock
+
     async def _reference_key(self, task: Task) -> ReferenceKey:
         lake = ":".join(map(str, await self._lean.project_lean_path()))
         theorem = task.spec.theorem
@@ -326,7 +329,7 @@ class Verifier:
 
     async def _original_suffix(self, task: Task, index: LineIndex) -> list[str]:
         key = await self._reference_key(task)
-        async with self.references.lock(key):
+        async with self._reading_lock("suffix", key):
             cached = self.references.suffixes.get(key)
             if cached is None:
                 cached = self.references.suffixes[key] = await self._read_suffix(task, index)
@@ -428,7 +431,7 @@ class Verifier:
 
     async def _reference_type(self, task: Task) -> Statement:
         key = await self._reference_key(task)
-        async with self.references.lock(key):
+        async with self._reading_lock("type", key):
             cached = self.references.types.get(key)
             if cached is None:
                 async with self._lean.scratch("leanrig-ref-") as work:
