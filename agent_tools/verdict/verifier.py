@@ -114,8 +114,9 @@ ReferenceKey = tuple[str, str, str, str, str, str]
 class References:
     """What Lean reads in the untouched task files, each computed once and shared by verifiers.
 
-    A key holds all that Lean's answer depends on (the task's text and theorem, the Lean, the
-    library: its directory is named by its content), so sharers cannot mix up their answers."""
+    A key holds what Lean's answer depends on: the task's text and theorem, the Lean, the suite's
+    library (its directory is named by its content) and a Lake project's LEAN_PATH, not what its
+    builds hold (a rebuilt dependency is read again by a new process)."""
 
     types: dict[ReferenceKey, Statement] = field(default_factory=dict)  # the target's statement
     suffixes: dict[ReferenceKey, list[str]] = field(default_factory=dict)  # declarations after it
