@@ -1,7 +1,8 @@
 """The tamper-proof final verdict, in fresh sandboxed Lean processes (never the agent's session).
 
 1. Structure: the frame is kept (body_bounds); the body passes the prechecks and ``forbidden``.
-2. Parse (fresh ``lean --server``): no errors; the body stays inside the target declaration.
+2. Parse (a fresh sandboxed ``lean --worker``): no errors; the body stays inside the target
+   declaration.
 3. Compile to ``LeanrigSubmission.olean``; a trusted file importing it checks ``#print axioms``
    and the target's ``#check`` under ``pp.all`` against the untouched task file's.
 4. Where the toolchain has ``leanchecker``, replay the environment in the kernel.
