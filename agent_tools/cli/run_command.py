@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import anyio
 import orjson
 
-from ..servers import ignore_stop_signals, on_first, stop_signals
+from ..servers import on_first, stop_signals
 
 if TYPE_CHECKING:
     pass
@@ -63,24 +63,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main() -> RunSummary | None:
         """The run; SIGTERM/SIGINT cancels running attempts, finished ones stay for `--resume`."""
         done: list[RunSummary] = []
-        try:
-            with single_errors(), stop_signals() as signals:
-                async with anyio.create_task_group() as tg:
+        with single_errors(), stop_signals() as signals:
+            async with anyio.create_task_group() as tg:
 
-                    async def run() -> None:
-                        done.append(await run_benchmark(options))
-                        tg.cancel_scope.cancel()
+                async def run() -> None:
+                    done.append(await run_benchmark(options))
+                    tg.cancel_scope.cancel()
 
-                    def stop(signum: int) -> None:
-                        interrupted.append(signum)
-                        tg.cancel_scope.cancel()
+                def stop(signum: int) -> None:
+                    interrupted.append(signum)
+                    tg.cancel_scope.cancel()
 
-                    tg.start_soon(on_first, signals, stop)
-                    tg.start_soon(run)
-        finally:
-            # After the receiver, still on the loop: a signal during the loop's teardown would
-            # raise KeyboardInterrupt there.
-            ignore_stop_signals()
+                tg.start_soon(on_first, signals, stop)
+                tg.start_soon(run)
         return done[0] if done else None
 
     # Once, here: a freeze per attempt would keep finished attempts' cycles for ever.
@@ -113,7 +108,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     from lsp_bridge import single_errors
 
     from ..models import load_plan, serve_replay_model
-    from ..servers import ignore_stop_signals, on_first, stop_signals
+    from ..servers import on_first, stop_signals
 
     plan = load_plan(Path(args.plan).absolute())
     log_path = Path(args.log).absolute() if args.log else None
@@ -129,5 +124,4 @@ def cmd_model(args: argparse.Namespace) -> int:
                 tg.cancel_scope.cancel()
 
     anyio.run(main)
-    ignore_stop_signals()
     return 0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..servers import ignore_stop_signals, on_first, stop_signals
+from ..servers import on_first, stop_signals
 
 if TYPE_CHECKING:
     from ..sessions import ProofService
@@ -89,7 +89,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     listener = None if stdio else listen_local(args.http if args.port is None else args.port)
     with listener or nullcontext(), claimed_stdio() if stdio else nullcontext(None) as wire:
         run_event_loop(main)
-    ignore_stop_signals()
     # A stdio client waits for the exit: skip the interpreter's final collections.
     gc.freeze()
     return 0

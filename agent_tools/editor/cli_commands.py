@@ -95,7 +95,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     """`leanrig lsp`: the relay, or with ``--supervised`` the attempt's server; the exit code."""
     if args.supervised:
         return _serve(args)
-    from ..servers import claimed_stdio, ignore_stop_signals, run_event_loop
+    from ..servers import claimed_stdio, run_event_loop
     from .relay import relay
 
     argv = supervisor_argv(args)
@@ -104,9 +104,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
         with claimed_stdio() as wire:
             return await relay(argv, wire)
 
-    code = run_event_loop(main)
-    ignore_stop_signals()
-    return code
+    return run_event_loop(main)
 
 
 def supervisor_argv(args: argparse.Namespace) -> list[str]:
@@ -145,7 +143,7 @@ def _log_level() -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     """The supervisor: serve the attempt on stdio until the relay leaves."""
-    from ..servers import ignore_stop_signals, on_first, run_event_loop, stop_signals
+    from ..servers import on_first, run_event_loop, stop_signals
     from .human_attempt import state_path
     from .lsp import LspOptions, run_lsp
 
@@ -164,24 +162,19 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stderr = DetachableStderr(sys.stderr, fallback)
 
     async def main() -> None:
-        try:
-            with stop_signals() as signals:
-                try:
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
-                        await run_lsp(options)
-                        tg.cancel_scope.cancel()
-                except BaseExceptionGroup as group:
-                    # Unwrap a lone refusal so either entry point reports it (exit 2).
-                    refused, other = group.split(LeanrigError)
-                    if refused is None or other is not None or len(refused.exceptions) != 1:
-                        raise
-                    leaf = refused.exceptions[0]
-                    raise leaf from leaf.__cause__
-        finally:
-            # After the receiver, still on the loop: a signal during the loop's teardown would
-            # raise KeyboardInterrupt there.
-            ignore_stop_signals()
+        with stop_signals() as signals:
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(on_first, signals, lambda _signum: tg.cancel_scope.cancel())
+                    await run_lsp(options)
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # Unwrap a lone refusal so either entry point reports it (exit 2).
+                refused, other = group.split(LeanrigError)
+                if refused is None or other is not None or len(refused.exceptions) != 1:
+                    raise
+                leaf = refused.exceptions[0]
+                raise leaf from leaf.__cause__
 
     run_event_loop(main)
     return 0

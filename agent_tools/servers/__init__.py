@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .service_wiring import ServeOptions as ServeOptions
     from .service_wiring import open_service as open_service
     from .service_wiring import serve_argv as serve_argv
-    from .signals import ignore_stop_signals as ignore_stop_signals
     from .signals import on_first as on_first
     from .signals import stop_signals as stop_signals
     from .socket_server import serve_mcp_listener as serve_mcp_listener

@@ -1,22 +1,29 @@
 """Stopping on SIGTERM/SIGINT, and not being interrupted while stopping.
 
 Open ``stop_signals()`` around everything that must end cleanly and run ``on_first`` in its task
-group: later signals are then absorbed instead of raising KeyboardInterrupt mid-cleanup."""
+group: later signals are absorbed, and ignored once the block ends, instead of raising
+KeyboardInterrupt mid-cleanup or in the event loop's teardown."""
 
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 
 import anyio
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def stop_signals() -> AbstractContextManager[AsyncIterator[signal.Signals]]:
-    """SIGTERM and SIGINT, received for as long as the block runs."""
-    return anyio.open_signal_receiver(*STOP_SIGNALS)
+@contextmanager
+def stop_signals() -> Iterator[AsyncIterator[signal.Signals]]:
+    """SIGTERM and SIGINT, received for as long as the block runs, then ignored (still on the
+    event loop: the process is stopping)."""
+    try:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            yield signals
+    finally:
+        _ignore_stop_signals()
 
 
 async def on_first(signals: AsyncIterator[signal.Signals], stop: Callable[[int], None]) -> None:
@@ -26,7 +33,6 @@ async def on_first(signals: AsyncIterator[signal.Signals], stop: Callable[[int],
         return
 
 
-def ignore_stop_signals() -> None:
-    """Ignore stop signals once the receiver is closed, so exiting is not interrupted."""
+def _ignore_stop_signals() -> None:
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
