@@ -92,9 +92,9 @@ class Page:
         done = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return done["result"].get("value")
 
-    async def text_with(self, *words: str) -> str:
-        """The page's text once it holds every one of ``words``."""
-        deadline = time.monotonic() + WAIT
+    async def text_with(self, *words: str, seconds: float = WAIT) -> str:
+        """The page's text once it holds every one of ``words`` (or after ``seconds``)."""
+        deadline = time.monotonic() + seconds
         while True:
             text = str(await self.value("document.body.innerText"))
             if all(w in text for w in words) or time.monotonic() > deadline:
@@ -150,7 +150,13 @@ async def browse(chromium: str, url: str) -> tuple[str, str, bytes]:
                     await page.call("Page.enable")
                     await page.call("Page.navigate", url=url)
                     listed = await page.text_with(*TASKS)
-                    await page.click_text(TASKS[0])
+                    opened, deadline = f"Sample {TASKS[0]}", time.monotonic() + WAIT
+                    # A busy machine shows the rows before they take clicks: click until it opens.
+                    while True:
+                        await page.click_text(TASKS[0])
+                        if opened in await page.text_with(opened, seconds=3):
+                            break
+                        assert time.monotonic() < deadline, f"{opened!r} never opened"
                     sample = await page.text_with("set_proof")
                     png = await page.call("Page.captureScreenshot", format="png")
                     shot = base64.b64decode(png["data"])
