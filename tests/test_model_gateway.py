@@ -76,6 +76,7 @@ class Upstream:
         self.hung_up = anyio.Event()  # the gateway closed its connection to us
         self.hold = False  # never release: the test disconnects
         self.linger = False  # the whole answer, then the stream kept open until a hang-up
+        self.json = False  # one JSON answer, its body sent on ``release``
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         assert scope["type"] == "http"
@@ -83,6 +84,9 @@ class Upstream:
         self.paths.append(scope["path"] + "?" + scope["query_string"].decode())
         while (await receive()).get("more_body"):
             pass
+        if self.json:
+            await self._answer_json(send)
+            return
         await send(
             {
                 "type": "http.response.start",
@@ -103,6 +107,23 @@ class Upstream:
             while (await receive())["type"] != "http.disconnect":
                 pass
             self.hung_up.set()
+
+    async def _answer_json(self, send: Any) -> None:
+        body = orjson.dumps(
+            {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "model": "stub-model",
+                "content": [{"type": "text", "text": "hi"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+            }
+        )
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self.release.wait()
+        await send({"type": "http.response.body", "body": body})
 
 
 @asynccontextmanager
@@ -222,6 +243,28 @@ async def test_an_agent_hanging_up_mid_answer_ends_the_upstream_call(tmp_path: P
     (call,) = gateway.calls
     assert not call.complete and call.error is not None and "closed" in call.error
     assert call.usage.input_tokens == 105  # what the wire said before the hang-up
+
+
+async def test_an_agent_hanging_up_before_a_json_answer_s_body_still_has_it_metered(
+    tmp_path: Path,
+) -> None:
+    # The upstream generated (and bills) the whole answer before its headers: hanging up after
+    # them must not hide the call's tokens.
+    upstream = Upstream()
+    upstream.json = True
+    async with gateway_to(upstream, tmp_path) as (gateway, agent):
+        async with agent.stream("POST", "/v1/messages", json=REQUEST) as response:
+            assert response.status_code == 200
+        # leaving the block closed the agent's connection before the body came
+        await anyio.sleep(0.2)
+        upstream.release.set()
+        with anyio.fail_after(10):
+            while not gateway.calls:
+                await anyio.sleep(0.01)
+    (call,) = gateway.calls
+    assert not call.complete and call.error is not None and "closed" in call.error
+    assert call.usage.input_tokens == 10 and call.usage.output_tokens == 5
+    assert gateway_usage(gateway).input_tokens == 10
 
 
 async def test_an_agent_hanging_up_after_the_answer_s_end_event_got_the_whole_answer(

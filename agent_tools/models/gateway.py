@@ -35,6 +35,8 @@ MAX_CONCURRENT: Final = 8
 """Calls in flight at once per attempt by default (`ModelGateway.max_concurrent`)."""
 SLOT_WAIT_S: Final = 30.0
 """How long a call beyond ``max_concurrent`` waits for a free slot by default, then 429."""
+METER_AFTER_HANG_UP_S: Final = 10.0
+"""How long a JSON answer is still read, to meter it, after its agent hung up."""
 # Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy sets itself.
 _HOP: Final = frozenset(
     {
@@ -247,6 +249,7 @@ class _Meter:
     request_bytes: int = 0
     response_bytes: int = 0
     complete: bool = False
+    hung_up: bool = False
     refused: bool = False
     error: str | None = None
     request_body: bytes = b""  # with model I/O recorded
@@ -415,7 +418,7 @@ class ModelGateway:
         meter = call.meter
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_cancel_on_disconnect, receive, scope)
+                tg.start_soon(_watch_hang_up, receive, scope, call)
                 try:
                     response = await self.client.send(request, stream=True)
                 except httpx.HTTPError as exc:
@@ -442,18 +445,21 @@ class ModelGateway:
                         call.response_bytes += len(chunk)
                         if call.capture is not None:
                             call.capture.feed(chunk)
+                        if call.hung_up:
+                            continue  # read to meter it, forwarded to no one
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                         # The agent may hang up after the API's end event, before the stream's.
                         call.complete = call.complete or (meter is not None and meter.ended)
-                    await send({"type": "http.response.body", "body": b""})
-                    call.complete = True
+                    if not call.hung_up:
+                        await send({"type": "http.response.body", "body": b""})
+                        call.complete = True
                 except httpx.HTTPError as exc:
                     call.error = f"the answer broke off: {type(exc).__name__}: {exc}"
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
                 tg.cancel_scope.cancel()
-        if scope.cancelled_caught and not call.complete:
+        if call.hung_up and not call.complete:
             call.error = "the agent closed its connection before the answer ended"
 
     async def _body(self, receive: Any) -> bytes | None:
@@ -489,12 +495,16 @@ def _too_large(limit: int, seen: str) -> RequestRefused:
     )
 
 
-async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
-            return
+async def _watch_hang_up(receive: Any, scope: anyio.CancelScope, call: _Meter) -> None:
+    """On the agent's hang-up, end the call: at once for a stream, whose upstream then stops
+    generating; a JSON answer, already generated and billed, is read on to meter it."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    call.hung_up = True
+    if call.meter is not None and call.meter.answer_is_json:
+        scope.deadline = min(scope.deadline, anyio.current_time() + METER_AFTER_HANG_UP_S)
+    else:
+        scope.cancel()
 
 
 async def _error(

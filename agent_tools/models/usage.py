@@ -132,6 +132,11 @@ class WireMeter:
         return self._ended
 
     @property
+    def answer_is_json(self) -> bool:
+        """The answer is one JSON body (from its Content-Type or first byte), not a stream."""
+        return self._mode == "json"
+
+    @property
     def first_token_seen(self) -> bool:
         return self._first_token
 
