@@ -15,10 +15,12 @@ setup: $(STAMP)
 
 # uv installs the pinned set (constraints.txt) and byte-compiles it on both cores: agents run
 # in a sandbox that cannot write the venv, and would otherwise compile every module they import
-# at each start. docs/architecture.md has the figures behind both choices.
+# at each start. The venv gets no pip of its own: $(PY)'s pip puts uv in (its own pip when $(PY)
+# has none). docs/architecture.md has the figures behind these choices.
 $(STAMP): pyproject.toml constraints.txt
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -c constraints.txt uv
+	$(PY) -m venv --without-pip $(VENV)
+	$(PY) -m pip --python $(BIN)/python install -q -c constraints.txt uv 2>/dev/null \
+	  || { $(BIN)/python -m ensurepip >/dev/null && $(BIN)/python -m pip install -q -c constraints.txt uv; }
 	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode -c constraints.txt \
 	  -e '.[dev,bootstrap,report,ray,inspect]'
 	@scripts/install-bwrap.sh || true
