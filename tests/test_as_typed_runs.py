@@ -343,6 +343,8 @@ def test_a_run_whose_agent_never_starts_says_so(runs: Runs) -> None:
         "run",
         "--suite",
         SUITE,
+        "--tasks",
+        "refl_z,and_swap",
         "--agent",
         "sleep 30",
         "--time-limit",
