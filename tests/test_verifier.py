@@ -491,7 +491,10 @@ async def test_an_expensive_elaboration_is_rejected_as_timeout() -> None:
 
 async def test_a_crashing_lean_process_means_rejection(exploit_verifier: Verifier) -> None:
     task = EXPLOITS.task("true")
-    submission = task.with_body("\n  True.intro")
+    # A valid proof Lean's worker takes about a second over: the kill lands mid-elaboration,
+    # never after an answer that was complete (a 100 ms proof raced the poll under load).
+    nested = "(" * 4000 + "True.intro" + ")" * 4000
+    submission = task.with_body(f"\n  set_option maxRecDepth 100000000 in\n  {nested}")
     killed: list[int] = []
     finished = anyio.Event()
 
