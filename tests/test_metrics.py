@@ -4,8 +4,9 @@ formulas, and the price / N-A rules."""
 from __future__ import annotations
 
 import math
+import random
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from agent_tools.runs import (
 from agent_tools.runs.metrics import (
     Interval,
     attempt_status,
-    bootstrap_interval,
     paired_delta_interval,
+    per_point_interval,
+    score_interval,
     score_of,
     task_status,
 )
@@ -511,7 +513,7 @@ rows_strategy = st.lists(
 def test_a_score_interval_holds_the_score_and_stays_in_0_to_100(
     rows: list[tuple[int, float]],
 ) -> None:
-    ci = bootstrap_interval(rows, score_of, resamples=200)
+    ci = score_interval(rows, resamples=200)
     assert ci is not None
     assert 0 <= ci.low <= score_of(rows) <= ci.high <= 100
 
@@ -521,7 +523,7 @@ def test_a_score_interval_holds_the_score_and_stays_in_0_to_100(
 def test_the_interval_is_a_point_when_every_task_has_the_same_verdict(
     difficulties: list[int], verdict: float
 ) -> None:
-    ci = bootstrap_interval([(d, verdict) for d in difficulties], score_of, resamples=200)
+    ci = score_interval([(d, verdict) for d in difficulties], resamples=200)
     assert ci == Interval(100 * verdict, 100 * verdict)
 
 
@@ -530,9 +532,9 @@ def test_the_interval_is_a_point_when_every_task_has_the_same_verdict(
 def test_the_same_seed_gives_the_same_interval_and_a_higher_level_a_wider_one(
     rows: list[tuple[int, float]],
 ) -> None:
-    ci = bootstrap_interval(rows, score_of, resamples=200, seed=7)
-    assert ci == bootstrap_interval(rows, score_of, resamples=200, seed=7)
-    wide = bootstrap_interval(rows, score_of, resamples=200, seed=7, level=0.99)
+    ci = score_interval(rows, resamples=200, seed=7)
+    assert ci == score_interval(rows, resamples=200, seed=7)
+    wide = score_interval(rows, resamples=200, seed=7, level=0.99)
     assert ci is not None and wide is not None
     assert wide.low <= ci.low and ci.high <= wide.high
 
@@ -541,14 +543,81 @@ def test_the_interval_has_the_width_of_the_sampling_spread() -> None:
     """40 equal tasks, half verified: the standard error is 100·√(¼/40) ≈ 7.9 points, so a 95 %
     interval is about 50 ± 15.5."""
     rows = [(5, float(i % 2)) for i in range(40)]
-    ci = bootstrap_interval(rows, score_of)
+    ci = score_interval(rows)
     assert ci is not None
     assert 30 < ci.low < 40 and 60 < ci.high < 70, ci
 
 
 def test_one_task_has_no_interval() -> None:
-    assert bootstrap_interval([(3, 1.0)], score_of) is None
-    assert bootstrap_interval([], score_of) is None
+    assert score_interval([(3, 1.0)]) is None
+    assert score_interval([]) is None
+    assert per_point_interval([(3, 1.0, 2.0)]) is None
+    assert paired_delta_interval([(3, 1.0, 3, 0.0)]) is None
+
+
+def textbook_interval(
+    rows: Sequence[Any], statistic: Callable[[Sequence[Any]], float], resamples: int, seed: int
+) -> Interval | None:
+    """The percentile bootstrap as written down: ``resamples`` draws of n rows of n with
+    replacement from ``random.Random(seed)``, ``statistic`` of each, the 95 % interval's
+    quantiles (interpolated as numpy's default), widened to hold the estimate."""
+    rng = random.Random(seed)
+    draws = [rng.choices(range(len(rows)), k=len(rows)) for _ in range(resamples)]
+    values = sorted(v for v in (statistic([rows[i] for i in d]) for d in draws) if v == v)
+    estimate = statistic(rows)
+
+    def quantile(p: float) -> float:
+        h = (len(values) - 1) * p
+        lo, hi = values[math.floor(h)], values[min(math.floor(h) + 1, len(values) - 1)]
+        return lo if lo == hi or h == math.floor(h) else lo + (hi - lo) * (h - math.floor(h))
+
+    if not values or estimate != estimate:
+        return None
+    alpha = (1 - 0.95) / 2
+    return Interval(min(quantile(alpha), estimate), max(quantile(1 - alpha), estimate))
+
+
+def seconds_per_point(rows: Sequence[tuple[int, float, float | None]]) -> float:
+    known = [c for _, _, c in rows if c is not None]
+    score = score_of([(d, v) for d, v, _ in rows])
+    if not known:
+        return math.nan
+    return math.inf if score == 0 else sum(known) / len(known) / score
+
+
+costed_strategy = st.lists(
+    st.tuples(
+        st.integers(1, 10),
+        st.sampled_from([0.0, 0.5, 1.0]),
+        st.none() | st.floats(0.1, 1000.0, allow_nan=False),
+    ),
+    min_size=2,
+    max_size=30,
+)
+
+
+@settings(deadline=None, max_examples=50)
+@given(costed_strategy, st.integers(0, 3))
+def test_each_interval_is_the_textbook_bootstrap_to_the_last_bit(
+    rows: list[tuple[int, float, float | None]], seed: int
+) -> None:
+    """The intervals sum precomputed products per resample; their figures are the plain
+    definition's exactly (same draws, same sums in the same order)."""
+    scored = [(d, v) for d, v, _ in rows]
+    assert score_interval(scored, resamples=100, seed=seed) == textbook_interval(
+        scored, score_of, 100, seed
+    )
+    assert per_point_interval(rows, resamples=100, seed=seed) == textbook_interval(
+        rows, seconds_per_point, 100, seed
+    )
+    paired = [(d, v, d, 1.0 - v) for d, v in scored]
+
+    def delta(rs: Sequence[tuple[int, float, int, float]]) -> float:
+        return score_of([(r[2], r[3]) for r in rs]) - score_of([(r[0], r[1]) for r in rs])
+
+    assert paired_delta_interval(paired, resamples=100, seed=seed) == textbook_interval(
+        paired, delta, 100, seed
+    )
 
 
 paired_strategy = st.lists(

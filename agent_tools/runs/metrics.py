@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 from .prices import PriceSchedule, attempt_cost
 from .results import AttemptResult, TaskRef
@@ -29,8 +30,6 @@ AttemptStatus = Literal["verified", "not verified", "timed out", "error"]
 TaskStatus = Literal[
     "verified", "partly verified", "not verified", "timed out", "error", "no result"
 ]
-
-T = TypeVar("T")
 
 
 def weighted_score(difficulties: Sequence[int], verdicts: Sequence[float]) -> float:
@@ -92,21 +91,10 @@ def _quantile(ordered: Sequence[float], p: float) -> float:
     return lo + (hi - lo) * (h - i)
 
 
-def bootstrap_interval(
-    rows: Sequence[T],
-    statistic: Callable[[Sequence[T]], float],
-    *,
-    level: float = CI_LEVEL,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> Interval | None:
-    """The seeded percentile bootstrap interval of ``statistic`` over ``rows`` (one per task),
-    widened to hold the estimate; None with fewer than two rows or a nan estimate."""
-    if len(rows) < 2:
-        return None
-    drawn = (statistic([rows[i] for i in idx]) for idx in _resamples(len(rows), resamples, seed))
+def _interval(drawn: Iterable[float], estimate: float, level: float) -> Interval | None:
+    """The percentile interval of the resamples' figures (nan ones left out), widened to hold
+    the estimate; None when no figure or a nan estimate."""
     values = sorted(v for v in drawn if not math.isnan(v))
-    estimate = statistic(rows)
     if not values or math.isnan(estimate):
         return None
     alpha = (1 - level) / 2
@@ -118,6 +106,33 @@ def score_of(rows: Sequence[tuple[int, float]]) -> float:
     return weighted_score([d for d, _ in rows], [v for _, v in rows])
 
 
+def _scores_drawn(rows: Sequence[tuple[int, float]], draws: Iterable[Sequence[int]]) -> list[float]:
+    """`score_of` of each drawn resample of ``rows``: the same sums in the same order as
+    `weighted_score`'s, of products computed once (a report computes 2,000 per interval)."""
+    weights = [d for d, _ in rows]
+    products = [d * v for d, v in rows]
+    scores = []
+    for idx in draws:
+        total = sum(map(weights.__getitem__, idx))
+        scores.append(100 * sum(map(products.__getitem__, idx)) / total if total else 0.0)
+    return scores
+
+
+def score_interval(
+    rows: Sequence[tuple[int, float]],
+    *,
+    level: float = CI_LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """The seeded percentile bootstrap interval of the score over ``rows`` of (difficulty,
+    verdict), one per task; None with fewer than two rows."""
+    if len(rows) < 2:
+        return None
+    draws = _resamples(len(rows), resamples, seed)
+    return _interval(_scores_drawn(rows, draws), score_of(rows), level)
+
+
 def paired_delta_interval(
     rows: Sequence[tuple[int, float, int, float]],
     *,
@@ -126,11 +141,40 @@ def paired_delta_interval(
     seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
     """The paired interval of Δ score over rows of (base d, base v, new d, new v), one per task."""
+    if len(rows) < 2:
+        return None
+    draws = _resamples(len(rows), resamples, seed)
+    base, new = [(r[0], r[1]) for r in rows], [(r[2], r[3]) for r in rows]
+    drawn = map(operator.sub, _scores_drawn(new, draws), _scores_drawn(base, draws))
+    return _interval(drawn, score_of(new) - score_of(base), level)
 
-    def delta(rs: Sequence[tuple[int, float, int, float]]) -> float:
-        return score_of([(r[2], r[3]) for r in rs]) - score_of([(r[0], r[1]) for r in rs])
 
-    return bootstrap_interval(rows, delta, level=level, resamples=resamples, seed=seed)
+def per_point_interval(
+    rows: Sequence[tuple[int, float, float | None]],
+    *,
+    level: float = CI_LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """The interval of a cost per point over rows of (difficulty, verdict, cost or None): each
+    resample's mean known cost (seconds, USD) over its score; inf where a resample scores 0."""
+    if len(rows) < 2:
+        return None
+    draws = _resamples(len(rows), resamples, seed)
+    costs = [c for _, _, c in rows]
+    scored = [(d, v) for d, v, _ in rows]
+    drawn = [
+        _per_point_of([c for c in map(costs.__getitem__, idx) if c is not None], score)
+        for idx, score in zip(draws, _scores_drawn(scored, draws), strict=True)
+    ]
+    estimate = _per_point_of([c for c in costs if c is not None], score_of(scored))
+    return _interval(drawn, estimate, level)
+
+
+def _per_point_of(costs: Sequence[float], score: float) -> float:
+    if not costs:
+        return math.nan
+    return math.inf if score == 0 else sum(costs) / len(costs) / score
 
 
 def attempt_status(r: AttemptResult) -> AttemptStatus:
@@ -448,40 +492,16 @@ def compute_metrics(
         per_task=outcomes,
         unlisted_tasks=unlisted,
         scored=scored,
-        score_ci=bootstrap_interval(weighted, score_of),
-        completion_ci=bootstrap_interval([v for _, v in weighted], _percent_mean),
-        field_cis={f: bootstrap_interval(by_field[f], score_of) for f in fields},
-        pass_at_k_ci={
-            k: bootstrap_interval([r[i] for r in pass_rows], _percent_mean)
-            for i, k in enumerate(pak)
-        },
+        score_ci=score_interval(weighted),
+        # A mean in percent is the score with every difficulty 1, figure for figure.
+        completion_ci=score_interval([(1, v) for _, v in weighted]),
+        field_cis={f: score_interval(by_field[f]) for f in fields},
+        pass_at_k_ci={k: score_interval([(1, r[i]) for r in pass_rows]) for i, k in enumerate(pak)},
         seconds_per_point_ci=(
-            bootstrap_interval(timed_rows, _seconds_per_point)
-            if per_point(mean_s, score) is not None
-            else None
+            per_point_interval(timed_rows) if per_point(mean_s, score) is not None else None
         ),
-        usd_per_point_ci=(
-            bootstrap_interval(cost_rows, _usd_per_point) if usd_pp is not None else None
-        ),
+        usd_per_point_ci=per_point_interval(cost_rows) if usd_pp is not None else None,
     )
-
-
-def _percent_mean(values: Sequence[float]) -> float:
-    return 100 * sum(values) / len(values)
-
-
-def _seconds_per_point(rows: Sequence[tuple[int, float, float | None]]) -> float:
-    """s/point of resampled (difficulty, verdict, seconds) rows; nan when no row has a time."""
-    timed = [s for _, _, s in rows if s is not None]
-    score = score_of([(d, v) for d, v, _ in rows])
-    if not timed:
-        return math.nan
-    return math.inf if score == 0 else sum(timed) / len(timed) / score
-
-
-def _usd_per_point(rows: Sequence[tuple[int, float, float]]) -> float:
-    score = score_of([(d, v) for d, v, _ in rows])
-    return math.inf if score == 0 else sum(u for _, _, u in rows) / len(rows) / score
 
 
 @dataclass(frozen=True, slots=True)
