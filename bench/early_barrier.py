@@ -62,7 +62,11 @@ MODES = {"early barrier": True, "Lean's barrier": False}
 
 
 async def measure(rounds: int) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="leanrig-early-"))
+    with tempfile.TemporaryDirectory(prefix="leanrig-early-") as work:
+        return await _measured(rounds, Path(work))
+
+
+async def _measured(rounds: int, work: Path) -> dict[str, Any]:
     base = replace(find_lean().server_command(work), direct_workers=True)
     timeouts = Timeouts(barrier=120, request=120)
     samples: dict[str, list[float]] = {}

@@ -4,6 +4,7 @@ agent_tools) through public `__init__`s, with no import cycle; public names and 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -40,8 +41,14 @@ def python_files(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once for all the module's tests (they only read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imported_packages(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -55,7 +62,7 @@ def agent_tools_imports(path: Path) -> list[tuple[str, str]]:
     """(layer, full module) for every import of another agent_tools folder from `path`."""
     rel = path.relative_to(ROOT / "agent_tools").parts
     own = rel[0] if len(rel) > 1 else None
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     found: list[tuple[str, str]] = []
     for node in ast.walk(tree):
         modules: list[str] = []
@@ -145,7 +152,7 @@ def test_public_names_are_exactly_all(package: str) -> None:
 
 
 def _absolute_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -168,7 +175,7 @@ def test_the_next_layer_uses_only_public_apis(package: str) -> None:
                 f"{path.relative_to(ROOT)} imports {module}; use the package's public names"
             )
             assert top != "tests", f"{path.relative_to(ROOT)} imports the test suite ({module})"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in inner:
                 public = set(importlib.import_module(node.module).__all__)
                 hidden = [a.name for a in node.names if a.name not in public]
@@ -216,7 +223,7 @@ def _runtime_import_nodes(tree: ast.Module) -> list[tuple[ast.Import | ast.Impor
 def _runtime_imports(path: Path, package: str) -> set[str]:
     """The modules of ``package`` (dotted, e.g. ``agent_tools.runs.runner``) that ``path``
     imports, at load time or inside a function; not those under ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     here = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     base = here.rsplit(".", 1)[0] if path.name != "__init__.py" else here.removesuffix(".__init__")
     found: set[str] = set()
@@ -309,7 +316,7 @@ def _deferred_imports(path: Path) -> list[str]:
     if any(rel == where or rel.startswith(f"{where}/") for where in DEFERRING):
         return []
     found: list[str] = []
-    for node, in_function in _runtime_import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node, in_function in _runtime_import_nodes(parsed(path)):
         if not in_function:
             continue
         if isinstance(node, ast.Import):
@@ -349,7 +356,7 @@ def _root_name(node: ast.expr) -> str | None:
 def _reaches_past_public_api(path: Path) -> list[str]:
     """What ``path`` uses of leanrig past its public API: modules below an `__init__`, and
     private attributes (``_name``) of what it imported, also via ``setattr``/``getattr``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     ours: set[str] = set()
     found: list[str] = []
     for node in ast.walk(tree):

@@ -55,12 +55,13 @@ def serving_on_a_port(*wire: str) -> Iterator[tuple[subprocess.Popen[bytes], int
     from .test_network_servers import free_port
 
     port = free_port()
+    cwd = tempfile.TemporaryDirectory(prefix="leanrig-port-")
     server = subprocess.Popen(
         [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *wire, str(port)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        cwd=tempfile.mkdtemp(prefix="leanrig-port-"),
+        cwd=cwd.name,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
@@ -76,13 +77,15 @@ def serving_on_a_port(*wire: str) -> Iterator[tuple[subprocess.Popen[bytes], int
     finally:
         server.terminate()
         server.wait(20)
+        cwd.cleanup()
 
 
 class Stdio:
     """A `leanrig serve` subprocess spoken to line by line, every read with a deadline."""
 
     def __init__(self, *extra: str) -> None:
-        self.cwd = tempfile.mkdtemp(prefix="leanrig-wire12-")
+        self.tmp = tempfile.TemporaryDirectory(prefix="leanrig-wire12-")
+        self.cwd = self.tmp.name
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent_tools.cli", "serve", "--suite", str(DEMO), *extra],
             stdin=subprocess.PIPE,
@@ -138,6 +141,7 @@ class Stdio:
         finally:
             assert self.proc.stdout is not None
             self.proc.stdout.close()
+            self.tmp.cleanup()
 
 
 def test_mcp_cancelled_step_does_not_leave_lean_elaborating_it() -> None:
