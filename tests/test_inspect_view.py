@@ -53,10 +53,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(argv: list[str], cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """A background process in its own session; its group gets SIGTERM, then SIGKILL, at exit."""
     process = subprocess.Popen(
-        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         yield process
@@ -134,7 +141,8 @@ async def browse(chromium: str, url: str) -> tuple[str, str, bytes]:
         "about:blank",
     ]
     try:
-        with running(argv, profile):
+        # Chromium's own temporary files go in the profile too, which is removed after.
+        with running(argv, profile, {**os.environ, "TMPDIR": str(profile)}):
             active = profile / "DevToolsActivePort"  # Chromium writes its port here
             deadline = time.monotonic() + WAIT
             while not (active.is_file() and active.read_text().strip()):
