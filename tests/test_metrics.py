@@ -610,6 +610,11 @@ def test_each_interval_is_the_textbook_bootstrap_to_the_last_bit(
     assert per_point_interval(rows, resamples=100, seed=seed) == textbook_interval(
         rows, seconds_per_point, 100, seed
     )
+    # Completion and pass@k: a mean in percent is the score of rows of difficulty 1.
+    verdicts = [v for _, v in scored]
+    assert score_interval([(1, v) for v in verdicts], resamples=100, seed=seed) == (
+        textbook_interval(verdicts, lambda vs: 100 * sum(vs) / len(vs), 100, seed)
+    )
     paired = [(d, v, d, 1.0 - v) for d, v in scored]
 
     def delta(rs: Sequence[tuple[int, float, int, float]]) -> float:
