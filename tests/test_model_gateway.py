@@ -109,17 +109,7 @@ class Upstream:
             self.hung_up.set()
 
     async def _answer_json(self, send: Any) -> None:
-        body = orjson.dumps(
-            {
-                "id": "m1",
-                "type": "message",
-                "role": "assistant",
-                "model": "stub-model",
-                "content": [{"type": "text", "text": "hi"}],
-                "stop_reason": "end_turn",
-                "usage": {"input_tokens": 10, "output_tokens": 5},
-            }
-        )
+        body = MESSAGE
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await self.release.wait()

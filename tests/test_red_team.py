@@ -27,6 +27,7 @@ import pytest
 from agent_tools.runs.agent_sandbox import agent_sandbox
 from lsp_bridge import find_lean
 
+from .test_model_gateway import MESSAGE
 from .test_runner import AGENTS, SUITE, raw_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,19 +116,7 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         self.rfile.read(length)
         self.server.seen.append((self.command, self.path, self.headers.get("x-api-key")))
-        if self.path.endswith("/messages"):
-            body: dict[str, Any] = {
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "m",
-                "content": [{"type": "text", "text": "hi"}],
-                "stop_reason": "end_turn",
-                "usage": {"input_tokens": 10, "output_tokens": 5},
-            }
-        else:
-            body = {"data": []}
-        data = orjson.dumps(body)
+        data = MESSAGE if self.path.endswith("/messages") else orjson.dumps({"data": []})
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
