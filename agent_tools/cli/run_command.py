@@ -6,15 +6,11 @@ import argparse
 import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 import orjson
 
 from ..servers import on_first, stop_signals
-
-if TYPE_CHECKING:
-    pass
 
 
 def cmd_run(args: argparse.Namespace) -> int:
