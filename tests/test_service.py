@@ -575,6 +575,64 @@ async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
     assert (await service.set_proof(sid, f"\n  {AND_SWAP_PROOF}")).complete
 
 
+# A task file on its own, importing nothing: its header is not the demo tasks' header.
+OWN_TASK = """prelude
+universe u
+unsafe axiom lcErased : Type
+unsafe axiom lcAny : Type
+inductive Bool where
+  | false : Bool
+  | true : Bool
+axiom sorryAx (α : Sort u) (synthetic : Bool) : α
+inductive True : Prop where
+  | intro : True
+
+namespace Own
+theorem main : True :=
+  sorryAx (True) Bool.false
+end Own
+"""
+# A task after a preamble long enough for a prefix module: its documents import that module.
+LONG_PREAMBLE = "\n".join(f"theorem Long.fact{i} : True := True.intro" for i in range(45))
+LONG_TASK = f"""prelude
+import Demo.Basic
+
+{LONG_PREAMBLE}
+
+namespace Long
+theorem main : True :=
+  sorryAx (True) Bool.false
+end Long
+"""
+
+
+@pytest.mark.parametrize(
+    ("task", "file", "text", "header"),
+    [
+        ("own", "Own.lean", OWN_TASK, "prelude"),
+        ("long", "Long.lean", LONG_TASK, "prelude import Demo.Basic import LeanrigPrefix_"),
+    ],
+    ids=["own-header", "prefix-module"],
+)
+async def test_a_service_bound_to_one_task_warms_only_that_task_s_process(
+    tmp_path: Path, task: str, file: str, text: str, header: str
+) -> None:
+    """`serve --task` (each attempt of a run) starts one Lean process before the first call: the
+    one its session then steps on, whose header is the task's (its prefix module's import)."""
+    theorem = f"{file.removesuffix('.lean')}.main"
+    suite = demo_with_tasks(tmp_path / "suite", {task: (file, theorem, text)})
+    options = ServeOptions(suite=suite, run_dir=tmp_path / "runs", sandbox=False, task=task)
+    async with open_service(options) as service:
+        with anyio.fail_after(60):
+            while not any(p.state == "idle" for p in service.pool.stats().processes):
+                await anyio.sleep(0.02)
+        sid = (await service.open_task(task)).session_id
+        assert (await service.set_proof(sid, "\n  True.intro")).complete
+        stats = service.pool.stats()
+        assert stats.started == 1 and len(stats.processes) == 1, stats
+        assert stats.processes[0].key.startswith(header), stats
+
+
 async def test_a_proof_through_a_sorry_in_the_suite_s_library_is_not_complete(
     tmp_path: Path,
 ) -> None:

@@ -16,7 +16,7 @@ from typing import Literal
 import anyio
 import structlog
 
-from lsp_bridge import LeanInstall, Timeouts, find_lean
+from lsp_bridge import LeanInstall, LeanrigError, Timeouts, find_lean, single_errors
 from repl_pool import (
     LeanEnvironment,
     Pool,
@@ -129,7 +129,7 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         install, suite.root, env=env, wrapper=sandbox_wrapper(policy) if options.sandbox else ()
     )
     config = PoolConfig(
-        min_processes=1,
+        min_processes=0 if options.task is not None else 1,
         max_processes=options.max_processes or default_max_processes(),
         default_header=next(iter(suite.tasks.values())).header.text() if suite.tasks else "",
         request_deadline=options.step_timeout,
@@ -172,7 +172,13 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
                 sessions_per_client=options.sessions_per_client,
             )
             try:
-                yield service
+                with single_errors():
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(_warm_best_effort, service)
+                        try:
+                            yield service
+                        finally:
+                            tg.cancel_scope.cancel()
             finally:
                 # Every session gets its closing ledger line, even on wires that never close one.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
@@ -181,6 +187,13 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
         ledger.close()
         if lad is not None:
             lad.close()
+
+
+async def _warm_best_effort(service: ProofService) -> None:
+    try:
+        await service.warm()
+    except LeanrigError as exc:
+        log.info("serve.warm_failed", error=str(exc))
 
 
 @asynccontextmanager

@@ -421,6 +421,12 @@ class Elaborator:
             memo.key = self.pool.key_for(lean_text, memo.view.environment)
         return memo.key
 
+    async def warm(self, task: Task) -> None:
+        """An idle Lean process for ``task``'s session document (its prefix module built)."""
+        memo = self._memos.get(task.key) or await self.memo(task)
+        lean_text, _ = self.lean_document(task, memo, task.text)
+        await self.pool.execute(self.pool_key(memo, lean_text), _started)
+
     async def elaborate(
         self, task: Task, body: str, timers: Sequence[StepTimer], holder: str | None
     ) -> Elaborated:
@@ -612,3 +618,7 @@ class Elaborator:
             )
 
         return await self.pool.execute(key, operation, holder=holder)
+
+
+async def _started(slot: Slot) -> None:
+    return None

@@ -160,6 +160,11 @@ class ProofService(QuestionTools, StatementTools):
                 ],
             )
 
+    async def warm(self) -> None:
+        """A task-bound service: start its task's Lean process before the first `open_task`."""
+        if self.task is not None:
+            await self.elaborator.warm(self.suite.task(self.task))
+
     async def open_task(self, task_id: str, client: str = "local") -> OpenTaskResult:
         async with self.calls.call("open_task", task=task_id, client=client) as call:
             if self.task is not None and task_id != self.task:
