@@ -246,7 +246,7 @@ async def test_an_attempt_the_runner_died_in_is_recorded_not_run_again(
 
 @asynccontextmanager
 async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
-    """The runner's service, raising once its first session is open, except in a retry's
+    """The runner's service, raising once its first session's body is set, except in a retry's
     attempt directory."""
     async with open_service(options) as service:
         if options.run_dir.parent.name.endswith("-retry"):
@@ -254,9 +254,11 @@ async def dying_service(options: ServeOptions) -> AsyncIterator[ProofService]:
             return
 
         async def die() -> None:
-            # No event says "a session was opened"; poll the service's table, bounded.
+            # Once the agent's body is set and it only sleeps: a read cancelled while a request
+            # arrives trips anyio's Unix socket wait (an InvalidStateError in the event loop).
+            # No event says so; poll the service's table, bounded.
             with anyio.fail_after(60):
-                while not service.sessions:
+                while not any(s.version > 1 for s in service.sessions.values()):
                     await anyio.sleep(0.01)
             raise RuntimeError("the service died")
 
