@@ -16,7 +16,7 @@ from typing import Literal
 import anyio
 import structlog
 
-from lsp_bridge import LeanInstall, LeanrigError, Timeouts, find_lean, single_errors
+from lsp_bridge import LeanInstall, Timeouts, find_lean, single_errors
 from repl_pool import (
     LeanEnvironment,
     Pool,
@@ -192,8 +192,8 @@ async def open_service(options: ServeOptions) -> AsyncIterator[ProofService]:
 async def _warm_best_effort(service: ProofService) -> None:
     try:
         await service.warm()
-    except LeanrigError as exc:
-        log.info("serve.warm_failed", error=str(exc))
+    except Exception:
+        log.warning("serve.warm_failed", exc_info=True)
 
 
 @asynccontextmanager
