@@ -51,7 +51,7 @@ SlotState = Literal["starting", "idle", "busy", "stopping"]
 ABANDON_SECONDS = 1.0  # bound on closing an abandoned document (Slot._abandon)
 
 DOCUMENTS_PER_PROCESS = 4  # documents (so Lean workers) one server process keeps open
-# Cost of opening a document (whole text plus a worker start), in characters to re-elaborate.
+# A worker start, in characters elaborated meanwhile (a new document also elaborates its text).
 OPEN_COST_CHARS = 2000
 
 
@@ -280,14 +280,15 @@ class Slot:
         room = len(self._documents) < self.max_documents
         if room:
             # Never take another holder's document while there is room: they would alternate.
-            free = [u for u, owner in self._documents.items() if owner is None]
-            cheap = [
-                u
-                for u in free
-                if len(text) - common_prefix(client.text(u), text) <= OPEN_COST_CHARS
-            ]
-            if cheap:
-                return cheap[-1], False
+            chosen, least = None, OPEN_COST_CHARS + len(text) - len(self.header_text)
+            for uri, owner in self._documents.items():
+                if owner is None:
+                    current = client.text(uri)
+                    shared = common_prefix(current, text)
+                    if (cost := len(text) - shared + len(current) - shared) <= least:
+                        chosen, least = uri, cost
+            if chosen is not None:
+                return chosen, False
             return self._new_uri(), True
         best: str | None = None
         best_cost = 0

@@ -515,6 +515,22 @@ async def test_holderless_work_goes_to_the_free_document_sharing_the_most_with_i
         assert seen["big"][1] != seen["small"][1]
 
 
+async def test_a_long_file_is_elaborated_in_the_warm_header_document_not_a_new_worker(
+    environment: LeanEnvironment,
+) -> None:
+    """A process starts with its header elaborated; a session's first text, however long,
+    is an edit of that document, with no second worker to start and import the header."""
+    async with WarmPool.open(environment, config(max_processes=1)) as pool:
+        text = prelude_file(decls(150) + GOOD)
+        async with pool.acquire(pool.key_for(text), holder="a") as slot:
+            opened, header_document = slot.documents_opened, slot.uri
+            report = await slot.elaborate(text, timeout=30)
+            assert report.errors == ()
+            assert slot.documents_opened == opened and slot.uri == header_document
+            assert slot.client is not None
+            assert len(slot.client.pids) == 1, slot.client.pids
+
+
 async def test_a_process_keeps_at_most_its_document_limit_open(
     environment: LeanEnvironment,
 ) -> None:
@@ -525,9 +541,8 @@ async def test_a_process_keeps_at_most_its_document_limit_open(
                 report = await slot.elaborate(text, timeout=30)
                 assert report.errors == ()
         assert slot.client is not None
-        # h0 could not re-use the header document cheaply: a second one; then no room, and
-        # h1 and h2 took over the cheapest.
-        assert slot.documents_opened == 2 and slot.documents_taken_over == 2
+        # h0 edited the header document, h1 opened a second; then no room: h2 took one over.
+        assert slot.documents_opened == 2 and slot.documents_taken_over == 1
         assert len(slot.holders()) <= 2 and "h2" in slot.holders()
 
 
