@@ -22,6 +22,7 @@ from agent_tools.servers import (
     package_version,
 )
 from agent_tools.sessions import TOOL_BY_NAME, ProofService, ToolError, ToolOutput, output_schema
+from lsp_bridge import PRELUDE_HEADER, PRELUDE_SORRY
 
 from .suites import demo_with_library, demo_with_tasks
 
@@ -576,22 +577,13 @@ async def test_a_proof_with_a_construct_the_verdict_forbids_is_not_complete(
 
 
 # A task file on its own, importing nothing: its header is not the demo tasks' header.
-OWN_TASK = """prelude
-universe u
-unsafe axiom lcErased : Type
-unsafe axiom lcAny : Type
-inductive Bool where
-  | false : Bool
-  | true : Bool
-axiom sorryAx (α : Sort u) (synthetic : Bool) : α
-inductive True : Prop where
-  | intro : True
-
+OWN_TASK = f"""{PRELUDE_HEADER}{PRELUDE_SORRY}
 namespace Own
-theorem main : True :=
-  sorryAx (True) Bool.false
+theorem main : @Eq N N.z N.z :=
+  sorryAx (@Eq N N.z N.z) N.z
 end Own
 """
+DEMO_HEADER = "prelude import Demo.Basic"  # as the pool names the demo tasks' header
 # A task after a preamble long enough for a prefix module: its documents import that module.
 LONG_PREAMBLE = "\n".join(f"theorem Long.fact{i} : True := True.intro" for i in range(45))
 LONG_TASK = f"""prelude
@@ -607,15 +599,21 @@ end Long
 
 
 @pytest.mark.parametrize(
-    ("task", "file", "text", "header"),
+    ("task", "file", "text", "proof", "header"),
     [
-        ("own", "Own.lean", OWN_TASK, "prelude"),
-        ("long", "Long.lean", LONG_TASK, "prelude import Demo.Basic import LeanrigPrefix_"),
+        ("own", "Own.lean", OWN_TASK, "@Eq.refl N N.z", "prelude"),
+        (
+            "long",
+            "Long.lean",
+            LONG_TASK,
+            "True.intro",
+            "prelude import Demo.Basic import LeanrigPrefix_",
+        ),
     ],
     ids=["own-header", "prefix-module"],
 )
 async def test_a_service_bound_to_one_task_warms_only_that_task_s_process(
-    tmp_path: Path, task: str, file: str, text: str, header: str
+    tmp_path: Path, task: str, file: str, text: str, proof: str, header: str
 ) -> None:
     """`serve --task` (each attempt of a run) starts one Lean process before the first call: the
     one its session then steps on, whose header is the task's (its prefix module's import)."""
@@ -627,7 +625,7 @@ async def test_a_service_bound_to_one_task_warms_only_that_task_s_process(
             while not any(p.state == "idle" for p in service.pool.stats().processes):
                 await anyio.sleep(0.02)
         sid = (await service.open_task(task)).session_id
-        assert (await service.set_proof(sid, "\n  True.intro")).complete
+        assert (await service.set_proof(sid, f"\n  {proof}")).complete
         stats = service.pool.stats()
         assert stats.started == 1 and len(stats.processes) == 1, stats
         assert stats.processes[0].key.startswith(header), stats
